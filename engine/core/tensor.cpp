@@ -1,0 +1,53 @@
+#include "core/tensor.h"
+
+#include <cstdlib>
+#include <new>
+
+namespace tpu {
+
+namespace {
+std::shared_ptr<std::byte[]> allocate(size_t bytes) {
+  size_t rounded = (bytes + 63) / 64 * 64;
+  if (rounded == 0) rounded = 64;
+  void* p = std::aligned_alloc(64, rounded);
+  if (!p) throw std::bad_alloc();
+  std::memset(p, 0, rounded);
+  return std::shared_ptr<std::byte[]>(static_cast<std::byte*>(p), [](std::byte* q) { std::free(q); });
+}
+}  // namespace
+
+Tensor::Tensor(DType dtype, Shape shape)
+    : dtype_(dtype), shape_(std::move(shape)), data_(allocate(bytes())) {}
+
+Tensor Tensor::reshaped(Shape s) const {
+  Tensor t = *this;
+  t.shape_ = std::move(s);
+  return t;
+}
+
+double Tensor::get(int64_t i) const {
+  switch (dtype_) {
+    case DType::f32: return data<float>()[i];
+    case DType::bf16: return bf16_to_f32(data<uint16_t>()[i]);
+    case DType::i32: return data<int32_t>()[i];
+    case DType::u8: return data<uint8_t>()[i];
+    case DType::boolean: return data<uint8_t>()[i] ? 1.0 : 0.0;
+  }
+  return 0;
+}
+
+void Tensor::set(int64_t i, double v) {
+  switch (dtype_) {
+    case DType::f32: data<float>()[i] = float(v); break;
+    case DType::bf16: data<uint16_t>()[i] = f32_to_bf16(float(v)); break;
+    case DType::i32: data<int32_t>()[i] = int32_t(v); break;
+    case DType::u8: data<uint8_t>()[i] = uint8_t(v); break;
+    case DType::boolean: data<uint8_t>()[i] = v != 0; break;
+  }
+}
+
+std::string type_str(DType t, const Shape& s) {
+  return std::string(name_of(t)) + shape_str(s);
+}
+
+}  // namespace tpu

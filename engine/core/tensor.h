@@ -1,0 +1,61 @@
+// A host tensor: dtype, shape and a shared, immutable-by-convention, 64-byte aligned buffer.
+#pragma once
+#include <cstring>
+#include <memory>
+#include <span>
+
+#include "core/dtype.h"
+#include "core/shape.h"
+
+namespace tpu {
+
+class Tensor {
+ public:
+  Tensor() = default;
+  Tensor(DType dtype, Shape shape);  // zero-filled
+
+  DType dtype() const { return dtype_; }
+  const Shape& shape() const { return shape_; }
+  int64_t rank() const { return int64_t(shape_.size()); }
+  int64_t size() const { return num_elements(shape_); }
+  size_t bytes() const { return size_t(size()) * size_of(dtype_); }
+
+  std::byte* raw() { return data_.get(); }
+  const std::byte* raw() const { return data_.get(); }
+  template <class T> T* data() { return reinterpret_cast<T*>(data_.get()); }
+  template <class T> const T* data() const { return reinterpret_cast<const T*>(data_.get()); }
+  template <class T> std::span<T> span() { return {data<T>(), size_t(size())}; }
+  template <class T> std::span<const T> span() const { return {data<T>(), size_t(size())}; }
+
+  // Same buffer, new shape (sizes must agree).
+  Tensor reshaped(Shape s) const;
+  bool same_type(const Tensor& o) const { return dtype_ == o.dtype_ && shape_ == o.shape_; }
+
+  // Scalar reading and writing in any dtype, through double (reference kernels and tests).
+  double get(int64_t i) const;
+  void set(int64_t i, double v);
+
+ private:
+  DType dtype_ = DType::f32;
+  Shape shape_;
+  std::shared_ptr<std::byte[]> data_;
+};
+
+// bf16 <-> f32 by truncation of the low mantissa bits with round-to-nearest-even.
+inline uint16_t f32_to_bf16(float f) {
+  uint32_t u;
+  std::memcpy(&u, &f, 4);
+  if ((u & 0x7fffffffu) > 0x7f800000u) return uint16_t((u >> 16) | 0x40);  // quiet NaN
+  u += 0x7fffu + ((u >> 16) & 1u);
+  return uint16_t(u >> 16);
+}
+inline float bf16_to_f32(uint16_t h) {
+  uint32_t u = uint32_t(h) << 16;
+  float f;
+  std::memcpy(&f, &u, 4);
+  return f;
+}
+
+std::string type_str(DType t, const Shape& s);  // "f32[8,10]"
+
+}  // namespace tpu

@@ -1,0 +1,81 @@
+// The static-graph IR: a flat SSA list of typed nodes. Nodes are appended in topological
+// order; a NodeId is an index into Graph::nodes. Builders run the op's shape rule and throw
+// tpu::Error with the rule's message when the operands do not fit.
+//
+//   Graph g;
+//   NodeId x = g.parameter(DType::f32, {8, 784});
+//   NodeId w = g.parameter(DType::f32, {784, 10});
+//   NodeId y = g.dot(x, w);                       // f32[8,10]
+//   g.outputs = {g.reduce(y, {0, 1}, ReduceKind::sum)};
+#pragma once
+#include <string>
+#include <vector>
+
+#include "ir/op.h"
+
+namespace tpu {
+
+using NodeId = int32_t;
+
+struct Node {
+  Op op;
+  DType dtype = DType::f32;
+  Shape shape;
+  std::vector<NodeId> in;
+  Attrs attrs;
+  int32_t loc = -1;  // index into Graph::locations ("script.lua:12"), -1 = none
+};
+
+class Graph {
+ public:
+  std::vector<Node> nodes;
+  std::vector<NodeId> params;   // parameter nodes in argument order
+  std::vector<NodeId> outputs;  // results in order
+  std::vector<std::string> locations;
+  std::string name = "main";
+  int32_t current_loc = -1;     // stamped on every node added
+
+  const Node& at(NodeId id) const { return nodes[size_t(id)]; }
+  int32_t intern_location(const std::string& where);
+  std::string location_of(NodeId id) const;
+
+  // Generic append: runs the shape rule, throws tpu::Error on mismatch.
+  NodeId add(Op op, std::vector<NodeId> in, Attrs attrs = {});
+
+  // Builders (thin wrappers over add).
+  NodeId parameter(DType t, Shape s);
+  NodeId constant(Tensor value);
+  NodeId scalar(DType t, double v);                           // rank-0 constant
+  NodeId full(DType t, const Shape& s, double v);             // broadcast scalar constant
+  NodeId iota(DType t, Shape s, int64_t axis);                // values 0..n-1 along axis
+  NodeId unary(Op op, NodeId x);
+  NodeId binary(Op op, NodeId a, NodeId b);                   // same shapes and dtypes
+  NodeId compare(Cmp c, NodeId a, NodeId b);                  // -> bool
+  NodeId select(NodeId pred, NodeId a, NodeId b);
+  NodeId convert(NodeId x, DType to);
+  NodeId broadcast(NodeId x, Shape s, std::vector<int64_t> dims);  // x dim i -> out dim dims[i]
+  NodeId reshape(NodeId x, Shape s);
+  NodeId transpose(NodeId x, std::vector<int64_t> perm);     // out dim i = in dim perm[i]
+  NodeId slice(NodeId x, std::vector<int64_t> start, std::vector<int64_t> limit);
+  NodeId pad(NodeId x, std::vector<int64_t> lo, std::vector<int64_t> hi, double value);
+  NodeId concat(std::vector<NodeId> xs, int64_t axis);
+  NodeId gather(NodeId x, NodeId idx);                        // x[idx] along axis 0
+  NodeId scatter_add(NodeId base, NodeId idx, NodeId upd);    // base with upd added at rows idx
+  // [..., M, K] x [..., K, N] -> [..., M, N]; ta/tb transpose the last two dims of a/b.
+  NodeId dot(NodeId a, NodeId b, bool ta = false, bool tb = false);
+  NodeId reduce(NodeId x, std::vector<int64_t> axes, ReduceKind k);
+  NodeId argmax(NodeId x, int64_t axis);                      // -> i32, axis removed
+
+  // Conveniences used by autodiff and the tracer.
+  NodeId broadcast_to(NodeId x, const Shape& s);              // NumPy rules
+  NodeId sum_to(NodeId x, const Shape& s);                    // inverse of broadcast_to
+};
+
+// Text form, one node a line: "%3 = add f32[8,10] %1, %2  # mlp.lua:12".
+std::string print_graph(const Graph& g);
+// Parses print_graph output back (throws tpu::Error naming the line on bad input).
+Graph parse_graph(const std::string& text);
+// Checks SSA order, operand types against the shape rules, outputs; returns "" or the problem.
+std::string verify_graph(const Graph& g);
+
+}  // namespace tpu

@@ -1,0 +1,47 @@
+// Op enum (generated from ops.def) and the attributes an op node may carry.
+#pragma once
+#include <cstdint>
+#include <memory>
+#include <string_view>
+#include <vector>
+
+#include "core/dtype.h"
+#include "core/tensor.h"
+
+namespace tpu {
+
+enum class Op : uint8_t {
+#define OP(name) name,
+#include "ir/ops.def"
+#undef OP
+};
+
+constexpr int kNumOps = 0
+#define OP(name) +1
+#include "ir/ops.def"
+#undef OP
+    ;
+
+std::string_view op_name(Op op);
+bool parse_op(std::string_view s, Op& out);
+
+enum class Cmp : uint8_t { lt, le, gt, ge, eq, ne };
+enum class ReduceKind : uint8_t { sum, max, min };
+
+std::string_view cmp_name(Cmp c);
+std::string_view reduce_name(ReduceKind k);
+
+// Attributes, interpreted per op (documented on each op's builder in ir/graph.h).
+struct Attrs {
+  std::vector<int64_t> dims;   // axes / permutation / broadcast dims / slice start / pad low
+  std::vector<int64_t> dims2;  // slice limit / pad high
+  int64_t axis = 0;            // concat, gather, argmax, iota axis; compare dir; reduce kind
+  bool flag_a = false;         // dot: transpose lhs
+  bool flag_b = false;         // dot: transpose rhs
+  double value = 0;            // pad value
+  DType to = DType::f32;       // convert target
+  std::shared_ptr<const Tensor> literal;  // constant payload
+  bool operator==(const Attrs& o) const;
+};
+
+}  // namespace tpu

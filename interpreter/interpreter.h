@@ -1,0 +1,60 @@
+// A Lua 5.4 state with the tpu library and stdlib loaded, plus the CLI options.
+//
+//   tpu::Options opt;            // filled from the command line by main.cpp
+//   tpu::Interpreter interp(opt);
+//   int rc = interp.run_file("script.lua", {"a", "b"});  // 0 ok, 1 error printed on stderr
+#pragma once
+#include <cstdint>
+#include <string>
+#include <vector>
+
+struct lua_State;
+
+namespace tpu {
+
+struct Options {
+  int cores = 0;             // 0 = not given
+  std::string tpu_version;   // "" = default (v3)
+  bool bf16 = false;
+  int threads = 0;           // 0 = all cores
+  int64_t seed = -1;         // -1 = not given
+  std::string dump_dir;
+  bool profile = false;
+  bool quiet = false;
+};
+
+class Interpreter {
+ public:
+  explicit Interpreter(const Options& options);
+  ~Interpreter();
+  Interpreter(const Interpreter&) = delete;
+  Interpreter& operator=(const Interpreter&) = delete;
+
+  lua_State* state() { return L_; }
+  const Options& options() const { return options_; }
+
+  // Runs a script with `arg` set as Lua does (arg[0] = path). Returns the exit code:
+  // 0 ok, 1 error (printed on stderr as "file:line: message").
+  int run_file(const std::string& path, const std::vector<std::string>& args);
+  // Runs a chunk (for -e: chunkname "=(command line)").
+  int run_string(const std::string& code, const std::string& chunkname);
+
+  // REPL support: evaluates one chunk the way lua.c does (first as "return <code>", then as
+  // statements); prints returned values with the stdlib's pretty printer.
+  enum class Eval { ok, incomplete, error };
+  Eval eval_repl(const std::string& code);
+
+  // Called at exit: prints the --profile report if asked for.
+  void finish();
+
+ private:
+  int call_protected(int nargs, int nresults);  // runs the function on the stack with traceback
+  Options options_;
+  lua_State* L_ = nullptr;
+};
+
+// Prints "message" on stderr the way the CLI reports errors (one paragraph, no traceback
+// unless TPUTRAIN_DEBUG is set).
+void print_error(const std::string& message);
+
+}  // namespace tpu

@@ -1,0 +1,34 @@
+-- A tiny class helper: `local Dense = class("Dense", Module)`; `Dense{...}` or `Dense(...)`
+-- calls `Dense:__init(...)`; `Dense:extend("Name")` makes a subclass.
+local function class(name, parent)
+  local cls = {}
+  cls.__index = cls
+  cls.__name = name
+  cls.super = parent
+  cls.extend = function(self, subname) return class(subname, self) end
+  cls.is_instance = function(obj)
+    local mt = getmetatable(obj)
+    while mt do
+      if mt == cls then return true end
+      mt = mt.super
+    end
+    return false
+  end
+  -- Metamethods are not inherited through __index; copy the parent's.
+  if parent then
+    for _, k in ipairs {"__tostring", "__call", "__len", "__close"} do
+      if rawget(parent, k) and not rawget(cls, k) then cls[k] = parent[k] end
+    end
+  end
+  setmetatable(cls, {
+    __index = parent,
+    __call = function(c, ...)
+      local obj = setmetatable({}, c)
+      if obj.__init then obj:__init(...) end
+      return obj
+    end,
+    __tostring = function() return "class " .. name end,
+  })
+  return cls
+end
+return class
