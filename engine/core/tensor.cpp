@@ -25,6 +25,14 @@ Tensor Tensor::reshaped(Shape s) const {
   return t;
 }
 
+Tensor Tensor::view(DType t, Shape s) const {
+  Tensor v = *this;
+  v.dtype_ = t;
+  v.shape_ = std::move(s);
+  if (v.bytes() > bytes()) throw std::logic_error("tensor view larger than its buffer");
+  return v;
+}
+
 double Tensor::get(int64_t i) const {
   switch (dtype_) {
     case DType::f32: return data<float>()[i];

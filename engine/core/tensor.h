@@ -29,6 +29,8 @@ class Tensor {
 
   // Same buffer, new shape (sizes must agree).
   Tensor reshaped(Shape s) const;
+  // Same buffer seen with another type; the view must fit in this tensor's bytes.
+  Tensor view(DType t, Shape s) const;
   bool same_type(const Tensor& o) const { return dtype_ == o.dtype_ && shape_ == o.shape_; }
 
   // Scalar reading and writing in any dtype, through double (reference kernels and tests).

@@ -8,6 +8,7 @@
 //   NodeId y = g.dot(x, w);                       // f32[8,10]
 //   g.outputs = {g.reduce(y, {0, 1}, ReduceKind::sum)};
 #pragma once
+#include <deque>
 #include <string>
 #include <vector>
 
@@ -28,7 +29,8 @@ struct Node {
 
 class Graph {
  public:
-  std::vector<Node> nodes;
+  // A deque, so references to nodes stay valid while builders append (rules hold them).
+  std::deque<Node> nodes;
   std::vector<NodeId> params;   // parameter nodes in argument order
   std::vector<NodeId> outputs;  // results in order
   std::vector<std::string> locations;

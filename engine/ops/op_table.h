@@ -19,9 +19,11 @@ struct GradContext {
   NodeId node;
   NodeId out_grad;
   std::vector<NodeId> input_grads;  // -1 = none yet; the driver sums contributions
+  std::vector<bool> wanted;          // input i lies on a path to a differentiated value
   const Node& n() const { return g.at(node); }
+  bool needs(size_t i) const { return wanted.at(i); }
   NodeId in(size_t i) const { return g.at(node).in[i]; }
-  void give(size_t i, NodeId grad);
+  void give(size_t i, NodeId grad);  // ignored unless needs(i)
 };
 using GradRule = void (*)(GradContext& c);
 

@@ -1,0 +1,285 @@
+#include "data/idx.h"
+
+#include <zlib.h>
+
+#include <algorithm>
+#include <array>
+#include <bit>
+#include <cerrno>
+#include <climits>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <memory>
+#include <optional>
+#include <vector>
+
+#include "core/error.h"
+
+namespace tpu {
+
+namespace {
+
+constexpr unsigned kMaxRank = 8;
+constexpr uint64_t kMaxDim = INT32_MAX;
+constexpr uint64_t kMaxBytes = uint64_t(1) << 40;  // 1 TiB: anything larger is a corrupt header
+constexpr size_t kFirstChunk = size_t(1) << 20;    // gzip payloads grow from 1 MiB, doubling
+
+// The element types of the format, one row each.
+struct IdxType {
+  uint8_t code;
+  const char* name;
+  size_t bytes;
+  DType dtype;
+};
+constexpr std::array<IdxType, 6> kTypes{{
+    {0x08, "u8", 1, DType::u8},
+    {0x09, "i8", 1, DType::i32},
+    {0x0B, "i16", 2, DType::i32},
+    {0x0C, "i32", 4, DType::i32},
+    {0x0D, "f32", 4, DType::f32},
+    {0x0E, "f64", 8, DType::f32},
+}};
+
+[[noreturn]] void fail(const std::string& path, const std::string& what) {
+  throw Error(path + ": " + what);
+}
+
+std::string hex_byte(std::byte b) {
+  char s[8];
+  std::snprintf(s, sizeof s, "0x%02X", unsigned(b));
+  return s;
+}
+
+// ---- byte sources: a plain file or a gzip stream ----
+
+class ByteSource {
+ public:
+  virtual ~ByteSource() = default;
+  // Fills `out` completely unless the input ends first; returns the count read.
+  virtual size_t read(std::span<std::byte> out) = 0;
+  // Bytes not yet read, when the source can tell (plain regular files).
+  virtual std::optional<uint64_t> remaining() const = 0;
+};
+
+class PlainFile : public ByteSource {
+ public:
+  PlainFile(const std::string& path, std::optional<uint64_t> size) : path_(path), left_(size) {
+    file_.reset(std::fopen(path.c_str(), "rb"));
+    if (!file_) fail(path, std::string("cannot open: ") + std::strerror(errno));
+  }
+  size_t read(std::span<std::byte> out) override {
+    size_t n = std::fread(out.data(), 1, out.size(), file_.get());
+    if (n < out.size() && std::ferror(file_.get()))
+      fail(path_, std::string("read error: ") + std::strerror(errno));
+    if (left_) *left_ -= std::min<uint64_t>(*left_, n);
+    return n;
+  }
+  std::optional<uint64_t> remaining() const override { return left_; }
+
+ private:
+  struct Closer {
+    void operator()(std::FILE* f) const { std::fclose(f); }
+  };
+  std::string path_;
+  std::optional<uint64_t> left_;
+  std::unique_ptr<std::FILE, Closer> file_;
+};
+
+class GzipFile : public ByteSource {
+ public:
+  explicit GzipFile(const std::string& path) : path_(path) {
+    errno = 0;
+    file_.reset(gzopen(path.c_str(), "rb"));
+    if (!file_) fail(path, std::string("cannot open: ") + (errno ? std::strerror(errno) : "out of memory"));
+  }
+  size_t read(std::span<std::byte> out) override {
+    size_t got = 0;
+    while (got < out.size()) {
+      unsigned want = unsigned(std::min<size_t>(out.size() - got, size_t(1) << 30));
+      int n = gzread(file_.get(), out.data() + got, want);
+      if (n < 0) fail_zlib();
+      got += size_t(n);
+      if (unsigned(n) < want) break;
+    }
+    if (got < out.size()) check_clean_end();
+    return got;
+  }
+  std::optional<uint64_t> remaining() const override { return std::nullopt; }
+
+ private:
+  // A short read is the end of the stream or a defect zlib noticed (truncation, CRC, ...).
+  void check_clean_end() {
+    int err = Z_OK;
+    gzerror(file_.get(), &err);
+    if (err != Z_OK && err != Z_STREAM_END) fail_zlib();
+  }
+  [[noreturn]] void fail_zlib() {
+    int err = Z_OK;
+    const char* msg = gzerror(file_.get(), &err);
+    if (err == Z_ERRNO) fail(path_, std::string("read error: ") + std::strerror(errno));
+    if (err == Z_BUF_ERROR) fail(path_, "truncated gzip file: the compressed stream ends early");
+    fail(path_, "corrupt gzip file: " + strip_path(msg ? msg : ""));
+  }
+  // zlib's messages start with "path: ".
+  std::string strip_path(std::string msg) const {
+    if (msg.starts_with(path_ + ": ")) msg.erase(0, path_.size() + 2);
+    return msg.empty() ? "unknown zlib error" : msg;
+  }
+  struct Closer {
+    void operator()(gzFile f) const { gzclose(f); }
+  };
+  std::string path_;
+  std::unique_ptr<gzFile_s, Closer> file_;
+};
+
+bool ends_with_gz(const std::string& path) {
+  return path.size() >= 3 && path.compare(path.size() - 3, 3, ".gz") == 0;
+}
+
+std::unique_ptr<ByteSource> open_source(const std::string& path) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  fs::file_status st = fs::status(path, ec);
+  if (st.type() == fs::file_type::not_found) fail(path, "file not found");
+  if (ec) fail(path, "cannot access: " + ec.message());
+  if (fs::is_directory(st)) fail(path, "is a directory, not an IDX file");
+  if (ends_with_gz(path)) return std::make_unique<GzipFile>(path);
+  std::optional<uint64_t> size;
+  if (fs::is_regular_file(st)) {
+    uint64_t s = fs::file_size(path, ec);
+    if (!ec) size = s;
+  }
+  return std::make_unique<PlainFile>(path, size);
+}
+
+// ---- header ----
+
+struct Header {
+  const IdxType* type;
+  Shape shape;
+  uint64_t data_bytes;
+};
+
+uint64_t load_be(const std::byte* p, size_t n) {
+  uint64_t v = 0;
+  for (size_t i = 0; i < n; ++i) v = (v << 8) | uint64_t(p[i]);
+  return v;
+}
+
+const IdxType& idx_type(uint8_t code, const std::string& path) {
+  for (const IdxType& t : kTypes)
+    if (t.code == code) return t;
+  fail(path, "unknown IDX type code " + hex_byte(std::byte(code)) +
+                 " (expected 0x08 u8, 0x09 i8, 0x0B i16, 0x0C i32, 0x0D f32 or 0x0E f64)");
+}
+
+std::string declared(const Header& h) {
+  return std::string(h.type->name) + shape_str(h.shape);
+}
+
+Shape read_dims(ByteSource& src, unsigned rank, const std::string& path) {
+  std::vector<std::byte> raw(4 * rank);
+  if (src.read(raw) < raw.size())
+    fail(path, "truncated IDX header: expected " + std::to_string(rank) + " dimension sizes");
+  Shape shape(rank);
+  for (unsigned i = 0; i < rank; ++i) {
+    uint64_t d = load_be(&raw[4 * i], 4);
+    std::string which = "dimension " + std::to_string(i + 1) + " of " + std::to_string(rank);
+    if (d == 0) fail(path, which + " is 0 (empty IDX arrays are not supported)");
+    if (d > kMaxDim) fail(path, which + " is " + std::to_string(d) + ", too large");
+    shape[i] = int64_t(d);
+  }
+  return shape;
+}
+
+uint64_t data_bytes(const Header& h, const std::string& path) {
+  uint64_t bytes = h.type->bytes;
+  for (int64_t d : h.shape) {
+    if (bytes > kMaxBytes / uint64_t(d))
+      fail(path, "IDX header declares " + declared(h) + ", more than 1 TiB of data");
+    bytes *= uint64_t(d);
+  }
+  return bytes;
+}
+
+Header read_header(ByteSource& src, const std::string& path) {
+  std::array<std::byte, 4> magic{};
+  size_t n = src.read(magic);
+  if (n < magic.size())
+    fail(path, "not an IDX file: only " + std::to_string(n) + " bytes long");
+  if (magic[0] != std::byte{0} || magic[1] != std::byte{0})
+    fail(path, "not an IDX file: starts with bytes " + hex_byte(magic[0]) + " " + hex_byte(magic[1]) +
+                   " instead of 0x00 0x00");
+  Header h{&idx_type(uint8_t(magic[2]), path), {}, 0};
+  unsigned rank = unsigned(magic[3]);
+  if (rank == 0 || rank > kMaxRank)
+    fail(path, "unsupported IDX rank " + std::to_string(rank) + " (expected 1 to 8 dimensions)");
+  h.shape = read_dims(src, rank, path);
+  h.data_bytes = data_bytes(h, path);
+  return h;
+}
+
+// ---- payload ----
+
+[[noreturn]] void fail_truncated(const Header& h, uint64_t found, const std::string& path) {
+  fail(path, "truncated IDX file: expected " + std::to_string(h.data_bytes) + " bytes of data for " +
+                 declared(h) + ", found " + std::to_string(found));
+}
+
+[[noreturn]] void fail_trailing(const Header& h, std::string extra, const std::string& path) {
+  fail(path, "trailing garbage: " + extra + " after the " + std::to_string(h.data_bytes) +
+                 " bytes of data declared by the header (" + declared(h) + ")");
+}
+
+// Reads exactly the declared bytes. Sizes are checked before allocating when the source knows
+// them; otherwise the buffer grows geometrically with what actually arrives, capped at the
+// declared size, so a lying header cannot make us allocate more than twice the real data.
+std::vector<std::byte> read_payload(ByteSource& src, const Header& h, const std::string& path) {
+  std::optional<uint64_t> left = src.remaining();
+  if (left && *left < h.data_bytes) fail_truncated(h, *left, path);
+  if (left && *left > h.data_bytes) fail_trailing(h, std::to_string(*left - h.data_bytes) + " bytes", path);
+  std::vector<std::byte> buf;
+  size_t got = 0;
+  size_t next = left ? size_t(h.data_bytes) : std::min<size_t>(h.data_bytes, kFirstChunk);
+  while (got < h.data_bytes) {
+    buf.resize(next);
+    size_t n = src.read(std::span(buf).subspan(got));
+    got += n;
+    if (got < buf.size()) fail_truncated(h, got, path);
+    next = std::min<size_t>(h.data_bytes, 2 * buf.size());
+  }
+  std::byte extra[1];
+  if (src.read(extra) != 0) fail_trailing(h, "more bytes", path);
+  return buf;
+}
+
+Tensor decode(const Header& h, std::span<const std::byte> raw) {
+  Tensor t(h.type->dtype, h.shape);
+  const size_t n = size_t(t.size()), w = h.type->bytes;
+  const std::byte* p = raw.data();
+  switch (h.type->code) {
+    case 0x08: std::memcpy(t.raw(), p, n); break;
+    case 0x09: for (size_t i = 0; i < n; ++i) t.data<int32_t>()[i] = int8_t(p[i]); break;
+    case 0x0B: for (size_t i = 0; i < n; ++i) t.data<int32_t>()[i] = int16_t(load_be(p + i * w, w)); break;
+    case 0x0C: for (size_t i = 0; i < n; ++i) t.data<int32_t>()[i] = int32_t(load_be(p + i * w, w)); break;
+    case 0x0D:
+      for (size_t i = 0; i < n; ++i) t.data<float>()[i] = std::bit_cast<float>(uint32_t(load_be(p + i * w, w)));
+      break;
+    case 0x0E:
+      for (size_t i = 0; i < n; ++i) t.data<float>()[i] = float(std::bit_cast<double>(load_be(p + i * w, w)));
+      break;
+  }
+  return t;
+}
+
+}  // namespace
+
+Tensor read_idx(const std::string& path) {
+  std::unique_ptr<ByteSource> src = open_source(path);
+  Header h = read_header(*src, path);
+  std::vector<std::byte> raw = read_payload(*src, h, path);
+  return decode(h, raw);
+}
+
+}  // namespace tpu

@@ -1,0 +1,185 @@
+#include "ir/graph.h"
+
+#include "core/error.h"
+#include "ops/op_table.h"
+
+namespace tpu {
+
+int32_t Graph::intern_location(const std::string& where) {
+  for (size_t i = locations.size(); i-- > 0;)
+    if (locations[i] == where) return int32_t(i);
+  locations.push_back(where);
+  return int32_t(locations.size() - 1);
+}
+
+std::string Graph::location_of(NodeId id) const {
+  int32_t loc = at(id).loc;
+  return loc >= 0 ? locations[size_t(loc)] : std::string();
+}
+
+NodeId Graph::add(Op op, std::vector<NodeId> in, Attrs attrs) {
+  Node n{op, DType::f32, {}, std::move(in), std::move(attrs), current_loc};
+  for (NodeId i : n.in)
+    if (i < 0 || size_t(i) >= nodes.size()) throw Error(std::string(op_name(op)) + ": bad operand id");
+  std::string problem = op_info(op).shape(*this, n);
+  if (!problem.empty()) throw Error(problem);
+  nodes.push_back(std::move(n));
+  return NodeId(nodes.size() - 1);
+}
+
+NodeId Graph::parameter(DType t, Shape s) {
+  Attrs a;
+  a.to = t;
+  a.dims = std::move(s);
+  a.axis = int64_t(params.size());
+  NodeId id = add(Op::parameter, {}, std::move(a));
+  params.push_back(id);
+  return id;
+}
+
+NodeId Graph::constant(Tensor value) {
+  Attrs a;
+  a.literal = std::make_shared<const Tensor>(std::move(value));
+  return add(Op::constant, {}, std::move(a));
+}
+
+NodeId Graph::scalar(DType t, double v) {
+  Tensor s(t, {});
+  s.set(0, v);
+  return constant(std::move(s));
+}
+
+NodeId Graph::full(DType t, const Shape& s, double v) {
+  NodeId c = scalar(t, v);
+  return s.empty() ? c : broadcast(c, s, {});
+}
+
+NodeId Graph::iota(DType t, Shape s, int64_t axis) {
+  Attrs a;
+  a.to = t;
+  a.dims = std::move(s);
+  a.axis = axis;
+  return add(Op::iota, {}, std::move(a));
+}
+
+NodeId Graph::unary(Op op, NodeId x) { return add(op, {x}); }
+NodeId Graph::binary(Op op, NodeId a, NodeId b) { return add(op, {a, b}); }
+
+NodeId Graph::compare(Cmp c, NodeId a, NodeId b) {
+  Attrs at;
+  at.axis = int64_t(c);
+  return add(Op::compare, {a, b}, std::move(at));
+}
+
+NodeId Graph::select(NodeId pred, NodeId a, NodeId b) { return add(Op::select, {pred, a, b}); }
+
+NodeId Graph::convert(NodeId x, DType to) {
+  if (at(x).dtype == to) return x;
+  Attrs a;
+  a.to = to;
+  return add(Op::convert, {x}, std::move(a));
+}
+
+NodeId Graph::broadcast(NodeId x, Shape s, std::vector<int64_t> dims) {
+  if (at(x).shape == s) return x;
+  Attrs a;
+  a.dims = std::move(dims);
+  a.dims2 = std::move(s);
+  return add(Op::broadcast, {x}, std::move(a));
+}
+
+NodeId Graph::reshape(NodeId x, Shape s) {
+  if (at(x).shape == s) return x;
+  Attrs a;
+  a.dims = std::move(s);
+  return add(Op::reshape, {x}, std::move(a));
+}
+
+NodeId Graph::transpose(NodeId x, std::vector<int64_t> perm) {
+  bool identity = true;
+  for (size_t i = 0; i < perm.size(); ++i) identity &= perm[i] == int64_t(i);
+  if (identity && perm.size() == at(x).shape.size()) return x;
+  Attrs a;
+  a.dims = std::move(perm);
+  return add(Op::transpose, {x}, std::move(a));
+}
+
+NodeId Graph::slice(NodeId x, std::vector<int64_t> start, std::vector<int64_t> limit) {
+  Attrs a;
+  a.dims = std::move(start);
+  a.dims2 = std::move(limit);
+  return add(Op::slice, {x}, std::move(a));
+}
+
+NodeId Graph::pad(NodeId x, std::vector<int64_t> lo, std::vector<int64_t> hi, double value) {
+  Attrs a;
+  a.dims = std::move(lo);
+  a.dims2 = std::move(hi);
+  a.value = value;
+  return add(Op::pad, {x}, std::move(a));
+}
+
+NodeId Graph::concat(std::vector<NodeId> xs, int64_t axis) {
+  if (xs.size() == 1) return xs[0];
+  Attrs a;
+  a.axis = axis;
+  return add(Op::concat, std::move(xs), std::move(a));
+}
+
+NodeId Graph::gather(NodeId x, NodeId idx) { return add(Op::gather, {x, idx}); }
+
+NodeId Graph::scatter_add(NodeId base, NodeId idx, NodeId upd) {
+  return add(Op::scatter_add, {base, idx, upd});
+}
+
+NodeId Graph::dot(NodeId a, NodeId b, bool ta, bool tb) {
+  Attrs at;
+  at.flag_a = ta;
+  at.flag_b = tb;
+  return add(Op::dot, {a, b}, std::move(at));
+}
+
+NodeId Graph::reduce(NodeId x, std::vector<int64_t> axes, ReduceKind k) {
+  if (axes.empty()) return x;
+  Attrs a;
+  a.dims = std::move(axes);
+  a.axis = int64_t(k);
+  return add(Op::reduce, {x}, std::move(a));
+}
+
+NodeId Graph::argmax(NodeId x, int64_t axis) {
+  Attrs a;
+  a.axis = axis;
+  return add(Op::argmax, {x}, std::move(a));
+}
+
+NodeId Graph::broadcast_to(NodeId x, const Shape& s) {
+  const Shape& xs = at(x).shape;
+  if (xs == s) return x;
+  if (xs.size() > s.size()) throw Error("cannot broadcast " + shape_str(xs) + " to " + shape_str(s));
+  // Drop size-1 dims that must stretch, then broadcast the rest into the trailing positions.
+  size_t offset = s.size() - xs.size();
+  Shape kept;
+  std::vector<int64_t> dims;
+  for (size_t i = 0; i < xs.size(); ++i) {
+    if (xs[i] == s[offset + i]) {
+      kept.push_back(xs[i]);
+      dims.push_back(int64_t(offset + i));
+    } else if (xs[i] != 1) {
+      throw Error("cannot broadcast " + shape_str(xs) + " to " + shape_str(s));
+    }
+  }
+  return broadcast(reshape(x, kept), s, dims);
+}
+
+NodeId Graph::sum_to(NodeId x, const Shape& s) {
+  const Shape& xs = at(x).shape;
+  if (xs == s) return x;
+  size_t offset = xs.size() - s.size();
+  std::vector<int64_t> axes;
+  for (size_t i = 0; i < xs.size(); ++i)
+    if (i < offset || s[i - offset] != xs[i]) axes.push_back(int64_t(i));
+  return reshape(reduce(x, axes, ReduceKind::sum), s);
+}
+
+}  // namespace tpu

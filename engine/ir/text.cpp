@@ -1,0 +1,241 @@
+// The IR text form: print_graph and parse_graph, which reads back what print_graph writes.
+//
+//   graph train_step
+//   %0 = parameter f32[8,784] dims=[8,784]  # mlp.lua:12
+//   %1 = dot f32[8,10] %0, %3 tb
+//   return %1
+#include <charconv>
+#include <cstdio>
+#include <sstream>
+
+#include "core/error.h"
+#include "ir/graph.h"
+
+namespace tpu {
+
+namespace {
+
+std::string number(double v) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.9g", v);
+  return buf;
+}
+
+std::string list(const std::vector<int64_t>& v) {
+  std::string s = "[";
+  for (size_t i = 0; i < v.size(); ++i) s += (i ? "," : "") + std::to_string(v[i]);
+  return s + "]";
+}
+
+std::string attrs_text(const Node& n) {
+  const Attrs& a = n.attrs;
+  std::string s;
+  if (!a.dims.empty()) s += " dims=" + list(a.dims);
+  if (!a.dims2.empty()) s += " dims2=" + list(a.dims2);
+  if (a.axis != 0) s += " axis=" + std::to_string(a.axis);
+  if (a.flag_a) s += " ta";
+  if (a.flag_b) s += " tb";
+  if (a.value != 0) s += " value=" + number(a.value);
+  if (a.to != DType::f32) s += " to=" + std::string(name_of(a.to));
+  if (a.literal) {
+    s += " literal=[";
+    for (int64_t i = 0; i < a.literal->size(); ++i) s += (i ? "," : "") + number(a.literal->get(i));
+    s += "]";
+  }
+  return s;
+}
+
+}  // namespace
+
+std::string print_graph(const Graph& g) {
+  std::ostringstream out;
+  out << "graph " << g.name << "\n";
+  for (size_t id = 0; id < g.nodes.size(); ++id) {
+    const Node& n = g.nodes[id];
+    out << "%" << id << " = " << op_name(n.op) << " " << type_str(n.dtype, n.shape);
+    for (size_t i = 0; i < n.in.size(); ++i) out << (i ? ", %" : " %") << n.in[i];
+    out << attrs_text(n);
+    if (n.loc >= 0) out << "  # " << g.locations[size_t(n.loc)];
+    out << "\n";
+  }
+  out << "return";
+  for (size_t i = 0; i < g.outputs.size(); ++i) out << (i ? ", %" : " %") << g.outputs[i];
+  out << "\n";
+  return out.str();
+}
+
+namespace {
+
+class LineParser {
+ public:
+  LineParser(std::string_view text, int line) : s_(text), line_(line) {}
+
+  [[noreturn]] void fail(const std::string& what) const {
+    throw Error("IR text line " + std::to_string(line_) + ": " + what + " in '" + std::string(s_) + "'");
+  }
+  void skip_space() {
+    while (pos_ < s_.size() && s_[pos_] == ' ') ++pos_;
+  }
+  bool at_end() {
+    skip_space();
+    return pos_ >= s_.size();
+  }
+  bool eat(std::string_view tok) {
+    skip_space();
+    if (s_.substr(pos_, tok.size()) != tok) return false;
+    pos_ += tok.size();
+    return true;
+  }
+  void expect(std::string_view tok) {
+    if (!eat(tok)) fail("expected '" + std::string(tok) + "'");
+  }
+  std::string_view word() {
+    skip_space();
+    size_t b = pos_;
+    while (pos_ < s_.size() && (std::isalnum(static_cast<unsigned char>(s_[pos_])) || s_[pos_] == '_')) ++pos_;
+    if (b == pos_) fail("expected a name");
+    return s_.substr(b, pos_ - b);
+  }
+  int64_t integer() {
+    skip_space();
+    int64_t v = 0;
+    auto [p, ec] = std::from_chars(s_.data() + pos_, s_.data() + s_.size(), v);
+    if (ec != std::errc()) fail("expected an integer");
+    pos_ = size_t(p - s_.data());
+    return v;
+  }
+  double real() {
+    skip_space();
+    std::string rest(s_.substr(pos_));
+    char* end = nullptr;
+    double v = std::strtod(rest.c_str(), &end);
+    if (end == rest.c_str()) fail("expected a number");
+    pos_ += size_t(end - rest.c_str());
+    return v;
+  }
+  template <class F>
+  void bracketed(F item) {
+    expect("[");
+    if (eat("]")) return;
+    do item();
+    while (eat(","));
+    expect("]");
+  }
+  std::vector<int64_t> int_list() {
+    std::vector<int64_t> v;
+    bracketed([&] { v.push_back(integer()); });
+    return v;
+  }
+  NodeId ref() {
+    expect("%");
+    return NodeId(integer());
+  }
+  DType dtype() {
+    auto t = parse_dtype(word());
+    if (!t) fail("unknown dtype");
+    return *t;
+  }
+  std::string_view rest() {
+    skip_space();
+    return s_.substr(pos_);
+  }
+
+ private:
+  std::string_view s_;
+  size_t pos_ = 0;
+  int line_;
+};
+
+void parse_attr(LineParser& p, std::string_view key, Attrs& a, DType type, const Shape& shape) {
+  if (key == "dims") a.dims = p.int_list();
+  else if (key == "dims2") a.dims2 = p.int_list();
+  else if (key == "axis") a.axis = p.integer();
+  else if (key == "value") a.value = p.real();
+  else if (key == "to") a.to = p.dtype();
+  else if (key == "literal") {
+    Tensor t(type, shape);
+    int64_t i = 0;
+    p.bracketed([&] {
+      double v = p.real();
+      if (i >= t.size()) p.fail("too many literal values");
+      t.set(i++, v);
+    });
+    if (i != t.size()) p.fail("literal has " + std::to_string(i) + " values, type needs " + std::to_string(t.size()));
+    a.literal = std::make_shared<const Tensor>(std::move(t));
+  } else p.fail("unknown attribute '" + std::string(key) + "'");
+}
+
+void parse_node(Graph& g, LineParser& p) {
+  NodeId id = p.ref();
+  if (id != NodeId(g.nodes.size())) p.fail("node ids must count up from %0");
+  p.expect("=");
+  Op op;
+  if (!parse_op(p.word(), op)) p.fail("unknown op");
+  DType type = p.dtype();
+  Shape shape = p.int_list();
+  std::vector<NodeId> in;
+  Attrs a;
+  if (p.eat("%")) {
+    do {
+      if (!in.empty()) p.expect("%");
+      in.push_back(NodeId(p.integer()));
+    } while (p.eat(","));
+  }
+  std::string where;
+  while (!p.at_end()) {
+    if (p.eat("#")) {
+      where = std::string(p.rest());
+      break;
+    }
+    std::string_view key = p.word();
+    if (key == "ta") a.flag_a = true;
+    else if (key == "tb") a.flag_b = true;
+    else {
+      p.expect("=");
+      parse_attr(p, key, a, type, shape);
+    }
+  }
+  g.current_loc = where.empty() ? -1 : g.intern_location(where);
+  NodeId made;
+  try {
+    made = g.add(op, std::move(in), std::move(a));
+  } catch (const Error& e) {
+    p.fail(e.what());
+  }
+  if (g.at(made).dtype != type || g.at(made).shape != shape) p.fail("type does not match the op's shape rule");
+  if (op == Op::parameter) g.params.push_back(made);
+}
+
+}  // namespace
+
+Graph parse_graph(const std::string& text) {
+  Graph g;
+  std::istringstream in(text);
+  std::string line;
+  int number = 0;
+  bool returned = false;
+  while (std::getline(in, line)) {
+    ++number;
+    LineParser p(line, number);
+    if (p.at_end()) continue;
+    if (returned) p.fail("text after 'return'");
+    if (p.eat("graph")) {
+      g.name = std::string(p.rest());
+    } else if (p.eat("return")) {
+      returned = true;
+      if (!p.at_end()) {
+        do g.outputs.push_back(p.ref());
+        while (p.eat(","));
+      }
+      for (NodeId o : g.outputs)
+        if (o < 0 || o >= NodeId(g.nodes.size())) p.fail("return of an unknown node");
+    } else {
+      parse_node(g, p);
+    }
+  }
+  if (!returned) throw Error("IR text: missing 'return' line");
+  g.current_loc = -1;
+  return g;
+}
+
+}  // namespace tpu

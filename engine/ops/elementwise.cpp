@@ -1,0 +1,354 @@
+// Elementwise rows: unary math, binary arithmetic, compare, select, convert.
+#include <Eigen/Core>
+#include <cmath>
+
+#include "ops/kernel_util.h"
+
+namespace tpu {
+
+namespace {
+
+using ArrayMap = Eigen::Map<Eigen::ArrayXf>;
+using ConstArrayMap = Eigen::Map<const Eigen::ArrayXf>;
+
+ConstArrayMap in_array(const Tensor* t) { return {t->data<float>(), t->size()}; }
+ArrayMap out_array(Tensor& t) { return {t.data<float>(), t.size()}; }
+
+// ---- shape rules ----
+std::string shape_unary_float(const Graph& g, Node& n) {
+  const Node& x = g.at(n.in.at(0));
+  if (!is_float(x.dtype))
+    return std::string(op_name(n.op)) + " needs a floating-point operand, got " + type_of(g, n.in[0]);
+  n.dtype = x.dtype;
+  n.shape = x.shape;
+  return "";
+}
+
+std::string shape_unary_numeric(const Graph& g, Node& n) {
+  const Node& x = g.at(n.in.at(0));
+  if (x.dtype == DType::boolean) return std::string(op_name(n.op)) + " is not defined on bool";
+  n.dtype = x.dtype;
+  n.shape = x.shape;
+  return "";
+}
+
+std::string same_operands(const Graph& g, const Node& n) {
+  const Node& a = g.at(n.in.at(0));
+  const Node& b = g.at(n.in.at(1));
+  if (a.dtype != b.dtype || a.shape != b.shape)
+    return std::string(op_name(n.op)) + " needs operands of one type, got " + operands_str(g, n);
+  return "";
+}
+
+std::string shape_binary(const Graph& g, Node& n) {
+  std::string e = same_operands(g, n);
+  if (!e.empty()) return e;
+  n.dtype = g.at(n.in[0]).dtype;
+  n.shape = g.at(n.in[0]).shape;
+  if (n.dtype == DType::boolean && n.op != Op::max && n.op != Op::min)
+    return std::string(op_name(n.op)) + " is not defined on bool";
+  return "";
+}
+
+std::string shape_binary_float(const Graph& g, Node& n) {
+  std::string e = shape_binary(g, n);
+  if (e.empty() && !is_float(n.dtype))
+    return std::string(op_name(n.op)) + " needs floating-point operands, got " + operands_str(g, n);
+  return e;
+}
+
+std::string shape_compare(const Graph& g, Node& n) {
+  std::string e = same_operands(g, n);
+  if (!e.empty()) return e;
+  if (n.attrs.axis < 0 || n.attrs.axis > 5) return "compare: bad direction";
+  n.dtype = DType::boolean;
+  n.shape = g.at(n.in[0]).shape;
+  return "";
+}
+
+std::string shape_select(const Graph& g, Node& n) {
+  const Node& p = g.at(n.in.at(0));
+  const Node& a = g.at(n.in.at(1));
+  const Node& b = g.at(n.in.at(2));
+  if (p.dtype != DType::boolean || p.shape != a.shape || a.shape != b.shape || a.dtype != b.dtype)
+    return "select needs bool[S], T[S], T[S], got " + operands_str(g, n);
+  n.dtype = a.dtype;
+  n.shape = a.shape;
+  return "";
+}
+
+std::string shape_convert(const Graph& g, Node& n) {
+  n.dtype = n.attrs.to;
+  n.shape = g.at(n.in.at(0)).shape;
+  return "";
+}
+
+// ---- kernels ----
+template <class F>
+void map_unary(const Tensor& x, Tensor& out, F f) {
+  dispatch(x.dtype(), [&]<class T>() {
+    const T* a = x.data<T>();
+    T* o = out.data<T>();
+    for (int64_t i = 0, n = x.size(); i < n; ++i) o[i] = T(f(a[i]));
+  });
+}
+
+template <class F>
+void map_binary(const Tensor& x, const Tensor& y, Tensor& out, F f) {
+  dispatch(x.dtype(), [&]<class T>() {
+    const T* a = x.data<T>();
+    const T* b = y.data<T>();
+    T* o = out.data<T>();
+    for (int64_t i = 0, n = x.size(); i < n; ++i) o[i] = T(f(a[i], b[i]));
+  });
+}
+
+#define UNARY_REF(name, expr)                                                  \
+  void ref_##name(const Node&, std::span<const Tensor* const> in, Tensor& o) { \
+    map_unary(*in[0], o, [](auto v) { return expr; });                         \
+  }
+UNARY_REF(neg, -v)
+UNARY_REF(exp, std::exp(v))
+UNARY_REF(log, std::log(v))
+UNARY_REF(sqrt, std::sqrt(v))
+UNARY_REF(rsqrt, 1 / std::sqrt(v))
+UNARY_REF(tanh, std::tanh(v))
+UNARY_REF(logistic, 1 / (1 + std::exp(-v)))
+UNARY_REF(abs, v < 0 ? -v : v)
+#undef UNARY_REF
+
+#define UNARY_FAST(name, expr)                                                    \
+  void fast_##name(const Node& n, std::span<const Tensor* const> in, Tensor& o) {  \
+    if (in[0]->dtype() != DType::f32) return ref_##name(n, in, o);                \
+    auto x = in_array(in[0]);                                                     \
+    out_array(o) = expr;                                                          \
+  }
+UNARY_FAST(neg, -x)
+UNARY_FAST(exp, x.exp())
+UNARY_FAST(log, x.log())
+UNARY_FAST(sqrt, x.sqrt())
+UNARY_FAST(rsqrt, x.rsqrt())
+UNARY_FAST(tanh, x.tanh())
+UNARY_FAST(logistic, x.logistic())
+UNARY_FAST(abs, x.abs())
+#undef UNARY_FAST
+
+template <class T>
+T int_floor_div(T a, T b) {
+  if (b == 0) return 0;
+  T q = a / b;
+  if ((a % b != 0) && ((a < 0) != (b < 0))) --q;
+  return q;
+}
+
+#define BINARY_REF(name, expr)                                                 \
+  void ref_##name(const Node&, std::span<const Tensor* const> in, Tensor& o) { \
+    map_binary(*in[0], *in[1], o, [](auto a, auto b) { return expr; });       \
+  }
+BINARY_REF(add, a + b)
+BINARY_REF(sub, a - b)
+BINARY_REF(mul, a * b)
+BINARY_REF(max, a > b || a != a ? a : b)
+BINARY_REF(min, a < b || a != a ? a : b)
+BINARY_REF(pow, std::pow(a, b))
+#undef BINARY_REF
+
+// Integer division floors (like Lua's //); float division is IEEE.
+void ref_div(const Node&, std::span<const Tensor* const> in, Tensor& o) {
+  map_binary(*in[0], *in[1], o, [](auto a, auto b) {
+    using T = decltype(a);
+    if constexpr (std::is_floating_point_v<T>) return a / b;
+    else return int_floor_div<T>(a, b);
+  });
+}
+
+#define BINARY_FAST(name, expr)                                                         \
+  void fast_##name(const Node& n, std::span<const Tensor* const> in, Tensor& o) {       \
+    if (in[0]->dtype() != DType::f32) return ref_##name(n, in, o);                      \
+    auto a = in_array(in[0]);                                                           \
+    auto b = in_array(in[1]);                                                           \
+    out_array(o) = expr;                                                                \
+  }
+BINARY_FAST(add, a + b)
+BINARY_FAST(sub, a - b)
+BINARY_FAST(mul, a * b)
+BINARY_FAST(div, a / b)
+#undef BINARY_FAST
+
+void ref_compare(const Node& n, std::span<const Tensor* const> in, Tensor& out) {
+  const Tensor& x = *in[0];
+  const Tensor& y = *in[1];
+  Cmp c = Cmp(n.attrs.axis);
+  dispatch(x.dtype(), [&]<class T>() {
+    const T* a = x.data<T>();
+    const T* b = y.data<T>();
+    uint8_t* o = out.data<uint8_t>();
+    for (int64_t i = 0, m = x.size(); i < m; ++i) {
+      switch (c) {
+        case Cmp::lt: o[i] = a[i] < b[i]; break;
+        case Cmp::le: o[i] = a[i] <= b[i]; break;
+        case Cmp::gt: o[i] = a[i] > b[i]; break;
+        case Cmp::ge: o[i] = a[i] >= b[i]; break;
+        case Cmp::eq: o[i] = a[i] == b[i]; break;
+        case Cmp::ne: o[i] = a[i] != b[i]; break;
+      }
+    }
+  });
+}
+
+void ref_select(const Node&, std::span<const Tensor* const> in, Tensor& out) {
+  const uint8_t* p = in[0]->data<uint8_t>();
+  dispatch(out.dtype(), [&]<class T>() {
+    const T* a = in[1]->data<T>();
+    const T* b = in[2]->data<T>();
+    T* o = out.data<T>();
+    for (int64_t i = 0, m = out.size(); i < m; ++i) o[i] = p[i] ? a[i] : b[i];
+  });
+}
+
+template <class From, class To>
+To convert_value(From v) {
+  if constexpr (std::is_floating_point_v<From> && !std::is_floating_point_v<To>) {
+    // Float to integer truncates toward zero and saturates (NaN -> 0), never UB.
+    if (v != v) return To(0);
+    double d = std::trunc(double(v));
+    if (d <= double(std::numeric_limits<To>::lowest())) return std::numeric_limits<To>::lowest();
+    if (d >= double(std::numeric_limits<To>::max())) return std::numeric_limits<To>::max();
+    return To(d);
+  } else {
+    return To(v);
+  }
+}
+
+void ref_convert(const Node&, std::span<const Tensor* const> in, Tensor& out) {
+  const Tensor& x = *in[0];
+  if (out.dtype() == DType::boolean) {
+    for (int64_t i = 0; i < x.size(); ++i) out.data<uint8_t>()[i] = x.get(i) != 0;
+    return;
+  }
+  if (x.dtype() == DType::bf16 || out.dtype() == DType::bf16) {
+    for (int64_t i = 0; i < x.size(); ++i) out.set(i, x.get(i));
+    return;
+  }
+  dispatch(x.dtype(), [&]<class From>() {
+    dispatch(out.dtype(), [&]<class To>() {
+      const From* a = x.data<From>();
+      To* o = out.data<To>();
+      for (int64_t i = 0, m = x.size(); i < m; ++i) o[i] = convert_value<From, To>(a[i]);
+    });
+  });
+}
+
+// ---- gradients ----
+NodeId y_of(GradContext& c) { return c.node; }
+NodeId full_like(GradContext& c, NodeId like, double v) {
+  const Node& n = c.g.at(like);
+  return c.g.full(n.dtype, n.shape, v);
+}
+
+void grad_neg(GradContext& c) { c.give(0, c.g.unary(Op::neg, c.out_grad)); }
+void grad_exp(GradContext& c) { c.give(0, c.g.binary(Op::mul, c.out_grad, y_of(c))); }
+void grad_log(GradContext& c) { c.give(0, c.g.binary(Op::div, c.out_grad, c.in(0))); }
+void grad_sqrt(GradContext& c) {
+  NodeId two_y = c.g.binary(Op::add, y_of(c), y_of(c));
+  c.give(0, c.g.binary(Op::div, c.out_grad, two_y));
+}
+void grad_rsqrt(GradContext& c) {
+  auto& g = c.g;
+  NodeId y3 = g.binary(Op::mul, y_of(c), g.binary(Op::mul, y_of(c), y_of(c)));
+  NodeId half = full_like(c, c.node, -0.5);
+  c.give(0, g.binary(Op::mul, c.out_grad, g.binary(Op::mul, half, y3)));
+}
+void grad_tanh(GradContext& c) {
+  auto& g = c.g;
+  NodeId one_minus = g.binary(Op::sub, full_like(c, c.node, 1), g.binary(Op::mul, y_of(c), y_of(c)));
+  c.give(0, g.binary(Op::mul, c.out_grad, one_minus));
+}
+void grad_logistic(GradContext& c) {
+  auto& g = c.g;
+  NodeId one_minus = g.binary(Op::sub, full_like(c, c.node, 1), y_of(c));
+  c.give(0, g.binary(Op::mul, c.out_grad, g.binary(Op::mul, y_of(c), one_minus)));
+}
+void grad_abs(GradContext& c) {
+  auto& g = c.g;
+  NodeId nonneg = g.compare(Cmp::ge, c.in(0), full_like(c, c.in(0), 0));
+  c.give(0, g.select(nonneg, c.out_grad, g.unary(Op::neg, c.out_grad)));
+}
+void grad_add(GradContext& c) {
+  c.give(0, c.out_grad);
+  c.give(1, c.out_grad);
+}
+void grad_sub(GradContext& c) {
+  c.give(0, c.out_grad);
+  if (c.needs(1)) c.give(1, c.g.unary(Op::neg, c.out_grad));
+}
+void grad_mul(GradContext& c) {
+  if (c.needs(0)) c.give(0, c.g.binary(Op::mul, c.out_grad, c.in(1)));
+  if (c.needs(1)) c.give(1, c.g.binary(Op::mul, c.out_grad, c.in(0)));
+}
+void grad_div(GradContext& c) {
+  auto& g = c.g;
+  if (c.needs(0)) c.give(0, g.binary(Op::div, c.out_grad, c.in(1)));
+  if (c.needs(1)) {
+    NodeId t = g.binary(Op::div, g.binary(Op::mul, c.out_grad, y_of(c)), c.in(1));
+    c.give(1, g.unary(Op::neg, t));
+  }
+}
+// Ties send the gradient to the first operand, as a subgradient must pick one side.
+void grad_minmax(GradContext& c, Cmp first_wins) {
+  auto& g = c.g;
+  NodeId pick_a = g.compare(first_wins, c.in(0), c.in(1));
+  NodeId zero = full_like(c, c.node, 0);
+  if (c.needs(0)) c.give(0, g.select(pick_a, c.out_grad, zero));
+  if (c.needs(1)) c.give(1, g.select(pick_a, zero, c.out_grad));
+}
+void grad_max(GradContext& c) { grad_minmax(c, Cmp::ge); }
+void grad_min(GradContext& c) { grad_minmax(c, Cmp::le); }
+void grad_pow(GradContext& c) {
+  auto& g = c.g;
+  if (c.needs(0)) {
+    NodeId bm1 = g.binary(Op::sub, c.in(1), full_like(c, c.in(1), 1));
+    NodeId d = g.binary(Op::mul, c.in(1), g.binary(Op::pow, c.in(0), bm1));
+    c.give(0, g.binary(Op::mul, c.out_grad, d));
+  }
+  if (c.needs(1)) {
+    NodeId d = g.binary(Op::mul, g.unary(Op::log, c.in(0)), y_of(c));
+    c.give(1, g.binary(Op::mul, c.out_grad, d));
+  }
+}
+void grad_select(GradContext& c) {
+  auto& g = c.g;
+  NodeId zero = full_like(c, c.node, 0);
+  if (c.needs(1)) c.give(1, g.select(c.in(0), c.out_grad, zero));
+  if (c.needs(2)) c.give(2, g.select(c.in(0), zero, c.out_grad));
+}
+void grad_convert(GradContext& c) {
+  DType from = c.g.at(c.in(0)).dtype;
+  if (is_float(from)) c.give(0, c.g.convert(c.out_grad, from));
+}
+
+Cost cost_ew(const Graph& g, const Node& n) { return elementwise_cost(g, n, 1); }
+Cost cost_transcendental(const Graph& g, const Node& n) { return elementwise_cost(g, n, 4); }
+
+}  // namespace
+
+extern const OpInfo neg_row = {Op::neg, shape_unary_numeric, ref_neg, fast_neg, grad_neg, cost_ew};
+extern const OpInfo exp_row = {Op::exp, shape_unary_float, ref_exp, fast_exp, grad_exp, cost_transcendental};
+extern const OpInfo log_row = {Op::log, shape_unary_float, ref_log, fast_log, grad_log, cost_transcendental};
+extern const OpInfo sqrt_row = {Op::sqrt, shape_unary_float, ref_sqrt, fast_sqrt, grad_sqrt, cost_transcendental};
+extern const OpInfo rsqrt_row = {Op::rsqrt, shape_unary_float, ref_rsqrt, fast_rsqrt, grad_rsqrt, cost_transcendental};
+extern const OpInfo tanh_row = {Op::tanh, shape_unary_float, ref_tanh, fast_tanh, grad_tanh, cost_transcendental};
+extern const OpInfo logistic_row = {Op::logistic, shape_unary_float, ref_logistic, fast_logistic, grad_logistic, cost_transcendental};
+extern const OpInfo abs_row = {Op::abs, shape_unary_numeric, ref_abs, fast_abs, grad_abs, cost_ew};
+extern const OpInfo add_row = {Op::add, shape_binary, ref_add, fast_add, grad_add, cost_ew};
+extern const OpInfo sub_row = {Op::sub, shape_binary, ref_sub, fast_sub, grad_sub, cost_ew};
+extern const OpInfo mul_row = {Op::mul, shape_binary, ref_mul, fast_mul, grad_mul, cost_ew};
+extern const OpInfo div_row = {Op::div, shape_binary, ref_div, fast_div, grad_div, cost_ew};
+extern const OpInfo max_row = {Op::max, shape_binary, ref_max, nullptr, grad_max, cost_ew};
+extern const OpInfo min_row = {Op::min, shape_binary, ref_min, nullptr, grad_min, cost_ew};
+extern const OpInfo pow_row = {Op::pow, shape_binary_float, ref_pow, nullptr, grad_pow, cost_transcendental};
+extern const OpInfo compare_row = {Op::compare, shape_compare, ref_compare, nullptr, nullptr, cost_ew};
+extern const OpInfo select_row = {Op::select, shape_select, ref_select, nullptr, grad_select, cost_ew};
+extern const OpInfo convert_row = {Op::convert, shape_convert, ref_convert, nullptr, grad_convert, cost_ew};
+
+}  // namespace tpu

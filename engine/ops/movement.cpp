@@ -1,0 +1,296 @@
+// Leaf and data-movement rows: parameter, constant, iota, broadcast, reshape, transpose,
+// slice, pad, concat, gather, scatter_add.
+#include <algorithm>
+#include <cstring>
+
+#include "ops/kernel_util.h"
+
+namespace tpu {
+
+namespace {
+
+std::string dims_str(const std::vector<int64_t>& d) { return shape_str(d); }
+
+// ---- leaves ----
+std::string shape_parameter(const Graph&, Node& n) {
+  for (int64_t d : n.attrs.dims)
+    if (d < 0) return "parameter: negative dimension in " + dims_str(n.attrs.dims);
+  n.dtype = n.attrs.to;
+  n.shape = n.attrs.dims;
+  return "";
+}
+std::string shape_constant(const Graph&, Node& n) {
+  if (!n.attrs.literal) return "constant without a value";
+  n.dtype = n.attrs.literal->dtype();
+  n.shape = n.attrs.literal->shape();
+  return "";
+}
+std::string shape_iota(const Graph& g, Node& n) {
+  std::string e = shape_parameter(g, n);
+  if (e.empty() && (n.attrs.axis < 0 || n.attrs.axis >= int64_t(n.shape.size())))
+    return "iota: axis " + std::to_string(n.attrs.axis) + " out of range for " + dims_str(n.shape);
+  return e;
+}
+void no_kernel(const Node& n, std::span<const Tensor* const>, Tensor&) {
+  throw Error(std::string(op_name(n.op)) + " has no kernel: the executor binds it");
+}
+void ref_constant(const Node& n, std::span<const Tensor* const>, Tensor& out) {
+  std::memcpy(out.raw(), n.attrs.literal->raw(), out.bytes());
+}
+void ref_iota(const Node& n, std::span<const Tensor* const>, Tensor& out) {
+  auto st = strides_of(n.shape);
+  const int64_t axis = n.attrs.axis, len = n.shape[size_t(axis)], stride = st[size_t(axis)];
+  for (int64_t i = 0, m = out.size(); i < m; ++i) out.set(i, double((i / stride) % len));
+}
+Cost cost_free(const Graph&, const Node&) { return {}; }
+
+// ---- broadcast: operand dim i becomes output dim dims[i]; other output dims repeat ----
+std::string shape_broadcast(const Graph& g, Node& n) {
+  const Node& x = g.at(n.in.at(0));
+  const auto& dims = n.attrs.dims;
+  const Shape& to = n.attrs.dims2;
+  bool ok = dims.size() == x.shape.size() && valid_axes(dims, to.size());
+  for (size_t i = 0; ok && i < dims.size(); ++i) ok = x.shape[i] == to[size_t(dims[i])];
+  if (!ok) return "cannot broadcast " + type_of(g, n.in[0]) + " to " + dims_str(to) + " along " + dims_str(dims);
+  n.dtype = x.dtype;
+  n.shape = to;
+  return "";
+}
+void ref_broadcast(const Node& n, std::span<const Tensor* const> in, Tensor& out) {
+  auto xs = strides_of(in[0]->shape());
+  std::vector<int64_t> src(n.shape.size(), 0);
+  for (size_t i = 0; i < n.attrs.dims.size(); ++i) src[size_t(n.attrs.dims[i])] = xs[i];
+  auto dst = strides_of(n.shape);
+  dispatch(out.dtype(), [&]<class T>() { copy_strided(out.data<T>(), dst, in[0]->data<T>(), src, n.shape); });
+}
+void grad_broadcast(GradContext& c) {
+  const Node& n = c.n();
+  std::vector<int64_t> axes;
+  for (int64_t d = 0; d < int64_t(n.shape.size()); ++d)
+    if (std::find(n.attrs.dims.begin(), n.attrs.dims.end(), d) == n.attrs.dims.end()) axes.push_back(d);
+  c.give(0, c.g.reduce(c.out_grad, axes, ReduceKind::sum));
+}
+
+// ---- reshape ----
+std::string shape_reshape(const Graph& g, Node& n) {
+  const Node& x = g.at(n.in.at(0));
+  if (num_elements(x.shape) != num_elements(n.attrs.dims) ||
+      std::any_of(n.attrs.dims.begin(), n.attrs.dims.end(), [](int64_t d) { return d < 0; }))
+    return "cannot reshape " + type_of(g, n.in[0]) + " (" + std::to_string(num_elements(x.shape)) +
+           " elements) to " + dims_str(n.attrs.dims);
+  n.dtype = x.dtype;
+  n.shape = n.attrs.dims;
+  return "";
+}
+void ref_copy(const Node&, std::span<const Tensor* const> in, Tensor& out) {
+  std::memcpy(out.raw(), in[0]->raw(), out.bytes());
+}
+void grad_reshape(GradContext& c) { c.give(0, c.g.reshape(c.out_grad, c.g.at(c.in(0)).shape)); }
+
+// ---- transpose: output dim i is operand dim perm[i] ----
+std::string shape_transpose(const Graph& g, Node& n) {
+  const Node& x = g.at(n.in.at(0));
+  auto sorted = n.attrs.dims;
+  std::sort(sorted.begin(), sorted.end());
+  bool ok = sorted.size() == x.shape.size();
+  for (size_t i = 0; ok && i < sorted.size(); ++i) ok = sorted[i] == int64_t(i);
+  if (!ok) return "transpose: " + dims_str(n.attrs.dims) + " is not a permutation of the dims of " + type_of(g, n.in[0]);
+  n.dtype = x.dtype;
+  for (int64_t p : n.attrs.dims) n.shape.push_back(x.shape[size_t(p)]);
+  return "";
+}
+void ref_transpose(const Node& n, std::span<const Tensor* const> in, Tensor& out) {
+  auto xs = strides_of(in[0]->shape());
+  std::vector<int64_t> src;
+  for (int64_t p : n.attrs.dims) src.push_back(xs[size_t(p)]);
+  auto dst = strides_of(n.shape);
+  dispatch(out.dtype(), [&]<class T>() { copy_strided(out.data<T>(), dst, in[0]->data<T>(), src, n.shape); });
+}
+void grad_transpose(GradContext& c) {
+  const auto& perm = c.n().attrs.dims;
+  std::vector<int64_t> inverse(perm.size());
+  for (size_t i = 0; i < perm.size(); ++i) inverse[size_t(perm[i])] = int64_t(i);
+  c.give(0, c.g.transpose(c.out_grad, inverse));
+}
+
+// ---- slice [start, limit) per dim ----
+std::string shape_slice(const Graph& g, Node& n) {
+  const Node& x = g.at(n.in.at(0));
+  const auto& lo = n.attrs.dims;
+  const auto& hi = n.attrs.dims2;
+  bool ok = lo.size() == x.shape.size() && hi.size() == x.shape.size();
+  for (size_t i = 0; ok && i < lo.size(); ++i) ok = 0 <= lo[i] && lo[i] <= hi[i] && hi[i] <= x.shape[i];
+  if (!ok) return "slice " + dims_str(lo) + ".." + dims_str(hi) + " out of range for " + type_of(g, n.in[0]);
+  n.dtype = x.dtype;
+  for (size_t i = 0; i < lo.size(); ++i) n.shape.push_back(hi[i] - lo[i]);
+  return "";
+}
+void ref_slice(const Node& n, std::span<const Tensor* const> in, Tensor& out) {
+  auto xs = strides_of(in[0]->shape());
+  int64_t offset = 0;
+  for (size_t i = 0; i < xs.size(); ++i) offset += n.attrs.dims[i] * xs[i];
+  auto dst = strides_of(n.shape);
+  dispatch(out.dtype(), [&]<class T>() {
+    copy_strided(out.data<T>(), dst, in[0]->data<T>() + offset, xs, n.shape);
+  });
+}
+void grad_slice(GradContext& c) {
+  const Node& n = c.n();
+  const Shape& xs = c.g.at(c.in(0)).shape;
+  std::vector<int64_t> hi;
+  for (size_t i = 0; i < xs.size(); ++i) hi.push_back(xs[i] - n.attrs.dims2[i]);
+  c.give(0, c.g.pad(c.out_grad, n.attrs.dims, hi, 0));
+}
+
+// ---- pad with a constant: lo/hi elements before/after each dim ----
+std::string shape_pad(const Graph& g, Node& n) {
+  const Node& x = g.at(n.in.at(0));
+  const auto& lo = n.attrs.dims;
+  const auto& hi = n.attrs.dims2;
+  bool ok = lo.size() == x.shape.size() && hi.size() == x.shape.size();
+  for (size_t i = 0; ok && i < lo.size(); ++i) ok = lo[i] >= 0 && hi[i] >= 0;
+  if (!ok) return "pad " + dims_str(lo) + "/" + dims_str(hi) + " does not fit " + type_of(g, n.in[0]);
+  n.dtype = x.dtype;
+  for (size_t i = 0; i < lo.size(); ++i) n.shape.push_back(x.shape[i] + lo[i] + hi[i]);
+  return "";
+}
+void ref_pad(const Node& n, std::span<const Tensor* const> in, Tensor& out) {
+  for (int64_t i = 0, m = out.size(); i < m; ++i) out.set(i, n.attrs.value);
+  auto dst = strides_of(n.shape);
+  int64_t offset = 0;
+  for (size_t i = 0; i < dst.size(); ++i) offset += n.attrs.dims[i] * dst[i];
+  auto src = strides_of(in[0]->shape());
+  dispatch(out.dtype(), [&]<class T>() {
+    copy_strided(out.data<T>() + offset, dst, in[0]->data<T>(), src, in[0]->shape());
+  });
+}
+void grad_pad(GradContext& c) {
+  const Node& n = c.n();
+  const Shape& xs = c.g.at(c.in(0)).shape;
+  std::vector<int64_t> hi;
+  for (size_t i = 0; i < xs.size(); ++i) hi.push_back(n.attrs.dims[i] + xs[i]);
+  c.give(0, c.g.slice(c.out_grad, n.attrs.dims, hi));
+}
+
+// ---- concat along axis ----
+std::string shape_concat(const Graph& g, Node& n) {
+  if (n.in.empty()) return "concat of nothing";
+  const Node& first = g.at(n.in[0]);
+  const int64_t axis = n.attrs.axis;
+  if (axis < 0 || axis >= int64_t(first.shape.size())) return "concat: axis out of range for " + operands_str(g, n);
+  n.dtype = first.dtype;
+  n.shape = first.shape;
+  n.shape[size_t(axis)] = 0;
+  for (NodeId i : n.in) {
+    const Node& x = g.at(i);
+    Shape a = x.shape, b = first.shape;
+    if (a.size() == b.size()) a[size_t(axis)] = b[size_t(axis)] = 0;
+    if (x.dtype != first.dtype || a != b) return "concat needs operands that agree except on the axis, got " + operands_str(g, n);
+    n.shape[size_t(axis)] += x.shape[size_t(axis)];
+  }
+  return "";
+}
+void ref_concat(const Node& n, std::span<const Tensor* const> in, Tensor& out) {
+  auto dst = strides_of(n.shape);
+  int64_t offset = 0;
+  const size_t axis = size_t(n.attrs.axis);
+  for (const Tensor* x : in) {
+    auto src = strides_of(x->shape());
+    dispatch(out.dtype(), [&]<class T>() {
+      copy_strided(out.data<T>() + offset * dst[axis], dst, x->data<T>(), src, x->shape());
+    });
+    offset += x->shape()[axis];
+  }
+}
+void grad_concat(GradContext& c) {
+  const Node& n = c.n();
+  int64_t offset = 0;
+  const size_t axis = size_t(n.attrs.axis);
+  for (size_t i = 0; i < n.in.size(); ++i) {
+    Shape xs = c.g.at(n.in[i]).shape;
+    std::vector<int64_t> lo(xs.size(), 0), hi = n.shape;
+    lo[axis] = offset;
+    hi[axis] = offset + xs[axis];
+    offset = hi[axis];
+    if (c.needs(i)) c.give(i, c.g.slice(c.out_grad, lo, hi));
+  }
+}
+
+// ---- gather rows: x[N, R...], idx[I...] -> [I..., R...] ----
+int64_t row_size(const Shape& s) { return s.empty() ? 1 : num_elements(s) / s[0]; }
+
+std::string shape_gather(const Graph& g, Node& n) {
+  const Node& x = g.at(n.in.at(0));
+  const Node& idx = g.at(n.in.at(1));
+  if (x.shape.empty() || !is_integer(idx.dtype))
+    return "gather needs an operand of rank >= 1 and integer indices, got " + operands_str(g, n);
+  n.dtype = x.dtype;
+  n.shape = idx.shape;
+  n.shape.insert(n.shape.end(), x.shape.begin() + 1, x.shape.end());
+  return "";
+}
+int64_t checked_index(const Tensor& idx, int64_t i, int64_t rows) {
+  int64_t r = int64_t(idx.get(i));
+  if (r < 0 || r >= rows)
+    throw Error("index " + std::to_string(r) + " out of range for a dimension of size " + std::to_string(rows));
+  return r;
+}
+void ref_gather(const Node&, std::span<const Tensor* const> in, Tensor& out) {
+  const Tensor& x = *in[0];
+  const size_t row = size_t(row_size(x.shape())) * size_of(x.dtype());
+  for (int64_t i = 0, m = in[1]->size(); i < m; ++i) {
+    int64_t r = checked_index(*in[1], i, x.shape()[0]);
+    std::memcpy(out.raw() + size_t(i) * row, x.raw() + size_t(r) * row, row);
+  }
+}
+void grad_gather(GradContext& c) {
+  const Node& x = c.g.at(c.in(0));
+  NodeId zeros = c.g.full(x.dtype, x.shape, 0);
+  c.give(0, c.g.scatter_add(zeros, c.in(1), c.out_grad));
+}
+
+// ---- scatter_add: base[N, R...] + rows of upd[I..., R...] at idx[I...] ----
+std::string shape_scatter_add(const Graph& g, Node& n) {
+  const Node& base = g.at(n.in.at(0));
+  const Node& idx = g.at(n.in.at(1));
+  const Node& upd = g.at(n.in.at(2));
+  Shape want = idx.shape;
+  if (!base.shape.empty()) want.insert(want.end(), base.shape.begin() + 1, base.shape.end());
+  if (base.shape.empty() || !is_integer(idx.dtype) || upd.dtype != base.dtype || upd.shape != want)
+    return "scatter_add needs base[N,R...], integer idx[I...], updates[I...,R...], got " + operands_str(g, n);
+  n.dtype = base.dtype;
+  n.shape = base.shape;
+  return "";
+}
+void ref_scatter_add(const Node&, std::span<const Tensor* const> in, Tensor& out) {
+  std::memcpy(out.raw(), in[0]->raw(), out.bytes());
+  const int64_t row = row_size(out.shape());
+  dispatch(out.dtype(), [&]<class T>() {
+    T* o = out.data<T>();
+    const T* u = in[2]->data<T>();
+    for (int64_t i = 0, m = in[1]->size(); i < m; ++i) {
+      int64_t r = checked_index(*in[1], i, out.shape()[0]);
+      for (int64_t j = 0; j < row; ++j) o[r * row + j] = T(o[r * row + j] + u[i * row + j]);
+    }
+  });
+}
+void grad_scatter_add(GradContext& c) {
+  c.give(0, c.out_grad);
+  if (c.needs(2)) c.give(2, c.g.gather(c.out_grad, c.in(1)));
+}
+
+}  // namespace
+
+extern const OpInfo parameter_row = {Op::parameter, shape_parameter, no_kernel, nullptr, nullptr, cost_free};
+extern const OpInfo constant_row = {Op::constant, shape_constant, ref_constant, nullptr, nullptr, cost_free};
+extern const OpInfo iota_row = {Op::iota, shape_iota, ref_iota, nullptr, nullptr, movement_cost};
+extern const OpInfo broadcast_row = {Op::broadcast, shape_broadcast, ref_broadcast, nullptr, grad_broadcast, movement_cost};
+extern const OpInfo reshape_row = {Op::reshape, shape_reshape, ref_copy, nullptr, grad_reshape, cost_free};
+extern const OpInfo transpose_row = {Op::transpose, shape_transpose, ref_transpose, nullptr, grad_transpose, movement_cost};
+extern const OpInfo slice_row = {Op::slice, shape_slice, ref_slice, nullptr, grad_slice, movement_cost};
+extern const OpInfo pad_row = {Op::pad, shape_pad, ref_pad, nullptr, grad_pad, movement_cost};
+extern const OpInfo concat_row = {Op::concat, shape_concat, ref_concat, nullptr, grad_concat, movement_cost};
+extern const OpInfo gather_row = {Op::gather, shape_gather, ref_gather, nullptr, grad_gather, movement_cost};
+extern const OpInfo scatter_add_row = {Op::scatter_add, shape_scatter_add, ref_scatter_add, nullptr, grad_scatter_add, movement_cost};
+
+}  // namespace tpu

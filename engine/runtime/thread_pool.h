@@ -1,0 +1,15 @@
+// A fixed pool of worker threads for splitting kernels into tasks. Work is always cut into
+// the same tasks whatever the thread count, so results never depend on it.
+#pragma once
+#include <cstdint>
+#include <functional>
+
+namespace tpu {
+
+void set_num_threads(int n);  // 0 = hardware concurrency
+int num_threads();
+// Runs task(i) for i in [0, count), spread over the pool; returns when all are done.
+// Exceptions from a task are rethrown here (the first one).
+void parallel_for(int64_t count, const std::function<void(int64_t)>& task);
+
+}  // namespace tpu

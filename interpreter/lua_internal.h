@@ -1,0 +1,77 @@
+// Internals shared by the Lua binding files: the tensor userdata, traces, and op application.
+#pragma once
+#include <lua.hpp>
+
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "ir/graph.h"
+#include "lua_tensor.h"
+
+namespace tpu {
+
+inline constexpr const char* kTensorMeta = "tpu.Tensor";
+inline constexpr const char* kExecutableMeta = "tpu.Executable";
+
+// A graph being recorded by tpu.jit (or tpu.grad called eagerly).
+struct Trace {
+  uint64_t id = 0;
+  std::string name;
+  Graph graph;
+  std::vector<std::pair<std::shared_ptr<const Tensor>, NodeId>> captured;  // concrete -> constant
+};
+
+// The userdata: concrete (trace_id == 0, value set) or traced (node of trace `trace_id`).
+struct LuaTensor {
+  Tensor value;
+  uint64_t trace_id = 0;
+  NodeId node = -1;
+  DType dtype() const;
+  const Shape& shape() const;
+  bool traced() const { return trace_id != 0; }
+};
+
+LuaTensor* check_tensor(lua_State* L, int arg);
+LuaTensor* test_tensor(lua_State* L, int arg);
+void push_traced(lua_State* L, uint64_t trace_id, NodeId node);
+Trace* active_trace();                 // innermost trace being recorded, or nullptr
+Trace* trace_by_id(uint64_t id);       // nullptr if it has ended
+std::vector<std::unique_ptr<Trace>>& trace_stack();
+
+// An operand of an op call: a tensor or a Lua number (which takes its dtype from the others).
+struct Operand {
+  LuaTensor* tensor = nullptr;
+  double number = 0;
+};
+
+// Builds the op on a graph from the operands' nodes and returns the result node.
+using Builder = std::function<NodeId(Graph& g, const std::vector<NodeId>& in)>;
+
+// Applies `build` to the operands: traced when any operand is traced (recording into that
+// trace), otherwise evaluated eagerly. Pushes the result tensor. Errors become Lua errors
+// located at the user's line.
+int apply_op(lua_State* L, const std::vector<Operand>& operands, DType number_dtype, const Builder& build);
+int apply_op_multi(lua_State* L, const std::vector<Operand>& operands, DType number_dtype,
+                   const std::function<std::vector<NodeId>(Graph&, const std::vector<NodeId>&)>& build);
+
+[[noreturn]] void raise_user_error(lua_State* L, const std::string& message);
+
+// Rule 1 (DESIGN section 5): a Python-style branch or conversion on a traced value.
+[[noreturn]] void raise_data_dependent(lua_State* L, const LuaTensor& t, const std::string& what);
+
+// Shapes and axes between Lua (1-based, negative from the end) and the engine.
+Shape check_shape(lua_State* L, int arg);
+int64_t check_axis(lua_State* L, int arg, int64_t rank);          // -> 0-based
+std::vector<int64_t> check_axes(lua_State* L, int arg, int64_t rank);  // nil = all; sorted
+void push_shape(lua_State* L, const Shape& s);
+DType check_dtype(lua_State* L, int arg);
+DType opt_dtype_field(lua_State* L, int arg, DType def);
+
+void register_tensor_ops(lua_State* L, int methods, int core);
+void register_trace_functions(lua_State* L, int core);
+void register_random_functions(lua_State* L, int core);
+std::string format_tensor(const Tensor& t);
+
+}  // namespace tpu

@@ -1,0 +1,394 @@
+// Tensor operations as Lua methods and functions. Each one reads its Lua arguments, then hands
+// a graph builder to apply_op, which records it (inside tpu.jit) or evaluates it (eagerly).
+// NumPy broadcasting and dtype promotion happen here, in the builders; the IR itself is strict.
+#include <algorithm>
+#include <numeric>
+
+#include "core/error.h"
+#include "lua_internal.h"
+
+namespace tpu {
+
+namespace {
+
+// bool < u8 < i32 < bf16 < f32
+int rank_of(DType t) {
+  switch (t) {
+    case DType::boolean: return 0;
+    case DType::u8: return 1;
+    case DType::i32: return 2;
+    case DType::bf16: return 3;
+    case DType::f32: return 4;
+  }
+  return 0;
+}
+DType promote(DType a, DType b) { return rank_of(a) >= rank_of(b) ? a : b; }
+
+Shape broadcast_shapes(const Shape& a, const Shape& b) {
+  Shape r(std::max(a.size(), b.size()), 1);
+  for (size_t i = 0; i < r.size(); ++i) {
+    int64_t da = i < r.size() - a.size() ? 1 : a[i - (r.size() - a.size())];
+    int64_t db = i < r.size() - b.size() ? 1 : b[i - (r.size() - b.size())];
+    if (da != db && da != 1 && db != 1)
+      throw Error("shapes " + shape_str(a) + " and " + shape_str(b) + " cannot be broadcast together");
+    r[i] = da == 1 ? db : da;
+  }
+  return r;
+}
+
+// Converts and broadcasts the nodes to one dtype and shape.
+std::vector<NodeId> unify(Graph& g, std::vector<NodeId> xs, DType dtype) {
+  Shape s;
+  for (NodeId x : xs) s = broadcast_shapes(s, g.at(x).shape);
+  for (NodeId& x : xs) x = g.broadcast_to(g.convert(x, dtype), s);
+  return xs;
+}
+
+Operand operand_at(lua_State* L, int idx) {
+  Operand o;
+  if (lua_isnumber(L, idx)) o.number = lua_tonumber(L, idx);
+  else if (lua_isboolean(L, idx)) o.number = lua_toboolean(L, idx);
+  else o.tensor = check_tensor(L, idx);
+  return o;
+}
+
+// The dtype a Lua number takes next to these operands (the tensors', promoted; f32 if none).
+DType tensor_dtype(const std::vector<Operand>& ops) {
+  std::optional<DType> t;
+  for (const Operand& o : ops)
+    if (o.tensor) t = t ? promote(*t, o.tensor->dtype()) : o.tensor->dtype();
+  return t.value_or(DType::f32);
+}
+
+DType number_dtype_for(const std::vector<Operand>& ops, lua_State* L, int first, int count) {
+  DType t = tensor_dtype(ops);
+  // A non-integer Lua number next to an integer tensor makes the result float.
+  for (int i = 0; i < count; ++i)
+    if (lua_isnumber(L, first + i) && !lua_isinteger(L, first + i) && !is_float(t)) return DType::f32;
+  return t;
+}
+
+enum class Arith { add, sub, mul, div, idiv, mod, pow, max, min };
+
+NodeId arith(Graph& g, Arith k, NodeId a, NodeId b) {
+  DType t = promote(g.at(a).dtype, g.at(b).dtype);
+  if ((k == Arith::div || k == Arith::pow) && !is_float(t)) t = DType::f32;
+  if (t == DType::boolean && k != Arith::max && k != Arith::min) t = DType::i32;
+  auto ab = unify(g, {a, b}, t);
+  a = ab[0], b = ab[1];
+  switch (k) {
+    case Arith::add: return g.binary(Op::add, a, b);
+    case Arith::sub: return g.binary(Op::sub, a, b);
+    case Arith::mul: return g.binary(Op::mul, a, b);
+    case Arith::div: return g.binary(Op::div, a, b);
+    case Arith::pow: return g.binary(Op::pow, a, b);
+    case Arith::max: return g.binary(Op::max, a, b);
+    case Arith::min: return g.binary(Op::min, a, b);
+    case Arith::idiv:
+    case Arith::mod: {
+      NodeId q = g.binary(Op::div, a, b);
+      if (is_float(t)) {  // floor(a / b) without a floor op: q - (frac < 0 ? 1 : 0) via int conversion
+        NodeId qi = g.convert(g.convert(q, DType::i32), t);
+        NodeId fix = g.select(g.compare(Cmp::lt, q, qi), g.full(t, g.at(q).shape, 1), g.full(t, g.at(q).shape, 0));
+        q = g.binary(Op::sub, qi, fix);
+      }
+      if (k == Arith::idiv) return q;
+      return g.binary(Op::sub, a, g.binary(Op::mul, q, b));
+    }
+  }
+  return a;
+}
+
+int binary_method(lua_State* L, Arith k) {
+  std::vector<Operand> ops = {operand_at(L, 1), operand_at(L, 2)};
+  return apply_op(L, ops, number_dtype_for(ops, L, 1, 2),
+                  [k](Graph& g, const std::vector<NodeId>& in) { return arith(g, k, in[0], in[1]); });
+}
+int l_add(lua_State* L) { return binary_method(L, Arith::add); }
+int l_sub(lua_State* L) { return binary_method(L, Arith::sub); }
+int l_mul(lua_State* L) { return binary_method(L, Arith::mul); }
+int l_div(lua_State* L) { return binary_method(L, Arith::div); }
+int l_idiv(lua_State* L) { return binary_method(L, Arith::idiv); }
+int l_mod(lua_State* L) { return binary_method(L, Arith::mod); }
+int l_pow(lua_State* L) { return binary_method(L, Arith::pow); }
+int l_maximum(lua_State* L) { return binary_method(L, Arith::max); }
+int l_minimum(lua_State* L) { return binary_method(L, Arith::min); }
+
+int compare_method(lua_State* L, Cmp c) {
+  std::vector<Operand> ops = {operand_at(L, 1), operand_at(L, 2)};
+  return apply_op(L, ops, number_dtype_for(ops, L, 1, 2), [c](Graph& g, const std::vector<NodeId>& in) {
+    auto ab = unify(g, in, promote(g.at(in[0]).dtype, g.at(in[1]).dtype));
+    return g.compare(c, ab[0], ab[1]);
+  });
+}
+int l_lt(lua_State* L) { return compare_method(L, Cmp::lt); }
+int l_le(lua_State* L) { return compare_method(L, Cmp::le); }
+int l_gt(lua_State* L) { return compare_method(L, Cmp::gt); }
+int l_ge(lua_State* L) { return compare_method(L, Cmp::ge); }
+int l_eq(lua_State* L) { return compare_method(L, Cmp::eq); }
+int l_ne(lua_State* L) { return compare_method(L, Cmp::ne); }
+
+int l_where(lua_State* L) {
+  std::vector<Operand> ops = {operand_at(L, 1), operand_at(L, 2), operand_at(L, 3)};
+  std::vector<Operand> values = {ops[1], ops[2]};
+  return apply_op(L, ops, number_dtype_for(values, L, 2, 2), [](Graph& g, const std::vector<NodeId>& in) {
+    if (g.at(in[0]).dtype != DType::boolean)
+      throw Error("where: the condition must be a bool tensor (from lt/le/gt/ge/eq/ne), got " +
+                  type_str(g.at(in[0]).dtype, g.at(in[0]).shape));
+    DType t = promote(g.at(in[1]).dtype, g.at(in[2]).dtype);
+    Shape s = broadcast_shapes(broadcast_shapes(g.at(in[0]).shape, g.at(in[1]).shape), g.at(in[2]).shape);
+    NodeId c = g.broadcast_to(in[0], s);
+    return g.select(c, g.broadcast_to(g.convert(in[1], t), s), g.broadcast_to(g.convert(in[2], t), s));
+  });
+}
+
+int unary_method(lua_State* L, Op op) {
+  std::vector<Operand> ops = {{check_tensor(L, 1), 0}};
+  return apply_op(L, ops, DType::f32, [op](Graph& g, const std::vector<NodeId>& in) {
+    NodeId x = in[0];
+    if (op != Op::neg && op != Op::abs && !is_float(g.at(x).dtype)) x = g.convert(x, DType::f32);
+    if (op == Op::neg && g.at(x).dtype == DType::boolean) x = g.convert(x, DType::i32);
+    return g.unary(op, x);
+  });
+}
+int l_neg(lua_State* L) { return unary_method(L, Op::neg); }
+int l_exp(lua_State* L) { return unary_method(L, Op::exp); }
+int l_log(lua_State* L) { return unary_method(L, Op::log); }
+int l_sqrt(lua_State* L) { return unary_method(L, Op::sqrt); }
+int l_rsqrt(lua_State* L) { return unary_method(L, Op::rsqrt); }
+int l_tanh(lua_State* L) { return unary_method(L, Op::tanh); }
+int l_sigmoid(lua_State* L) { return unary_method(L, Op::logistic); }
+int l_abs(lua_State* L) { return unary_method(L, Op::abs); }
+
+int l_cast(lua_State* L) {
+  LuaTensor* t = check_tensor(L, 1);
+  DType to = check_dtype(L, 2);
+  return apply_op(L, {{t, 0}}, to, [to](Graph& g, const std::vector<NodeId>& in) { return g.convert(in[0], to); });
+}
+
+// matmul with NumPy semantics: rank-1 operands are promoted and the added dim removed again;
+// leading batch dims broadcast.
+NodeId matmul(Graph& g, NodeId a, NodeId b) {
+  const Shape as = g.at(a).shape, bs = g.at(b).shape;
+  if (as.empty() || bs.empty()) throw Error("matmul needs tensors of rank >= 1, got " + type_str(g.at(a).dtype, as) + " and " + type_str(g.at(b).dtype, bs));
+  DType t = promote(g.at(a).dtype, g.at(b).dtype);
+  if (!is_float(t)) t = DType::f32;
+  a = g.convert(a, t), b = g.convert(b, t);
+  Shape a2 = as.size() == 1 ? Shape{1, as[0]} : as;
+  Shape b2 = bs.size() == 1 ? Shape{bs[0], 1} : bs;
+  if (a2.back() != b2[b2.size() - 2])
+    throw Error("matmul: inner dimensions differ: " + type_str(t, as) + " @ " + type_str(t, bs));
+  Shape batch = broadcast_shapes(Shape(a2.begin(), a2.end() - 2), Shape(b2.begin(), b2.end() - 2));
+  Shape at = batch, bt = batch;
+  at.insert(at.end(), a2.end() - 2, a2.end());
+  bt.insert(bt.end(), b2.end() - 2, b2.end());
+  NodeId r = g.dot(g.broadcast_to(g.reshape(a, a2), at), g.broadcast_to(g.reshape(b, b2), bt));
+  Shape out = batch;
+  if (as.size() > 1) out.push_back(a2[a2.size() - 2]);
+  if (bs.size() > 1) out.push_back(b2.back());
+  return g.reshape(r, out);
+}
+int l_matmul(lua_State* L) {
+  std::vector<Operand> ops = {{check_tensor(L, 1), 0}, {check_tensor(L, 2), 0}};
+  return apply_op(L, ops, DType::f32, [](Graph& g, const std::vector<NodeId>& in) { return matmul(g, in[0], in[1]); });
+}
+
+int l_reshape(lua_State* L) {
+  LuaTensor* t = check_tensor(L, 1);
+  Shape want;
+  if (lua_istable(L, 2)) {
+    lua_Integer n = luaL_len(L, 2);
+    for (lua_Integer i = 1; i <= n; ++i) {
+      lua_geti(L, 2, i);
+      want.push_back(luaL_checkinteger(L, -1));
+      lua_pop(L, 1);
+    }
+  } else {
+    for (int i = 2; i <= lua_gettop(L); ++i) want.push_back(luaL_checkinteger(L, i));
+  }
+  const int64_t total = num_elements(t->shape());
+  int64_t known = 1, infer = -1;
+  for (size_t i = 0; i < want.size(); ++i) {
+    if (want[i] == -1 && infer < 0) infer = int64_t(i);
+    else if (want[i] < 0) raise_user_error(L, "reshape: bad dimension " + std::to_string(want[i]) + " in " + shape_str(want));
+    else known *= want[i];
+  }
+  if (infer >= 0) want[size_t(infer)] = known ? total / known : 0;
+  if (num_elements(want) != total)
+    raise_user_error(L, "cannot reshape " + type_str(t->dtype(), t->shape()) + " (" + std::to_string(total) +
+                            " elements) to " + shape_str(want));
+  return apply_op(L, {{t, 0}}, DType::f32, [want](Graph& g, const std::vector<NodeId>& in) { return g.reshape(in[0], want); });
+}
+
+int l_transpose(lua_State* L) {
+  LuaTensor* t = check_tensor(L, 1);
+  const int64_t rank = int64_t(t->shape().size());
+  std::vector<int64_t> perm;
+  if (lua_isnoneornil(L, 2)) {
+    for (int64_t i = rank - 1; i >= 0; --i) perm.push_back(i);
+  } else {
+    luaL_checktype(L, 2, LUA_TTABLE);
+    for (lua_Integer i = 1; i <= luaL_len(L, 2); ++i) {
+      lua_geti(L, 2, i);
+      perm.push_back(check_axis(L, lua_gettop(L), rank));
+      lua_pop(L, 1);
+    }
+  }
+  return apply_op(L, {{t, 0}}, DType::f32, [perm](Graph& g, const std::vector<NodeId>& in) { return g.transpose(in[0], perm); });
+}
+
+// sum/max/min(axis, keepdims)
+int reduce_method(lua_State* L, ReduceKind k) {
+  LuaTensor* t = check_tensor(L, 1);
+  const Shape shape = t->shape();
+  std::vector<int64_t> axes = check_axes(L, 2, int64_t(shape.size()));
+  bool keep = lua_toboolean(L, 3);
+  return apply_op(L, {{t, 0}}, DType::f32, [=](Graph& g, const std::vector<NodeId>& in) {
+    NodeId x = in[0];
+    DType dt = g.at(x).dtype;
+    if (dt == DType::boolean || (dt == DType::u8 && k == ReduceKind::sum)) x = g.convert(x, DType::i32);
+    NodeId r = g.reduce(x, axes, k);
+    if (!keep) return r;
+    Shape kept = shape;
+    for (int64_t a : axes) kept[size_t(a)] = 1;
+    return g.reshape(r, kept);
+  });
+}
+int l_sum(lua_State* L) { return reduce_method(L, ReduceKind::sum); }
+int l_max(lua_State* L) { return reduce_method(L, ReduceKind::max); }
+int l_min(lua_State* L) { return reduce_method(L, ReduceKind::min); }
+
+int l_argmax(lua_State* L) {
+  LuaTensor* t = check_tensor(L, 1);
+  int64_t axis = lua_isnoneornil(L, 2) ? int64_t(t->shape().size()) - 1 : check_axis(L, 2, int64_t(t->shape().size()));
+  if (t->shape().empty()) raise_user_error(L, "argmax of a scalar tensor");
+  return apply_op(L, {{t, 0}}, DType::f32, [axis](Graph& g, const std::vector<NodeId>& in) { return g.argmax(in[0], axis); });
+}
+
+// t:slice{{first, last}, ...}: inclusive 1-based ranges; negative counts from the end.
+int l_slice(lua_State* L) {
+  LuaTensor* t = check_tensor(L, 1);
+  luaL_checktype(L, 2, LUA_TTABLE);
+  const Shape shape = t->shape();
+  std::vector<int64_t> lo(shape.size(), 0), hi = shape;
+  lua_Integer n = luaL_len(L, 2);
+  if (n > lua_Integer(shape.size())) raise_user_error(L, "slice: " + std::to_string(n) + " ranges for a tensor of rank " + std::to_string(shape.size()));
+  for (lua_Integer i = 1; i <= n; ++i) {
+    lua_geti(L, 2, i);
+    int64_t first = 1, last = shape[size_t(i - 1)];
+    if (lua_isinteger(L, -1)) {
+      first = last = lua_tointeger(L, -1);
+    } else if (lua_istable(L, -1)) {
+      lua_geti(L, -1, 1);
+      lua_geti(L, -2, 2);
+      first = luaL_optinteger(L, -2, 1);
+      last = luaL_optinteger(L, -1, shape[size_t(i - 1)]);
+      lua_pop(L, 2);
+    }
+    lua_pop(L, 1);
+    const int64_t d = shape[size_t(i - 1)];
+    if (first < 0) first += d + 1;
+    if (last < 0) last += d + 1;
+    if (first < 1 || last > d || first > last + 1)
+      raise_user_error(L, "slice: range {" + std::to_string(first) + ", " + std::to_string(last) + "} is outside axis " +
+                              std::to_string(i) + " of " + type_str(t->dtype(), shape));
+    lo[size_t(i - 1)] = first - 1;
+    hi[size_t(i - 1)] = last;
+  }
+  return apply_op(L, {{t, 0}}, DType::f32, [=](Graph& g, const std::vector<NodeId>& in) { return g.slice(in[0], lo, hi); });
+}
+
+// Gather along an axis: result is x.shape[:axis] + idx.shape + x.shape[axis+1:].
+NodeId take(Graph& g, NodeId x, NodeId idx, int64_t axis) {
+  const Shape xs = g.at(x).shape;
+  const int64_t rank = int64_t(xs.size()), irank = int64_t(g.at(idx).shape.size());
+  std::vector<int64_t> front = {axis};
+  for (int64_t i = 0; i < rank; ++i)
+    if (i != axis) front.push_back(i);
+  NodeId r = g.gather(g.transpose(x, front), idx);  // [idx..., x dims except axis]
+  std::vector<int64_t> perm;
+  for (int64_t i = 0; i < axis; ++i) perm.push_back(irank + i);
+  for (int64_t i = 0; i < irank; ++i) perm.push_back(i);
+  for (int64_t i = axis + 1; i < rank; ++i) perm.push_back(irank + i - 1);
+  return g.transpose(r, perm);
+}
+int l_take(lua_State* L) {
+  LuaTensor* t = check_tensor(L, 1);
+  if (t->shape().empty()) raise_user_error(L, "take from a scalar tensor");
+  int64_t axis = lua_isnoneornil(L, 3) ? 0 : check_axis(L, 3, int64_t(t->shape().size()));
+  Operand idx = operand_at(L, 2);
+  if (idx.tensor && !is_integer(idx.tensor->dtype()))
+    raise_user_error(L, "take: indices must be an integer tensor, got " + type_str(idx.tensor->dtype(), idx.tensor->shape()));
+  return apply_op(L, {{t, 0}, idx}, DType::i32,
+                  [axis](Graph& g, const std::vector<NodeId>& in) { return take(g, in[0], in[1], axis); });
+}
+
+int l_one_hot(lua_State* L) {
+  LuaTensor* t = check_tensor(L, 1);
+  lua_Integer depth = luaL_checkinteger(L, 2);
+  if (depth <= 0) raise_user_error(L, "one_hot: depth must be positive, got " + std::to_string(depth));
+  DType dt = opt_dtype_field(L, 3, DType::f32);
+  if (!is_integer(t->dtype())) raise_user_error(L, "one_hot needs integer labels, got " + type_str(t->dtype(), t->shape()));
+  return apply_op(L, {{t, 0}}, DType::i32, [=](Graph& g, const std::vector<NodeId>& in) {
+    Shape s = g.at(in[0]).shape;
+    std::vector<int64_t> dims(s.size());
+    std::iota(dims.begin(), dims.end(), 0);
+    s.push_back(depth);
+    NodeId labels = g.broadcast(g.convert(in[0], DType::i32), s, dims);
+    NodeId hot = g.compare(Cmp::eq, labels, g.iota(DType::i32, s, int64_t(s.size()) - 1));
+    return g.convert(hot, dt);
+  });
+}
+
+int l_concat(lua_State* L) {
+  luaL_checktype(L, 1, LUA_TTABLE);
+  std::vector<Operand> ops;
+  for (lua_Integer i = 1; i <= luaL_len(L, 1); ++i) {
+    lua_geti(L, 1, i);
+    ops.push_back({check_tensor(L, -1), 0});  // the list keeps the userdata alive
+    lua_pop(L, 1);
+  }
+  if (ops.empty()) raise_user_error(L, "concat of an empty list");
+  int64_t rank = int64_t(ops[0].tensor->shape().size());
+  int64_t axis = lua_isnoneornil(L, 2) ? 0 : check_axis(L, 2, rank);
+  DType t = tensor_dtype(ops);
+  return apply_op(L, ops, t, [=](Graph& g, const std::vector<NodeId>& in) {
+    std::vector<NodeId> xs;
+    for (NodeId x : in) xs.push_back(g.convert(x, t));
+    return g.concat(xs, axis);
+  });
+}
+
+const luaL_Reg kMethods[] = {
+    {"add", l_add},       {"sub", l_sub},         {"mul", l_mul},       {"div", l_div},
+    {"pow", l_pow},       {"maximum", l_maximum}, {"minimum", l_minimum}, {"lt", l_lt},
+    {"le", l_le},         {"gt", l_gt},           {"ge", l_ge},         {"eq", l_eq},
+    {"ne", l_ne},         {"neg", l_neg},         {"exp", l_exp},       {"log", l_log},
+    {"sqrt", l_sqrt},     {"rsqrt", l_rsqrt},     {"tanh", l_tanh},     {"sigmoid", l_sigmoid},
+    {"abs", l_abs},       {"cast", l_cast},       {"matmul", l_matmul}, {"reshape", l_reshape},
+    {"transpose", l_transpose}, {"sum", l_sum},   {"max", l_max},       {"min", l_min},
+    {"argmax", l_argmax}, {"slice", l_slice},     {"take", l_take},     {"one_hot", l_one_hot},
+    {nullptr, nullptr}};
+
+const luaL_Reg kMetaOps[] = {{"__add", l_add}, {"__sub", l_sub},   {"__mul", l_mul},
+                             {"__div", l_div}, {"__idiv", l_idiv}, {"__mod", l_mod},
+                             {"__pow", l_pow}, {"__unm", l_neg},   {nullptr, nullptr}};
+
+const luaL_Reg kFunctions[] = {{"where", l_where}, {"concat", l_concat}, {nullptr, nullptr}};
+
+}  // namespace
+
+void register_tensor_ops(lua_State* L, int methods, int core) {
+  lua_pushvalue(L, methods);
+  luaL_setfuncs(L, kMethods, 0);
+  lua_pop(L, 1);
+  luaL_getmetatable(L, kTensorMeta);
+  luaL_setfuncs(L, kMetaOps, 0);
+  lua_pop(L, 1);
+  lua_pushvalue(L, core);
+  luaL_setfuncs(L, kFunctions, 0);
+  luaL_setfuncs(L, kMethods, 0);
+  lua_pop(L, 1);
+}
+
+}  // namespace tpu

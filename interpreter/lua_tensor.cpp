@@ -1,0 +1,536 @@
+// The tensor userdata: creation, fields, metamethods, printing, and op application
+// (eager evaluation or recording into the active trace).
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+
+#include "core/error.h"
+#include "lua_data.h"
+#include "lua_internal.h"
+#include "runtime/executable.h"
+
+namespace tpu {
+
+// ---------------------------------------------------------------- traces
+std::vector<std::unique_ptr<Trace>>& trace_stack() {
+  static std::vector<std::unique_ptr<Trace>> stack;
+  return stack;
+}
+Trace* active_trace() { return trace_stack().empty() ? nullptr : trace_stack().back().get(); }
+Trace* trace_by_id(uint64_t id) {
+  for (auto& t : trace_stack())
+    if (t->id == id) return t.get();
+  return nullptr;
+}
+
+DType LuaTensor::dtype() const {
+  if (!traced()) return value.dtype();
+  Trace* t = trace_by_id(trace_id);
+  return t ? t->graph.at(node).dtype : DType::f32;
+}
+const Shape& LuaTensor::shape() const {
+  static const Shape empty;
+  if (!traced()) return value.shape();
+  Trace* t = trace_by_id(trace_id);
+  return t ? t->graph.at(node).shape : empty;
+}
+
+// ---------------------------------------------------------------- userdata
+namespace {
+LuaTensor* new_tensor(lua_State* L) {
+  void* p = lua_newuserdatauv(L, sizeof(LuaTensor), 0);
+  LuaTensor* t = new (p) LuaTensor();
+  luaL_setmetatable(L, kTensorMeta);
+  return t;
+}
+}  // namespace
+
+void push_tensor(lua_State* L, Tensor t) { new_tensor(L)->value = std::move(t); }
+
+void push_traced(lua_State* L, uint64_t trace_id, NodeId node) {
+  LuaTensor* t = new_tensor(L);
+  t->trace_id = trace_id;
+  t->node = node;
+}
+
+LuaTensor* test_tensor(lua_State* L, int arg) {
+  return static_cast<LuaTensor*>(luaL_testudata(L, arg, kTensorMeta));
+}
+LuaTensor* check_tensor(lua_State* L, int arg) {
+  return static_cast<LuaTensor*>(luaL_checkudata(L, arg, kTensorMeta));
+}
+bool is_tensor(lua_State* L, int arg) { return test_tensor(L, arg) != nullptr; }
+
+const Tensor& check_concrete(lua_State* L, int arg) {
+  LuaTensor* t = check_tensor(L, arg);
+  if (t->traced()) raise_data_dependent(L, *t, "reading the value of");
+  return t->value;
+}
+
+// ---------------------------------------------------------------- errors
+namespace {
+bool is_stdlib_source(const char* src) { return std::strncmp(src, "@[tpu]", 6) == 0 || src[0] == '='; }
+}  // namespace
+
+std::string user_where(lua_State* L) {
+  lua_Debug ar;
+  for (int level = 1; lua_getstack(L, level, &ar); ++level) {
+    lua_getinfo(L, "Sl", &ar);
+    if (ar.currentline <= 0) continue;
+    // Chunks given on the command line ("=(command line)", "=stdin") are user code too.
+    bool user = !is_stdlib_source(ar.source) || std::strcmp(ar.source, "=(command line)") == 0 ||
+                std::strcmp(ar.source, "=stdin") == 0;
+    if (user) return std::string(ar.short_src) + ":" + std::to_string(ar.currentline) + ": ";
+  }
+  return "";
+}
+
+void raise_user_error(lua_State* L, const std::string& message) {
+  std::string m = user_where(L) + message;
+  lua_pushlstring(L, m.data(), m.size());
+  lua_error(L);
+  std::abort();  // lua_error does not return
+}
+
+void raise_data_dependent(lua_State* L, const LuaTensor& t, const std::string& what) {
+  Trace* tr = trace_by_id(t.trace_id);
+  std::string type = type_str(t.dtype(), t.shape());
+  std::string name = tr ? tr->name : "?";
+  raise_user_error(L,
+      "data-dependent condition on a traced " + type + " value inside jit '" + name + "'\n" +
+      "  " + what + " a traced tensor needs its value, which is not known while the function is\n"
+      "  traced into a static graph: the graph is built once and must not branch on data.\n"
+      "  Fix: use tpu.where(cond, a, b) to select elementwise, or tpu.cond(pred, f_true, f_false, ...)\n"
+      "  for traced control flow; compute the value outside tpu.jit if you need it on the host.");
+}
+
+// ---------------------------------------------------------------- shapes and dtypes
+Shape check_shape(lua_State* L, int arg) {
+  Shape s;
+  if (lua_isinteger(L, arg)) {
+    s.push_back(lua_tointeger(L, arg));
+  } else {
+    luaL_checktype(L, arg, LUA_TTABLE);
+    lua_Integer n = luaL_len(L, arg);
+    for (lua_Integer i = 1; i <= n; ++i) {
+      lua_geti(L, arg, i);
+      int ok = 0;
+      lua_Integer d = lua_tointegerx(L, -1, &ok);
+      lua_pop(L, 1);
+      if (!ok) luaL_argerror(L, arg, "shape entries must be integers");
+      s.push_back(d);
+    }
+  }
+  for (int64_t d : s)
+    if (d < 0) luaL_argerror(L, arg, ("negative dimension in shape " + shape_str(s)).c_str());
+  return s;
+}
+
+int64_t check_axis(lua_State* L, int arg, int64_t rank) {
+  lua_Integer a = luaL_checkinteger(L, arg);
+  int64_t r = a < 0 ? rank + a : a - 1;
+  if (a == 0 || r < 0 || r >= rank)
+    raise_user_error(L, "axis " + std::to_string(a) + " is out of range for a tensor of rank " +
+                            std::to_string(rank) + " (axes are 1-based; -1 is the last)");
+  return r;
+}
+
+std::vector<int64_t> check_axes(lua_State* L, int arg, int64_t rank) {
+  std::vector<int64_t> axes;
+  if (lua_isnoneornil(L, arg)) {
+    for (int64_t i = 0; i < rank; ++i) axes.push_back(i);
+    return axes;
+  }
+  if (lua_istable(L, arg)) {
+    lua_Integer n = luaL_len(L, arg);
+    for (lua_Integer i = 1; i <= n; ++i) {
+      lua_geti(L, arg, i);
+      axes.push_back(check_axis(L, lua_gettop(L), rank));
+      lua_pop(L, 1);
+    }
+  } else {
+    axes.push_back(check_axis(L, arg, rank));
+  }
+  std::sort(axes.begin(), axes.end());
+  axes.erase(std::unique(axes.begin(), axes.end()), axes.end());
+  return axes;
+}
+
+void push_shape(lua_State* L, const Shape& s) {
+  lua_createtable(L, int(s.size()), 0);
+  for (size_t i = 0; i < s.size(); ++i) {
+    lua_pushinteger(L, s[i]);
+    lua_seti(L, -2, lua_Integer(i + 1));
+  }
+}
+
+DType check_dtype(lua_State* L, int arg) {
+  const char* name = luaL_checkstring(L, arg);
+  auto t = parse_dtype(name);
+  if (!t) raise_user_error(L, std::string("unknown dtype '") + name + "' (expected f32, bf16, i32, u8 or bool)");
+  return *t;
+}
+
+DType opt_dtype_field(lua_State* L, int arg, DType def) {
+  if (!lua_istable(L, arg)) return def;
+  lua_getfield(L, arg, "dtype");
+  DType t = lua_isnil(L, -1) ? def : check_dtype(L, lua_gettop(L));
+  lua_pop(L, 1);
+  return t;
+}
+
+// ---------------------------------------------------------------- applying ops
+namespace {
+
+NodeId operand_node(Trace& tr, const Operand& o, DType number_dtype) {
+  Graph& g = tr.graph;
+  if (!o.tensor) return g.scalar(number_dtype, o.number);
+  if (o.tensor->traced()) return o.tensor->node;
+  // A concrete tensor used inside a trace becomes a constant of the graph (once per buffer).
+  for (auto& [t, id] : tr.captured)
+    if (t->raw() == o.tensor->value.raw() && t->same_type(o.tensor->value)) return id;
+  auto held = std::make_shared<const Tensor>(o.tensor->value);
+  Attrs a;
+  a.literal = held;
+  NodeId id = g.add(Op::constant, {}, std::move(a));
+  tr.captured.emplace_back(held, id);
+  return id;
+}
+
+Trace* trace_of(lua_State* L, const std::vector<Operand>& operands) {
+  Trace* found = nullptr;
+  for (const Operand& o : operands) {
+    if (!o.tensor || !o.tensor->traced()) continue;
+    Trace* t = trace_by_id(o.tensor->trace_id);
+    if (!t || t != active_trace())
+      raise_user_error(L, "a traced tensor was used outside the tpu.jit call that made it "
+                          "(it escaped through a global or an upvalue); return it from the function instead");
+    found = t;
+  }
+  return found;
+}
+
+std::vector<Tensor> eager_eval(const std::vector<Operand>& operands, DType number_dtype,
+                               const std::function<std::vector<NodeId>(Graph&, const std::vector<NodeId>&)>& build) {
+  Graph g;
+  g.name = "eager";
+  std::vector<NodeId> in;
+  std::vector<Tensor> args;
+  for (const Operand& o : operands) {
+    if (o.tensor) {
+      in.push_back(g.parameter(o.tensor->value.dtype(), o.tensor->value.shape()));
+      args.push_back(o.tensor->value);
+    } else {
+      in.push_back(g.scalar(number_dtype, o.number));
+    }
+  }
+  g.outputs = build(g, in);
+  return Executable::compile(std::move(g)).run(args);
+}
+
+}  // namespace
+
+int apply_op_multi(lua_State* L, const std::vector<Operand>& operands, DType number_dtype,
+                   const std::function<std::vector<NodeId>(Graph&, const std::vector<NodeId>&)>& build) {
+  Trace* tr = trace_of(L, operands);
+  std::string error;
+  try {
+    if (tr) {
+      Graph& g = tr->graph;
+      std::string where = user_where(L);
+      if (where.size() > 2) where.resize(where.size() - 2);  // drop ": "
+      g.current_loc = where.empty() ? -1 : g.intern_location(where);
+      std::vector<NodeId> in;
+      for (const Operand& o : operands) in.push_back(operand_node(*tr, o, number_dtype));
+      std::vector<NodeId> out = build(g, in);
+      for (NodeId id : out) push_traced(L, tr->id, id);
+      return int(out.size());
+    }
+    std::vector<Tensor> out = eager_eval(operands, number_dtype, build);
+    for (Tensor& t : out) push_tensor(L, std::move(t));
+    return int(out.size());
+  } catch (const Error& e) {
+    error = e.what();
+  } catch (const std::bad_alloc&) {
+    error = "out of host memory";
+  }
+  raise_user_error(L, error);
+}
+
+int apply_op(lua_State* L, const std::vector<Operand>& operands, DType number_dtype, const Builder& build) {
+  return apply_op_multi(L, operands, number_dtype,
+                        [&](Graph& g, const std::vector<NodeId>& in) { return std::vector<NodeId>{build(g, in)}; });
+}
+
+// ---------------------------------------------------------------- constructors
+namespace {
+
+void table_shape(lua_State* L, int idx, Shape& shape, size_t depth) {
+  if (!lua_istable(L, idx)) return;
+  lua_Integer n = luaL_len(L, idx);
+  if (depth == shape.size()) shape.push_back(n);
+  if (n == 0) return;
+  lua_geti(L, idx, 1);
+  table_shape(L, lua_gettop(L), shape, depth + 1);
+  lua_pop(L, 1);
+}
+
+void table_fill(lua_State* L, int idx, const Shape& shape, size_t depth, Tensor& t, int64_t& pos) {
+  if (depth == shape.size()) {
+    if (lua_isboolean(L, idx)) t.set(pos++, lua_toboolean(L, idx));
+    else if (lua_isnumber(L, idx)) t.set(pos++, lua_tonumber(L, idx));
+    else raise_user_error(L, std::string("tensor: expected a number, got ") + luaL_typename(L, idx));
+    return;
+  }
+  if (!lua_istable(L, idx) || luaL_len(L, idx) != shape[depth])
+    raise_user_error(L, "tensor: ragged nested table (every row must have " + std::to_string(shape[depth]) + " entries)");
+  for (lua_Integer i = 1; i <= shape[depth]; ++i) {
+    lua_geti(L, idx, i);
+    table_fill(L, lua_gettop(L), shape, depth + 1, t, pos);
+    lua_pop(L, 1);
+  }
+}
+
+int l_tensor(lua_State* L) {
+  if (LuaTensor* src = test_tensor(L, 1)) {  // tpu.tensor(t) copies the reference
+    lua_pushvalue(L, 1);
+    (void)src;
+    return 1;
+  }
+  bool from_bools = lua_isboolean(L, 1);
+  DType dt = opt_dtype_field(L, 2, from_bools ? DType::boolean : DType::f32);
+  if (lua_isnumber(L, 1) || from_bools) {
+    Tensor t(dt, {});
+    t.set(0, from_bools ? double(lua_toboolean(L, 1)) : lua_tonumber(L, 1));
+    push_tensor(L, std::move(t));
+    return 1;
+  }
+  luaL_checktype(L, 1, LUA_TTABLE);
+  Shape shape;
+  table_shape(L, 1, shape, 0);
+  Tensor t(dt, shape);
+  int64_t pos = 0;
+  table_fill(L, 1, shape, 0, t, pos);
+  push_tensor(L, std::move(t));
+  return 1;
+}
+
+int fill_with(lua_State* L, double v, int opts) {
+  Shape s = check_shape(L, 1);
+  Tensor t(opt_dtype_field(L, opts, DType::f32), s);
+  if (v != 0)
+    for (int64_t i = 0; i < t.size(); ++i) t.set(i, v);
+  push_tensor(L, std::move(t));
+  return 1;
+}
+int l_zeros(lua_State* L) { return fill_with(L, 0, 2); }
+int l_ones(lua_State* L) { return fill_with(L, 1, 2); }
+int l_full(lua_State* L) { return fill_with(L, luaL_checknumber(L, 2), 3); }
+
+int l_arange(lua_State* L) {
+  lua_Integer n = luaL_checkinteger(L, 1);
+  if (n < 0) raise_user_error(L, "arange: negative length " + std::to_string(n));
+  Tensor t(opt_dtype_field(L, 2, DType::i32), {n});
+  for (int64_t i = 0; i < n; ++i) t.set(i, double(i));
+  push_tensor(L, std::move(t));
+  return 1;
+}
+
+// ---------------------------------------------------------------- fields and metamethods
+int l_index(lua_State* L) {
+  LuaTensor* t = check_tensor(L, 1);
+  if (lua_type(L, 2) == LUA_TSTRING) {
+    const char* k = lua_tostring(L, 2);
+    if (std::strcmp(k, "shape") == 0) return push_shape(L, t->shape()), 1;
+    if (std::strcmp(k, "dtype") == 0) return lua_pushstring(L, std::string(name_of(t->dtype())).c_str()), 1;
+    if (std::strcmp(k, "ndim") == 0) return lua_pushinteger(L, lua_Integer(t->shape().size())), 1;
+  }
+  lua_getfield(L, LUA_REGISTRYINDEX, "tpu.Tensor.methods");
+  lua_pushvalue(L, 2);
+  lua_rawget(L, -2);
+  return 1;
+}
+
+int l_gc(lua_State* L) {
+  check_tensor(L, 1)->~LuaTensor();
+  return 0;
+}
+
+int l_len(lua_State* L) {
+  LuaTensor* t = check_tensor(L, 1);
+  if (t->shape().empty()) raise_user_error(L, "# of a scalar tensor");
+  lua_pushinteger(L, t->shape()[0]);
+  return 1;
+}
+
+// Comparisons with Lua operators need a boolean now: fine on concrete scalars, rule 1 on
+// traced values.
+double scalar_value(lua_State* L, int idx, const char* op) {
+  if (lua_isnumber(L, idx)) return lua_tonumber(L, idx);
+  LuaTensor* t = check_tensor(L, idx);
+  if (t->traced()) raise_data_dependent(L, *t, std::string("the Lua comparison '") + op + "' on");
+  if (t->value.size() != 1)
+    raise_user_error(L, std::string("the Lua comparison '") + op + "' needs scalar tensors, got " +
+                            type_str(t->dtype(), t->shape()) + "; use t:lt(u), t:le(u) or t:eq(u) for elementwise results");
+  return t->value.get(0);
+}
+int l_lt(lua_State* L) {
+  double a = scalar_value(L, 1, "<"), b = scalar_value(L, 2, "<");
+  lua_pushboolean(L, a < b);
+  return 1;
+}
+int l_le(lua_State* L) {
+  double a = scalar_value(L, 1, "<="), b = scalar_value(L, 2, "<=");
+  lua_pushboolean(L, a <= b);
+  return 1;
+}
+int l_eq(lua_State* L) {
+  LuaTensor* a = check_tensor(L, 1);
+  LuaTensor* b = check_tensor(L, 2);
+  if (a->traced()) raise_data_dependent(L, *a, "the Lua comparison '==' on");
+  if (b->traced()) raise_data_dependent(L, *b, "the Lua comparison '==' on");
+  bool same = a->value.same_type(b->value) && std::memcmp(a->value.raw(), b->value.raw(), a->value.bytes()) == 0;
+  lua_pushboolean(L, same);
+  return 1;
+}
+
+int l_tostring(lua_State* L) {
+  LuaTensor* t = check_tensor(L, 1);
+  if (t->traced()) {
+    Trace* tr = trace_by_id(t->trace_id);
+    std::string s = "Tensor<" + type_str(t->dtype(), t->shape()) + ", traced in jit '" + (tr ? tr->name : "?") + "'>";
+    lua_pushstring(L, s.c_str());
+    return 1;
+  }
+  std::string s = format_tensor(t->value);
+  lua_pushlstring(L, s.data(), s.size());
+  return 1;
+}
+
+int l_item(lua_State* L) {
+  LuaTensor* t = check_tensor(L, 1);
+  if (t->traced()) raise_data_dependent(L, *t, "item() on");
+  if (t->value.size() != 1)
+    raise_user_error(L, "item() needs a tensor with one element, got " + type_str(t->dtype(), t->shape()));
+  double v = t->value.get(0);
+  if (is_float(t->dtype())) lua_pushnumber(L, v);
+  else if (t->dtype() == DType::boolean) lua_pushboolean(L, v != 0);
+  else lua_pushinteger(L, lua_Integer(v));
+  return 1;
+}
+
+void push_element(lua_State* L, const Tensor& t, int64_t i) {
+  double v = t.get(i);
+  if (is_float(t.dtype())) lua_pushnumber(L, v);
+  else if (t.dtype() == DType::boolean) lua_pushboolean(L, v != 0);
+  else lua_pushinteger(L, lua_Integer(v));
+}
+
+void push_nested(lua_State* L, const Tensor& t, size_t depth, int64_t& pos) {
+  if (depth == t.shape().size()) return push_element(L, t, pos++);
+  int64_t n = t.shape()[depth];
+  lua_createtable(L, int(n), 0);
+  for (int64_t i = 1; i <= n; ++i) {
+    push_nested(L, t, depth + 1, pos);
+    lua_seti(L, -2, i);
+  }
+}
+
+int l_totable(lua_State* L) {
+  LuaTensor* t = check_tensor(L, 1);
+  if (t->traced()) raise_data_dependent(L, *t, "totable() on");
+  int64_t pos = 0;
+  push_nested(L, t->value, 0, pos);
+  return 1;
+}
+
+int l_is_tensor(lua_State* L) {
+  lua_pushboolean(L, is_tensor(L, 1));
+  return 1;
+}
+int l_is_traced(lua_State* L) {
+  LuaTensor* t = test_tensor(L, 1);
+  lua_pushboolean(L, t && t->traced());
+  return 1;
+}
+int l_user_where(lua_State* L) {
+  lua_pushstring(L, user_where(L).c_str());
+  return 1;
+}
+
+const luaL_Reg kMeta[] = {{"__index", l_index}, {"__gc", l_gc},        {"__len", l_len},
+                          {"__lt", l_lt},       {"__le", l_le},        {"__eq", l_eq},
+                          {"__tostring", l_tostring}, {nullptr, nullptr}};
+const luaL_Reg kMethods[] = {{"item", l_item}, {"totable", l_totable}, {nullptr, nullptr}};
+const luaL_Reg kCore[] = {{"tensor", l_tensor},       {"zeros", l_zeros},         {"ones", l_ones},
+                          {"full", l_full},           {"arange", l_arange},       {"is_tensor", l_is_tensor},
+                          {"is_traced", l_is_traced}, {"user_where", l_user_where}, {nullptr, nullptr}};
+
+}  // namespace
+
+// ---------------------------------------------------------------- printing
+namespace {
+std::string format_value(const Tensor& t, int64_t i) {
+  char buf[32];
+  double v = t.get(i);
+  if (t.dtype() == DType::boolean) return v != 0 ? "true" : "false";
+  if (!is_float(t.dtype())) return std::to_string(int64_t(v));
+  std::snprintf(buf, sizeof buf, "%.4f", v);
+  if (std::fabs(v) >= 1e6 || (v != 0 && std::fabs(v) < 1e-4)) std::snprintf(buf, sizeof buf, "%.4e", v);
+  return buf;
+}
+
+void format_dim(const Tensor& t, size_t depth, int64_t offset, const std::vector<int64_t>& st, std::string& out) {
+  const Shape& s = t.shape();
+  if (depth == s.size()) {
+    out += format_value(t, offset);
+    return;
+  }
+  out += "[";
+  const int64_t n = s[depth], edge = 3;
+  for (int64_t i = 0; i < n; ++i) {
+    if (n > 2 * edge + 1 && i == edge) {
+      out += depth + 1 == s.size() ? "..., " : "...,\n" + std::string(7 + depth + 1, ' ');
+      i = n - edge - 1;
+      continue;
+    }
+    format_dim(t, depth + 1, offset + i * st[depth], st, out);
+    if (i + 1 < n) out += depth + 1 == s.size() ? ", " : ",\n" + std::string(7 + depth + 1, ' ');
+  }
+  out += "]";
+}
+}  // namespace
+
+std::string format_tensor(const Tensor& t) {
+  std::string out = "tensor(";
+  format_dim(t, 0, 0, strides_of(t.shape()), out);
+  return out + ", " + type_str(t.dtype(), t.shape()) + ")";
+}
+
+// ---------------------------------------------------------------- module
+int luaopen_tpu_core(lua_State* L) {
+  luaL_newmetatable(L, kTensorMeta);
+  luaL_setfuncs(L, kMeta, 0);
+  int meta = lua_gettop(L);
+  lua_newtable(L);  // methods, shared with the stdlib through core.Tensor
+  luaL_setfuncs(L, kMethods, 0);
+  int methods = lua_gettop(L);
+  lua_pushvalue(L, methods);
+  lua_setfield(L, LUA_REGISTRYINDEX, "tpu.Tensor.methods");
+  lua_newtable(L);
+  luaL_setfuncs(L, kCore, 0);
+  int core = lua_gettop(L);
+  lua_pushvalue(L, methods);
+  lua_setfield(L, core, "Tensor");
+  lua_pushvalue(L, meta);
+  lua_setfield(L, core, "Tensor_meta");
+  register_tensor_ops(L, methods, core);
+  register_trace_functions(L, core);
+  register_random_functions(L, core);
+  register_data_functions(L, core);
+  lua_pushvalue(L, core);
+  return 1;
+}
+
+}  // namespace tpu

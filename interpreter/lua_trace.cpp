@@ -1,0 +1,235 @@
+// Tracing primitives for stdlib/tpu/jit.lua: begin/end a trace, make parameters, compile to
+// an executable and run it; reverse-mode gradients on the active trace; clocks and terminals.
+#include <unistd.h>
+
+#include <chrono>
+#include <cstring>
+
+#include "autodiff/gradients.h"
+#include "core/error.h"
+#include "lua_internal.h"
+#include "runtime/executable.h"
+
+namespace tpu {
+
+namespace {
+
+uint64_t next_trace_id() {
+  static uint64_t id = 0;
+  return ++id;
+}
+
+Trace& require_trace(lua_State* L) {
+  Trace* t = active_trace();
+  if (!t) luaL_error(L, "no trace is being recorded");
+  return *t;
+}
+
+// core.trace_begin(name)
+int l_trace_begin(lua_State* L) {
+  auto t = std::make_unique<Trace>();
+  t->id = next_trace_id();
+  t->name = luaL_optstring(L, 1, "jit");
+  t->graph.name = t->name;
+  trace_stack().push_back(std::move(t));
+  return 0;
+}
+
+// core.trace_param(dtype, shape) -> traced tensor
+int l_trace_param(lua_State* L) {
+  Trace& t = require_trace(L);
+  DType dt = check_dtype(L, 1);
+  Shape s = check_shape(L, 2);
+  t.graph.current_loc = -1;
+  push_traced(L, t.id, t.graph.parameter(dt, s));
+  return 1;
+}
+
+void pop_trace(uint64_t id) {
+  auto& st = trace_stack();
+  if (!st.empty() && st.back()->id == id) st.pop_back();
+}
+
+// core.trace_abort(): drop the innermost trace (after an error while tracing).
+int l_trace_abort(lua_State*) {
+  if (!trace_stack().empty()) trace_stack().pop_back();
+  return 0;
+}
+
+struct LuaExecutable {
+  std::shared_ptr<Executable> exe;
+};
+
+LuaExecutable* check_executable(lua_State* L, int arg) {
+  return static_cast<LuaExecutable*>(luaL_checkudata(L, arg, kExecutableMeta));
+}
+
+// core.trace_end(outputs) -> executable: the outputs (a list of tensors) end the trace.
+int l_trace_end(lua_State* L) {
+  Trace& t = require_trace(L);
+  luaL_checktype(L, 1, LUA_TTABLE);
+  std::vector<Operand> outs;
+  for (lua_Integer i = 1; i <= luaL_len(L, 1); ++i) {
+    lua_geti(L, 1, i);
+    LuaTensor* x = test_tensor(L, -1);
+    if (!x) luaL_error(L, "trace_end: output %d is not a tensor", int(i));
+    outs.push_back({x, 0});
+    lua_pop(L, 1);
+  }
+  Graph& g = t.graph;
+  std::string error;
+  try {
+    g.outputs.clear();
+    for (const Operand& o : outs) {
+      if (o.tensor->traced()) {
+        if (o.tensor->trace_id != t.id) throw Error("a result of '" + t.name + "' comes from another trace");
+        g.outputs.push_back(o.tensor->node);
+      } else {
+        g.outputs.push_back(g.constant(o.tensor->value));
+      }
+    }
+    auto exe = std::make_shared<Executable>(Executable::compile(std::move(g)));
+    pop_trace(t.id);
+    void* p = lua_newuserdatauv(L, sizeof(LuaExecutable), 0);
+    new (p) LuaExecutable{std::move(exe)};
+    luaL_setmetatable(L, kExecutableMeta);
+    return 1;
+  } catch (const Error& e) {
+    error = e.what();
+  }
+  raise_user_error(L, error);
+}
+
+// exe:run(list of tensors) -> list of tensors
+int l_exe_run(lua_State* L) {
+  LuaExecutable* e = check_executable(L, 1);
+  luaL_checktype(L, 2, LUA_TTABLE);
+  std::vector<Tensor> args;
+  const lua_Integer n = luaL_len(L, 2);
+  args.reserve(size_t(n));
+  for (lua_Integer i = 1; i <= n; ++i) {
+    lua_geti(L, 2, i);
+    LuaTensor* t = test_tensor(L, -1);
+    if (!t || t->traced()) luaL_error(L, "run: argument %d is not a concrete tensor", int(i));
+    args.push_back(t->value);
+    lua_pop(L, 1);
+  }
+  std::string error;
+  try {
+    std::vector<Tensor> out = e->exe->run(args);
+    args.clear();
+    lua_createtable(L, int(out.size()), 0);
+    for (size_t i = 0; i < out.size(); ++i) {
+      push_tensor(L, std::move(out[i]));
+      lua_seti(L, -2, lua_Integer(i + 1));
+    }
+    return 1;
+  } catch (const Error& ex) {
+    error = ex.what();
+  }
+  raise_user_error(L, error);
+}
+
+int l_exe_text(lua_State* L) {
+  std::string s = print_graph(check_executable(L, 1)->exe->graph());
+  lua_pushlstring(L, s.data(), s.size());
+  return 1;
+}
+
+int l_exe_info(lua_State* L) {
+  LuaExecutable* e = check_executable(L, 1);
+  lua_createtable(L, 0, 3);
+  lua_pushinteger(L, lua_Integer(e->exe->num_kernels()));
+  lua_setfield(L, -2, "kernels");
+  lua_pushinteger(L, lua_Integer(e->exe->planned_bytes()));
+  lua_setfield(L, -2, "planned_bytes");
+  lua_pushinteger(L, lua_Integer(e->exe->graph().nodes.size()));
+  lua_setfield(L, -2, "nodes");
+  return 1;
+}
+
+int l_exe_gc(lua_State* L) {
+  check_executable(L, 1)->~LuaExecutable();
+  return 0;
+}
+
+// core.gradients(y, {x1, x2, ...}) -> {dx1, dx2, ...} on the active trace.
+int l_gradients(lua_State* L) {
+  Trace& t = require_trace(L);
+  LuaTensor* y = check_tensor(L, 1);
+  luaL_checktype(L, 2, LUA_TTABLE);
+  if (!y->traced() || y->trace_id != t.id)
+    raise_user_error(L, "grad: the function's result does not depend on its traced arguments");
+  std::vector<NodeId> xs;
+  for (lua_Integer i = 1; i <= luaL_len(L, 2); ++i) {
+    lua_geti(L, 2, i);
+    LuaTensor* x = check_tensor(L, -1);
+    if (!x->traced() || x->trace_id != t.id) luaL_error(L, "gradients: argument %d is not traced", int(i));
+    xs.push_back(x->node);
+    lua_pop(L, 1);
+  }
+  std::string error;
+  try {
+    std::vector<NodeId> gs = gradients(t.graph, y->node, xs);
+    lua_createtable(L, int(gs.size()), 0);
+    for (size_t i = 0; i < gs.size(); ++i) {
+      push_traced(L, t.id, gs[i]);
+      lua_seti(L, -2, lua_Integer(i + 1));
+    }
+    return 1;
+  } catch (const Error& e) {
+    error = e.what();
+  }
+  raise_user_error(L, error);
+}
+
+// core.lift(t): a concrete tensor as a constant node of the active trace (so it can be
+// differentiated against, like a traced argument).
+int l_lift(lua_State* L) {
+  Trace& t = require_trace(L);
+  LuaTensor* x = check_tensor(L, 1);
+  if (x->traced()) return lua_pushvalue(L, 1), 1;
+  t.graph.current_loc = -1;
+  push_traced(L, t.id, t.graph.constant(x->value));
+  return 1;
+}
+
+int l_trace_depth(lua_State* L) {
+  lua_pushinteger(L, lua_Integer(trace_stack().size()));
+  return 1;
+}
+
+int l_now(lua_State* L) {
+  using namespace std::chrono;
+  lua_pushnumber(L, duration<double>(steady_clock::now().time_since_epoch()).count());
+  return 1;
+}
+
+int l_isatty(lua_State* L) {
+  lua_pushboolean(L, isatty(STDOUT_FILENO) == 1);
+  return 1;
+}
+
+const luaL_Reg kExeMethods[] = {{"run", l_exe_run}, {"text", l_exe_text}, {"info", l_exe_info}, {nullptr, nullptr}};
+const luaL_Reg kFunctions[] = {{"trace_begin", l_trace_begin}, {"trace_param", l_trace_param},
+                               {"trace_end", l_trace_end},     {"trace_abort", l_trace_abort},
+                               {"trace_depth", l_trace_depth}, {"gradients", l_gradients},
+                               {"now", l_now},                 {"lift", l_lift},                 {"isatty", l_isatty},
+                               {nullptr, nullptr}};
+
+}  // namespace
+
+void register_trace_functions(lua_State* L, int core) {
+  luaL_newmetatable(L, kExecutableMeta);
+  lua_pushcfunction(L, l_exe_gc);
+  lua_setfield(L, -2, "__gc");
+  lua_newtable(L);
+  luaL_setfuncs(L, kExeMethods, 0);
+  lua_setfield(L, -2, "__index");
+  lua_pop(L, 1);
+  lua_pushvalue(L, core);
+  luaL_setfuncs(L, kFunctions, 0);
+  lua_pop(L, 1);
+}
+
+}  // namespace tpu

@@ -1,0 +1,47 @@
+-- The `tpu` module: tensors and their operations, tracing (jit, grad), and, loaded on first
+-- use, the libraries nn, optim, losses, metrics, data and strategy.
+local core = require "tpu.core"
+
+local tpu = {}
+package.loaded["tpu"] = tpu  -- submodules may `require "tpu"` while this file runs
+
+tpu.core = core
+tpu.options = package.loaded["tpu.options"] or {}
+tpu.class = require "tpu.class"
+tpu.version = "0.1.0"
+
+-- Every tensor method is also a function: tpu.exp(t) == t:exp().
+for name, fn in pairs(core.Tensor) do tpu[name] = fn end
+for _, name in ipairs {"tensor", "zeros", "ones", "full", "arange", "is_tensor", "is_traced", "where", "concat"} do
+  tpu[name] = core[name]
+end
+
+require "tpu.tensor"  -- composite tensor methods (mean, relu, softmax, ...)
+for name, fn in pairs(core.Tensor) do tpu[name] = tpu[name] or fn end
+
+tpu.random = require "tpu.random"
+
+local jit = require "tpu.jit"
+tpu.jit, tpu.grad, tpu.value_and_grad, tpu.cond = jit.jit, jit.grad, jit.value_and_grad, jit.cond
+
+-- Libraries load on first use, which keeps start-up fast.
+local lazy = {
+  nn = "tpu.nn", optim = "tpu.optim", losses = "tpu.losses", metrics = "tpu.metrics",
+  data = "tpu.data", strategy = "tpu.strategy", mixed_precision = "tpu.mixed_precision",
+}
+setmetatable(tpu, {
+  __index = function(t, key)
+    local name = lazy[key]
+    if not name then return nil end
+    local m = require(name)
+    rawset(t, key, m)
+    return m
+  end,
+})
+
+-- Called by the CLI when the script ends.
+function tpu._finish()
+  jit.report()
+end
+
+return tpu

@@ -1,0 +1,257 @@
+-- tpu.jit, tpu.grad, tpu.value_and_grad and tpu.cond.
+-- Arguments and results are trees: nested tables whose leaves are tensors (traced) or other
+-- values (static: part of the signature, so a new value means a new compile).
+local core = require "tpu.core"
+local is_tensor = core.is_tensor
+
+local M = {}
+local all_functions = setmetatable({}, {__mode = "k"})
+
+-- ---------------------------------------------------------------- trees
+local function sorted_keys(t)
+  local keys = {}
+  for k in pairs(t) do keys[#keys + 1] = k end
+  table.sort(keys, function(a, b)
+    local ta, tb = type(a), type(b)
+    if ta ~= tb then return ta < tb end
+    if ta == "number" or ta == "string" then return a < b end
+    return tostring(a) < tostring(b)
+  end)
+  return keys
+end
+
+-- Appends the tensor leaves of v to `leaves` and the signature of v to `key` (a list of
+-- strings); returns the tree's spec for rebuilding it.
+local function flatten(v, leaves, key)
+  if is_tensor(v) then
+    leaves[#leaves + 1] = v
+    key[#key + 1] = v.dtype .. "[" .. table.concat(v.shape, ",") .. "]"
+    return true
+  end
+  if type(v) == "table" and getmetatable(v) == nil then
+    local spec = {keys = sorted_keys(v), children = {}}
+    key[#key + 1] = "{"
+    for i, k in ipairs(spec.keys) do
+      key[#key + 1] = tostring(k) .. "="
+      spec.children[i] = flatten(v[k], leaves, key)
+    end
+    key[#key + 1] = "}"
+    return spec
+  end
+  key[#key + 1] = type(v) .. ":" .. tostring(v)
+  return {static = v}
+end
+
+local function unflatten(spec, leaves, pos)
+  if spec == true then
+    pos[1] = pos[1] + 1
+    return leaves[pos[1]]
+  end
+  if spec.keys then
+    local t = {}
+    for i, k in ipairs(spec.keys) do t[k] = unflatten(spec.children[i], leaves, pos) end
+    return t
+  end
+  return spec.static
+end
+
+M.flatten = function(v)
+  local leaves, key = {}, {}
+  local spec = flatten(v, leaves, key)
+  return leaves, spec, table.concat(key, " ")
+end
+M.unflatten = function(spec, leaves) return unflatten(spec, leaves, {0}) end
+
+local function any_traced(leaves)
+  for _, t in ipairs(leaves) do
+    if core.is_traced(t) then return true end
+  end
+  return false
+end
+
+-- ---------------------------------------------------------------- jit
+local Jitted = {}
+Jitted.__index = Jitted
+
+local function default_name(fn)
+  local info = debug.getinfo(fn, "S")
+  return info.short_src .. ":" .. info.linedefined
+end
+
+-- Traces fn on symbolic arguments shaped like `leaves` and compiles it.
+local function compile(self, spec, leaves)
+  local t0 = core.now()
+  core.trace_begin(self.name)
+  local ok, result = pcall(function()
+    local symbolic = {}
+    for i, t in ipairs(leaves) do symbolic[i] = core.trace_param(t.dtype, t.shape) end
+    local args = M.unflatten(spec, symbolic)
+    local outs = table.pack(self.fn(table.unpack(args, 1, args.n)))
+    local out_leaves, out_spec = M.flatten(outs)
+    return {exe = core.trace_end(out_leaves), spec = out_spec}
+  end)
+  if not ok then
+    if core.trace_depth() > self.depth then core.trace_abort() end
+    error(result, 0)
+  end
+  self.compiles = self.compiles + 1
+  self.compile_ms = self.compile_ms + (core.now() - t0) * 1000
+  return result
+end
+
+function Jitted:__call(...)
+  local args = table.pack(...)
+  local leaves, spec, key = M.flatten(args)
+  if any_traced(leaves) then return self.fn(...) end  -- inside another trace: inline
+  local entry = self.cache[key]
+  if entry then
+    self.cache_hits = self.cache_hits + 1
+  else
+    self.depth = core.trace_depth()
+    entry = compile(self, spec, leaves)
+    self.cache[key] = entry
+  end
+  local t0 = core.now()
+  local outs = M.unflatten(entry.spec, entry.exe:run(leaves))
+  self.executions = self.executions + 1
+  self.run_ms = self.run_ms + (core.now() - t0) * 1000
+  return table.unpack(outs, 1, outs.n)
+end
+
+function Jitted:stats()
+  return {compiles = self.compiles, cache_hits = self.cache_hits, compile_ms = self.compile_ms,
+          executions = self.executions, run_ms = self.run_ms}
+end
+
+-- The compiled graph's text for these arguments (compiling if needed).
+function Jitted:lower(...)
+  local leaves, spec, key = M.flatten(table.pack(...))
+  local entry = self.cache[key]
+  if not entry then
+    self.depth = core.trace_depth()
+    entry = compile(self, spec, leaves)
+    self.cache[key] = entry
+  end
+  return entry.exe:text()
+end
+
+-- Information about the compiled graph for these arguments: nodes, kernels, planned bytes.
+function Jitted:info(...)
+  self:lower(...)
+  local _, _, key = M.flatten(table.pack(...))
+  return self.cache[key].exe:info()
+end
+
+function M.jit(fn, opts)
+  if type(fn) ~= "function" and not (type(fn) == "table" and getmetatable(fn) and getmetatable(fn).__call) then
+    error(core.user_where() .. "tpu.jit expects a function, got " .. type(fn), 0)
+  end
+  opts = opts or {}
+  local self = setmetatable({
+    fn = fn, name = opts.name or default_name(type(fn) == "function" and fn or getmetatable(fn).__call),
+    cache = {}, compiles = 0, cache_hits = 0, compile_ms = 0, executions = 0, run_ms = 0, depth = 0,
+  }, Jitted)
+  all_functions[self] = true
+  return self
+end
+
+-- ---------------------------------------------------------------- grad
+local function selected(args, argnums)
+  if type(argnums) == "number" then return args[argnums] end
+  local t = {}
+  for i, n in ipairs(argnums) do t[i] = args[n] end
+  return t
+end
+
+local function lift(leaves)
+  for i, t in ipairs(leaves) do
+    if not core.is_traced(t) then leaves[i] = core.lift(t) end
+  end
+end
+
+local function replace_selected(args, argnums, values)
+  if type(argnums) == "number" then
+    args[argnums] = values
+  else
+    for i, n in ipairs(argnums) do args[n] = values[i] end
+  end
+end
+
+function M.value_and_grad(fn, opts)
+  opts = opts or {}
+  local argnums = opts.argnums or 1
+  local has_aux = opts.has_aux
+  local function traced(...)
+    local args = table.pack(...)
+    local leaves, spec = M.flatten(selected(args, argnums))
+    lift(leaves)
+    replace_selected(args, argnums, M.unflatten(spec, leaves))
+    local value, aux = fn(table.unpack(args, 1, args.n))
+    if not is_tensor(value) then
+      error(core.user_where() .. "grad: the function must return a scalar tensor, got " .. type(value), 0)
+    end
+    local grads = M.unflatten(spec, core.gradients(value, leaves))
+    if has_aux then return value, aux, grads end
+    return value, grads
+  end
+  local compiled = M.jit(traced, {name = opts.name or ("grad of " .. default_name(fn))})
+  return function(...)
+    if core.trace_depth() > 0 then
+      local leaves = M.flatten(table.pack(...))
+      if any_traced(leaves) then return traced(...) end
+    end
+    return compiled(...)
+  end
+end
+
+function M.grad(fn, opts)
+  opts = opts or {}
+  local vg = M.value_and_grad(fn, opts)
+  return function(...)
+    if opts.has_aux then
+      local _, aux, grads = vg(...)
+      return grads, aux
+    end
+    local _, grads = vg(...)
+    return grads
+  end
+end
+
+-- ---------------------------------------------------------------- cond
+-- tpu.cond(pred, f_true, f_false, ...): on a concrete predicate runs one branch; on a traced
+-- one traces both and selects their results elementwise (branches must be side-effect free).
+function M.cond(pred, f_true, f_false, ...)
+  if not core.is_traced(pred) then
+    local p = pred
+    if is_tensor(p) then p = p:item() end
+    if p then return f_true(...) end
+    return f_false(...)
+  end
+  local a_leaves, a_spec, a_key = M.flatten(table.pack(f_true(...)))
+  local b_leaves, _, b_key = M.flatten(table.pack(f_false(...)))
+  if a_key ~= b_key then
+    error(core.user_where() .. "tpu.cond: the branches return different structures or types:\n  " ..
+          a_key .. "\n  " .. b_key, 0)
+  end
+  local out = {}
+  for i = 1, #a_leaves do out[i] = core.where(pred, a_leaves[i], b_leaves[i]) end
+  local r = M.unflatten(a_spec, out)
+  return table.unpack(r, 1, r.n)
+end
+
+-- ---------------------------------------------------------------- profile
+function M.report()
+  local options = package.loaded["tpu.options"] or {}
+  if not options.profile then return end
+  local list = {}
+  for f in pairs(all_functions) do list[#list + 1] = f end
+  table.sort(list, function(a, b) return a.name < b.name end)
+  io.stderr:write("--profile: jitted functions\n")
+  for _, f in ipairs(list) do
+    io.stderr:write(string.format("  %-40s compiles %d  cache hits %d  compile %.1f ms  runs %d  %.3f ms/run\n",
+      f.name, f.compiles, f.cache_hits, f.compile_ms, f.executions,
+      f.executions > 0 and f.run_ms / f.executions or 0))
+  end
+end
+
+return M
