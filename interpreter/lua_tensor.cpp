@@ -528,6 +528,7 @@ int luaopen_tpu_core(lua_State* L) {
   register_tensor_ops(L, methods, core);
   register_trace_functions(L, core);
   register_random_functions(L, core);
+  register_system_functions(L, core);
   register_data_functions(L, core);
   lua_pushvalue(L, core);
   return 1;

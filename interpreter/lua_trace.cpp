@@ -1,8 +1,5 @@
 // Tracing primitives for stdlib/tpu/jit.lua: begin/end a trace, make parameters, compile to
 // an executable and run it; reverse-mode gradients on the active trace; clocks and terminals.
-#include <unistd.h>
-
-#include <chrono>
 #include <cstring>
 
 #include "autodiff/gradients.h"
@@ -199,22 +196,11 @@ int l_trace_depth(lua_State* L) {
   return 1;
 }
 
-int l_now(lua_State* L) {
-  using namespace std::chrono;
-  lua_pushnumber(L, duration<double>(steady_clock::now().time_since_epoch()).count());
-  return 1;
-}
-
-int l_isatty(lua_State* L) {
-  lua_pushboolean(L, isatty(STDOUT_FILENO) == 1);
-  return 1;
-}
-
 const luaL_Reg kExeMethods[] = {{"run", l_exe_run}, {"text", l_exe_text}, {"info", l_exe_info}, {nullptr, nullptr}};
 const luaL_Reg kFunctions[] = {{"trace_begin", l_trace_begin}, {"trace_param", l_trace_param},
                                {"trace_end", l_trace_end},     {"trace_abort", l_trace_abort},
                                {"trace_depth", l_trace_depth}, {"gradients", l_gradients},
-                               {"now", l_now},                 {"lift", l_lift},                 {"isatty", l_isatty},
+                               {"lift", l_lift},
                                {nullptr, nullptr}};
 
 }  // namespace

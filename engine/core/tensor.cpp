@@ -6,12 +6,12 @@
 namespace tpu {
 
 namespace {
-std::shared_ptr<std::byte[]> allocate(size_t bytes) {
+std::shared_ptr<std::byte[]> allocate(size_t bytes, bool zero = true) {
   size_t rounded = (bytes + 63) / 64 * 64;
   if (rounded == 0) rounded = 64;
   void* p = std::aligned_alloc(64, rounded);
   if (!p) throw std::bad_alloc();
-  std::memset(p, 0, rounded);
+  if (zero) std::memset(p, 0, rounded);
   return std::shared_ptr<std::byte[]>(static_cast<std::byte*>(p), [](std::byte* q) { std::free(q); });
 }
 }  // namespace
@@ -32,6 +32,9 @@ Tensor Tensor::view(DType t, Shape s) const {
   if (v.bytes() > bytes()) throw std::logic_error("tensor view larger than its buffer");
   return v;
 }
+
+Tensor::Tensor(DType dtype, Shape shape, Uninitialized)
+    : dtype_(dtype), shape_(std::move(shape)), data_(allocate(bytes(), false)) {}
 
 double Tensor::get(int64_t i) const {
   switch (dtype_) {

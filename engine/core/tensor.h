@@ -13,6 +13,8 @@ class Tensor {
  public:
   Tensor() = default;
   Tensor(DType dtype, Shape shape);  // zero-filled
+  struct Uninitialized {};
+  Tensor(DType dtype, Shape shape, Uninitialized);  // for kernels that write every element
 
   DType dtype() const { return dtype_; }
   const Shape& shape() const { return shape_; }

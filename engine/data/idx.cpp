@@ -91,7 +91,8 @@ class GzipFile : public ByteSource {
   explicit GzipFile(const std::string& path) : path_(path) {
     errno = 0;
     file_.reset(gzopen(path.c_str(), "rb"));
-    if (!file_) fail(path, std::string("cannot open: ") + (errno ? std::strerror(errno) : "out of memory"));
+    if (!file_)
+      fail(path, std::string("cannot open: ") + (errno ? std::strerror(errno) : "out of memory"));
   }
   size_t read(std::span<std::byte> out) override {
     size_t got = 0;
@@ -209,8 +210,8 @@ Header read_header(ByteSource& src, const std::string& path) {
   if (n < magic.size())
     fail(path, "not an IDX file: only " + std::to_string(n) + " bytes long");
   if (magic[0] != std::byte{0} || magic[1] != std::byte{0})
-    fail(path, "not an IDX file: starts with bytes " + hex_byte(magic[0]) + " " + hex_byte(magic[1]) +
-                   " instead of 0x00 0x00");
+    fail(path, "not an IDX file: starts with bytes " + hex_byte(magic[0]) + " " +
+                   hex_byte(magic[1]) + " instead of 0x00 0x00");
   Header h{&idx_type(uint8_t(magic[2]), path), {}, 0};
   unsigned rank = unsigned(magic[3]);
   if (rank == 0 || rank > kMaxRank)
@@ -223,8 +224,8 @@ Header read_header(ByteSource& src, const std::string& path) {
 // ---- payload ----
 
 [[noreturn]] void fail_truncated(const Header& h, uint64_t found, const std::string& path) {
-  fail(path, "truncated IDX file: expected " + std::to_string(h.data_bytes) + " bytes of data for " +
-                 declared(h) + ", found " + std::to_string(found));
+  fail(path, "truncated IDX file: expected " + std::to_string(h.data_bytes) +
+                 " bytes of data for " + declared(h) + ", found " + std::to_string(found));
 }
 
 [[noreturn]] void fail_trailing(const Header& h, std::string extra, const std::string& path) {
@@ -238,7 +239,8 @@ Header read_header(ByteSource& src, const std::string& path) {
 std::vector<std::byte> read_payload(ByteSource& src, const Header& h, const std::string& path) {
   std::optional<uint64_t> left = src.remaining();
   if (left && *left < h.data_bytes) fail_truncated(h, *left, path);
-  if (left && *left > h.data_bytes) fail_trailing(h, std::to_string(*left - h.data_bytes) + " bytes", path);
+  if (left && *left > h.data_bytes)
+    fail_trailing(h, std::to_string(*left - h.data_bytes) + " bytes", path);
   std::vector<std::byte> buf;
   size_t got = 0;
   size_t next = left ? size_t(h.data_bytes) : std::min<size_t>(h.data_bytes, kFirstChunk);
@@ -254,21 +256,23 @@ std::vector<std::byte> read_payload(ByteSource& src, const Header& h, const std:
   return buf;
 }
 
+// out[i] = f(element i read big-endian), for every element.
+template <class Out, class F>
+void convert(Tensor& t, std::span<const std::byte> raw, size_t width, F f) {
+  Out* out = t.data<Out>();
+  for (size_t i = 0; i < size_t(t.size()); ++i) out[i] = f(load_be(raw.data() + i * width, width));
+}
+
 Tensor decode(const Header& h, std::span<const std::byte> raw) {
   Tensor t(h.type->dtype, h.shape);
-  const size_t n = size_t(t.size()), w = h.type->bytes;
-  const std::byte* p = raw.data();
+  const size_t w = h.type->bytes;
   switch (h.type->code) {
-    case 0x08: std::memcpy(t.raw(), p, n); break;
-    case 0x09: for (size_t i = 0; i < n; ++i) t.data<int32_t>()[i] = int8_t(p[i]); break;
-    case 0x0B: for (size_t i = 0; i < n; ++i) t.data<int32_t>()[i] = int16_t(load_be(p + i * w, w)); break;
-    case 0x0C: for (size_t i = 0; i < n; ++i) t.data<int32_t>()[i] = int32_t(load_be(p + i * w, w)); break;
-    case 0x0D:
-      for (size_t i = 0; i < n; ++i) t.data<float>()[i] = std::bit_cast<float>(uint32_t(load_be(p + i * w, w)));
-      break;
-    case 0x0E:
-      for (size_t i = 0; i < n; ++i) t.data<float>()[i] = float(std::bit_cast<double>(load_be(p + i * w, w)));
-      break;
+    case 0x08: std::memcpy(t.raw(), raw.data(), raw.size()); break;
+    case 0x09: convert<int32_t>(t, raw, w, [](uint64_t v) { return int32_t(int8_t(v)); }); break;
+    case 0x0B: convert<int32_t>(t, raw, w, [](uint64_t v) { return int32_t(int16_t(v)); }); break;
+    case 0x0C: convert<int32_t>(t, raw, w, [](uint64_t v) { return int32_t(v); }); break;
+    case 0x0D: convert<float>(t, raw, w, [](uint64_t v) { return std::bit_cast<float>(uint32_t(v)); }); break;
+    case 0x0E: convert<float>(t, raw, w, [](uint64_t v) { return float(std::bit_cast<double>(v)); }); break;
   }
   return t;
 }

@@ -110,7 +110,8 @@ std::vector<Tensor> Executable::run(std::span<const Tensor> args) const {
       out = values[size_t(s.alias)].reshaped(node.shape);
       continue;
     }
-    out = s.slot >= 0 ? slots_[size_t(s.slot)].view(node.dtype, node.shape) : Tensor(node.dtype, node.shape);
+    out = s.slot >= 0 ? slots_[size_t(s.slot)].view(node.dtype, node.shape)
+                      : Tensor(node.dtype, node.shape, Tensor::Uninitialized{});
     inputs.clear();
     for (NodeId i : node.in) inputs.push_back(&values[size_t(i)]);
     const OpInfo& info = op_info(node.op);
