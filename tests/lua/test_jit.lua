@@ -1,0 +1,91 @@
+-- tpu.jit, tpu.grad, tpu.value_and_grad, tpu.cond and the rules of tracing.
+local tpu = require "tpu"
+local check = require "check"
+
+return {
+  ["jit compiles once per signature and hits the cache"] = function()
+    local f = tpu.jit(function(x, y) return x * y + 1 end)
+    local a = tpu.ones{2, 3}
+    check.eq(f(a, a):totable(), {{2, 2, 2}, {2, 2, 2}})
+    f(a, a)
+    f(a * 2, a)
+    check.eq(f:stats().compiles, 1)
+    check.eq(f:stats().cache_hits, 2)
+    f(tpu.ones{4}, tpu.ones{4})
+    check.eq(f:stats().compiles, 2)
+  end,
+
+  ["jit takes and returns nested tables; non-tensor leaves are static"] = function()
+    local calls = 0
+    local f = tpu.jit(function(p, scale)
+      calls = calls + 1
+      return {sum = p.a + p.b[1], scaled = p.a * scale}, scale
+    end)
+    local r, s = f({a = tpu.ones{2}, b = {tpu.ones{2}}}, 3)
+    check.eq(r.sum:totable(), {2, 2})
+    check.eq(r.scaled:totable(), {3, 3})
+    check.eq(s, 3)
+    f({a = tpu.ones{2}, b = {tpu.ones{2}}}, 4)
+    check.eq(calls, 2)
+  end,
+
+  ["grad of a simple function"] = function()
+    local g = tpu.grad(function(x) return (x * x):sum() end)
+    check.eq(g(tpu.tensor{1, 2, 3}):totable(), {2, 4, 6})
+    local vg = tpu.value_and_grad(function(w, x) return (w * x):sum() end, {argnums = {1, 2}})
+    local v, grads = vg(tpu.tensor{1, 2}, tpu.tensor{3, 4})
+    check.eq(v:item(), 11)
+    check.eq(grads[1]:totable(), {3, 4})
+    check.eq(grads[2]:totable(), {1, 2})
+  end,
+
+  ["grad over a table of tensors, with aux, inside jit"] = function()
+    local function loss(p, x) local y = x:matmul(p.w) + p.b; return (y * y):mean(), y end
+    local step = tpu.jit(function(p, x)
+      local l, y, g = tpu.value_and_grad(loss, {has_aux = true})(p, x)
+      return l, y, {w = p.w - 0.1 * g.w, b = p.b - 0.1 * g.b}
+    end)
+    local p = {w = tpu.ones{3, 2}, b = tpu.zeros{2}}
+    local x = tpu.tensor{{1, 0, 0}, {0, 1, 1}}
+    local l, y, p2 = step(p, x)
+    check.eq(y.shape, {2, 2})
+    -- y = [[1,1],[2,2]], l = (1+1+4+4)/4 = 2.5; dl/dy = y/2; dl/db = sum rows = [1.5, 1.5]
+    check.near(l:item(), 2.5, 1e-6)
+    check.near(p2.b:totable(), {-0.15, -0.15}, 1e-6)
+  end,
+
+  ["a branch on a traced value is rule 1, with the user's line"] = function()
+    local f = tpu.jit(function(x) if x:sum() > 0 then return x end return -x end, {name = "branchy"})
+    local msg = check.raises(function() f(tpu.ones{3}) end, "data%-dependent condition on a traced f32%[%] value inside jit 'branchy'")
+    check.is_true(msg:find("test_jit.lua:%d+:") ~= nil, msg)
+    check.is_true(msg:find("tpu.where", 1, true) ~= nil and msg:find("tpu.cond", 1, true) ~= nil, msg)
+    check.raises(function() tpu.jit(function(x) return x:item() end)(tpu.ones{1}) end, "item%(%) on")
+    check.raises(function() tpu.jit(function(x) return x:totable() end)(tpu.ones{1}) end, "totable%(%) on")
+    -- the failed trace leaves nothing behind: eager code still works
+    check.eq((tpu.ones{2} + 1):totable(), {2, 2})
+  end,
+
+  ["a traced value that escapes its trace is an error"] = function()
+    local leaked
+    local f = tpu.jit(function(x) leaked = x; return x + 1 end)
+    f(tpu.ones{2})
+    check.raises(function() return leaked + 1 end, "outside the tpu.jit call")
+  end,
+
+  ["tpu.cond and tpu.where inside jit"] = function()
+    local f = tpu.jit(function(x)
+      return tpu.cond(x:sum():gt(0), function(v) return v * 2 end, function(v) return -v end, x)
+    end)
+    check.eq(f(tpu.tensor{1, 2}):totable(), {2, 4})
+    check.eq(f(tpu.tensor{-1, -2}):totable(), {1, 2})
+    check.eq(tpu.cond(true, function() return 1 end, function() return 2 end), 1)
+  end,
+
+  ["lower returns graph text that names the user's lines"] = function()
+    local f = tpu.jit(function(x) return x:exp():sum() end, {name = "lowered"})
+    local text = f:lower(tpu.ones{4})
+    check.is_true(text:find("graph lowered", 1, true) ~= nil, text)
+    check.is_true(text:find("= exp f32[4] %0", 1, true) ~= nil, text)
+    check.is_true(text:find("# [^\n]*test_jit.lua:%d+") ~= nil, text)
+  end,
+}

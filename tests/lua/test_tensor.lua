@@ -1,0 +1,129 @@
+-- Tensor operations: values, broadcasting, dtypes, indexing conventions, errors.
+local tpu = require "tpu"
+local check = require "check"
+
+local function t(v, dt) return tpu.tensor(v, dt and {dtype = dt}) end
+
+return {
+  ["construction and fields"] = function()
+    local x = t{{1, 2, 3}, {4, 5, 6}}
+    check.eq(x.shape, {2, 3})
+    check.eq(x.dtype, "f32")
+    check.eq(x.ndim, 2)
+    check.eq(#x, 2)
+    check.eq(tpu.zeros({2, 2}, {dtype = "i32"}):totable(), {{0, 0}, {0, 0}})
+    check.eq(tpu.full({2}, 7):totable(), {7, 7})
+    check.eq(tpu.arange(4):totable(), {0, 1, 2, 3})
+    check.eq(tpu.arange(4).dtype, "i32")
+    check.eq(t(3):item(), 3.0)
+  end,
+
+  ["arithmetic broadcasts like NumPy"] = function()
+    local a = t{{1, 2, 3}, {4, 5, 6}}
+    local b = t{10, 20, 30}
+    check.eq((a + b):totable(), {{11, 22, 33}, {14, 25, 36}})
+    check.eq((a * 2):totable(), {{2, 4, 6}, {8, 10, 12}})
+    check.eq((1 - a):totable(), {{0, -1, -2}, {-3, -4, -5}})
+    check.eq((a / t{{1}, {2}}):totable(), {{1, 2, 3}, {2, 2.5, 3}})
+    check.eq((-a):totable()[1], {-1, -2, -3})
+    check.eq((a ^ 2):totable()[2], {16, 25, 36})
+    check.raises(function() return a + t{1, 2} end, "cannot be broadcast")
+  end,
+
+  ["integer division and modulo floor like Lua"] = function()
+    local a = t({7, -7, 6}, "i32")
+    check.eq((a // 2):totable(), {7 // 2, -7 // 2, 6 // 2})
+    check.eq((a % 3):totable(), {7 % 3, -7 % 3, 6 % 3})
+    check.eq((a / 2).dtype, "f32")
+    local f = t{7.5, -7.5}
+    check.eq((f // 2):totable(), {7.5 // 2, -7.5 // 2})
+    check.eq((f % 2):totable(), {7.5 % 2, -7.5 % 2})
+  end,
+
+  ["dtype promotion"] = function()
+    check.eq((t({1}, "u8") + t({1}, "i32")).dtype, "i32")
+    check.eq((t({1}, "i32") + 1.5).dtype, "f32")
+    check.eq((t({1}, "i32") + 1).dtype, "i32")
+    check.eq(t({250}, "u8"):cast("f32"):totable(), {250})
+    check.eq(t{1.7, -1.7}:cast("i32"):totable(), {1, -1})
+  end,
+
+  ["reductions take 1-based and negative axes"] = function()
+    local a = t{{1, 2, 3}, {4, 5, 6}}
+    check.eq(a:sum():item(), 21)
+    check.eq(a:sum(1):totable(), {5, 7, 9})
+    check.eq(a:sum(-1):totable(), {6, 15})
+    check.eq(a:sum(2, true).shape, {2, 1})
+    check.eq(a:max(1):totable(), {4, 5, 6})
+    check.eq(a:min(-1):totable(), {1, 4})
+    check.eq(a:mean():item(), 3.5)
+    check.eq(a:argmax(-1):totable(), {2, 2})
+    check.eq(t{3, 9, 1}:argmax():item(), 1)
+    check.raises(function() return a:sum(3) end, "axis 3 is out of range")
+    check.raises(function() return a:sum(0) end, "1-based")
+  end,
+
+  ["matmul, reshape, transpose"] = function()
+    local a = t{{1, 2}, {3, 4}}
+    check.eq(a:matmul(a):totable(), {{7, 10}, {15, 22}})
+    check.eq(a:matmul(t{1, 1}):totable(), {3, 7})
+    check.eq(tpu.ones{3, 2, 4}:matmul(tpu.ones{4, 5}).shape, {3, 2, 5})
+    check.eq(tpu.arange(6):reshape{2, -1}.shape, {2, 3})
+    check.eq(a:transpose():totable(), {{1, 3}, {2, 4}})
+    check.eq(tpu.zeros{2, 3, 4}:transpose{3, 1, 2}.shape, {4, 2, 3})
+    check.raises(function() return tpu.arange(6):reshape{4, 2} end, "cannot reshape")
+    check.raises(function() return a:matmul(tpu.ones{3, 1}) end, "inner dimensions")
+  end,
+
+  ["slice, take and one_hot"] = function()
+    local a = t{{1, 2, 3}, {4, 5, 6}, {7, 8, 9}}
+    check.eq(a:slice{{2, 3}}:totable(), {{4, 5, 6}, {7, 8, 9}})
+    check.eq(a:slice{{1, 2}, {-2, -1}}:totable(), {{2, 3}, {5, 6}})
+    check.eq(a:take(t({2, 0}, "i32")):totable(), {{7, 8, 9}, {1, 2, 3}})
+    check.eq(a:take(t({0}, "i32"), 2):totable(), {{1}, {4}, {7}})
+    check.eq(t({0, 2}, "u8"):one_hot(3):totable(), {{1, 0, 0}, {0, 0, 1}})
+    check.raises(function() return a:take(t({3}, "i32")) end, "out of range")
+    check.raises(function() return a:slice{{0, 2}} end, "outside axis 1")
+  end,
+
+  ["elementwise math and composites"] = function()
+    local x = t{-1, 0, 2}
+    check.eq(x:relu():totable(), {0, 0, 2})
+    check.near(x:exp():totable(), {math.exp(-1), 1, math.exp(2)}, 1e-5)
+    check.near(x:sigmoid():totable(), {1 / (1 + math.exp(1)), 0.5, 1 / (1 + math.exp(-2))}, 1e-6)
+    check.near(x:softmax():sum():item(), 1, 1e-6)
+    check.near(x:log_softmax():exp():totable(), x:softmax():totable(), 1e-6)
+    check.eq(x:abs():totable(), {1, 0, 2})
+    check.eq(x:lt(0):totable(), {true, false, false})
+    check.eq(tpu.where(x:gt(0), x, 0):totable(), {0, 0, 2})
+    check.eq(tpu.concat({t{1}, t{2, 3}}):totable(), {1, 2, 3})
+    check.eq(tpu.stack({t{1, 2}, t{3, 4}}):totable(), {{1, 2}, {3, 4}})
+    check.eq(tpu.stack({t{1, 2}, t{3, 4}}, -1):totable(), {{1, 3}, {2, 4}})
+  end,
+
+  ["Lua comparisons work on concrete scalars only"] = function()
+    check.is_true(t(1) < t(2))
+    check.is_true(0 < t(2))
+    check.is_true(t{1, 2} == t{1, 2})
+    check.raises(function() return t{1, 2} < t{2, 3} end, "needs scalar tensors")
+  end,
+
+  ["printing"] = function()
+    check.eq(tostring(t{1, 2}), "tensor([1.0000, 2.0000], f32[2])")
+    check.eq(tostring(t({1, 2}, "i32")), "tensor([1, 2], i32[2])")
+    local long = tostring(tpu.arange(100))
+    check.is_true(long:find("...", 1, true) ~= nil)
+  end,
+
+  ["random numbers are stateless and reproducible"] = function()
+    local k = tpu.random.key(42)
+    local a = tpu.random.uniform(k, {1000})
+    check.eq(a:totable(), tpu.random.uniform(tpu.random.key(42), {1000}):totable())
+    local k1, k2 = table.unpack(k:split(2))
+    check.is_true(tpu.random.normal(k1, {4}):totable()[1] ~= tpu.random.normal(k2, {4}):totable()[1])
+    check.near(a:mean():item(), 0.5, 0.05)
+    local n = tpu.random.normal(k, {4000})
+    check.near(n:mean():item(), 0, 0.1)
+    check.near((n * n):mean():item(), 1, 0.1)
+  end,
+}
