@@ -95,14 +95,14 @@ void raise_user_error(lua_State* L, const std::string& message) {
 
 void raise_data_dependent(lua_State* L, const LuaTensor& t, const std::string& what) {
   Trace* tr = trace_by_id(t.trace_id);
-  std::string type = type_str(t.dtype(), t.shape());
-  std::string name = tr ? tr->name : "?";
-  raise_user_error(L,
-      "data-dependent condition on a traced " + type + " value inside jit '" + name + "'\n" +
-      "  " + what + " a traced tensor needs its value, which is not known while the function is\n"
-      "  traced into a static graph: the graph is built once and must not branch on data.\n"
+  const bool condition = what.rfind("a Lua comparison", 0) == 0;
+  std::string head = std::string(condition ? "data-dependent condition on" : "data-dependent value read from") +
+                     " a traced " + type_str(t.dtype(), t.shape()) + " value inside jit '" + (tr ? tr->name : "?") + "'";
+  raise_user_error(L, head + "\n" +
+      "  " + what + " a traced tensor needs its value, but while tpu.jit traces the function into a\n"
+      "  static graph there is no value yet: the graph is built once and cannot branch on data.\n"
       "  Fix: use tpu.where(cond, a, b) to select elementwise, or tpu.cond(pred, f_true, f_false, ...)\n"
-      "  for traced control flow; compute the value outside tpu.jit if you need it on the host.");
+      "  for traced control flow; read values on the host, outside tpu.jit, from the results.");
 }
 
 // ---------------------------------------------------------------- shapes and dtypes
@@ -369,27 +369,27 @@ int l_len(lua_State* L) {
 double scalar_value(lua_State* L, int idx, const char* op) {
   if (lua_isnumber(L, idx)) return lua_tonumber(L, idx);
   LuaTensor* t = check_tensor(L, idx);
-  if (t->traced()) raise_data_dependent(L, *t, std::string("the Lua comparison '") + op + "' on");
+  if (t->traced()) raise_data_dependent(L, *t, std::string("a Lua comparison (") + op + ") on");
   if (t->value.size() != 1)
     raise_user_error(L, std::string("the Lua comparison '") + op + "' needs scalar tensors, got " +
                             type_str(t->dtype(), t->shape()) + "; use t:lt(u), t:le(u) or t:eq(u) for elementwise results");
   return t->value.get(0);
 }
 int l_lt(lua_State* L) {
-  double a = scalar_value(L, 1, "<"), b = scalar_value(L, 2, "<");
+  double a = scalar_value(L, 1, "< or >"), b = scalar_value(L, 2, "< or >");
   lua_pushboolean(L, a < b);
   return 1;
 }
 int l_le(lua_State* L) {
-  double a = scalar_value(L, 1, "<="), b = scalar_value(L, 2, "<=");
+  double a = scalar_value(L, 1, "<= or >="), b = scalar_value(L, 2, "<= or >=");
   lua_pushboolean(L, a <= b);
   return 1;
 }
 int l_eq(lua_State* L) {
   LuaTensor* a = check_tensor(L, 1);
   LuaTensor* b = check_tensor(L, 2);
-  if (a->traced()) raise_data_dependent(L, *a, "the Lua comparison '==' on");
-  if (b->traced()) raise_data_dependent(L, *b, "the Lua comparison '==' on");
+  if (a->traced()) raise_data_dependent(L, *a, "a Lua comparison (==) on");
+  if (b->traced()) raise_data_dependent(L, *b, "a Lua comparison (==) on");
   bool same = a->value.same_type(b->value) && std::memcmp(a->value.raw(), b->value.raw(), a->value.bytes()) == 0;
   lua_pushboolean(L, same);
   return 1;
