@@ -28,12 +28,14 @@ struct LuaTensor {
   Tensor value;
   uint64_t trace_id = 0;
   NodeId node = -1;
+  std::string donated_to;  // set when a jitted function took this tensor's buffer
   DType dtype() const;
   const Shape& shape() const;
   bool traced() const { return trace_id != 0; }
 };
 
-LuaTensor* check_tensor(lua_State* L, int arg);
+LuaTensor* check_tensor(lua_State* L, int arg);  // also rejects donated tensors
+void mark_donated(LuaTensor* t, const std::string& function);
 LuaTensor* test_tensor(lua_State* L, int arg);
 void push_traced(lua_State* L, uint64_t trace_id, NodeId node);
 Trace* active_trace();                 // innermost trace being recorded, or nullptr

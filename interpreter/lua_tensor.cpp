@@ -58,7 +58,17 @@ LuaTensor* test_tensor(lua_State* L, int arg) {
   return static_cast<LuaTensor*>(luaL_testudata(L, arg, kTensorMeta));
 }
 LuaTensor* check_tensor(lua_State* L, int arg) {
-  return static_cast<LuaTensor*>(luaL_checkudata(L, arg, kTensorMeta));
+  auto* t = static_cast<LuaTensor*>(luaL_checkudata(L, arg, kTensorMeta));
+  if (!t->donated_to.empty())
+    raise_user_error(L, "this tensor was donated to jit '" + t->donated_to +
+                            "', which reused its buffer for a result; use the function's results instead");
+  return t;
+}
+
+void mark_donated(LuaTensor* t, const std::string& function) {
+  if (!t) return;
+  t->value = Tensor();
+  t->donated_to = function.empty() ? "?" : function;
 }
 bool is_tensor(lua_State* L, int arg) { return test_tensor(L, arg) != nullptr; }
 
@@ -353,7 +363,7 @@ int l_index(lua_State* L) {
 }
 
 int l_gc(lua_State* L) {
-  check_tensor(L, 1)->~LuaTensor();
+  static_cast<LuaTensor*>(luaL_checkudata(L, 1, kTensorMeta))->~LuaTensor();
   return 0;
 }
 
@@ -396,7 +406,11 @@ int l_eq(lua_State* L) {
 }
 
 int l_tostring(lua_State* L) {
-  LuaTensor* t = check_tensor(L, 1);
+  auto* t = static_cast<LuaTensor*>(luaL_checkudata(L, 1, kTensorMeta));
+  if (!t->donated_to.empty()) {
+    lua_pushfstring(L, "Tensor<donated to jit '%s'>", t->donated_to.c_str());
+    return 1;
+  }
   if (t->traced()) {
     Trace* tr = trace_by_id(t->trace_id);
     std::string s = "Tensor<" + type_str(t->dtype(), t->shape()) + ", traced in jit '" + (tr ? tr->name : "?") + "'>";

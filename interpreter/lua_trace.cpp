@@ -1,6 +1,8 @@
 // Tracing primitives for stdlib/tpu/jit.lua: begin/end a trace, make parameters, compile to
 // an executable and run it; reverse-mode gradients on the active trace; clocks and terminals.
 #include <cstring>
+#include <filesystem>
+#include <fstream>
 
 #include "autodiff/gradients.h"
 #include "core/error.h"
@@ -61,10 +63,46 @@ LuaExecutable* check_executable(lua_State* L, int arg) {
   return static_cast<LuaExecutable*>(luaL_checkudata(L, arg, kExecutableMeta));
 }
 
-// core.trace_end(outputs) -> executable: the outputs (a list of tensors) end the trace.
+bool optimize_by_default() {
+  const char* v = std::getenv("TPUTRAIN_OPT");
+  return !(v && std::strcmp(v, "0") == 0);
+}
+
+// Options of trace_end: {optimize=, donate={bool per parameter}, dump_dir=, dump_name=}.
+CompileOptions compile_options(lua_State* L, int arg, std::string& dump_dir, std::string& dump_name) {
+  CompileOptions o;
+  o.optimize = optimize_by_default();
+  if (!lua_istable(L, arg)) return o;
+  if (lua_getfield(L, arg, "optimize") != LUA_TNIL) o.optimize = lua_toboolean(L, -1);
+  lua_pop(L, 1);
+  if (lua_getfield(L, arg, "donate") == LUA_TTABLE)
+    for (lua_Integer i = 1; i <= luaL_len(L, -1); ++i) {
+      lua_geti(L, -1, i);
+      o.donated.push_back(lua_toboolean(L, -1));
+      lua_pop(L, 1);
+    }
+  lua_pop(L, 1);
+  if (lua_getfield(L, arg, "dump_dir") == LUA_TSTRING) dump_dir = lua_tostring(L, -1);
+  lua_pop(L, 1);
+  if (lua_getfield(L, arg, "dump_name") == LUA_TSTRING) dump_name = lua_tostring(L, -1);
+  lua_pop(L, 1);
+  return o;
+}
+
+// Writes the graph before and after the pipeline to DIR/NAME.before.txt and NAME.after.txt.
+void dump_stage(const std::string& dir, const std::string& name, const std::string& stage, const Graph& g) {
+  std::string file = dir + "/" + name + "." + stage + ".txt";
+  std::ofstream out(file);
+  if (!out) throw Error("--dump-graphs: cannot write " + file);
+  out << print_graph(g);
+}
+
+// core.trace_end(outputs[, options]) -> executable: the outputs (a list of tensors) end the trace.
 int l_trace_end(lua_State* L) {
   Trace& t = require_trace(L);
   luaL_checktype(L, 1, LUA_TTABLE);
+  std::string dump_dir, dump_name;
+  CompileOptions options = compile_options(L, 2, dump_dir, dump_name);
   std::vector<Operand> outs;
   for (lua_Integer i = 1; i <= luaL_len(L, 1); ++i) {
     lua_geti(L, 1, i);
@@ -85,7 +123,12 @@ int l_trace_end(lua_State* L) {
         g.outputs.push_back(g.constant(o.tensor->value));
       }
     }
-    auto exe = std::make_shared<Executable>(Executable::compile(std::move(g)));
+    if (!dump_dir.empty()) {
+      std::filesystem::create_directories(dump_dir);
+      dump_stage(dump_dir, dump_name, "before", g);
+    }
+    auto exe = std::make_shared<Executable>(Executable::compile(std::move(g), options));
+    if (!dump_dir.empty()) dump_stage(dump_dir, dump_name, "after", exe->graph());
     pop_trace(t.id);
     void* p = lua_newuserdatauv(L, sizeof(LuaExecutable), 0);
     new (p) LuaExecutable{std::move(exe)};
@@ -106,8 +149,8 @@ int l_exe_run(lua_State* L) {
   args.reserve(size_t(n));
   for (lua_Integer i = 1; i <= n; ++i) {
     lua_geti(L, 2, i);
-    LuaTensor* t = test_tensor(L, -1);
-    if (!t || t->traced()) luaL_error(L, "run: argument %d is not a concrete tensor", int(i));
+    LuaTensor* t = check_tensor(L, -1);
+    if (t->traced()) luaL_error(L, "run: argument %d is not a concrete tensor", int(i));
     args.push_back(t->value);
     lua_pop(L, 1);
   }
@@ -115,6 +158,12 @@ int l_exe_run(lua_State* L) {
   try {
     std::vector<Tensor> out = e->exe->run(args);
     args.clear();
+    // Donated arguments now hold results: their Lua tensors are consumed (as in JAX).
+    for (int32_t p : e->exe->donated_args()) {
+      lua_geti(L, 2, p + 1);
+      mark_donated(test_tensor(L, -1), e->exe->graph().name);
+      lua_pop(L, 1);
+    }
     lua_createtable(L, int(out.size()), 0);
     for (size_t i = 0; i < out.size(); ++i) {
       push_tensor(L, std::move(out[i]));
@@ -142,6 +191,13 @@ int l_exe_info(lua_State* L) {
   lua_setfield(L, -2, "planned_bytes");
   lua_pushinteger(L, lua_Integer(e->exe->graph().nodes.size()));
   lua_setfield(L, -2, "nodes");
+  lua_pushinteger(L, lua_Integer(e->exe->hbm_bytes()));
+  lua_setfield(L, -2, "hbm_bytes");
+  Cost c = e->exe->cost();
+  lua_pushnumber(L, c.flops);
+  lua_setfield(L, -2, "flops");
+  lua_pushnumber(L, c.bytes);
+  lua_setfield(L, -2, "bytes");
   return 1;
 }
 
@@ -191,6 +247,28 @@ int l_lift(lua_State* L) {
   return 1;
 }
 
+// core.op_times() -> {{op=, seconds=, calls=}, ...}, most time first (while profiling).
+int l_op_times(lua_State* L) {
+  std::vector<OpTime> times = op_times();
+  lua_createtable(L, int(times.size()), 0);
+  for (size_t i = 0; i < times.size(); ++i) {
+    lua_createtable(L, 0, 3);
+    lua_pushstring(L, times[i].op.c_str());
+    lua_setfield(L, -2, "op");
+    lua_pushnumber(L, times[i].seconds);
+    lua_setfield(L, -2, "seconds");
+    lua_pushinteger(L, times[i].calls);
+    lua_setfield(L, -2, "calls");
+    lua_seti(L, -2, lua_Integer(i + 1));
+  }
+  return 1;
+}
+
+int l_set_op_profiling(lua_State* L) {
+  set_op_profiling(lua_toboolean(L, 1));
+  return 0;
+}
+
 int l_trace_depth(lua_State* L) {
   lua_pushinteger(L, lua_Integer(trace_stack().size()));
   return 1;
@@ -200,7 +278,8 @@ const luaL_Reg kExeMethods[] = {{"run", l_exe_run}, {"text", l_exe_text}, {"info
 const luaL_Reg kFunctions[] = {{"trace_begin", l_trace_begin}, {"trace_param", l_trace_param},
                                {"trace_end", l_trace_end},     {"trace_abort", l_trace_abort},
                                {"trace_depth", l_trace_depth}, {"gradients", l_gradients},
-                               {"lift", l_lift},
+                               {"lift", l_lift},                {"op_times", l_op_times},
+                               {"set_op_profiling", l_set_op_profiling},
                                {nullptr, nullptr}};
 
 }  // namespace

@@ -25,6 +25,14 @@ Tensor Tensor::reshaped(Shape s) const {
   return t;
 }
 
+Tensor Tensor::borrow(DType dtype, Shape shape, std::byte* data) {
+  Tensor t;
+  t.dtype_ = dtype;
+  t.shape_ = std::move(shape);
+  t.data_ = std::shared_ptr<std::byte[]>(std::shared_ptr<std::byte[]>(), data);  // aliasing, no owner
+  return t;
+}
+
 Tensor Tensor::view(DType t, Shape s) const {
   Tensor v = *this;
   v.dtype_ = t;

@@ -6,10 +6,9 @@
 namespace tpu {
 
 int32_t Graph::intern_location(const std::string& where) {
-  for (size_t i = locations.size(); i-- > 0;)
-    if (locations[i] == where) return int32_t(i);
-  locations.push_back(where);
-  return int32_t(locations.size() - 1);
+  auto [it, inserted] = location_ids.try_emplace(where, int32_t(locations.size()));
+  if (inserted) locations.push_back(where);
+  return it->second;
 }
 
 std::string Graph::location_of(NodeId id) const {

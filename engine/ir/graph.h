@@ -10,6 +10,7 @@
 #pragma once
 #include <deque>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "ir/op.h"
@@ -34,6 +35,7 @@ class Graph {
   std::vector<NodeId> params;   // parameter nodes in argument order
   std::vector<NodeId> outputs;  // results in order
   std::vector<std::string> locations;
+  std::unordered_map<std::string, int32_t> location_ids;  // index into locations
   std::string name = "main";
   int32_t current_loc = -1;     // stamped on every node added
 

@@ -35,7 +35,8 @@ std::string_view reduce_name(ReduceKind k) {
 
 bool Attrs::operator==(const Attrs& o) const {
   return dims == o.dims && dims2 == o.dims2 && axis == o.axis && flag_a == o.flag_a &&
-         flag_b == o.flag_b && value == o.value && to == o.to && literal == o.literal;
+         flag_b == o.flag_b && value == o.value && to == o.to && literal == o.literal &&
+         body == o.body;
 }
 
 }  // namespace tpu

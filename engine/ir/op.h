@@ -10,6 +10,8 @@
 
 namespace tpu {
 
+class Graph;
+
 enum class Op : uint8_t {
 #define OP(name) name,
 #include "ir/ops.def"
@@ -41,6 +43,7 @@ struct Attrs {
   double value = 0;            // pad value
   DType to = DType::f32;       // convert target
   std::shared_ptr<const Tensor> literal;  // constant payload
+  std::shared_ptr<const Graph> body;      // fusion: the fused elementwise computation
   bool operator==(const Attrs& o) const;
 };
 

@@ -47,20 +47,31 @@ std::string attrs_text(const Node& n) {
 
 }  // namespace
 
+namespace {
+void print_nodes(const Graph& g, std::ostringstream& out, const std::string& indent) {
+  for (size_t id = 0; id < g.nodes.size(); ++id) {
+    const Node& n = g.nodes[id];
+    out << indent << "%" << id << " = " << op_name(n.op) << " " << type_str(n.dtype, n.shape);
+    for (size_t i = 0; i < n.in.size(); ++i) out << (i ? ", %" : " %") << n.in[i];
+    out << attrs_text(n);
+    if (n.attrs.body) out << " {";
+    if (n.loc >= 0) out << "  # " << g.locations[size_t(n.loc)];
+    out << "\n";
+    if (n.attrs.body) {
+      print_nodes(*n.attrs.body, out, indent + "  ");
+      out << indent << "}\n";
+    }
+  }
+  out << indent << "return";
+  for (size_t i = 0; i < g.outputs.size(); ++i) out << (i ? ", %" : " %") << g.outputs[i];
+  out << "\n";
+}
+}  // namespace
+
 std::string print_graph(const Graph& g) {
   std::ostringstream out;
   out << "graph " << g.name << "\n";
-  for (size_t id = 0; id < g.nodes.size(); ++id) {
-    const Node& n = g.nodes[id];
-    out << "%" << id << " = " << op_name(n.op) << " " << type_str(n.dtype, n.shape);
-    for (size_t i = 0; i < n.in.size(); ++i) out << (i ? ", %" : " %") << n.in[i];
-    out << attrs_text(n);
-    if (n.loc >= 0) out << "  # " << g.locations[size_t(n.loc)];
-    out << "\n";
-  }
-  out << "return";
-  for (size_t i = 0; i < g.outputs.size(); ++i) out << (i ? ", %" : " %") << g.outputs[i];
-  out << "\n";
+  print_nodes(g, out, "");
   return out.str();
 }
 
@@ -165,7 +176,14 @@ void parse_attr(LineParser& p, std::string_view key, Attrs& a, DType type, const
   } else p.fail("unknown attribute '" + std::string(key) + "'");
 }
 
-void parse_node(Graph& g, LineParser& p) {
+struct Lines {
+  std::vector<std::string> text;
+  size_t next = 0;
+};
+
+Graph parse_block(Lines& lines, bool nested);
+
+void parse_node(Graph& g, LineParser& p, Lines& lines) {
   NodeId id = p.ref();
   if (id != NodeId(g.nodes.size())) p.fail("node ids must count up from %0");
   p.expect("=");
@@ -183,6 +201,10 @@ void parse_node(Graph& g, LineParser& p) {
   }
   std::string where;
   while (!p.at_end()) {
+    if (p.eat("{")) {
+      a.body = std::make_shared<const Graph>(parse_block(lines, true));
+      continue;
+    }
     if (p.eat("#")) {
       where = std::string(p.rest());
       break;
@@ -206,20 +228,19 @@ void parse_node(Graph& g, LineParser& p) {
   if (op == Op::parameter) g.params.push_back(made);
 }
 
-}  // namespace
-
-Graph parse_graph(const std::string& text) {
+// Parses nodes up to "return" (and, when nested, the closing "}").
+Graph parse_block(Lines& lines, bool nested) {
   Graph g;
-  std::istringstream in(text);
-  std::string line;
-  int number = 0;
   bool returned = false;
-  while (std::getline(in, line)) {
-    ++number;
-    LineParser p(line, number);
+  while (lines.next < lines.text.size()) {
+    const int number = int(++lines.next);
+    LineParser p(lines.text[size_t(number - 1)], number);
     if (p.at_end()) continue;
-    if (returned) p.fail("text after 'return'");
-    if (p.eat("graph")) {
+    if (returned) {
+      if (nested && p.eat("}")) return g;
+      p.fail("text after 'return'");
+    }
+    if (!nested && p.eat("graph")) {
       g.name = std::string(p.rest());
     } else if (p.eat("return")) {
       returned = true;
@@ -230,12 +251,22 @@ Graph parse_graph(const std::string& text) {
       for (NodeId o : g.outputs)
         if (o < 0 || o >= NodeId(g.nodes.size())) p.fail("return of an unknown node");
     } else {
-      parse_node(g, p);
+      parse_node(g, p, lines);
     }
   }
-  if (!returned) throw Error("IR text: missing 'return' line");
+  if (!returned || nested) throw Error(nested ? "IR text: fusion body without a closing '}'" : "IR text: missing 'return' line");
   g.current_loc = -1;
   return g;
+}
+
+}  // namespace
+
+Graph parse_graph(const std::string& text) {
+  Lines lines;
+  std::istringstream in(text);
+  std::string line;
+  while (std::getline(in, line)) lines.text.push_back(line);
+  return parse_block(lines, false);
 }
 
 }  // namespace tpu

@@ -30,6 +30,11 @@ const bool kRowsChecked = [] {
 
 const OpInfo& op_info(Op op) { return *kRows[size_t(op)]; }
 
+Kernel kernel_for(Op op) {
+  const OpInfo& info = op_info(op);
+  return info.fast ? info.fast : info.reference;
+}
+
 void GradContext::give(size_t i, NodeId grad) {
   if (!needs(i)) return;
   NodeId& slot = input_grads.at(i);

@@ -43,5 +43,7 @@ struct OpInfo {
 };
 
 const OpInfo& op_info(Op op);
+// The kernel the executor runs for `op`: the fast one when there is one.
+Kernel kernel_for(Op op);
 
 }  // namespace tpu

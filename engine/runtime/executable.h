@@ -1,43 +1,73 @@
-// A compiled graph: verified, pruned to what the outputs need, with a buffer plan that reuses
-// intermediate storage by liveness, run on host tensors.
+// A compiled graph: the pass pipeline applied, verified, pruned, with a memory plan that puts
+// every intermediate at an offset of one arena (allocated once, reused every run), and
+// optionally donated parameters whose buffers receive results in place.
 //
 //   Executable exe = Executable::compile(std::move(graph));
 //   std::vector<Tensor> results = exe.run(arguments);
 #pragma once
+#include <functional>
 #include <span>
 #include <string>
 #include <vector>
 
 #include "ir/graph.h"
+#include "ops/op_table.h"
+#include "runtime/memory_plan.h"
 
 namespace tpu {
 
 struct CompileOptions {
   bool reference_kernels = false;  // run every op on its reference kernel (tests)
+  bool optimize = true;            // run the pass pipeline
+  std::vector<bool> donated;       // per parameter: its buffer may receive a result
+  // Sees the graph before ("input") and after each pass that changed it.
+  std::function<void(const std::string& stage, const Graph& g)> observe;
 };
 
 class Executable {
  public:
   static Executable compile(Graph g, CompileOptions options = {});
 
+  // Runs the graph. Arguments whose buffers were donated hold results afterwards: the caller
+  // must treat them as consumed (see donated_args()).
   std::vector<Tensor> run(std::span<const Tensor> args) const;
 
   const Graph& graph() const { return graph_; }
-  size_t planned_bytes() const { return slot_bytes_total_; }  // intermediate storage
+  const MemoryPlan& memory_plan() const { return plan_; }
+  size_t planned_bytes() const { return plan_.arena_bytes; }
   size_t num_kernels() const { return schedule_.size(); }
+  // Parameters whose buffers receive a result.
+  const std::vector<int32_t>& donated_args() const { return donated_args_; }
+  // HBM a core needs under the tile-padding model: parameters, peak intermediates, results.
+  size_t hbm_bytes() const { return hbm_bytes_; }
+  Cost cost() const;
 
  private:
   struct Step {
     NodeId node;
-    int32_t slot;        // -1: fresh allocation (outputs)
-    NodeId alias = -1;   // reshape of this node's value: no copy
+    enum class Place : uint8_t { arena, fresh, alias, donated } place;
+    size_t offset = 0;   // arena
+    int32_t arg = -1;    // donated: the parameter index
   };
+  void plan(const CompileOptions& options);
+
   Graph graph_;
-  CompileOptions options_;
+  bool reference_kernels_ = false;
   std::vector<Step> schedule_;
-  std::vector<size_t> slot_bytes_;
-  size_t slot_bytes_total_ = 0;
-  mutable std::vector<Tensor> slots_;  // storage kept across runs
+  MemoryPlan plan_;
+  std::vector<int32_t> donated_args_;
+  size_t hbm_bytes_ = 0;
+  mutable Tensor arena_;  // allocated on first run
 };
+
+// Per-op execution time, collected while profiling is on (for --profile).
+void set_op_profiling(bool on);
+bool op_profiling();
+struct OpTime {
+  std::string op;
+  double seconds = 0;
+  int64_t calls = 0;
+};
+std::vector<OpTime> op_times();  // most time first
 
 }  // namespace tpu

@@ -39,6 +39,8 @@ setmetatable(tpu, {
   end,
 })
 
+if tpu.options.profile then core.set_op_profiling(true) end
+
 -- Called by the CLI when the script ends.
 function tpu._finish()
   jit.report()

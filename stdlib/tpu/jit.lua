@@ -78,9 +78,29 @@ local function default_name(fn)
   return info.short_src .. ":" .. info.linedefined
 end
 
+local function sanitize(name) return (name:gsub("[^%w_.-]", "_")) end
+
+-- Per leaf: whether it belongs to an argument listed in donate_argnums.
+local function donation_mask(self, args)
+  if not self.donate then return nil end
+  local mask = {}
+  for i = 1, args.n do
+    local leaves = M.flatten(args[i])
+    for _ = 1, #leaves do mask[#mask + 1] = self.donate[i] or false end
+  end
+  return mask
+end
+
 -- Traces fn on symbolic arguments shaped like `leaves` and compiles it.
-local function compile(self, spec, leaves)
+local function compile(self, spec, leaves, args)
   local t0 = core.now()
+  local options = package.loaded["tpu.options"] or {}
+  local compile_options = {
+    donate = donation_mask(self, args),
+    optimize = self.optimize,
+    dump_dir = options.dump_graphs ~= "" and options.dump_graphs or nil,
+    dump_name = sanitize(self.name) .. "." .. (self.compiles + 1),
+  }
   core.trace_begin(self.name)
   local ok, result = pcall(function()
     local symbolic = {}
@@ -88,7 +108,7 @@ local function compile(self, spec, leaves)
     local args = M.unflatten(spec, symbolic)
     local outs = table.pack(self.fn(table.unpack(args, 1, args.n)))
     local out_leaves, out_spec = M.flatten(outs)
-    return {exe = core.trace_end(out_leaves), spec = out_spec}
+    return {exe = core.trace_end(out_leaves, compile_options), spec = out_spec}
   end)
   if not ok then
     if core.trace_depth() > self.depth then core.trace_abort() end
@@ -108,7 +128,7 @@ function Jitted:__call(...)
     self.cache_hits = self.cache_hits + 1
   else
     self.depth = core.trace_depth()
-    entry = compile(self, spec, leaves)
+    entry = compile(self, spec, leaves, args)
     self.cache[key] = entry
   end
   local t0 = core.now()
@@ -125,11 +145,12 @@ end
 
 -- The compiled graph's text for these arguments (compiling if needed).
 function Jitted:lower(...)
-  local leaves, spec, key = M.flatten(table.pack(...))
+  local args = table.pack(...)
+  local leaves, spec, key = M.flatten(args)
   local entry = self.cache[key]
   if not entry then
     self.depth = core.trace_depth()
-    entry = compile(self, spec, leaves)
+    entry = compile(self, spec, leaves, args)
     self.cache[key] = entry
   end
   return entry.exe:text()
@@ -147,7 +168,15 @@ function M.jit(fn, opts)
     error(core.user_where() .. "tpu.jit expects a function, got " .. type(fn), 0)
   end
   opts = opts or {}
+  local donate
+  if opts.donate_argnums then
+    donate = {}
+    for _, i in ipairs(type(opts.donate_argnums) == "table" and opts.donate_argnums or {opts.donate_argnums}) do
+      donate[i] = true
+    end
+  end
   local self = setmetatable({
+    donate = donate, optimize = opts.optimize,
     fn = fn, name = opts.name or default_name(type(fn) == "function" and fn or getmetatable(fn).__call),
     cache = {}, compiles = 0, cache_hits = 0, compile_ms = 0, executions = 0, run_ms = 0, depth = 0,
   }, Jitted)
@@ -248,9 +277,21 @@ function M.report()
   table.sort(list, function(a, b) return a.name < b.name end)
   io.stderr:write("--profile: jitted functions\n")
   for _, f in ipairs(list) do
-    io.stderr:write(string.format("  %-40s compiles %d  cache hits %d  compile %.1f ms  runs %d  %.3f ms/run\n",
-      f.name, f.compiles, f.cache_hits, f.compile_ms, f.executions,
-      f.executions > 0 and f.run_ms / f.executions or 0))
+    if f.compiles > 0 then
+      io.stderr:write(string.format("  %-40s compiles %d  cache hits %d  compile %.1f ms  runs %d  %.3f ms/run\n",
+        f.name, f.compiles, f.cache_hits, f.compile_ms, f.executions,
+        f.executions > 0 and f.run_ms / f.executions or 0))
+    end
+  end
+  local times, total = core.op_times(), 0
+  for _, t in ipairs(times) do total = total + t.seconds end
+  if #times > 0 then
+    io.stderr:write("--profile: top ops by time\n")
+    for i = 1, math.min(10, #times) do
+      local t = times[i]
+      io.stderr:write(string.format("  %-12s %9.1f ms  %5.1f%%  %8d calls\n", t.op, t.seconds * 1000,
+        100 * t.seconds / total, t.calls))
+    end
   end
 end
 

@@ -1,0 +1,171 @@
+// The fusion row: a body graph of elementwise ops (plus broadcasts and scalar constants)
+// evaluated in blocks of kBlock elements. Each op in a block runs the same kernel as it
+// would unfused, on 64-byte aligned block-sized pieces, so results are bitwise the same.
+#include <algorithm>
+#include <cstring>
+
+#include "ops/kernel_util.h"
+#include "runtime/thread_pool.h"
+
+namespace tpu {
+
+namespace {
+
+constexpr int64_t kBlock = 4096;        // elements per block (a multiple of every SIMD width)
+constexpr int64_t kBlocksPerTask = 8;   // blocks per parallel task
+
+const Graph& body_of(const Node& n) { return *n.attrs.body; }
+
+std::string shape_fusion(const Graph& g, Node& n) {
+  if (!n.attrs.body || n.attrs.body->outputs.size() != 1) return "fusion without a body";
+  const Graph& body = body_of(n);
+  if (body.params.size() != n.in.size()) return "fusion: body takes " + std::to_string(body.params.size()) + " inputs, given " + std::to_string(n.in.size());
+  for (size_t i = 0; i < n.in.size(); ++i) {
+    const Node& p = body.at(body.params[i]);
+    const Node& x = g.at(n.in[i]);
+    if (p.dtype != x.dtype || p.shape != x.shape) return "fusion: input " + std::to_string(i) + " is " + type_of(g, n.in[i]) + ", body expects " + type_str(p.dtype, p.shape);
+  }
+  const Node& out = body.at(body.outputs[0]);
+  n.dtype = out.dtype;
+  n.shape = out.shape;
+  return "";
+}
+
+// Whole-tensor evaluation with every op's reference kernel.
+void ref_fusion(const Node& n, std::span<const Tensor* const> in, Tensor& out) {
+  const Graph& body = body_of(n);
+  std::vector<Tensor> values(body.nodes.size());
+  for (size_t i = 0; i < body.params.size(); ++i) values[size_t(body.params[i])] = *in[i];
+  std::vector<const Tensor*> args;
+  for (NodeId id = 0; id < NodeId(body.nodes.size()); ++id) {
+    const Node& node = body.at(id);
+    if (node.op == Op::parameter) continue;
+    values[size_t(id)] = Tensor(node.dtype, node.shape);
+    args.clear();
+    for (NodeId i : node.in) args.push_back(&values[size_t(i)]);
+    op_info(node.op).reference(node, args, values[size_t(id)]);
+  }
+  const Tensor& r = values[size_t(body.outputs[0])];
+  std::memcpy(out.raw(), r.raw(), out.bytes());
+}
+
+// Fills a block of a broadcast's output: elements [start, start + len) of the full shape.
+template <class T>
+void broadcast_block_typed(const Node& b, const Tensor& src, int64_t start, int64_t len, T* dst) {
+  const T* s = src.data<T>();
+  const int64_t src_n = src.size();
+  if (src_n == 1) {
+    std::fill_n(dst, len, s[0]);
+    return;
+  }
+  const Shape& out = b.shape;
+  const auto& dims = b.attrs.dims;
+  const size_t r = out.size(), k = dims.size();
+  bool trailing = true, leading = true;
+  for (size_t i = 0; i < k; ++i) {
+    trailing = trailing && dims[i] == int64_t(r - k + i);
+    leading = leading && dims[i] == int64_t(i);
+  }
+  if (trailing) {  // src repeats every src_n elements (a bias)
+    for (int64_t j = 0, at = start % src_n; j < len;) {
+      int64_t run = std::min(len - j, src_n - at);
+      std::copy_n(s + at, run, dst + j);
+      j += run;
+      at = 0;
+    }
+    return;
+  }
+  if (leading) {  // each src element spans `inner` consecutive elements
+    const int64_t inner = num_elements(out) / src_n;
+    for (int64_t j = 0; j < len;) {
+      int64_t idx = start + j, run = std::min(len - j, inner - idx % inner);
+      std::fill_n(dst + j, run, s[idx / inner]);
+      j += run;
+    }
+    return;
+  }
+  auto ostr = strides_of(out);
+  auto sstr = strides_of(src.shape());
+  std::vector<int64_t> map(r, 0);  // out dim -> src stride
+  for (size_t i = 0; i < k; ++i) map[size_t(dims[i])] = sstr[i];
+  for (int64_t j = 0; j < len; ++j) {
+    int64_t idx = start + j, at = 0;
+    for (size_t d = 0; d < r; ++d) {
+      at += (idx / ostr[d]) * map[d];
+      idx %= ostr[d];
+    }
+    dst[j] = s[at];
+  }
+}
+
+void broadcast_block(const Node& b, const Tensor& src, int64_t start, int64_t len, std::byte* dst) {
+  dispatch(b.dtype, [&]<class T>() { broadcast_block_typed<T>(b, src, start, len, reinterpret_cast<T*>(dst)); });
+}
+
+// Evaluates blocks [first, last) of the body; `scratch` holds one block per body node.
+void run_blocks(const Node& n, std::span<const Tensor* const> in, Tensor& out, int64_t first, int64_t last) {
+  const Graph& body = body_of(n);
+  const int64_t total = out.size();
+  std::vector<Tensor> scratch(body.nodes.size());
+  std::vector<Tensor> block(body.nodes.size());
+  std::vector<int32_t> param_index(body.nodes.size(), -1);
+  for (size_t i = 0; i < body.params.size(); ++i) param_index[size_t(body.params[i])] = int32_t(i);
+  const NodeId root = body.outputs[0];
+  std::vector<const Tensor*> args;
+  for (int64_t blk = first; blk < last; ++blk) {
+    const int64_t start = blk * kBlock, len = std::min(kBlock, total - start);
+    for (NodeId id = 0; id < NodeId(body.nodes.size()); ++id) {
+      const Node& node = body.at(id);
+      const size_t es = size_of(node.dtype);
+      if (node.shape != out.shape() && (node.op == Op::constant || node.op == Op::parameter)) continue;
+      if (node.op == Op::constant) {  // a scalar group's constant operand
+        block[size_t(id)] = Tensor::borrow(node.dtype, {len}, const_cast<std::byte*>(node.attrs.literal->raw()));
+        continue;
+      }
+      if (node.op == Op::parameter) {
+        const Tensor* src = in[size_t(param_index[size_t(id)])];
+        block[size_t(id)] = Tensor::borrow(node.dtype, {len}, const_cast<std::byte*>(src->raw()) + start * int64_t(es));
+        continue;
+      }
+      std::byte* dst;
+      if (id == root) {
+        dst = out.raw() + start * int64_t(es);
+      } else {
+        if (!scratch[size_t(id)].raw()) scratch[size_t(id)] = Tensor(node.dtype, {kBlock}, Tensor::Uninitialized{});
+        dst = scratch[size_t(id)].raw();
+      }
+      block[size_t(id)] = Tensor::borrow(node.dtype, {len}, dst);
+      if (node.op == Op::broadcast) {
+        const Node& src = body.at(node.in[0]);
+        const Tensor& s = src.op == Op::constant ? *src.attrs.literal : *in[size_t(param_index[size_t(node.in[0])])];
+        broadcast_block(node, s, start, len, dst);
+        continue;
+      }
+      args.clear();
+      for (NodeId i : node.in) args.push_back(&block[size_t(i)]);
+      kernel_for(node.op)(node, args, block[size_t(id)]);
+    }
+  }
+}
+
+void fast_fusion(const Node& n, std::span<const Tensor* const> in, Tensor& out) {
+  const int64_t blocks = (out.size() + kBlock - 1) / kBlock;
+  const int64_t tasks = (blocks + kBlocksPerTask - 1) / kBlocksPerTask;
+  parallel_for(tasks, [&](int64_t t) {
+    run_blocks(n, in, out, t * kBlocksPerTask, std::min(blocks, (t + 1) * kBlocksPerTask));
+  });
+}
+
+Cost cost_fusion(const Graph& g, const Node& n) {
+  Cost c = movement_cost(g, n);  // reads its inputs and writes its output once
+  const Graph& body = body_of(n);
+  for (const Node& b : body.nodes)
+    if (b.op != Op::parameter && b.op != Op::constant) c.flops += op_info(b.op).cost(body, b).flops;
+  return c;
+}
+
+}  // namespace
+
+extern const OpInfo fusion_row = {Op::fusion, shape_fusion, ref_fusion, fast_fusion, nullptr, cost_fusion};
+
+}  // namespace tpu

@@ -1,0 +1,103 @@
+// Algebraic simplification: a table of rewrite rules, each an exact identity in IEEE
+// arithmetic (so x + 0 -> x, which turns -0 into +0, is deliberately absent).
+#include <cmath>
+#include <numeric>
+
+#include "passes/pass.h"
+#include "passes/rewriter.h"
+
+namespace tpu {
+
+namespace {
+
+// The value every element of node `id` has, when it is a constant splat.
+bool splat(const Graph& g, NodeId id, double& value) {
+  const Node& n = g.at(id);
+  if (n.op == Op::broadcast) return splat(g, n.in[0], value);
+  if (n.op != Op::constant || n.attrs.literal->size() == 0) return false;
+  value = n.attrs.literal->get(0);
+  for (int64_t i = 1; i < n.attrs.literal->size(); ++i)
+    if (n.attrs.literal->get(i) != value) return false;
+  return true;
+}
+
+bool is_splat(const Graph& g, NodeId id, double v) {
+  double x;
+  return splat(g, id, x) && x == v;
+}
+
+// A rule sees the node in the output graph's terms (operands already rewritten) and returns
+// the node to use instead, or -1.
+using Rule = NodeId (*)(Graph& g, const Node& n);
+
+NodeId times_one(Graph& g, const Node& n) {
+  if (n.op != Op::mul) return -1;
+  if (is_splat(g, n.in[1], 1)) return n.in[0];
+  if (is_splat(g, n.in[0], 1)) return n.in[1];
+  return -1;
+}
+NodeId over_one(Graph& g, const Node& n) {
+  return n.op == Op::div && is_float(n.dtype) && is_splat(g, n.in[1], 1) ? n.in[0] : -1;
+}
+NodeId minus_zero(Graph& g, const Node& n) {
+  double v;
+  return n.op == Op::sub && splat(g, n.in[1], v) && v == 0 && !std::signbit(v) ? n.in[0] : -1;
+}
+NodeId double_negation(Graph& g, const Node& n) {
+  return n.op == Op::neg && g.at(n.in[0]).op == Op::neg ? g.at(n.in[0]).in[0] : -1;
+}
+NodeId same_choice(Graph&, const Node& n) {
+  return n.op == Op::select && n.in[1] == n.in[2] ? n.in[1] : -1;
+}
+NodeId reshape_chain(Graph& g, const Node& n) {
+  if (n.op != Op::reshape) return -1;
+  NodeId x = n.in[0];
+  if (g.at(x).op == Op::reshape) x = g.at(x).in[0];
+  if (g.at(x).shape == n.shape) return x;
+  return x == n.in[0] ? -1 : g.reshape(x, n.shape);
+}
+NodeId transpose_chain(Graph& g, const Node& n) {
+  if (n.op != Op::transpose || g.at(n.in[0]).op != Op::transpose) return -1;
+  const Node& inner = g.at(n.in[0]);
+  std::vector<int64_t> perm;  // out dim i = inner dim n.perm[i] = x dim inner.perm[n.perm[i]]
+  for (int64_t p : n.attrs.dims) perm.push_back(inner.attrs.dims[size_t(p)]);
+  return g.transpose(inner.in[0], perm);
+}
+NodeId broadcast_chain(Graph& g, const Node& n) {
+  if (n.op != Op::broadcast || g.at(n.in[0]).op != Op::broadcast) return -1;
+  const Node& inner = g.at(n.in[0]);
+  std::vector<int64_t> dims;  // x dim i -> inner dim inner.dims[i] -> out dim n.dims[...]
+  for (int64_t d : inner.attrs.dims) dims.push_back(n.attrs.dims[size_t(d)]);
+  return g.broadcast(inner.in[0], n.shape, dims);
+}
+
+const Rule kRules[] = {times_one,   over_one,      minus_zero,      double_negation,
+                       same_choice, reshape_chain, transpose_chain, broadcast_chain};
+
+}  // namespace
+
+PassResult algebraic_simplification(const Graph& g) {
+  Rewriter rw(g);
+  bool changed = false;
+  for (NodeId n = 0; n < NodeId(g.nodes.size()); ++n) {
+    if (g.at(n).op == Op::parameter) {
+      rw.copy(n);
+      continue;
+    }
+    Node probe = g.at(n);
+    probe.in = rw.mapped_inputs(n);
+    rw.at_location_of(n);
+    NodeId replacement = -1;
+    for (Rule rule : kRules)
+      if ((replacement = rule(rw.out(), probe)) >= 0) break;
+    if (replacement >= 0) {
+      rw.set(n, replacement);
+      changed = true;
+    } else {
+      rw.copy(n);
+    }
+  }
+  return {rw.finish(), changed};
+}
+
+}  // namespace tpu

@@ -1,0 +1,146 @@
+// Elementwise fusion: chains of elementwise ops (and the broadcasts feeding them) become one
+// `fusion` node whose kernel runs the chain block by block, so the intermediates are never
+// materialised. A node joins its users' group when every user is in that one group and has
+// its shape; broadcasts and scalar constants are cloned into each group that reads them.
+#include <unordered_map>
+
+#include "passes/pass.h"
+#include "passes/rewriter.h"
+
+namespace tpu {
+
+namespace {
+
+bool is_elementwise(Op op) {
+  switch (op) {
+    case Op::neg: case Op::exp: case Op::log: case Op::sqrt: case Op::rsqrt: case Op::tanh:
+    case Op::logistic: case Op::abs: case Op::add: case Op::sub: case Op::mul: case Op::div:
+    case Op::max: case Op::min: case Op::pow: case Op::compare: case Op::select: case Op::convert:
+      return true;
+    default:
+      return false;
+  }
+}
+
+bool is_scalar_constant(const Node& n) { return n.op == Op::constant && n.shape.empty(); }
+
+// Nodes that may be copied into a fusion body rather than read from memory.
+bool clonable(const Graph& g, NodeId id) {
+  const Node& n = g.at(id);
+  if (is_scalar_constant(n)) return true;
+  return n.op == Op::broadcast;
+}
+
+struct Groups {
+  std::vector<int32_t> of;      // group of each node, -1 = none
+  std::vector<NodeId> root;     // per group
+  std::vector<int32_t> size;    // members per group
+};
+
+Groups form_groups(const Graph& g) {
+  auto users = users_of(g);
+  std::vector<bool> is_output(g.nodes.size(), false);
+  for (NodeId o : g.outputs) is_output[size_t(o)] = true;
+  Groups gr{std::vector<int32_t>(g.nodes.size(), -1), {}, {}};
+  for (NodeId n = NodeId(g.nodes.size()) - 1; n >= 0; --n) {
+    const Node& node = g.at(n);
+    if (!is_elementwise(node.op)) continue;
+    int32_t joined = -1;
+    bool ok = !is_output[size_t(n)] && !users[size_t(n)].empty();
+    for (NodeId u : users[size_t(n)]) {
+      int32_t gu = gr.of[size_t(u)];
+      if (gu < 0 || (joined >= 0 && gu != joined)) ok = false;
+      joined = gu;
+    }
+    if (ok && g.at(gr.root[size_t(joined)]).shape == node.shape) {
+      gr.of[size_t(n)] = joined;
+      ++gr.size[size_t(joined)];
+    } else {
+      gr.of[size_t(n)] = int32_t(gr.root.size());
+      gr.root.push_back(n);
+      gr.size.push_back(1);
+    }
+  }
+  return gr;
+}
+
+// Builds the body of group `id` and emits the fusion node in place of its root.
+class Outliner {
+ public:
+  Outliner(const Graph& g, const Groups& gr, Rewriter& rw) : g_(g), gr_(gr), rw_(rw) {}
+
+  void emit(int32_t group, const std::vector<NodeId>& members) {
+    body_ = std::make_shared<Graph>();
+    body_->name = "fused";
+    local_.clear();
+    inputs_.clear();
+    for (NodeId m : members) {
+      std::vector<NodeId> in;
+      for (NodeId i : g_.at(m).in) in.push_back(local(i, group));
+      local_[m] = body_->add(g_.at(m).op, in, g_.at(m).attrs);
+    }
+    NodeId root = gr_.root[size_t(group)];
+    body_->outputs = {local_[root]};
+    Attrs a;
+    a.body = body_;
+    rw_.at_location_of(root);
+    rw_.set(root, rw_.out().add(Op::fusion, inputs_, std::move(a)));
+  }
+
+ private:
+  // The body node for `id`: a member, a clone of a broadcast/scalar, or a new parameter.
+  NodeId local(NodeId id, int32_t group) {
+    if (auto it = local_.find(id); it != local_.end()) return it->second;
+    NodeId made;
+    if (gr_.of[size_t(id)] != group && clonable(g_, id)) {
+      const Node& n = g_.at(id);
+      std::vector<NodeId> in;
+      for (NodeId i : n.in) in.push_back(local(i, group));
+      made = body_->add(n.op, in, n.attrs);
+    } else {
+      const Node& n = g_.at(id);
+      made = body_->parameter(n.dtype, n.shape);
+      inputs_.push_back(rw_.map(id));
+    }
+    local_[id] = made;
+    return made;
+  }
+
+  const Graph& g_;
+  const Groups& gr_;
+  Rewriter& rw_;
+  std::shared_ptr<Graph> body_;
+  std::unordered_map<NodeId, NodeId> local_;
+  std::vector<NodeId> inputs_;
+};
+
+}  // namespace
+
+PassResult elementwise_fusion(const Graph& g) {
+  Groups gr = form_groups(g);
+  std::vector<std::vector<NodeId>> members(gr.root.size());
+  for (NodeId n = 0; n < NodeId(g.nodes.size()); ++n)
+    if (gr.of[size_t(n)] >= 0) members[size_t(gr.of[size_t(n)])].push_back(n);
+  // A lone op is fused only when it reads a broadcast it can absorb.
+  auto worth = [&](int32_t grp) {
+    if (gr.size[size_t(grp)] > 1) return true;
+    for (NodeId i : g.at(gr.root[size_t(grp)]).in)
+      if (g.at(i).op == Op::broadcast) return true;
+    return false;
+  };
+  Rewriter rw(g);
+  Outliner outliner(g, gr, rw);
+  bool changed = false;
+  for (NodeId n = 0; n < NodeId(g.nodes.size()); ++n) {
+    int32_t grp = gr.of[size_t(n)];
+    if (grp < 0 || !worth(grp)) {
+      rw.copy(n);
+    } else if (gr.root[size_t(grp)] == n) {
+      outliner.emit(grp, members[size_t(grp)]);
+      changed = true;
+    }
+  }
+  return {rw.finish(), changed};
+}
+
+}  // namespace tpu

@@ -1,0 +1,117 @@
+#include "runtime/memory_plan.h"
+
+#include <algorithm>
+#include <map>
+
+namespace tpu {
+
+size_t tpu_padded_bytes(DType t, const Shape& s) {
+  Shape p = s;
+  if (!p.empty()) p.back() = (p.back() + 127) / 128 * 128;
+  if (p.size() >= 2) p[p.size() - 2] = (p[p.size() - 2] + 7) / 8 * 8;
+  if (p.empty()) p = {8, 128};  // a scalar still occupies one tile
+  return size_t(num_elements(p)) * size_of(t);
+}
+
+namespace {
+
+// Free ranges of the arena, merged on release; allocation takes the smallest range that fits
+// (log time through the by-size index), else grows the top.
+class Arena {
+ public:
+  size_t allocate(size_t bytes) {
+    auto fit = by_size_.lower_bound(bytes);
+    if (fit == by_size_.end()) {
+      // Reuse a free range that ends at the top, growing it.
+      if (!by_offset_.empty()) {
+        auto last = std::prev(by_offset_.end());
+        if (last->first + last->second == top_) {
+          size_t off = last->first;
+          erase(last->first, last->second);
+          top_ = off + bytes;
+          return off;
+        }
+      }
+      size_t off = top_;
+      top_ += bytes;
+      return off;
+    }
+    size_t off = fit->second, size = fit->first;
+    erase(off, size);
+    if (size > bytes) insert(off + bytes, size - bytes);
+    return off;
+  }
+
+  void release(size_t off, size_t bytes) {
+    auto next = by_offset_.lower_bound(off);
+    if (next != by_offset_.end() && off + bytes == next->first) {
+      bytes += next->second;
+      erase(next->first, next->second);
+    }
+    auto after = by_offset_.lower_bound(off);
+    if (after != by_offset_.begin()) {
+      auto prev = std::prev(after);
+      if (prev->first + prev->second == off) {
+        off = prev->first;
+        bytes += prev->second;
+        erase(prev->first, prev->second);
+      }
+    }
+    insert(off, bytes);
+  }
+
+  size_t top() const { return top_; }
+
+ private:
+  void insert(size_t off, size_t size) {
+    by_offset_.emplace(off, size);
+    by_size_.emplace(size, off);
+  }
+  void erase(size_t off, size_t size) {
+    by_offset_.erase(off);
+    for (auto [it, end] = by_size_.equal_range(size); it != end; ++it)
+      if (it->second == off) {
+        by_size_.erase(it);
+        break;
+      }
+  }
+
+  std::map<size_t, size_t> by_offset_;     // offset -> size
+  std::multimap<size_t, size_t> by_size_;  // size -> offset
+  size_t top_ = 0;
+};
+
+}  // namespace
+
+MemoryPlan plan_memory(const Graph& g, const std::vector<NodeId>& schedule, const std::vector<bool>& planned,
+                       const std::vector<int32_t>& last_use) {
+  MemoryPlan plan;
+  Arena arena;
+  std::vector<std::vector<size_t>> ending(schedule.size());  // buffers whose last read is at pos
+  size_t live_tpu = 0;
+  for (int32_t pos = 0; pos < int32_t(schedule.size()); ++pos) {
+    NodeId n = schedule[size_t(pos)];
+    if (planned[size_t(n)]) {
+      const Node& node = g.at(n);
+      Buffer b{n};
+      b.bytes = (size_t(num_elements(node.shape)) * size_of(node.dtype) + 63) / 64 * 64;
+      b.tpu_bytes = tpu_padded_bytes(node.dtype, node.shape);
+      b.first = pos;
+      b.last = std::max(pos, last_use[size_t(n)]);
+      b.offset = arena.allocate(b.bytes);
+      live_tpu += b.tpu_bytes;
+      plan.peak_tpu_bytes = std::max(plan.peak_tpu_bytes, live_tpu);
+      ending[size_t(b.last)].push_back(plan.buffers.size());
+      plan.buffers.push_back(b);
+    }
+    // Storage read for the last time here is free for the nodes after this one.
+    for (size_t bi : ending[size_t(pos)]) {
+      arena.release(plan.buffers[bi].offset, plan.buffers[bi].bytes);
+      live_tpu -= plan.buffers[bi].tpu_bytes;
+    }
+  }
+  plan.arena_bytes = arena.top();
+  return plan;
+}
+
+}  // namespace tpu

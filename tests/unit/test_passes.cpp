@@ -1,0 +1,99 @@
+// One test per pass: IR text in, the pass, the changed flag and IR text out.
+#include <doctest.h>
+
+#include <cmath>
+#include <cstring>
+
+#include "core/error.h"
+#include "passes/pass.h"
+#include "runtime/executable.h"
+
+using namespace tpu;
+
+namespace {
+
+// Runs `pass` on the graph parsed from `in`; checks the flag and the printed result.
+void expect(PassFn pass, const std::string& in, bool changed, const std::string& out) {
+  PassResult r = pass(parse_graph(in));
+  CHECK(r.changed == changed);
+  CHECK(print_graph(r.graph) == out);
+  CHECK(verify_graph(r.graph).empty());
+}
+
+}  // namespace
+
+TEST_CASE("dead code elimination drops what no output needs") {
+  expect(dead_code_elimination,
+         "graph g\n%0 = parameter f32[2] dims=[2]\n%1 = exp f32[2] %0\n%2 = neg f32[2] %0\nreturn %2\n", true,
+         "graph g\n%0 = parameter f32[2] dims=[2]\n%1 = neg f32[2] %0\nreturn %1\n");
+  expect(dead_code_elimination, "graph g\n%0 = parameter f32[2] dims=[2]\n%1 = neg f32[2] %0\nreturn %1\n", false,
+         "graph g\n%0 = parameter f32[2] dims=[2]\n%1 = neg f32[2] %0\nreturn %1\n");
+}
+
+TEST_CASE("common subexpression elimination merges equal nodes and equal small constants") {
+  expect(common_subexpression_elimination,
+         "graph g\n%0 = parameter f32[2] dims=[2]\n%1 = exp f32[2] %0\n%2 = exp f32[2] %0\n"
+         "%3 = constant f32[] literal=[2]\n%4 = constant f32[] literal=[2]\n%5 = add f32[2] %1, %2\nreturn %5, %3, %4\n",
+         true,
+         "graph g\n%0 = parameter f32[2] dims=[2]\n%1 = exp f32[2] %0\n%2 = constant f32[] literal=[2]\n"
+         "%3 = add f32[2] %1, %1\nreturn %3, %2, %2\n");
+}
+
+TEST_CASE("constant folding evaluates nodes of constants") {
+  expect(constant_folding,
+         "graph g\n%0 = parameter f32[2] dims=[2]\n%1 = constant f32[2] literal=[1,2]\n%2 = exp f32[2] %1\n"
+         "%3 = add f32[2] %0, %2\nreturn %3\n",
+         true,
+         "graph g\n%0 = parameter f32[2] dims=[2]\n%1 = constant f32[2] literal=[1,2]\n"
+         "%2 = constant f32[2] literal=[2.71828175,7.38905621]\n%3 = add f32[2] %0, %2\nreturn %3\n");
+}
+
+TEST_CASE("algebraic simplification applies exact identities only") {
+  const std::string head = "graph g\n%0 = parameter f32[2] dims=[2]\n%1 = constant f32[] literal=[1]\n"
+                           "%2 = broadcast f32[2] %1 dims2=[2]\n";
+  expect(algebraic_simplification, head + "%3 = mul f32[2] %0, %2\n%4 = neg f32[2] %3\n%5 = neg f32[2] %4\nreturn %5\n",
+         true, head + "%3 = neg f32[2] %0\nreturn %0\n");
+  // x + 0 is not x when x is -0, so it stays.
+  const std::string zero = "graph g\n%0 = parameter f32[2] dims=[2]\n%1 = constant f32[] literal=[0]\n"
+                           "%2 = broadcast f32[2] %1 dims2=[2]\n%3 = add f32[2] %0, %2\nreturn %3\n";
+  expect(algebraic_simplification, zero, false, zero);
+  expect(algebraic_simplification,
+         "graph g\n%0 = parameter f32[2,3] dims=[2,3]\n%1 = transpose f32[3,2] %0 dims=[1,0]\n"
+         "%2 = transpose f32[2,3] %1 dims=[1,0]\nreturn %2\n",
+         true, "graph g\n%0 = parameter f32[2,3] dims=[2,3]\n%1 = transpose f32[3,2] %0 dims=[1,0]\nreturn %0\n");
+}
+
+TEST_CASE("elementwise fusion makes one kernel of a chain with its broadcasts") {
+  PassResult r = elementwise_fusion(parse_graph(
+      "graph g\n%0 = parameter f32[4,3] dims=[4,3]\n%1 = parameter f32[3] dims=[3]\n"
+      "%2 = broadcast f32[4,3] %1 dims=[1] dims2=[4,3]\n%3 = add f32[4,3] %0, %2\n%4 = tanh f32[4,3] %3\n"
+      "%5 = dot f32[4,4] %4, %4 tb\n%6 = exp f32[4,4] %5\nreturn %6, %4\n"));
+  CHECK(r.changed);
+  CHECK(print_graph(r.graph) ==
+        "graph g\n%0 = parameter f32[4,3] dims=[4,3]\n%1 = parameter f32[3] dims=[3]\n"
+        "%2 = broadcast f32[4,3] %1 dims=[1] dims2=[4,3]\n"
+        "%3 = fusion f32[4,3] %0, %1 {\n  %0 = parameter f32[4,3] dims=[4,3]\n  %1 = parameter f32[3] dims=[3] axis=1\n"
+        "  %2 = broadcast f32[4,3] %1 dims=[1] dims2=[4,3]\n  %3 = add f32[4,3] %0, %2\n  %4 = tanh f32[4,3] %3\n"
+        "  return %4\n}\n%4 = dot f32[4,4] %3, %3 tb\n%5 = exp f32[4,4] %4\nreturn %5, %3\n");
+  CHECK(verify_graph(r.graph).empty());
+  // The printed fusion parses back.
+  CHECK(print_graph(parse_graph(print_graph(r.graph))) == print_graph(r.graph));
+}
+
+TEST_CASE("the pipeline preserves results bitwise and shrinks the graph") {
+  Graph g = parse_graph(
+      "graph g\n%0 = parameter f32[64,300] dims=[64,300]\n%1 = parameter f32[300] dims=[300]\n"
+      "%2 = broadcast f32[64,300] %1 dims=[1] dims2=[64,300]\n%3 = add f32[64,300] %0, %2\n"
+      "%4 = constant f32[] literal=[1]\n%5 = broadcast f32[64,300] %4 dims2=[64,300]\n"
+      "%6 = mul f32[64,300] %3, %5\n%7 = tanh f32[64,300] %6\n%8 = exp f32[64,300] %7\n"
+      "%9 = reduce f32[300] %8 dims=[0]\n%10 = logistic f32[300] %9\nreturn %10, %8\n");
+  CompileOptions plain;
+  plain.optimize = false;
+  Executable a = Executable::compile(g, plain), b = Executable::compile(g);
+  CHECK(b.num_kernels() < a.num_kernels());
+  std::vector<Tensor> args = {Tensor(DType::f32, {64, 300}), Tensor(DType::f32, {300})};
+  for (int64_t i = 0; i < args[0].size(); ++i) args[0].set(i, std::sin(double(i)));
+  for (int64_t i = 0; i < args[1].size(); ++i) args[1].set(i, std::cos(double(i)));
+  auto ra = a.run(args), rb = b.run(args);
+  for (size_t i = 0; i < ra.size(); ++i) CHECK(std::memcmp(ra[i].raw(), rb[i].raw(), ra[i].bytes()) == 0);
+}
