@@ -1,0 +1,28 @@
+-- Fashion-MNIST with a 784-512-512-10 ReLU MLP: two epochs of Adam, then the test accuracy.
+-- Expect about 0.86 test accuracy, and the same losses on every run.
+--
+--   tputrain scripts/fashion_mnist_mlp.lua
+local tpu = require "tpu"
+local nn, optim, data = tpu.nn, tpu.optim, tpu.data
+
+local function scale(x, y) return x:cast("f32") / 255, y end
+
+local train = data.fashion_mnist("train")
+  :shuffle(60000, {seed = 1})
+  :batch(256, {drop_remainder = true})
+  :map(scale)
+local test = data.fashion_mnist("test"):batch(1000):map(scale)
+
+local model = nn.Sequential {
+  nn.Flatten(),
+  nn.Dense(512, {activation = "relu"}),
+  nn.Dense(512, {activation = "relu"}),
+  nn.Dense(10),
+}
+model:compile {
+  optimizer = optim.Adam {lr = 1e-3},
+  loss = "sparse_categorical_crossentropy",
+  metrics = {"accuracy"},
+}
+model:fit(train, {epochs = 2, validation_data = test})
+print(string.format("test accuracy: %.4f", model:evaluate(test, {verbose = 0}).accuracy))

@@ -1,0 +1,69 @@
+-- Metrics in partial-sums form, so a data set's value is exact whatever the batching:
+-- metric.partial(y_true, y_pred) -> numerator, denominator (scalar tensors); the value is
+-- sum(numerators) / sum(denominators). Calling a metric gives the batch value directly:
+--
+--   metrics.accuracy(labels, logits)   -- scalar f32 tensor
+--   model:compile{metrics = {"accuracy"}, ...}
+local util = require "tpu.nn.util"
+
+local M = {}
+
+local Metric = {}
+Metric.__index = Metric
+Metric.__call = function(self, y_true, y_pred)
+  local num, den = self.partial(y_true, y_pred)
+  return num / den
+end
+Metric.__tostring = function(self) return "metrics." .. self.name end
+
+-- metrics.define{name = "my_metric", partial = function(y_true, y_pred) return num, den end}
+function M.define(spec)
+  if type(spec) ~= "table" or type(spec.name) ~= "string" or type(spec.partial) ~= "function" then
+    util.fail("metrics.define needs {name = <string>, partial = <function>}, got %s", util.show(spec))
+  end
+  return setmetatable({name = spec.name, partial = spec.partial}, Metric)
+end
+
+local function count(t)
+  local tpu = require "tpu"
+  return tpu.tensor(util.numel(t.shape), {dtype = "f32"})
+end
+
+-- Class labels (0-based ids, any integer dtype) against scores: argmax over the last axis.
+M.accuracy = M.define {name = "accuracy", partial = function(y_true, y_pred)
+  local pred = y_pred:argmax(-1)
+  local labels = y_true
+  if labels.ndim == y_pred.ndim and labels.shape[labels.ndim] == 1 then
+    labels = labels:reshape(pred.shape)
+  end
+  if labels.dtype ~= "i32" then labels = labels:cast("i32") end
+  if util.numel(labels.shape) ~= util.numel(pred.shape) then
+    util.fail("accuracy: labels %s do not match predictions %s",
+      util.describe(y_true), util.describe(y_pred))
+  end
+  return pred:eq(labels):cast("f32"):sum(), count(labels)
+end}
+
+M.mse = M.define {name = "mse", partial = function(y_true, y_pred)
+  local d = y_pred:cast("f32") - y_true:cast("f32")
+  return d:square():sum(), count(d)
+end}
+
+-- A metric from a name, a metric object, or a function(y_true, y_pred) -> batch mean.
+function M.get(m)
+  if getmetatable(m) == Metric then return m end
+  if type(m) == "string" then
+    local found = M[m] or (m == "acc" and M.accuracy)
+    if getmetatable(found) == Metric then return found end
+  end
+  if type(m) == "function" then
+    return M.define {name = "metric", partial = function(y_true, y_pred)  -- batch-size weighted
+      local tpu = require "tpu"
+      local n = y_pred.shape[1]
+      return m(y_true, y_pred):cast("f32") * n, tpu.tensor(n, {dtype = "f32"})
+    end}
+  end
+  util.fail("unknown metric %s (expected a metric or one of: accuracy, mse)", util.show(m))
+end
+
+return M

@@ -1,0 +1,56 @@
+-- Applies an elementwise activation: nn.Activation("relu"). The same names are accepted by the
+-- `activation=` option of other layers (Activation.get turns a name into a function).
+local Module = require "tpu.nn.Module"
+local util = require "tpu.nn.util"
+
+local Activation = Module:extend("Activation")
+
+Activation.functions = {
+  linear = function(x) return x end,
+  relu = function(x) return x:relu() end,
+  tanh = function(x) return x:tanh() end,
+  sigmoid = function(x) return x:sigmoid() end,
+  softmax = function(x) return x:softmax(-1) end,
+  gelu = function(x) return x:gelu() end,
+}
+
+local function known()
+  local names = {}
+  for k in pairs(Activation.functions) do names[#names + 1] = k end
+  table.sort(names)
+  return table.concat(names, ", ")
+end
+
+-- A name, nil ("linear") or a function(x) -> tensor.
+function Activation.get(fn, who)
+  if fn == nil then return Activation.functions.linear end
+  if type(fn) == "function" then return fn end
+  local f = Activation.functions[fn]
+  if not f then
+    util.fail("%sunknown activation %s (expected a function or one of: %s)",
+      who and who .. ": " or "", util.show(fn), known())
+  end
+  return f
+end
+
+function Activation:__init(fn, opts)
+  opts = opts or {}
+  util.check_options(self, opts, Module.common_options)
+  self:init_common(opts)
+  self.fn = Activation.get(fn, "Activation")
+  self.activation = type(fn) == "string" and fn or "custom"
+end
+
+function Activation:call(x, _ctx)
+  return self.fn(x)
+end
+
+function Activation:compute_output_shape(input_shape)
+  return util.copy(input_shape)
+end
+
+function Activation:repr()
+  return "nn.Activation(" .. self.activation .. ")"
+end
+
+return Activation

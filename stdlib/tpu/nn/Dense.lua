@@ -1,0 +1,59 @@
+-- Fully connected layer: y = activation(x @ kernel + bias) on the last axis.
+--
+--   nn.Dense(512, {activation = "relu"})
+--   nn.Dense(10, {use_bias = false, kernel_initializer = "he_normal", dtype = "f32"})
+local Module = require "tpu.nn.Module"
+local Activation = require "tpu.nn.Activation"
+local initializers = require "tpu.nn.initializers"
+local util = require "tpu.nn.util"
+
+local Dense = Module:extend("Dense")
+
+local options = {"activation", "use_bias", "kernel_initializer", "bias_initializer",
+                 table.unpack(Module.common_options)}
+
+function Dense:__init(units, opts)
+  opts = opts or {}
+  if not util.is_positive_integer(units) then
+    util.fail("Dense: units must be a positive integer, got %s", util.show(units))
+  end
+  util.check_options(self, opts, options)
+  self:init_common(opts)
+  self.units = math.tointeger(units)
+  self.activation_name = type(opts.activation) == "string" and opts.activation
+                         or opts.activation and "custom" or "linear"
+  self.activation = Activation.get(opts.activation, "Dense")
+  self.use_bias = opts.use_bias ~= false
+  self.kernel_initializer = initializers.get(opts.kernel_initializer or "glorot_uniform")
+  self.bias_initializer = initializers.get(opts.bias_initializer or "zeros")
+end
+
+function Dense:build(input_shape)
+  local n_in = input_shape[#input_shape]
+  self.input_spec = {min_ndim = 2, axes = {[-1] = n_in}}
+  self:add_weight{name = "kernel", shape = {n_in, self.units}, initializer = self.kernel_initializer}
+  if self.use_bias then
+    self:add_weight{name = "bias", shape = {self.units}, initializer = self.bias_initializer}
+  end
+end
+
+function Dense:call(x, _ctx)
+  local dtype = self:compute_dtype()
+  local y = util.cast_float(x, dtype):matmul(util.cast_float(self.kernel, dtype))
+  if self.use_bias then y = y + util.cast_float(self.bias, dtype) end
+  return self.activation(y)
+end
+
+function Dense:compute_output_shape(input_shape)
+  local out = util.copy(input_shape)
+  out[#out] = self.units
+  return out
+end
+
+function Dense:repr()
+  local n_in = self.built and tostring(self.kernel.shape[1]) or "?"
+  local extra = self.activation_name ~= "linear" and ", " .. self.activation_name or ""
+  return string.format("nn.Dense(%s -> %d%s)", n_in, self.units, extra)
+end
+
+return Dense

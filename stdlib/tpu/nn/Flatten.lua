@@ -1,0 +1,20 @@
+-- Flattens every dimension but the batch: [N, 28, 28] -> [N, 784].
+local Module = require "tpu.nn.Module"
+local util = require "tpu.nn.util"
+
+local Flatten = Module:extend("Flatten")
+
+function Flatten:build(_input_shape)
+  self.input_spec = {min_ndim = 1}
+end
+
+function Flatten:call(x, _ctx)
+  return x:reshape(self:compute_output_shape(x.shape))
+end
+
+function Flatten:compute_output_shape(input_shape)
+  local rest = {table.unpack(input_shape, 2)}
+  return {input_shape[1], util.numel(rest)}
+end
+
+return Flatten

@@ -1,0 +1,199 @@
+-- Base class of every layer and model (Keras lifecycle, Torch7 style).
+--
+--   local Scale = nn.Module:extend("Scale")
+--   function Scale:build(input_shape)
+--     self:add_weight{name = "scale", shape = {input_shape[#input_shape]}, initializer = "ones"}
+--   end
+--   function Scale:call(x, ctx) return x * self.scale end
+--   local layer = Scale{name = "my_scale"}
+--   local y = layer(x)          -- builds on the first call (the input shape is known then)
+--
+-- A subclass with its own __init(...) calls `self:init_common(opts)` (name, dtype, trainable).
+-- Weights are plain tensors stored in `self[name]`; `set_parameters` swaps them (traced tensors
+-- while tpu.jit traces a step, updated values after it). Containers keep their children in
+-- `self.modules`. The training methods (compile, fit, evaluate, predict) come from
+-- tpu.nn.training.
+local class = require "tpu.class"
+local util = require "tpu.nn.util"
+local initializers = require "tpu.nn.initializers"
+
+local Module = class("Module")
+
+local counters = {}  -- per default-name counters: dense_1, dense_2, ...
+
+local function default_name(cls_name)
+  local base = util.snake_case(cls_name)
+  counters[base] = (counters[base] or 0) + 1
+  return base .. "_" .. counters[base]
+end
+
+-- Options every layer accepts; subclasses pass their own list to check_options.
+Module.common_options = {"name", "dtype", "trainable"}
+
+function Module:__init(opts)
+  opts = opts or {}
+  util.check_options(self, opts, Module.common_options)
+  self:init_common(opts)
+end
+
+-- Sets the fields every module has; subclasses call it from their __init.
+function Module:init_common(opts)
+  if opts.name ~= nil and type(opts.name) ~= "string" then
+    util.fail("%s: name must be a string, got %s", self.__name, util.show(opts.name))
+  end
+  self.name = opts.name or default_name(self.__name)
+  self.dtype = util.check_dtype(self, opts.dtype)
+  self.trainable = opts.trainable ~= false
+  self.built = false
+  self.modules = self.modules or {}
+  self._weights = {}
+end
+
+-- Floating dtypes for the layer's variables and its computation (mixed precision aware).
+function Module:variable_dtype()
+  return self.dtype or util.policy().variable_dtype
+end
+
+function Module:compute_dtype()
+  return self.dtype or util.policy().compute_dtype
+end
+
+-- Fields every module needs, for subclasses whose __init forgot init_common.
+local function ensure_init(self)
+  if rawget(self, "_weights") == nil then self:init_common({}) end
+end
+
+-- Creates a weight, stores it as self[name] and returns it.
+function Module:add_weight(spec)
+  ensure_init(self)
+  if type(spec) ~= "table" or type(spec.name) ~= "string" or type(spec.shape) ~= "table" then
+    util.fail("%s '%s': add_weight needs {name = <string>, shape = <table>, ...}, got %s",
+      self.__name, self.name, util.show(spec))
+  end
+  local init = initializers.get(spec.initializer or "glorot_uniform")
+  local dtype = spec.dtype or self:variable_dtype()
+  local value = init(initializers.next_key(), util.copy(spec.shape), dtype)
+  table.insert(self._weights, {name = spec.name, value = value, trainable = spec.trainable ~= false})
+  self[spec.name] = value
+  return value
+end
+
+-- Default build: nothing to create. Subclasses override build(input_shape).
+function Module:build(_input_shape) end
+
+-- Builds once; containers call it with shapes before any data flows.
+function Module:maybe_build(input_shape)
+  ensure_init(self)
+  if self.built then return end
+  self:build(input_shape)
+  self.built = true
+  self.input_shape = util.copy(input_shape)
+end
+
+-- Keras-like input checks recorded by build: self.input_spec = {min_ndim=, ndim=, axes={[-1]=n}}.
+function Module:check_input(x)
+  local spec = self.input_spec
+  if not spec or not util.is_tensor(x) then return end
+  local shape, nd = x.shape, x.ndim or #x.shape
+  if spec.ndim and nd ~= spec.ndim then
+    util.fail("%s '%s' expects input with %d dimensions, got %s",
+      self.__name, self.name, spec.ndim, util.describe(x))
+  end
+  if spec.min_ndim and nd < spec.min_ndim then
+    util.fail("%s '%s' expects input with at least %d dimensions, got %s",
+      self.__name, self.name, spec.min_ndim, util.describe(x))
+  end
+  for axis, size in pairs(spec.axes or {}) do
+    local i = axis < 0 and nd + 1 + axis or axis
+    if shape[i] ~= size then
+      util.fail("%s '%s' expects input with %s %d, got %s", self.__name, self.name,
+        axis == -1 and "last dimension" or ("dimension " .. axis), size, util.describe(x))
+    end
+  end
+end
+
+-- layer(x, ctx): builds on first use, checks the input, runs call.
+function Module:__call(x, ctx)
+  self:maybe_build(util.shape_of(x))
+  self:check_input(x)
+  local y = self:call(x, ctx or {training = false})
+  self.output_shape = util.shape_of(y)
+  return y
+end
+
+function Module:call(_x, _ctx)
+  util.fail("%s '%s' has no call(x, ctx) method", self.__name, self.name)
+end
+
+-- Default output shape: run the layer once eagerly on zeros (layers override this cheaply).
+function Module:compute_output_shape(input_shape)
+  local tpu = require "tpu"
+  return self:call(tpu.zeros(input_shape), {training = false}).shape
+end
+
+-- Weights in a fixed order: own weights in creation order, then children in layer order.
+-- Each entry: {owner=, entry=, trainable=} (trainable is false under a frozen parent).
+function Module:weight_entries(out, frozen)
+  ensure_init(self)
+  out = out or {}
+  frozen = frozen or not self.trainable
+  for _, e in ipairs(self._weights) do
+    table.insert(out, {owner = self, entry = e, trainable = e.trainable and not frozen})
+  end
+  for _, m in ipairs(self.modules) do m:weight_entries(out, frozen) end
+  return out
+end
+
+function Module:parameters()
+  local list = {}
+  for i, w in ipairs(self:weight_entries()) do list[i] = w.entry.value end
+  return list
+end
+
+-- Indices (into parameters()) of the weights the optimizer updates.
+function Module:trainable_indices()
+  local idx = {}
+  for i, e in ipairs(self:weight_entries()) do
+    if e.trainable then table.insert(idx, i) end
+  end
+  return idx
+end
+
+-- Swaps in new tensors, in parameters() order. Fields that held the old tensor are updated too.
+function Module:set_parameters(list)
+  local entries = self:weight_entries()
+  if #list ~= #entries then
+    util.fail("%s '%s': set_parameters expects %d tensors, got %d",
+      self.__name, self.name, #entries, #list)
+  end
+  for i, w in ipairs(entries) do
+    local old, new = w.entry.value, list[i]
+    for k, v in pairs(w.owner) do
+      if rawequal(v, old) then w.owner[k] = new end
+    end
+    w.entry.value = new
+  end
+end
+
+function Module:count_params()
+  local n = 0
+  for _, p in ipairs(self:parameters()) do n = n + util.numel(p.shape) end
+  return n
+end
+
+-- One-line description used by __tostring; layers override it.
+function Module:repr()
+  return "nn." .. self.__name
+end
+
+function Module:__tostring()
+  return self:repr()
+end
+
+function Module:summary()
+  io.stdout:write(require("tpu.nn.summary")(self), "\n")
+end
+
+for k, v in pairs(require "tpu.nn.training") do Module[k] = v end
+
+return Module

@@ -1,0 +1,108 @@
+-- Keras-style progress line for fit/evaluate:
+--   234/234 [==============================] - 3s 11ms/step - loss: 0.4012 - accuracy: 0.8563
+-- On a terminal the line is redrawn as steps complete; otherwise only the final line is printed;
+-- verbose = 0 prints nothing.
+local class = require "tpu.class"
+
+local Progbar = class("Progbar")
+
+local WIDTH = 30
+
+local function tpu_core()
+  local ok, tpu = pcall(require, "tpu")
+  return ok and type(tpu) == "table" and tpu.core or {}
+end
+
+function Progbar.now()
+  local core = tpu_core()
+  return core.now and core.now() or os.time()
+end
+
+function Progbar.isatty()
+  local core = tpu_core()
+  return core.isatty ~= nil and core.isatty() == true
+end
+
+-- Progbar{target = steps or nil (unknown), verbose = 1, tty = bool, out = file}
+function Progbar:__init(opts)
+  self.target = opts.target and opts.target > 0 and opts.target or nil
+  self.verbose = opts.verbose or 1
+  self.tty = opts.tty
+  if self.tty == nil then self.tty = Progbar.isatty() end
+  self.out = opts.out or io.stdout
+  self.start = Progbar.now()
+  self.last_draw = -math.huge
+  self.width = 0
+end
+
+local function format_value(v)
+  if math.abs(v) > 1e-3 or v == 0 then return string.format("%.4f", v) end
+  return string.format("%.4e", v)
+end
+
+local function format_time(t)  -- per-step time
+  if t >= 1 then return string.format("%.0fs/step", t) end
+  if t >= 1e-3 then return string.format("%.0fms/step", t * 1e3) end
+  return string.format("%.0fus/step", t * 1e6)
+end
+
+local function format_eta(s)
+  if s > 3600 then
+    return string.format("%d:%02d:%02d", s // 3600, (s % 3600) // 60, s % 60)
+  elseif s > 60 then
+    return string.format("%d:%02d", s // 60, s % 60)
+  end
+  return string.format("%ds", s)
+end
+
+function Progbar:bar(current)
+  if not self.target then
+    return string.format("%7d/Unknown", current)
+  end
+  local digits = #tostring(self.target)
+  local filled = math.floor(WIDTH * math.min(current / self.target, 1))
+  local bar = string.rep("=", math.max(filled - 1, 0))
+  if filled > 0 then bar = bar .. (current < self.target and ">" or "=") end
+  bar = bar .. string.rep(".", WIDTH - filled)
+  return string.format("%" .. digits .. "d/%d [%s]", current, self.target, bar)
+end
+
+-- values: list of {name, number}
+function Progbar:line(current, values, final)
+  local elapsed = Progbar.now() - self.start
+  local parts = {self:bar(current)}
+  if final or not self.target then
+    parts[#parts + 1] = string.format("%.0fs %s", elapsed, format_time(elapsed / math.max(current, 1)))
+  else
+    local eta = elapsed / math.max(current, 1) * (self.target - current)
+    parts[#parts + 1] = "ETA: " .. format_eta(math.floor(eta + 0.5))
+  end
+  for _, nv in ipairs(values) do
+    parts[#parts + 1] = nv[1] .. ": " .. format_value(nv[2])
+  end
+  return table.concat(parts, " - ")
+end
+
+function Progbar:draw(text, final)
+  local pad = math.max(self.width - #text, 0)
+  self.out:write("\r", text, string.rep(" ", pad), final and "\n" or "")
+  self.out:flush()
+  self.width = #text
+end
+
+-- Call after each step; `final` closes the line (after validation, with its values).
+function Progbar:update(current, values, final)
+  if self.verbose == 0 then return end
+  if final then
+    local text = self:line(current, values, true)
+    if self.tty then self:draw(text, true) else self.out:write(text, "\n") end
+    return
+  end
+  if not self.tty then return end
+  local now = Progbar.now()
+  if now - self.last_draw < 0.05 and current ~= self.target then return end
+  self.last_draw = now
+  self:draw(self:line(current, values, current == self.target), false)
+end
+
+return Progbar

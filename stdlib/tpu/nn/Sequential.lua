@@ -1,0 +1,72 @@
+-- A stack of layers, each feeding the next:
+--
+--   local model = nn.Sequential {nn.Flatten(), nn.Dense(512, {activation = "relu"}), nn.Dense(10)}
+--   model:add(nn.Activation("softmax"))
+local Module = require "tpu.nn.Module"
+local util = require "tpu.nn.util"
+
+local Sequential = Module:extend("Sequential")
+
+local function check_layer(layer, i)
+  if type(layer) == "table" and rawget(layer, "__index") == layer and layer.__name then
+    util.fail("Sequential: layer %d is the class %s, not a layer; call it: nn.%s()",
+      i, layer.__name, layer.__name)
+  end
+  if not Module.is_instance(layer) then
+    util.fail("Sequential: layer %d is not a layer (nn.Module), got %s", i, util.show(layer))
+  end
+end
+
+-- Sequential{layer, layer, ..., name = "mlp"}
+function Sequential:__init(spec)
+  spec = spec or {}
+  util.check_options(self, spec, Module.common_options)
+  self:init_common(spec)
+  for i, layer in ipairs(spec) do
+    check_layer(layer, i)
+    self.modules[i] = layer
+  end
+end
+
+function Sequential:add(layer)
+  check_layer(layer, #self.modules + 1)
+  if self.built then
+    util.fail("Sequential '%s': cannot add a layer after the model is built", self.name)
+  end
+  table.insert(self.modules, layer)
+  return self
+end
+
+-- Builds every layer from the input shape alone, so no data has to flow (and nothing is traced).
+function Sequential:build(input_shape)
+  local shape = input_shape
+  for _, layer in ipairs(self.modules) do
+    layer:maybe_build(shape)
+    shape = layer:compute_output_shape(shape)
+    layer.output_shape = shape
+  end
+  self.built, self.input_shape, self.output_shape = true, util.copy(input_shape), shape
+end
+
+function Sequential:call(x, ctx)
+  for _, layer in ipairs(self.modules) do x = layer(x, ctx) end
+  return x
+end
+
+function Sequential:compute_output_shape(input_shape)
+  local shape = input_shape
+  for _, layer in ipairs(self.modules) do shape = layer:compute_output_shape(shape) end
+  return shape
+end
+
+function Sequential:repr()
+  local lines = {"nn.Sequential {"}
+  for i, layer in ipairs(self.modules) do
+    local text = tostring(layer):gsub("\n", "\n  ")
+    lines[#lines + 1] = string.format("  (%d): %s", i, text)
+  end
+  lines[#lines + 1] = "}"
+  return table.concat(lines, "\n")
+end
+
+return Sequential

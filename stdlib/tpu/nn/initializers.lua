@@ -1,0 +1,84 @@
+-- Weight initializers: fn(key, shape, dtype) -> tensor. Keys come from one global seed and a
+-- counter, so a script that builds the same model with the same seed gets the same weights.
+--
+--   nn.set_seed(42)          -- also reset by `tputrain --seed N` (tpu.seed), default 0
+--   local w = nn.initializers.get("he_normal")(key, {784, 512}, "f32")
+local util = require "tpu.nn.util"
+
+local M = {}
+
+local state = {seed = nil, counter = 0}
+
+local function tpu() return require "tpu" end
+
+-- `tputrain --seed N` (tpu.seed, or the CLI options table), else 0.
+local function initial_seed()
+  local s = tpu().seed
+  if type(s) == "function" then s = s() end
+  local cli = package.loaded["tpu.options"]
+  if math.type(s) ~= "integer" and type(cli) == "table" then s = cli.seed end
+  return math.type(s) == "integer" and s >= 0 and s or 0
+end
+
+function M.set_seed(n)
+  if math.type(n) ~= "integer" or n < 0 then
+    util.fail("set_seed expects a non-negative integer, got %s", util.show(n))
+  end
+  state.seed, state.counter = n, 0
+end
+
+-- The key for the next weight created.
+function M.next_key()
+  state.seed = state.seed or initial_seed()
+  state.counter = state.counter + 1
+  return tpu().random.key(state.seed):fold_in(state.counter)
+end
+
+-- fan_in, fan_out as Keras computes them: the last two dims times the receptive field.
+local function fans(shape)
+  local n = #shape
+  if n == 0 then return 1, 1 end
+  if n == 1 then return shape[1], shape[1] end
+  local receptive = 1
+  for i = 1, n - 2 do receptive = receptive * shape[i] end
+  return shape[n - 1] * receptive, shape[n] * receptive
+end
+
+local function uniform(limit_of)
+  return function(key, shape, dtype)
+    local limit = limit_of(fans(shape))
+    local t = tpu().random.uniform(key, shape, {minval = -limit, maxval = limit})
+    return dtype and t.dtype ~= dtype and t:cast(dtype) or t
+  end
+end
+
+local function normal(stddev_of)
+  return function(key, shape, dtype)
+    local t = tpu().random.normal(key, shape, {stddev = stddev_of(fans(shape))})
+    return dtype and t.dtype ~= dtype and t:cast(dtype) or t
+  end
+end
+
+M.glorot_uniform = uniform(function(fi, fo) return math.sqrt(6 / (fi + fo)) end)
+M.glorot_normal = normal(function(fi, fo) return math.sqrt(2 / (fi + fo)) end)
+M.he_uniform = uniform(function(fi) return math.sqrt(6 / fi) end)
+M.he_normal = normal(function(fi) return math.sqrt(2 / fi) end)
+M.lecun_normal = normal(function(fi) return math.sqrt(1 / fi) end)
+
+function M.zeros(_key, shape, dtype) return tpu().zeros(shape, {dtype = dtype}) end
+function M.ones(_key, shape, dtype) return tpu().ones(shape, {dtype = dtype}) end
+
+local names = {"glorot_uniform", "glorot_normal", "he_uniform", "he_normal", "lecun_normal",
+               "zeros", "ones"}
+
+-- A name or a function(key, shape, dtype) -> tensor.
+function M.get(init)
+  if type(init) == "function" then return init end
+  for _, n in ipairs(names) do
+    if n == init then return M[n] end
+  end
+  util.fail("unknown initializer %s (expected a function or one of: %s)",
+    util.show(init), table.concat(names, ", "))
+end
+
+return M

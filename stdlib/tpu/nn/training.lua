@@ -1,0 +1,388 @@
+-- Model methods mixed into nn.Module: compile, fit, evaluate, predict.
+--
+--   model:compile {optimizer = optim.Adam {lr = 1e-3}, loss = "sparse_categorical_crossentropy",
+--                  metrics = {"accuracy"}}
+--   local history = model:fit(train, {epochs = 3, validation_data = test})
+--   print(model:evaluate(test).accuracy)
+--
+-- One training step is one tpu.jit function, step(params, opt_state, frozen, x, y): forward,
+-- value_and_grad, the optimizer update and the batch's loss/metric partial sums, all traced once.
+-- Only the partial sums (one small f32 vector) come back to the host each step.
+local util = require "tpu.nn.util"
+local History = require "tpu.nn.History"
+local Progbar = require "tpu.nn.Progbar"
+
+local M = {}
+
+local function tpu() return require "tpu" end
+
+---------------------------------------------------------------- compile
+
+local compile_options = {"optimizer", "loss", "metrics", "steps_per_execution"}
+
+function M:compile(spec)
+  util.check_options({__name = "compile"}, spec or {}, compile_options)
+  spec = spec or {}
+  if spec.optimizer == nil or spec.loss == nil then
+    util.fail("compile needs an optimizer and a loss, e.g. model:compile{optimizer = "
+      .. "\"adam\", loss = \"sparse_categorical_crossentropy\"}")
+  end
+  if spec.metrics ~= nil and type(spec.metrics) ~= "table" then
+    util.fail("compile: metrics must be a list, e.g. {\"accuracy\"}, got %s", util.show(spec.metrics))
+  end
+  local metrics = {}
+  for i, m in ipairs(spec.metrics or {}) do metrics[i] = require("tpu.metrics").get(m) end
+  self.compiled = {
+    optimizer = require("tpu.optim").get(spec.optimizer),
+    loss = require("tpu.losses").get(spec.loss),
+    metrics = metrics,
+    steps = {},
+  }
+  self.optimizer_state = nil
+end
+
+local function compiled(model, what)
+  if not model.compiled then
+    util.fail("%s '%s' must be compiled before %s: call model:compile{optimizer = ..., loss = ...}",
+      model.__name, model.name, what)
+  end
+  return model.compiled
+end
+
+---------------------------------------------------------------- batches
+
+-- Iterates batches of a data set (anything with :iter()), of a tensor (predict) or of an
+-- {x, y} pair of tensors cut into batches of `batch_size` along the first axis.
+local function slices(list, batch_size)
+  local n = list[1].shape[1]
+  local first = 1
+  return function()
+    if first > n then return nil end
+    local last = math.min(first + batch_size - 1, n)
+    local out = {}
+    for i, t in ipairs(list) do out[i] = t:slice {{first, last}} end
+    first = last + 1
+    return table.unpack(out)
+  end
+end
+
+local function is_dataset(data)
+  return type(data) == "table" and type(data.iter) == "function"
+end
+
+local function batches(data, batch_size)
+  batch_size = batch_size or 32
+  if is_dataset(data) then
+    local f, s, ctl = data:iter()
+    return function()
+      local r = table.pack(f(s, ctl))
+      ctl = r[1]
+      return table.unpack(r, 1, r.n)
+    end
+  end
+  if util.is_tensor(data) then return slices({data}, batch_size) end
+  if type(data) == "table" and util.is_tensor(data[1]) then return slices(data, batch_size) end
+  util.fail("expected a data set (tpu.data), a tensor or an {x, y} pair of tensors, got %s",
+    util.show(data))
+end
+
+-- Number of batches, or nil when unknown (the progress bar then counts up).
+local function cardinality(data, batch_size)
+  if is_dataset(data) then
+    local n = type(data.cardinality) == "function" and data:cardinality() or -1
+    return n >= 0 and n or nil
+  end
+  local x = util.is_tensor(data) and data or type(data) == "table" and data[1]
+  if not util.is_tensor(x) then return nil end
+  batch_size = batch_size or 32
+  return (x.shape[1] + batch_size - 1) // batch_size
+end
+
+---------------------------------------------------------------- building
+
+local function fully_built(m)
+  if not m.built then return false end
+  for _, c in ipairs(m.modules) do
+    if not fully_built(c) then return false end
+  end
+  return true
+end
+
+-- Creates every weight before anything is traced (from shapes, or one eager forward pass).
+local function ensure_built(model, x)
+  model:maybe_build(util.shape_of(x))
+  if not fully_built(model) then model(x, {training = false}) end
+end
+
+---------------------------------------------------------------- traced steps
+
+-- The full parameter list from the trainable ones and the frozen ones.
+local function merge(layout, trainable, frozen)
+  local all = {}
+  for i, idx in ipairs(layout.trainable) do all[idx] = trainable[i] end
+  for i, idx in ipairs(layout.frozen) do all[idx] = frozen[i] end
+  return all
+end
+
+local function split(layout, all)
+  local t, f = {}, {}
+  for i, idx in ipairs(layout.trainable) do t[i] = all[idx] end
+  for i, idx in ipairs(layout.frozen) do f[i] = all[idx] end
+  return t, f
+end
+
+local function param_layout(model)
+  local trainable, frozen, is_t = model:trainable_indices(), {}, {}
+  for _, i in ipairs(trainable) do is_t[i] = true end
+  for i = 1, #model:parameters() do
+    if not is_t[i] then frozen[#frozen + 1] = i end
+  end
+  return {trainable = trainable, frozen = frozen}
+end
+
+-- Runs fn with the model's weights swapped for `params`; always puts the real ones back.
+local function with_params(model, params, fn, ...)
+  local saved = model:parameters()
+  model:set_parameters(params)
+  local res = table.pack(pcall(fn, ...))
+  model:set_parameters(saved)
+  if not res[1] then error(res[2], 0) end
+  return table.unpack(res, 2, res.n)
+end
+
+local function f32(x)
+  return x.dtype == "f32" and x or x:cast("f32")
+end
+
+-- One f32 vector: loss sum, example count, then (numerator, denominator) per metric.
+local function batch_stats(c, loss, y, y_pred)
+  local t = tpu()
+  local n = util.is_tensor(y_pred) and y_pred.shape[1] or y.shape[1]
+  local parts = {f32(loss) * n, t.tensor(n, {dtype = "f32"})}
+  for _, m in ipairs(c.metrics) do
+    local num, den = m.partial(y, y_pred)
+    parts[#parts + 1] = f32(num)
+    parts[#parts + 1] = f32(den)
+  end
+  return t.stack(parts, 1)
+end
+
+local function make_train_step(model, c, layout)
+  local t = tpu()
+  local function loss_of(tparams, frozen, x, y)
+    model:set_parameters(merge(layout, tparams, frozen))
+    local y_pred = model(x, {training = true})
+    return c.loss(y, y_pred), y_pred
+  end
+  local grad_fn = t.value_and_grad(loss_of, {argnums = 1, has_aux = true, name = "train_step.grad"})
+  return t.jit(function(tparams, opt_state, frozen, x, y)
+    local loss, y_pred, grads = with_params(model, model:parameters(), grad_fn, tparams, frozen, x, y)
+    local new_params, new_state = c.optimizer:update(tparams, grads, opt_state)
+    return new_params, new_state, batch_stats(c, loss, y, y_pred)
+  end, {name = "train_step", donate_argnums = {1, 2}})
+end
+
+local function make_eval_step(model, c)
+  return tpu().jit(function(params, x, y)
+    return with_params(model, params, function()
+      local y_pred = model(x, {training = false})
+      return batch_stats(c, c.loss(y, y_pred), y, y_pred)
+    end)
+  end, {name = "eval_step"})
+end
+
+local function make_predict_step(model)
+  return tpu().jit(function(params, x)
+    return with_params(model, params, model, x, {training = false})
+  end, {name = "predict_step"})
+end
+
+local function step_fn(model, c, kind)
+  if not c.steps[kind] then
+    if kind == "train" then
+      c.layout = param_layout(model)
+      c.steps.train = make_train_step(model, c, c.layout)
+    elseif kind == "eval" then
+      c.steps.eval = make_eval_step(model, c)
+    else
+      c.steps.predict = make_predict_step(model)
+    end
+  end
+  return c.steps[kind]
+end
+
+---------------------------------------------------------------- running sums
+
+local function new_sums(c)
+  local s = {}
+  for i = 1, 2 + 2 * #c.metrics do s[i] = 0 end
+  return s
+end
+
+local function add_stats(sums, stats)
+  for i, v in ipairs(stats:totable()) do sums[i] = sums[i] + v end
+end
+
+-- Ordered {name, value} pairs and a name -> value table from the sums.
+local function results(c, sums, prefix)
+  prefix = prefix or ""
+  local pairs_, logs = {}, {}
+  local function put(name, value)
+    pairs_[#pairs_ + 1] = {prefix .. name, value}
+    logs[prefix .. name] = value
+  end
+  put("loss", sums[1] / math.max(sums[2], 1))
+  for i, m in ipairs(c.metrics) do
+    put(m.name, sums[1 + 2 * i] / math.max(sums[2 + 2 * i], 1e-30))
+  end
+  return pairs_, logs
+end
+
+local function verbosity(v)
+  if v == nil or v == true then return 1 end
+  if v == false then return 0 end
+  return v
+end
+
+---------------------------------------------------------------- callbacks
+
+local function callback(cbs, hook, ...)
+  for _, cb in ipairs(cbs) do
+    if type(cb[hook]) == "function" then cb[hook](cb, ...) end
+  end
+end
+
+---------------------------------------------------------------- fit
+
+local function train_epoch(model, c, data, opts, bar, cbs)
+  local sums, step = new_sums(c), 0
+  local it = batches(data, opts.batch_size)
+  for x, y in it do
+    if not model.optimizer_state then
+      ensure_built(model, x)
+      local layout = param_layout(model)
+      model.optimizer_state = c.optimizer:init((split(layout, model:parameters())))
+    end
+    local train = step_fn(model, c, "train")
+    local tparams, frozen = split(c.layout, model:parameters())
+    local new_params, new_state, stats = train(tparams, model.optimizer_state, frozen, x, y)
+    model:set_parameters(merge(c.layout, new_params, frozen))
+    model.optimizer_state = new_state
+    add_stats(sums, stats)
+    step = step + 1
+    local shown, logs = results(c, sums)
+    bar:update(step, shown)
+    callback(cbs, "on_train_batch_end", step, logs)
+    if opts.steps_per_epoch and step >= opts.steps_per_epoch then break end
+  end
+  if step == 0 then util.fail("fit: the training data set produced no batches") end
+  return sums, step
+end
+
+local function evaluate_sums(model, c, data, opts, bar)
+  local sums, step = new_sums(c), 0
+  for x, y in batches(data, opts.batch_size) do
+    ensure_built(model, x)
+    local stats = step_fn(model, c, "eval")(model:parameters(), x, y)
+    add_stats(sums, stats)
+    step = step + 1
+    if bar then bar:update(step, (results(c, sums))) end
+  end
+  if step == 0 then util.fail("evaluate: the data set produced no batches") end
+  return sums, step
+end
+
+local fit_options = {"epochs", "validation_data", "verbose", "callbacks", "batch_size",
+                     "steps_per_epoch"}
+
+-- Steps per epoch for the progress bar; an endless data set needs steps_per_epoch.
+local function epoch_steps(data, opts)
+  local spe = opts.steps_per_epoch
+  if spe ~= nil and not util.is_positive_integer(spe) then
+    util.fail("fit: steps_per_epoch must be a positive integer, got %s", util.show(spe))
+  end
+  if is_dataset(data) and type(data.cardinality) == "function" and data:cardinality() == -1
+     and not spe then
+    util.fail("fit: the training data set never ends (cycle() without a count); "
+      .. "pass steps_per_epoch = N to fit, or give cycle a count")
+  end
+  local n = cardinality(data, opts.batch_size)
+  if spe then return n and math.min(n, spe) or spe end
+  return n
+end
+
+function M:fit(data, opts)
+  opts = opts or {}
+  util.check_options({__name = "fit"}, opts, fit_options)
+  local c = compiled(self, "fit")
+  local epochs = opts.epochs or 1
+  if not util.is_positive_integer(epochs) then
+    util.fail("fit: epochs must be a positive integer, got %s", util.show(epochs))
+  end
+  local verbose, cbs = verbosity(opts.verbose), opts.callbacks or {}
+  local history = History {epochs = epochs, verbose = verbose}
+  self.history, self.stop_training = history, false
+  for _, cb in ipairs(cbs) do
+    if type(cb) == "table" and cb.model == nil then cb.model = self end
+  end
+  callback(cbs, "on_train_begin", {})
+  local steps = epoch_steps(data, opts)
+  for epoch = 1, epochs do
+    if verbose > 0 then io.stdout:write(string.format("Epoch %d/%d\n", epoch, epochs)) end
+    callback(cbs, "on_epoch_begin", epoch, {})
+    local bar = Progbar {target = steps, verbose = verbose}
+    local sums
+    sums, steps = train_epoch(self, c, data, opts, bar, cbs)
+    local shown, logs = results(c, sums)
+    if opts.validation_data then
+      local vshown, vlogs = results(c, (evaluate_sums(self, c, opts.validation_data, opts)), "val_")
+      for _, p in ipairs(vshown) do shown[#shown + 1] = p; logs[p[1]] = vlogs[p[1]] end
+    end
+    bar:update(steps, shown, true)
+    local order = {}
+    for i, p in ipairs(shown) do order[i] = p[1] end
+    history:append(epoch, logs, order)
+    callback(cbs, "on_epoch_end", epoch, logs)
+    if self.stop_training then break end
+  end
+  callback(cbs, "on_train_end", {})
+  return history
+end
+
+---------------------------------------------------------------- evaluate, predict
+
+function M:evaluate(data, opts)
+  opts = opts or {}
+  util.check_options({__name = "evaluate"}, opts, {"verbose", "batch_size"})
+  local c = compiled(self, "evaluate")
+  local verbose = verbosity(opts.verbose)
+  local bar = Progbar {target = cardinality(data, opts.batch_size), verbose = verbose}
+  local sums, steps = evaluate_sums(self, c, data, opts, bar)
+  local shown, logs = results(c, sums)
+  bar:update(steps, shown, true)
+  return logs
+end
+
+-- predict(ds | tensor | {x}) -> tensor of outputs for every example (concatenated batches).
+function M:predict(data, opts)
+  opts = opts or {}
+  util.check_options({__name = "predict"}, opts, {"verbose", "batch_size"})
+  self.predict_steps = self.predict_steps or {steps = {}}
+  local c = self.predict_steps
+  if util.is_tensor(data) and not opts.batch_size then
+    ensure_built(self, data)
+    return step_fn(self, c, "predict")(self:parameters(), data)
+  end
+  local outs = {}
+  local bar = Progbar {target = cardinality(data, opts.batch_size), verbose = verbosity(opts.verbose or 0)}
+  for x in batches(data, opts.batch_size) do
+    ensure_built(self, x)
+    outs[#outs + 1] = step_fn(self, c, "predict")(self:parameters(), x)
+    bar:update(#outs, {})
+  end
+  if #outs == 0 then util.fail("predict: the data set produced no batches") end
+  bar:update(#outs, {}, true)
+  return #outs == 1 and outs[1] or tpu().concat(outs, 1)
+end
+
+return M

@@ -1,0 +1,30 @@
+-- Stochastic gradient descent with optional (Nesterov) momentum, as Keras computes it:
+--   v = momentum * v - lr * g;  p = p + v            (nesterov: p = p + momentum * v - lr * g)
+local Optimizer = require "tpu.optim.Optimizer"
+local util = require "tpu.nn.util"
+
+local SGD = Optimizer:extend("SGD")
+SGD.default_lr = 0.01
+
+function SGD:__init(opts)
+  opts = opts or {}
+  util.check_options(self, opts, {"lr", "momentum", "nesterov"})
+  self.lr = self:check_lr(opts)
+  self.momentum = self:check_number("momentum", opts.momentum or 0, 0, 1)
+  self.nesterov = opts.nesterov == true
+  self.slots = self.momentum > 0 and {"velocity"} or {}
+end
+
+function SGD:scalars(state, _step)
+  return {lr = state.lr}
+end
+
+function SGD:update_one(p, g, slots, s)
+  local lr = Optimizer.like(s.lr, p)
+  if self.momentum == 0 then return p - lr * g, {} end
+  local v = slots.velocity * self.momentum - lr * g
+  if self.nesterov then return p + v * self.momentum - lr * g, {velocity = v} end
+  return p + v, {velocity = v}
+end
+
+return SGD

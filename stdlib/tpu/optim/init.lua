@@ -1,0 +1,24 @@
+-- tpu.optim: functional optimizers (state is a table of tensors; updates trace into the step).
+local optim = {}
+
+optim.Optimizer = require "tpu.optim.Optimizer"
+optim.SGD = require "tpu.optim.SGD"
+optim.Adam = require "tpu.optim.Adam"
+
+local by_name = {sgd = optim.SGD, adam = optim.Adam}
+
+-- An optimizer object, or a name ("adam", "sgd") for one with default settings.
+function optim.get(x)
+  local util = require "tpu.nn.util"
+  if type(x) == "string" and by_name[x:lower()] then return by_name[x:lower()]() end
+  if type(x) == "table" and rawget(x, "__index") == x then
+    util.fail("optimizer %s is a class; make one: optim.%s{lr = ...}", x.__name, x.__name)
+  end
+  if type(x) == "table" and type(x.update) == "function" and type(x.init) == "function" then
+    return x
+  end
+  util.fail("unknown optimizer %s (expected an optimizer such as optim.Adam{} or one of: adam, sgd)",
+    util.show(x))
+end
+
+return optim

@@ -1,0 +1,77 @@
+-- Tests of tpu.losses and tpu.metrics against hand-computed values.
+local tpu = require "tpu"
+local check = require "check"
+local losses, metrics = tpu.losses, tpu.metrics
+
+local T = {}
+
+local logits = {{1, 2, 3}, {1, 1, 1}}
+-- row 1: log(e + e^2 + e^3) - 3 = 0.40760596; row 2: log 3 = 1.09861229; mean 0.75310912
+local expected = (math.log(math.exp(1) + math.exp(2) + math.exp(3)) - 3 + math.log(3)) / 2
+
+function T.sparse_cce_from_logits_any_integer_labels()
+  for _, dtype in ipairs {"u8", "i32"} do
+    local y = tpu.tensor({2, 0}, {dtype = dtype})
+    check.near(losses.sparse_categorical_crossentropy(y, tpu.tensor(logits)):item(), expected, 1e-5, dtype)
+  end
+end
+
+function T.sparse_cce_accepts_trailing_unit_axis()
+  local y = tpu.tensor({{2}, {0}}, {dtype = "i32"})
+  check.near(losses.sparse_categorical_crossentropy(y, tpu.tensor(logits)):item(), expected, 1e-5)
+end
+
+function T.sparse_cce_from_probabilities()
+  local probs = tpu.tensor {{0.2, 0.3, 0.5}, {0.25, 0.25, 0.5}}
+  local y = tpu.tensor({2, 1}, {dtype = "i32"})
+  local v = losses.sparse_categorical_crossentropy(y, probs, {from_logits = false}):item()
+  check.near(v, -(math.log(0.5) + math.log(0.25)) / 2, 1e-5)
+end
+
+function T.sparse_cce_shape_mismatch()
+  local y = tpu.tensor({1, 2, 0}, {dtype = "i32"})
+  check.raises(function() losses.sparse_categorical_crossentropy(y, tpu.tensor(logits)) end,
+    "labels i32%[3%] do not match predictions f32%[2,3%] %(expected labels of shape %[2%]%)")
+end
+
+function T.sparse_cce_gradient_is_softmax_minus_onehot()
+  local y = tpu.tensor({2, 0}, {dtype = "i32"})
+  local g = tpu.grad(function(z) return losses.sparse_categorical_crossentropy(y, z) end)(tpu.tensor(logits))
+  local gt = g:totable()
+  local s = math.exp(1) + math.exp(2) + math.exp(3)
+  check.near(gt[1][3], (math.exp(3) / s - 1) / 2, 1e-4)
+  check.near(gt[2][2], (1 / 3) / 2, 1e-4)
+end
+
+function T.categorical_and_binary_and_mse()
+  local onehot = tpu.tensor {{0, 0, 1}, {1, 0, 0}}
+  check.near(losses.categorical_crossentropy(onehot, tpu.tensor(logits)):item(), expected, 1e-5)
+  local z = tpu.tensor {{1}, {0}}
+  local p = tpu.tensor {{0.8}, {0.4}}
+  check.near(losses.binary_crossentropy(z, p):item(), -(math.log(0.8) + math.log(0.6)) / 2, 1e-5)
+  local x = tpu.tensor {{2}, {-1}}
+  local sig = function(v) return 1 / (1 + math.exp(-v)) end
+  check.near(losses.binary_crossentropy(z, x, {from_logits = true}):item(),
+    -(math.log(sig(2)) + math.log(1 - sig(-1))) / 2, 1e-5)
+  check.near(losses.mse(tpu.tensor {1, 2}, tpu.tensor {2, 4}):item(), 2.5, 1e-6)
+end
+
+function T.get_by_name_or_function()
+  check.eq(losses.get("mse"), losses.mse)
+  local f = function(a, b) return (a - b):sum() end
+  check.eq(losses.get(f), f)
+  check.raises(function() losses.get("hinge") end, 'unknown loss "hinge"')
+end
+
+function T.accuracy_partial_sums()
+  local y = tpu.tensor({2, 1, 0}, {dtype = "u8"})
+  local scores = tpu.tensor {{0, 1, 5}, {3, 1, 0}, {9, 1, 1}}
+  local num, den = metrics.accuracy.partial(y, scores)
+  check.near(num:item(), 2, 0)
+  check.near(den:item(), 3, 0)
+  check.near(metrics.accuracy(y, scores):item(), 2 / 3, 1e-6)
+  check.eq(metrics.get("accuracy"), metrics.accuracy)
+  check.raises(function() metrics.get("f1") end, 'unknown metric "f1"')
+end
+
+return T

@@ -1,0 +1,244 @@
+-- Tests of tpu.nn: layers, containers, parameters, printing, errors, and a tiny fit.
+local tpu = require "tpu"
+local check = require "check"
+local jacobian = require "jacobian"
+local nn = tpu.nn
+
+local T = {}
+
+local function rand(shape, seed)
+  return tpu.random.uniform(tpu.random.key(seed or 1), shape, {minval = -1, maxval = 1})
+end
+
+local function shape_str(t) return table.concat(t.shape, ",") end
+
+-- A Dense(2 -> 3) with known weights.
+local function known_dense(opts)
+  local d = nn.Dense(3, opts)
+  d(tpu.zeros({1, 2}))
+  d:set_parameters {tpu.tensor {{1, 2, 3}, {4, 5, 6}}, tpu.tensor {0.5, -0.5, 0}}
+  return d
+end
+
+function T.dense_builds_on_first_call()
+  local d = nn.Dense(4)
+  check.eq(d.built, false)
+  local y = d(rand({2, 3}))
+  check.eq(shape_str(y), "2,4")
+  local p = d:parameters()
+  check.eq(#p, 2)
+  check.eq(shape_str(p[1]), "3,4")
+  check.eq(shape_str(p[2]), "4")
+  check.eq(d:count_params(), 16)
+end
+
+function T.dense_forward_values()
+  local y = known_dense()(tpu.tensor {{1, 1}, {2, -1}}):totable()
+  check.near(y[1][1], 5.5, 1e-5); check.near(y[1][2], 6.5, 1e-5); check.near(y[1][3], 9, 1e-5)
+  check.near(y[2][1], -1.5, 1e-5); check.near(y[2][2], -1.5, 1e-5); check.near(y[2][3], 0, 1e-5)
+end
+
+function T.dense_activation_and_no_bias()
+  local y = known_dense {activation = "relu"}(tpu.tensor {{2, -1}}):totable()
+  check.near(y[1][1], 0, 1e-6); check.near(y[1][2], 0, 1e-6); check.near(y[1][3], 0, 1e-6)
+  local d = nn.Dense(2, {use_bias = false})
+  d(rand({1, 5}))
+  check.eq(#d:parameters(), 1)
+end
+
+function T.dense_batched_input()
+  local d = nn.Dense(3)
+  check.eq(shape_str(d(rand({2, 4, 5}))), "2,4,3")
+end
+
+function T.dense_gradient_wrt_input()
+  local d = nn.Dense(3)
+  local x = rand({2, 4}, 7)
+  d(x)
+  check.near(jacobian.max_error(function(xx) return d(xx) end, x), 0, 1e-2)
+end
+
+function T.dense_gradient_wrt_weights()
+  local d = nn.Dense(3, {activation = "tanh"})
+  local x = rand({2, 4}, 8)
+  d(x)
+  local kernel, bias = table.unpack(d:parameters())
+  local function with_kernel(k)
+    d:set_parameters {k, bias}
+    return d(x)
+  end
+  local function with_bias(b)
+    d:set_parameters {kernel, b}
+    return d(x)
+  end
+  check.near(jacobian.max_error(with_kernel, kernel), 0, 1e-2)
+  check.near(jacobian.max_error(with_bias, bias), 0, 1e-2)
+  d:set_parameters {kernel, bias}
+end
+
+function T.dense_argument_errors()
+  check.raises(function() nn.Dense(0) end, "units must be a positive integer, got 0")
+  check.raises(function() nn.Dense(-3) end, "got %-3")
+  check.raises(function() nn.Dense(2.5) end, "got 2.5")
+  check.raises(function() nn.Dense("10") end, 'got "10"')
+  check.raises(function() nn.Dense(3, {activation = "relux"}) end,
+    'unknown activation "relux" %(expected a function or one of: gelu, linear, relu')
+  check.raises(function() nn.Dense(3, {activaton = "relu"}) end, "unknown option 'activaton'")
+  check.raises(function() nn.Dense(3, {kernel_initializer = "glorot"}) end,
+    'unknown initializer "glorot"')
+  check.raises(function() nn.Dense(3, {dtype = "f16"}) end, 'dtype must be "f32" or "bf16", got "f16"')
+end
+
+function T.wrong_input_shape_names_layer_and_shape()
+  local d = nn.Dense(4, {name = "probe"})
+  d(rand({32, 784}))
+  check.raises(function() d(rand({32, 100})) end,
+    "Dense 'probe' expects input with last dimension 784, got f32%[32,100%]")
+  check.raises(function() d(rand({784})) end, "at least 2 dimensions, got f32%[784%]")
+end
+
+function T.default_names_count_per_class()
+  local a, b = nn.Dense(1), nn.Dense(1)
+  local na, nb = tonumber(a.name:match("^dense_(%d+)$")), tonumber(b.name:match("^dense_(%d+)$"))
+  check.eq(nb, na + 1)
+  check.is_true(nn.Flatten().name:match("^flatten_%d+$") ~= nil)
+end
+
+function T.flatten_and_activation()
+  check.eq(shape_str(nn.Flatten()(rand({4, 2, 3}))), "4,6")
+  local y = nn.Activation("relu")(tpu.tensor {-1, 0, 2}):totable()
+  check.near(y[1], 0, 0); check.near(y[3], 2, 0)
+  local s = nn.Activation("softmax")(tpu.tensor {{1, 1}}):totable()
+  check.near(s[1][1], 0.5, 1e-6)
+  local sig = nn.Activation("sigmoid")(tpu.tensor {0}):totable()
+  check.near(sig[1], 0.5, 1e-6)
+  check.raises(function() nn.Activation("swishy") end, 'unknown activation "swishy"')
+end
+
+function T.sequential_parameters_in_layer_then_creation_order()
+  local m = nn.Sequential {nn.Flatten(), nn.Dense(5), nn.Dense(2, {use_bias = false}), nn.Dense(3)}
+  m(rand({2, 2, 2}))
+  local shapes = {}
+  for i, p in ipairs(m:parameters()) do shapes[i] = shape_str(p) end
+  check.eq(table.concat(shapes, " "), "4,5 5 5,2 2,3 3")
+end
+
+function T.set_parameters_swaps_values()
+  local m = nn.Sequential {nn.Dense(2), nn.Dense(1)}
+  local x = rand({3, 4})
+  m(x)
+  local zeros = {}
+  for i, p in ipairs(m:parameters()) do zeros[i] = tpu.zeros(p.shape) end
+  m:set_parameters(zeros)
+  check.near(m(x):abs():sum():item(), 0, 0)
+  check.eq(m.modules[1].kernel, zeros[1])
+  check.raises(function() m:set_parameters {zeros[1]} end, "set_parameters expects 4 tensors, got 1")
+end
+
+function T.sequential_rejects_non_layers()
+  check.raises(function() nn.Sequential {nn.Flatten(), 3} end, "layer 2 is not a layer")
+  check.raises(function() nn.Sequential {nn.Flatten} end, "layer 1 is the class Flatten")
+end
+
+function T.tostring_is_a_tree()
+  local m = nn.Sequential {nn.Flatten(), nn.Dense(4, {activation = "relu"}), nn.Dense(2)}
+  check.eq(tostring(m), "nn.Sequential {\n  (1): nn.Flatten\n  (2): nn.Dense(? -> 4, relu)\n"
+    .. "  (3): nn.Dense(? -> 2)\n}")
+  m(rand({1, 3, 2}))
+  check.eq(tostring(m.modules[2]), "nn.Dense(6 -> 4, relu)")
+  local outer = nn.Sequential {m, nn.Activation("softmax")}
+  check.eq(tostring(outer), "nn.Sequential {\n  (1): nn.Sequential {\n    (1): nn.Flatten\n"
+    .. "    (2): nn.Dense(6 -> 4, relu)\n    (3): nn.Dense(4 -> 2)\n  }\n"
+    .. "  (2): nn.Activation(softmax)\n}")
+end
+
+function T.initialization_is_deterministic_per_seed()
+  local function weights(seed)
+    nn.set_seed(seed)
+    local d = nn.Dense(3)
+    d(tpu.zeros({1, 4}))
+    return d.kernel:reshape({-1}):totable()
+  end
+  local a, b, c = weights(5), weights(5), weights(6)
+  local same, differ = true, false
+  for i = 1, #a do
+    same = same and a[i] == b[i]
+    differ = differ or a[i] ~= c[i]
+  end
+  check.is_true(same, "same seed, same weights")
+  check.is_true(differ, "another seed, other weights")
+  check.raises(function() nn.set_seed(-1) end, "non%-negative integer, got %-1")
+end
+
+function T.glorot_uniform_stays_within_its_limit()
+  local w = nn.initializers.glorot_uniform(tpu.random.key(3), {20, 30}, "f32")
+  local limit = math.sqrt(6 / 50)
+  check.is_true(w:abs():max():item() <= limit + 1e-6)
+  check.is_true(w:abs():max():item() > limit / 2)
+  check.near(nn.initializers.zeros(nil, {2}, "f32"):sum():item(), 0, 0)
+end
+
+function T.custom_layer_with_add_weight()
+  local Scale = nn.Module:extend("Scale")
+  function Scale:build(input_shape)
+    self:add_weight {name = "scale", shape = {input_shape[#input_shape]}, initializer = "ones"}
+  end
+  function Scale:call(x, _ctx) return x * self.scale end
+  local s = Scale {name = "my_scale"}
+  local y = s(tpu.tensor {{1, 2}})
+  check.eq(s.name, "my_scale")
+  check.near(y:sum():item(), 3, 1e-6)
+  check.eq(#s:parameters(), 1)
+  local m = nn.Sequential {Scale(), nn.Dense(1)}
+  m(tpu.tensor {{1, 2}})
+  check.eq(#m:parameters(), 3)
+  check.eq(tostring(m.modules[1]), "nn.Scale")
+end
+
+function T.trainable_false_freezes_weights()
+  local frozen = nn.Dense(2, {trainable = false})
+  local m = nn.Sequential {frozen, nn.Dense(1)}
+  m(rand({1, 3}))
+  local idx = m:trainable_indices()
+  check.eq(table.concat(idx, ","), "3,4")
+end
+
+function T.summary_counts_parameters()
+  local m = nn.Sequential {nn.Flatten(), nn.Dense(4), nn.Dense(2)}
+  m(rand({1, 3, 2}))
+  local text = require("tpu.nn.summary")(m)
+  check.is_true(text:find("Total params: 38", 1, true) ~= nil, text)
+  check.is_true(text:find("(None, 4)", 1, true) ~= nil, text)
+end
+
+-- A tiny linearly separable problem: the loss must drop and the history must fill in.
+function T.fit_evaluate_predict_tiny()
+  nn.set_seed(0)
+  local x = tpu.tensor {{1, 0}, {0, 1}, {1, 0.2}, {0.1, 1}, {0.9, 0}, {0, 0.8}, {1, 0.1}, {0.2, 0.9}}
+  local y = tpu.tensor({0, 1, 0, 1, 0, 1, 0, 1}, {dtype = "i32"})
+  local m = nn.Sequential {nn.Dense(2)}
+  m:compile {optimizer = tpu.optim.SGD {lr = 0.5}, loss = "sparse_categorical_crossentropy",
+             metrics = {"accuracy"}}
+  local h = m:fit({x, y}, {epochs = 5, batch_size = 4, verbose = 0, validation_data = {x, y}})
+  local loss = h.history.loss
+  check.eq(#loss, 5)
+  check.is_true(loss[5] < loss[1], "loss decreases")
+  check.eq(#h.history.val_accuracy, 5)
+  local r = m:evaluate({x, y}, {verbose = 0})
+  check.near(r.accuracy, 1, 1e-6)
+  check.is_true(r.loss < loss[1])
+  check.eq(shape_str(m:predict(x)), "8,2")
+  check.eq(shape_str(m:predict({x}, {batch_size = 3})), "8,2")
+end
+
+function T.fit_requires_compile()
+  local m = nn.Sequential {nn.Dense(2)}
+  check.raises(function() m:fit({tpu.zeros({2, 2}), tpu.zeros({2}, {dtype = "i32"})}) end,
+    "must be compiled before fit")
+  check.raises(function() m:compile {optimizer = "adamw", loss = "mse"} end, 'unknown optimizer "adamw"')
+  check.raises(function() m:compile {optimizer = "adam", loss = "hinge"} end, 'unknown loss "hinge"')
+  check.raises(function() m:compile {optimizer = "adam", loss = "mse", metrics = {"f1"}} end,
+    'unknown metric "f1"')
+end
+
+return T
