@@ -317,6 +317,14 @@ int l_take(lua_State* L) {
   if (t->shape().empty()) raise_user_error(L, "take from a scalar tensor");
   int64_t axis = lua_isnoneornil(L, 3) ? 0 : check_axis(L, 3, int64_t(t->shape().size()));
   Operand idx = operand_at(L, 2);
+  if (idx.tensor && idx.tensor->dtype() == DType::boolean) {  // masking: rule 2 when traced
+    lua_getfield(L, LUA_REGISTRYINDEX, "tpu.Tensor.methods");
+    lua_getfield(L, -1, "boolean_mask");
+    lua_pushvalue(L, 1);
+    lua_pushvalue(L, 2);
+    lua_call(L, 2, 1);
+    return 1;
+  }
   if (idx.tensor && !is_integer(idx.tensor->dtype()))
     raise_user_error(L, "take: indices must be an integer tensor, got " + type_str(idx.tensor->dtype(), idx.tensor->shape()));
   return apply_op(L, {{t, 0}, idx}, DType::i32,

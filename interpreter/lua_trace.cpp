@@ -89,6 +89,19 @@ CompileOptions compile_options(lua_State* L, int arg, std::string& dump_dir, std
   return o;
 }
 
+// With TPUTRAIN_CHECK_IR=1 every compiled graph must print, parse back and print the same
+// (the golden tests run this way, so every graph they compile exercises the parser).
+void check_round_trip(const Graph& g, const std::string& stage) {
+  static const bool on = [] {
+    const char* v = std::getenv("TPUTRAIN_CHECK_IR");
+    return v && std::strcmp(v, "1") == 0;
+  }();
+  if (!on) return;
+  std::string text = print_graph(g);
+  std::string again = print_graph(parse_graph(text));
+  if (again != text) throw Error("IR round trip changed graph '" + g.name + "' (" + stage + ")");
+}
+
 // Writes the graph before and after the pipeline to DIR/NAME.before.txt and NAME.after.txt.
 void dump_stage(const std::string& dir, const std::string& name, const std::string& stage, const Graph& g) {
   std::string file = dir + "/" + name + "." + stage + ".txt";
@@ -127,7 +140,9 @@ int l_trace_end(lua_State* L) {
       std::filesystem::create_directories(dump_dir);
       dump_stage(dump_dir, dump_name, "before", g);
     }
+    check_round_trip(g, "before the pipeline");
     auto exe = std::make_shared<Executable>(Executable::compile(std::move(g), options));
+    check_round_trip(exe->graph(), "after the pipeline");
     if (!dump_dir.empty()) dump_stage(dump_dir, dump_name, "after", exe->graph());
     pop_trace(t.id);
     void* p = lua_newuserdatauv(L, sizeof(LuaExecutable), 0);
@@ -269,6 +284,14 @@ int l_set_op_profiling(lua_State* L) {
   return 0;
 }
 
+// core.trace_name() -> name of the innermost trace, or nil.
+int l_trace_name(lua_State* L) {
+  Trace* t = active_trace();
+  if (t) lua_pushstring(L, t->name.c_str());
+  else lua_pushnil(L);
+  return 1;
+}
+
 int l_trace_depth(lua_State* L) {
   lua_pushinteger(L, lua_Integer(trace_stack().size()));
   return 1;
@@ -279,7 +302,7 @@ const luaL_Reg kFunctions[] = {{"trace_begin", l_trace_begin}, {"trace_param", l
                                {"trace_end", l_trace_end},     {"trace_abort", l_trace_abort},
                                {"trace_depth", l_trace_depth}, {"gradients", l_gradients},
                                {"lift", l_lift},                {"op_times", l_op_times},
-                               {"set_op_profiling", l_set_op_profiling},
+                               {"set_op_profiling", l_set_op_profiling}, {"trace_name", l_trace_name},
                                {nullptr, nullptr}};
 
 }  // namespace

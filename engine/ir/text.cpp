@@ -15,9 +15,10 @@ namespace tpu {
 
 namespace {
 
-std::string number(double v) {
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "%.9g", v);
+// Shortest form that reads back exactly: 9 digits for f32 values, 17 for doubles.
+std::string number(double v, int digits) {
+  char buf[40];
+  std::snprintf(buf, sizeof buf, "%.*g", digits, v);
   return buf;
 }
 
@@ -35,11 +36,13 @@ std::string attrs_text(const Node& n) {
   if (a.axis != 0) s += " axis=" + std::to_string(a.axis);
   if (a.flag_a) s += " ta";
   if (a.flag_b) s += " tb";
-  if (a.value != 0) s += " value=" + number(a.value);
+  if (a.value != 0) s += " value=" + number(a.value, 17);
   if (a.to != DType::f32) s += " to=" + std::string(name_of(a.to));
   if (a.literal) {
     s += " literal=[";
-    for (int64_t i = 0; i < a.literal->size(); ++i) s += (i ? "," : "") + number(a.literal->get(i));
+    const bool integral = !is_float(a.literal->dtype());
+    for (int64_t i = 0; i < a.literal->size(); ++i)
+      s += (i ? "," : "") + (integral ? std::to_string(int64_t(a.literal->get(i))) : number(a.literal->get(i), 9));
     s += "]";
   }
   return s;

@@ -17,6 +17,7 @@ for _, name in ipairs {"tensor", "zeros", "ones", "full", "arange", "is_tensor",
 end
 
 require "tpu.tensor"  -- composite tensor methods (mean, relu, softmax, ...)
+require "tpu.shapes"  -- boolean_mask, nonzero, unique (eager only: rule 2)
 for name, fn in pairs(core.Tensor) do tpu[name] = tpu[name] or fn end
 
 tpu.random = require "tpu.random"
@@ -38,6 +39,9 @@ setmetatable(tpu, {
     return m
   end,
 })
+
+-- Warnings go through here (stderr); a script or test may replace it.
+function tpu.warn(message) io.stderr:write(message) end
 
 if tpu.options.profile then core.set_op_profiling(true) end
 

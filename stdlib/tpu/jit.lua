@@ -28,7 +28,16 @@ local function flatten(v, leaves, key)
     key[#key + 1] = v.dtype .. "[" .. table.concat(v.shape, ",") .. "]"
     return true
   end
-  if type(v) == "table" and getmetatable(v) == nil then
+  local mt = getmetatable(v)
+  if type(v) == "table" and mt and mt.__tpu_tree then
+    -- An object that is a tree of tensors (a random key, say): mt.__tpu_tree(v) gives its
+    -- children as a plain table; mt.__tpu_unflatten(children) rebuilds it.
+    key[#key + 1] = (mt.__name or "object") .. "<"
+    local spec = {object = mt, child = flatten(mt.__tpu_tree(v), leaves, key)}
+    key[#key + 1] = ">"
+    return spec
+  end
+  if type(v) == "table" and mt == nil then
     local spec = {keys = sorted_keys(v), children = {}}
     key[#key + 1] = "{"
     for i, k in ipairs(spec.keys) do
@@ -47,6 +56,7 @@ local function unflatten(spec, leaves, pos)
     pos[1] = pos[1] + 1
     return leaves[pos[1]]
   end
+  if spec.object then return spec.object.__tpu_unflatten(unflatten(spec.child, leaves, pos)) end
   if spec.keys then
     local t = {}
     for i, k in ipairs(spec.keys) do t[k] = unflatten(spec.children[i], leaves, pos) end
@@ -119,6 +129,56 @@ local function compile(self, spec, leaves, args)
   return result
 end
 
+-- ---------------------------------------------------------------- recompilation warning
+local kSignatureWarning = 8
+
+-- For each leaf: its argument number and the argument's name.
+local function leaf_owners(self, args)
+  local owners = {}
+  for i = 1, args.n do
+    local name = type(self.fn) == "function" and debug.getlocal(self.fn, i) or nil
+    for _ = 1, #M.flatten(args[i]) do owners[#owners + 1] = {arg = i, name = name} end
+  end
+  return owners
+end
+
+-- "argument 1 (x), dimension 2 (seen 13, 17, 25)" for the first leaf dimension that varies.
+local function varying_dimension(self, owners)
+  local sigs = self.signatures
+  for j, owner in ipairs(owners) do
+    local first = sigs[#sigs][j]
+    for d = 1, first and #first or 0 do
+      local seen, list = {}, {}
+      for _, sig in ipairs(sigs) do
+        local v = sig[j] and sig[j][d]
+        if v and not seen[v] then seen[v], list[#list + 1] = true, v end
+      end
+      if #list > 1 then
+        table.sort(list)
+        local shown = {}
+        for k = 1, math.min(#list, 6) do shown[k] = tostring(list[k]) end
+        return string.format("argument %d%s, dimension %d (seen %s%s)", owner.arg,
+          owner.name and " (" .. owner.name .. ")" or "", d, table.concat(shown, ", "), #list > 6 and ", ..." or "")
+      end
+    end
+  end
+  return nil
+end
+
+local function note_signature(self, leaves, args)
+  local shapes = {}
+  for i, t in ipairs(leaves) do shapes[i] = t.shape end
+  self.signatures[#self.signatures + 1] = shapes
+  if #self.signatures ~= kSignatureWarning then return end
+  local what = varying_dimension(self, leaf_owners(self, args)) or "the non-tensor arguments"
+  require("tpu").warn(string.format(
+    "%swarning: jit '%s' has compiled %d signatures; %s varies.\n" ..
+    "  Each new shape traces and compiles the function again. Give the inputs a few fixed shapes:\n" ..
+    "  data:padded_batch(n, {pad_to_multiple_of = 16}) for variable-length sequences, or\n" ..
+    "  batch(n, {drop_remainder = true}) so a partial last batch does not make a new shape.\n",
+    core.user_where(), self.name, kSignatureWarning, what))
+end
+
 function Jitted:__call(...)
   local args = table.pack(...)
   local leaves, spec, key = M.flatten(args)
@@ -130,6 +190,7 @@ function Jitted:__call(...)
     self.depth = core.trace_depth()
     entry = compile(self, spec, leaves, args)
     self.cache[key] = entry
+    note_signature(self, leaves, args)
   end
   local t0 = core.now()
   local outs = M.unflatten(entry.spec, entry.exe:run(leaves))
@@ -178,7 +239,7 @@ function M.jit(fn, opts)
   local self = setmetatable({
     donate = donate, optimize = opts.optimize,
     fn = fn, name = opts.name or default_name(type(fn) == "function" and fn or getmetatable(fn).__call),
-    cache = {}, compiles = 0, cache_hits = 0, compile_ms = 0, executions = 0, run_ms = 0, depth = 0,
+    cache = {}, signatures = {}, compiles = 0, cache_hits = 0, compile_ms = 0, executions = 0, run_ms = 0, depth = 0,
   }, Jitted)
   all_functions[self] = true
   return self
