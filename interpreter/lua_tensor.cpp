@@ -190,6 +190,24 @@ DType opt_dtype_field(lua_State* L, int arg, DType def) {
   return t;
 }
 
+// ---------------------------------------------------------------- scopes
+// Names (layers) that nodes recorded while they are open carry after their file:line.
+std::vector<std::string>& scopes() {
+  static std::vector<std::string> s;
+  return s;
+}
+
+namespace {
+int l_push_scope(lua_State* L) {
+  scopes().emplace_back(luaL_checkstring(L, 1));
+  return 0;
+}
+int l_pop_scope(lua_State*) {
+  if (!scopes().empty()) scopes().pop_back();
+  return 0;
+}
+}  // namespace
+
 // ---------------------------------------------------------------- applying ops
 namespace {
 
@@ -250,6 +268,7 @@ int apply_op_multi(lua_State* L, const std::vector<Operand>& operands, DType num
       Graph& g = tr->graph;
       std::string where = user_where(L);
       if (where.size() > 2) where.resize(where.size() - 2);  // drop ": "
+      if (!scopes().empty()) where += " (" + scopes().back() + ")";
       g.current_loc = where.empty() ? -1 : g.intern_location(where);
       std::vector<NodeId> in;
       for (const Operand& o : operands) in.push_back(operand_node(*tr, o, number_dtype));
@@ -479,7 +498,8 @@ const luaL_Reg kMeta[] = {{"__index", l_index}, {"__gc", l_gc},        {"__len",
 const luaL_Reg kMethods[] = {{"item", l_item}, {"totable", l_totable}, {nullptr, nullptr}};
 const luaL_Reg kCore[] = {{"tensor", l_tensor},       {"zeros", l_zeros},         {"ones", l_ones},
                           {"full", l_full},           {"arange", l_arange},       {"is_tensor", l_is_tensor},
-                          {"is_traced", l_is_traced}, {"user_where", l_user_where}, {nullptr, nullptr}};
+                          {"is_traced", l_is_traced}, {"user_where", l_user_where},
+                          {"push_scope", l_push_scope}, {"pop_scope", l_pop_scope},   {nullptr, nullptr}};
 
 }  // namespace
 

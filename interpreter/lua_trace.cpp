@@ -8,6 +8,7 @@
 #include "core/error.h"
 #include "lua_internal.h"
 #include "runtime/executable.h"
+#include "runtime/tpu_system.h"
 
 namespace tpu {
 
@@ -68,8 +69,10 @@ bool optimize_by_default() {
   return !(v && std::strcmp(v, "0") == 0);
 }
 
-// Options of trace_end: {optimize=, donate={bool per parameter}, dump_dir=, dump_name=}.
-CompileOptions compile_options(lua_State* L, int arg, std::string& dump_dir, std::string& dump_name) {
+// Options of trace_end: {optimize=, donate={bool per parameter}, dump_dir=, dump_name=,
+// hbm_version="v2"|"v3"|"v4" (check the plan against one core of it)}.
+CompileOptions compile_options(lua_State* L, int arg, std::string& dump_dir, std::string& dump_name,
+                               std::string& hbm_version) {
   CompileOptions o;
   o.optimize = optimize_by_default();
   if (!lua_istable(L, arg)) return o;
@@ -85,6 +88,8 @@ CompileOptions compile_options(lua_State* L, int arg, std::string& dump_dir, std
   if (lua_getfield(L, arg, "dump_dir") == LUA_TSTRING) dump_dir = lua_tostring(L, -1);
   lua_pop(L, 1);
   if (lua_getfield(L, arg, "dump_name") == LUA_TSTRING) dump_name = lua_tostring(L, -1);
+  lua_pop(L, 1);
+  if (lua_getfield(L, arg, "hbm_version") == LUA_TSTRING) hbm_version = lua_tostring(L, -1);
   lua_pop(L, 1);
   return o;
 }
@@ -114,8 +119,8 @@ void dump_stage(const std::string& dir, const std::string& name, const std::stri
 int l_trace_end(lua_State* L) {
   Trace& t = require_trace(L);
   luaL_checktype(L, 1, LUA_TTABLE);
-  std::string dump_dir, dump_name;
-  CompileOptions options = compile_options(L, 2, dump_dir, dump_name);
+  std::string dump_dir, dump_name, hbm_version;
+  CompileOptions options = compile_options(L, 2, dump_dir, dump_name, hbm_version);
   std::vector<Operand> outs;
   for (lua_Integer i = 1; i <= luaL_len(L, 1); ++i) {
     lua_geti(L, 1, i);
@@ -143,6 +148,13 @@ int l_trace_end(lua_State* L) {
     check_round_trip(g, "before the pipeline");
     auto exe = std::make_shared<Executable>(Executable::compile(std::move(g), options));
     check_round_trip(exe->graph(), "after the pipeline");
+    if (const TpuVersion* v = find_tpu_version(hbm_version)) {
+      std::string over = hbm_check(*exe, *v);
+      if (!over.empty()) {
+        pop_trace(t.id);
+        throw Error(over);
+      }
+    }
     if (!dump_dir.empty()) dump_stage(dump_dir, dump_name, "after", exe->graph());
     pop_trace(t.id);
     void* p = lua_newuserdatauv(L, sizeof(LuaExecutable), 0);
@@ -292,6 +304,25 @@ int l_trace_name(lua_State* L) {
   return 1;
 }
 
+// core.tpu_version(name) -> {hbm_bytes=, peak_flops=, hbm_bandwidth=} or nil.
+int l_tpu_version(lua_State* L) {
+  const TpuVersion* v = find_tpu_version(luaL_checkstring(L, 1));
+  if (!v) return 0;
+  lua_createtable(L, 0, 3);
+  lua_pushinteger(L, lua_Integer(v->hbm_bytes));
+  lua_setfield(L, -2, "hbm_bytes");
+  lua_pushnumber(L, v->peak_flops);
+  lua_setfield(L, -2, "peak_flops");
+  lua_pushnumber(L, v->hbm_bandwidth);
+  lua_setfield(L, -2, "hbm_bandwidth");
+  return 1;
+}
+
+int l_format_bytes(lua_State* L) {
+  lua_pushstring(L, format_bytes(luaL_checknumber(L, 1)).c_str());
+  return 1;
+}
+
 int l_trace_depth(lua_State* L) {
   lua_pushinteger(L, lua_Integer(trace_stack().size()));
   return 1;
@@ -303,6 +334,7 @@ const luaL_Reg kFunctions[] = {{"trace_begin", l_trace_begin}, {"trace_param", l
                                {"trace_depth", l_trace_depth}, {"gradients", l_gradients},
                                {"lift", l_lift},                {"op_times", l_op_times},
                                {"set_op_profiling", l_set_op_profiling}, {"trace_name", l_trace_name},
+                               {"tpu_version", l_tpu_version},  {"format_bytes", l_format_bytes},
                                {nullptr, nullptr}};
 
 }  // namespace

@@ -40,6 +40,14 @@ setmetatable(tpu, {
   end,
 })
 
+-- `local _ <close> = tpu.scope("dense_1")`: nodes traced until the variable goes out of scope
+-- (also by an error) are labelled with the name, so reports say which layer made them.
+local scope_closer = setmetatable({}, {__close = function() core.pop_scope() end})
+function tpu.scope(name)
+  core.push_scope(name)
+  return scope_closer
+end
+
 -- Warnings go through here (stderr); a script or test may replace it.
 function tpu.warn(message) io.stderr:write(message) end
 

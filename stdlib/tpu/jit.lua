@@ -101,12 +101,14 @@ local function donation_mask(self, args)
   return mask
 end
 
--- Traces fn on symbolic arguments shaped like `leaves` and compiles it.
-local function compile(self, spec, leaves, args)
+-- Traces fn on symbolic arguments shaped like `leaves` and compiles it. A probe compile
+-- (leaves may be plain {dtype=, shape=} tables) skips the HBM check and the statistics.
+local function compile(self, spec, leaves, args, probe)
   local t0 = core.now()
   local options = package.loaded["tpu.options"] or {}
   local compile_options = {
-    donate = donation_mask(self, args),
+    hbm_version = not probe and require("tpu.device").version() or nil,
+    donate = args and donation_mask(self, args),
     optimize = self.optimize,
     dump_dir = options.dump_graphs ~= "" and options.dump_graphs or nil,
     dump_name = sanitize(self.name) .. "." .. (self.compiles + 1),
@@ -122,8 +124,12 @@ local function compile(self, spec, leaves, args)
   end)
   if not ok then
     if core.trace_depth() > self.depth then core.trace_abort() end
+    if not probe and type(result) == "string" and result:find("ResourceExhausted:", 1, true) then
+      result = result .. M.batch_advice(self, spec, leaves)
+    end
     error(result, 0)
   end
+  if probe then return result end
   self.compiles = self.compiles + 1
   self.compile_ms = self.compile_ms + (core.now() - t0) * 1000
   return result
@@ -177,6 +183,43 @@ local function note_signature(self, leaves, args)
     "  data:padded_batch(n, {pad_to_multiple_of = 16}) for variable-length sequences, or\n" ..
     "  batch(n, {drop_remainder = true}) so a partial last batch does not make a new shape.\n",
     core.user_where(), self.name, kSignatureWarning, what))
+end
+
+-- ---------------------------------------------------------------- HBM advice
+-- The batch is the leading dimension of the largest tensor argument; every argument with that
+-- leading dimension scales with it. Probe compiles (shapes only, no memory) find the largest
+-- batch, a multiple of 8 when possible, whose plan fits one core.
+local function scaled(leaves, batch, b)
+  local out = {}
+  for i, t in ipairs(leaves) do
+    local shape = t.shape
+    if shape[1] == batch then shape[1] = b end
+    out[i] = {dtype = t.dtype, shape = shape}
+  end
+  return out
+end
+
+function M.batch_advice(self, spec, leaves)
+  local batch, biggest = nil, -1
+  for _, t in ipairs(leaves) do
+    local n = 1
+    for _, d in ipairs(t.shape) do n = n * d end
+    if #t.shape > 0 and n > biggest then batch, biggest = t.shape[1], n end
+  end
+  local capacity = require("tpu.device").spec().hbm_bytes
+  local function need(b) return compile(self, spec, scaled(leaves, batch, b), nil, true).exe:info().hbm_bytes end
+  if not batch or batch < 2 or need(1) > capacity then
+    return "\n  Even a batch of 1 does not fit: use mixed_bfloat16, a smaller model, or a TPU version with more HBM."
+  end
+  local step = batch >= 16 and 8 or 1
+  local lo, hi = 0, (batch - 1) // step  -- largest k with need(k * step) <= capacity
+  while lo < hi do
+    local mid = (lo + hi + 1) // 2
+    if need(math.max(1, mid * step)) <= capacity then lo = mid else hi = mid - 1 end
+  end
+  local fit = math.max(1, lo * step)
+  return string.format("\n  Try: a per-core batch of at most %d (needs %s), mixed_bfloat16 to halve activations, " ..
+    "or more cores (TPU{cores=8}) to split the batch.", fit, core.format_bytes(need(fit)))
 end
 
 function Jitted:__call(...)

@@ -1,0 +1,29 @@
+// The simulated TPU: versions with their per-core HBM, peak FLOP/s and bandwidth (for the
+// capacity check and the roofline estimate), and the ResourceExhausted report.
+#pragma once
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+namespace tpu {
+
+class Executable;
+
+struct TpuVersion {
+  std::string_view name;       // "v2"
+  uint64_t hbm_bytes;          // per core
+  double peak_flops;           // per core, bf16 on the MXU
+  double hbm_bandwidth;        // per core, bytes/s
+};
+
+// v2, v3 or v4; nullptr otherwise.
+const TpuVersion* find_tpu_version(std::string_view name);
+const TpuVersion& default_tpu_version();  // v3
+
+// "" when the executable fits one core of `v`; otherwise the ResourceExhausted text: needed vs
+// capacity, the five largest buffers with their type, padded size and where they were made.
+std::string hbm_check(const Executable& exe, const TpuVersion& v);
+
+std::string format_bytes(double bytes);  // "9.21 GiB", "12.0 MiB"
+
+}  // namespace tpu
