@@ -228,6 +228,77 @@ int l_exe_info(lua_State* L) {
   return 1;
 }
 
+void push_int_list(lua_State* L, const Shape& s) {
+  lua_createtable(L, int(s.size()), 0);
+  for (size_t i = 0; i < s.size(); ++i) {
+    lua_pushinteger(L, s[i]);
+    lua_seti(L, -2, lua_Integer(i + 1));
+  }
+}
+
+// exe:nodes() -> one table per executed node: {op=, dtype=, shape=, inputs={shape...}, loc=,
+// flops=, bytes=} (for the cost report and the advisor).
+int l_exe_nodes(lua_State* L) {
+  const Graph& g = check_executable(L, 1)->exe->graph();
+  lua_newtable(L);
+  lua_Integer k = 0;
+  for (NodeId n = 0; n < NodeId(g.nodes.size()); ++n) {
+    const Node& node = g.at(n);
+    if (node.op == Op::parameter || node.op == Op::constant) continue;
+    lua_createtable(L, 0, 7);
+    lua_pushstring(L, std::string(op_name(node.op)).c_str());
+    lua_setfield(L, -2, "op");
+    lua_pushstring(L, std::string(name_of(node.dtype)).c_str());
+    lua_setfield(L, -2, "dtype");
+    push_int_list(L, node.shape);
+    lua_setfield(L, -2, "shape");
+    lua_createtable(L, int(node.in.size()), 0);
+    for (size_t i = 0; i < node.in.size(); ++i) {
+      push_int_list(L, g.at(node.in[i]).shape);
+      lua_seti(L, -2, lua_Integer(i + 1));
+    }
+    lua_setfield(L, -2, "inputs");
+    lua_pushstring(L, g.location_of(n).c_str());
+    lua_setfield(L, -2, "loc");
+    Cost c = op_info(node.op).cost(g, node);
+    lua_pushnumber(L, c.flops);
+    lua_setfield(L, -2, "flops");
+    lua_pushnumber(L, c.bytes);
+    lua_setfield(L, -2, "bytes");
+    if (node.op == Op::dot) {
+      lua_pushboolean(L, node.attrs.flag_a);
+      lua_setfield(L, -2, "ta");
+      lua_pushboolean(L, node.attrs.flag_b);
+      lua_setfield(L, -2, "tb");
+    }
+    lua_seti(L, -2, ++k);
+  }
+  return 1;
+}
+
+// exe:dot() -> Graphviz DOT text of the compiled graph.
+int l_exe_dot(lua_State* L) {
+  const Graph& g = check_executable(L, 1)->exe->graph();
+  std::string s = "digraph \"" + g.name + "\" {\n  node [shape=box, fontname=\"monospace\"];\n";
+  for (NodeId n = 0; n < NodeId(g.nodes.size()); ++n) {
+    const Node& node = g.at(n);
+    std::string label = "%" + std::to_string(n) + " " + std::string(op_name(node.op)) + "\\n" + type_str(node.dtype, node.shape);
+    std::string loc = g.location_of(n);
+    for (char& c : loc)
+      if (c == '"') c = '\'';
+    if (!loc.empty()) label += "\\n" + loc;
+    s += "  n" + std::to_string(n) + " [label=\"" + label + "\"" +
+         (node.op == Op::parameter ? ", style=filled, fillcolor=lightblue" : node.op == Op::fusion ? ", style=filled, fillcolor=lightyellow" : "") + "];\n";
+    for (NodeId i : node.in) s += "  n" + std::to_string(i) + " -> n" + std::to_string(n) + ";\n";
+  }
+  for (size_t i = 0; i < g.outputs.size(); ++i)
+    s += "  out" + std::to_string(i) + " [shape=oval, label=\"result " + std::to_string(i + 1) + "\"];\n  n" +
+         std::to_string(g.outputs[i]) + " -> out" + std::to_string(i) + ";\n";
+  s += "}\n";
+  lua_pushlstring(L, s.data(), s.size());
+  return 1;
+}
+
 int l_exe_gc(lua_State* L) {
   check_executable(L, 1)->~LuaExecutable();
   return 0;
@@ -328,7 +399,8 @@ int l_trace_depth(lua_State* L) {
   return 1;
 }
 
-const luaL_Reg kExeMethods[] = {{"run", l_exe_run}, {"text", l_exe_text}, {"info", l_exe_info}, {nullptr, nullptr}};
+const luaL_Reg kExeMethods[] = {{"run", l_exe_run},     {"text", l_exe_text}, {"info", l_exe_info},
+                                 {"nodes", l_exe_nodes}, {"dot", l_exe_dot},   {nullptr, nullptr}};
 const luaL_Reg kFunctions[] = {{"trace_begin", l_trace_begin}, {"trace_param", l_trace_param},
                                {"trace_end", l_trace_end},     {"trace_abort", l_trace_abort},
                                {"trace_depth", l_trace_depth}, {"gradients", l_gradients},

@@ -20,6 +20,15 @@ inline std::string shape_str(const Shape& s) {
   return r + "]";
 }
 
+// Elements a value of this shape occupies in TPU memory: the two minor dimensions padded to
+// multiples of 8 and 128 (a scalar still fills one 8x128 tile).
+inline int64_t tpu_padded_elements(const Shape& s) {
+  Shape p = s.empty() ? Shape{8, 128} : s;
+  p.back() = (p.back() + 127) / 128 * 128;
+  if (p.size() >= 2) p[p.size() - 2] = (p[p.size() - 2] + 7) / 8 * 8;
+  return num_elements(p);
+}
+
 // Row-major strides in elements.
 inline std::vector<int64_t> strides_of(const Shape& s) {
   std::vector<int64_t> st(s.size(), 1);

@@ -66,9 +66,10 @@ inline bool valid_axes(const std::vector<int64_t>& axes, size_t rank) {
   return true;
 }
 
+// FLOPs per output element, and the bytes read and written as a TPU moves them (tile-padded).
 inline Cost elementwise_cost(const Graph& g, const Node& n, double flops_per_element = 1) {
-  double bytes = double(num_elements(n.shape)) * double(size_of(n.dtype));
-  for (NodeId i : n.in) bytes += double(num_elements(g.at(i).shape)) * double(size_of(g.at(i).dtype));
+  double bytes = double(tpu_padded_elements(n.shape)) * double(size_of(n.dtype));
+  for (NodeId i : n.in) bytes += double(tpu_padded_elements(g.at(i).shape)) * double(size_of(g.at(i).dtype));
   return {flops_per_element * double(num_elements(n.shape)), bytes};
 }
 inline Cost movement_cost(const Graph& g, const Node& n) { return elementwise_cost(g, n, 0); }

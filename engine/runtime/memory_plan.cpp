@@ -5,13 +5,7 @@
 
 namespace tpu {
 
-size_t tpu_padded_bytes(DType t, const Shape& s) {
-  Shape p = s;
-  if (!p.empty()) p.back() = (p.back() + 127) / 128 * 128;
-  if (p.size() >= 2) p[p.size() - 2] = (p[p.size() - 2] + 7) / 8 * 8;
-  if (p.empty()) p = {8, 128};  // a scalar still occupies one tile
-  return size_t(num_elements(p)) * size_of(t);
-}
+size_t tpu_padded_bytes(DType t, const Shape& s) { return size_t(tpu_padded_elements(s)) * size_of(t); }
 
 namespace {
 

@@ -132,6 +132,8 @@ local function compile(self, spec, leaves, args, probe)
   if probe then return result end
   self.compiles = self.compiles + 1
   self.compile_ms = self.compile_ms + (core.now() - t0) * 1000
+  result.batch = M.leading_batch(leaves)
+  self.last = result
   return result
 end
 
@@ -199,13 +201,19 @@ local function scaled(leaves, batch, b)
   return out
 end
 
-function M.batch_advice(self, spec, leaves)
+-- The leading dimension of the largest tensor argument (the batch, for a training step).
+function M.leading_batch(leaves)
   local batch, biggest = nil, -1
   for _, t in ipairs(leaves) do
     local n = 1
     for _, d in ipairs(t.shape) do n = n * d end
     if #t.shape > 0 and n > biggest then batch, biggest = t.shape[1], n end
   end
+  return batch
+end
+
+function M.batch_advice(self, spec, leaves)
+  local batch = M.leading_batch(leaves)
   local capacity = require("tpu.device").spec().hbm_bytes
   local function need(b) return compile(self, spec, scaled(leaves, batch, b), nil, true).exe:info().hbm_bytes end
   if not batch or batch < 2 or need(1) > capacity then
@@ -258,6 +266,16 @@ function Jitted:lower(...)
     self.cache[key] = entry
   end
   return entry.exe:text()
+end
+
+-- Writes the compiled graph for these arguments as Graphviz DOT.
+function Jitted:dump(path, ...)
+  self:lower(...)
+  local _, _, key = M.flatten(table.pack(...))
+  local f, err = io.open(path, "w")
+  if not f then error(core.user_where() .. "dump: cannot write " .. tostring(err), 0) end
+  f:write(self.cache[key].exe:dot())
+  f:close()
 end
 
 -- Information about the compiled graph for these arguments: nodes, kernels, planned bytes.
@@ -385,6 +403,21 @@ function M.report()
       io.stderr:write(string.format("  %-40s compiles %d  cache hits %d  compile %.1f ms  runs %d  %.3f ms/run\n",
         f.name, f.compiles, f.cache_hits, f.compile_ms, f.executions,
         f.executions > 0 and f.run_ms / f.executions or 0))
+    end
+  end
+  local advisor = require "tpu.advisor"
+  for _, f in ipairs(list) do
+    if f.last and f.executions > 0 then
+      local nodes, info = f.last.exe:nodes(), f.last.exe:info()
+      io.stderr:write(string.format("--profile: '%s' (last signature): %d kernels, %.3g GFLOP, planned %s, HBM %s\n",
+        f.name, info.kernels, info.flops / 1e9, core.format_bytes(info.planned_bytes), core.format_bytes(info.hbm_bytes)))
+      for _, v in ipairs {"v2", "v3", "v4"} do
+        local sec, util = advisor.estimate(nodes, v)
+        io.stderr:write(string.format("  estimated step on TPU %s: %.3f ms, MXU utilisation %.0f%%\n", v, sec * 1000, util * 100))
+      end
+      for _, line in ipairs(advisor.advice(nodes, f.last.batch, f.compiles)) do
+        io.stderr:write("  advice: " .. line .. "\n")
+      end
     end
   end
   local times, total = core.op_times(), 0
