@@ -32,8 +32,9 @@ PassResult constant_folding(const Graph& g) {
   bool changed = false;
   for (NodeId n = 0; n < NodeId(g.nodes.size()); ++n) {
     const Node& node = g.at(n);
-    bool foldable = node.op != Op::parameter && node.op != Op::constant && !node.in.empty() &&
-                    num_elements(node.shape) <= kFoldUpTo;
+    // A broadcast of a constant is already as folded as it gets (and is what folding emits).
+    bool foldable = node.op != Op::parameter && node.op != Op::constant && node.op != Op::broadcast &&
+                    !node.in.empty() && num_elements(node.shape) <= kFoldUpTo;
     for (NodeId i : node.in) foldable = foldable && rw.out().at(rw.map(i)).op == Op::constant;
     if (!foldable) {
       rw.copy(n);

@@ -1,5 +1,9 @@
 // The compile pipeline. Cleanup passes run in rounds until none changes the graph (each is
 // linear in the graph, and rounds are capped), then fusion, then a last DCE.
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+
 #include "passes/pass.h"
 
 namespace tpu {
@@ -13,11 +17,27 @@ const Pass kCleanup[] = {
 };
 }  // namespace
 
+namespace {
+// TPUTRAIN_DEBUG=2 prints each pass's time and the graph size after it.
+bool trace_passes() {
+  static const bool on = [] {
+    const char* v = std::getenv("TPUTRAIN_DEBUG");
+    return v && std::atoi(v) >= 2;
+  }();
+  return on;
+}
+}  // namespace
+
 Graph run_pipeline(Graph g, const PipelineOptions& options) {
   if (options.observe) options.observe("input", g);
   if (!options.enabled) return g;
   auto step = [&](const Pass& p) {
+    auto t0 = std::chrono::steady_clock::now();
     PassResult r = p.run(g);
+    if (trace_passes())
+      std::fprintf(stderr, "pass %-34s %8.2f ms  %zu -> %zu nodes%s\n", p.name,
+                   std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count(),
+                   g.nodes.size(), r.graph.nodes.size(), r.changed ? "" : "  (no change)");
     if (r.changed) {
       g = std::move(r.graph);
       if (options.observe) options.observe(p.name, g);
