@@ -1,0 +1,28 @@
+#!/usr/bin/env bash
+# Installs what tputrain needs on Debian 12 (only the packages that are missing) and builds it
+# (Release) into ./build. Used by setup.sh and run_tests.sh; safe to run again.
+set -euo pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+
+packages=(build-essential cmake pkg-config liblua5.4-dev libeigen3-dev doctest-dev libedit-dev
+          zlib1g-dev dataset-fashion-mnist)
+
+missing=()
+for p in "${packages[@]}"; do
+  status=$(dpkg-query -W -f='${Status}' "$p" 2>/dev/null || true)
+  [[ $status == "install ok installed" ]] || missing+=("$p")
+done
+
+if ((${#missing[@]})); then
+  echo "bootstrap: installing ${missing[*]}"
+  sudo=()
+  if ((EUID != 0)); then
+    command -v sudo >/dev/null || { echo "bootstrap: run as root or install sudo" >&2; exit 1; }
+    sudo=(sudo)
+  fi
+  "${sudo[@]}" apt-get update
+  "${sudo[@]}" env DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends "${missing[@]}"
+fi
+
+cmake -S . -B build -DCMAKE_BUILD_TYPE=Release
+cmake --build build -j "$(nproc)"
