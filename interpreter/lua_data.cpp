@@ -1,43 +1,201 @@
-// core.read_idx(path) -> tensor. Engine errors become Lua errors that start with the user's
-// file:line; no C++ object is alive when lua_error unwinds.
+// The data functions of tpu.core: file readers, the padded stack, directory listing. Engine
+// errors become Lua errors that start with the user's file:line; no C++ object is alive when
+// lua_error unwinds (the work runs in `guarded`, which only leaves a message on the stack).
 #include "lua_data.h"
 
-#include <lua.hpp>
-
+#include <algorithm>
 #include <exception>
+#include <filesystem>
 #include <new>
 #include <string>
 
 #include "core/error.h"
+#include "data/batching.h"
+#include "data/csv.h"
 #include "data/idx.h"
-#include "lua_tensor.h"
+#include "data/npy.h"
+#include "lua_internal.h"
 
 namespace tpu {
 
 namespace {
 
-// Pushes the tensor read from `path`, or the error message; returns whether it succeeded.
-bool push_idx(lua_State* L, const char* path) {
+// Runs body (which pushes its results and returns how many) and turns a C++ exception into
+// a message on the stack: returns the result count, or -1 with the message pushed.
+template <class F>
+int guarded(lua_State* L, F body) {
   try {
-    push_tensor(L, read_idx(path));
-    return true;
+    return body();
   } catch (const Error& e) {
     lua_pushstring(L, (user_where(L) + e.what()).c_str());
   } catch (const std::bad_alloc&) {
-    lua_pushstring(L, (user_where(L) + path + ": out of memory reading the IDX file").c_str());
+    lua_pushstring(L, (user_where(L) + "out of memory while reading data").c_str());
   }
-  return false;
+  return -1;
 }
+
+int finish(lua_State* L, int results) { return results < 0 ? lua_error(L) : results; }
+
+// ---- readers ----
 
 int l_read_idx(lua_State* L) {
   const char* path = luaL_checkstring(L, 1);
-  if (!push_idx(L, path)) return lua_error(L);
-  return 1;
+  return finish(L, guarded(L, [&] { push_tensor(L, read_idx(path)); return 1; }));
+}
+
+int l_read_npy(lua_State* L) {
+  const char* path = luaL_checkstring(L, 1);
+  return finish(L, guarded(L, [&] { push_tensor(L, read_npy(path)); return 1; }));
+}
+
+// Options are checked by the stdlib (tpu.data.csv); these readers only refuse what they cannot use.
+std::string string_field(lua_State* L, int t, const char* key, const char* def) {
+  lua_getfield(L, t, key);
+  std::string v = lua_type(L, -1) == LUA_TSTRING ? lua_tostring(L, -1) : def;
+  lua_pop(L, 1);
+  return v;
+}
+
+CsvColumn column_at(lua_State* L, int index) {
+  CsvColumn c;
+  if (lua_type(L, index) == LUA_TSTRING) c.name = lua_tostring(L, index);
+  else if (lua_isinteger(L, index)) c.position = lua_tointeger(L, index);
+  else throw Error("read_csv: a column must be a name or a number");
+  return c;
+}
+
+std::vector<CsvColumn> column_list(lua_State* L, int t, const char* key) {
+  std::vector<CsvColumn> cols;
+  lua_getfield(L, t, key);
+  const bool list = lua_istable(L, -1);
+  if (list) {
+    for (lua_Integer i = 1; lua_geti(L, -1, i) != LUA_TNIL; ++i) {
+      cols.push_back(column_at(L, -1));
+      lua_pop(L, 1);
+    }
+  }
+  lua_pop(L, list ? 2 : 1);
+  return cols;
+}
+
+std::vector<std::string> string_list(lua_State* L, int t, const char* key) {
+  std::vector<std::string> v;
+  lua_getfield(L, t, key);
+  const bool list = lua_istable(L, -1);
+  if (list) {
+    for (lua_Integer i = 1; lua_geti(L, -1, i) == LUA_TSTRING; ++i) {
+      v.emplace_back(lua_tostring(L, -1));
+      lua_pop(L, 1);
+    }
+  }
+  lua_pop(L, list ? 2 : 1);
+  return v;
+}
+
+DType csv_dtype(const std::string& name) {
+  std::optional<DType> t = parse_dtype(name);
+  if (!t) throw Error("read_csv: unknown dtype \"" + name + "\"");
+  return *t;
+}
+
+CsvOptions csv_options(lua_State* L, int t) {
+  CsvOptions o;
+  if (!lua_istable(L, t)) return o;
+  std::string delim = string_field(L, t, "delimiter", ",");
+  if (delim.size() != 1) throw Error("read_csv: the delimiter must be one character");
+  o.delimiter = delim[0];
+  lua_getfield(L, t, "header");
+  o.header = lua_isnil(L, -1) || lua_toboolean(L, -1);
+  lua_getfield(L, t, "label");
+  if (!lua_isnil(L, -1)) o.label = column_at(L, -1);
+  lua_pop(L, 2);
+  o.features = column_list(L, t, "features");
+  o.feature_dtype = csv_dtype(string_field(L, t, "feature_dtype", "f32"));
+  o.label_dtype = csv_dtype(string_field(L, t, "label_dtype", "i32"));
+  o.label_classes = string_list(L, t, "label_classes");
+  return o;
+}
+
+void push_strings(lua_State* L, const std::vector<std::string>& v) {
+  lua_createtable(L, int(v.size()), 0);
+  for (size_t i = 0; i < v.size(); ++i) {
+    lua_pushstring(L, v[i].c_str());
+    lua_seti(L, -2, lua_Integer(i + 1));
+  }
+}
+
+// core.read_csv(path, opts) -> features, labels or nil, feature names
+int l_read_csv(lua_State* L) {
+  const char* path = luaL_checkstring(L, 1);
+  return finish(L, guarded(L, [&] {
+    CsvData d = read_csv(path, csv_options(L, 2));
+    push_tensor(L, std::move(d.features));
+    if (d.labels) push_tensor(L, std::move(*d.labels));
+    else lua_pushnil(L);
+    push_strings(L, d.feature_names);
+    return 3;
+  }));
+}
+
+// ---- padded stack ----
+
+std::vector<Tensor> tensor_list(lua_State* L, int t) {
+  std::vector<Tensor> items;
+  for (lua_Integer i = 1; lua_geti(L, t, i) != LUA_TNIL; ++i) {
+    LuaTensor* x = test_tensor(L, -1);
+    if (!x || x->traced()) throw Error("pad_stack: item " + std::to_string(i) + " is not a concrete tensor");
+    items.push_back(x->value);
+    lua_pop(L, 1);
+  }
+  lua_pop(L, 1);
+  return items;
+}
+
+Shape int_list(lua_State* L, int t) {
+  Shape s;
+  for (lua_Integer i = 1; lua_geti(L, t, i) != LUA_TNIL; ++i) {
+    if (!lua_isinteger(L, -1)) throw Error("pad_stack: the shape must be a list of integers");
+    s.push_back(lua_tointeger(L, -1));
+    lua_pop(L, 1);
+  }
+  lua_pop(L, 1);
+  return s;
+}
+
+// core.pad_stack(tensors, shape, value) -> tensor [#tensors, shape...]
+int l_pad_stack(lua_State* L) {
+  luaL_checktype(L, 1, LUA_TTABLE);
+  luaL_checktype(L, 2, LUA_TTABLE);
+  const double value = luaL_optnumber(L, 3, 0);
+  return finish(L, guarded(L, [&] {
+    std::vector<Tensor> items = tensor_list(L, 1);
+    push_tensor(L, pad_stack(items, int_list(L, 2), value));
+    return 1;
+  }));
+}
+
+// ---- files ----
+
+// core.regular_files(dir) -> sorted names of the regular files in dir (not symbolic links,
+// not directories)
+int l_regular_files(lua_State* L) {
+  const char* dir = luaL_checkstring(L, 1);
+  return finish(L, guarded(L, [&] {
+    namespace fs = std::filesystem;
+    std::error_code ec;
+    std::vector<std::string> names;
+    for (const fs::directory_entry& e : fs::directory_iterator(dir, ec))
+      if (e.is_regular_file() && !e.is_symlink()) names.push_back(e.path().filename().string());
+    if (ec) throw Error(std::string(dir) + ": cannot list the directory: " + ec.message());
+    std::sort(names.begin(), names.end());
+    push_strings(L, names);
+    return 1;
+  }));
 }
 
 const luaL_Reg data_functions[] = {
-    {"read_idx", l_read_idx},
-    {nullptr, nullptr},
+    {"read_idx", l_read_idx},   {"read_npy", l_read_npy},           {"read_csv", l_read_csv},
+    {"pad_stack", l_pad_stack}, {"regular_files", l_regular_files}, {nullptr, nullptr},
 };
 
 }  // namespace
@@ -45,6 +203,7 @@ const luaL_Reg data_functions[] = {
 void register_data_functions(lua_State* L, int core_table_index) {
   lua_pushvalue(L, core_table_index);
   luaL_setfuncs(L, data_functions, 0);
+  register_prefetcher(L, -1);
   lua_pop(L, 1);
 }
 

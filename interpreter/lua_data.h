@@ -1,7 +1,15 @@
 // The data functions of the Lua `tpu.core` table (the C side of stdlib/tpu/data).
 //
 //   lua_getfield(L, -1, "core");          // the core table on the stack
-//   tpu::register_data_functions(L, -1);  // core.read_idx(path) -> u8/i32/f32 tensor
+//   tpu::register_data_functions(L, -1);
+//
+// core.read_idx(path), core.read_npy(path) -> tensor
+// core.read_csv(path, {delimiter, header, features, feature_dtype, label, label_dtype,
+//               label_classes}) -> features [rows, k], labels [rows] or nil, feature names
+// core.pad_stack(tensors, shape, value) -> [#tensors, shape...] (each padded at the end)
+// core.regular_files(dir) -> sorted names of the regular files (no links, no directories)
+// core.batch_prefetcher(tensors, depth) -> a BatchPrefetcher (lua_prefetch.cpp):
+//   p:push(indices)  p:pop() -> list of tensors or nil  p:pending()  p:stats()  p:close()
 #pragma once
 
 struct lua_State;
@@ -9,5 +17,8 @@ struct lua_State;
 namespace tpu {
 
 void register_data_functions(lua_State* L, int core_table_index);
+
+// Adds core.batch_prefetcher to the table at core_table_index (lua_prefetch.cpp).
+void register_prefetcher(lua_State* L, int core_table_index);
 
 }  // namespace tpu

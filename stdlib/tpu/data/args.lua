@@ -9,6 +9,14 @@ function M.fail(fmt, ...)
   error(tpu.core.user_where() .. string.format(fmt, ...), 0)
 end
 
+-- "file:line: " of the user's code calling now; errors found later (while iterating) can then
+-- point at the call that set the pipeline up: fail_at(where, fmt, ...).
+function M.where() return tpu.core.user_where() end
+
+function M.fail_at(where, fmt, ...)
+  error(where .. string.format(fmt, ...), 0)
+end
+
 -- A value as a message shows it: 3, "val", a function, a tensor f32[2,3].
 function M.show(v)
   if type(v) == "string" then return string.format("%q", v) end
@@ -34,6 +42,11 @@ function M.boolean(v, where, what)
   if type(v) ~= "boolean" then
     M.fail("%s: %s must be true or false, got %s", where, what, M.show(v))
   end
+  return v
+end
+
+function M.string(v, where, what)
+  if type(v) ~= "string" then M.fail("%s: %s must be a string, got %s", where, what, M.show(v)) end
   return v
 end
 

@@ -1,8 +1,10 @@
 -- Indexable sources: data held in memory that can hand out element i, or a whole batch of
 -- elements in one gather per tensor.
 --
--- A source has: n (element count), get(i) -> element, gather(indices) -> batched element,
--- spec() -> list of component specs. Indices are 0-based; an element is a list of components.
+-- A source has: n (element count), get(i) -> element, spec() -> list of component specs, and
+-- when it can batch faster than stacking elements one by one, gather(indices) -> batched
+-- element. Indices are 0-based; an element is a list of components. A TensorSource also
+-- has `components`, read by the background gather of prefetch.
 -- find_files locates the files of a data set on disk.
 local class = require "tpu.class"
 local structure = require "tpu.data.structure"
@@ -84,6 +86,46 @@ function RangeSource:get(i) return {tpu.tensor(i, {dtype = "i32"})} end
 function RangeSource:gather(indices) return {tpu.tensor(indices, {dtype = "i32"})} end
 
 function RangeSource:spec() return {structure.spec_leaf({}, "i32")} end
+
+---------------------------------------------------------------- lists of elements
+
+-- Elements held as a Lua list (text lines, records, cached elements of varying shapes).
+local ListSource = class("ListSource")
+M.ListSource = ListSource
+
+-- spec_fn() gives the spec when the list is empty.
+function ListSource:__init(elements, spec_fn)
+  self.elements, self.n, self._spec_fn = elements, #elements, spec_fn
+end
+
+function ListSource:get(i) return self.elements[i + 1] end
+
+function ListSource:spec()
+  if not self._spec then
+    self._spec = self.n > 0 and structure.merged_spec(self.elements) or (self._spec_fn or
+      function() return {} end)()
+  end
+  return self._spec
+end
+
+-- Whether every element has tensors only, of one shape per component.
+local function uniform(spec)
+  local ok = true
+  structure.walk(spec, function(leaf)
+    if leaf.dtype == "string" then ok = false end
+    for _, d in ipairs(leaf.shape) do ok = ok and d >= 0 end
+  end)
+  return ok
+end
+
+-- A source for a list of elements: one tensor per component when they stack (fast batches,
+-- prefetch), else a ListSource.
+function M.from_elements(elements, spec_fn)
+  local list = ListSource(elements, spec_fn)
+  if list.n == 0 or not uniform(list:spec()) then return list end
+  local batching = require "tpu.data.batching"
+  return TensorSource(batching.stack(elements, "", "cache", 0))
+end
 
 ---------------------------------------------------------------- IDX files
 

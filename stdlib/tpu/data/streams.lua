@@ -23,6 +23,18 @@ function M.skip(next_item, n)
   end
 end
 
+-- The items at positions i, i + n, i + 2n, ... (0-based) of a stream.
+function M.every(next_item, n, i)
+  local skip = i
+  return function()
+    for _ = 1, skip do
+      if next_item() == nil then skip = 0 return nil end
+    end
+    skip = n - 1
+    return next_item()
+  end
+end
+
 -- The buffer shuffle: fill a buffer of `size` items, hand out a random one and put the next
 -- upstream item in its place; when upstream ends, drain the buffer in random order.
 -- below(n) draws a uniform integer in [0, n) (tpu.data.random).
@@ -58,6 +70,13 @@ function M.shuffled(next_item, size, below)
     end
     return v
   end
+end
+
+-- Every item of a (finite) stream as a list.
+function M.collect(next_item)
+  local list = {}
+  for v in next_item do list[#list + 1] = v end
+  return list
 end
 
 -- Up to n items of a stream as a list (empty at the end).

@@ -1,0 +1,384 @@
+#include "data/npy.h"
+
+#include <array>
+#include <bit>
+#include <cerrno>
+#include <charconv>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <memory>
+#include <optional>
+#include <vector>
+
+#include "core/error.h"
+
+namespace tpu {
+
+namespace {
+
+constexpr uint64_t kMaxHeader = uint64_t(1) << 20;  // real headers are < 1 KiB
+constexpr uint64_t kMaxBytes = uint64_t(1) << 40;   // 1 TiB: anything larger is a corrupt header
+constexpr size_t kMaxRank = 8;
+
+// The element types we read, one row each: the type code without its byte-order character.
+struct NpyType {
+  const char* code;
+  size_t bytes;
+  DType dtype;
+};
+constexpr std::array<NpyType, 12> kTypes{{
+    {"f2", 2, DType::f32}, {"f4", 4, DType::f32}, {"f8", 8, DType::f32},
+    {"i1", 1, DType::i32}, {"i2", 2, DType::i32}, {"i4", 4, DType::i32},
+    {"i8", 8, DType::i32}, {"u1", 1, DType::u8},  {"u2", 2, DType::i32},
+    {"u4", 4, DType::i32}, {"u8", 8, DType::i32}, {"b1", 1, DType::boolean},
+}};
+constexpr const char* kSupported = "<f2 <f4 <f8 |i1 <i2 <i4 <i8 |u1 <u2 <u4 <u8 |b1 (or '>' order)";
+
+[[noreturn]] void fail(const std::string& name, const std::string& what) {
+  throw Error(name + ": " + what);
+}
+
+// ---- inputs: a file or bytes in memory ----
+
+class Input {
+ public:
+  virtual ~Input() = default;
+  virtual size_t read(std::span<std::byte> out) = 0;  // short only at the end
+  virtual uint64_t remaining() const = 0;
+};
+
+class MemoryInput : public Input {
+ public:
+  explicit MemoryInput(std::string_view bytes) : bytes_(bytes) {}
+  size_t read(std::span<std::byte> out) override {
+    size_t n = std::min(out.size(), bytes_.size());
+    std::memcpy(out.data(), bytes_.data(), n);
+    bytes_.remove_prefix(n);
+    return n;
+  }
+  uint64_t remaining() const override { return bytes_.size(); }
+
+ private:
+  std::string_view bytes_;
+};
+
+class FileInput : public Input {
+ public:
+  explicit FileInput(const std::string& path) : path_(path) {
+    namespace fs = std::filesystem;
+    std::error_code ec;
+    fs::file_status st = fs::status(path, ec);
+    if (st.type() == fs::file_type::not_found) fail(path, "file not found");
+    if (ec) fail(path, "cannot access: " + ec.message());
+    if (!fs::is_regular_file(st)) fail(path, "not a regular file");
+    left_ = fs::file_size(path, ec);
+    if (ec) fail(path, "cannot access: " + ec.message());
+    file_.reset(std::fopen(path.c_str(), "rb"));
+    if (!file_) fail(path, std::string("cannot open: ") + std::strerror(errno));
+  }
+  size_t read(std::span<std::byte> out) override {
+    size_t n = std::fread(out.data(), 1, out.size(), file_.get());
+    if (n < out.size() && std::ferror(file_.get()))
+      fail(path_, std::string("read error: ") + std::strerror(errno));
+    left_ -= std::min<uint64_t>(left_, n);
+    return n;
+  }
+  uint64_t remaining() const override { return left_; }
+
+ private:
+  struct Closer {
+    void operator()(std::FILE* f) const { std::fclose(f); }
+  };
+  std::string path_;
+  uint64_t left_ = 0;
+  std::unique_ptr<std::FILE, Closer> file_;
+};
+
+// ---- the header dict: {'descr': '<f4', 'fortran_order': False, 'shape': (3, 4), } ----
+
+struct Header {
+  std::string descr;
+  std::optional<bool> fortran_order;
+  std::optional<Shape> shape;
+};
+
+// A recursive-descent reader of the Python literal subset the format uses.
+class DictParser {
+ public:
+  DictParser(std::string_view text, const std::string& name) : s_(text), name_(name) {}
+
+  Header parse() {
+    Header h;
+    bool has_descr = false;
+    expect('{');
+    while (!peek('}')) {
+      std::string key = string_literal();
+      expect(':');
+      if (key == "descr") {
+        h.descr = descr();
+        has_descr = true;
+      } else if (key == "fortran_order") {
+        h.fortran_order = boolean();
+      } else if (key == "shape") {
+        h.shape = shape();
+      } else {
+        error("unknown key '" + key + "' (expected descr, fortran_order and shape)");
+      }
+      if (!peek('}')) expect(',');
+    }
+    expect('}');
+    skip_space();
+    if (pos_ != s_.size()) error("unexpected text after the dict");
+    if (!has_descr || !h.fortran_order || !h.shape)
+      fail(name_, "malformed .npy header: it must give descr, fortran_order and shape");
+    return h;
+  }
+
+ private:
+  [[noreturn]] void error(const std::string& what) const {
+    fail(name_, "malformed .npy header at character " + std::to_string(pos_ + 1) + ": " + what);
+  }
+  void skip_space() {
+    while (pos_ < s_.size() && (s_[pos_] == ' ' || s_[pos_] == '\t' || s_[pos_] == '\n')) ++pos_;
+  }
+  bool peek(char c) {
+    skip_space();
+    return pos_ < s_.size() && s_[pos_] == c;
+  }
+  void expect(char c) {
+    if (!peek(c)) error(std::string("expected '") + c + "'");
+    ++pos_;
+  }
+  std::string string_literal() {
+    skip_space();
+    if (pos_ >= s_.size() || (s_[pos_] != '\'' && s_[pos_] != '"')) error("expected a quoted string");
+    char quote = s_[pos_++];
+    size_t end = s_.find(quote, pos_);
+    if (end == std::string_view::npos) error("unterminated string");
+    std::string v(s_.substr(pos_, end - pos_));
+    pos_ = end + 1;
+    return v;
+  }
+  std::string descr() {
+    if (peek('[')) error("structured dtypes (a list of fields) are not supported; save one array per field");
+    return string_literal();
+  }
+  bool boolean() {
+    skip_space();
+    for (auto [word, value] : {std::pair{"True", true}, std::pair{"False", false}})
+      if (s_.substr(pos_).starts_with(word)) {
+        pos_ += std::strlen(word);
+        return value;
+      }
+    error("expected True or False");
+  }
+  int64_t dimension() {
+    skip_space();
+    int64_t v = -1;
+    auto [end, ec] = std::from_chars(s_.data() + pos_, s_.data() + s_.size(), v);
+    if (ec != std::errc() || v < 0) error("expected a non-negative dimension size");
+    pos_ = size_t(end - s_.data());
+    if (pos_ < s_.size() && s_[pos_] == 'L') ++pos_;  // written by old writers
+    return v;
+  }
+  Shape shape() {
+    Shape dims;
+    expect('(');
+    while (!peek(')')) {
+      dims.push_back(dimension());
+      if (!peek(')')) expect(',');
+    }
+    expect(')');
+    if (dims.size() > kMaxRank) error("rank " + std::to_string(dims.size()) + " is more than 8");
+    return dims;
+  }
+
+  std::string_view s_;
+  const std::string& name_;
+  size_t pos_ = 0;
+};
+
+// ---- the preamble and the element type ----
+
+uint64_t load_le(const std::byte* p, size_t n) {
+  uint64_t v = 0;
+  for (size_t i = n; i-- > 0;) v = (v << 8) | uint64_t(p[i]);
+  return v;
+}
+
+void read_exact(Input& in, std::span<std::byte> out, const std::string& name, const char* what) {
+  size_t n = in.read(out);
+  if (n < out.size())
+    fail(name, std::string("truncated .npy file: it ends inside the ") + what + " (" +
+                   std::to_string(n) + " of " + std::to_string(out.size()) + " bytes)");
+}
+
+// Reads the magic, the version and the header length; returns the header text.
+std::string read_preamble(Input& in, const std::string& name) {
+  std::array<std::byte, 8> pre{};
+  size_t n = in.read(pre);
+  static constexpr char kMagic[] = "\x93NUMPY";
+  if (n < 6 || std::memcmp(pre.data(), kMagic, 6) != 0)
+    fail(name, "not a .npy file: it does not start with the magic bytes \\x93NUMPY");
+  if (n < 8) fail(name, "truncated .npy file: it ends inside the version bytes");
+  unsigned major = unsigned(pre[6]), minor = unsigned(pre[7]);
+  if (major < 1 || major > 3 || minor != 0)
+    fail(name, "unsupported .npy format version " + std::to_string(major) + "." +
+                   std::to_string(minor) + " (expected 1.0, 2.0 or 3.0)");
+  std::array<std::byte, 4> len_bytes{};
+  size_t width = major == 1 ? 2 : 4;
+  read_exact(in, std::span(len_bytes).first(width), name, "header length");
+  uint64_t len = load_le(len_bytes.data(), width);
+  if (len > kMaxHeader || len > in.remaining())
+    fail(name, "bad .npy header length " + std::to_string(len) + ": the file holds only " +
+                   std::to_string(in.remaining()) + " more bytes");
+  std::string text(len, '\0');
+  read_exact(in, std::as_writable_bytes(std::span(text)), name, "header");
+  return text;
+}
+
+struct ElementType {
+  const NpyType* type;
+  bool big_endian;
+  std::string descr;
+};
+
+ElementType element_type(const std::string& descr, const std::string& name) {
+  auto unsupported = [&](const std::string& why) -> ElementType {
+    fail(name, "unsupported .npy dtype '" + descr + "'" + why + " (supported: " + kSupported + ")");
+  };
+  if (descr.size() != 3) return unsupported("");
+  char order = descr[0];
+  if (order != '<' && order != '>' && order != '|' && order != '=') return unsupported("");
+  for (const NpyType& t : kTypes)
+    if (descr.compare(1, 2, t.code) == 0) {
+      if (order == '|' && t.bytes > 1) return unsupported(": a multi-byte type needs '<' or '>'");
+      return {&t, order == '>', descr};
+    }
+  return unsupported("");
+}
+
+// A shape as the header writes it: (3, 4), (5,), ().
+std::string tuple_str(const Shape& shape) {
+  std::string s = "(";
+  for (size_t i = 0; i < shape.size(); ++i) s += (i ? ", " : "") + std::to_string(shape[i]);
+  return s + (shape.size() == 1 ? ",)" : ")");
+}
+
+uint64_t data_bytes(const ElementType& et, const Shape& shape, const std::string& name) {
+  uint64_t bytes = et.type->bytes;
+  for (int64_t d : shape) {
+    if (d != 0 && bytes > kMaxBytes / uint64_t(d))
+      fail(name, ".npy header declares shape " + tuple_str(shape) + ", more than 1 TiB of data");
+    bytes *= uint64_t(d);
+  }
+  return bytes;
+}
+
+// ---- the elements ----
+
+uint64_t load(const std::byte* p, size_t n, bool big_endian) {
+  if (!big_endian) return load_le(p, n);
+  uint64_t v = 0;
+  for (size_t i = 0; i < n; ++i) v = (v << 8) | uint64_t(p[i]);
+  return v;
+}
+
+float half_to_float(uint16_t h) {
+  uint32_t sign = uint32_t(h >> 15) << 31, exp = (h >> 10) & 0x1f, man = h & 0x3ff;
+  if (exp == 0x1f) return std::bit_cast<float>(sign | 0x7f800000u | (man << 13));
+  if (exp != 0) return std::bit_cast<float>(sign | ((exp + 112) << 23) | (man << 13));
+  float v = float(man) * (1.0f / 16777216.0f);  // subnormal: man * 2^-24
+  return sign ? -v : v;
+}
+
+// A bool element (0 or 1), or an error naming it.
+uint8_t check_bool(uint64_t v, size_t index, const std::string& name) {
+  if (v > 1)
+    fail(name, "element " + std::to_string(index) + " of a bool array is " + std::to_string(v) + ", not 0 or 1");
+  return uint8_t(v);
+}
+
+// An element's value as an i32, or an error naming it when it does not fit.
+int32_t to_i32(uint64_t raw, const ElementType& et, size_t index, const std::string& name) {
+  const size_t bits = 8 * et.type->bytes;
+  const bool is_signed = et.type->code[0] == 'i';
+  int64_t v = int64_t(raw);
+  if (is_signed && bits < 64) v = int64_t(raw << (64 - bits)) >> (64 - bits);
+  bool fits = is_signed ? (v >= INT32_MIN && v <= INT32_MAX) : raw <= uint64_t(INT32_MAX);
+  if (!fits)
+    fail(name, "element " + std::to_string(index) + " is " +
+                   (is_signed ? std::to_string(v) : std::to_string(raw)) +
+                   ", outside the i32 range that integer data is read into");
+  return int32_t(v);
+}
+
+// out[i] = f(element i, i) for every element.
+template <class Out, class F>
+void convert(Tensor& t, std::span<const std::byte> raw, const ElementType& et, F f) {
+  const size_t w = et.type->bytes;
+  Out* out = t.data<Out>();
+  for (size_t i = 0; i < size_t(t.size()); ++i) out[i] = f(load(raw.data() + i * w, w, et.big_endian), i);
+}
+
+void decode_into(Tensor& t, std::span<const std::byte> raw, const ElementType& et, const std::string& name) {
+  const std::string_view code = et.type->code;
+  if (code == "f2") convert<float>(t, raw, et, [](uint64_t v, size_t) { return half_to_float(uint16_t(v)); });
+  else if (code == "f4") convert<float>(t, raw, et, [](uint64_t v, size_t) { return std::bit_cast<float>(uint32_t(v)); });
+  else if (code == "f8") convert<float>(t, raw, et, [](uint64_t v, size_t) { return float(std::bit_cast<double>(v)); });
+  else if (code == "u1") std::memcpy(t.raw(), raw.data(), raw.size());
+  else if (code == "b1") convert<uint8_t>(t, raw, et, [&](uint64_t v, size_t i) { return check_bool(v, i, name); });
+  else convert<int32_t>(t, raw, et, [&](uint64_t v, size_t i) { return to_i32(v, et, i, name); });
+}
+
+// Whether the file's bytes are already our tensor's bytes (little-endian f4, i4, u1, b1).
+bool stored_as_ours(const ElementType& et) {
+  const std::string_view code = et.type->code;
+  return !et.big_endian && (code == "f4" || code == "i4" || code == "u1" || code == "b1");
+}
+
+Tensor read_elements(Input& in, const ElementType& et, const Shape& shape, const std::string& name) {
+  const uint64_t want = data_bytes(et, shape, name), have = in.remaining();
+  const std::string declared = "'" + et.descr + "' " + tuple_str(shape);
+  if (have < want)
+    fail(name, "truncated .npy file: expected " + std::to_string(want) + " bytes of data for " + declared +
+                   ", found " + std::to_string(have));
+  if (have > want)
+    fail(name, "trailing garbage: " + std::to_string(have - want) + " bytes after the " + std::to_string(want) +
+                   " bytes of data declared by the header (" + declared + ")");
+  Tensor t(et.type->dtype, shape, Tensor::Uninitialized{});
+  if (stored_as_ours(et)) {  // read straight into the tensor
+    read_exact(in, {t.raw(), size_t(want)}, name, "data");
+    if (t.dtype() == DType::boolean)
+      for (size_t i = 0; i < want; ++i) check_bool(uint64_t(t.raw()[i]), i, name);
+    return t;
+  }
+  std::vector<std::byte> raw(want);
+  read_exact(in, raw, name, "data");
+  decode_into(t, raw, et, name);
+  return t;
+}
+
+Tensor read_from(Input& in, const std::string& name) {
+  Header h = DictParser(read_preamble(in, name), name).parse();
+  ElementType et = element_type(h.descr, name);
+  if (*h.fortran_order)
+    fail(name, "Fortran-ordered (column-major) arrays are not supported; save a C-ordered copy "
+               "(numpy.ascontiguousarray) instead");
+  return read_elements(in, et, *h.shape, name);
+}
+
+}  // namespace
+
+Tensor read_npy(const std::string& path) {
+  FileInput in(path);
+  return read_from(in, path);
+}
+
+Tensor parse_npy(std::string_view bytes, const std::string& name) {
+  MemoryInput in(bytes);
+  return read_from(in, name);
+}
+
+}  // namespace tpu

@@ -1,0 +1,96 @@
+#include "data/prefetch.h"
+
+#include <chrono>
+
+#include "data/batching.h"
+
+namespace tpu {
+
+namespace {
+double ms_since(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+}
+}  // namespace
+
+BatchPrefetcher::BatchPrefetcher(std::vector<Tensor> sources, size_t depth)
+    : sources_(std::move(sources)), depth_(depth < 1 ? 1 : depth), thread_([this] { run(); }) {}
+
+BatchPrefetcher::~BatchPrefetcher() {
+  {
+    std::lock_guard lock(mu_);
+    stop_ = true;
+  }
+  work_cv_.notify_all();
+  thread_.join();
+}
+
+void BatchPrefetcher::push(std::vector<int64_t> indices) {
+  {
+    std::lock_guard lock(mu_);
+    requests_.push_back(std::move(indices));
+    ++pending_;
+  }
+  work_cv_.notify_one();
+}
+
+std::optional<std::vector<Tensor>> BatchPrefetcher::pop() {
+  std::unique_lock lock(mu_);
+  if (pending_ == 0) return std::nullopt;
+  const auto t0 = std::chrono::steady_clock::now();
+  const bool was_ready = !ready_.empty();
+  ready_cv_.wait(lock, [this] { return !ready_.empty() || error_; });
+  stats_.wait_ms += ms_since(t0);
+  if (error_) std::rethrow_exception(error_);
+  std::vector<Tensor> batch = std::move(ready_.front());
+  ready_.pop_front();
+  --pending_;
+  ++stats_.batches;
+  stats_.ready += was_ready ? 1 : 0;
+  lock.unlock();
+  work_cv_.notify_one();  // room for the next batch
+  return batch;
+}
+
+size_t BatchPrefetcher::pending() const {
+  std::lock_guard lock(mu_);
+  return pending_;
+}
+
+BatchPrefetcher::Stats BatchPrefetcher::stats() const {
+  std::lock_guard lock(mu_);
+  return stats_;
+}
+
+std::vector<Tensor> BatchPrefetcher::gather(const std::vector<int64_t>& indices) const {
+  std::vector<Tensor> batch;
+  batch.reserve(sources_.size());
+  for (const Tensor& t : sources_) batch.push_back(gather_rows(t, indices));
+  return batch;
+}
+
+void BatchPrefetcher::run() {
+  std::unique_lock lock(mu_);
+  while (true) {
+    work_cv_.wait(lock, [this] { return stop_ || (!requests_.empty() && ready_.size() < depth_ && !error_); });
+    if (stop_) return;
+    std::vector<int64_t> indices = std::move(requests_.front());
+    requests_.pop_front();
+    lock.unlock();
+    const auto t0 = std::chrono::steady_clock::now();
+    std::vector<Tensor> batch;
+    std::exception_ptr error;
+    try {
+      batch = gather(indices);
+    } catch (...) {
+      error = std::current_exception();
+    }
+    const double ms = ms_since(t0);
+    lock.lock();
+    stats_.gather_ms += ms;
+    if (error) error_ = error;
+    else ready_.push_back(std::move(batch));
+    ready_cv_.notify_all();
+  }
+}
+
+}  // namespace tpu

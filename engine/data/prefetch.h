@@ -1,0 +1,63 @@
+// BatchPrefetcher: gathers the next batches of an in-memory data set on a background thread,
+// so the copy of a shuffled batch overlaps the training step (tpu.data's prefetch(n)).
+//
+//   BatchPrefetcher p({images, labels}, 2);   // hold at most 2 gathered batches
+//   p.push({7, 3, 9});                        // rows to gather (0-based), in order
+//   p.push({1, 0, 4});
+//   std::optional<std::vector<Tensor>> b = p.pop();   // {u8[3,28,28], u8[3]}: rows 7, 3, 9
+//
+// push never blocks: requests are queued and the thread gathers them in order while fewer than
+// `depth` results wait. pop blocks until the oldest request is gathered; it returns nullopt
+// when nothing is pending, and rethrows what gather threw. The thread only reads the source
+// tensors (shared buffers, never written) and never calls back into the caller; the destructor
+// stops and joins it.
+#pragma once
+#include <condition_variable>
+#include <deque>
+#include <exception>
+#include <mutex>
+#include <optional>
+#include <thread>
+#include <vector>
+
+#include "core/tensor.h"
+
+namespace tpu {
+
+class BatchPrefetcher {
+ public:
+  struct Stats {
+    int64_t batches = 0;    // popped
+    int64_t ready = 0;      // of those, already gathered when pop was called
+    double gather_ms = 0;   // time the thread spent gathering
+    double wait_ms = 0;     // time pop spent waiting for the thread
+  };
+
+  BatchPrefetcher(std::vector<Tensor> sources, size_t depth);
+  ~BatchPrefetcher();
+  BatchPrefetcher(const BatchPrefetcher&) = delete;
+  BatchPrefetcher& operator=(const BatchPrefetcher&) = delete;
+
+  void push(std::vector<int64_t> indices);
+  std::optional<std::vector<Tensor>> pop();
+  size_t pending() const;  // pushed and not yet popped
+  Stats stats() const;
+
+ private:
+  void run();
+  std::vector<Tensor> gather(const std::vector<int64_t>& indices) const;
+
+  const std::vector<Tensor> sources_;
+  const size_t depth_;
+  mutable std::mutex mu_;
+  std::condition_variable work_cv_, ready_cv_;
+  std::deque<std::vector<int64_t>> requests_;
+  std::deque<std::vector<Tensor>> ready_;
+  std::exception_ptr error_;
+  size_t pending_ = 0;
+  bool stop_ = false;
+  Stats stats_;
+  std::thread thread_;  // last: starts after every other member is ready
+};
+
+}  // namespace tpu

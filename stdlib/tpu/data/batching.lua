@@ -1,0 +1,93 @@
+-- Stacking elements into batches: batch (equal shapes) and padded_batch (padded to a common
+-- shape). One C++ pad_stack per tensor of the element builds the whole batch.
+local structure = require "tpu.data.structure"
+local args = require "tpu.data.args"
+
+local M = {}
+
+-- "tpu" loads this module, so reach it lazily.
+local tpu = setmetatable({}, {__index = function(_, k) return require("tpu")[k] end})
+
+local function type_str(t)
+  return string.format("%s[%s]", t.dtype, table.concat(t.shape, ","))
+end
+
+-- The error for a string component: batches hold tensors.
+function M.string_error(where, what, path)
+  args.fail_at(where, "%s: component %s is a string; batches hold tensors, so turn strings into "
+    .. "tensors first, e.g. ds:map(function(s) return vocab:encode(s) end, {host = true})",
+    what, path)
+end
+
+-- Raises string_error when a spec has a string leaf.
+function M.check_spec(spec, where, what)
+  structure.walk(spec, function(leaf, path)
+    if leaf.dtype == "string" then M.string_error(where, what, path) end
+  end)
+  return spec
+end
+
+-- The leaves at one path of every element, checked to be tensors of one dtype and rank.
+-- first: the pass position of elements[1] (for messages).
+local function leaves_at(elements, k, path, where, what, first)
+  local list, t1 = {}, nil
+  for i, e in ipairs(elements) do
+    local t = e[k]
+    if t == nil then
+      args.fail_at(where, "%s: element %d has no %s; the elements of a batch must have the same "
+        .. "structure", what, first + i - 1, path)
+    end
+    if type(t) == "string" then M.string_error(where, what, path) end
+    t1 = t1 or t
+    if t.dtype ~= t1.dtype or #t.shape ~= #t1.shape then
+      args.fail_at(where, "%s: element %d has %s of type %s but element %d has %s", what,
+        first + i - 1, path, type_str(t), first, type_str(t1))
+    end
+    list[i] = t
+  end
+  return list
+end
+
+-- Flattened elements: one list of leaves per element, and the paths of the leaves.
+local function flat(elements)
+  local rows, paths = {}, {}
+  structure.walk(elements[1], function(_, path) paths[#paths + 1] = path end)
+  for i, e in ipairs(elements) do rows[i] = structure.flatten(e) end
+  return rows, paths
+end
+
+-- Stacks elements of equal shapes: batch(n). where/what/first as for leaves_at.
+function M.stack(elements, where, what, first)
+  local rows, paths = flat(elements)
+  local out = {}
+  for k, path in ipairs(paths) do
+    local list = leaves_at(rows, k, path, where, what, first)
+    local shape = list[1].shape
+    for i, t in ipairs(list) do
+      for d, n in ipairs(t.shape) do
+        if n ~= shape[d] then
+          args.fail_at(where, "%s: element %d has %s of shape %s but element %d has %s; use "
+            .. "padded_batch for elements of different shapes", what, first + i - 1, path,
+            type_str(t), first, type_str(list[1]))
+        end
+      end
+    end
+    out[k] = tpu.core.pad_stack(list, shape, 0)
+  end
+  return structure.unflatten(elements[1], out)
+end
+
+-- Pads and stacks elements: padded_batch. plan(k, path, list) returns the padded shape and
+-- the padding value for leaf k (it raises the errors about elements too long).
+function M.pad(elements, plan, where, what, first)
+  local rows, paths = flat(elements)
+  local out = {}
+  for k, path in ipairs(paths) do
+    local list = leaves_at(rows, k, path, where, what, first)
+    local shape, value = plan(k, path, list)
+    out[k] = tpu.core.pad_stack(list, shape, value)
+  end
+  return structure.unflatten(elements[1], out)
+end
+
+return M

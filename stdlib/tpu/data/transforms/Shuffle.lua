@@ -1,0 +1,40 @@
+-- ds:shuffle(buffer, {seed =, reshuffle_each_iteration =}): the buffer shuffle.
+local Dataset = require "tpu.data.Dataset"
+local Transform = require "tpu.data.transforms.Transform"
+local random = require "tpu.data.random"
+local streams = require "tpu.data.streams"
+local args = require "tpu.data.args"
+
+local Shuffle = Transform:extend("Shuffle")
+
+function Shuffle:__init(parent, buffer, seed, reshuffle)
+  Transform.__init(self, parent, string.format("shuffle(%d, {seed = %d})", buffer, seed))
+  self._buffer, self._seed, self._reshuffle = buffer, seed, reshuffle
+end
+
+function Shuffle:_stream(upstream, epoch)
+  local stream_epoch = self._reshuffle and epoch or 0
+  return streams.shuffled(upstream(epoch), self._buffer, random.stream(self._seed, stream_epoch))
+end
+
+-- Without {seed =}: the --seed of the command line, else 0; runs are reproducible either way.
+local function default_seed()
+  local seed = (require("tpu").options or {}).seed
+  return math.type(seed) == "integer" and seed >= 0 and seed or 0
+end
+
+-- Buffer shuffle (streams.shuffled); a buffer >= the data set's size gives a uniform
+-- permutation. Each pass (epoch) is shuffled differently, determined by the seed and the
+-- epoch number, unless {reshuffle_each_iteration = false}.
+function Dataset:shuffle(buffer, opts)
+  Dataset.check_self(self, "shuffle")
+  buffer = args.integer(buffer, "shuffle", "the buffer size", 1)
+  opts = args.options(opts, "shuffle", {"seed", "reshuffle_each_iteration"})
+  local seed = opts.seed == nil and default_seed() or args.integer(opts.seed, "shuffle", "seed")
+  local reshuffle = opts.reshuffle_each_iteration
+  if reshuffle == nil then reshuffle = true end
+  args.boolean(reshuffle, "shuffle", "reshuffle_each_iteration")
+  return Shuffle(self, buffer, seed, reshuffle)
+end
+
+return Shuffle
