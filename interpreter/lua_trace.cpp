@@ -91,6 +91,15 @@ CompileOptions compile_options(lua_State* L, int arg, std::string& dump_dir, std
   lua_pop(L, 1);
   if (lua_getfield(L, arg, "hbm_version") == LUA_TSTRING) hbm_version = lua_tostring(L, -1);
   lua_pop(L, 1);
+  if (lua_getfield(L, arg, "replicas") == LUA_TNUMBER) o.replicas = int(lua_tointeger(L, -1));
+  lua_pop(L, 1);
+  if (lua_getfield(L, arg, "sharded") == LUA_TTABLE)
+    for (lua_Integer i = 1; i <= luaL_len(L, -1); ++i) {
+      lua_geti(L, -1, i);
+      o.sharded.push_back(lua_toboolean(L, -1));
+      lua_pop(L, 1);
+    }
+  lua_pop(L, 1);
   return o;
 }
 
@@ -201,6 +210,30 @@ int l_exe_run(lua_State* L) {
     error = ex.what();
   }
   raise_user_error(L, error);
+}
+
+// exe:per_replica() -> list of booleans: which results come back stacked [replicas, ...].
+int l_exe_per_replica(lua_State* L) {
+  const Executable& e = *check_executable(L, 1)->exe;
+  lua_createtable(L, int(e.graph().outputs.size()), 0);
+  for (size_t i = 0; i < e.graph().outputs.size(); ++i) {
+    lua_pushboolean(L, e.replicas() > 1 && e.output_per_replica(i));
+    lua_seti(L, -2, lua_Integer(i + 1));
+  }
+  return 1;
+}
+
+// core.all_reduce(x, "sum"|"mean"): across the replicas of a replicated step.
+int l_all_reduce(lua_State* L) {
+  LuaTensor* t = check_tensor(L, 1);
+  const char* kind = luaL_optstring(L, 2, "sum");
+  int64_t k = std::strcmp(kind, "mean") == 0 ? 1 : std::strcmp(kind, "sum") == 0 ? 0 : -1;
+  if (k < 0) raise_user_error(L, std::string("all_reduce: unknown reduction '") + kind + "' (expected \"sum\" or \"mean\")");
+  return apply_op(L, {{t, 0}}, DType::f32, [k](Graph& g, const std::vector<NodeId>& in) {
+    Attrs a;
+    a.axis = k;
+    return g.add(Op::all_reduce, {in[0]}, a);
+  });
 }
 
 int l_exe_text(lua_State* L) {
@@ -400,11 +433,12 @@ int l_trace_depth(lua_State* L) {
 }
 
 const luaL_Reg kExeMethods[] = {{"run", l_exe_run},     {"text", l_exe_text}, {"info", l_exe_info},
+                                 {"per_replica", l_exe_per_replica},
                                  {"nodes", l_exe_nodes}, {"dot", l_exe_dot},   {nullptr, nullptr}};
 const luaL_Reg kFunctions[] = {{"trace_begin", l_trace_begin}, {"trace_param", l_trace_param},
                                {"trace_end", l_trace_end},     {"trace_abort", l_trace_abort},
                                {"trace_depth", l_trace_depth}, {"gradients", l_gradients},
-                               {"lift", l_lift},                {"op_times", l_op_times},
+                               {"lift", l_lift},                {"all_reduce", l_all_reduce},                {"op_times", l_op_times},
                                {"set_op_profiling", l_set_op_profiling}, {"trace_name", l_trace_name},
                                {"tpu_version", l_tpu_version},  {"format_bytes", l_format_bytes},
                                {nullptr, nullptr}};

@@ -33,6 +33,16 @@ Tensor Tensor::borrow(DType dtype, Shape shape, std::byte* data) {
   return t;
 }
 
+Tensor Tensor::rows(int64_t first, int64_t count) const {
+  if (shape_.empty() || first < 0 || count < 0 || first + count > shape_[0])
+    throw std::logic_error("tensor rows out of range");
+  Tensor t = *this;
+  t.shape_[0] = count;
+  const int64_t row_bytes = shape_[0] ? int64_t(bytes()) / shape_[0] : 0;
+  t.data_ = std::shared_ptr<std::byte[]>(data_, data_.get() + first * row_bytes);
+  return t;
+}
+
 Tensor Tensor::view(DType t, Shape s) const {
   Tensor v = *this;
   v.dtype_ = t;

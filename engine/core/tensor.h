@@ -33,6 +33,8 @@ class Tensor {
   Tensor reshaped(Shape s) const;
   // A tensor over memory it does not own (the owner must outlive it).
   static Tensor borrow(DType dtype, Shape shape, std::byte* data);
+  // Rows [first, first + count) of the leading dimension, sharing this tensor's buffer.
+  Tensor rows(int64_t first, int64_t count) const;
   // Same buffer seen with another type; the view must fit in this tensor's bytes.
   Tensor view(DType t, Shape s) const;
   bool same_type(const Tensor& o) const { return dtype_ == o.dtype_ && shape_ == o.shape_; }

@@ -34,6 +34,7 @@ PassResult constant_folding(const Graph& g) {
     const Node& node = g.at(n);
     // A broadcast of a constant is already as folded as it gets (and is what folding emits).
     bool foldable = node.op != Op::parameter && node.op != Op::constant && node.op != Op::broadcast &&
+                    node.op != Op::all_reduce &&  // its value depends on the replicas
                     !node.in.empty() && num_elements(node.shape) <= kFoldUpTo;
     for (NodeId i : node.in) foldable = foldable && rw.out().at(rw.map(i)).op == Op::constant;
     if (!foldable) {

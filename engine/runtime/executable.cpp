@@ -4,8 +4,11 @@
 #include <array>
 #include <chrono>
 
+#include <mutex>
+
 #include "core/error.h"
 #include "passes/pass.h"
+#include "runtime/thread_pool.h"
 
 namespace tpu {
 
@@ -63,26 +66,73 @@ Executable Executable::compile(Graph g, CompileOptions options) {
   return exe;
 }
 
+namespace {
+
+// Nodes whose value is the same on every replica: unsharded parameters, constants, all_reduce
+// results, and whatever is computed from those alone.
+std::vector<bool> replica_invariant(const Graph& g, const std::vector<bool>& sharded) {
+  std::vector<bool> inv(g.nodes.size(), true);
+  std::vector<int32_t> param_index(g.nodes.size(), -1);
+  for (size_t i = 0; i < g.params.size(); ++i) param_index[size_t(g.params[i])] = int32_t(i);
+  for (NodeId n = 0; n < NodeId(g.nodes.size()); ++n) {
+    const Node& node = g.at(n);
+    if (node.op == Op::parameter) {
+      int32_t p = param_index[size_t(n)];
+      inv[size_t(n)] = !(p >= 0 && size_t(p) < sharded.size() && sharded[size_t(p)]);
+    } else if (node.op != Op::all_reduce) {
+      for (NodeId i : node.in) inv[size_t(n)] = inv[size_t(n)] && inv[size_t(i)];
+    }
+  }
+  return inv;
+}
+
+// phase[n]: how many rounds of all_reduce must finish before n can run.
+std::vector<int32_t> phases_of(const Graph& g) {
+  std::vector<int32_t> phase(g.nodes.size(), 0);
+  for (NodeId n = 0; n < NodeId(g.nodes.size()); ++n)
+    for (NodeId i : g.at(n).in)
+      phase[size_t(n)] = std::max(phase[size_t(n)], phase[size_t(i)] + (g.at(i).op == Op::all_reduce ? 1 : 0));
+  return phase;
+}
+
+}  // namespace
+
 void Executable::plan(const CompileOptions& options) {
   const Graph& g = graph_;
   const size_t count = g.nodes.size();
+  replicas_ = std::max(1, options.replicas);
+  sharded_ = options.sharded;
+  sharded_.resize(g.params.size(), false);
+  invariant_ = replica_invariant(g, sharded_);
   std::vector<bool> live(count, false), is_output(count, false);
   for (NodeId o : g.outputs) live[size_t(o)] = is_output[size_t(o)] = true;
   for (size_t n = count; n-- > 0;)
     if (live[n])
       for (NodeId i : g.nodes[n].in) live[size_t(i)] = true;
 
-  // Schedule and storage owners: a reshape shares its operand's storage.
-  std::vector<NodeId> owner(count), order;
+  // Execution order: by phase; within a phase invariant nodes, per-replica nodes, all_reduces.
+  std::vector<int32_t> phase = phases_of(g);
+  int32_t phases = 0;
+  for (NodeId n = 0; n < NodeId(count); ++n)
+    if (live[size_t(n)]) phases = std::max(phases, phase[size_t(n)] + 1);
+  auto group = [&](NodeId n) { return g.at(n).op == Op::all_reduce ? 2 : invariant_[size_t(n)] ? 0 : 1; };
+  std::vector<NodeId> order;
+  for (int32_t p = 0; p < phases; ++p)
+    for (int grp = 0; grp < 3; ++grp)
+      for (NodeId n = 0; n < NodeId(count); ++n)
+        if (live[size_t(n)] && !is_leaf(g.at(n).op) && phase[size_t(n)] == p && group(n) == grp) order.push_back(n);
+
+  // Storage owners: a reshape shares its operand's storage.
+  std::vector<NodeId> owner(count);
   std::vector<int32_t> pos(count, -1), last_use(count, -1);
-  for (NodeId n = 0; n < NodeId(count); ++n) {
-    owner[size_t(n)] = n;
+  for (NodeId n = 0; n < NodeId(count); ++n) owner[size_t(n)] = n;
+  for (int32_t k = 0; k < int32_t(order.size()); ++k) {
+    NodeId n = order[size_t(k)];
     const Node& node = g.at(n);
-    if (!live[size_t(n)] || is_leaf(node.op)) continue;
-    if (node.op == Op::reshape && !is_output[size_t(n)]) owner[size_t(n)] = owner[size_t(node.in[0])];
-    pos[size_t(n)] = int32_t(order.size());
-    order.push_back(n);
-    for (NodeId i : node.in) last_use[size_t(owner[size_t(i)])] = pos[size_t(n)];
+    if (node.op == Op::reshape && !is_output[size_t(n)] && invariant_[size_t(n)] == invariant_[size_t(node.in[0])])
+      owner[size_t(n)] = owner[size_t(node.in[0])];
+    pos[size_t(n)] = k;
+    for (NodeId i : node.in) last_use[size_t(owner[size_t(i)])] = std::max(last_use[size_t(owner[size_t(i)])], k);
   }
   const int32_t end = int32_t(order.size());
   for (NodeId o : g.outputs) last_use[size_t(owner[size_t(o)])] = end;  // results outlive the run
@@ -92,10 +142,12 @@ void Executable::plan(const CompileOptions& options) {
   std::vector<bool> taken(g.params.size(), false);
   for (NodeId o : g.outputs) {
     const Node& on = g.at(o);
-    if (is_leaf(on.op) || owner[size_t(o)] != o || donated_into[size_t(o)] >= 0) continue;
+    if (is_leaf(on.op) || owner[size_t(o)] != o || donated_into[size_t(o)] >= 0 || !invariant_[size_t(o)]) continue;
     for (size_t p = 0; p < g.params.size() && p < options.donated.size(); ++p) {
       NodeId pn = g.params[p];
-      if (!options.donated[p] || taken[p] || is_output[size_t(pn)] || host_bytes(g.at(pn)) != host_bytes(on)) continue;
+      if (!options.donated[p] || taken[p] || is_output[size_t(pn)] || sharded_[p] ||
+          host_bytes(g.at(pn)) != host_bytes(on))
+        continue;
       int32_t lu = last_use[size_t(pn)];
       bool in_place_ok = lu < pos[size_t(o)] ||
                          (lu == pos[size_t(o)] && reads_elementwise(on.op) && g.at(pn).shape == on.shape);
@@ -113,12 +165,15 @@ void Executable::plan(const CompileOptions& options) {
   std::vector<size_t> offset(count, 0);
   for (const Buffer& b : plan_.buffers) offset[size_t(b.node)] = b.offset;
 
+  phases_.assign(size_t(phases), Phase{});
   for (NodeId n : order) {
-    Step s{n, Step::Place::fresh};
-    if (owner[size_t(n)] != n) s.place = Step::Place::alias;
-    else if (planned[size_t(n)]) s.place = Step::Place::arena, s.offset = offset[size_t(n)];
-    else if (donated_into[size_t(n)] >= 0) s.place = Step::Place::donated, s.arg = donated_into[size_t(n)];
-    schedule_.push_back(s);
+    Step st{n, Step::Place::fresh};
+    if (owner[size_t(n)] != n) st.place = Step::Place::alias;
+    else if (planned[size_t(n)]) st.place = Step::Place::arena, st.offset = offset[size_t(n)];
+    else if (donated_into[size_t(n)] >= 0) st.place = Step::Place::donated, st.arg = donated_into[size_t(n)];
+    Phase& ph = phases_[size_t(phase[size_t(n)])];
+    (group(n) == 0 ? ph.once : group(n) == 1 ? ph.each : ph.reduce).push_back(st);
+    kernels_ += st.place == Step::Place::alias ? 0 : 1;
   }
 
   hbm_bytes_ = plan_.peak_tpu_bytes;
@@ -129,60 +184,121 @@ void Executable::plan(const CompileOptions& options) {
 
 Cost Executable::cost() const {
   Cost total;
-  for (const Step& s : schedule_) {
-    if (s.place == Step::Place::alias) continue;
-    Cost c = op_info(graph_.at(s.node).op).cost(graph_, graph_.at(s.node));
-    total.flops += c.flops;
-    total.bytes += c.bytes;
-  }
+  for (const Phase& ph : phases_)
+    for (const auto* list : {&ph.once, &ph.each, &ph.reduce})
+      for (const Step& s : *list) {
+        if (s.place == Step::Place::alias) continue;
+        Cost c = op_info(graph_.at(s.node).op).cost(graph_, graph_.at(s.node));
+        total.flops += c.flops;
+        total.bytes += c.bytes;
+      }
   return total;
+}
+
+void combine_replicas(const Node& n, std::span<const Tensor* const> parts, Tensor& out);
+
+namespace {
+
+void run_kernel(const Graph& g, NodeId id, Kernel k, std::span<const Tensor* const> inputs, Tensor& out) {
+  const Node& node = g.at(id);
+  auto t0 = profiling ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point();
+  try {
+    k(node, inputs, out);
+  } catch (const Error& e) {
+    std::string where = g.location_of(id);
+    throw Error((where.empty() ? "" : where + ": ") + std::string(op_name(node.op)) + ": " + e.what());
+  }
+  if (profiling) {
+    static std::mutex m;
+    std::lock_guard lock(m);
+    OpTime& t = times[size_t(node.op)];
+    t.seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    ++t.calls;
+  }
+}
+
+}  // namespace
+
+// Runs one step on `replica`'s values. Results that differ per replica are written into their
+// rows of the stacked result.
+void Executable::run_step(const Step& s, std::vector<Tensor>& values, std::span<const Tensor> args, int replica,
+                          std::vector<Tensor>& results) const {
+  const Graph& g = graph_;
+  const Node& node = g.at(s.node);
+  Tensor& out = values[size_t(s.node)];
+  switch (s.place) {
+    case Step::Place::alias: out = values[size_t(node.in[0])].reshaped(node.shape); return;
+    case Step::Place::arena: out = Tensor::borrow(node.dtype, node.shape, arenas_[size_t(replica)].raw() + s.offset); break;
+    case Step::Place::donated: out = args[size_t(s.arg)].view(node.dtype, node.shape); break;
+    case Step::Place::fresh:
+      out = results[size_t(s.node)].raw() && !invariant_[size_t(s.node)]
+                ? results[size_t(s.node)].rows(replica, 1).reshaped(node.shape)
+                : Tensor(node.dtype, node.shape, Tensor::Uninitialized{});
+      break;
+  }
+  std::vector<const Tensor*> inputs;
+  for (NodeId i : node.in) inputs.push_back(&values[size_t(i)]);
+  run_kernel(g, s.node, reference_kernels_ ? op_info(node.op).reference : kernel_for(node.op), inputs, out);
 }
 
 std::vector<Tensor> Executable::run(std::span<const Tensor> args) const {
   const Graph& g = graph_;
+  const int R = replicas_;
   if (args.size() != g.params.size())
     throw Error("'" + g.name + "' takes " + std::to_string(g.params.size()) + " arguments, got " + std::to_string(args.size()));
-  if (arena_.bytes() < plan_.arena_bytes) arena_ = Tensor(DType::u8, {int64_t(plan_.arena_bytes)}, Tensor::Uninitialized{});
-  std::vector<Tensor> values(g.nodes.size());
+  if (arenas_.size() != size_t(R)) arenas_.assign(size_t(R), Tensor());
+  for (Tensor& a : arenas_)
+    if (a.bytes() < plan_.arena_bytes || !a.raw()) a = Tensor(DType::u8, {int64_t(std::max<size_t>(plan_.arena_bytes, 1))}, Tensor::Uninitialized{});
+
+  std::vector<std::vector<Tensor>> values(size_t(R), std::vector<Tensor>(g.nodes.size()));
   for (size_t i = 0; i < args.size(); ++i) {
     const Node& p = g.at(g.params[i]);
-    if (args[i].dtype() != p.dtype || args[i].shape() != p.shape)
-      throw Error("argument " + std::to_string(i + 1) + " of '" + g.name + "' should be " +
-                  type_str(p.dtype, p.shape) + ", got " + type_str(args[i].dtype(), args[i].shape()));
-    values[size_t(g.params[i])] = args[i];
+    Shape want = p.shape;
+    if (sharded_[i] && !want.empty()) want[0] *= R;
+    if (args[i].dtype() != p.dtype || args[i].shape() != want)
+      throw Error("argument " + std::to_string(i + 1) + " of '" + g.name + "' should be " + type_str(p.dtype, want) +
+                  ", got " + type_str(args[i].dtype(), args[i].shape()));
+    for (int r = 0; r < R; ++r)
+      values[size_t(r)][size_t(g.params[i])] = sharded_[i] ? args[i].rows(r * p.shape[0], p.shape[0]) : args[i];
   }
   for (NodeId n = 0; n < NodeId(g.nodes.size()); ++n)
-    if (g.at(n).op == Op::constant) values[size_t(n)] = *g.at(n).attrs.literal;
+    if (g.at(n).op == Op::constant)
+      for (int r = 0; r < R; ++r) values[size_t(r)][size_t(n)] = *g.at(n).attrs.literal;
 
-  std::vector<const Tensor*> inputs;
-  for (const Step& s : schedule_) {
-    const Node& node = g.at(s.node);
-    Tensor& out = values[size_t(s.node)];
-    switch (s.place) {
-      case Step::Place::alias: out = values[size_t(node.in[0])].reshaped(node.shape); continue;
-      case Step::Place::arena: out = Tensor::borrow(node.dtype, node.shape, arena_.raw() + s.offset); break;
-      case Step::Place::donated: out = args[size_t(s.arg)].view(node.dtype, node.shape); break;
-      case Step::Place::fresh: out = Tensor(node.dtype, node.shape, Tensor::Uninitialized{}); break;
+  // Per-replica results are written straight into their rows of a stacked tensor.
+  std::vector<Tensor> stacked(g.nodes.size());
+  for (NodeId o : g.outputs)
+    if (!invariant_[size_t(o)] && R > 1 && !stacked[size_t(o)].raw()) {
+      Shape s = g.at(o).shape;
+      s.insert(s.begin(), R);
+      stacked[size_t(o)] = Tensor(g.at(o).dtype, s, Tensor::Uninitialized{});
     }
-    inputs.clear();
-    for (NodeId i : node.in) inputs.push_back(&values[size_t(i)]);
-    Kernel k = reference_kernels_ ? op_info(node.op).reference : kernel_for(node.op);
-    auto t0 = profiling ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point();
-    try {
-      k(node, inputs, out);
-    } catch (const Error& e) {
-      std::string where = g.location_of(s.node);
-      throw Error((where.empty() ? "" : where + ": ") + std::string(op_name(node.op)) + ": " + e.what());
+
+  for (const Phase& ph : phases_) {
+    for (const Step& s : ph.once) {
+      run_step(s, values[0], args, 0, stacked);
+      for (int r = 1; r < R; ++r) values[size_t(r)][size_t(s.node)] = values[0][size_t(s.node)];
     }
-    if (profiling) {
-      OpTime& t = times[size_t(node.op)];
-      t.seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-      ++t.calls;
+    parallel_for(R, [&](int64_t r) {
+      for (const Step& s : ph.each) run_step(s, values[size_t(r)], args, int(r), stacked);
+    });
+    for (const Step& s : ph.reduce) {
+      const Node& node = g.at(s.node);
+      std::vector<const Tensor*> parts;
+      for (int r = 0; r < R; ++r) parts.push_back(&values[size_t(r)][size_t(node.in[0])]);
+      Tensor& out = values[0][size_t(s.node)];
+      out = s.place == Step::Place::arena ? Tensor::borrow(node.dtype, node.shape, arenas_[0].raw() + s.offset)
+                                          : Tensor(node.dtype, node.shape, Tensor::Uninitialized{});
+      combine_replicas(node, parts, out);
+      if (cross_process_reduce) cross_process_reduce(node, out);
+      for (int r = 1; r < R; ++r) values[size_t(r)][size_t(s.node)] = out;
     }
   }
   std::vector<Tensor> results;
-  for (NodeId o : g.outputs) results.push_back(values[size_t(o)]);
+  for (NodeId o : g.outputs) results.push_back(stacked[size_t(o)].raw() ? stacked[size_t(o)] : values[0][size_t(o)]);
   return results;
 }
+
+std::function<void(const Node&, Tensor&)> cross_process_reduce;
 
 }  // namespace tpu

@@ -20,6 +20,11 @@ struct CompileOptions {
   bool reference_kernels = false;  // run every op on its reference kernel (tests)
   bool optimize = true;            // run the pass pipeline
   std::vector<bool> donated;       // per parameter: its buffer may receive a result
+  // Replicated execution (SPMD): the graph is one replica's program. Sharded parameters get
+  // rows [r*b, (r+1)*b) of their argument on replica r (b = the parameter's leading dim);
+  // the others are the same on every replica. all_reduce nodes combine the replicas.
+  int replicas = 1;
+  std::vector<bool> sharded;       // per parameter
   // Sees the graph before ("input") and after each pass that changed it.
   std::function<void(const std::string& stage, const Graph& g)> observe;
 };
@@ -29,13 +34,17 @@ class Executable {
   static Executable compile(Graph g, CompileOptions options = {});
 
   // Runs the graph. Arguments whose buffers were donated hold results afterwards: the caller
-  // must treat them as consumed (see donated_args()).
+  // must treat them as consumed (see donated_args()). A sharded argument holds all replicas'
+  // rows. A result that differs between replicas comes back stacked: [replicas, ...].
   std::vector<Tensor> run(std::span<const Tensor> args) const;
+
+  int replicas() const { return replicas_; }
+  bool output_per_replica(size_t i) const { return !invariant_[size_t(graph_.outputs[i])]; }
 
   const Graph& graph() const { return graph_; }
   const MemoryPlan& memory_plan() const { return plan_; }
   size_t planned_bytes() const { return plan_.arena_bytes; }
-  size_t num_kernels() const { return schedule_.size(); }
+  size_t num_kernels() const { return kernels_; }
   // Parameters whose buffers receive a result.
   const std::vector<int32_t>& donated_args() const { return donated_args_; }
   // HBM a core needs under the tile-padding model: parameters, peak intermediates, results.
@@ -49,16 +58,31 @@ class Executable {
     size_t offset = 0;   // arena
     int32_t arg = -1;    // donated: the parameter index
   };
+  // Steps between two rounds of all_reduce: the replica-invariant ones run once, then the
+  // per-replica ones on every replica (in parallel), then the all_reduces.
+  struct Phase {
+    std::vector<Step> once, each, reduce;
+  };
   void plan(const CompileOptions& options);
+  void run_step(const Step& s, std::vector<Tensor>& values, std::span<const Tensor> args, int replica,
+                std::vector<Tensor>& results) const;
 
   Graph graph_;
   bool reference_kernels_ = false;
-  std::vector<Step> schedule_;
+  std::vector<Phase> phases_;
+  size_t kernels_ = 0;
+  int replicas_ = 1;
+  std::vector<bool> invariant_;  // per node: the same on every replica
+  std::vector<bool> sharded_;    // per parameter
   MemoryPlan plan_;
   std::vector<int32_t> donated_args_;
   size_t hbm_bytes_ = 0;
-  mutable Tensor arena_;  // allocated on first run
+  mutable std::vector<Tensor> arenas_;  // one per replica, allocated on first run
 };
+
+// Set by a multi-worker runtime: combines an all_reduce result (already summed over this
+// process's replicas) with the other processes', in a fixed order.
+extern std::function<void(const Node&, Tensor&)> cross_process_reduce;
 
 // Per-op execution time, collected while profiling is on (for --profile).
 void set_op_profiling(bool on);

@@ -11,6 +11,10 @@ namespace tpu {
 
 namespace {
 
+// Set while a thread runs a task: a parallel_for inside a task runs serially on that thread
+// (replicas already fill the pool; nesting would oversubscribe or deadlock).
+thread_local bool in_task = false;
+
 class Pool {
  public:
   explicit Pool(int n) { resize(n); }
@@ -25,7 +29,7 @@ class Pool {
   }
 
   void run(int64_t count, const std::function<void(int64_t)>& task) {
-    if (count <= 1 || workers_.empty()) {
+    if (count <= 1 || workers_.empty() || in_task) {
       for (int64_t i = 0; i < count; ++i) task(i);
       return;
     }
@@ -53,8 +57,11 @@ class Pool {
       int64_t i = next_.fetch_add(1);
       if (i >= count_) return;
       try {
+        in_task = true;
         (*task_)(i);
+        in_task = false;
       } catch (...) {
+        in_task = false;
         std::lock_guard g(m_);
         if (!error_) error_ = std::current_exception();
       }

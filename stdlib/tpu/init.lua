@@ -25,6 +25,13 @@ tpu.random = require "tpu.random"
 local jit = require "tpu.jit"
 tpu.jit, tpu.grad, tpu.value_and_grad, tpu.cond = jit.jit, jit.grad, jit.value_and_grad, jit.cond
 
+-- Sum (or mean) over the replicas of a replicated step; a host value used inside the trace is
+-- lifted into it first, so it is reduced across replicas too.
+function tpu.all_reduce(x, op)
+  if core.trace_depth() > 0 and not core.is_traced(x) then x = core.lift(x) end
+  return core.all_reduce(x, op or "sum")
+end
+
 -- Libraries load on first use, which keeps start-up fast.
 local lazy = {
   nn = "tpu.nn", optim = "tpu.optim", losses = "tpu.losses", metrics = "tpu.metrics",

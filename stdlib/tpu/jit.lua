@@ -103,10 +103,11 @@ end
 
 -- Traces fn on symbolic arguments shaped like `leaves` and compiles it. A probe compile
 -- (leaves may be plain {dtype=, shape=} tables) skips the HBM check and the statistics.
-local function compile(self, spec, leaves, args, probe)
+local function compile(self, spec, leaves, args, probe, rep)
   local t0 = core.now()
   local options = package.loaded["tpu.options"] or {}
   local compile_options = {
+    replicas = rep and rep.replicas, sharded = rep and rep.sharded,
     hbm_version = not probe and require("tpu.device").version() or nil,
     donate = args and donation_mask(self, args),
     optimize = self.optimize,
@@ -116,7 +117,11 @@ local function compile(self, spec, leaves, args, probe)
   core.trace_begin(self.name)
   local ok, result = pcall(function()
     local symbolic = {}
-    for i, t in ipairs(leaves) do symbolic[i] = core.trace_param(t.dtype, t.shape) end
+    for i, t in ipairs(leaves) do
+      local shape = t.shape
+      if rep and rep.sharded[i] then shape[1] = shape[1] // rep.replicas end  -- one replica's rows
+      symbolic[i] = core.trace_param(t.dtype, shape)
+    end
     local args = M.unflatten(spec, symbolic)
     local outs = table.pack(self.fn(table.unpack(args, 1, args.n)))
     local out_leaves, out_spec = M.flatten(outs)
@@ -248,6 +253,41 @@ function Jitted:__call(...)
   self.executions = self.executions + 1
   self.run_ms = self.run_ms + (core.now() - t0) * 1000
   return table.unpack(outs, 1, outs.n)
+end
+
+-- Runs fn as one program per replica (SPMD): arguments whose entry in `shard` is true are
+-- split along their first axis, one part per replica; the others are the same everywhere.
+-- Returns the results, and per result leaf whether it came back stacked [replicas, ...].
+function Jitted:run_replicated(replicas, shard, ...)
+  local args = table.pack(...)
+  local leaves, spec, key = M.flatten(args)
+  if any_traced(leaves) then
+    error(core.user_where() .. "strategy:run inside a traced function is not supported; call it from the host loop", 0)
+  end
+  local sharded = {}
+  for i = 1, args.n do
+    for _ = 1, #M.flatten(args[i]) do sharded[#sharded + 1] = shard[i] or false end
+  end
+  key = key .. " |replicas=" .. replicas .. " shard=" .. table.concat((function()
+    local s = {}
+    for i, v in ipairs(sharded) do s[i] = v and "1" or "0" end
+    return s
+  end)(), "")
+  local entry = self.cache[key]
+  if entry then
+    self.cache_hits = self.cache_hits + 1
+  else
+    self.depth = core.trace_depth()
+    entry = compile(self, spec, leaves, args, false, {replicas = replicas, sharded = sharded})
+    self.cache[key] = entry
+    note_signature(self, leaves, args)
+  end
+  local t0 = core.now()
+  local results = entry.exe:run(leaves)
+  self.executions = self.executions + 1
+  self.run_ms = self.run_ms + (core.now() - t0) * 1000
+  local outs = M.unflatten(entry.spec, results)
+  return outs, entry.exe:per_replica(), entry.spec, results
 end
 
 function Jitted:stats()

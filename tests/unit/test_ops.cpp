@@ -103,6 +103,7 @@ const std::vector<OpCase>& cases() {
       {"reduce_min", {{f, {2, 3, 4}}}, [](Graph& g, V x) { return g.reduce(x[0], {2}, ReduceKind::min); }},
       {"argmax", {{f, {3, 5}}}, [](Graph& g, V x) { return g.argmax(x[0], 1); }},
       {"fusion", {{f, {5, 3000}}, {f, {3000}}}, fused_chain, false},
+      {"all_reduce", {{f, {3, 4}}}, [](Graph& g, V x) { return g.add(Op::all_reduce, {x[0]}); }},
       {"iota", {{f, {2, 3}}},
        [](Graph& g, V x) { return g.binary(Op::mul, x[0], g.convert(g.iota(DType::i32, {2, 3}, 1), DType::f32)); }},
   };

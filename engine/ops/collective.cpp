@@ -1,0 +1,60 @@
+// all_reduce: the sum (or mean) of a value over the replicas of a replicated computation, the
+// same on every replica. The executor combines the replicas in a fixed order (see
+// runtime/executable.cpp); with one replica the kernel below is the whole story.
+#include <cstring>
+
+#include "ops/kernel_util.h"
+
+namespace tpu {
+
+namespace {
+
+std::string shape_all_reduce(const Graph& g, Node& n) {
+  const Node& x = g.at(n.in.at(0));
+  if (x.dtype != DType::f32 && x.dtype != DType::i32) return "all_reduce needs f32 or i32 values, got " + type_of(g, n.in[0]);
+  if (n.attrs.axis < 0 || n.attrs.axis > 1) return "all_reduce: kind must be sum (0) or mean (1)";
+  n.dtype = x.dtype;
+  n.shape = x.shape;
+  return "";
+}
+
+// One replica: the sum and the mean over replicas are the value itself.
+void ref_all_reduce(const Node&, std::span<const Tensor* const> in, Tensor& out) {
+  std::memcpy(out.raw(), in[0]->raw(), out.bytes());
+}
+
+void grad_all_reduce(GradContext& c) {
+  Attrs a = c.n().attrs;
+  c.give(0, c.g.add(Op::all_reduce, {c.out_grad}, a));
+}
+
+Cost cost_all_reduce(const Graph& g, const Node& n) { return movement_cost(g, n); }
+
+}  // namespace
+
+// Sums the replicas' values in replica order into `out` (divided by their number for mean).
+namespace {
+template <class T>
+void combine_typed(bool mean, std::span<const Tensor* const> parts, Tensor& out) {
+  T* o = out.data<T>();
+  const int64_t m = out.size();
+  std::memcpy(o, parts[0]->data<T>(), size_t(m) * sizeof(T));
+  for (size_t r = 1; r < parts.size(); ++r) {
+    const T* p = parts[r]->data<T>();
+    for (int64_t i = 0; i < m; ++i) o[i] = T(o[i] + p[i]);
+  }
+  if (mean)
+    for (int64_t i = 0; i < m; ++i) o[i] = T(o[i] / T(int64_t(parts.size())));
+}
+}  // namespace
+
+void combine_replicas(const Node& n, std::span<const Tensor* const> parts, Tensor& out) {
+  const bool mean = n.attrs.axis == 1;
+  if (out.dtype() == DType::f32) combine_typed<float>(mean, parts, out);
+  else combine_typed<int32_t>(mean, parts, out);
+}
+
+extern const OpInfo all_reduce_row = {Op::all_reduce, shape_all_reduce, ref_all_reduce, nullptr, grad_all_reduce,
+                                      cost_all_reduce};
+
+}  // namespace tpu

@@ -1,0 +1,146 @@
+-- Distribution strategies (DESIGN sections 3 and 6): N simulated TPU cores in this process.
+-- A replicated step is one program per core: the batch is split across the cores, variables
+-- are the same on every core, tpu.all_reduce combines the cores in a fixed order.
+--
+--   local strategy = tpu.strategy.TPU {cores = 8, version = "v3"}
+--   do local _ <close> = strategy:scope(); model = ... end
+--   local out = strategy:run(step, params, strategy:shard(x))
+local core = require "tpu.core"
+local class = require "tpu.class"
+local jit = require "tpu.jit"
+
+local M = {}
+
+local function fail(fmt, ...) error(core.user_where() .. string.format(fmt, ...), 0) end
+
+-- A value split across replicas: `value` holds every replica's part along the first axis
+-- (input batches), or stacked [replicas, ...] (per-replica results, `stacked` = true).
+local PerReplica = class("PerReplica")
+function PerReplica:__init(value, replicas, stacked)
+  self.value, self.replicas, self.stacked = value, replicas, stacked
+end
+function PerReplica.__tostring(p)
+  return string.format("PerReplica(%d replicas, %s)", p.replicas, tostring(p.value))
+end
+M.PerReplica = PerReplica
+
+local Strategy = class("Strategy")
+M.Strategy = Strategy
+
+function Strategy:__init(opts)
+  opts = opts or {}
+  local cores = opts.cores or 1
+  if math.type(cores) ~= "integer" or cores < 1 then fail("TPU: cores must be a positive integer, got %s", tostring(cores)) end
+  self.num_replicas_in_sync = cores
+  self.version = opts.version or require("tpu.device").version()
+  if not core.tpu_version(self.version) then
+    fail("TPU: unknown version '%s' (expected \"v2\", \"v3\" or \"v4\")", tostring(self.version))
+  end
+  self.workers = opts.workers or 1
+  self.rank = opts.rank or 0
+  self._jitted = setmetatable({}, {__mode = "k"})
+end
+
+function Strategy.__tostring(s)
+  return string.format("TPU{cores=%d, version=\"%s\"}", s.num_replicas_in_sync, s.version)
+end
+
+local current  -- the strategy whose scope is open
+
+-- `local _ <close> = strategy:scope()`: layers and models built inside belong to it.
+function Strategy:scope()
+  local previous = current
+  current = self
+  require("tpu.device").set_version(self.version)
+  return setmetatable({}, {__close = function() current = previous end})
+end
+
+function M.current() return current end
+
+-- Marks a global batch tensor (or table of them) to be split across the replicas.
+function Strategy:shard(value)
+  local R = self.num_replicas_in_sync
+  local function check(t)
+    local n = t.shape[1]
+    if not n or n % R ~= 0 then
+      local lo, hi = (n or 0) // R * R, ((n or 0) + R - 1) // R * R
+      fail("the global batch %s does not divide by the %d cores of %s; use a batch of %s (a multiple of %d)",
+        tostring(n), R, tostring(self), lo > 0 and (lo .. " or " .. hi) or tostring(hi), R)
+    end
+  end
+  if core.is_tensor(value) then check(value) else for _, t in ipairs(jit.flatten(value)) do check(t) end end
+  return PerReplica(value, R, false)
+end
+
+-- Runs fn (a tpu.jit function, or a plain function, jitted once) on every replica.
+-- PerReplica arguments are split; the rest are replicated.
+function Strategy:run(fn, ...)
+  local f = fn
+  if getmetatable(fn) == nil or type(fn) == "function" then
+    f = self._jitted[fn] or jit.jit(fn, {name = "strategy.run"})
+    self._jitted[fn] = f
+  end
+  local args, shard = table.pack(...), {}
+  for i = 1, args.n do
+    if PerReplica.is_instance(args[i]) then
+      shard[i] = true
+      args[i] = args[i].value
+    end
+  end
+  local _, per_replica, spec, results = f:run_replicated(self.num_replicas_in_sync, shard, table.unpack(args, 1, args.n))
+  -- Results that differ per replica come back stacked [replicas, ...]: wrap them.
+  for i, flag in ipairs(per_replica) do
+    if flag then results[i] = PerReplica(results[i], self.num_replicas_in_sync, true) end
+  end
+  local outs = jit.unflatten(spec, results)
+  return table.unpack(outs, 1, outs.n)
+end
+
+-- strategy:reduce("sum"|"mean", value): combines a per-replica value; a replicated one is
+-- returned as it is (it is already the same everywhere).
+function Strategy:reduce(op, value)
+  if op ~= "sum" and op ~= "mean" then fail("reduce: unknown op '%s' (expected \"sum\" or \"mean\")", tostring(op)) end
+  if not PerReplica.is_instance(value) then return value end
+  local v = value.stacked and value.value or value.value:reshape {value.replicas, -1}
+  local r = v:sum(1)
+  if op == "mean" then r = r / value.replicas end
+  return r
+end
+
+-- strategy:distribute(ds): batches split across the replicas (the global batch must divide by
+-- the number of cores; fit pads and masks a partial last batch itself).
+function Strategy:distribute(ds)
+  local strategy = self
+  return {
+    iter = function()
+      local it = ds:iter()
+      return function()
+        local values = table.pack(it())
+        if values[1] == nil then return nil end
+        for i = 1, values.n do values[i] = strategy:shard(values[i]) end
+        return table.unpack(values, 1, values.n)
+      end
+    end,
+    cardinality = function() return ds:cardinality() end,
+  }
+end
+
+function M.TPU(opts) return Strategy(opts) end
+
+local default_strategy
+function M.default()
+  default_strategy = default_strategy or Strategy {cores = 1}
+  return default_strategy
+end
+
+-- TPU{cores=N} when --cores or TPUTRAIN_CORES gave N, else the default strategy.
+function M.auto()
+  local options = package.loaded["tpu.options"] or {}
+  if options.cores and options.cores > 0 then return Strategy {cores = options.cores} end
+  return M.default()
+end
+
+-- tpu.all_reduce(x, "sum"|"mean") inside a replicated step.
+function M.all_reduce(x, op) return require("tpu").all_reduce(x, op) end
+
+return M
