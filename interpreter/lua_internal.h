@@ -75,6 +75,7 @@ void register_tensor_ops(lua_State* L, int methods, int core);
 void register_trace_functions(lua_State* L, int core);
 void register_random_functions(lua_State* L, int core);
 void register_system_functions(lua_State* L, int core);
+void register_mpi_functions(lua_State* L, int core);
 std::string format_tensor(const Tensor& t);
 
 }  // namespace tpu

@@ -563,6 +563,7 @@ int luaopen_tpu_core(lua_State* L) {
   register_trace_functions(L, core);
   register_random_functions(L, core);
   register_system_functions(L, core);
+  register_mpi_functions(L, core);
   register_data_functions(L, core);
   lua_pushvalue(L, core);
   return 1;

@@ -6,7 +6,8 @@ cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
 packages=(build-essential cmake pkg-config liblua5.4-dev libeigen3-dev doctest-dev libedit-dev
           zlib1g-dev dataset-fashion-mnist
-          fortunes fortunes-de fortunes-it fortunes-es fortunes-br)
+          fortunes fortunes-de fortunes-it fortunes-es fortunes-br
+          libopenmpi-dev openmpi-bin)
 
 missing=()
 for p in "${packages[@]}"; do

@@ -32,10 +32,11 @@ Cost cost_all_reduce(const Graph& g, const Node& n) { return movement_cost(g, n)
 
 }  // namespace
 
-// Sums the replicas' values in replica order into `out` (divided by their number for mean).
+// Sums the replicas' values in replica order into `out`; a mean divides the (cross-process)
+// sum by the number of replicas afterwards.
 namespace {
 template <class T>
-void combine_typed(bool mean, std::span<const Tensor* const> parts, Tensor& out) {
+void sum_typed(std::span<const Tensor* const> parts, Tensor& out) {
   T* o = out.data<T>();
   const int64_t m = out.size();
   std::memcpy(o, parts[0]->data<T>(), size_t(m) * sizeof(T));
@@ -43,15 +44,22 @@ void combine_typed(bool mean, std::span<const Tensor* const> parts, Tensor& out)
     const T* p = parts[r]->data<T>();
     for (int64_t i = 0; i < m; ++i) o[i] = T(o[i] + p[i]);
   }
-  if (mean)
-    for (int64_t i = 0; i < m; ++i) o[i] = T(o[i] / T(int64_t(parts.size())));
+}
+template <class T>
+void divide_typed(Tensor& out, int64_t count) {
+  T* o = out.data<T>();
+  for (int64_t i = 0, m = out.size(); i < m; ++i) o[i] = T(o[i] / T(count));
 }
 }  // namespace
 
-void combine_replicas(const Node& n, std::span<const Tensor* const> parts, Tensor& out) {
-  const bool mean = n.attrs.axis == 1;
-  if (out.dtype() == DType::f32) combine_typed<float>(mean, parts, out);
-  else combine_typed<int32_t>(mean, parts, out);
+void combine_replicas(std::span<const Tensor* const> parts, Tensor& out) {
+  if (out.dtype() == DType::f32) sum_typed<float>(parts, out);
+  else sum_typed<int32_t>(parts, out);
+}
+
+void divide_by_count(Tensor& out, int64_t count) {
+  if (out.dtype() == DType::f32) divide_typed<float>(out, count);
+  else divide_typed<int32_t>(out, count);
 }
 
 extern const OpInfo all_reduce_row = {Op::all_reduce, shape_all_reduce, ref_all_reduce, nullptr, grad_all_reduce,

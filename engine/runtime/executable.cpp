@@ -195,7 +195,9 @@ Cost Executable::cost() const {
   return total;
 }
 
-void combine_replicas(const Node& n, std::span<const Tensor* const> parts, Tensor& out);
+void combine_replicas(std::span<const Tensor* const> parts, Tensor& out);
+void divide_by_count(Tensor& out, int64_t count);
+int cross_process_count = 1;
 
 namespace {
 
@@ -289,8 +291,9 @@ std::vector<Tensor> Executable::run(std::span<const Tensor> args) const {
       Tensor& out = values[0][size_t(s.node)];
       out = s.place == Step::Place::arena ? Tensor::borrow(node.dtype, node.shape, arenas_[0].raw() + s.offset)
                                           : Tensor(node.dtype, node.shape, Tensor::Uninitialized{});
-      combine_replicas(node, parts, out);
+      combine_replicas(parts, out);
       if (cross_process_reduce) cross_process_reduce(node, out);
+      if (node.attrs.axis == 1) divide_by_count(out, int64_t(R) * cross_process_count);
       for (int r = 1; r < R; ++r) values[size_t(r)][size_t(s.node)] = out;
     }
   }

@@ -83,6 +83,7 @@ class Executable {
 // Set by a multi-worker runtime: combines an all_reduce result (already summed over this
 // process's replicas) with the other processes', in a fixed order.
 extern std::function<void(const Node&, Tensor&)> cross_process_reduce;
+extern int cross_process_count;  // processes taking part (1 without multi-worker)
 
 // Per-op execution time, collected while profiling is on (for --profile).
 void set_op_profiling(bool on);

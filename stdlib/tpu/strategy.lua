@@ -38,12 +38,20 @@ function Strategy:__init(opts)
   end
   self.workers = opts.workers or 1
   self.rank = opts.rank or 0
+  self.local_replicas = cores
+  self.num_replicas_in_sync = cores * self.workers
   self._jitted = setmetatable({}, {__mode = "k"})
 end
 
 function Strategy.__tostring(s)
+  if s.workers > 1 then
+    return string.format("multi_worker{workers=%d, cores=%d, version=\"%s\"}", s.workers, s.local_replicas, s.version)
+  end
   return string.format("TPU{cores=%d, version=\"%s\"}", s.num_replicas_in_sync, s.version)
 end
+
+-- Only the chief (rank 0) prints progress and writes files.
+function Strategy:is_chief() return self.rank == 0 end
 
 local current  -- the strategy whose scope is open
 
@@ -57,7 +65,8 @@ end
 
 function M.current() return current end
 
--- Marks a global batch tensor (or table of them) to be split across the replicas.
+-- Marks a global batch tensor (or table of them) to be split across the replicas. With
+-- several workers, each keeps the rows of its own replicas.
 function Strategy:shard(value)
   local R = self.num_replicas_in_sync
   local function check(t)
@@ -69,7 +78,16 @@ function Strategy:shard(value)
     end
   end
   if core.is_tensor(value) then check(value) else for _, t in ipairs(jit.flatten(value)) do check(t) end end
-  return PerReplica(value, R, false)
+  if self.workers > 1 then
+    local function mine(t)
+      local rows = t.shape[1] // self.workers
+      return t:slice {{self.rank * rows + 1, (self.rank + 1) * rows}}
+    end
+    local leaves, spec = jit.flatten(value)
+    for i, t in ipairs(leaves) do leaves[i] = mine(t) end
+    value = jit.unflatten(spec, leaves)
+  end
+  return PerReplica(value, self.local_replicas, false)
 end
 
 -- Runs fn (a tpu.jit function, or a plain function, jitted once) on every replica.
@@ -87,10 +105,10 @@ function Strategy:run(fn, ...)
       args[i] = args[i].value
     end
   end
-  local _, per_replica, spec, results = f:run_replicated(self.num_replicas_in_sync, shard, table.unpack(args, 1, args.n))
+  local _, per_replica, spec, results = f:run_replicated(self.local_replicas, shard, table.unpack(args, 1, args.n))
   -- Results that differ per replica come back stacked [replicas, ...]: wrap them.
   for i, flag in ipairs(per_replica) do
-    if flag then results[i] = PerReplica(results[i], self.num_replicas_in_sync, true) end
+    if flag then results[i] = PerReplica(results[i], self.local_replicas, true) end
   end
   local outs = jit.unflatten(spec, results)
   return table.unpack(outs, 1, outs.n)
@@ -126,6 +144,22 @@ function Strategy:distribute(ds)
 end
 
 function M.TPU(opts) return Strategy(opts) end
+
+-- multi_worker{cores=} under `mpirun -np K tputrain script.lua`: one process per worker, each
+-- with its own cores; all-reduces span the processes (summed in rank order, so every worker
+-- holds the same weights); each worker takes its rows of every global batch; only rank 0
+-- prints.
+function M.multi_worker(opts)
+  opts = opts or {}
+  local rank, size = core.mpi_init()
+  local s = Strategy {cores = opts.cores or 1, version = opts.version, workers = size, rank = rank}
+  if rank ~= 0 then
+    print = function() end
+    io.write = function() return io.stdout end
+    require("tpu").warn = function() end
+  end
+  return s
+end
 
 local default_strategy
 function M.default()
