@@ -7,6 +7,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 
@@ -156,9 +157,14 @@ int Interpreter::call_protected(int nargs, int nresults) {
 }
 
 int Interpreter::run_file(const std::string& path, const std::vector<std::string>& args) {
-  lua_createtable(L_, int(args.size()), 1);
+  lua_createtable(L_, int(args.size()), 2);
   lua_pushstring(L_, path.c_str());
   lua_seti(L_, -2, 0);
+  // arg[-1] is the interpreter, as with lua (tests start it again, e.g. under mpirun).
+  std::error_code ec;
+  std::string self = std::filesystem::read_symlink("/proc/self/exe", ec).string();
+  lua_pushstring(L_, ec ? "tputrain" : self.c_str());
+  lua_seti(L_, -2, -1);
   for (size_t i = 0; i < args.size(); ++i) {
     lua_pushstring(L_, args[i].c_str());
     lua_seti(L_, -2, lua_Integer(i + 1));

@@ -5,7 +5,7 @@ set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
 packages=(build-essential cmake pkg-config liblua5.4-dev libeigen3-dev doctest-dev libedit-dev
-          zlib1g-dev dataset-fashion-mnist
+          zlib1g-dev libdnnl-dev dataset-fashion-mnist
           fortunes fortunes-de fortunes-it fortunes-es fortunes-br
           libopenmpi-dev openmpi-bin)
 
