@@ -49,7 +49,20 @@ int l_list_dir(lua_State* L) {
   return 1;
 }
 
-const luaL_Reg kFunctions[] = {{"now", l_now}, {"isatty", l_isatty}, {"list_dir", l_list_dir}, {nullptr, nullptr}};
+// core.memory() -> bytes in use, peak bytes (of live tensor buffers); core.reset_peak()
+int l_memory(lua_State* L) {
+  TensorMemory m = tensor_memory();
+  lua_pushinteger(L, m.in_use);
+  lua_pushinteger(L, m.peak);
+  return 2;
+}
+int l_reset_peak(lua_State*) {
+  reset_peak_tensor_memory();
+  return 0;
+}
+
+const luaL_Reg kFunctions[] = {{"now", l_now},       {"isatty", l_isatty},         {"list_dir", l_list_dir},
+                               {"memory", l_memory}, {"reset_peak", l_reset_peak}, {nullptr, nullptr}};
 
 }  // namespace
 

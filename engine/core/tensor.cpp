@@ -1,20 +1,32 @@
 #include "core/tensor.h"
 
+#include <atomic>
 #include <cstdlib>
 #include <new>
 
 namespace tpu {
 
 namespace {
+std::atomic<int64_t> live_bytes{0}, peak_bytes{0};
+
 std::shared_ptr<std::byte[]> allocate(size_t bytes, bool zero = true) {
   size_t rounded = (bytes + 63) / 64 * 64;
   if (rounded == 0) rounded = 64;
   void* p = std::aligned_alloc(64, rounded);
   if (!p) throw std::bad_alloc();
   if (zero) std::memset(p, 0, rounded);
-  return std::shared_ptr<std::byte[]>(static_cast<std::byte*>(p), [](std::byte* q) { std::free(q); });
+  int64_t now = live_bytes += int64_t(rounded);
+  for (int64_t peak = peak_bytes; now > peak && !peak_bytes.compare_exchange_weak(peak, now);) {
+  }
+  return std::shared_ptr<std::byte[]>(static_cast<std::byte*>(p), [rounded](std::byte* q) {
+    live_bytes -= int64_t(rounded);
+    std::free(q);
+  });
 }
 }  // namespace
+
+TensorMemory tensor_memory() { return {live_bytes.load(), peak_bytes.load()}; }
+void reset_peak_tensor_memory() { peak_bytes = live_bytes.load(); }
 
 Tensor::Tensor(DType dtype, Shape shape)
     : dtype_(dtype), shape_(std::move(shape)), data_(allocate(bytes())) {}

@@ -66,4 +66,12 @@ inline float bf16_to_f32(uint16_t h) {
 
 std::string type_str(DType t, const Shape& s);  // "f32[8,10]"
 
+// Bytes held by live tensor buffers (arenas included): what the simulated TPU memory holds.
+struct TensorMemory {
+  int64_t in_use;
+  int64_t peak;
+};
+TensorMemory tensor_memory();
+void reset_peak_tensor_memory();
+
 }  // namespace tpu

@@ -28,7 +28,8 @@ bool reads_elementwise(Op op) {
   }
 }
 
-size_t host_bytes(const Node& n) { return (size_t(num_elements(n.shape)) * size_of(n.dtype) + 63) / 64 * 64; }
+size_t exact_bytes(const Node& n) { return size_t(num_elements(n.shape)) * size_of(n.dtype); }
+
 
 bool profiling = false;
 std::array<OpTime, kNumOps> times;
@@ -146,7 +147,7 @@ void Executable::plan(const CompileOptions& options) {
     for (size_t p = 0; p < g.params.size() && p < options.donated.size(); ++p) {
       NodeId pn = g.params[p];
       if (!options.donated[p] || taken[p] || is_output[size_t(pn)] || sharded_[p] ||
-          host_bytes(g.at(pn)) != host_bytes(on))
+          exact_bytes(g.at(pn)) != exact_bytes(on))
         continue;
       int32_t lu = last_use[size_t(pn)];
       bool in_place_ok = lu < pos[size_t(o)] ||

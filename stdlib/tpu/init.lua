@@ -32,6 +32,29 @@ function tpu.all_reduce(x, op)
   return core.all_reduce(x, op or "sum")
 end
 
+-- One table per core: {bytes_in_use=, peak_bytes_in_use=, bytes_limit=} (the names XLA
+-- devices use). Garbage is collected first, so dropped models and tensors do not count.
+function tpu.memory_stats()
+  collectgarbage("collect")
+  collectgarbage("collect")
+  local in_use, peak = core.memory()
+  local current = package.loaded["tpu.strategy"] and package.loaded["tpu.strategy"].current()
+  local cores = current and current.local_replicas or 1
+  local limit = require("tpu.device").spec().hbm_bytes
+  local stats = {}
+  for i = 1, cores do stats[i] = {bytes_in_use = in_use, peak_bytes_in_use = peak, bytes_limit = limit} end
+  return stats
+end
+
+-- Frees every device buffer the runtime holds: compiled graphs and their arenas; tensors the
+-- program still references stay. HBM in use returns to its baseline.
+function tpu.reset()
+  jit.clear_caches()
+  collectgarbage("collect")
+  collectgarbage("collect")
+  core.reset_peak()
+end
+
 -- Libraries load on first use, which keeps start-up fast.
 local lazy = {
   nn = "tpu.nn", optim = "tpu.optim", losses = "tpu.losses", metrics = "tpu.metrics",

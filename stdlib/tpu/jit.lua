@@ -430,6 +430,13 @@ function M.cond(pred, f_true, f_false, ...)
   return table.unpack(r, 1, r.n)
 end
 
+-- Drops every compiled graph (tpu.reset).
+function M.clear_caches()
+  for f in pairs(all_functions) do
+    f.cache, f.signatures, f.last = {}, {}, nil
+  end
+end
+
 -- ---------------------------------------------------------------- profile
 function M.report()
   local options = package.loaded["tpu.options"] or {}

@@ -1,0 +1,35 @@
+-- Device memory accounting: memory_stats per core, no growth across folds, reset.
+local tpu = require "tpu"
+local check = require "check"
+
+local function fold(x, y)
+  local model = tpu.nn.Sequential {tpu.nn.Dense(32, {activation = "relu"}), tpu.nn.Dense(3)}
+  model:compile {optimizer = tpu.optim.Adam {lr = 1e-2}, loss = "sparse_categorical_crossentropy", metrics = {"accuracy"}}
+  model:fit(tpu.data.from_tensors {x, y}:batch(16), {epochs = 2, verbose = 0})
+end
+
+return {
+  ["a 5-fold loop ends with the HBM in use after fold 1"] = function()
+    local k = tpu.random.key(5)
+    local x = tpu.random.normal(k, {64, 8})
+    local y = (tpu.random.uniform(k:fold_in(1), {64}) * 3):cast("i32")
+    local after = {}
+    for i = 1, 5 do
+      fold(x, y)
+      after[i] = tpu.memory_stats()[1].bytes_in_use
+    end
+    check.eq(after[5], after[1], "bytes in use after fold 5 vs fold 1")
+    check.is_true(after[1] > 0)
+  end,
+
+  ["memory_stats has the XLA device fields and reset returns to the baseline"] = function()
+    local base = tpu.memory_stats()[1]
+    check.is_true(base.bytes_limit == 16 * 1024 ^ 3 or base.bytes_limit > 0)
+    local f = tpu.jit(function(a) return (a * 2):exp() end)
+    local held = f(tpu.ones {256, 256})
+    check.is_true(tpu.memory_stats()[1].bytes_in_use > base.bytes_in_use)
+    held = nil
+    tpu.reset()
+    check.eq(tpu.memory_stats()[1].bytes_in_use, base.bytes_in_use)
+  end,
+}
