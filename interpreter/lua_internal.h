@@ -72,6 +72,7 @@ DType check_dtype(lua_State* L, int arg);
 DType opt_dtype_field(lua_State* L, int arg, DType def);
 
 void register_tensor_ops(lua_State* L, int methods, int core);
+void register_nn_ops(lua_State* L, int methods);  // conv2d and pools (lua_nn_ops.cpp)
 void register_trace_functions(lua_State* L, int core);
 void register_random_functions(lua_State* L, int core);
 void register_system_functions(lua_State* L, int core);

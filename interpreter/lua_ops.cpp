@@ -167,8 +167,8 @@ int l_cast(lua_State* L) {
 }
 
 // matmul with NumPy semantics: rank-1 operands are promoted and the added dim removed again;
-// leading batch dims broadcast.
-NodeId matmul(Graph& g, NodeId a, NodeId b) {
+// leading batch dims broadcast. `to` = f32 on bf16 operands keeps the f32 sums (mixed precision).
+NodeId matmul(Graph& g, NodeId a, NodeId b, std::optional<DType> to = std::nullopt) {
   const Shape as = g.at(a).shape, bs = g.at(b).shape;
   if (as.empty() || bs.empty()) throw Error("matmul needs tensors of rank >= 1, got " + type_str(g.at(a).dtype, as) + " and " + type_str(g.at(b).dtype, bs));
   DType t = promote(g.at(a).dtype, g.at(b).dtype);
@@ -182,15 +182,29 @@ NodeId matmul(Graph& g, NodeId a, NodeId b) {
   Shape at = batch, bt = batch;
   at.insert(at.end(), a2.end() - 2, a2.end());
   bt.insert(bt.end(), b2.end() - 2, b2.end());
-  NodeId r = g.dot(g.broadcast_to(g.reshape(a, a2), at), g.broadcast_to(g.reshape(b, b2), bt));
+  NodeId r = g.dot(g.broadcast_to(g.reshape(a, a2), at), g.broadcast_to(g.reshape(b, b2), bt), false, false, to);
   Shape out = batch;
   if (as.size() > 1) out.push_back(a2[a2.size() - 2]);
   if (bs.size() > 1) out.push_back(b2.back());
   return g.reshape(r, out);
 }
+// t:matmul(u [, {to = "f32"}]): `to` is the result type, the operands' (promoted) type by
+// default; "f32" with bf16 operands gives bf16 products summed in f32.
 int l_matmul(lua_State* L) {
   std::vector<Operand> ops = {{check_tensor(L, 1), 0}, {check_tensor(L, 2), 0}};
-  return apply_op(L, ops, DType::f32, [](Graph& g, const std::vector<NodeId>& in) { return matmul(g, in[0], in[1]); });
+  std::optional<DType> to;
+  if (!lua_isnoneornil(L, 3)) {
+    luaL_checktype(L, 3, LUA_TTABLE);
+    lua_getfield(L, 3, "to");
+    if (!lua_isnil(L, -1)) to = check_dtype(L, lua_gettop(L));
+    lua_pop(L, 1);
+    DType t = promote(ops[0].tensor->dtype(), ops[1].tensor->dtype());
+    if (!is_float(t)) t = DType::f32;
+    if (to && *to != t && !(t == DType::bf16 && *to == DType::f32))
+      raise_user_error(L, "matmul of " + std::string(name_of(t)) + " operands cannot give " + std::string(name_of(*to)) +
+                              " (to = the operands' type, or \"f32\" for bf16 operands)");
+  }
+  return apply_op(L, ops, DType::f32, [to](Graph& g, const std::vector<NodeId>& in) { return matmul(g, in[0], in[1], to); });
 }
 
 int l_reshape(lua_State* L) {
@@ -390,6 +404,7 @@ void register_tensor_ops(lua_State* L, int methods, int core) {
   lua_pushvalue(L, methods);
   luaL_setfuncs(L, kMethods, 0);
   lua_pop(L, 1);
+  register_nn_ops(L, methods);
   luaL_getmetatable(L, kTensorMeta);
   luaL_setfuncs(L, kMetaOps, 0);
   lua_pop(L, 1);

@@ -8,6 +8,7 @@
 #include "core/error.h"
 #include "lua_data.h"
 #include "lua_internal.h"
+#include "lua_io.h"
 #include "runtime/executable.h"
 
 namespace tpu {
@@ -254,7 +255,17 @@ std::vector<Tensor> eager_eval(const std::vector<Operand>& operands, DType numbe
     }
   }
   g.outputs = build(g, in);
-  return Executable::compile(std::move(g)).run(args);
+  std::vector<Tensor> out = Executable::compile(std::move(g)).run(args);
+  // A result that is an argument unchanged (x * 1, a reshape) gets its own buffer, so donating
+  // one tensor never changes another.
+  for (Tensor& t : out)
+    for (const Tensor& a : args)
+      if (t.raw() == a.raw()) {
+        Tensor copy(t.dtype(), t.shape(), Tensor::Uninitialized{});
+        std::memcpy(copy.raw(), t.raw(), t.bytes());
+        t = copy;
+      }
+  return out;
 }
 
 }  // namespace
@@ -565,6 +576,7 @@ int luaopen_tpu_core(lua_State* L) {
   register_system_functions(L, core);
   register_mpi_functions(L, core);
   register_data_functions(L, core);
+  register_io_functions(L, core);
   lua_pushvalue(L, core);
   return 1;
 }

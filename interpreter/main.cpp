@@ -32,6 +32,7 @@ constexpr const char* kUsage = R"usage(usage: tputrain [options] script.lua [arg
                                                  run a chunk (-e may repeat), then the script if any
        tputrain test PATH... [--update]          golden tests: run each NAME.lua (PATH is a file or a
                                                  directory of them), compare with NAME.out / NAME.err
+       tputrain plot LOG.csv OUT.svg             draw the curves of a csv_logger file as an SVG chart
        tputrain --help | --version
 
 options:
@@ -63,7 +64,7 @@ struct UsageError {
   std::string message;
 };
 
-enum class Mode { run, help, version, test };
+enum class Mode { run, help, version, test, plot };
 
 struct Command {
   Mode mode = Mode::run;
@@ -71,7 +72,7 @@ struct Command {
   std::vector<std::string> chunks;  // -e, in order
   std::optional<std::string> script;  // "-" = standard input
   std::vector<std::string> args;      // after the script
-  std::vector<std::string> test_paths;
+  std::vector<std::string> test_paths;  // test: the paths; plot: the CSV and SVG files
   bool update = false;
 };
 
@@ -152,6 +153,16 @@ void parse_test(ArgReader& in, Command& cmd) {
   if (cmd.test_paths.empty()) throw UsageError{"'test' needs at least one PATH (a .lua file or a directory)"};
 }
 
+// `plot LOG.csv OUT.svg`: everything after the word "plot".
+void parse_plot(ArgReader& in, Command& cmd) {
+  cmd.mode = Mode::plot;
+  cmd.test_paths = in.rest();
+  for (const std::string& a : cmd.test_paths) {
+    if (a.starts_with("-") && a != "-") throw UsageError{"unknown option " + in_quotes(a) + " for 'plot'"};
+  }
+  if (cmd.test_paths.size() != 2) throw UsageError{"'plot' needs two files: a csv_logger LOG.csv and the OUT.svg to write"};
+}
+
 // Fills what the environment sets and the command line left out.
 void apply_environment(tpu::Options& o) {
   const char* cores = std::getenv("TPUTRAIN_CORES");
@@ -192,6 +203,11 @@ Command parse_command_line(std::span<char* const> args) {
       throw UsageError{"options go to the scripts, not to 'test' (use TPUTRAIN_CORES / TPUTRAIN_BF16)"};
     }
     parse_test(in, cmd);
+    return cmd;
+  }
+  if (!options_ended && !in.done() && in.peek() == "plot" && cmd.chunks.empty() && !options_given) {
+    in.take();
+    parse_plot(in, cmd);
     return cmd;
   }
   if (!in.done()) {
@@ -256,6 +272,19 @@ int run(const Command& cmd) {
   return rc;
 }
 
+// `tputrain plot LOG.csv OUT.svg` runs the stdlib's tpu.plot.csv.
+int run_plot(const Command& cmd) {
+  tpu::Interpreter interp(cmd.options);
+  lua_State* L = interp.state();
+  lua_createtable(L, 2, 0);
+  for (int i = 0; i < 2; ++i) {
+    lua_pushstring(L, cmd.test_paths[size_t(i)].c_str());
+    lua_rawseti(L, -2, i + 1);
+  }
+  lua_setglobal(L, "arg");
+  return interp.run_string("require('tpu.plot').csv(arg[1], arg[2])", "=plot");
+}
+
 std::string self_exe(const char* argv0) {
   std::error_code ec;
   std::filesystem::path p = std::filesystem::read_symlink("/proc/self/exe", ec);
@@ -277,6 +306,7 @@ int main(int argc, char** argv) {
       case Mode::help: std::fputs(kUsage, stdout); return 0;
       case Mode::version: std::printf("tputrain %s\n", tpu::version()); return 0;
       case Mode::test: return tpu::run_golden(cmd.test_paths, cmd.update, self_exe(argv[0]));
+      case Mode::plot: return run_plot(cmd);
       case Mode::run: return run(cmd);
     }
   } catch (const std::exception& e) {

@@ -131,11 +131,12 @@ NodeId Graph::scatter_add(NodeId base, NodeId idx, NodeId upd) {
   return add(Op::scatter_add, {base, idx, upd});
 }
 
-NodeId Graph::dot(NodeId a, NodeId b, bool ta, bool tb) {
-  Attrs at;
-  at.flag_a = ta;
-  at.flag_b = tb;
-  return add(Op::dot, {a, b}, std::move(at));
+NodeId Graph::dot(NodeId a, NodeId b, bool ta, bool tb, std::optional<DType> to) {
+  Attrs attrs;
+  attrs.flag_a = ta;
+  attrs.flag_b = tb;
+  attrs.to = to.value_or(at(a).dtype);
+  return add(Op::dot, {a, b}, std::move(attrs));
 }
 
 NodeId Graph::reduce(NodeId x, std::vector<int64_t> axes, ReduceKind k) {
@@ -150,6 +151,46 @@ NodeId Graph::argmax(NodeId x, int64_t axis) {
   Attrs a;
   a.axis = axis;
   return add(Op::argmax, {x}, std::move(a));
+}
+
+NodeId Graph::conv(NodeId x, NodeId w, Window2D win) {
+  const Shape& ws = at(w).shape;
+  if (ws.size() == 4) win.size = {ws[0], ws[1]};
+  Attrs a;
+  set_window(a, win);
+  return add(Op::conv, {x, w}, std::move(a));
+}
+
+NodeId Graph::conv_filter_grad(NodeId x, NodeId dy, Window2D win) {
+  Attrs a;
+  set_window(a, win);
+  return add(Op::conv_filter_grad, {x, dy}, std::move(a));
+}
+
+NodeId Graph::reduce_window(NodeId x, WindowKind k, Window2D win) {
+  Attrs a;
+  set_window(a, win);
+  a.axis = int64_t(k);
+  return add(Op::reduce_window, {x}, std::move(a));
+}
+
+NodeId Graph::select_and_scatter(NodeId x, NodeId dy, Window2D win) {
+  Attrs a;
+  set_window(a, win);
+  return add(Op::select_and_scatter, {x, dy}, std::move(a));
+}
+
+NodeId Graph::rng(NodeId key, RngKind k, Shape s) {
+  Attrs a;
+  a.axis = int64_t(k);
+  a.dims = std::move(s);
+  return add(Op::rng, {key}, std::move(a));
+}
+
+NodeId Graph::rng_fold(NodeId key, NodeId data) {
+  Attrs a;
+  a.axis = int64_t(RngKind::fold);
+  return add(Op::rng, {key, data}, std::move(a));
 }
 
 NodeId Graph::broadcast_to(NodeId x, const Shape& s) {

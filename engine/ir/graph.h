@@ -9,11 +9,13 @@
 //   g.outputs = {g.reduce(y, {0, 1}, ReduceKind::sum)};
 #pragma once
 #include <deque>
+#include <optional>
 #include <string>
 #include <unordered_map>
 #include <vector>
 
 #include "ir/op.h"
+#include "ir/window.h"
 
 namespace tpu {
 
@@ -66,9 +68,26 @@ class Graph {
   NodeId gather(NodeId x, NodeId idx);                        // x[idx] along axis 0
   NodeId scatter_add(NodeId base, NodeId idx, NodeId upd);    // base with upd added at rows idx
   // [..., M, K] x [..., K, N] -> [..., M, N]; ta/tb transpose the last two dims of a/b.
-  NodeId dot(NodeId a, NodeId b, bool ta = false, bool tb = false);
+  // The result has the operands' type unless `to` says f32 for bf16 operands (attrs.to).
+  NodeId dot(NodeId a, NodeId b, bool ta = false, bool tb = false, std::optional<DType> to = std::nullopt);
   NodeId reduce(NodeId x, std::vector<int64_t> axes, ReduceKind k);
   NodeId argmax(NodeId x, int64_t axis);                      // -> i32, axis removed
+  // 2-D convolution of x[N,H,W,Ci] (NHWC) with w[Kh,Kw,Ci,Co] (HWIO) -> [N,Ho,Wo,Co];
+  // win.size is taken from w.
+  NodeId conv(NodeId x, NodeId w, Window2D win);
+  // The filter gradient of conv(x, w, win) given the output gradient dy[N,Ho,Wo,Co]:
+  // [Kh,Kw,Ci,Co] with Kh,Kw = win.size.
+  NodeId conv_filter_grad(NodeId x, NodeId dy, Window2D win);
+  // Each window over H,W of x[N,H,W,C] reduced (padding and holes are left out: sum 0, max
+  // never picks them) -> [N,Ho,Wo,C]; argmax gives the flat index (i32) into x of the
+  // window's first maximum.
+  NodeId reduce_window(NodeId x, WindowKind k, Window2D win);
+  // The gradient of the window maxima: dy[N,Ho,Wo,C] of each window added at its first
+  // maximum in x[N,H,W,C] -> x's type.
+  NodeId select_and_scatter(NodeId x, NodeId dy, Window2D win);
+  // Counter-based random numbers: element i is a hash of (key, i), key an i32[2].
+  NodeId rng(NodeId key, RngKind k, Shape s);
+  NodeId rng_fold(NodeId key, NodeId data);                   // -> i32[data..., 2], new keys
 
   // Conveniences used by autodiff and the tracer.
   NodeId broadcast_to(NodeId x, const Shape& s);              // NumPy rules

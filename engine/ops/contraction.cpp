@@ -1,10 +1,12 @@
-// Contraction and reduction rows: dot (batched matmul), reduce (sum/max/min), argmax.
-#include <Eigen/Core>
+// Contraction and reduction rows: dot (batched matmul; f32, or bf16 operands with an f32 or
+// bf16 result), reduce (sum/max/min), argmax.
 #include <algorithm>
 #include <limits>
+#include <vector>
 
+#include "kernels/convert.h"
+#include "kernels/gemm.h"
 #include "ops/kernel_util.h"
-#include "runtime/thread_pool.h"
 
 namespace tpu {
 
@@ -24,6 +26,8 @@ DotDims dot_dims(const Shape& a, const Shape& b, bool ta, bool tb) {
   return {batch, m, k, n};
 }
 
+// The result type is attrs.to: the operands' type, or f32 for bf16 operands (bf16 products
+// summed in f32, the MXU's contract).
 std::string shape_dot(const Graph& g, Node& n) {
   const Node& a = g.at(n.in.at(0));
   const Node& b = g.at(n.in.at(1));
@@ -37,72 +41,72 @@ std::string shape_dot(const Graph& g, Node& n) {
   if (!ok)
     return "dot needs [...,M,K] x [...,K,N] floating-point operands with equal batch dims, got " +
            operands_str(g, n) + (n.attrs.flag_a ? " (lhs transposed)" : "") + (n.attrs.flag_b ? " (rhs transposed)" : "");
+  if (n.attrs.to != a.dtype && !(a.dtype == DType::bf16 && n.attrs.to == DType::f32))
+    return "dot of " + operands_str(g, n) + " cannot produce " + std::string(name_of(n.attrs.to)) +
+           " (the result is the operands' type, or f32 for bf16 operands)";
   DotDims d = dot_dims(a.shape, b.shape, n.attrs.flag_a, n.attrs.flag_b);
-  n.dtype = a.dtype;
+  n.dtype = n.attrs.to;
   n.shape.assign(a.shape.begin(), a.shape.end() - 2);
   n.shape.push_back(d.m);
   n.shape.push_back(d.n);
   return "";
 }
 
+// Element i of a float tensor, widened to float (bf16 holds the upper half of an f32).
+float float_at(const Tensor& t, int64_t i) {
+  return t.dtype() == DType::bf16 ? bf16_to_f32(t.data<uint16_t>()[i]) : t.data<float>()[i];
+}
+
+// Products and sums in double, rounded once to the result type: for bf16 operands the same
+// math as the fast kernels' exact f32 products summed in f32, without their rounding.
 void ref_dot(const Node& node, std::span<const Tensor* const> in, Tensor& out) {
   const bool ta = node.attrs.flag_a, tb = node.attrs.flag_b;
   DotDims d = dot_dims(in[0]->shape(), in[1]->shape(), ta, tb);
-  const float* A = in[0]->data<float>();
-  const float* B = in[1]->data<float>();
-  float* C = out.data<float>();
+  const Tensor& A = *in[0];
+  const Tensor& B = *in[1];
   for (int64_t p = 0; p < d.batch; ++p) {
-    const float* a = A + p * d.m * d.k;
-    const float* b = B + p * d.k * d.n;
+    const int64_t a0 = p * d.m * d.k, b0 = p * d.k * d.n;
     for (int64_t i = 0; i < d.m; ++i)
       for (int64_t j = 0; j < d.n; ++j) {
         double s = 0;
         for (int64_t k = 0; k < d.k; ++k)
-          s += double(ta ? a[k * d.m + i] : a[i * d.k + k]) * double(tb ? b[j * d.k + k] : b[k * d.n + j]);
-        C[(p * d.m + i) * d.n + j] = float(s);
+          s += double(float_at(A, a0 + (ta ? k * d.m + i : i * d.k + k))) *
+               double(float_at(B, b0 + (tb ? j * d.k + k : k * d.n + j)));
+        out.set((p * d.m + i) * d.n + j, s);
       }
   }
 }
 
-using RowMajor = Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
-using ConstMat = Eigen::Map<const RowMajor>;
-using Mat = Eigen::Map<RowMajor>;
-
-// Output columns are cut into fixed-width panels so the arithmetic of each element is the
-// same whatever the number of threads.
-constexpr int64_t kPanel = 128;
-
-template <class LA, class LB>
-void gemm_panels(const LA& a, const LB& b, Mat c) {
-  const int64_t n = c.cols(), panels = (n + kPanel - 1) / kPanel;
-  parallel_for(panels, [&](int64_t p) {
-    int64_t j0 = p * kPanel, w = std::min(kPanel, n - j0);
-    c.middleCols(j0, w).noalias() = a * b.middleCols(j0, w);
-  });
+// A float scratch buffer per thread, reused from call to call (bf16 results are computed in
+// f32 and rounded once).
+float* f32_scratch(int64_t n) {
+  thread_local std::vector<float> buf;
+  if (int64_t(buf.size()) < n) buf.resize(size_t(n));
+  return buf.data();
 }
 
 void fast_dot(const Node& node, std::span<const Tensor* const> in, Tensor& out) {
-  if (out.dtype() != DType::f32) return ref_dot(node, in, out);
-  const bool ta = node.attrs.flag_a, tb = node.attrs.flag_b;
-  DotDims d = dot_dims(in[0]->shape(), in[1]->shape(), ta, tb);
-  for (int64_t p = 0; p < d.batch; ++p) {
-    ConstMat a(in[0]->data<float>() + p * d.m * d.k, ta ? d.k : d.m, ta ? d.m : d.k);
-    ConstMat b(in[1]->data<float>() + p * d.k * d.n, tb ? d.n : d.k, tb ? d.k : d.n);
-    Mat c(out.data<float>() + p * d.m * d.n, d.m, d.n);
-    if (!ta && !tb) gemm_panels(a, b, c);
-    else if (ta && !tb) gemm_panels(a.transpose(), b, c);
-    else if (!ta && tb) gemm_panels(a, b.transpose(), c);
-    else gemm_panels(a.transpose(), b.transpose(), c);
-  }
+  DotDims d = dot_dims(in[0]->shape(), in[1]->shape(), node.attrs.flag_a, node.attrs.flag_b);
+  const GemmShape s{d.batch, d.m, d.k, d.n, node.attrs.flag_a, node.attrs.flag_b};
+  if (in[0]->dtype() == DType::f32) return gemm_f32(s, in[0]->data<float>(), in[1]->data<float>(), out.data<float>());
+  float* c = out.dtype() == DType::f32 ? out.data<float>() : f32_scratch(out.size());
+  gemm_bf16(s, in[0]->data<uint16_t>(), in[1]->data<uint16_t>(), c);
+  if (out.dtype() == DType::bf16) round_to_bf16(c, out.data<uint16_t>(), out.size());
 }
 
-// C = op(A) op(B): dA and dB are dots of the output gradient with the other operand.
+// C = op(A) op(B): dA and dB are dots of the output gradient with the other operand. With
+// bf16 operands and an f32 result the incoming gradient is f32: it is rounded to bf16 for
+// the two products (which again sum in f32), and each operand gets a gradient of its own
+// type.
 void grad_dot(GradContext& c) {
   auto& g = c.g;
   const bool ta = c.n().attrs.flag_a, tb = c.n().attrs.flag_b;
-  NodeId a = c.in(0), b = c.in(1), gy = c.out_grad;
-  if (c.needs(0)) c.give(0, ta ? g.dot(b, gy, tb, true) : g.dot(gy, b, false, !tb));
-  if (c.needs(1)) c.give(1, tb ? g.dot(gy, a, true, ta) : g.dot(a, gy, !ta, false));
+  NodeId a = c.in(0), b = c.in(1);
+  const DType t = g.at(a).dtype, acc = c.n().dtype;
+  NodeId gy = g.at(c.out_grad).dtype == t ? c.out_grad : g.convert(c.out_grad, t);
+  auto product = [&](NodeId x, NodeId y, bool tx, bool ty) { return g.convert(g.dot(x, y, tx, ty, acc), t); };
+  if (c.needs(0)) c.give(0, ta ? product(b, gy, tb, true) : product(gy, b, false, !tb));
+  if (c.needs(1)) c.give(1, tb ? product(gy, a, true, ta) : product(a, gy, !ta, false));
 }
 
 Cost cost_dot(const Graph& g, const Node& n) {

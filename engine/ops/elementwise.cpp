@@ -1,7 +1,9 @@
 // Elementwise rows: unary math, binary arithmetic, compare, select, convert.
 #include <Eigen/Core>
 #include <cmath>
+#include <cstring>
 
+#include "kernels/convert.h"
 #include "ops/kernel_util.h"
 
 namespace tpu {
@@ -157,8 +159,8 @@ BINARY_REF(pow, std::pow(a, b))
 void ref_div(const Node&, std::span<const Tensor* const> in, Tensor& o) {
   map_binary(*in[0], *in[1], o, [](auto a, auto b) {
     using T = decltype(a);
-    if constexpr (std::is_floating_point_v<T>) return a / b;
-    else return int_floor_div<T>(a, b);
+    if constexpr (std::is_integral_v<T>) return int_floor_div<T>(a, b);
+    else return a / b;
   });
 }
 
@@ -206,9 +208,14 @@ void ref_select(const Node&, std::span<const Tensor* const> in, Tensor& out) {
   });
 }
 
+// One element from type From to type To (bf16 goes through float).
 template <class From, class To>
 To convert_value(From v) {
-  if constexpr (std::is_floating_point_v<From> && !std::is_floating_point_v<To>) {
+  if constexpr (std::is_same_v<From, bf16_t>) {
+    return convert_value<float, To>(float(v));
+  } else if constexpr (std::is_same_v<To, bf16_t>) {
+    return To(float(v));
+  } else if constexpr (std::is_floating_point_v<From> && !std::is_floating_point_v<To>) {
     // Float to integer truncates toward zero and saturates (NaN -> 0), never UB.
     if (v != v) return To(0);
     double d = std::trunc(double(v));
@@ -226,10 +233,6 @@ void ref_convert(const Node&, std::span<const Tensor* const> in, Tensor& out) {
     for (int64_t i = 0; i < x.size(); ++i) out.data<uint8_t>()[i] = x.get(i) != 0;
     return;
   }
-  if (x.dtype() == DType::bf16 || out.dtype() == DType::bf16) {
-    for (int64_t i = 0; i < x.size(); ++i) out.set(i, x.get(i));
-    return;
-  }
   dispatch(x.dtype(), [&]<class From>() {
     dispatch(out.dtype(), [&]<class To>() {
       const From* a = x.data<From>();
@@ -237,6 +240,15 @@ void ref_convert(const Node&, std::span<const Tensor* const> in, Tensor& out) {
       for (int64_t i = 0, m = x.size(); i < m; ++i) o[i] = convert_value<From, To>(a[i]);
     });
   });
+}
+
+// f32 <-> bf16 (the casts mixed precision puts around every matmul) in SIMD loops.
+void fast_convert(const Node& n, std::span<const Tensor* const> in, Tensor& out) {
+  const DType from = in[0]->dtype(), to = out.dtype();
+  if (from == DType::f32 && to == DType::bf16) return round_to_bf16(in[0]->data<float>(), out.data<uint16_t>(), out.size());
+  if (from == DType::bf16 && to == DType::f32) return widen_bf16(in[0]->data<uint16_t>(), out.data<float>(), out.size());
+  if (from == to) return (void)std::memcpy(out.raw(), in[0]->raw(), out.bytes());
+  ref_convert(n, in, out);
 }
 
 // ---- gradients ----
@@ -349,6 +361,6 @@ extern const OpInfo min_row = {Op::min, shape_binary, ref_min, nullptr, grad_min
 extern const OpInfo pow_row = {Op::pow, shape_binary_float, ref_pow, nullptr, grad_pow, cost_transcendental};
 extern const OpInfo compare_row = {Op::compare, shape_compare, ref_compare, nullptr, nullptr, cost_ew};
 extern const OpInfo select_row = {Op::select, shape_select, ref_select, nullptr, grad_select, cost_ew};
-extern const OpInfo convert_row = {Op::convert, shape_convert, ref_convert, nullptr, grad_convert, cost_ew};
+extern const OpInfo convert_row = {Op::convert, shape_convert, ref_convert, fast_convert, grad_convert, cost_ew};
 
 }  // namespace tpu

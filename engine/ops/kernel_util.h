@@ -3,19 +3,35 @@
 #include <string>
 
 #include "core/error.h"
+#include "core/tensor.h"
 #include "ops/op_table.h"
 
 namespace tpu {
 
-// Calls f.template operator()<T>() with the C++ element type of `t`.
+// A bf16 element as generic kernels see it: it reads as a float, so arithmetic on it happens
+// in f32, and storing a float result rounds to nearest even (explicit, so that mixed
+// expressions never round by accident). Reference quality; the fast paths for bf16 are the
+// convert and dot kernels.
+struct bf16_t {
+  uint16_t bits = 0;
+  bf16_t() = default;
+  explicit bf16_t(float f) : bits(f32_to_bf16(f)) {}
+  explicit bf16_t(double d) : bits(f32_to_bf16(float(d))) {}
+  explicit bf16_t(int64_t v) : bits(f32_to_bf16(float(v))) {}
+  explicit bf16_t(int32_t v) : bits(f32_to_bf16(float(v))) {}
+  operator float() const { return bf16_to_f32(bits); }
+};
+static_assert(sizeof(bf16_t) == 2);
+
+// Calls f.template operator()<T>() with the C++ element type of `t` (bf16_t for bf16).
 template <class F>
 void dispatch(DType t, F&& f) {
   switch (t) {
     case DType::f32: f.template operator()<float>(); return;
+    case DType::bf16: f.template operator()<bf16_t>(); return;
     case DType::i32: f.template operator()<int32_t>(); return;
     case DType::u8:
     case DType::boolean: f.template operator()<uint8_t>(); return;
-    case DType::bf16: throw Error("bf16 kernels are not available in this build");
   }
 }
 

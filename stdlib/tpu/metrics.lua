@@ -10,7 +10,15 @@ local M = {}
 
 local Metric = {}
 Metric.__index = Metric
+-- metric(y_true, y_pred) -> the batch value; metric{options} -> a configured copy (e.g.
+-- metrics.top_k_accuracy{k = 3}) for metrics defined with `configure`.
 Metric.__call = function(self, y_true, y_pred)
+  if type(y_true) == "table" and y_pred == nil and not util.is_tensor(y_true) then
+    if not self.configure then
+      util.fail("metrics.%s takes no options, got %s", self.name, util.show(y_true))
+    end
+    return self.configure(y_true)
+  end
   local num, den = self.partial(y_true, y_pred)
   return num / den
 end
@@ -21,7 +29,7 @@ function M.define(spec)
   if type(spec) ~= "table" or type(spec.name) ~= "string" or type(spec.partial) ~= "function" then
     util.fail("metrics.define needs {name = <string>, partial = <function>}, got %s", util.show(spec))
   end
-  return setmetatable({name = spec.name, partial = spec.partial}, Metric)
+  return setmetatable({name = spec.name, partial = spec.partial, configure = spec.configure}, Metric)
 end
 
 local function count(t)
@@ -44,6 +52,42 @@ M.accuracy = M.define {name = "accuracy", partial = function(y_true, y_pred)
   return pred:eq(labels):cast("f32"):sum(), count(labels)
 end}
 
+-- Integer labels (any integer dtype, 0-based) as [batch] or [batch, 1].
+local function class_labels(name, y_true, y_pred)
+  local labels = y_true
+  if labels.ndim == y_pred.ndim and labels.shape[labels.ndim] == 1 then
+    labels = labels:reshape({table.unpack(labels.shape, 1, labels.ndim - 1)})
+  end
+  if labels.ndim ~= y_pred.ndim - 1 or util.numel(labels.shape) * y_pred.shape[y_pred.ndim]
+     ~= util.numel(y_pred.shape) then
+    util.fail("%s: labels %s do not match predictions %s", name, util.describe(y_true),
+      util.describe(y_pred))
+  end
+  return labels.dtype == "i32" and labels or labels:cast("i32")
+end
+
+-- Whether the true class is among the k highest scores: fewer than k classes score strictly
+-- higher than it (ties count in its favour).
+local function top_k(k)
+  return M.define {name = "top_k_accuracy", partial = function(y_true, y_pred)
+    local labels = class_labels("top_k_accuracy", y_true, y_pred)
+    local scores = y_pred:cast("f32")
+    local depth = y_pred.shape[y_pred.ndim]
+    local true_score = (scores * labels:one_hot(depth)):sum(-1, true)
+    local above = scores:gt(true_score):cast("f32"):sum(-1)
+    return above:lt(k):cast("f32"):sum(), count(labels)
+  end, configure = function(opts)
+    util.check_options({__name = "top_k_accuracy"}, opts, {"k"})
+    if not util.is_positive_integer(opts.k) then
+      util.fail("top_k_accuracy: k must be a positive integer, got %s", util.show(opts.k))
+    end
+    return top_k(math.tointeger(opts.k))
+  end}
+end
+
+-- metrics.top_k_accuracy (k = 5, as Keras), metrics.top_k_accuracy{k = 3}.
+M.top_k_accuracy = top_k(5)
+
 M.mse = M.define {name = "mse", partial = function(y_true, y_pred)
   local d = y_pred:cast("f32") - y_true:cast("f32")
   return d:square():sum(), count(d)
@@ -63,7 +107,8 @@ function M.get(m)
       return m(y_true, y_pred):cast("f32") * n, tpu.tensor(n, {dtype = "f32"})
     end}
   end
-  util.fail("unknown metric %s (expected a metric or one of: accuracy, mse)", util.show(m))
+  util.fail("unknown metric %s (expected a metric or one of: accuracy, top_k_accuracy, mse)",
+    util.show(m))
 end
 
 return M

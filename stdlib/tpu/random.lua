@@ -1,43 +1,87 @@
 -- Stateless random numbers (as in JAX): a key names a stream; split and fold_in derive new
--- keys; the same key always gives the same numbers.
+-- keys; the same key always gives the same numbers. A key holds an i32[2] tensor, so keys
+-- pass through tpu.jit as traced arguments and every draw is an op of the compiled graph,
+-- with the same values as the eager draw from the same key.
+--
+--   local k1, k2 = table.unpack(tpu.random.key(0):split(2))
+--   local w = tpu.random.normal(k1, {784, 128}, {stddev = 0.05})
+--   local keep = tpu.random.bernoulli(k2:fold_in(step), 0.9, {128, 128})
 local core = require "tpu.core"
 
 local Key = {}
 Key.__index = Key
 Key.__name = "tpu.random.Key"
 
-local function make(v) return setmetatable({value = v}, Key) end
+local function make(data) return setmetatable({data = data}, Key) end
+
+-- The tree protocol of tpu.jit: a key is one tensor leaf.
+function Key.__tpu_tree(k) return {k.data} end
+function Key.__tpu_unflatten(children) return make(children[1]) end
+
+local function fail(msg) error(core.user_where() .. msg, 0) end
 
 function Key:split(n)
   n = n or 2
+  if math.type(n) ~= "integer" or n < 1 then fail("split needs a positive integer count, got " .. tostring(n)) end
   local keys = {}
-  for i = 1, n do keys[i] = make(core.random_mix(self.value, i)) end
+  for i = 1, n do keys[i] = make(core.random_fold(self.data, i)) end
   return keys
 end
 
-function Key:fold_in(data) return make(core.random_mix(self.value, 1000003 + data)) end
-function Key.__tostring(k) return string.format("Key(%d)", k.value) end
-function Key.__eq(a, b) return a.value == b.value end
+-- data: a Lua integer or an integer scalar tensor (traced inside jit, e.g. the step number).
+function Key:fold_in(data)
+  if math.type(data) ~= "integer" and not core.is_tensor(data) then
+    fail("fold_in needs an integer or an integer scalar tensor, got " .. tostring(data))
+  end
+  return make(core.random_fold(self.data, data, 1000003))
+end
+
+-- The 64-bit key as a Lua integer (eager keys only).
+function Key:value()
+  local w = self.data:totable()
+  return (w[1] << 32) | (w[2] & 0xffffffff)
+end
+
+function Key.__tostring(k)
+  if core.is_traced(k.data) then return "Key(traced)" end
+  return string.format("Key(%d)", k:value())
+end
+function Key.__eq(a, b)
+  return getmetatable(a) == Key and getmetatable(b) == Key and a:value() == b:value()
+end
 
 local random = {}
 
+-- seed: a Lua integer, or an integer scalar tensor (traced or not; the same key).
 function random.key(seed)
-  if math.type(seed) ~= "integer" then
-    error(core.user_where() .. "tpu.random.key needs an integer seed, got " .. tostring(seed), 0)
+  if math.type(seed) ~= "integer" and not core.is_tensor(seed) then
+    fail("tpu.random.key needs an integer seed, got " .. tostring(seed))
   end
-  return make(core.random_mix(seed, 0))
+  return make(core.random_key(seed))
 end
 
 function random.is_key(k) return getmetatable(k) == Key end
 
-local function check_key(k)
-  if getmetatable(k) ~= Key then
-    error(core.user_where() .. "expected a key from tpu.random.key(seed), got " .. tostring(k), 0)
-  end
-  return k.value
+local function data_of(k)
+  if getmetatable(k) == Key then return k.data end
+  if core.is_tensor(k) then return k end  -- a raw i32[2] key tensor (checked by the binding)
+  fail("expected a key from tpu.random.key(seed), got " .. tostring(k))
 end
 
-function random.uniform(key, shape, opts) return core.random_uniform(check_key(key), shape, opts) end
-function random.normal(key, shape, opts) return core.random_normal(check_key(key), shape, opts) end
+-- Uniform in [minval, maxval) (default [0, 1)).
+function random.uniform(key, shape, opts) return core.random_uniform(data_of(key), shape or {}, opts) end
+
+-- Normal with mean and stddev (default 0, 1); truncated = true keeps |z| <= 2 stddevs.
+function random.normal(key, shape, opts) return core.random_normal(data_of(key), shape or {}, opts) end
+
+-- A bool tensor, true with probability p (a number or a tensor broadcast to shape).
+function random.bernoulli(key, p, shape)
+  p = p or 0.5
+  shape = shape or (core.is_tensor(p) and p.shape or {})
+  return random.uniform(key, shape):lt(p)
+end
+
+-- Raw uniformly random i32 bits.
+function random.bits(key, shape) return core.random_bits(data_of(key), shape or {}) end
 
 return random

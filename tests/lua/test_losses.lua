@@ -74,4 +74,29 @@ function T.accuracy_partial_sums()
   check.raises(function() metrics.get("f1") end, 'unknown metric "f1"')
 end
 
+function T.top_k_accuracy()
+  local scores = tpu.tensor {{0.1, 0.5, 0.2, 0.9}, {0.3, 0.2, 0.1, 0.0}, {0.4, 0.4, 0.1, 0.2}}
+  local y = tpu.tensor({2, 0, 1}, {dtype = "u8"})
+  -- ranks of the true class: 3rd, 1st, tied 1st
+  check.near(metrics.top_k_accuracy {k = 1}(y, scores):item(), 2 / 3, 1e-6)
+  check.near(metrics.top_k_accuracy {k = 2}(y, scores):item(), 2 / 3, 1e-6)
+  check.near(metrics.top_k_accuracy {k = 3}(y, scores):item(), 1, 1e-6)
+  check.near(metrics.top_k_accuracy(y, scores):item(), 1, 1e-6)  -- k = 5
+  check.near(metrics.top_k_accuracy {k = 1}(y:reshape({3, 1}), scores):item(), 2 / 3, 1e-6)
+  local num, den = metrics.top_k_accuracy.partial(y, scores)
+  check.eq({num:item(), den:item()}, {3, 3})
+  check.eq(metrics.get("top_k_accuracy"), metrics.top_k_accuracy)
+  check.raises(function() metrics.top_k_accuracy {k = 0} end, "top_k_accuracy: k must be a positive integer, got 0")
+  check.raises(function() metrics.top_k_accuracy {n = 2} end, "top_k_accuracy: unknown option 'n'")
+  check.raises(function() metrics.accuracy {k = 2} end, "metrics.accuracy takes no options, got {k=2}")
+  check.raises(function() metrics.top_k_accuracy(tpu.tensor({1, 2}, {dtype = "i32"}), scores) end,
+    "top_k_accuracy: labels i32%[2%] do not match predictions f32%[3,4%]")
+end
+
+function T.mse_metric()
+  local num, den = metrics.mse.partial(tpu.tensor {{1, 2}}, tpu.tensor {{2, 4}})
+  check.eq({num:item(), den:item()}, {5, 2})
+  check.near(metrics.get("mse")(tpu.tensor {1, 2}, tpu.tensor {2, 4}):item(), 2.5, 1e-6)
+end
+
 return T

@@ -235,7 +235,7 @@ function T.fit_requires_compile()
   local m = nn.Sequential {nn.Dense(2)}
   check.raises(function() m:fit({tpu.zeros({2, 2}), tpu.zeros({2}, {dtype = "i32"})}) end,
     "must be compiled before fit")
-  check.raises(function() m:compile {optimizer = "adamw", loss = "mse"} end, 'unknown optimizer "adamw"')
+  check.raises(function() m:compile {optimizer = "adamx", loss = "mse"} end, 'unknown optimizer "adamx"')
   check.raises(function() m:compile {optimizer = "adam", loss = "hinge"} end, 'unknown loss "hinge"')
   check.raises(function() m:compile {optimizer = "adam", loss = "mse", metrics = {"f1"}} end,
     'unknown metric "f1"')

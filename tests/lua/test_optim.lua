@@ -86,7 +86,8 @@ function T.changing_lr_in_the_state_changes_the_step()
 end
 
 function T.argument_errors()
-  check.raises(function() optim.SGD {lr = -1} end, "lr must be a positive number, got %-1")
+  check.raises(function() optim.SGD {lr = -1} end,
+    "SGD: lr must be a positive number or a schedule (optim.schedule.cosine{...}), got -1")
   check.raises(function() optim.SGD {lr = 0.1, momentum = 1.5} end, "momentum must be a number in %[0, 1%), got 1.5")
   check.raises(function() optim.Adam {beta1 = 1} end, "beta1 must be a number in %[0, 1%), got 1")
   check.raises(function() optim.Adam {learning_rate = 1} end, "unknown option 'learning_rate'")
@@ -97,10 +98,150 @@ end
 
 function T.get_by_name()
   check.eq(optim.get("adam").__name, "Adam")
+  check.eq(optim.get("AdamW").__name, "AdamW")
+  check.eq(optim.get("rmsprop").__name, "RMSprop")
   check.eq(optim.get("SGD").lr, 0.01)
   local a = optim.Adam {lr = 0.1}
   check.eq(optim.get(a), a)
   check.raises(function() optim.get(optim.Adam) end, "is a class")
+end
+
+-- Runs updates of several parameters with given gradient lists (one list per step).
+local function run_many(opt, p0s, steps)
+  local params = {}
+  for i, p in ipairs(p0s) do params[i] = tpu.tensor(p) end
+  local state = opt:init(params)
+  for _, gs in ipairs(steps) do
+    local grads = {}
+    for i, g in ipairs(gs) do grads[i] = tpu.tensor(g) end
+    params, state = opt:update(params, grads, state)
+  end
+  local out = {}
+  for i, p in ipairs(params) do out[i] = p:totable() end
+  return out, state
+end
+
+function T.adamw_decays_then_adam()
+  -- step t: p = p - lr wd p, then the Adam step
+  local lr, wd, b1, b2, eps = 0.01, 0.1, 0.9, 0.999, 1e-7
+  local p, m, v = 2, 0, 0
+  local grads = {0.5, -0.25, 1}
+  for t, g in ipairs(grads) do
+    p = p - lr * wd * p
+    m = b1 * m + (1 - b1) * g
+    v = b2 * v + (1 - b2) * g * g
+    p = p - lr * math.sqrt(1 - b2 ^ t) / (1 - b1 ^ t) * m / (math.sqrt(v) + eps)
+  end
+  local got = run(optim.AdamW {lr = lr, weight_decay = wd}, {2}, {{0.5}, {-0.25}, {1}})
+  check.near(got[1], p, 1e-6)
+  check.eq(optim.AdamW().weight_decay, 0.004)
+  check.raises(function() optim.AdamW {weight_decay = -0.1} end, "AdamW: weight_decay must be a number >= 0, got -0.1")
+end
+
+local function rmsprop_reference(p, grads, o)
+  local v, a, mom = 0, 0, 0
+  for _, g in ipairs(grads) do
+    v = o.rho * v + (1 - o.rho) * g * g
+    local denom = v
+    if o.centered then
+      a = o.rho * a + (1 - o.rho) * g
+      denom = v - a * a
+    end
+    local inc = o.lr * g / math.sqrt(denom + 1e-7)
+    if o.momentum > 0 then
+      mom = o.momentum * mom + inc
+      p = p - mom
+    else
+      p = p - inc
+    end
+  end
+  return p
+end
+
+function T.rmsprop_plain_momentum_centered()
+  local grads = {{0.5}, {-0.3}, {0.8}}
+  local flat = {0.5, -0.3, 0.8}
+  for _, o in ipairs {{lr = 0.01, rho = 0.9, momentum = 0, centered = false},
+                      {lr = 0.01, rho = 0.8, momentum = 0.5, centered = false},
+                      {lr = 0.02, rho = 0.9, momentum = 0.9, centered = true}} do
+    local got, state = run(optim.RMSprop(o), {1}, grads)
+    check.near(got[1], rmsprop_reference(1, flat, o), 1e-6)
+    check.eq(state.momentum ~= nil, o.momentum > 0)
+    check.eq(state.average_gradient ~= nil, o.centered)
+  end
+  -- the first step moves by lr / sqrt(1 - rho)
+  check.near(run(optim.RMSprop {lr = 0.001}, {0}, {{2}})[1], -0.001 / math.sqrt(0.1), 1e-6)
+  check.raises(function() optim.RMSprop {rho = 1} end, "RMSprop: rho must be a number in [0, 1), got 1")
+  check.raises(function() optim.RMSprop {centered = 1} end, "RMSprop: centered must be true or false, got 1")
+end
+
+function T.clipnorm_scales_by_the_global_norm()
+  -- gradients {3} and {4}: global norm 5, clipped to 1 -> {0.6}, {0.8}
+  local got = run_many(optim.SGD {lr = 1, clipnorm = 1}, {{0}, {0}}, {{{3}, {4}}})
+  check.near(got, {{-0.6}, {-0.8}}, 1e-6)
+  -- under the limit nothing changes
+  got = run_many(optim.SGD {lr = 1, clipnorm = 10}, {{0}, {0}}, {{{3}, {4}}})
+  check.near(got, {{-3}, {-4}}, 1e-6)
+  -- with Adam, clipping only rescales g, which Adam's first step ignores; the moments see it
+  local _, state = run_many(optim.Adam {clipnorm = 1}, {{0, 0}}, {{{3, 4}}})
+  check.near(state.m[1]:totable(), {0.06, 0.08}, 1e-6)
+  check.raises(function() optim.Adam {clipnorm = 0} end, "Adam: clipnorm must be a positive number, got 0")
+  check.eq(tostring(optim.SGD {lr = 0.1, clipnorm = 2}), "optim.SGD{lr = 0.1, clipnorm = 2}")
+end
+
+function T.schedules_by_formula()
+  local s = optim.schedule
+  local cos = s.cosine {lr = 0.1, decay_steps = 8, alpha = 0.1}
+  for _, n in ipairs {0, 1, 3, 4, 7, 8, 100} do
+    local c = 0.5 * (1 + math.cos(math.pi * math.min(n, 8) / 8))
+    check.near(cos:value(n), 0.1 * ((1 - 0.1) * c + 0.1), 1e-7, "cosine at " .. n)
+  end
+  local ex = s.exponential {lr = 0.1, decay_steps = 4, decay_rate = 0.5}
+  local st = s.exponential {lr = 0.1, decay_steps = 4, decay_rate = 0.5, staircase = true}
+  for _, n in ipairs {0, 1, 4, 6, 9} do
+    check.near(ex:value(n), 0.1 * 0.5 ^ (n / 4), 1e-7, "exponential at " .. n)
+    check.near(st:value(n), 0.1 * 0.5 ^ (n // 4), 1e-7, "staircase at " .. n)
+  end
+  local wu = s.warmup {lr = 0.2, warmup_steps = 4}
+  check.near({wu:value(0), wu:value(1), wu:value(3), wu:value(10)}, {0.05, 0.1, 0.2, 0.2}, 1e-7)
+  local chain = s.warmup {warmup_steps = 2, after = s.exponential {lr = 0.4, decay_steps = 1, decay_rate = 0.5}}
+  check.near({chain:value(0), chain:value(1), chain:value(2), chain:value(3)}, {0.2, 0.4, 0.4, 0.2}, 1e-7)
+  check.eq(tostring(chain), "warmup(lr 0.4, warmup_steps 2, then exponential(lr 0.4, decay_steps 1, decay_rate 0.5))")
+end
+
+function T.schedule_runs_inside_one_compiled_step()
+  local sched = optim.schedule.exponential {lr = 1, decay_steps = 1, decay_rate = 0.5}
+  local opt = optim.SGD {lr = sched}
+  local step = tpu.jit(function(params, state) return opt:update(params, {tpu.ones({1})}, state) end)
+  local params = {tpu.zeros({1})}
+  local state = opt:init(params)
+  check.eq(state.lr, nil)  -- the rate is a function of state.step
+  for _ = 1, 4 do params, state = step(params, state) end
+  -- lr 1, 0.5, 0.25, 0.125 (the schedule at 0, 1, 2, 3 updates done)
+  check.near(params[1]:totable(), {-1.875}, 1e-6)
+  check.eq(step:stats().compiles, 1)
+  check.eq(tostring(opt), "optim.SGD{lr = exponential(lr 1, decay_steps 1, decay_rate 0.5)}")
+  -- Adam: each first-moment-normalised step moves by about the rate (1, then 0.5)
+  -- (fit with a schedule: tests/golden/nn_fit_schedule.lua)
+  local adam = optim.Adam {lr = sched}
+  local adam_step = tpu.jit(function(p, s) return adam:update(p, {tpu.ones({4, 3})}, s) end)
+  local ap = {tpu.ones({4, 3})}
+  local ast = adam:init(ap)
+  for _ = 1, 2 do ap, ast = adam_step(ap, ast) end
+  check.near(ap[1]:totable()[1][1], 1 - 1 - 0.5, 1e-5)
+end
+
+function T.schedule_errors()
+  local s = optim.schedule
+  check.raises(function() s.cosine {lr = 0.1} end, "schedule.cosine: decay_steps must be a positive integer, got nil")
+  check.raises(function() s.cosine {lr = 0.1, decay_steps = 10, alpha = 2} end,
+    "schedule.cosine: alpha must be a number in [0, 1], got 2")
+  check.raises(function() s.exponential {lr = 0.1, decay_steps = 10, decay_rate = 0} end,
+    "schedule.exponential: decay_rate must be a positive number, got 0")
+  check.raises(function() s.warmup {warmup_steps = 10} end, "schedule.warmup: lr must be a positive number, got nil")
+  check.raises(function() s.warmup {lr = 1, warmup_steps = 10, after = 0.1} end,
+    "schedule.warmup: after must be a schedule, got 0.1")
+  check.raises(function() s.cosine {lr = 0.1, decay_steps = 10, steps = 1} end, "schedule.cosine: unknown option 'steps'")
 end
 
 return T

@@ -3,7 +3,9 @@
 #include <doctest.h>
 
 #include <cmath>
+#include <algorithm>
 #include <functional>
+#include <numeric>
 #include <random>
 #include <set>
 
@@ -17,7 +19,8 @@ using namespace tpu;
 
 namespace {
 
-enum class Fill { signed_unit, positive, index3, small_int };
+// spread: distinct values at least 2/n apart (no near-ties for max), in random order.
+enum class Fill { signed_unit, positive, index3, small_int, spread };
 
 struct Input {
   DType dtype;
@@ -29,8 +32,16 @@ struct OpCase {
   const char* name;
   std::vector<Input> inputs;
   std::function<NodeId(Graph&, const std::vector<NodeId>&)> build;
-  bool differentiable = true;  // fusion runs after autodiff and has no gradient
+  bool differentiable = true;  // false: no gradient check (fusion runs after autodiff; large cases)
 };
+
+// A conv / reduce_window window: stride, padding, dilations and (reduce_window) size.
+Window2D window(std::array<int64_t, 2> stride, std::array<int64_t, 2> lo, std::array<int64_t, 2> hi,
+                std::array<int64_t, 2> size = {1, 1}, std::array<int64_t, 2> lhs = {1, 1}, std::array<int64_t, 2> rhs = {1, 1}) {
+  Window2D w;
+  w.stride = stride, w.pad_lo = lo, w.pad_hi = hi, w.size = size, w.lhs_dilation = lhs, w.rhs_dilation = rhs;
+  return w;
+}
 
 // tanh(x * broadcast(b)) + 0.5 as one fusion node.
 NodeId fused_chain(Graph& g, const std::vector<NodeId>& x) {
@@ -47,12 +58,16 @@ NodeId fused_chain(Graph& g, const std::vector<NodeId>& x) {
 Tensor random_tensor(const Input& in, std::mt19937& rng) {
   Tensor t(in.dtype, in.shape);
   std::uniform_real_distribution<double> unit(-1, 1), pos(0.5, 2.0);
+  std::vector<int64_t> order(size_t(t.size()));
+  std::iota(order.begin(), order.end(), 0);
+  std::shuffle(order.begin(), order.end(), rng);
   for (int64_t i = 0; i < t.size(); ++i) {
     switch (in.fill) {
       case Fill::signed_unit: t.set(i, unit(rng)); break;
       case Fill::positive: t.set(i, pos(rng)); break;
       case Fill::index3: t.set(i, double(rng() % 3)); break;
       case Fill::small_int: t.set(i, double(int(rng() % 7) - 3)); break;
+      case Fill::spread: t.set(i, -1 + 2.0 * double(order[size_t(i)]) / double(t.size())); break;
     }
   }
   return t;
@@ -102,10 +117,84 @@ const std::vector<OpCase>& cases() {
       {"reduce_max", {{f, {2, 3, 4}}}, [](Graph& g, V x) { return g.reduce(x[0], {1}, ReduceKind::max); }},
       {"reduce_min", {{f, {2, 3, 4}}}, [](Graph& g, V x) { return g.reduce(x[0], {2}, ReduceKind::min); }},
       {"argmax", {{f, {3, 5}}}, [](Graph& g, V x) { return g.argmax(x[0], 1); }},
+      {"conv", {{f, {2, 5, 6, 3}}, {f, {3, 2, 3, 4}}},
+       [](Graph& g, V x) { return g.conv(x[0], x[1], window({1, 1}, {1, 0}, {1, 1})); }},
+      {"conv_strided_dilated", {{f, {2, 7, 6, 2}}, {f, {3, 2, 2, 3}}},
+       [](Graph& g, V x) { return g.conv(x[0], x[1], window({2, 1}, {1, 0}, {0, 1}, {}, {1, 1}, {1, 2})); }},
+      {"conv_lhs_dilated", {{f, {1, 4, 3, 2}}, {f, {2, 3, 2, 2}}},
+       [](Graph& g, V x) { return g.conv(x[0], x[1], window({1, 2}, {2, 1}, {-1, 1}, {}, {2, 1})); }},
+      {"conv_wide", {{f, {1, 4, 4, 6}}, {f, {2, 3, 6, 5}}},
+       [](Graph& g, V x) { return g.conv(x[0], x[1], window({1, 1}, {1, 1}, {0, 1})); }},
+      {"conv_pointwise", {{f, {2, 3, 4, 5}}, {f, {1, 1, 5, 6}}},
+       [](Graph& g, V x) { return g.conv(x[0], x[1], window({1, 1}, {0, 0}, {0, 0})); }},
+      {"conv_blocks", {{f, {2, 30, 30, 8}}, {f, {3, 3, 8, 5}}},
+       [](Graph& g, V x) { return g.conv(x[0], x[1], window({1, 1}, {1, 1}, {1, 1})); }, false},
+      {"conv_direct_blocks", {{f, {3, 40, 40, 1}}, {f, {3, 3, 1, 20}}},
+       [](Graph& g, V x) { return g.conv(x[0], x[1], window({1, 1}, {1, 1}, {1, 1})); }, false},
+      {"conv_filter_grad_direct_chunks", {{f, {2, 24, 24, 1}}, {f, {2, 24, 24, 20}}},
+       [](Graph& g, V x) { return g.conv_filter_grad(x[0], x[1], window({1, 1}, {1, 1}, {1, 1}, {3, 3})); }, false},
+      {"conv_filter_grad", {{f, {2, 5, 4, 3}}, {f, {2, 5, 4, 2}}},
+       [](Graph& g, V x) { return g.conv_filter_grad(x[0], x[1], window({1, 1}, {1, 0}, {1, 1}, {3, 2})); }},
+      {"conv_filter_grad_strided", {{f, {2, 7, 6, 2}}, {f, {2, 3, 5, 3}}},
+       [](Graph& g, V x) { return g.conv_filter_grad(x[0], x[1], window({2, 1}, {1, 0}, {0, 1}, {3, 2}, {1, 1}, {1, 2})); }},
+      {"conv_filter_grad_chunks", {{f, {4, 20, 20, 6}}, {f, {4, 20, 20, 5}}},
+       [](Graph& g, V x) { return g.conv_filter_grad(x[0], x[1], window({1, 1}, {1, 1}, {1, 1}, {3, 3})); }, false},
+      {"reduce_window_sum", {{f, {2, 5, 4, 3}}},
+       [](Graph& g, V x) { return g.reduce_window(x[0], WindowKind::sum, window({2, 1}, {0, 1}, {1, 1}, {2, 3})); }},
+      {"reduce_window_sum_dilated", {{f, {1, 4, 4, 2}}},
+       [](Graph& g, V x) { return g.reduce_window(x[0], WindowKind::sum, window({1, 1}, {1, 0}, {1, 2}, {2, 2}, {2, 2}, {1, 2})); }},
+      {"reduce_window_max", {{f, {2, 5, 5, 3}, Fill::spread}},
+       [](Graph& g, V x) { return g.reduce_window(x[0], WindowKind::max, window({2, 2}, {1, 1}, {1, 1}, {3, 3})); }},
+      {"reduce_window_max_valid", {{f, {1, 4, 6, 2}, Fill::spread}},
+       [](Graph& g, V x) { return g.reduce_window(x[0], WindowKind::max, window({2, 2}, {0, 0}, {0, 0}, {2, 2})); }},
+      {"reduce_window_argmax", {{f, {2, 5, 5, 3}}},
+       [](Graph& g, V x) { return g.reduce_window(x[0], WindowKind::argmax, window({2, 2}, {1, 1}, {1, 1}, {3, 3})); }},
+      {"select_and_scatter", {{f, {2, 5, 5, 3}, Fill::spread}, {f, {2, 3, 3, 3}}},
+       [](Graph& g, V x) { return g.select_and_scatter(x[0], x[1], window({2, 2}, {1, 1}, {1, 1}, {3, 3})); }},
+      {"select_and_scatter_valid", {{f, {1, 4, 6, 2}, Fill::spread}, {f, {1, 2, 3, 2}}},
+       [](Graph& g, V x) { return g.select_and_scatter(x[0], x[1], window({2, 2}, {0, 0}, {0, 0}, {2, 2})); }},
+      {"rng_uniform", {{i, {2}, Fill::small_int}}, [](Graph& g, V x) { return g.rng(x[0], RngKind::uniform, {3, 50}); }, false},
+      {"rng_normal", {{i, {2}, Fill::small_int}}, [](Graph& g, V x) { return g.rng(x[0], RngKind::normal, {40}); }, false},
+      {"rng_truncated", {{i, {2}, Fill::small_int}},
+       [](Graph& g, V x) { return g.rng(x[0], RngKind::truncated_normal, {40}); }, false},
+      {"rng_bits", {{i, {2}, Fill::small_int}}, [](Graph& g, V x) { return g.rng(x[0], RngKind::bits, {20000}); }, false},
+      {"rng_fold", {{i, {2}, Fill::small_int}, {i, {3}, Fill::small_int}},
+       [](Graph& g, V x) { return g.rng_fold(x[0], x[1]); }, false},
       {"fusion", {{f, {5, 3000}}, {f, {3000}}}, fused_chain, false},
       {"all_reduce", {{f, {3, 4}}}, [](Graph& g, V x) { return g.add(Op::all_reduce, {x[0]}); }},
       {"iota", {{f, {2, 3}}},
        [](Graph& g, V x) { return g.binary(Op::mul, x[0], g.convert(g.iota(DType::i32, {2, 3}, 1), DType::f32)); }},
+      // bf16: the casts and dots mixed precision uses (no finite differences: a step of 1e-3
+      // is below bf16's resolution; "bf16 dot gradients" checks them against f32), and
+      // elementwise ops on bf16 operands, which run on the reference kernels.
+      {"convert_f32_bf16_f32", {{f, {3, 700}}},
+       [](Graph& g, V x) { return g.convert(g.convert(x[0], DType::bf16), DType::f32); }, false},
+      {"convert_bf16_i32", {{DType::bf16, {2, 5}, Fill::small_int}},
+       [](Graph& g, V x) { return g.convert(x[0], DType::i32); }, false},
+      {"convert_i32_bf16", {{i, {6}, Fill::small_int}}, [](Graph& g, V x) { return g.convert(x[0], DType::bf16); }, false},
+      {"dot_bf16", {{DType::bf16, {3, 4}}, {DType::bf16, {4, 5}}},
+       [](Graph& g, V x) { return g.dot(x[0], x[1], false, false, DType::f32); }, false},
+      {"dot_bf16_tab", {{DType::bf16, {2, 4, 3}}, {DType::bf16, {2, 5, 4}}},
+       [](Graph& g, V x) { return g.dot(x[0], x[1], true, true, DType::f32); }, false},
+      {"dot_bf16_ta_wide", {{DType::bf16, {33, 7}}, {DType::bf16, {33, 300}}},
+       [](Graph& g, V x) { return g.dot(x[0], x[1], true, false, DType::f32); }, false},
+      {"dot_bf16_tb_batch", {{DType::bf16, {3, 9, 20}}, {DType::bf16, {3, 130, 20}}},
+       [](Graph& g, V x) { return g.dot(x[0], x[1], false, true, DType::f32); }, false},
+      {"dot_bf16_result_bf16", {{DType::bf16, {6, 40}}, {DType::bf16, {40, 9}}},
+       [](Graph& g, V x) { return g.dot(x[0], x[1]); }, false},
+      {"add_bf16", {{DType::bf16, {2, 3}}, {DType::bf16, {2, 3}}},
+       [](Graph& g, V x) { return g.binary(Op::add, x[0], x[1]); }, false},
+      {"div_bf16", {{DType::bf16, {2, 3}}, {DType::bf16, {2, 3}, Fill::positive}},
+       [](Graph& g, V x) { return g.binary(Op::div, x[0], x[1]); }, false},
+      {"exp_bf16", {{DType::bf16, {3, 4}}}, [](Graph& g, V x) { return g.unary(Op::exp, x[0]); }, false},
+      {"max_bf16", {{DType::bf16, {2, 3}}, {DType::bf16, {2, 3}}},
+       [](Graph& g, V x) { return g.binary(Op::max, x[0], x[1]); }, false},
+      {"select_bf16", {{DType::bf16, {2, 3}}, {DType::bf16, {2, 3}}},
+       [](Graph& g, V x) { return g.select(g.compare(Cmp::gt, x[0], x[1]), x[0], x[1]); }, false},
+      {"reduce_sum_bf16", {{DType::bf16, {2, 3, 4}}},
+       [](Graph& g, V x) { return g.reduce(x[0], {0, 2}, ReduceKind::sum); }, false},
+      {"transpose_bf16", {{DType::bf16, {2, 3, 4}}}, [](Graph& g, V x) { return g.transpose(x[0], {2, 0, 1}); }, false},
+      {"broadcast_bf16", {{DType::bf16, {3}}}, [](Graph& g, V x) { return g.broadcast(x[0], {2, 3, 4}, {1}); }, false},
   };
   return all;
 }
@@ -170,7 +259,9 @@ TEST_CASE("fast kernels agree with the reference kernels") {
       fast_unoptimized.optimize = false;
       Executable ref = Executable::compile(b.g, reference);
       Executable fast = Executable::compile(b.g, fast_unoptimized);
-      check_close(fast.run(b.args)[0], ref.run(b.args)[0], 1e-5, c.name);
+      Tensor out = fast.run(b.args)[0];
+      const double tol = out.dtype() == DType::bf16 ? 1.0 / 128 : 1e-5;  // one bf16 rounding apart
+      check_close(out, ref.run(b.args)[0], tol, c.name);
     }
   }
 }
@@ -257,4 +348,124 @@ TEST_CASE("gather reports an index out of range instead of reading outside the t
   bad.set(0, 3);
   Executable exe = Executable::compile(g);
   CHECK_THROWS_WITH_AS(exe.run(std::vector<Tensor>{Tensor(DType::f32, {3, 2}), bad}), doctest::Contains("index 3 out of range"), Error);
+}
+
+TEST_CASE("conv and pooling results do not depend on the thread count") {
+  Graph g;
+  NodeId x = g.parameter(DType::f32, {4, 12, 12, 8});
+  NodeId w = g.parameter(DType::f32, {3, 3, 8, 16});
+  NodeId y = g.conv(x, w, window({1, 1}, {1, 1}, {1, 1}));
+  NodeId p = g.reduce_window(y, WindowKind::max, window({2, 2}, {0, 0}, {0, 0}, {2, 2}));
+  NodeId loss = g.reduce(g.binary(Op::mul, p, p), {0, 1, 2, 3}, ReduceKind::sum);
+  std::vector<NodeId> params = {x, w};
+  g.outputs = gradients(g, loss, params);
+  g.outputs.push_back(p);
+  std::mt19937 rng(4);
+  std::vector<Tensor> args = {random_tensor({DType::f32, {4, 12, 12, 8}}, rng), random_tensor({DType::f32, {3, 3, 8, 16}}, rng)};
+  Executable exe = Executable::compile(g);
+  set_num_threads(1);
+  std::vector<Tensor> one = exe.run(args);
+  set_num_threads(2);
+  std::vector<Tensor> two = exe.run(args);
+  set_num_threads(0);
+  for (size_t i = 0; i < one.size(); ++i) CHECK(std::memcmp(one[i].raw(), two[i].raw(), one[i].bytes()) == 0);
+}
+
+TEST_CASE("rng draws depend only on the key and are well distributed") {
+  auto draw = [](RngKind kind, int32_t k0, int32_t k1, int64_t n) {
+    Graph g;
+    NodeId key = g.parameter(DType::i32, {2});
+    g.outputs = {g.rng(key, kind, {n})};
+    Tensor k(DType::i32, {2});
+    k.data<int32_t>()[0] = k0;
+    k.data<int32_t>()[1] = k1;
+    return Executable::compile(g).run(std::vector<Tensor>{k})[0];
+  };
+  auto moments = [](const Tensor& t) {
+    double s = 0, s2 = 0, lo = 1e9, hi = -1e9;
+    for (int64_t i = 0; i < t.size(); ++i) {
+      double v = t.get(i);
+      s += v, s2 += v * v, lo = std::min(lo, v), hi = std::max(hi, v);
+    }
+    double mean = s / double(t.size());
+    return std::array<double, 4>{mean, s2 / double(t.size()) - mean * mean, lo, hi};
+  };
+  Tensor u = draw(RngKind::uniform, 1, 2, 100000);
+  auto mu = moments(u);
+  CHECK(std::fabs(mu[0] - 0.5) < 0.01);
+  CHECK(std::fabs(mu[1] - 1.0 / 12) < 0.005);
+  CHECK((mu[2] >= 0 && mu[3] < 1));
+  Tensor again = draw(RngKind::uniform, 1, 2, 100000);
+  CHECK(std::memcmp(u.raw(), again.raw(), u.bytes()) == 0);
+  Tensor other = draw(RngKind::uniform, 1, 3, 100000);
+  CHECK(std::memcmp(u.raw(), other.raw(), u.bytes()) != 0);
+  set_num_threads(1);
+  Tensor single = draw(RngKind::normal, 5, 6, 50000);
+  set_num_threads(0);
+  Tensor normal = draw(RngKind::normal, 5, 6, 50000);
+  CHECK(std::memcmp(single.raw(), normal.raw(), normal.bytes()) == 0);
+  auto mn = moments(normal);
+  CHECK(std::fabs(mn[0]) < 0.02);
+  CHECK(std::fabs(mn[1] - 1) < 0.03);
+  auto mt = moments(draw(RngKind::truncated_normal, 5, 6, 50000));
+  CHECK((mt[2] >= -2 && mt[3] <= 2));
+  CHECK(std::fabs(mt[1] - 0.774) < 0.03);  // variance of a standard normal truncated to [-2, 2]
+}
+
+TEST_CASE("rng fold derives distinct keys") {
+  Graph g;
+  NodeId key = g.parameter(DType::i32, {2});
+  NodeId data = g.parameter(DType::i32, {4});
+  g.outputs = {g.rng_fold(key, data)};
+  Tensor k(DType::i32, {2}), d(DType::i32, {4});
+  for (int i = 0; i < 4; ++i) d.data<int32_t>()[i] = i % 3;  // 0 1 2 0
+  Tensor r = Executable::compile(g).run(std::vector<Tensor>{k, d})[0];
+  REQUIRE(r.shape() == Shape{4, 2});
+  const int32_t* v = r.data<int32_t>();
+  CHECK((v[0] == v[6] && v[1] == v[7]));
+  CHECK((v[0] != v[2] || v[1] != v[3]));
+  CHECK((v[2] != v[4] || v[3] != v[5]));
+}
+
+TEST_CASE("conv and reduce_window shape rules name the operands") {
+  Graph g;
+  NodeId x = g.parameter(DType::f32, {1, 5, 5, 3});
+  NodeId w = g.parameter(DType::f32, {3, 3, 1, 2});
+  CHECK_THROWS_WITH_AS(g.conv(x, w, {}), doctest::Contains("f32[1,5,5,3], f32[3,3,1,2]"), Error);
+  NodeId big = g.parameter(DType::f32, {7, 7, 3, 2});
+  CHECK_THROWS_WITH_AS(g.conv(x, big, {}), doctest::Contains("does not fit"), Error);
+  CHECK_THROWS_WITH_AS(g.reduce_window(g.parameter(DType::f32, {5, 5}), WindowKind::sum, {}),
+                       doctest::Contains("f32[5,5]"), Error);
+  CHECK_THROWS_WITH_AS(g.reduce_window(x, WindowKind::max, window({1, 1}, {2, 0}, {0, 0}, {2, 2})),
+                       doctest::Contains("covers only padding"), Error);
+  CHECK_THROWS_WITH_AS(g.rng(x, RngKind::uniform, {2}), doctest::Contains("key i32[2]"), Error);
+}
+
+TEST_CASE("bf16 conv and pooling compute in f32 and round once") {
+  std::mt19937 rng(8);
+  Tensor x32 = random_tensor({DType::f32, {2, 6, 6, 8}}, rng), w32 = random_tensor({DType::f32, {3, 3, 8, 4}}, rng);
+  auto to_bf16 = [](const Tensor& t) {
+    Tensor r(DType::bf16, t.shape());
+    for (int64_t i = 0; i < t.size(); ++i) r.set(i, t.get(i));
+    return r;
+  };
+  Tensor x16 = to_bf16(x32), w16 = to_bf16(w32);
+  auto run = [](DType t, const std::vector<Tensor>& args) {
+    Graph g;
+    NodeId x = g.parameter(t, {2, 6, 6, 8});
+    NodeId w = g.parameter(t, {3, 3, 8, 4});
+    NodeId y = g.conv(x, w, window({1, 1}, {1, 1}, {1, 1}));
+    g.outputs = {y, g.reduce_window(y, WindowKind::max, window({2, 2}, {0, 0}, {0, 0}, {2, 2}))};
+    return Executable::compile(g).run(args);
+  };
+  // The f32 computation on the bf16 values, rounded to bf16, is what bf16 must give.
+  std::vector<Tensor> exact_in = {Tensor(DType::f32, {2, 6, 6, 8}), Tensor(DType::f32, {3, 3, 8, 4})};
+  for (int64_t i = 0; i < x16.size(); ++i) exact_in[0].set(i, x16.get(i));
+  for (int64_t i = 0; i < w16.size(); ++i) exact_in[1].set(i, w16.get(i));
+  std::vector<Tensor> expect = run(DType::f32, exact_in);
+  std::vector<Tensor> got = run(DType::bf16, {x16, w16});
+  for (size_t k = 0; k < got.size(); ++k) {
+    REQUIRE(got[k].dtype() == DType::bf16);
+    for (int64_t i = 0; i < got[k].size(); ++i) CHECK(got[k].get(i) == to_bf16(expect[k]).get(i));
+  }
 }

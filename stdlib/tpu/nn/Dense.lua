@@ -2,15 +2,15 @@
 --
 --   nn.Dense(512, {activation = "relu"})
 --   nn.Dense(10, {use_bias = false, kernel_initializer = "he_normal", dtype = "f32"})
+--   nn.Dense(64, {kernel_regularizer = nn.regularizers.l2(1e-4)})
 local Module = require "tpu.nn.Module"
 local Activation = require "tpu.nn.Activation"
-local initializers = require "tpu.nn.initializers"
 local util = require "tpu.nn.util"
 
 local Dense = Module:extend("Dense")
 
-local options = {"activation", "use_bias", "kernel_initializer", "bias_initializer",
-                 table.unpack(Module.common_options)}
+local options = util.options {"activation", "use_bias", "kernel_initializer", "bias_initializer",
+                              "kernel_regularizer", "bias_regularizer"}
 
 function Dense:__init(units, opts)
   opts = opts or {}
@@ -23,17 +23,21 @@ function Dense:__init(units, opts)
   self.activation_name = type(opts.activation) == "string" and opts.activation
                          or opts.activation and "custom" or "linear"
   self.activation = Activation.get(opts.activation, "Dense")
-  self.use_bias = opts.use_bias ~= false
-  self.kernel_initializer = initializers.get(opts.kernel_initializer or "glorot_uniform")
-  self.bias_initializer = initializers.get(opts.bias_initializer or "zeros")
+  self.use_bias = util.flag("Dense", opts, "use_bias", true)
+  self.kernel_initializer = util.initializer(opts, "Dense", "kernel_initializer", "glorot_uniform")
+  self.bias_initializer = util.initializer(opts, "Dense", "bias_initializer", "zeros")
+  self.kernel_regularizer = util.regularizer(opts, "Dense", "kernel_regularizer")
+  self.bias_regularizer = util.regularizer(opts, "Dense", "bias_regularizer")
 end
 
 function Dense:build(input_shape)
   local n_in = input_shape[#input_shape]
   self.input_spec = {min_ndim = 2, axes = {[-1] = n_in}}
-  self:add_weight{name = "kernel", shape = {n_in, self.units}, initializer = self.kernel_initializer}
+  self:add_weight{name = "kernel", shape = {n_in, self.units}, initializer = self.kernel_initializer,
+                  regularizer = self.kernel_regularizer}
   if self.use_bias then
-    self:add_weight{name = "bias", shape = {self.units}, initializer = self.bias_initializer}
+    self:add_weight{name = "bias", shape = {self.units}, initializer = self.bias_initializer,
+                    regularizer = self.bias_regularizer}
   end
 end
 

@@ -13,9 +13,17 @@
 -- while tpu.jit traces a step, updated values after it). Containers keep their children in
 -- `self.modules`. The training methods (compile, fit, evaluate, predict) come from
 -- tpu.nn.training.
+--
+-- ctx, the second argument of call: `ctx.training` (bool), `ctx.key` (a tpu.random key; use
+-- `self:random_key(ctx)` for a fresh key derived from it), `ctx.updates` (set by the train step:
+-- `self:update_state(ctx, name, value)` records a new value of a non-trainable weight, as
+-- BatchNorm does for its moving statistics; fit writes it back after the step).
+-- Called on symbolic tensors (nn.Input), a layer records a node of a functional model instead.
 local class = require "tpu.class"
 local util = require "tpu.nn.util"
 local initializers = require "tpu.nn.initializers"
+local regularizers = require "tpu.nn.regularizers"
+local Node = require "tpu.nn.Node"
 
 local Module = class("Module")
 
@@ -73,9 +81,46 @@ function Module:add_weight(spec)
   local init = initializers.get(spec.initializer or "glorot_uniform")
   local dtype = spec.dtype or self:variable_dtype()
   local value = init(initializers.next_key(), util.copy(spec.shape), dtype)
-  table.insert(self._weights, {name = spec.name, value = value, trainable = spec.trainable ~= false})
+  local reg = spec.regularizer ~= nil and regularizers.get(spec.regularizer) or nil
+  table.insert(self._weights, {name = spec.name, value = value, trainable = spec.trainable ~= false,
+                               regularizer = reg})
   self[spec.name] = value
   return value
+end
+
+-- Records the new value of one of this layer's non-trainable weights (in a train step).
+function Module:update_state(ctx, name, value)
+  if not (ctx and ctx.updates) then return end
+  for _, e in ipairs(self._weights) do
+    if e.name == name then ctx.updates[e] = value; return end
+  end
+  util.fail("%s '%s': update_state of unknown weight '%s'", self.__name, self.name, tostring(name))
+end
+
+-- A random key from ctx.key: the n-th request in one ctx (one step) gets ctx.key folded with
+-- n, so every layer and every call draws its own numbers, the same ones for the same seed
+-- whatever else the script built before.
+function Module:random_key(ctx)
+  if not (ctx and ctx.key) then
+    util.fail("%s '%s' needs a random key in training mode: call it as "
+      .. "layer(x, {training = true, key = tpu.random.key(seed)}) (fit passes one per step)",
+      self.__name, self.name)
+  end
+  ctx.key_count = (ctx.key_count or 0) + 1
+  return ctx.key:fold_in(ctx.key_count)
+end
+
+-- The sum of the weight regularizers (l2, ...) of every trainable weight, or nil when none.
+function Module:regularization_loss()
+  local total
+  for _, w in ipairs(self:weight_entries()) do
+    local reg = w.entry.regularizer
+    if reg and w.trainable then
+      local v = reg(w.entry.value)
+      total = total and total + v or v
+    end
+  end
+  return total
 end
 
 -- Default build: nothing to create. Subclasses override build(input_shape).
@@ -112,8 +157,10 @@ function Module:check_input(x)
   end
 end
 
--- layer(x, ctx): builds on first use, checks the input, runs call.
+-- layer(x, ctx): builds on first use, checks the input, runs call. On symbolic tensors
+-- (from nn.Input) it records the call for nn.Model and returns symbolic outputs.
 function Module:__call(x, ctx)
+  if Node.contains(x) then return Node.apply(self, x, ctx) end
   self:maybe_build(util.shape_of(x))
   self:check_input(x)
   local y = self:call(x, ctx or {training = false})
@@ -126,9 +173,18 @@ function Module:call(_x, _ctx)
 end
 
 -- Default output shape: run the layer once eagerly on zeros (layers override this cheaply).
+-- input_shape is a shape or a list of shapes (several inputs).
 function Module:compute_output_shape(input_shape)
   local tpu = require "tpu"
-  return self:call(tpu.zeros(input_shape), {training = false}).shape
+  local function zeros(s)
+    if type(s[1]) == "table" then
+      local list = {}
+      for i, one in ipairs(s) do list[i] = zeros(one) end
+      return list
+    end
+    return tpu.zeros(s)
+  end
+  return util.shape_of(self:call(zeros(input_shape), {training = false}))
 end
 
 -- Weights in a fixed order: own weights in creation order, then children in layer order.

@@ -3,12 +3,18 @@ local nn = {}
 
 nn.Module = require "tpu.nn.Module"
 nn.Sequential = require "tpu.nn.Sequential"
-nn.Dense = require "tpu.nn.Dense"
-nn.Flatten = require "tpu.nn.Flatten"
-nn.Activation = require "tpu.nn.Activation"
+nn.Model = require "tpu.nn.Model"
+nn.Input = require "tpu.nn.Input"
+for _, name in ipairs {"Dense", "Flatten", "Reshape", "Activation", "Dropout", "Conv2D",
+                       "MaxPool2D", "AvgPool2D", "GlobalAvgPool2D", "BatchNorm", "LayerNorm",
+                       "Embedding", "MultiHeadAttention", "TransformerEncoder", "Concatenate",
+                       "Add"} do
+  nn[name] = require("tpu.nn." .. name)
+end
 nn.History = require "tpu.nn.History"
 nn.Progbar = require "tpu.nn.Progbar"
 nn.initializers = require "tpu.nn.initializers"
+nn.regularizers = require "tpu.nn.regularizers"
 
 -- Seeds weight initialization (default 0, or `tputrain --seed N`).
 nn.set_seed = nn.initializers.set_seed

@@ -27,6 +27,12 @@ function M.set_seed(n)
   state.seed, state.counter = n, 0
 end
 
+-- The current seed (set_seed, --seed, else 0).
+function M.seed()
+  state.seed = state.seed or initial_seed()
+  return state.seed
+end
+
 -- The key for the next weight created.
 function M.next_key()
   state.seed = state.seed or initial_seed()
@@ -65,20 +71,33 @@ M.he_uniform = uniform(function(fi) return math.sqrt(6 / fi) end)
 M.he_normal = normal(function(fi) return math.sqrt(2 / fi) end)
 M.lecun_normal = normal(function(fi) return math.sqrt(1 / fi) end)
 
+-- Keras' RandomUniform(-0.05, 0.05) and RandomNormal(stddev 0.05) (Embedding's default).
+M.random_uniform = uniform(function() return 0.05 end)
+M.random_normal = normal(function() return 0.05 end)
+
 function M.zeros(_key, shape, dtype) return tpu().zeros(shape, {dtype = dtype}) end
 function M.ones(_key, shape, dtype) return tpu().ones(shape, {dtype = dtype}) end
 
-local names = {"glorot_uniform", "glorot_normal", "he_uniform", "he_normal", "lecun_normal",
-               "zeros", "ones"}
+-- constant(v): every element v.
+function M.constant(v)
+  if type(v) ~= "number" then
+    util.fail("initializers.constant needs a number, got %s", util.show(v))
+  end
+  return function(_key, shape, dtype) return tpu().full(shape, v, {dtype = dtype}) end
+end
 
--- A name or a function(key, shape, dtype) -> tensor.
-function M.get(init)
+local names = {"glorot_uniform", "glorot_normal", "he_uniform", "he_normal", "lecun_normal",
+               "random_uniform", "random_normal", "zeros", "ones"}
+
+-- A name or a function(key, shape, dtype) -> tensor. `who` ("Dense: kernel_initializer")
+-- starts the error message.
+function M.get(init, who)
   if type(init) == "function" then return init end
   for _, n in ipairs(names) do
     if n == init then return M[n] end
   end
-  util.fail("unknown initializer %s (expected a function or one of: %s)",
-    util.show(init), table.concat(names, ", "))
+  util.fail("%sunknown initializer %s (expected a function or one of: %s)",
+    who and who .. ": " or "", util.show(init), table.concat(names, ", "))
 end
 
 return M

@@ -5,9 +5,18 @@
 --   local history = model:fit(train, {epochs = 3, validation_data = test})
 --   print(model:evaluate(test).accuracy)
 --
--- One training step is one tpu.jit function, step(params, opt_state, frozen, x, y): forward,
+-- One training step is one tpu.jit function, step(params, opt_state, state, x, y, key): forward,
 -- value_and_grad, the optimizer update and the batch's loss/metric partial sums, all traced once.
--- Only the partial sums (one small f32 vector) come back to the host each step.
+-- `params` are the trainable weights, `state` the non-trainable ones (BatchNorm's moving
+-- statistics, frozen layers); the step returns both updated: layers record new state values with
+-- self:update_state(ctx, name, value) during the forward pass. `key` is a random key made on the
+-- host for each step (fold_in of the step number), so Dropout masks change every step while the
+-- compiled step stays the same. Weight regularizers add to the loss. Only the partial sums (one
+-- small f32 vector) come back to the host each step.
+--
+-- Several outputs (functional models): `loss` is one loss for every output or a list with one
+-- per output (plus optional `loss_weights`); metrics apply to every output (named
+-- <output>_<metric>) unless given as a list of lists, one per output.
 local util = require "tpu.nn.util"
 local History = require "tpu.nn.History"
 local Progbar = require "tpu.nn.Progbar"
@@ -18,7 +27,62 @@ local function tpu() return require "tpu" end
 
 ---------------------------------------------------------------- compile
 
-local compile_options = {"optimizer", "loss", "metrics", "steps_per_execution"}
+local compile_options = {"optimizer", "loss", "metrics", "steps_per_execution", "loss_weights"}
+
+local function is_list(v)
+  return type(v) == "table" and getmetatable(v) == nil
+end
+
+-- Names of a functional model's outputs when it has several, else nil.
+local function output_names(model)
+  if not model.outputs or model.single_output then return nil end
+  local names = {}
+  for i, n in ipairs(model.outputs) do names[i] = n.name end
+  return names
+end
+
+-- One loss function(y, y_pred) over every output.
+local function total_loss(spec, names)
+  local get = require("tpu.losses").get
+  local list = {}
+  for i, l in ipairs(is_list(spec.loss) and spec.loss or {spec.loss}) do list[i] = get(l) end
+  local weights = spec.loss_weights or {}
+  local n = names and #names or 1
+  if is_list(spec.loss) and #list ~= n then
+    util.fail("compile: %d losses for a model with %d output%s", #list, n, n == 1 and "" or "s")
+  end
+  if not names then return list[1] end
+  return function(y, y_pred)
+    if not is_list(y) or #y ~= #y_pred then
+      util.fail("the model has %d outputs but the targets are %s; give one target per output: "
+        .. "data.from_tensors{x, {y1, y2}}", #y_pred, util.show(y))
+    end
+    local total
+    for i, p in ipairs(y_pred) do
+      local l = (list[i] or list[1])(y[i], p) * (weights[i] or 1)
+      total = total and total + l or l
+    end
+    return total
+  end
+end
+
+-- Metric objects; with several outputs, one per (output, metric) named <output>_<metric>.
+local function metric_list(spec, names)
+  local get, out = require("tpu.metrics").get, {}
+  if not names then
+    for i, m in ipairs(spec) do out[i] = get(m) end
+    return out
+  end
+  local per_output = is_list(spec[1])
+  for o, name in ipairs(names) do
+    for _, m in ipairs(per_output and (spec[o] or {}) or spec) do
+      local metric = get(m)
+      out[#out + 1] = {name = name .. "_" .. metric.name,
+                       partial = function(y, y_pred) return metric.partial(y[o], y_pred[o]) end}
+    end
+  end
+  return out
+end
 
 function M:compile(spec)
   util.check_options({__name = "compile"}, spec or {}, compile_options)
@@ -30,12 +94,11 @@ function M:compile(spec)
   if spec.metrics ~= nil and type(spec.metrics) ~= "table" then
     util.fail("compile: metrics must be a list, e.g. {\"accuracy\"}, got %s", util.show(spec.metrics))
   end
-  local metrics = {}
-  for i, m in ipairs(spec.metrics or {}) do metrics[i] = require("tpu.metrics").get(m) end
+  local names = output_names(self)
   self.compiled = {
     optimizer = require("tpu.optim").get(spec.optimizer),
-    loss = require("tpu.losses").get(spec.loss),
-    metrics = metrics,
+    loss = total_loss(spec, names),
+    metrics = metric_list(spec.metrics or {}, names),
     steps = {},
   }
   self.optimizer_state = nil
@@ -157,7 +220,7 @@ end
 -- One f32 vector: loss sum, example count, then (numerator, denominator) per metric.
 local function batch_stats(c, loss, y, y_pred)
   local t = tpu()
-  local n = util.is_tensor(y_pred) and y_pred.shape[1] or y.shape[1]
+  local n = (util.is_tensor(y_pred) and y_pred or y_pred[1]).shape[1]
   local parts = {f32(loss) * n, t.tensor(n, {dtype = "f32"})}
   for _, m in ipairs(c.metrics) do
     local num, den = m.partial(y, y_pred)
@@ -167,18 +230,34 @@ local function batch_stats(c, loss, y, y_pred)
   return t.stack(parts, 1)
 end
 
+-- The loss with the weight regularizers' penalties.
+local function full_loss(model, c, y, y_pred)
+  local loss = c.loss(y, y_pred)
+  local reg = model:regularization_loss()
+  return reg and loss + reg or loss
+end
+
+-- The non-trainable weights after a step: the values layers recorded, else unchanged.
+local function new_state(model, layout, frozen, updates)
+  local entries, out = model:weight_entries(), {}
+  for i, idx in ipairs(layout.frozen) do out[i] = updates[entries[idx].entry] or frozen[i] end
+  return out
+end
+
 local function make_train_step(model, c, layout)
   local t = tpu()
-  local function loss_of(tparams, frozen, x, y)
+  local function loss_of(tparams, frozen, x, y, key)
     model:set_parameters(merge(layout, tparams, frozen))
-    local y_pred = model(x, {training = true})
-    return c.loss(y, y_pred), y_pred
+    local ctx = {training = true, key = key, updates = {}}
+    local y_pred = model(x, ctx)
+    return full_loss(model, c, y, y_pred),
+           {y_pred = y_pred, state = new_state(model, layout, frozen, ctx.updates)}
   end
   local grad_fn = t.value_and_grad(loss_of, {argnums = 1, has_aux = true, name = "train_step.grad"})
-  return t.jit(function(tparams, opt_state, frozen, x, y)
-    local loss, y_pred, grads = with_params(model, model:parameters(), grad_fn, tparams, frozen, x, y)
-    local new_params, new_state = c.optimizer:update(tparams, grads, opt_state)
-    return new_params, new_state, batch_stats(c, loss, y, y_pred)
+  return t.jit(function(tparams, opt_state, frozen, x, y, key)
+    local loss, aux, grads = with_params(model, model:parameters(), grad_fn, tparams, frozen, x, y, key)
+    local new_params, new_opt_state = c.optimizer:update(tparams, grads, opt_state)
+    return new_params, new_opt_state, aux.state, batch_stats(c, loss, y, aux.y_pred)
   end, {name = "train_step", donate_argnums = {1, 2}})
 end
 
@@ -186,7 +265,7 @@ local function make_eval_step(model, c)
   return tpu().jit(function(params, x, y)
     return with_params(model, params, function()
       local y_pred = model(x, {training = false})
-      return batch_stats(c, c.loss(y, y_pred), y, y_pred)
+      return batch_stats(c, full_loss(model, c, y, y_pred), y, y_pred)
     end)
   end, {name = "eval_step"})
 end
@@ -254,6 +333,17 @@ end
 
 ---------------------------------------------------------------- fit
 
+-- The random key of the next train step: the seed's key folded with a step count that goes on
+-- across fit calls. A key is a tensor leaf of the step's arguments, so it never recompiles.
+local function step_key(model)
+  if not model.dropout_key then
+    local seed = require("tpu.nn.initializers").seed()
+    model.dropout_key = tpu().random.key(seed):split(2)[2]
+  end
+  model.train_steps = (model.train_steps or 0) + 1
+  return model.dropout_key:fold_in(model.train_steps)
+end
+
 local function train_epoch(model, c, data, opts, bar, cbs)
   local sums, step = new_sums(c), 0
   local it = batches(data, opts.batch_size)
@@ -265,9 +355,10 @@ local function train_epoch(model, c, data, opts, bar, cbs)
     end
     local train = step_fn(model, c, "train")
     local tparams, frozen = split(c.layout, model:parameters())
-    local new_params, new_state, stats = train(tparams, model.optimizer_state, frozen, x, y)
-    model:set_parameters(merge(c.layout, new_params, frozen))
-    model.optimizer_state = new_state
+    local new_params, new_opt_state, state, stats =
+      train(tparams, model.optimizer_state, frozen, x, y, step_key(model))
+    model:set_parameters(merge(c.layout, new_params, state))
+    model.optimizer_state = new_opt_state
     add_stats(sums, stats)
     step = step + 1
     local shown, logs = results(c, sums)
@@ -363,7 +454,8 @@ function M:evaluate(data, opts)
   return logs
 end
 
--- predict(ds | tensor | {x}) -> tensor of outputs for every example (concatenated batches).
+-- predict(ds | tensor | {x}) -> tensor of outputs for every example (concatenated batches); a
+-- list of them for a model with several outputs.
 function M:predict(data, opts)
   opts = opts or {}
   util.check_options({__name = "predict"}, opts, {"verbose", "batch_size"})
@@ -382,7 +474,15 @@ function M:predict(data, opts)
   end
   if #outs == 0 then util.fail("predict: the data set produced no batches") end
   bar:update(#outs, {}, true)
-  return #outs == 1 and outs[1] or tpu().concat(outs, 1)
+  if #outs == 1 then return outs[1] end
+  if util.is_tensor(outs[1]) then return tpu().concat(outs, 1) end
+  local joined = {}  -- several outputs: one tensor per output
+  for i = 1, #outs[1] do
+    local parts = {}
+    for b, out in ipairs(outs) do parts[b] = out[i] end
+    joined[i] = tpu().concat(parts, 1)
+  end
+  return joined
 end
 
 return M

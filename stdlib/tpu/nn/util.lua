@@ -54,6 +54,9 @@ end
 -- Shape of a tensor, or a list of shapes for a table of tensors.
 function M.shape_of(x)
   if M.is_tensor(x) then return x.shape end
+  if type(x) == "table" and getmetatable(x) and type(rawget(x, "shape")) == "table" then
+    return M.copy(x.shape)  -- a symbolic tensor
+  end
   if type(x) == "table" then
     local out = {}
     for i, v in ipairs(x) do out[i] = M.shape_of(v) end
@@ -109,6 +112,111 @@ end
 function M.cast_float(x, dtype)
   if x.dtype ~= dtype and float_dtypes[x.dtype] then return x:cast(dtype) end
   return x
+end
+
+-- Option list of a layer: its own names plus the ones every layer takes.
+function M.options(own)
+  local list = M.copy(own)
+  for _, k in ipairs {"name", "dtype", "trainable"} do list[#list + 1] = k end
+  return list
+end
+
+-- 3 -> {3, 3}; {2, 3} -> {2, 3}. `what` names the option in the error ("Conv2D: kernel_size").
+function M.pair(v, what)
+  if M.is_positive_integer(v) then return {math.tointeger(v), math.tointeger(v)} end
+  if type(v) == "table" and not M.is_tensor(v) and #v == 2 and M.is_positive_integer(v[1])
+     and M.is_positive_integer(v[2]) then
+    return {math.tointeger(v[1]), math.tointeger(v[2])}
+  end
+  M.fail("%s must be a positive integer or a pair {h, w} of them, got %s", what, M.show(v))
+end
+
+function M.padding(v, who)
+  if v == nil then return "valid" end
+  if v ~= "valid" and v ~= "same" then
+    M.fail("%s: padding must be \"valid\" or \"same\", got %s", who, M.show(v))
+  end
+  return v
+end
+
+-- Output size of a window of `k` with stride `s` over `n` (Keras' conv arithmetic).
+function M.window_out(n, k, s, padding)
+  if padding == "same" then return (n + s - 1) // s end
+  return (n - k) // s + 1
+end
+
+-- A number in [lo, hi] (hi_open: [lo, hi)).
+function M.check_range(who, name, v, lo, hi, hi_open)
+  if type(v) ~= "number" or v < lo or v > hi or (hi_open and v >= hi) then
+    M.fail("%s: %s must be a number in [%g, %g%s, got %s", who, name, lo, hi,
+      hi_open and ")" or "]", M.show(v))
+  end
+  return v
+end
+
+function M.check_positive(who, name, v)
+  if type(v) ~= "number" or v <= 0 then
+    M.fail("%s: %s must be a positive number, got %s", who, name, M.show(v))
+  end
+  return v
+end
+
+function M.check_integer(who, name, v)
+  if not M.is_positive_integer(v) then
+    M.fail("%s: %s must be a positive integer, got %s", who, name, M.show(v))
+  end
+  return math.tointeger(v)
+end
+
+-- Shapes of a merge layer's inputs: a list of at least two shapes.
+function M.merge_shapes(layer, input_shape)
+  if type(input_shape) ~= "table" or type(input_shape[1]) ~= "table" or #input_shape < 2 then
+    M.fail("%s '%s' expects a list of at least 2 tensors, e.g. layer {a, b}; got %s",
+      layer.__name, layer.name, input_shape and type(input_shape[1]) == "number"
+      and "one tensor of shape " .. M.shape_text(input_shape) or M.show(input_shape))
+  end
+  return input_shape
+end
+
+function M.shapes_text(shapes)
+  local parts = {}
+  for i, s in ipairs(shapes) do parts[i] = M.shape_text(s) end
+  return table.concat(parts, ", ")
+end
+
+-- A regularizer option checked at construction (nil stays nil): M.regularizer(opts, "Dense",
+-- "kernel_regularizer").
+function M.regularizer(opts, who, name)
+  local v = opts[name]
+  if v == nil then return nil end
+  return require("tpu.nn.regularizers").get(v, who .. ": " .. name)
+end
+
+-- An initializer option (a name or a function), `default` when absent.
+function M.initializer(opts, who, name, default)
+  return require("tpu.nn.initializers").get(opts[name] or default, who .. ": " .. name)
+end
+
+-- A boolean option (nil gives `default`).
+function M.flag(who, opts, name, default)
+  local v = opts[name]
+  if v == nil then return default end
+  if type(v) ~= "boolean" then
+    M.fail("%s: %s must be true or false, got %s", who, name, M.show(v))
+  end
+  return v
+end
+
+-- Resolves a 1-based or negative axis against rank n.
+function M.axis(axis, n)
+  return axis < 0 and n + 1 + axis or axis
+end
+
+-- "(None, 28, 28, 1)" from a shape whose first entry is the batch.
+function M.shape_text(shape)
+  local dims = {"None"}
+  for i = 2, #shape do dims[i] = shape[i] == -1 and "None" or tostring(shape[i]) end
+  return "(" .. table.concat(dims, ", ") .. (#shape == 1 and ",)" or ")")
 end
 
 return M

@@ -2,16 +2,19 @@
 --   m = b1 m + (1 - b1) g;  v = b2 v + (1 - b2) g^2
 --   p = p - lr * sqrt(1 - b2^t) / (1 - b1^t) * m / (sqrt(v) + epsilon)
 local Optimizer = require "tpu.optim.Optimizer"
-local util = require "tpu.nn.util"
 
 local Adam = Optimizer:extend("Adam")
 Adam.default_lr = 1e-3
 Adam.slots = {"m", "v"}
+Adam.options = {"beta1", "beta2", "epsilon"}
 
 function Adam:__init(opts)
   opts = opts or {}
-  util.check_options(self, opts, {"lr", "beta1", "beta2", "epsilon"})
-  self.lr = self:check_lr(opts)
+  self:init_options(opts, self.options)
+  self:init_moments(opts)
+end
+
+function Adam:init_moments(opts)
   self.beta1 = self:check_number("beta1", opts.beta1 or 0.9, 0, 1)
   self.beta2 = self:check_number("beta2", opts.beta2 or 0.999, 0, 1)
   self.epsilon = self:check_number("epsilon", opts.epsilon or 1e-7, 0)
@@ -23,10 +26,10 @@ local function power(b, t)
   return (t * math.log(b)):exp()
 end
 
-function Adam:scalars(state, step)
+function Adam:scalars(_state, step, lr)
   local t = step:cast("f32")
-  local alpha = state.lr * (1 - power(self.beta2, t)):sqrt() / (1 - power(self.beta1, t))
-  return {alpha = alpha}
+  local alpha = lr * (1 - power(self.beta2, t)):sqrt() / (1 - power(self.beta1, t))
+  return {alpha = alpha, lr = lr}
 end
 
 function Adam:update_one(p, g, slots, s)

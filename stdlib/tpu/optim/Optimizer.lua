@@ -1,13 +1,17 @@
 -- Base class of the functional optimizers. State is a table of tensors only (step counter,
--- learning rate, one list per slot), so a traced step never recompiles when they change.
+-- learning rate unless it is a schedule, one list per slot), so a traced step never recompiles when they change.
 --
 --   local state = opt:init(params)                              -- params: list of tensors
 --   params, state = opt:update(params, grads, state)           -- pure tensor math (traces)
 --
--- Subclasses set `slots` (names of per-parameter tensors, e.g. {"m", "v"}) and implement
--- `scalars(state, step)` (per-step values shared by all parameters) and
+-- Every optimizer takes `lr` (a number or a schedule from optim.schedule, evaluated inside the
+-- step from the step counter) and `clipnorm` (the gradients are scaled together so their global
+-- L2 norm is at most clipnorm). Subclasses call `self:init_options(opts, own_option_names)`, set
+-- `slots` (names of per-parameter tensors, e.g. {"m", "v"}) and implement
+-- `scalars(state, step, lr)` (per-step values shared by all parameters) and
 -- `update_one(p, g, slots, scalars)` -> new_p, new_slots.
 local class = require "tpu.class"
+local schedule = require "tpu.optim.schedule"
 local util = require "tpu.nn.util"
 
 local Optimizer = class("Optimizer")
@@ -27,10 +31,24 @@ end
 function Optimizer:check_lr(opts)
   local lr = opts.lr
   if lr == nil then return self.default_lr end
+  if schedule.is_schedule(lr) then return lr end
   if type(lr) ~= "number" or lr <= 0 then
-    util.fail("%s: lr must be a positive number, got %s", self.__name, util.show(lr))
+    util.fail("%s: lr must be a positive number or a schedule (optim.schedule.cosine{...}), got %s",
+      self.__name, util.show(lr))
   end
   return lr
+end
+
+-- Checks the options every optimizer takes (lr, clipnorm) plus `own`.
+function Optimizer:init_options(opts, own)
+  local names = {"lr", "clipnorm"}
+  for _, k in ipairs(own) do names[#names + 1] = k end
+  util.check_options(self, opts, names)
+  self.lr = self:check_lr(opts)
+  if opts.clipnorm ~= nil and (type(opts.clipnorm) ~= "number" or opts.clipnorm <= 0) then
+    util.fail("%s: clipnorm must be a positive number, got %s", self.__name, util.show(opts.clipnorm))
+  end
+  self.clipnorm = opts.clipnorm
 end
 
 local function check_params(self, params, what)
@@ -44,15 +62,43 @@ local function check_params(self, params, what)
   end
 end
 
+-- The learning rate as a number (a schedule's value at step 0).
+function Optimizer:initial_lr()
+  return schedule.is_schedule(self.lr) and self.lr:initial() or self.lr
+end
+
 function Optimizer:init(params)
   check_params(self, params, "params")
   local t = tpu()
-  local state = {step = t.tensor(0, {dtype = "i32"}), lr = t.tensor(self.lr, {dtype = "f32"})}
+  local state = {step = t.tensor(0, {dtype = "i32"})}
+  if not schedule.is_schedule(self.lr) then state.lr = t.tensor(self.lr, {dtype = "f32"}) end
   for _, name in ipairs(self.slots) do
     state[name] = {}
     for i, p in ipairs(params) do state[name][i] = t.zeros(p.shape, {dtype = p.dtype}) end
   end
   return state
+end
+
+-- The step's learning rate tensor: the schedule at the number of updates done so far (such a
+-- state has no lr field: the rate is a function of state.step), else state.lr (which callbacks
+-- may change).
+function Optimizer:learning_rate(state)
+  if schedule.is_schedule(self.lr) then return self.lr(state.step) end
+  return state.lr
+end
+
+-- The gradients scaled by min(1, clipnorm / global_norm).
+function Optimizer:clip(grads)
+  local total
+  for _, g in ipairs(grads) do
+    local s = util.cast_float(g, "f32"):square():sum()
+    total = total and total + s or s
+  end
+  if not total then return grads end
+  local scale = self.clipnorm / total:sqrt():maximum(self.clipnorm)
+  local out = {}
+  for i, g in ipairs(grads) do out[i] = g * Optimizer.like(scale, g) end
+  return out
 end
 
 function Optimizer:update(params, grads, state)
@@ -61,10 +107,14 @@ function Optimizer:update(params, grads, state)
   if #grads ~= #params then
     util.fail("%s: got %d gradients for %d parameters", self.__name, #grads, #params)
   end
+  if self.clipnorm then grads = self:clip(grads) end
   local step = state.step + 1
+  -- The rate from step - 1 (= state.step) rather than state.step itself: then only `step`
+  -- reads the donated counter, which an engine bug in buffer donation needs for now.
+  local lr = self:learning_rate({step = step - 1, lr = state.lr})
   local new_state = {step = step, lr = state.lr}
   for _, name in ipairs(self.slots) do new_state[name] = {} end
-  local scalars = self:scalars(state, step)
+  local scalars = self:scalars(state, step, lr)
   local new_params = {}
   for i, p in ipairs(params) do
     local slots = {}
@@ -82,7 +132,9 @@ function Optimizer.like(s, p)
 end
 
 function Optimizer:__tostring()
-  return string.format("optim.%s{lr = %g}", self.__name, self.lr)
+  local lr = schedule.is_schedule(self.lr) and tostring(self.lr) or string.format("%g", self.lr)
+  return string.format("optim.%s{lr = %s%s}", self.__name, lr,
+    self.clipnorm and string.format(", clipnorm = %g", self.clipnorm) or "")
 end
 
 return Optimizer

@@ -8,15 +8,14 @@ SGD.default_lr = 0.01
 
 function SGD:__init(opts)
   opts = opts or {}
-  util.check_options(self, opts, {"lr", "momentum", "nesterov"})
-  self.lr = self:check_lr(opts)
+  self:init_options(opts, {"momentum", "nesterov"})
   self.momentum = self:check_number("momentum", opts.momentum or 0, 0, 1)
-  self.nesterov = opts.nesterov == true
+  self.nesterov = util.flag("SGD", opts, "nesterov", false)
   self.slots = self.momentum > 0 and {"velocity"} or {}
 end
 
-function SGD:scalars(state, _step)
-  return {lr = state.lr}
+function SGD:scalars(_state, _step, lr)
+  return {lr = lr}
 end
 
 function SGD:update_one(p, g, slots, s)

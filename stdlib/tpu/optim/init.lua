@@ -1,13 +1,17 @@
--- tpu.optim: functional optimizers (state is a table of tensors; updates trace into the step).
+-- tpu.optim: functional optimizers (state is a table of tensors; updates trace into the step)
+-- and learning-rate schedules (optim.schedule).
 local optim = {}
 
 optim.Optimizer = require "tpu.optim.Optimizer"
 optim.SGD = require "tpu.optim.SGD"
 optim.Adam = require "tpu.optim.Adam"
+optim.AdamW = require "tpu.optim.AdamW"
+optim.RMSprop = require "tpu.optim.RMSprop"
+optim.schedule = require "tpu.optim.schedule"
 
-local by_name = {sgd = optim.SGD, adam = optim.Adam}
+local by_name = {sgd = optim.SGD, adam = optim.Adam, adamw = optim.AdamW, rmsprop = optim.RMSprop}
 
--- An optimizer object, or a name ("adam", "sgd") for one with default settings.
+-- An optimizer object, or a name ("adam", "sgd", "adamw", "rmsprop") for one with default settings.
 function optim.get(x)
   local util = require "tpu.nn.util"
   if type(x) == "string" and by_name[x:lower()] then return by_name[x:lower()]() end
@@ -17,8 +21,8 @@ function optim.get(x)
   if type(x) == "table" and type(x.update) == "function" and type(x.init) == "function" then
     return x
   end
-  util.fail("unknown optimizer %s (expected an optimizer such as optim.Adam{} or one of: adam, sgd)",
-    util.show(x))
+  util.fail("unknown optimizer %s (expected an optimizer such as optim.Adam{} or one of: "
+    .. "adam, adamw, rmsprop, sgd)", util.show(x))
 end
 
 return optim

@@ -1,0 +1,142 @@
+#include "kernels/gemm.h"
+
+#include <Eigen/Core>
+#include <algorithm>
+#include <atomic>
+#include <vector>
+
+#include "core/error.h"
+#include "kernels/convert.h"
+#include "kernels/onednn_matmul.h"
+#include "runtime/thread_pool.h"
+
+namespace tpu {
+
+namespace {
+
+using RowMajor = Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
+using ConstMat = Eigen::Map<const RowMajor>;
+using Mat = Eigen::Map<RowMajor>;
+
+// Output columns per panel: one task, one thread, one fixed order of arithmetic. oneDNN
+// gains from wider panels (fewer calls, each packing a larger part of B; bench/gemm.cpp).
+constexpr int64_t kEigenPanel = 128;
+constexpr int64_t kOnednnPanel = 256;
+
+// Runs f(p, j0, w) for every batch element p and panel [j0, j0 + w) across the pool.
+template <class F>
+void for_each_panel(const GemmShape& s, int64_t width, F f) {
+  const int64_t panels = (s.n + width - 1) / width;
+  parallel_for(s.batch * panels, [&](int64_t t) {
+    const int64_t p = t / panels, j0 = (t % panels) * width;
+    f(p, j0, std::min(width, s.n - j0));
+  });
+}
+
+// One panel of one batch element with Eigen.
+void eigen_panel(const GemmShape& s, const float* a_data, const float* b_data, float* c_data, int64_t j0, int64_t w) {
+  ConstMat a(a_data, s.ta ? s.k : s.m, s.ta ? s.m : s.k);
+  ConstMat b(b_data, s.tb ? s.n : s.k, s.tb ? s.k : s.n);
+  Mat c(c_data, s.m, s.n);
+  auto out = c.middleCols(j0, w);
+  if (!s.ta && !s.tb) out.noalias() = a * b.middleCols(j0, w);
+  else if (s.ta && !s.tb) out.noalias() = a.transpose() * b.middleCols(j0, w);
+  else if (!s.ta && s.tb) out.noalias() = a * b.transpose().middleCols(j0, w);
+  else out.noalias() = a.transpose() * b.transpose().middleCols(j0, w);
+}
+
+// The widened (f32) copies of bf16 operands, per calling thread, reused from call to call.
+struct Widened {
+  std::vector<float> a, b;
+};
+
+void widen_parallel(const uint16_t* src, float* dst, int64_t n) {
+  constexpr int64_t kChunk = 1 << 16;
+  parallel_for((n + kChunk - 1) / kChunk, [&](int64_t t) {
+    const int64_t i0 = t * kChunk;
+    widen_bf16(src + i0, dst + i0, std::min(kChunk, n - i0));
+  });
+}
+
+Widened& widen_operands(const GemmShape& s, const uint16_t* a, const uint16_t* b) {
+  thread_local Widened w;
+  const int64_t na = s.batch * s.m * s.k, nb = s.batch * s.k * s.n;
+  if (int64_t(w.a.size()) < na) w.a.resize(size_t(na));
+  if (int64_t(w.b.size()) < nb) w.b.resize(size_t(nb));
+  widen_parallel(a, w.a.data(), na);
+  widen_parallel(b, w.b.data(), nb);
+  return w;
+}
+
+// oneDNN panels; false when oneDNN has no implementation for the shape.
+template <class T>
+bool onednn_gemm(MatmulInput in, const GemmShape& s, const T* a, const T* b, float* c) {
+  if (s.batch == 0 || s.n == 0 || s.m == 0) return true;
+  // Both panel widths (full and the last one) must have an implementation before anything
+  // is written.
+  if (!onednn_matmul_supported(in, s, std::min(kOnednnPanel, s.n)) ||
+      !onednn_matmul_supported(in, s, s.n % kOnednnPanel ? s.n % kOnednnPanel : std::min(kOnednnPanel, s.n)))
+    return false;
+  for_each_panel(s, kOnednnPanel, [&](int64_t p, int64_t j0, int64_t w) {
+    onednn_matmul_panel(in, s, a + p * s.m * s.k, b + p * s.k * s.n, c + p * s.m * s.n, j0, w);
+  });
+  return true;
+}
+
+Bf16Gemm default_bf16_gemm() {
+  if (!onednn_available()) return Bf16Gemm::widen_eigen;
+  if (onednn_native_bf16()) return Bf16Gemm::onednn;
+  // Without bf16 instructions oneDNN emulates them at a fraction of its f32 rate, while
+  // widening to f32 costs one pass over the operands and then runs at the f32 rate, where
+  // oneDNN beats Eigen (bench/gemm.cpp).
+  return Bf16Gemm::widen_onednn;
+}
+
+std::atomic<Bf16Gemm>& chosen() {
+  static std::atomic<Bf16Gemm> way{default_bf16_gemm()};
+  return way;
+}
+
+}  // namespace
+
+void gemm_f32(const GemmShape& s, const float* a, const float* b, float* c) {
+  for_each_panel(s, kEigenPanel, [&](int64_t p, int64_t j0, int64_t w) {
+    eigen_panel(s, a + p * s.m * s.k, b + p * s.k * s.n, c + p * s.m * s.n, j0, w);
+  });
+}
+
+bool gemm_f32_onednn(const GemmShape& s, const float* a, const float* b, float* c) {
+  return onednn_available() && onednn_gemm(MatmulInput::f32, s, a, b, c);
+}
+
+void gemm_bf16(const GemmShape& s, const uint16_t* a, const uint16_t* b, float* c) {
+  const Bf16Gemm way = chosen().load(std::memory_order_relaxed);
+  if (way == Bf16Gemm::onednn && onednn_gemm(MatmulInput::bf16, s, a, b, c)) return;
+  Widened& w = widen_operands(s, a, b);
+  if (way == Bf16Gemm::widen_onednn && onednn_gemm(MatmulInput::f32, s, w.a.data(), w.b.data(), c)) return;
+  gemm_f32(s, w.a.data(), w.b.data(), c);
+}
+
+std::string_view bf16_gemm_name(Bf16Gemm way) {
+  switch (way) {
+    case Bf16Gemm::widen_eigen: return "widen+eigen";
+    case Bf16Gemm::onednn: return "onednn-bf16";
+    case Bf16Gemm::widen_onednn: return "widen+onednn-f32";
+  }
+  return "?";
+}
+
+bool bf16_gemm_available(Bf16Gemm way) { return way == Bf16Gemm::widen_eigen || onednn_available(); }
+
+Bf16Gemm bf16_gemm() { return chosen().load(); }
+
+void set_bf16_gemm(Bf16Gemm way) {
+  if (!bf16_gemm_available(way)) throw Error(std::string(bf16_gemm_name(way)) + " needs a build with oneDNN");
+  chosen().store(way);
+}
+
+std::string gemm_backend_report() {
+  return onednn_report() + "; bf16 GEMM: " + std::string(bf16_gemm_name(bf16_gemm()));
+}
+
+}  // namespace tpu

@@ -1,0 +1,44 @@
+// Matrix products for the dot kernels. Every product is cut into fixed panels of output
+// columns, each computed by one thread with one fixed sequence of arithmetic, so results are
+// bitwise the same whatever the thread count.
+//
+//   GemmShape s{.batch = 1, .m = 256, .k = 784, .n = 512};
+//   gemm_bf16(s, a_bits, b_bits, c);   // bf16 operands, products and sums in f32
+#pragma once
+#include <cstdint>
+#include <string>
+
+namespace tpu {
+
+// C[p] = op(A[p]) op(B[p]) for p < batch, row-major and contiguous: A is [M,K] ([K,M] when
+// ta), B is [K,N] ([N,K] when tb), C is [M,N].
+struct GemmShape {
+  int64_t batch = 1, m = 0, k = 0, n = 0;
+  bool ta = false, tb = false;
+};
+
+// f32 x f32 -> f32 with Eigen.
+void gemm_f32(const GemmShape& s, const float* a, const float* b, float* c);
+// The same with oneDNN's f32 matmul in the same panels (benchmarks); false without oneDNN.
+bool gemm_f32_onednn(const GemmShape& s, const float* a, const float* b, float* c);
+
+// bf16 x bf16 -> f32, the MXU's contract: products of bf16 values (exact in f32) summed in
+// f32. Ways to compute it:
+enum class Bf16Gemm : uint8_t {
+  widen_eigen,    // widen the operands to f32, Eigen's f32 GEMM (any CPU)
+  onednn,         // oneDNN's bf16 matmul: the CPU's bf16 dot-product instructions
+  widen_onednn,   // widen the operands to f32, oneDNN's f32 matmul
+};
+void gemm_bf16(const GemmShape& s, const uint16_t* a, const uint16_t* b, float* c);
+
+std::string_view bf16_gemm_name(Bf16Gemm way);
+bool bf16_gemm_available(Bf16Gemm way);  // the oneDNN ways need a build with oneDNN
+// The way gemm_bf16 uses: oneDNN where the CPU has bf16 instructions (AVX512_BF16, AMX),
+// else the fastest measured without them. set_bf16_gemm is for tests and benchmarks.
+Bf16Gemm bf16_gemm();
+void set_bf16_gemm(Bf16Gemm way);  // throws tpu::Error when not available
+
+// "oneDNN 2.6.3, ISA avx512_core_vnni, native bf16: no" or "oneDNN: not in this build".
+std::string gemm_backend_report();
+
+}  // namespace tpu

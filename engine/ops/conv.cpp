@@ -1,0 +1,347 @@
+// The conv rows: 2-D convolution of NHWC inputs with HWIO filters over a Window2D (strides,
+// padding, input and filter dilation), and its filter gradient. Reference: direct loops.
+// Fast: patch matrices (im2col) times the filter / the output gradient with Eigen, cut into
+// tasks by the shapes alone. bf16 computes in f32 (f32_compute.h). The input gradient is a
+// conv again (ir/window.h).
+#include <Eigen/Core>
+#include <algorithm>
+#include <cstring>
+#include <memory>
+
+#include "ops/f32_compute.h"
+#include "ops/kernel_util.h"
+#include "ops/window_rule.h"
+#include "runtime/thread_pool.h"
+
+namespace tpu {
+
+namespace {
+
+// Sizes of one conv and, per output row/column and window offset, the input row/column read
+// (-1: padding or a dilation hole).
+struct ConvGeom {
+  int64_t n, h, w, ci, kh, kw, co, ho, wo;
+  std::vector<int64_t> src_h, src_w;  // [ho * kh], [wo * kw]
+  int64_t depth() const { return kh * kw * ci; }  // patch length = filter rows
+  int64_t rows() const { return n * ho * wo; }    // patches = output positions
+};
+
+ConvGeom conv_geom(const Window2D& win, const Shape& xs, int64_t co) {
+  ConvGeom c{xs[0], xs[1], xs[2], xs[3], win.size[0], win.size[1], co,
+             win.output_size(0, xs[1]), win.output_size(1, xs[2]), {}, {}};
+  for (int64_t o = 0; o < c.ho; ++o)
+    for (int64_t k = 0; k < c.kh; ++k) c.src_h.push_back(win.source(0, o, k, c.h));
+  for (int64_t o = 0; o < c.wo; ++o)
+    for (int64_t k = 0; k < c.kw; ++k) c.src_w.push_back(win.source(1, o, k, c.w));
+  return c;
+}
+
+std::string shape_conv(const Graph& g, Node& n) {
+  const Node& x = g.at(n.in.at(0));
+  const Node& w = g.at(n.in.at(1));
+  if (x.shape.size() != 4 || w.shape.size() != 4 || x.dtype != w.dtype || !is_float(x.dtype) || x.shape[3] != w.shape[2])
+    return "conv needs an input [N,H,W,C] and a filter [Kh,Kw,C,O] of one floating-point type, got " + operands_str(g, n);
+  std::array<int64_t, 2> out;
+  if (std::string e = check_window(g, n, x, out); !e.empty()) return e;
+  const Window2D win = window_of(n.attrs);
+  if (win.size[0] != w.shape[0] || win.size[1] != w.shape[1])
+    return "conv: window " + shape_str({win.size[0], win.size[1]}) + " differs from the filter " + type_of(g, n.in[1]);
+  n.dtype = x.dtype;
+  n.shape = {x.shape[0], out[0], out[1], w.shape[3]};
+  return "";
+}
+
+std::string shape_conv_filter_grad(const Graph& g, Node& n) {
+  const Node& x = g.at(n.in.at(0));
+  const Node& dy = g.at(n.in.at(1));
+  const std::string bad = "conv_filter_grad needs an input [N,H,W,C] and an output gradient [N,Ho,Wo,O] of one "
+                          "floating-point type that fit the window, got " + operands_str(g, n);
+  if (x.shape.size() != 4 || dy.shape.size() != 4 || x.dtype != dy.dtype || !is_float(x.dtype) || x.shape[0] != dy.shape[0])
+    return bad;
+  std::array<int64_t, 2> out;
+  if (std::string e = check_window(g, n, x, out); !e.empty()) return e;
+  if (out[0] != dy.shape[1] || out[1] != dy.shape[2]) return bad;
+  const Window2D win = window_of(n.attrs);
+  n.dtype = x.dtype;
+  n.shape = {win.size[0], win.size[1], x.shape[3], dy.shape[3]};
+  return "";
+}
+
+// Calls f(output position, filter tap, input position) for every product of output rows
+// [r0, r0 + rows) in order (flat indices of y[N,Ho,Wo] w[Kh,Kw] x[N,H,W], channels left out).
+template <class F>
+void for_each_tap(const ConvGeom& c, int64_t r0, int64_t rows, F f) {
+  int64_t b = r0 / (c.ho * c.wo), oh = r0 / c.wo % c.ho, ow = r0 % c.wo;
+  for (int64_t o = r0; o < r0 + rows; ++o) {
+    for (int64_t i = 0; i < c.kh; ++i) {
+      const int64_t ih = c.src_h[size_t(oh * c.kh + i)];
+      if (ih < 0) continue;
+      for (int64_t j = 0; j < c.kw; ++j) {
+        const int64_t iw = c.src_w[size_t(ow * c.kw + j)];
+        if (iw >= 0) f(o, i * c.kw + j, (b * c.h + ih) * c.w + iw);
+      }
+    }
+    if (++ow == c.wo) {
+      ow = 0;
+      if (++oh == c.ho) oh = 0, ++b;
+    }
+  }
+}
+
+void ref_conv(const Node& node, std::span<const Tensor* const> in, Tensor& out) {
+  const ConvGeom c = conv_geom(window_of(node.attrs), in[0]->shape(), out.shape()[3]);
+  const float* x = in[0]->data<float>();
+  const float* f = in[1]->data<float>();
+  std::vector<double> acc(size_t(out.size()), 0.0);
+  for_each_tap(c, 0, c.rows(), [&](int64_t o, int64_t tap, int64_t at) {
+    for (int64_t k = 0; k < c.ci; ++k)
+      for (int64_t m = 0; m < c.co; ++m)
+        acc[size_t(o * c.co + m)] += double(x[at * c.ci + k]) * double(f[(tap * c.ci + k) * c.co + m]);
+  });
+  for (int64_t i = 0; i < out.size(); ++i) out.data<float>()[i] = float(acc[size_t(i)]);
+}
+
+void ref_conv_filter_grad(const Node& node, std::span<const Tensor* const> in, Tensor& out) {
+  const ConvGeom c = conv_geom(window_of(node.attrs), in[0]->shape(), out.shape()[3]);
+  const float* x = in[0]->data<float>();
+  const float* dy = in[1]->data<float>();
+  std::vector<double> acc(size_t(out.size()), 0.0);
+  for_each_tap(c, 0, c.rows(), [&](int64_t o, int64_t tap, int64_t at) {
+    for (int64_t k = 0; k < c.ci; ++k)
+      for (int64_t m = 0; m < c.co; ++m)
+        acc[size_t((tap * c.ci + k) * c.co + m)] += double(x[at * c.ci + k]) * double(dy[o * c.co + m]);
+  });
+  for (int64_t i = 0; i < out.size(); ++i) out.data<float>()[i] = float(acc[size_t(i)]);
+}
+
+// Patch rows [r0, r0 + rows): row (b, oh, ow) holds the window's inputs in filter order
+// (kh, kw, ci), zeros where the window reads padding.
+void im2col(const ConvGeom& c, const float* x, int64_t r0, int64_t rows, float* col) {
+  int64_t b = r0 / (c.ho * c.wo), oh = r0 / c.wo % c.ho, ow = r0 % c.wo;
+  for (int64_t r = 0; r < rows; ++r) {
+    const float* image = x + b * c.h * c.w * c.ci;
+    for (int64_t i = 0; i < c.kh; ++i) {
+      const int64_t ih = c.src_h[size_t(oh * c.kh + i)];
+      for (int64_t j = 0; j < c.kw; ++j, col += c.ci) {
+        const int64_t iw = c.src_w[size_t(ow * c.kw + j)];
+        const float* src = ih < 0 || iw < 0 ? nullptr : image + (ih * c.w + iw) * c.ci;
+        if (src) std::memcpy(col, src, size_t(c.ci) * sizeof(float));
+        else std::fill_n(col, c.ci, 0.0f);
+      }
+    }
+    if (++ow == c.wo) {
+      ow = 0;
+      if (++oh == c.ho) oh = 0, ++b;
+    }
+  }
+}
+
+// A window that reads the input as it is (1x1, unit strides, no padding): no patch copy.
+bool is_pointwise(const Window2D& w) {
+  for (int i = 0; i < 2; ++i)
+    if (w.size[i] != 1 || w.stride[i] != 1 || w.lhs_dilation[i] != 1 || w.pad_lo[i] != 0 || w.pad_hi[i] != 0) return false;
+  return true;
+}
+
+// The patch rows [r0, r0 + rows), copied into this thread's scratch buffer unless pointwise.
+const float* patches(const ConvGeom& c, bool pointwise, const float* x, int64_t r0, int64_t rows) {
+  if (pointwise) return x + r0 * c.ci;
+  thread_local std::vector<float> scratch;
+  if (scratch.size() < size_t(rows * c.depth())) scratch.resize(size_t(rows * c.depth()));
+  im2col(c, x, r0, rows, scratch.data());
+  return scratch.data();
+}
+
+// Patch rows per task: about 256 KiB of patches, a multiple of 8. It depends only on the
+// shapes, so the arithmetic of every output element is the same for any thread count.
+int64_t rows_per_block(int64_t depth) {
+  const int64_t rows = (int64_t(1) << 16) / std::max<int64_t>(depth, 1);
+  return std::clamp<int64_t>(rows / 8 * 8, 8, 4096);
+}
+
+// Few input channels make thin patches that a GEMM handles badly: the direct kernels below
+// take the products of each output row one input element at a time, 16 output channels at
+// a time in registers.
+constexpr int64_t kDirectMaxChannels = 4;
+using Lanes = Eigen::Array<float, 16, 1>;
+
+// The products of output row (b, oh, ow): x element xs[t] times filter row ws[t], t < count.
+struct RowTaps {
+  std::vector<int64_t> xs, ws;
+  int64_t count = 0;
+};
+
+void gather_taps(const ConvGeom& c, int64_t b, int64_t oh, int64_t ow, RowTaps& t) {
+  // Locals: the stores below are int64 too, so the compiler could not keep c's fields in registers.
+  const int64_t kh = c.kh, kw = c.kw, ci = c.ci, co = c.co, image = b * c.h;
+  const int64_t* src_h = c.src_h.data() + oh * kh;
+  const int64_t* src_w = c.src_w.data() + ow * kw;
+  int64_t* xs = t.xs.data();
+  int64_t* ws = t.ws.data();
+  int64_t count = 0;
+  for (int64_t i = 0; i < kh; ++i) {
+    if (src_h[i] < 0) continue;
+    const int64_t line = (image + src_h[i]) * c.w;
+    for (int64_t j = 0; j < kw; ++j) {
+      if (src_w[j] < 0) continue;
+      const int64_t at = (line + src_w[j]) * ci, row = (i * kw + j) * ci;
+      for (int64_t k = 0; k < ci; ++k, ++count) {
+        xs[count] = at + k;
+        ws[count] = (row + k) * co;
+      }
+    }
+  }
+  t.count = count;
+}
+
+// Calls f(row, taps) for output rows [r0, r0 + rows) in order.
+template <class F>
+void for_each_row(const ConvGeom& c, int64_t r0, int64_t rows, F f) {
+  RowTaps taps{std::vector<int64_t>(size_t(c.depth())), std::vector<int64_t>(size_t(c.depth())), 0};
+  int64_t b = r0 / (c.ho * c.wo), oh = r0 / c.wo % c.ho, ow = r0 % c.wo;
+  for (int64_t r = r0; r < r0 + rows; ++r) {
+    gather_taps(c, b, oh, ow, taps);
+    f(r, taps);
+    if (++ow == c.wo) {
+      ow = 0;
+      if (++oh == c.ho) oh = 0, ++b;
+    }
+  }
+}
+
+// y[row, :] = sum over taps of x * w[filter row, :], in tap order.
+void direct_conv(const ConvGeom& c, const float* x, const float* w, float* y, int64_t r0, int64_t rows) {
+  const int64_t full = c.co / 16 * 16;
+  for_each_row(c, r0, rows, [&](int64_t r, const RowTaps& t) {
+    float* yo = y + r * c.co;
+    for (int64_t m0 = 0; m0 < full; m0 += 16) {
+      Lanes acc = Lanes::Zero();
+      for (int64_t p = 0; p < t.count; ++p) acc += x[t.xs[size_t(p)]] * Eigen::Map<const Lanes>(w + t.ws[size_t(p)] + m0);
+      Eigen::Map<Lanes>(yo + m0) = acc;
+    }
+    for (int64_t m = full; m < c.co; ++m) {
+      float acc = 0;
+      for (int64_t p = 0; p < t.count; ++p) acc += x[t.xs[size_t(p)]] * w[t.ws[size_t(p)] + m];
+      yo[m] = acc;
+    }
+  });
+}
+
+// dw[filter row, :] = sum over rows [r0, r0 + rows) of x * dy[row, :], in row order.
+void direct_filter_grad(const ConvGeom& c, const float* x, const float* dy, float* dw, int64_t r0, int64_t rows) {
+  const int64_t full = c.co / 16 * 16;
+  std::fill_n(dw, c.depth() * c.co, 0.0f);
+  for_each_row(c, r0, rows, [&](int64_t r, const RowTaps& t) {
+    const float* g = dy + r * c.co;
+    for (int64_t p = 0; p < t.count; ++p) {
+      const float v = x[t.xs[size_t(p)]];
+      float* d = dw + t.ws[size_t(p)];
+      for (int64_t m0 = 0; m0 < full; m0 += 16) Eigen::Map<Lanes>(d + m0) += v * Eigen::Map<const Lanes>(g + m0);
+      for (int64_t m = full; m < c.co; ++m) d[m] += v * g[m];
+    }
+  });
+}
+
+using RowMajor = Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
+using ConstMat = Eigen::Map<const RowMajor>;
+using Mat = Eigen::Map<RowMajor>;
+
+// y[rows, Co] = patches[rows, depth] * w[depth, Co], in fixed blocks of rows.
+void fast_conv(const Node& node, std::span<const Tensor* const> in, Tensor& out) {
+  const Window2D win = window_of(node.attrs);
+  const ConvGeom c = conv_geom(win, in[0]->shape(), out.shape()[3]);
+  const ConstMat filter(in[1]->data<float>(), c.depth(), c.co);
+  const int64_t total = c.rows(), block = rows_per_block(c.depth());
+  const bool pointwise = is_pointwise(win);
+  parallel_for((total + block - 1) / block, [&](int64_t t) {
+    const int64_t r0 = t * block, rows = std::min(block, total - r0);
+    if (c.ci <= kDirectMaxChannels)
+      return direct_conv(c, in[0]->data<float>(), in[1]->data<float>(), out.data<float>(), r0, rows);
+    const ConstMat a(patches(c, pointwise, in[0]->data<float>(), r0, rows), rows, c.depth());
+    Mat y(out.data<float>() + r0 * c.co, rows, c.co);
+    if (c.co == 1) y.col(0).noalias() = a * filter.col(0);  // matrix-vector
+    else y.noalias() = a * filter;
+  });
+}
+
+// dw[depth, Co] = patches^T dy: partial products over fixed chunks of rows (at most 64, of
+// at most 1024 rows unless that makes more than 64), then summed in chunk order.
+void fast_conv_filter_grad(const Node& node, std::span<const Tensor* const> in, Tensor& out) {
+  const Window2D win = window_of(node.attrs);
+  const ConvGeom c = conv_geom(win, in[0]->shape(), out.shape()[3]);
+  const int64_t total = c.rows(), size = c.depth() * c.co;
+  const int64_t chunk = std::max(std::min<int64_t>(rows_per_block(c.depth()), 1024), (total + 63) / 64);
+  const int64_t chunks = (total + chunk - 1) / chunk;
+  const bool pointwise = is_pointwise(win);
+  auto partial = std::make_unique_for_overwrite<float[]>(size_t(chunks * size));
+  parallel_for(chunks, [&](int64_t t) {
+    const int64_t r0 = t * chunk, rows = std::min(chunk, total - r0);
+    if (c.ci <= kDirectMaxChannels)
+      return direct_filter_grad(c, in[0]->data<float>(), in[1]->data<float>(), partial.get() + t * size, r0, rows);
+    const ConstMat a(patches(c, pointwise, in[0]->data<float>(), r0, rows), rows, c.depth());
+    const ConstMat dy(in[1]->data<float>() + r0 * c.co, rows, c.co);
+    Mat(partial.get() + t * size, c.depth(), c.co).noalias() = a.transpose() * dy;
+  });
+  constexpr int64_t kSlice = 4096;
+  parallel_for((size + kSlice - 1) / kSlice, [&](int64_t s) {
+    for (int64_t e = s * kSlice; e < std::min(size, (s + 1) * kSlice); ++e) {
+      float sum = 0;
+      for (int64_t t = 0; t < chunks; ++t) sum += partial[size_t(t * size + e)];
+      out.data<float>()[e] = sum;
+    }
+  });
+}
+
+// The filter with its two spatial dims reversed (gathers of reversed row indices).
+NodeId reverse_spatial(Graph& g, NodeId w) {
+  for (int64_t axis : {0, 1}) {
+    const int64_t k = g.at(w).shape[size_t(axis)];
+    if (k == 1) continue;
+    Tensor idx(DType::i32, {k});
+    for (int64_t i = 0; i < k; ++i) idx.data<int32_t>()[i] = int32_t(k - 1 - i);
+    const std::vector<int64_t> swap = {1, 0, 2, 3};
+    if (axis == 1) w = g.transpose(w, swap);
+    w = g.gather(w, g.constant(std::move(idx)));
+    if (axis == 1) w = g.transpose(w, swap);
+  }
+  return w;
+}
+
+// The input gradient of conv(x, w, win) for the output gradient dy: dy convolved with the
+// reversed filter, its in/out channels swapped, over the transposed window.
+NodeId conv_input_grad(Graph& g, NodeId dy, NodeId w, const Window2D& win, const Shape& xs) {
+  const Shape ys = g.at(dy).shape;
+  NodeId flipped = g.transpose(reverse_spatial(g, w), {0, 1, 3, 2});
+  return g.conv(dy, flipped, input_grad_window(win, {xs[1], xs[2]}, {ys[1], ys[2]}));
+}
+
+void grad_conv(GradContext& c) {
+  const Window2D w = window_of(c.n().attrs);
+  if (c.needs(0)) c.give(0, conv_input_grad(c.g, c.out_grad, c.in(1), w, c.g.at(c.in(0)).shape));
+  if (c.needs(1)) c.give(1, c.g.conv_filter_grad(c.in(0), c.out_grad, w));
+}
+
+// conv_filter_grad(x, dy) is bilinear, and <G, conv_filter_grad(x, dy)> = <dy, conv(x, G)>.
+void grad_conv_filter_grad(GradContext& c) {
+  const Window2D w = window_of(c.n().attrs);
+  if (c.needs(0)) c.give(0, conv_input_grad(c.g, c.in(1), c.out_grad, w, c.g.at(c.in(0)).shape));
+  if (c.needs(1)) c.give(1, c.g.conv(c.in(0), c.out_grad, w));
+}
+
+// 2 * N*Ho*Wo * Kh*Kw*Ci * Co for both rows.
+Cost cost_conv(const Graph& g, const Node& n) {
+  const Window2D w = window_of(n.attrs);
+  const Shape& xs = g.at(n.in[0]).shape;
+  const Shape& ys = n.op == Op::conv ? n.shape : g.at(n.in[1]).shape;
+  Cost c = movement_cost(g, n);
+  c.flops = 2.0 * double(num_elements(ys)) * double(w.size[0] * w.size[1] * xs[3]);
+  return c;
+}
+
+}  // namespace
+
+extern const OpInfo conv_row = {Op::conv, shape_conv, in_f32<ref_conv>, in_f32<fast_conv>, grad_conv, cost_conv};
+extern const OpInfo conv_filter_grad_row = {Op::conv_filter_grad, shape_conv_filter_grad, in_f32<ref_conv_filter_grad>,
+                                            in_f32<fast_conv_filter_grad>, grad_conv_filter_grad, cost_conv};
+
+}  // namespace tpu

@@ -1,0 +1,252 @@
+// The pooling rows. reduce_window: sum, max or argmax over each Window2D window of the H,W
+// dims of an NHWC tensor; padding and dilation holes are never candidates (they add 0 to a
+// sum and never win a max); argmax gives the flat index into the input of the first maximum.
+// select_and_scatter: the max gradient, each window's output gradient added at its maximum.
+#include <algorithm>
+#include <cmath>
+
+#include "ops/f32_compute.h"
+#include "ops/kernel_util.h"
+#include "ops/window_rule.h"
+#include "runtime/thread_pool.h"
+
+namespace tpu {
+
+namespace {
+
+WindowKind kind_of(const Node& n) { return WindowKind(n.attrs.axis); }
+
+// A window position o along dim i that reads no input element at all.
+int64_t empty_window(const Window2D& w, int i, int64_t in, int64_t out) {
+  for (int64_t o = 0; o < out; ++o) {
+    bool any = false;
+    for (int64_t k = 0; k < w.size[i] && !any; ++k) any = w.source(i, o, k, in) >= 0;
+    if (!any) return o;
+  }
+  return -1;
+}
+
+// Checks x[N,H,W,C] against the window; "" and the output's spatial size, or a problem.
+std::string check_pool(const Graph& g, const Node& n, bool needs_maximum, std::array<int64_t, 2>& out) {
+  const Node& x = g.at(n.in.at(0));
+  if (x.shape.size() != 4 || x.dtype == DType::boolean)
+    return std::string(op_name(n.op)) + " needs a numeric [N,H,W,C] operand, got " + type_of(g, n.in[0]);
+  if (std::string e = check_window(g, n, x, out); !e.empty()) return e;
+  const Window2D w = window_of(n.attrs);
+  for (int i = 0; needs_maximum && i < 2; ++i) {
+    int64_t o = empty_window(w, i, x.shape[size_t(1 + i)], out[size_t(i)]);
+    if (o >= 0)
+      return std::string(op_name(n.op)) + ": window " + std::to_string(o) + " of spatial dim " +
+             std::to_string(i + 1) + " covers only padding, so it has no maximum";
+  }
+  return "";
+}
+
+std::string shape_reduce_window(const Graph& g, Node& n) {
+  if (n.attrs.axis < 0 || n.attrs.axis > 2) return "reduce_window: bad kind " + std::to_string(n.attrs.axis);
+  std::array<int64_t, 2> out;
+  if (std::string e = check_pool(g, n, kind_of(n) != WindowKind::sum, out); !e.empty()) return e;
+  const Node& x = g.at(n.in[0]);
+  n.dtype = kind_of(n) == WindowKind::argmax ? DType::i32 : x.dtype;
+  n.shape = {x.shape[0], out[0], out[1], x.shape[3]};
+  return "";
+}
+
+std::string shape_select_and_scatter(const Graph& g, Node& n) {
+  std::array<int64_t, 2> out;
+  if (std::string e = check_pool(g, n, true, out); !e.empty()) return e;
+  const Node& x = g.at(n.in[0]);
+  const Node& dy = g.at(n.in.at(1));
+  if (!is_float(x.dtype) || dy.dtype != x.dtype || dy.shape != Shape{x.shape[0], out[0], out[1], x.shape[3]})
+    return "select_and_scatter needs a floating-point x[N,H,W,C] and a gradient [N,Ho,Wo,C] of the window's output, got " +
+           operands_str(g, n);
+  n.dtype = x.dtype;
+  n.shape = x.shape;
+  return "";
+}
+
+// Calls visit(flat input index) for every input element of window (b, oh, ow), channel 0.
+template <class F>
+void for_window(const Window2D& w, const Shape& xs, int64_t b, int64_t oh, int64_t ow, F visit) {
+  for (int64_t i = 0; i < w.size[0]; ++i) {
+    const int64_t ih = w.source(0, oh, i, xs[1]);
+    if (ih < 0) continue;
+    for (int64_t j = 0; j < w.size[1]; ++j) {
+      const int64_t iw = w.source(1, ow, j, xs[2]);
+      if (iw >= 0) visit(((b * xs[1] + ih) * xs[2] + iw) * xs[3]);
+    }
+  }
+}
+
+// NaN wins a maximum, and the first of equal values wins.
+template <class T>
+bool beats(T v, T best, bool have) {
+  return !have || v > best || (v != v && best == best);
+}
+
+void ref_reduce_window(const Node& n, std::span<const Tensor* const> in, Tensor& out) {
+  const Tensor& x = *in[0];
+  const Shape& xs = x.shape();
+  const Window2D w = window_of(n.attrs);
+  const WindowKind kind = kind_of(n);
+  dispatch(x.dtype(), [&]<class T>() {
+    const T* a = x.data<T>();
+    for (int64_t b = 0, o = 0; b < xs[0]; ++b)
+      for (int64_t oh = 0; oh < n.shape[1]; ++oh)
+        for (int64_t ow = 0; ow < n.shape[2]; ++ow)
+          for (int64_t ch = 0; ch < xs[3]; ++ch, ++o) {
+            double sum = 0;
+            T best{};
+            int64_t at = -1;
+            for_window(w, xs, b, oh, ow, [&](int64_t base) {
+              const T v = a[base + ch];
+              sum += double(v);
+              if (beats(v, best, at >= 0)) best = v, at = base + ch;
+            });
+            if (kind == WindowKind::sum) out.set(o, sum);
+            else if (kind == WindowKind::max) out.set(o, double(best));
+            else out.data<int32_t>()[o] = int32_t(at);
+          }
+  });
+}
+
+void ref_select_and_scatter(const Node& n, std::span<const Tensor* const> in, Tensor& out) {
+  const Tensor& x = *in[0];
+  const Shape& xs = x.shape();
+  const Window2D w = window_of(n.attrs);
+  std::vector<double> acc(size_t(out.size()), 0.0);
+  dispatch(x.dtype(), [&]<class T>() {
+    const T* a = x.data<T>();
+    const T* dy = in[1]->data<T>();
+    for (int64_t b = 0, o = 0; b < xs[0]; ++b)
+      for (int64_t oh = 0; oh < in[1]->shape()[1]; ++oh)
+        for (int64_t ow = 0; ow < in[1]->shape()[2]; ++ow)
+          for (int64_t ch = 0; ch < xs[3]; ++ch, ++o) {
+            T best{};
+            int64_t at = -1;
+            for_window(w, xs, b, oh, ow, [&](int64_t base) {
+              if (beats(a[base + ch], best, at >= 0)) best = a[base + ch], at = base + ch;
+            });
+            acc[size_t(at)] += double(dy[o]);
+          }
+  });
+  for (int64_t i = 0; i < out.size(); ++i) out.set(i, acc[size_t(i)]);
+}
+
+// Each channel's first maximum over window (b, oh, ow): value in best[c] and, unless `at`
+// is null, flat input index in at[c]. Branch-free, so the channel loops vectorise.
+void window_max(const Window2D& w, const Shape& xs, const float* a, int64_t b, int64_t oh, int64_t ow, float* best,
+                int32_t* at) {
+  const int64_t ch = xs[3];
+  bool first = true;
+  for_window(w, xs, b, oh, ow, [&](int64_t base) {
+    const float* v = a + base;
+    if (first) {
+      std::copy_n(v, ch, best);
+      for (int64_t c = 0; at && c < ch; ++c) at[c] = int32_t(base + c);
+    } else if (!at) {
+      for (int64_t c = 0; c < ch; ++c) best[c] = beats(v[c], best[c], true) ? v[c] : best[c];
+    } else {
+      for (int64_t c = 0; c < ch; ++c) {
+        const bool take = beats(v[c], best[c], true);
+        best[c] = take ? v[c] : best[c];
+        at[c] = take ? int32_t(base + c) : at[c];
+      }
+    }
+    first = false;
+  });
+}
+
+// f32 (and bf16 through f32): one task per image; each window's channels are a vector.
+void fast_reduce_window_f32(const Node& n, std::span<const Tensor* const> in, Tensor& out) {
+  const Shape& xs = in[0]->shape();
+  const Window2D w = window_of(n.attrs);
+  const WindowKind kind = kind_of(n);
+  const float* a = in[0]->data<float>();
+  const int64_t ho = n.shape[1], wo = n.shape[2], ch = xs[3];
+  parallel_for(xs[0], [&](int64_t b) {
+    std::vector<float> best(static_cast<size_t>(ch));
+    for (int64_t oh = 0; oh < ho; ++oh)
+      for (int64_t ow = 0; ow < wo; ++ow) {
+        const int64_t o = ((b * ho + oh) * wo + ow) * ch;
+        if (kind == WindowKind::max) {
+          window_max(w, xs, a, b, oh, ow, out.data<float>() + o, nullptr);
+        } else if (kind == WindowKind::argmax) {
+          window_max(w, xs, a, b, oh, ow, best.data(), out.data<int32_t>() + o);
+        } else {
+          float* acc = out.data<float>() + o;
+          std::fill_n(acc, ch, 0.0f);
+          for_window(w, xs, b, oh, ow, [&](int64_t base) {
+            for (int64_t c = 0; c < ch; ++c) acc[c] += a[base + c];
+          });
+        }
+      }
+  });
+}
+
+// Per image: zero the gradient, then add each window's output gradient at its maximum, in
+// window order.
+void fast_select_and_scatter_f32(const Node& n, std::span<const Tensor* const> in, Tensor& out) {
+  const Shape& xs = in[0]->shape();
+  const Window2D w = window_of(n.attrs);
+  const float* a = in[0]->data<float>();
+  const float* dy = in[1]->data<float>();
+  const int64_t ho = in[1]->shape()[1], wo = in[1]->shape()[2], ch = xs[3], image = xs[1] * xs[2] * ch;
+  float* dx = out.data<float>();
+  parallel_for(xs[0], [&](int64_t b) {
+    std::vector<float> best(static_cast<size_t>(ch));
+    std::vector<int32_t> at(static_cast<size_t>(ch));
+    std::fill_n(dx + b * image, image, 0.0f);
+    for (int64_t oh = 0; oh < ho; ++oh)
+      for (int64_t ow = 0; ow < wo; ++ow) {
+        window_max(w, xs, a, b, oh, ow, best.data(), at.data());
+        const float* g = dy + ((b * ho + oh) * wo + ow) * ch;
+        for (int64_t c = 0; c < ch; ++c) dx[at[size_t(c)]] += g[c];
+      }
+  });
+}
+
+void fast_reduce_window(const Node& n, std::span<const Tensor* const> in, Tensor& out) {
+  if (in[0]->dtype() == DType::f32 || in[0]->dtype() == DType::bf16) return in_f32<fast_reduce_window_f32>(n, in, out);
+  ref_reduce_window(n, in, out);
+}
+
+// sum: the output gradient summed back over the transposed window. max: each window's
+// gradient goes to its first maximum.
+void grad_reduce_window(GradContext& c) {
+  Graph& g = c.g;
+  const Window2D w = window_of(c.n().attrs);
+  const Shape xs = g.at(c.in(0)).shape, ys = c.n().shape;
+  if (kind_of(c.n()) == WindowKind::sum) {
+    Window2D t = input_grad_window(w, {xs[1], xs[2]}, {ys[1], ys[2]});
+    return c.give(0, g.reduce_window(c.out_grad, WindowKind::sum, t));
+  }
+  c.give(0, g.select_and_scatter(c.in(0), c.out_grad, w));
+}
+
+// Linear in dy: each window takes the gradient at its maximum. None for x (the choice of
+// maximum is piecewise constant).
+void grad_select_and_scatter(GradContext& c) {
+  Graph& g = c.g;
+  NodeId at = g.reduce_window(c.in(0), WindowKind::argmax, window_of(c.n().attrs));
+  c.give(1, g.gather(g.reshape(c.out_grad, {num_elements(c.n().shape)}), at));
+}
+
+// One operation per window element of every output (of reduce_window; of dy for the scatter).
+Cost cost_reduce_window(const Graph& g, const Node& n) {
+  const Window2D w = window_of(n.attrs);
+  Cost c = movement_cost(g, n);
+  const Shape& ys = n.op == Op::reduce_window ? n.shape : g.at(n.in[1]).shape;
+  c.flops = double(num_elements(ys)) * double(w.size[0] * w.size[1]);
+  return c;
+}
+
+}  // namespace
+
+extern const OpInfo reduce_window_row = {Op::reduce_window, shape_reduce_window, ref_reduce_window, fast_reduce_window,
+                                         grad_reduce_window, cost_reduce_window};
+extern const OpInfo select_and_scatter_row = {Op::select_and_scatter, shape_select_and_scatter,
+                                              ref_select_and_scatter, in_f32<fast_select_and_scatter_f32>,
+                                              grad_select_and_scatter, cost_reduce_window};
+
+}  // namespace tpu

@@ -1,0 +1,197 @@
+// Convolution and pooling as Lua methods (NHWC inputs, HWIO filters):
+//   tpu.conv2d(x, w, {strides = 1, padding = "valid", dilation = 1}) or x:conv2d(w, opts)
+//   x:max_pool2d{pool_size = 2, strides = pool_size, padding = "valid"}, x:avg_pool2d{...}
+// Sizes, strides and dilations are a number or a pair {height, width}. padding is "valid",
+// "same" (output = ceil(input / stride), the extra row/column at the end, as Keras does) or
+// explicit {{top, bottom}, {left, right}}.
+#include <algorithm>
+#include <array>
+
+#include "core/error.h"
+#include "lua_internal.h"
+
+namespace tpu {
+
+namespace {
+
+using Pair = std::array<int64_t, 2>;
+
+constexpr const char* kExplicitPadding =
+    ": explicit padding must be {{top, bottom}, {left, right}} of non-negative integers";
+
+std::string pair_str(const Pair& p) { return std::to_string(p[0]) + "x" + std::to_string(p[1]); }
+
+// The value at idx as the user wrote it: {1, 0} for a list, else tostring.
+std::string value_str(lua_State* L, int idx) {
+  idx = lua_absindex(L, idx);
+  std::string r;
+  if (lua_istable(L, idx)) {
+    for (lua_Integer i = 1; i <= luaL_len(L, idx); ++i) {
+      lua_geti(L, idx, i);
+      r += (i > 1 ? ", " : "") + value_str(L, -1);
+      lua_pop(L, 1);
+    }
+    return "{" + r + "}";
+  }
+  r = luaL_tolstring(L, idx, nullptr);
+  lua_pop(L, 1);
+  return r;
+}
+
+// opts[name]: a positive integer or a pair of them; `def` when absent.
+Pair opt_pair(lua_State* L, int opts, const char* op, const char* name, Pair def) {
+  if (!lua_istable(L, opts)) return def;
+  lua_getfield(L, opts, name);
+  Pair p = def;
+  bool ok = true;
+  if (lua_isinteger(L, -1)) {
+    p = {lua_tointeger(L, -1), lua_tointeger(L, -1)};
+  } else if (lua_istable(L, -1) && luaL_len(L, -1) == 2) {
+    for (int i = 0; i < 2; ++i) {
+      lua_geti(L, -1, i + 1);
+      ok = ok && lua_isinteger(L, -1);
+      p[size_t(i)] = lua_tointeger(L, -1);
+      lua_pop(L, 1);
+    }
+  } else {
+    ok = lua_isnil(L, -1);
+  }
+  ok = ok && p[0] >= 1 && p[1] >= 1;
+  if (!ok)
+    raise_user_error(L, std::string(op) + ": " + name + " must be a positive integer or a pair of them, got " + value_str(L, -1));
+  lua_pop(L, 1);
+  return p;
+}
+
+// The explicit padding table on top of the stack, {{top, bottom}, {left, right}}, into win.
+void read_explicit_padding(lua_State* L, const char* op, Window2D& win) {
+  for (int i = 0; i < 2; ++i) {
+    lua_geti(L, -1, i + 1);
+    if (!lua_istable(L, -1)) raise_user_error(L, std::string(op) + kExplicitPadding);
+    lua_geti(L, -1, 1);
+    lua_geti(L, -2, 2);
+    int ok_lo = 0, ok_hi = 0;
+    win.pad_lo[size_t(i)] = lua_tointegerx(L, -2, &ok_lo);
+    win.pad_hi[size_t(i)] = lua_tointegerx(L, -1, &ok_hi);
+    if (!ok_lo || !ok_hi || win.pad_lo[size_t(i)] < 0 || win.pad_hi[size_t(i)] < 0)
+      raise_user_error(L, std::string(op) + kExplicitPadding);
+    lua_pop(L, 3);
+  }
+}
+
+// opts.padding: "valid" (the default), "same", or "explicit" after reading the table into win.
+std::string padding_mode(lua_State* L, int opts, const char* op, Window2D& win) {
+  if (!lua_istable(L, opts)) return "valid";
+  lua_getfield(L, opts, "padding");
+  std::string mode = "valid";
+  if (lua_istable(L, -1)) read_explicit_padding(L, op, win), mode = "explicit";
+  else if (!lua_isnil(L, -1)) mode = luaL_tolstring(L, -1, nullptr), lua_pop(L, 1);
+  lua_pop(L, 1);
+  if (mode != "valid" && mode != "same" && mode != "explicit")
+    raise_user_error(L, std::string(op) + ": padding must be \"valid\", \"same\" or {{top, bottom}, {left, right}}, got \"" +
+                            mode + "\"");
+  return mode;
+}
+
+// Sets win's padding from opts.padding for an input of `in` rows and columns ("same": the
+// output has ceil(in / stride) elements, the odd padding element at the end).
+void set_padding(lua_State* L, int opts, const char* op, Window2D& win, const Pair& in) {
+  const std::string mode = padding_mode(L, opts, op, win);
+  for (int i = 0; i < 2; ++i) {
+    const int64_t span = (win.size[i] - 1) * win.rhs_dilation[i] + 1, s = win.stride[i], n = in[size_t(i)];
+    if (mode == "same") {
+      const int64_t total = std::max<int64_t>(((n + s - 1) / s - 1) * s + span - n, 0);
+      win.pad_lo[i] = total / 2;
+      win.pad_hi[i] = total - total / 2;
+    }
+    if (n + win.pad_lo[i] + win.pad_hi[i] < span)
+      raise_user_error(L, std::string(op) + ": the " + pair_str(win.size) + " window" +
+                              (span > win.size[i] ? " (dilated to " + std::to_string(span) + ")" : "") +
+                              " does not fit the " + pair_str(in) + " input " +
+                              (mode == "explicit" ? "with the given padding" : "with padding \"" + mode + "\"") +
+                              "; use padding = \"same\" or a smaller window");
+  }
+}
+
+void check_nhwc(lua_State* L, const char* op, LuaTensor* x) {
+  if (x->shape().size() != 4)
+    raise_user_error(L, std::string(op) + ": the input must be a rank-4 NHWC tensor [batch, height, width, channels], got " +
+                            type_str(x->dtype(), x->shape()));
+}
+
+DType float_type(DType a, DType b) { return a == b && is_float(a) ? a : DType::f32; }
+
+int l_conv2d(lua_State* L) {
+  LuaTensor* x = check_tensor(L, 1);
+  LuaTensor* w = check_tensor(L, 2);
+  check_nhwc(L, "conv2d", x);
+  const Shape xs = x->shape(), ws = w->shape();
+  if (ws.size() != 4)
+    raise_user_error(L, "conv2d: the filter must be a rank-4 HWIO tensor [height, width, in_channels, out_channels], got " +
+                            type_str(w->dtype(), ws));
+  if (xs[3] != ws[2])
+    raise_user_error(L, "conv2d: input has " + std::to_string(xs[3]) + " channels but the filter expects " +
+                            std::to_string(ws[2]));
+  Window2D win;
+  win.size = {ws[0], ws[1]};
+  win.stride = opt_pair(L, 3, "conv2d", "strides", {1, 1});
+  win.rhs_dilation = opt_pair(L, 3, "conv2d", "dilation", {1, 1});
+  set_padding(L, 3, "conv2d", win, {xs[1], xs[2]});
+  const DType t = float_type(x->dtype(), w->dtype());
+  return apply_op(L, {{x, 0}, {w, 0}}, DType::f32, [win, t](Graph& g, const std::vector<NodeId>& in) {
+    return g.conv(g.convert(in[0], t), g.convert(in[1], t), win);
+  });
+}
+
+// The pool window from opts (pool_size default 2, strides default pool_size).
+Window2D pool_window(lua_State* L, const char* op, LuaTensor* x) {
+  check_nhwc(L, op, x);
+  Window2D win;
+  win.size = opt_pair(L, 2, op, "pool_size", {2, 2});
+  win.stride = opt_pair(L, 2, op, "strides", win.size);
+  set_padding(L, 2, op, win, {x->shape()[1], x->shape()[2]});
+  return win;
+}
+
+int l_max_pool2d(lua_State* L) {
+  LuaTensor* x = check_tensor(L, 1);
+  const Window2D win = pool_window(L, "max_pool2d", x);
+  return apply_op(L, {{x, 0}}, DType::f32, [win](Graph& g, const std::vector<NodeId>& in) {
+    return g.reduce_window(in[0], WindowKind::max, win);
+  });
+}
+
+// The window sums divided by the number of input elements each window covers (padding is
+// not counted, as in Keras).
+int l_avg_pool2d(lua_State* L) {
+  LuaTensor* x = check_tensor(L, 1);
+  const Window2D win = pool_window(L, "avg_pool2d", x);
+  return apply_op(L, {{x, 0}}, DType::f32, [win](Graph& g, const std::vector<NodeId>& in) {
+    NodeId v = in[0];
+    if (!is_float(g.at(v).dtype)) v = g.convert(v, DType::f32);
+    const DType t = g.at(v).dtype;
+    const Shape xs = g.at(v).shape;
+    NodeId sum = g.reduce_window(v, WindowKind::sum, win);
+    const Shape ys = g.at(sum).shape;
+    bool padded = false;
+    for (int i = 0; i < 2; ++i) padded = padded || win.pad_lo[i] != 0 || win.pad_hi[i] != 0;
+    NodeId count = padded ? g.reduce_window(g.full(t, {1, xs[1], xs[2], 1}, 1), WindowKind::sum, win)
+                          : g.scalar(t, double(win.size[0] * win.size[1]));
+    return g.binary(Op::div, sum, g.broadcast_to(count, ys));
+  });
+}
+
+const luaL_Reg kMethods[] = {{"conv2d", l_conv2d},
+                             {"max_pool2d", l_max_pool2d},
+                             {"avg_pool2d", l_avg_pool2d},
+                             {nullptr, nullptr}};
+
+}  // namespace
+
+void register_nn_ops(lua_State* L, int methods) {
+  lua_pushvalue(L, methods);
+  luaL_setfuncs(L, kMethods, 0);
+  lua_pop(L, 1);
+}
+
+}  // namespace tpu

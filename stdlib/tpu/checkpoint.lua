@@ -1,0 +1,380 @@
+-- Tensors and training state in files (safetensors: a JSON header, then raw little-endian
+-- data; every write goes to a temporary file in the same directory, is flushed and renamed,
+-- so a crash leaves the previous file intact).
+--
+-- Tables of tensors (tpu.save / tpu.load):
+--   tpu.save("w.safetensors", {encoder = {w = w1, b = b1}, head = w2})  -- "encoder.w", "head", ...
+--   local t = tpu.load("w.safetensors")                  -- {["encoder.w"] = tensor, ...}, metadata
+--   local t = tpu.load("w.safetensors", {nested = true}) -- {encoder = {w = ...}, head = ...}
+-- Nested keys are joined with "."; integer keys become their digits ("layers.1.w") and come
+-- back as integers with {nested = true}. An nn.Module inside the table stores its weights
+-- under its model:save names. The optional metadata is a table of strings.
+--
+-- Training checkpoints (tpu.checkpoint.save / load):
+--   tpu.checkpoint.save("ckpt.safetensors", {model = model, optimizer_state = ..., step = 1200,
+--                       epoch = 3, rng = {dropout_key = key}, data_position = {pass = 3, batch = 0}})
+--   local state = tpu.checkpoint.load("ckpt.safetensors", {model = model})
+-- The state is any table of tensors, random keys, numbers, strings, booleans, nested tables
+-- and (at most a few) nn.Modules. Everything comes back exactly: tensors bit for bit, numbers
+-- as the same integer or float (floats are stored in hexadecimal), keys as keys. Modules come
+-- back as their name -> tensor table, or loaded into opts.model (checked like model:load).
+-- A checkpoint is a plain safetensors file: tensors under their dotted paths, and in the
+-- metadata "tputrain.format" = "checkpoint/1", "value:<path>" = "i:12" | "f:0x1.8p+1" |
+-- "s:text" | "b:true" for plain values and "kind:<path>" = "key" | "model" | "table" (an
+-- empty table) for the rest. Keys of the state must be strings without "." or integers.
+--
+-- Resuming a fit bitwise identically needs (training_state / restore_training do this):
+--   * every weight of the model, trainable or not (BatchNorm statistics)      -> model
+--   * model.optimizer_state: step counter, lr tensor (callbacks may have changed it), slots
+--   * model.train_steps (steps done; each step's dropout key is dropout_key:fold_in(step))
+--     and model.dropout_key                                                   -> step, rng
+--   * the data position: the training Dataset's pass counter (ds._epoch: shuffles depend on
+--     the pass number) and the batches already taken from the current pass; the validation
+--     set's counter too when it shuffles                                      -> data_position
+--   * the epoch number, and the history so far for callbacks and plots       -> epoch, history
+-- The compiled step itself is deterministic (fixed reduction order), so the same inputs give
+-- the same weights.
+local M = {}
+
+local FORMAT_TENSORS = "tensors/1"
+local FORMAT_CHECKPOINT = "checkpoint/1"
+
+local function tpu() return require "tpu" end
+local function core() return require("tpu").core end
+
+local function fail(fmt, ...)
+  error(core().user_where() .. string.format(fmt, ...), 0)
+end
+
+local function is_tensor(v) return core().is_tensor(v) end
+
+local function is_module(v)
+  local Module = package.loaded["tpu.nn.Module"]
+  return Module ~= nil and getmetatable(v) ~= nil and Module.is_instance(v)
+end
+
+local function is_key(v) return tpu().random.is_key(v) end
+
+local function persistence() return require "tpu.nn.persistence" end
+
+local function check_path(path, what)
+  if type(path) ~= "string" or path == "" then fail("%s: expected a file path, got %s", what, tostring(path)) end
+end
+
+local function check_metadata(meta, what)
+  if meta == nil then return {} end
+  if type(meta) ~= "table" then fail("%s: metadata must be a table of strings, got %s", what, type(meta)) end
+  local out = {}
+  for k, v in pairs(meta) do
+    if type(k) ~= "string" or type(v) ~= "string" then
+      fail("%s: metadata must map strings to strings, got %s = %s", what, tostring(k), tostring(v))
+    end
+    out[k] = v
+  end
+  return out
+end
+
+-- A key of a table as a path component.
+local function component(k, path, what, strict)
+  if math.type(k) == "integer" then return tostring(k) end
+  if type(k) ~= "string" or k == "" then
+    fail("%s: key %s at '%s' is not a string or an integer", what, tostring(k), path)
+  end
+  if strict and k:find(".", 1, true) then
+    fail("%s: key '%s' at '%s' contains '.', which separates names in the file", what, k, path)
+  end
+  if strict and k:match("^%-?%d+$") then
+    fail("%s: key '%s' at '%s' is a number written as a string; use the integer %s or another name",
+      what, k, path, k)
+  end
+  return k
+end
+
+local function join(prefix, key) return prefix == "" and key or prefix .. "." .. key end
+
+local function sorted_keys(t)
+  local keys = {}
+  for k in pairs(t) do keys[#keys + 1] = k end
+  table.sort(keys, function(a, b)
+    local ta, tb = math.type(a) or type(a), math.type(b) or type(b)
+    if ta ~= tb then return ta < tb end
+    if ta == "integer" or ta == "float" or ta == "string" then return a < b end
+    return tostring(a) < tostring(b)
+  end)
+  return keys
+end
+
+---------------------------------------------------------------- tables of tensors
+
+-- Puts every tensor of `v` into out[name]; `on_leaf(v, name)` handles anything else.
+local function flatten(v, prefix, out, ctx)
+  if is_tensor(v) then
+    if out[prefix] ~= nil then fail("%s: two tensors would be named '%s'", ctx.what, prefix) end
+    out[prefix] = v
+  elseif is_module(v) then
+    for name, t in pairs((persistence().state_of(v, ctx.what))) do flatten(t, join(prefix, name), out, ctx) end
+    if ctx.on_module then ctx.on_module(prefix) end
+  elseif type(v) == "table" and getmetatable(v) == nil then
+    if ctx.seen[v] then fail("%s: the table at '%s' contains itself", ctx.what, prefix) end
+    ctx.seen[v] = true
+    if next(v) == nil and ctx.on_empty then ctx.on_empty(prefix) end
+    for _, k in ipairs(sorted_keys(v)) do
+      flatten(v[k], join(prefix, component(k, prefix, ctx.what, ctx.strict)), out, ctx)
+    end
+    ctx.seen[v] = nil
+  elseif ctx.on_leaf then
+    ctx.on_leaf(v, prefix)
+  else
+    fail("%s: '%s' is a %s, not a tensor (tpu.save stores tables of tensors; "
+      .. "tpu.checkpoint.save also stores numbers, strings and keys)", ctx.what, prefix, type(v))
+  end
+end
+
+-- tpu.save(path, tensors[, metadata])
+function M.save_tensors(path, tensors, metadata)
+  check_path(path, "tpu.save")
+  if type(tensors) ~= "table" or is_tensor(tensors) then
+    fail("tpu.save: expected a table of tensors, got %s", is_tensor(tensors) and "a tensor (wrap it: {x = t})" or type(tensors))
+  end
+  local meta = check_metadata(metadata, "tpu.save")
+  meta["tputrain.format"] = meta["tputrain.format"] or FORMAT_TENSORS
+  local out = {}
+  flatten(tensors, "", out, {what = "tpu.save", seen = {}})
+  core().save_safetensors(path, out, meta)
+end
+
+local function split(name)
+  local parts = {}
+  for part in (name .. "."):gmatch("(.-)%.") do
+    parts[#parts + 1] = part:match("^%-?%d+$") and math.tointeger(tonumber(part)) or part
+  end
+  return parts
+end
+
+-- Sets root[a][b]... = value for the path a.b...; `what` and `path` name the file in errors.
+local function place(root, parts, value, ctx)
+  local t = root
+  for i = 1, #parts - 1 do
+    local k = parts[i]
+    if t[k] == nil then t[k] = {} end
+    if type(t[k]) ~= "table" or is_tensor(t[k]) or is_key(t[k]) then
+      fail("%s: %s: '%s' is both a value and a prefix of other names; load it without {nested = true}",
+        ctx.what, ctx.path, table.concat(parts, ".", 1, i))
+    end
+    t = t[k]
+  end
+  local last = parts[#parts]
+  if t[last] ~= nil then
+    fail("%s: %s: '%s' is both a value and a prefix of other names; load it without {nested = true}",
+      ctx.what, ctx.path, table.concat(parts, "."))
+  end
+  t[last] = value
+end
+
+-- tpu.load(path[, {nested = true}]) -> table, metadata
+function M.load_tensors(path, opts)
+  check_path(path, "tpu.load")
+  opts = opts or {}
+  if type(opts) ~= "table" then fail("tpu.load: options must be a table, got %s", type(opts)) end
+  for k in pairs(opts) do
+    if k ~= "nested" then fail("tpu.load: unknown option '%s' (known options: nested)", tostring(k)) end
+  end
+  local tensors, meta, names = core().load_safetensors(path)
+  if not opts.nested then return tensors, meta end
+  local out = {}
+  for _, name in ipairs(names) do place(out, split(name), tensors[name], {what = "tpu.load", path = path}) end
+  return out, meta
+end
+
+---------------------------------------------------------------- values in metadata
+
+local function encode_value(v, path)
+  if math.type(v) == "integer" then return string.format("i:%d", v) end
+  if math.type(v) == "float" then
+    if v ~= v then return "f:nan" end
+    if v == math.huge then return "f:inf" end
+    if v == -math.huge then return "f:-inf" end
+    return "f:" .. string.format("%a", v)
+  end
+  if type(v) == "string" then return "s:" .. v end
+  if type(v) == "boolean" then return v and "b:true" or "b:false" end
+  fail("tpu.checkpoint.save: '%s' is a %s; a checkpoint holds tensors, random keys, numbers, "
+    .. "strings, booleans, tables of them and models", path, type(v))
+end
+
+local function decode_value(text, path, file)
+  local tag, body = text:match("^(%a):(.*)$")
+  local v
+  if tag == "i" then v = body:match("^%-?%d+$") and math.tointeger(tonumber(body))
+  elseif tag == "f" then
+    if body == "nan" then v = 0 / 0
+    elseif body == "inf" then v = math.huge
+    elseif body == "-inf" then v = -math.huge
+    else v = tonumber(body); v = v and v + 0.0 end
+  elseif tag == "s" then v = body
+  elseif tag == "b" and (body == "true" or body == "false") then v = body == "true"
+  end
+  if v == nil then fail("tpu.checkpoint.load: %s: corrupt checkpoint: bad value %q for '%s'", file, text, path) end
+  return v
+end
+
+---------------------------------------------------------------- checkpoints
+
+local function check_state(state, what)
+  if type(state) ~= "table" or getmetatable(state) ~= nil then
+    fail("%s: the state must be a table such as {model = model, step = n, ...}, got %s", what,
+      is_tensor(state) and "a tensor" or type(state))
+  end
+end
+
+-- tpu.checkpoint.save(path, state)
+function M.save(path, state)
+  local what = "tpu.checkpoint.save"
+  check_path(path, what)
+  check_state(state, what)
+  local meta = {["tputrain.format"] = FORMAT_CHECKPOINT}
+  local out = {}
+  local ctx = {what = what, seen = {}, strict = true}
+  ctx.on_module = function(prefix) meta["kind:" .. prefix] = "model" end
+  ctx.on_empty = function(prefix)
+    if prefix ~= "" then meta["kind:" .. prefix] = "table" end
+  end
+  ctx.on_leaf = function(v, prefix)
+    if is_key(v) then
+      flatten(v.data, prefix, out, ctx)
+      meta["kind:" .. prefix] = "key"
+    else
+      meta["value:" .. prefix] = encode_value(v, prefix)
+    end
+  end
+  flatten(state, "", out, ctx)
+  core().save_safetensors(path, out, meta)
+end
+
+local function check_format(meta, path, what)
+  local format = meta["tputrain.format"]
+  if format == FORMAT_CHECKPOINT then return end
+  if format == nil or format == FORMAT_TENSORS or format:match("^weights/") then
+    fail("%s: %s is not a training checkpoint (it holds %s); read it with %s", what, path,
+      format and format:match("^weights/") and "model weights" or "plain tensors",
+      format and format:match("^weights/") and "model:load(path)" or "tpu.load(path)")
+  end
+  fail("%s: %s was written in checkpoint format '%s', which this version cannot read", what, path, format)
+end
+
+-- Names under a model prefix stay flat (their own dots are part of the weight names).
+local function model_prefix(name, models)
+  for prefix in pairs(models) do
+    if name:sub(1, #prefix + 1) == prefix .. "." then return prefix end
+  end
+  return nil
+end
+
+local function make_key(data)
+  local mt = getmetatable(tpu().random.key(0))
+  return mt.__tpu_unflatten({data})
+end
+
+-- tpu.checkpoint.load(path[, {model = m}]) -> state
+function M.load(path, opts)
+  local what = "tpu.checkpoint.load"
+  check_path(path, what)
+  opts = opts or {}
+  local tensors, meta, names = core().load_safetensors(path)
+  check_format(meta, path, what)
+  local state, models, ctx = {}, {}, {what = what, path = path}
+  for k, v in pairs(meta) do
+    local kind_path = k:match("^kind:(.+)$")
+    if kind_path and v == "model" then models[kind_path] = {} end
+  end
+  for _, name in ipairs(names) do
+    local prefix = model_prefix(name, models)
+    if prefix then models[prefix][name:sub(#prefix + 2)] = tensors[name]
+    else place(state, split(name), tensors[name], ctx) end
+  end
+  for prefix, weights in pairs(models) do place(state, split(prefix), weights, ctx) end
+  for k, v in pairs(meta) do
+    local value_path = k:match("^value:(.+)$")
+    local kind_path = k:match("^kind:(.+)$")
+    if value_path then
+      place(state, split(value_path), decode_value(v, value_path, path), ctx)
+    elseif kind_path and v == "table" then
+      place(state, split(kind_path), {}, ctx)
+    elseif kind_path and v == "key" then
+      local parts, t = split(kind_path), state
+      for i = 1, #parts - 1 do t = type(t) == "table" and t[parts[i]] or nil end
+      local data = type(t) == "table" and t[parts[#parts]] or nil
+      if not is_tensor(data) or data.dtype ~= "i32" or #data.shape ~= 1 or data.shape[1] ~= 2 then
+        fail("%s: %s: corrupt checkpoint: the random key '%s' is not an i32[2] tensor", what, path, kind_path)
+      end
+      t[parts[#parts]] = make_key(data)
+    elseif kind_path and v ~= "model" then
+      fail("%s: %s: corrupt checkpoint: unknown kind '%s' of '%s'", what, path, v, kind_path)
+    end
+  end
+  if opts.model ~= nil then
+    if type(state.model) ~= "table" then fail("%s: %s holds no model weights", what, path) end
+    persistence().assign(opts.model, state.model, path, what)
+    state.model = opts.model
+  end
+  return state
+end
+
+---------------------------------------------------------------- training state
+
+-- Where a data set stands: pass `pass` (0-based, the data set's epoch counter) has had `batch`
+-- batches taken. With batch = 0 it is the pass the next ds:iter() starts.
+function M.data_position(ds, batches_taken)
+  local started = ds._epoch or 0
+  if batches_taken and batches_taken > 0 then return {pass = started - 1, batch = batches_taken} end
+  return {pass = started, batch = 0}
+end
+
+-- Sets a data set's pass counter from a position taken at a pass boundary (batch = 0), so the
+-- next ds:iter() starts the same pass with the same shuffle as the uninterrupted run.
+function M.restore_data_position(ds, position)
+  if type(position) ~= "table" or math.type(position.pass) ~= "integer" then
+    fail("restore_data_position: expected {pass = n, batch = n}, got %s", tostring(position))
+  end
+  if (position.batch or 0) ~= 0 then
+    fail("restore_data_position: the position is inside pass %d (after %d batches); "
+      .. "continue it with tpu.checkpoint.resume_iter(ds, position)", position.pass, position.batch)
+  end
+  ds._epoch = position.pass
+end
+
+-- An iterator (like ds:iter()) continuing from `position`: the pass's first `batch` batches
+-- are produced again and dropped, so shuffles and random maps match the uninterrupted run.
+function M.resume_iter(ds, position)
+  position = position or {pass = 0, batch = 0}
+  local it = ds:iter {epoch = position.pass}
+  for _ = 1, position.batch or 0 do
+    if it() == nil then break end
+  end
+  return it
+end
+
+-- The state a training checkpoint needs (see the top of this file). `extra` adds epoch,
+-- data_position, history or anything else.
+function M.training_state(model, extra)
+  local state = {
+    model = model,
+    optimizer_state = model.optimizer_state,
+    step = model.train_steps or 0,
+    rng = {dropout_key = model.dropout_key},
+  }
+  for k, v in pairs(extra or {}) do state[k] = v end
+  return state
+end
+
+-- Puts a loaded state back into a model built and compiled like the saved one: weights,
+-- optimizer state, step counter and dropout key. Returns the state (epoch, data_position...).
+function M.restore_training(model, state)
+  if state.model ~= model then persistence().assign(model, state.model, "the checkpoint", "restore_training") end
+  model.optimizer_state = state.optimizer_state
+  model.train_steps = state.step
+  model.dropout_key = state.rng and state.rng.dropout_key or nil
+  return state
+end
+
+return M

@@ -1,0 +1,74 @@
+-- Batch normalization over every axis but the last (channels, NHWC):
+--   training:  y = (x - mean_batch) / sqrt(var_batch + epsilon) * gamma + beta, and the moving
+--              statistics move: moving = momentum * moving + (1 - momentum) * batch value
+--   inference: the same with the moving statistics.
+-- The moving statistics are non-trainable weights; the train step returns their new values
+-- (see update_state in nn.Module) and fit stores them. A layer with trainable = false always
+-- runs in inference mode (as Keras does for fine-tuning).
+--
+--   nn.BatchNorm()    nn.BatchNorm {momentum = 0.9, epsilon = 1e-5, center = false}
+local Module = require "tpu.nn.Module"
+local util = require "tpu.nn.util"
+
+local BatchNorm = Module:extend("BatchNorm")
+
+local options = util.options {"momentum", "epsilon", "center", "scale", "beta_initializer",
+                              "gamma_initializer"}
+
+function BatchNorm:__init(opts)
+  opts = opts or {}
+  util.check_options(self, opts, options)
+  self:init_common(opts)
+  self.momentum = util.check_range("BatchNorm", "momentum", opts.momentum or 0.99, 0, 1, true)
+  self.epsilon = util.check_positive("BatchNorm", "epsilon", opts.epsilon or 1e-3)
+  self.center = util.flag("BatchNorm", opts, "center", true)
+  self.scale = util.flag("BatchNorm", opts, "scale", true)
+  self.beta_initializer = util.initializer(opts, "BatchNorm", "beta_initializer", "zeros")
+  self.gamma_initializer = util.initializer(opts, "BatchNorm", "gamma_initializer", "ones")
+end
+
+function BatchNorm:build(input_shape)
+  local c = input_shape[#input_shape]
+  self.input_spec = {min_ndim = 2, axes = {[-1] = c}}
+  if self.scale then
+    self:add_weight {name = "gamma", shape = {c}, initializer = self.gamma_initializer}
+  end
+  if self.center then
+    self:add_weight {name = "beta", shape = {c}, initializer = self.beta_initializer}
+  end
+  for _, w in ipairs {{"moving_mean", "zeros"}, {"moving_variance", "ones"}} do
+    self:add_weight {name = w[1], shape = {c}, initializer = w[2], dtype = "f32", trainable = false}
+  end
+end
+
+-- Batch statistics over every axis but the last, and the moving averages' new values.
+function BatchNorm:batch_statistics(xf, ctx)
+  local axes = {}
+  for i = 1, xf.ndim - 1 do axes[i] = i end
+  local mean = xf:mean(axes)
+  local var = (xf - mean):square():mean(axes)
+  local m = self.momentum
+  self:update_state(ctx, "moving_mean", self.moving_mean * m + mean * (1 - m))
+  self:update_state(ctx, "moving_variance", self.moving_variance * m + var * (1 - m))
+  return mean, var
+end
+
+function BatchNorm:call(x, ctx)
+  local xf = util.cast_float(x, "f32")
+  local mean, var = self.moving_mean, self.moving_variance
+  if ctx and ctx.training and self.trainable then mean, var = self:batch_statistics(xf, ctx) end
+  local y = (xf - mean) * (var + self.epsilon):rsqrt()
+  if self.scale then y = y * util.cast_float(self.gamma, "f32") end
+  if self.center then y = y + util.cast_float(self.beta, "f32") end
+  return util.cast_float(y, self:compute_dtype())
+end
+
+function BatchNorm:compute_output_shape(input_shape)
+  return util.copy(input_shape)
+end
+
+function BatchNorm:repr()
+  return string.format("nn.BatchNorm(%s)", self.built and tostring(self.moving_mean.shape[1]) or "?")
+end
+
+return BatchNorm

@@ -1,0 +1,147 @@
+-- A functional model: the graph of layer calls between nn.Input tensors and outputs.
+--
+--   local image, meta = nn.Input {shape = {28, 28, 1}}, nn.Input {shape = {4}}
+--   local h = nn.Flatten()(image)
+--   local y = nn.Dense(10)(nn.Concatenate {axis = -1} {h, meta})
+--   local model = nn.Model {inputs = {image, meta}, outputs = y}
+--   model {x_image, x_meta}          -- several inputs: a list in the order of `inputs`
+--
+-- Several outputs (outputs = {a, b}) give a list of tensors. Layers called more than once
+-- (shared layers) hold one set of weights.
+local Module = require "tpu.nn.Module"
+local Node = require "tpu.nn.Node"
+local util = require "tpu.nn.util"
+
+local Model = Module:extend("Model")
+
+local function as_nodes(v, what)
+  local list = Node.is(v) and {v} or v
+  if type(list) ~= "table" or getmetatable(list) ~= nil or #list == 0 then
+    util.fail("Model: %s must be a symbolic tensor (from nn.Input or a layer called on one) "
+      .. "or a list of them, got %s", what, util.show(v))
+  end
+  for i, n in ipairs(list) do
+    if not Node.is(n) then
+      util.fail("Model: %s[%d] is not a symbolic tensor, got %s", what, i, util.show(n))
+    end
+  end
+  return list
+end
+
+-- The calls needed for the outputs, each after the calls it depends on.
+local function order_calls(inputs, outputs)
+  local is_input, seen, order = {}, {}, {}
+  for i, n in ipairs(inputs) do
+    if n.call then
+      util.fail("Model: inputs[%d] ('%s') is not an nn.Input but the output of %s '%s'",
+        i, n.name, n.call.layer.__name, n.call.layer.name)
+    end
+    if is_input[n] then util.fail("Model: input '%s' is listed twice", n.name) end
+    is_input[n] = true
+  end
+  local function visit(n, out_name)
+    if not n.call then
+      if not is_input[n] then
+        util.fail("Model: output '%s' depends on input '%s', which is not in inputs", out_name, n.name)
+      end
+      return
+    end
+    if seen[n.call] then return end
+    seen[n.call] = true
+    for _, m in ipairs(Node.list(n.call.inputs)) do visit(m, out_name) end
+    order[#order + 1] = n.call
+  end
+  for _, n in ipairs(outputs) do visit(n, n.name) end
+  return order
+end
+
+function Model:__init(spec)
+  spec = spec or {}
+  util.check_options(self, spec, {"inputs", "outputs", "name", "trainable"})
+  self:init_common(spec)
+  self.inputs, self.outputs = as_nodes(spec.inputs, "inputs"), as_nodes(spec.outputs, "outputs")
+  self.single_input, self.single_output = Node.is(spec.inputs), Node.is(spec.outputs)
+  self.calls = order_calls(self.inputs, self.outputs)
+  local seen = {}
+  for _, c in ipairs(self.calls) do
+    if not seen[c.layer] then
+      seen[c.layer] = true
+      self.modules[#self.modules + 1] = c.layer
+    end
+  end
+  self.built = true
+  self.input_shape = self.single_input and self.inputs[1].shape or util.shape_of(self.inputs)
+  self.output_shape = self.single_output and self.outputs[1].shape or util.shape_of(self.outputs)
+end
+
+function Model:check_input(x)
+  local xs = self.single_input and {x} or x
+  if type(xs) ~= "table" or util.is_tensor(xs) or #xs ~= #self.inputs then
+    util.fail("Model '%s' expects %s, got %s", self.name, self.single_input and "a tensor"
+      or string.format("a list of %d tensors (one per input)", #self.inputs), util.show(x))
+  end
+  for i, n in ipairs(self.inputs) do
+    local t, ok = xs[i], util.is_tensor(xs[i]) and xs[i].ndim == #n.shape
+    for d = 2, ok and #n.shape or 0 do
+      ok = ok and (n.shape[d] == -1 or n.shape[d] == t.shape[d])
+    end
+    if not ok then
+      util.fail("Model '%s' expects input '%s' of shape %s, got %s", self.name, n.name,
+        util.shape_text(n.shape), util.is_tensor(t) and util.describe(t) or util.show(t))
+    end
+  end
+end
+
+function Model:call(x, ctx)
+  local values = {}
+  local xs = self.single_input and {x} or x
+  for i, n in ipairs(self.inputs) do values[n] = xs[i] end
+  for _, c in ipairs(self.calls) do
+    local y = c.layer(Node.map(c.inputs, function(n) return values[n] end), ctx)
+    if Node.is(c.outputs) then
+      values[c.outputs] = y
+    else
+      for i, n in ipairs(c.outputs) do values[n] = y[i] end
+    end
+  end
+  if self.single_output then return values[self.outputs[1]] end
+  local out = {}
+  for i, n in ipairs(self.outputs) do out[i] = values[n] end
+  return out
+end
+
+function Model:compute_output_shape(_input_shape)
+  return util.copy(self.output_shape)
+end
+
+-- The names of the nodes a call reads, for print and summary.
+function Model.call_inputs(c)
+  local names = {}
+  for i, n in ipairs(Node.list(c.inputs)) do names[i] = n.name end
+  return names
+end
+
+function Model:repr()
+  local lines = {string.format("nn.Model {")}
+  for _, n in ipairs(self.inputs) do
+    local dims = {table.unpack(n.shape, 2)}
+    for i, d in ipairs(dims) do dims[i] = d == -1 and "None" or tostring(d) end
+    lines[#lines + 1] = string.format("  %s: nn.Input(%s%s)", n.name, table.concat(dims, ", "),
+      n.dtype ~= "f32" and ", " .. n.dtype or "")
+  end
+  for i, c in ipairs(self.calls) do
+    local outs = Node.is(c.outputs) and {c.outputs} or c.outputs
+    local names = {}
+    for k, n in ipairs(outs) do names[k] = n.name end
+    local text = tostring(c.layer):gsub("\n", "\n  ")
+    lines[#lines + 1] = string.format("  (%d): %s = %s(%s)", i, table.concat(names, ", "), text,
+      table.concat(Model.call_inputs(c), ", "))
+  end
+  local outs = {}
+  for i, n in ipairs(self.outputs) do outs[i] = n.name end
+  lines[#lines + 1] = "  outputs: " .. table.concat(outs, ", ")
+  lines[#lines + 1] = "}"
+  return table.concat(lines, "\n")
+end
+
+return Model

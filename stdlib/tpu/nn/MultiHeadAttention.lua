@@ -1,0 +1,120 @@
+-- Multi-head scaled dot-product attention over sequences [batch, length, features].
+--
+--   local attn = nn.MultiHeadAttention {num_heads = 4, key_dim = 16}
+--   attn(x)                                  -- self-attention
+--   attn {query, value}                      -- cross-attention (key = value)
+--   attn {query, value, key, mask = m}       -- m: [batch, S] padding mask (1/true = attend,
+--                                            -- 0/false = padding) or [batch, T, S]
+-- Options: value_dim (default key_dim), dropout (on the attention weights, in training),
+-- use_bias, output_dim (default: the query's features), kernel_initializer, bias_initializer.
+local Module = require "tpu.nn.Module"
+local Dropout = require "tpu.nn.Dropout"
+local util = require "tpu.nn.util"
+
+local MultiHeadAttention = Module:extend("MultiHeadAttention")
+
+local options = util.options {"num_heads", "key_dim", "value_dim", "dropout", "use_bias",
+                              "output_dim", "kernel_initializer", "bias_initializer"}
+local who = "MultiHeadAttention"
+
+function MultiHeadAttention:__init(opts)
+  opts = opts or {}
+  util.check_options(self, opts, options)
+  self:init_common(opts)
+  self.num_heads = util.check_integer(who, "num_heads", opts.num_heads)
+  self.key_dim = util.check_integer(who, "key_dim", opts.key_dim)
+  self.value_dim = util.check_integer(who, "value_dim", opts.value_dim or self.key_dim)
+  self.output_dim = opts.output_dim and util.check_integer(who, "output_dim", opts.output_dim)
+  self.dropout = util.check_range(who, "dropout", opts.dropout or 0, 0, 1, true)
+  self.use_bias = util.flag(who, opts, "use_bias", true)
+  self.kernel_initializer = util.initializer(opts, who, "kernel_initializer", "glorot_uniform")
+  self.bias_initializer = util.initializer(opts, who, "bias_initializer", "zeros")
+end
+
+-- query, value, key and mask from a tensor (self-attention) or a list {query, value, key, mask=}.
+local function parts(x)
+  if util.is_tensor(x) then return x, x, x, nil end
+  local v = x[2] or x[1]
+  return x[1], v, x[3] or v, x.mask
+end
+
+function MultiHeadAttention:dense(name, n_in, n_out)
+  self:add_weight {name = name .. "_kernel", shape = {n_in, n_out},
+                   initializer = self.kernel_initializer}
+  if self.use_bias then
+    self:add_weight {name = name .. "_bias", shape = {n_out}, initializer = self.bias_initializer}
+  end
+end
+
+function MultiHeadAttention:build(input_shape)
+  local shapes = type(input_shape[1]) == "table" and input_shape or {input_shape}
+  local q, v = shapes[1], shapes[2] or shapes[1]
+  local k = shapes[3] or v
+  for _, s in ipairs {q, v, k} do
+    if #s ~= 3 then
+      util.fail("MultiHeadAttention '%s' expects query, value and key of shape [batch, length, "
+        .. "features], got %s", self.name, util.shapes_text(shapes))
+    end
+  end
+  local h = self.num_heads
+  self.query_dim = q[3]
+  self:dense("query", q[3], h * self.key_dim)
+  self:dense("key", k[3], h * self.key_dim)
+  self:dense("value", v[3], h * self.value_dim)
+  self:dense("output", h * self.value_dim, self.output_dim or q[3])
+end
+
+-- [batch, len, features] @ kernel -> [batch, heads, len, dim]
+function MultiHeadAttention:project(t, name, dim)
+  local dtype = self:compute_dtype()
+  local y = util.cast_float(t, dtype):matmul(util.cast_float(self[name .. "_kernel"], dtype))
+  if self.use_bias then y = y + util.cast_float(self[name .. "_bias"], dtype) end
+  local s = t.shape
+  return y:reshape({s[1], s[2], self.num_heads, dim}):transpose({1, 3, 2, 4})
+end
+
+-- Large negative scores where the mask is 0/false, broadcast over heads (and queries).
+local function masked(scores, mask)
+  local s = mask.shape
+  local m = mask.dtype == "bool" and mask:cast("f32") or mask:ne(0):cast("f32")
+  if #s == 2 then
+    m = m:reshape({s[1], 1, 1, s[2]})
+  else
+    m = m:reshape({s[1], 1, s[2], s[3]})
+  end
+  return scores + (1 - m) * -1e9
+end
+
+function MultiHeadAttention:call(x, ctx)
+  local q, v, k, mask = parts(x)
+  local qh = self:project(q, "query", self.key_dim)
+  local kh = self:project(k, "key", self.key_dim)
+  local vh = self:project(v, "value", self.value_dim)
+  local scores = util.cast_float(qh:matmul(kh:transpose({1, 2, 4, 3})), "f32")
+                 * (1 / math.sqrt(self.key_dim))
+  if mask then scores = masked(scores, mask) end
+  local weights = scores:softmax(-1)
+  if ctx and ctx.training and self.dropout > 0 then
+    weights = Dropout.apply(weights, self.dropout, self:random_key(ctx))
+  end
+  local dtype = self:compute_dtype()
+  local out = util.cast_float(weights, dtype):matmul(vh):transpose({1, 3, 2, 4})
+  local s = q.shape
+  out = out:reshape({s[1], s[2], self.num_heads * self.value_dim})
+  out = out:matmul(util.cast_float(self.output_kernel, dtype))
+  if self.use_bias then out = out + util.cast_float(self.output_bias, dtype) end
+  return out
+end
+
+function MultiHeadAttention:compute_output_shape(input_shape)
+  local q = type(input_shape[1]) == "table" and input_shape[1] or input_shape
+  return {q[1], q[2], self.output_dim or q[3]}
+end
+
+function MultiHeadAttention:repr()
+  local dims = self.built
+               and string.format("%d -> %d, ", self.query_dim, self.output_kernel.shape[2]) or ""
+  return string.format("nn.MultiHeadAttention(%s%d heads x %d)", dims, self.num_heads, self.key_dim)
+end
+
+return MultiHeadAttention

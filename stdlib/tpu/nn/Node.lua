@@ -1,0 +1,138 @@
+-- Symbolic tensors of the functional API. nn.Input{shape=} makes one; calling a layer on
+-- symbolic tensors records the call and returns new symbolic tensors; nn.Model replays the
+-- recorded calls.
+--
+--   local a, b = nn.Input {shape = {784}}, nn.Input {shape = {10}}
+--   local h = nn.Dense(64, {activation = "relu"})(a)
+--   local y = nn.Dense(10)(nn.Concatenate {axis = -1} {h, b})
+--   local model = nn.Model {inputs = {a, b}, outputs = y}
+--
+-- A node knows its shape (batch first; -1 where the size is only known when the model runs),
+-- its dtype, its name and `call = {layer=, inputs=<tree>, outputs=<node or list>}` (nil for an
+-- input). Shapes and dtypes come from running the layer eagerly on zeros of that shape.
+local class = require "tpu.class"
+local util = require "tpu.nn.util"
+
+local Node = class("Node")
+
+function Node:__init(spec)
+  self.shape, self.dtype, self.name, self.call = spec.shape, spec.dtype, spec.name, spec.call
+  self.ndim = #spec.shape
+end
+
+function Node:__tostring()
+  return string.format("symbolic %s%s '%s'", self.dtype, util.shape_text(self.shape), self.name)
+end
+
+-- Tensor methods and operators do not apply to symbolic tensors: say what to do instead.
+local function not_a_tensor(what)
+  return function()
+    util.fail("%s on a symbolic tensor (from nn.Input): a functional model is made of layers; "
+      .. "use a layer (nn.Add, nn.Concatenate, nn.Reshape, nn.Activation) or a custom nn.Module "
+      .. "whose call does the tensor math", what)
+  end
+end
+for _, op in ipairs {"__add", "__sub", "__mul", "__div", "__unm", "__pow"} do
+  Node[op] = not_a_tensor("arithmetic")
+end
+getmetatable(Node).__index = function(_, key)
+  local core = require("tpu").core
+  if type(key) == "string" and core.Tensor[key] then
+    return not_a_tensor(string.format("the tensor method '%s'", key))
+  end
+end
+
+function Node.is(v) return getmetatable(v) == Node end
+
+-- Whether the argument tree x holds a symbolic tensor.
+function Node.contains(x)
+  if Node.is(x) then return true end
+  if type(x) ~= "table" or getmetatable(x) ~= nil then return false end
+  for _, v in pairs(x) do
+    if Node.contains(v) then return true end
+  end
+  return false
+end
+
+-- Maps fn over the nodes of tree x (other leaves stay).
+function Node.map(x, fn)
+  if Node.is(x) then return fn(x) end
+  if type(x) ~= "table" or getmetatable(x) ~= nil then return x end
+  local out = {}
+  for k, v in pairs(x) do out[k] = Node.map(v, fn) end
+  return out
+end
+
+-- The nodes of tree x in a fixed order (array part first, then named fields by name).
+function Node.list(x, out)
+  out = out or {}
+  if Node.is(x) then out[#out + 1] = x; return out end
+  if type(x) ~= "table" or getmetatable(x) ~= nil then return out end
+  for _, v in ipairs(x) do Node.list(v, out) end
+  local keys = {}
+  for k in pairs(x) do
+    if math.type(k) ~= "integer" then keys[#keys + 1] = k end
+  end
+  table.sort(keys)
+  for _, k in ipairs(keys) do Node.list(x[k], out) end
+  return out
+end
+
+local function has_unknown(x)
+  for _, n in ipairs(Node.list(x)) do
+    for i = 2, #n.shape do
+      if n.shape[i] == -1 then return true end
+    end
+  end
+  return false
+end
+
+-- Runs the layer eagerly on zeros shaped like the nodes (-1 sizes become `size`).
+local function probe(layer, x, size)
+  local tpu = require "tpu"
+  local zeros = Node.map(x, function(n)
+    local shape = {}
+    for i, d in ipairs(n.shape) do shape[i] = d == -1 and size or d end
+    return tpu.zeros(shape, {dtype = n.dtype})
+  end)
+  return layer(zeros, {training = false})
+end
+
+-- Output shape of one probe result, with -1 where a second probe (other sizes) differs.
+local function merged_shape(a, b)
+  local shape = a.shape
+  shape[1] = -1
+  for i = 2, #shape do
+    if b and b.shape[i] ~= shape[i] then shape[i] = -1 end
+  end
+  return shape
+end
+
+local calls = setmetatable({}, {__mode = "k"})  -- layer -> number of symbolic calls
+
+-- layer(x) with symbolic tensors in x: the output node(s) of a new recorded call.
+function Node.apply(layer, x, ctx)
+  if ctx ~= nil then
+    util.fail("%s '%s' called on symbolic tensors with a second argument; training mode and "
+      .. "keys are chosen when the model runs", layer.__name, layer.name)
+  end
+  local y = probe(layer, x, 2)
+  local y2 = has_unknown(x) and probe(layer, x, 3) or nil
+  calls[layer] = (calls[layer] or 0) + 1
+  local base = calls[layer] == 1 and layer.name or layer.name .. "_" .. calls[layer]
+  local record = {layer = layer, inputs = x}
+  if util.is_tensor(y) then
+    record.outputs = Node {shape = merged_shape(y, y2), dtype = y.dtype, name = base, call = record}
+    layer.output_shape = record.outputs.shape
+  else
+    record.outputs = {}
+    for i, t in ipairs(y) do
+      record.outputs[i] = Node {shape = merged_shape(t, y2 and y2[i]), dtype = t.dtype,
+                                name = string.format("%s[%d]", base, i), call = record}
+    end
+    layer.output_shape = util.shape_of(record.outputs)
+  end
+  return record.outputs
+end
+
+return Node

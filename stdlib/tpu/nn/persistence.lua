@@ -1,0 +1,124 @@
+-- Model weights in files (safetensors), mixed into nn.Module:
+--
+--   model:save("fashion.safetensors")
+--   local fresh = build_model()          -- same architecture, built (called once or fitted)
+--   fresh:load("fashion.safetensors")    -- checks every name, dtype and shape first
+--
+-- Weight names follow the model's structure, not the layers' generated names (which change
+-- with how many layers a script made before): the 1-based position of each layer inside its
+-- container, as print(model) numbers them, then the weight's own name. In
+-- Sequential{Flatten(), Dense(512), Dense(10)} the names are "2.kernel", "2.bias", "3.kernel",
+-- "3.bias"; a model's own weights have no prefix; nested containers add one position per
+-- level ("4.1.gamma"). Every weight is saved, trainable or not (BatchNorm's moving statistics).
+-- The files are plain safetensors: other tools read them and tputrain loads files they write
+-- with the same names.
+local Module = require "tpu.nn.Module"
+local util = require "tpu.nn.util"
+
+local M = {}
+
+local FORMAT = "weights/1"
+
+local function core() return require("tpu").core end
+
+-- {name=, tensor=, layer=} for every weight, in parameters() order.
+function Module:named_parameters()
+  local out = {}
+  local function walk(m, prefix)
+    for _, e in ipairs(m._weights or {}) do
+      out[#out + 1] = {name = prefix .. e.name, tensor = e.value, layer = m}
+    end
+    for i, child in ipairs(m.modules or {}) do walk(child, prefix .. i .. ".") end
+  end
+  walk(self, "")
+  return out
+end
+
+local function layer_text(layer)
+  return string.format("layer %s, %s", layer.name, layer.__name)
+end
+
+local function fail_unbuilt(model, what)
+  util.fail("%s: %s '%s' has no weights yet (layers create them on their first call): call "
+    .. "it once on a batch, model(x), or fit it first", what, model.__name, model.name)
+end
+
+-- The name -> tensor table model:save writes, with the file's metadata.
+function M.state_of(model, what)
+  local named = model:named_parameters()
+  if #named == 0 and not model.built then fail_unbuilt(model, what) end
+  local tensors = {}
+  for _, w in ipairs(named) do tensors[w.name] = w.tensor end
+  return tensors, {["tputrain.format"] = FORMAT, ["tputrain.model"] = model.__name .. " " .. model.name}
+end
+
+-- Every difference between the model's weights and `tensors` (name -> tensor), one line each.
+local function mismatches(named, tensors)
+  local problems, known = {}, {}
+  for _, w in ipairs(named) do
+    known[w.name] = true
+    local t, want = tensors[w.name], util.describe(w.tensor)
+    if t == nil then
+      problems[#problems + 1] = string.format("missing weight '%s' (%s, %s)", w.name, layer_text(w.layer), want)
+    elseif not util.is_tensor(t) then
+      problems[#problems + 1] = string.format("'%s' is %s, not a tensor", w.name, util.show(t))
+    elseif util.describe(t) ~= want then
+      problems[#problems + 1] = string.format("weight '%s' (%s) is %s in the model but %s in the file",
+        w.name, layer_text(w.layer), want, util.describe(t))
+    end
+  end
+  local extra = {}
+  for name in pairs(tensors) do
+    if not known[name] then extra[#extra + 1] = name end
+  end
+  table.sort(extra)
+  for _, name in ipairs(extra) do
+    problems[#problems + 1] = string.format("unexpected weight '%s' (%s) that the model does not have",
+      name, util.is_tensor(tensors[name]) and util.describe(tensors[name]) or type(tensors[name]))
+  end
+  return problems
+end
+
+local MAX_SHOWN = 10
+
+-- Sets the model's weights from name -> tensor after checking every one; `source` names where
+-- they came from in the error ("ckpt.safetensors").
+function M.assign(model, tensors, source, what)
+  local named = model:named_parameters()
+  if #named == 0 and not model.built then fail_unbuilt(model, what) end
+  local problems = mismatches(named, tensors)
+  if #problems > 0 then
+    local lines = {string.format("%s: %s does not match %s '%s' (%d problem%s):", what, source,
+      model.__name, model.name, #problems, #problems == 1 and "" or "s")}
+    for i = 1, math.min(#problems, MAX_SHOWN) do lines[#lines + 1] = "  " .. problems[i] end
+    if #problems > MAX_SHOWN then
+      lines[#lines + 1] = string.format("  ... and %d more", #problems - MAX_SHOWN)
+    end
+    lines[#lines + 1] = "  (the model must have the layers of the saved one, in the same order, with the same sizes and dtypes)"
+    util.fail("%s", table.concat(lines, "\n"))
+  end
+  local list = {}
+  for i, w in ipairs(named) do list[i] = tensors[w.name] end
+  model:set_parameters(list)
+end
+
+local function check_path(path, what)
+  if type(path) ~= "string" or path == "" then
+    util.fail("%s: expected a file path, got %s", what, util.show(path))
+  end
+end
+
+function Module:save(path)
+  check_path(path, "model:save")
+  local tensors, meta = M.state_of(self, "model:save")
+  core().save_safetensors(path, tensors, meta)
+end
+
+function Module:load(path)
+  check_path(path, "model:load")
+  local tensors = core().load_safetensors(path)
+  M.assign(self, tensors, path, "model:load")
+  return self
+end
+
+return M

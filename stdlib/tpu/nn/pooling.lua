@@ -1,0 +1,71 @@
+-- What MaxPool2D and AvgPool2D share: arguments, output shape, printing.
+--   nn.MaxPool2D()                 -- 2x2 windows, strides = pool_size, padding "valid"
+--   nn.MaxPool2D(3, {strides = 2, padding = "same"})
+--   nn.AvgPool2D {pool_size = {2, 2}}
+local Module = require "tpu.nn.Module"
+local util = require "tpu.nn.util"
+
+local M = {}
+
+local options = util.options {"pool_size", "strides", "padding"}
+
+-- (pool_size, opts) or (opts): a first argument that is a number or a list {h, w} is the size.
+function M.init(self, a, b)
+  local size, opts = a, b
+  if a == nil or (type(a) == "table" and not util.is_tensor(a) and type(a[1]) ~= "number") then
+    size, opts = nil, a
+  end
+  opts = opts or {}
+  util.check_options(self, opts, options)
+  if size ~= nil and opts.pool_size ~= nil then
+    util.fail("%s: pool_size given twice (%s and pool_size = %s)", self.__name, util.show(size),
+      util.show(opts.pool_size))
+  end
+  self:init_common(opts)
+  self.pool_size = util.pair(size or opts.pool_size or 2, self.__name .. ": pool_size")
+  self.strides = util.pair(opts.strides or self.pool_size, self.__name .. ": strides")
+  self.padding = util.padding(opts.padding, self.__name)
+end
+
+function M.build(self, input_shape)
+  if #input_shape ~= 4 then
+    util.fail("%s '%s' expects NHWC input [batch, height, width, channels], got %s",
+      self.__name, self.name, util.shape_text(input_shape))
+  end
+  self.input_spec = {ndim = 4}
+  M.output_shape(self, input_shape)
+end
+
+function M.output_shape(self, s)
+  local h = util.window_out(s[2], self.pool_size[1], self.strides[1], self.padding)
+  local w = util.window_out(s[3], self.pool_size[2], self.strides[2], self.padding)
+  if h < 1 or w < 1 then
+    util.fail("%s '%s': a %dx%d window does not fit input %s with padding \"valid\"", self.__name,
+      self.name, self.pool_size[1], self.pool_size[2], util.shape_text(s))
+  end
+  return {s[1], h, w, s[4]}
+end
+
+function M.args(self)
+  return {pool_size = self.pool_size, strides = self.strides, padding = self.padding}
+end
+
+function M.repr(self)
+  local p, s = self.pool_size, self.strides
+  local text = string.format("nn.%s(%dx%d", self.__name, p[1], p[2])
+  if s[1] ~= p[1] or s[2] ~= p[2] then text = text .. string.format(", strides %dx%d", s[1], s[2]) end
+  return text .. ", " .. self.padding .. ")"
+end
+
+-- A pooling layer class whose call applies x:<method>{pool_size=, strides=, padding=}.
+function M.class(name, method)
+  local cls = Module:extend(name)
+  cls.__init = M.init
+  cls.build = M.build
+  cls.compute_output_shape = M.output_shape
+  cls.repr = M.repr
+  function cls:call(x, _ctx) return x[method](x, M.args(self)) end
+  return cls
+end
+
+return M

@@ -1,0 +1,157 @@
+-- Tests of functional models: nn.Input, layers called on symbolic tensors, nn.Model with several
+-- inputs and outputs, shared layers, nesting, training, and the errors of each.
+local tpu = require "tpu"
+local check = require "check"
+local nn_check = require "nn_check"
+local nn, data, optim = tpu.nn, tpu.data, tpu.optim
+local rand = nn_check.rand
+
+local T = {}
+
+-- a (8) -> dense 4 relu; concat with b (3) -> dense 2
+local function two_input_model()
+  local a, b = nn.Input {shape = {8}, name = "a"}, nn.Input {shape = {3}, name = "b"}
+  local h = nn.Dense(4, {activation = "relu"})(a)
+  local y = nn.Dense(2)(nn.Concatenate()({h, b}))
+  return nn.Model {inputs = {a, b}, outputs = y}, a, b
+end
+
+function T.two_inputs_compute_the_composition()
+  local model = two_input_model()
+  local xa, xb = rand({5, 8}, 1), rand({5, 3}, 2)
+  local d1, cat, d2 = table.unpack(model.modules)
+  check.eq(cat.__name, "Concatenate")
+  local expected = d2(tpu.concat({d1(xa), xb}, 2))
+  check.near(model({xa, xb}):totable(), expected:totable(), 1e-6)
+  check.eq(#model:parameters(), 4)
+  check.eq(model:count_params(), 8 * 4 + 4 + 7 * 2 + 2)
+end
+
+function T.symbolic_shapes_and_dtypes()
+  local a = nn.Input {shape = {28, 28}}
+  check.eq(a.shape, {-1, 28, 28})
+  check.eq(a.dtype, "f32")
+  local f = nn.Flatten()(a)
+  check.eq(f.shape, {-1, 784})
+  local ids = nn.Input {shape = {-1}, dtype = "i32"}
+  local e = nn.Embedding(10, 4)(ids)
+  check.eq(e.shape, {-1, -1, 4})
+  check.eq(e.dtype, "f32")
+  check.eq(tostring(e):match("^symbolic f32%(None, None, 4%)") ~= nil, true)
+end
+
+function T.variable_length_input_runs_on_any_length()
+  local ids = nn.Input {shape = {-1}, dtype = "i32"}
+  local y = nn.Dense(1)(nn.GlobalAvgPool2D {keepdims = false}(nn.Reshape {1, -1, 4}(nn.Embedding(10, 4)(ids))))
+  local model = nn.Model {inputs = ids, outputs = y}
+  check.eq(model(tpu.zeros({2, 3}, {dtype = "i32"})).shape, {2, 1})
+  check.eq(model(tpu.zeros({5, 7}, {dtype = "i32"})).shape, {5, 1})
+end
+
+function T.several_outputs_and_fit()
+  nn.set_seed(3)
+  local x = nn.Input {shape = {4}}
+  local h = nn.Dense(8, {activation = "tanh"})(x)
+  local class = nn.Dense(3, {name = "class"})(h)
+  local value = nn.Dense(1, {name = "value"})(h)
+  local model = nn.Model {inputs = x, outputs = {class, value}}
+  local xs = rand({32, 4}, 5)
+  local out = model(xs)
+  check.eq(#out, 2)
+  check.eq(out[1].shape, {32, 3})
+  check.eq(out[2].shape, {32, 1})
+  local labels = xs:argmax(-1):minimum(2)
+  local targets = xs:sum(-1, true)
+  model:compile {optimizer = optim.Adam {lr = 0.05}, loss = {"sparse_categorical_crossentropy", "mse"},
+                 loss_weights = {1, 0.5}, metrics = {{"accuracy"}, {"mse"}}}
+  local train = data.from_tensors {xs, {labels, targets}}:batch(8)
+  local h1 = model:fit(train, {epochs = 4, verbose = 0})
+  check.eq(#h1.history.class_accuracy, 4)
+  check.eq(#h1.history.value_mse, 4)
+  check.is_true(h1.history.loss[4] < h1.history.loss[1], "loss decreases")
+  local r = model:evaluate(train, {verbose = 0})
+  check.is_true(r.value_mse ~= nil and r.class_accuracy ~= nil)
+  local manual = tpu.losses.sparse_categorical_crossentropy(labels, model(xs)[1]):item()
+                 + 0.5 * tpu.losses.mse(targets, model(xs)[2]):item()
+  check.near(r.loss, manual, 1e-4)
+  local p = model:predict(train)
+  check.eq({p[1].shape, p[2].shape}, {{32, 3}, {32, 1}})
+  check.raises(function() model:compile {optimizer = "adam", loss = {"mse"}} end,
+    "compile: 1 losses for a model with 2 outputs")
+end
+
+function T.shared_layer_has_one_set_of_weights()
+  local shared = nn.Dense(3)
+  local a, b = nn.Input {shape = {2}}, nn.Input {shape = {2}}
+  local y = nn.Add()({shared(a), shared(b)})
+  local model = nn.Model {inputs = {a, b}, outputs = y}
+  check.eq(#model.modules, 2)
+  check.eq(model:count_params(), 9)
+  local xa, xb = rand({1, 2}, 1), rand({1, 2}, 2)
+  check.near(model({xa, xb}):totable(), (shared(xa) + shared(xb)):totable(), 1e-6)
+  local text = tostring(model)
+  check.is_true(text:find("dense_%d+_2 = nn.Dense%(2 %-> 3%)%(input_%d+%)") ~= nil, text)
+end
+
+function T.nesting_both_ways()
+  local inner = two_input_model()
+  local a, b = nn.Input {shape = {8}}, nn.Input {shape = {3}}
+  local outer = nn.Model {inputs = {a, b}, outputs = nn.Activation("softmax")(inner {a, b})}
+  check.near(outer({rand({2, 8}), rand({2, 3})}):sum(-1):totable(), {1, 1}, 1e-6)
+  check.eq(#outer:parameters(), 4)
+  local x = nn.Input {shape = {6}}
+  local fm = nn.Model {inputs = x, outputs = nn.Dense(2)(x)}
+  local seq = nn.Sequential {fm, nn.Dense(1)}
+  check.eq(seq(rand({3, 6})).shape, {3, 1})
+  seq:build({4, 6})
+  check.eq(#seq:parameters(), 4)
+end
+
+function T.gradients_through_the_graph()
+  local model = two_input_model()
+  nn_check.gradients(model, {rand({2, 8}, 7), rand({2, 3}, 8)})
+end
+
+function T.fit_two_inputs()
+  nn.set_seed(1)
+  local model = two_input_model()
+  local xa, xb = rand({24, 8}, 3), rand({24, 3}, 4)
+  local y = (xa:sum(-1) + xb:sum(-1)):gt(0):cast("i32")
+  model:compile {optimizer = optim.Adam {lr = 0.05}, loss = "sparse_categorical_crossentropy",
+                 metrics = {"accuracy"}}
+  local h = model:fit(data.from_tensors {{xa, xb}, y}:batch(8), {epochs = 5, verbose = 0})
+  check.is_true(h.history.loss[5] < h.history.loss[1])
+  check.eq(model:predict(data.from_tensors {{xa, xb}}:batch(10)).shape, {24, 2})
+end
+
+function T.model_errors()
+  local a, b = nn.Input {shape = {2}, name = "in_a"}, nn.Input {shape = {2}, name = "in_b"}
+  local y = nn.Add()({a, b})
+  check.raises(function() nn.Model {inputs = a, outputs = y} end,
+    "Model: output 'add_%d+' depends on input 'in_b', which is not in inputs")
+  local h = nn.Dense(2)(a)
+  check.raises(function() nn.Model {inputs = {h}, outputs = y} end,
+    "Model: inputs%[1%] %('dense_%d+'%) is not an nn.Input but the output of Dense 'dense_%d+'")
+  check.raises(function() nn.Model {inputs = {a, a, b}, outputs = y} end, "Model: input 'in_a' is listed twice")
+  check.raises(function() nn.Model {inputs = {a, b}, outputs = rand({2})} end,
+    "Model: outputs must be a symbolic tensor (from nn.Input or a layer called on one) or a list of them, got tensor f32[2]")
+  check.raises(function() nn.Model {inputs = {a, b}, output = y} end, "Model: unknown option 'output'")
+  local m = nn.Model {inputs = {a, b}, outputs = y}
+  check.raises(function() m(rand({1, 2})) end, "Model 'model_%d+' expects a list of 2 tensors %(one per input%), got tensor f32%[1,2%]")
+  check.raises(function() m {rand({1, 2}), rand({1, 3})} end, "Model 'model_%d+' expects input 'in_b' of shape %(None, 2%), got f32%[1,3%]")
+end
+
+function T.symbolic_tensor_errors()
+  local a = nn.Input {shape = {2}}
+  check.raises(function() return a + a end, "arithmetic on a symbolic tensor (from nn.Input): a functional model is made of layers")
+  check.raises(function() return a:relu() end, "the tensor method 'relu' on a symbolic tensor")
+  check.raises(function() nn.Dense(2)(a, {training = true}) end,
+    "called on symbolic tensors with a second argument; training mode and keys are chosen when the model runs")
+  check.raises(function() nn.Input {shape = 3} end,
+    "Input: shape must be a list of sizes without the batch dimension (-1 for a size known only at run time), e.g. {28, 28, 1}; got 3")
+  check.raises(function() nn.Input {shape = {0}} end, "got {0}")
+  check.raises(function() nn.Input {shape = {2}, dtype = "f64"} end, 'Input: dtype must be one of f32, bf16, i32, u8, bool; got "f64"')
+  check.raises(function() nn.Input {size = {2}} end, "Input: unknown option 'size'")
+end
+
+return T

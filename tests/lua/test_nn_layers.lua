@@ -1,0 +1,300 @@
+-- Tests of the layers that need no convolution or random ops: values against hand-computed
+-- ones, gradients against finite differences (input and every weight), argument errors.
+local tpu = require "tpu"
+local check = require "check"
+local nn_check = require "nn_check"
+local nn = tpu.nn
+local rand = nn_check.rand
+
+local T = {}
+
+local function shape_str(t) return table.concat(t.shape, ",") end
+
+---------------------------------------------------------------- LayerNorm
+
+function T.layer_norm_values()
+  local ln = nn.LayerNorm {epsilon = 1e-6}
+  local y = ln(tpu.tensor {{1, 2, 3}, {2, 2, 5}}):totable()
+  local s = math.sqrt(2 / 3)
+  check.near(y[1], {-1 / s, 0, 1 / s}, 1e-4)
+  check.near(y[2], {-1 / math.sqrt(2), -1 / math.sqrt(2), math.sqrt(2)}, 1e-4)
+  check.eq(tostring(ln), "nn.LayerNorm(3)")
+end
+
+function T.layer_norm_gradients()
+  local ln = nn.LayerNorm()
+  ln(rand({2, 4}, 3))
+  ln:set_parameters {rand({4}, 4, 0.5, 1.5), rand({4}, 5)}
+  nn_check.gradients(ln, rand({2, 4}, 6, -2, 2))
+end
+
+function T.layer_norm_errors()
+  check.raises(function() nn.LayerNorm {epsilon = 0} end, "LayerNorm: epsilon must be a positive number, got 0")
+  check.raises(function() nn.LayerNorm {center = "yes"} end, 'LayerNorm: center must be true or false, got "yes"')
+  check.raises(function() nn.LayerNorm {axis = 2} end, "LayerNorm: unknown option 'axis'")
+end
+
+---------------------------------------------------------------- Embedding
+
+function T.embedding_looks_up_rows()
+  local e = nn.Embedding(4, 2)
+  local ids = tpu.tensor({{3, 0}, {1, 1}}, {dtype = "i32"})
+  e(ids)
+  e:set_parameters {tpu.tensor {{0, 1}, {2, 3}, {4, 5}, {6, 7}}}
+  check.eq(e(ids):totable(), {{{6, 7}, {0, 1}}, {{2, 3}, {2, 3}}})
+  check.eq(e(ids:cast("u8")).shape, {2, 2, 2})
+  check.eq(tostring(e), "nn.Embedding(4 -> 2)")
+  check.raises(function() e(tpu.tensor {{1.5}}) end,
+    "Embedding 'embedding_%d+' expects integer ids %(i32 or u8%), got f32%[1,1%]")
+end
+
+function T.embedding_gradient_wrt_table()
+  local e = nn.Embedding(5, 3)
+  local ids = tpu.tensor({{4, 0, 4}}, {dtype = "i32"})
+  nn_check.gradients(e, ids)
+end
+
+function T.embedding_errors()
+  check.raises(function() nn.Embedding(0, 8) end, "Embedding: input_dim (the vocabulary size) must be a positive integer, got 0")
+  check.raises(function() nn.Embedding(10, "8") end, 'Embedding: output_dim must be a positive integer, got "8"')
+  check.raises(function() nn.Embedding(10, 8, {embeddings_regularizer = "l3"}) end, 'unknown regularizer "l3"')
+end
+
+---------------------------------------------------------------- Flatten, Activation, Sequential
+
+function T.flatten_activation_sequential_gradients()
+  nn_check.gradients(nn.Flatten(), rand({2, 2, 3}, 7))
+  for _, name in ipairs {"relu", "tanh", "sigmoid", "softmax", "gelu"} do
+    nn_check.gradients(nn.Activation(name), rand({2, 3}, 8, -2, 2))
+  end
+  nn_check.gradients(nn.Sequential {nn.Dense(3, {activation = "tanh"}), nn.LayerNorm(), nn.Dense(2)},
+    rand({2, 4}, 9))
+end
+
+---------------------------------------------------------------- Reshape, Concatenate, Add
+
+function T.reshape()
+  local r = nn.Reshape {2, -1}
+  check.eq(shape_str(r(rand({3, 4, 2}))), "3,2,4")
+  check.eq(tostring(r), "nn.Reshape(2, -1)")
+  check.raises(function() nn.Reshape {3, 5}(rand({2, 8})) end,
+    "Reshape 'reshape_%d+' cannot reshape %(None, 8%) %(8 values per example%) into %(None, 3, 5%)")
+  check.raises(function() nn.Reshape {-1, -1} end, "(at most one -1), e.g. {7, 7, 16}; got {-1, -1}")
+  check.raises(function() nn.Reshape(6) end, "target_shape must be a list of positive sizes")
+  nn_check.gradients(nn.Reshape {4}, rand({2, 2, 2}))
+end
+
+function T.concatenate()
+  local a, b = tpu.tensor {{1, 2}}, tpu.tensor {{3}}
+  check.eq(nn.Concatenate()({a, b}):totable(), {{1, 2, 3}})
+  check.eq(nn.Concatenate {axis = 1}({a, tpu.tensor {{5, 6}}}):totable(), {{1, 2}, {5, 6}})
+  check.eq(tostring(nn.Concatenate {axis = 2}), "nn.Concatenate(axis 2)")
+  check.raises(function() nn.Concatenate {axis = 0} end,
+    "Concatenate: axis must be a non%-zero integer %(1%-based; %-1 is the last axis%), got 0")
+  check.raises(function() nn.Concatenate()({rand({2, 3}), rand({2, 3, 1})}) end,
+    "needs inputs of one rank whose sizes match except on that axis, got %(None, 3%), %(None, 3, 1%)")
+  check.raises(function() nn.Concatenate()(rand({2, 3})) end,
+    "expects a list of at least 2 tensors, e.g. layer {a, b}; got one tensor of shape %(None, 3%)")
+  nn_check.gradients(nn.Concatenate(), {rand({2, 2}, 1), rand({2, 3}, 2)})
+end
+
+function T.add()
+  check.eq(nn.Add()({tpu.tensor {1, 2}, tpu.tensor {3, 4}, tpu.tensor {5, 6}}):totable(), {9, 12})
+  check.raises(function() nn.Add()({rand({2, 3}), rand({2, 4})}) end,
+    "Add 'add_%d+' needs inputs of one shape, got %(None, 3%), %(None, 4%)")
+  nn_check.gradients(nn.Add(), {rand({2, 2}, 1), rand({2, 2}, 2)})
+end
+
+---------------------------------------------------------------- BatchNorm
+
+function T.batch_norm_training_uses_batch_statistics()
+  local bn = nn.BatchNorm {epsilon = 1e-6}
+  local x = tpu.tensor {{1, 10}, {3, 30}}
+  local y = bn(x, {training = true}):totable()
+  check.near(y, {{-1, -1}, {1, 1}}, 1e-4)
+  -- inference uses the moving statistics (initially mean 0, variance 1): nearly the identity
+  check.near(bn(x):totable(), {{1, 10}, {3, 30}}, 1e-4)
+  check.eq(tostring(bn), "nn.BatchNorm(2)")
+end
+
+function T.batch_norm_records_moving_statistics()
+  local bn = nn.BatchNorm {momentum = 0.9}
+  local ctx = {training = true, updates = {}}
+  bn(tpu.tensor {{1, 10}, {3, 30}}, ctx)
+  local got = {}
+  for e, v in pairs(ctx.updates) do got[e.name] = v:totable() end
+  check.near(got.moving_mean, {0.2, 2.0}, 1e-5)           -- 0.9 * 0 + 0.1 * {2, 20}
+  check.near(got.moving_variance, {0.9 + 0.1, 0.9 + 10}, 1e-4)  -- 0.9 * 1 + 0.1 * {1, 100}
+  check.eq(#bn:trainable_indices(), 2)
+  check.eq(#bn:parameters(), 4)
+end
+
+function T.batch_norm_frozen_runs_in_inference_mode()
+  local bn = nn.BatchNorm {trainable = false}
+  local ctx = {training = true, updates = {}}
+  check.near(bn(tpu.tensor {{1, 10}, {3, 30}}, ctx):totable(), {{1, 10}, {3, 30}}, 2e-2)
+  check.eq(next(ctx.updates), nil)
+end
+
+function T.batch_norm_gradients_training_and_inference()
+  local bn = nn.BatchNorm()
+  local x = rand({4, 3}, 11, -2, 2)
+  bn(x)
+  bn:set_parameters {rand({3}, 12, 0.5, 1.5), rand({3}, 13), rand({3}, 14), rand({3}, 15, 0.5, 2)}
+  nn_check.gradients(bn, x, {ctx = {training = true}})
+  nn_check.gradients(bn, rand({2, 2, 3}, 16))
+end
+
+function T.batch_norm_errors()
+  check.raises(function() nn.BatchNorm {momentum = 1} end, "BatchNorm: momentum must be a number in [0, 1), got 1")
+  check.raises(function() nn.BatchNorm {epsilon = -1} end, "BatchNorm: epsilon must be a positive number, got -1")
+end
+
+---------------------------------------------------------------- GlobalAvgPool2D
+
+function T.global_avg_pool()
+  local x = tpu.tensor {{{{1, 2}, {3, 4}}, {{5, 6}, {7, 8}}}}  -- [1, 2, 2, 2]
+  check.eq(nn.GlobalAvgPool2D()(x):totable(), {{4, 5}})
+  check.eq(nn.GlobalAvgPool2D {keepdims = true}(x).shape, {1, 1, 1, 2})
+  check.raises(function() nn.GlobalAvgPool2D()(rand({2, 3})) end, "expects input with 4 dimensions, got f32%[2,3%]")
+  nn_check.gradients(nn.GlobalAvgPool2D(), rand({2, 2, 3, 2}))
+end
+
+---------------------------------------------------------------- MultiHeadAttention
+
+-- Attention computed from its definition, one head at a time, in plain Lua.
+local function reference_attention(mha, q, v, mask)
+  local function mat(t) return t:totable() end
+  local x = mat(q)
+  local vv = mat(v)
+  local Wq, bq, Wk, bk = mat(mha.query_kernel), mat(mha.query_bias), mat(mha.key_kernel), mat(mha.key_bias)
+  local Wv, bv, Wo, bo = mat(mha.value_kernel), mat(mha.value_bias), mat(mha.output_kernel), mat(mha.output_bias)
+  local function proj(rows, W, b)
+    local out = {}
+    for i, r in ipairs(rows) do
+      out[i] = {}
+      for j = 1, #b do
+        local s = b[j]
+        for k = 1, #r do s = s + r[k] * W[k][j] end
+        out[i][j] = s
+      end
+    end
+    return out
+  end
+  local H, K = mha.num_heads, mha.key_dim
+  local out = {}
+  for bi = 1, #x do
+    local Q, Kt, V = proj(x[bi], Wq, bq), proj(vv[bi], Wk, bk), proj(vv[bi], Wv, bv)
+    local concat = {}
+    for t = 1, #Q do concat[t] = {} end
+    for h = 0, H - 1 do
+      for t = 1, #Q do
+        local scores, mx = {}, -math.huge
+        for s = 1, #Kt do
+          local d = 0
+          for k = 1, K do d = d + Q[t][h * K + k] * Kt[s][h * K + k] end
+          d = d / math.sqrt(K)
+          if mask and mask[bi][s] == 0 then d = d - 1e9 end
+          scores[s] = d
+          mx = math.max(mx, d)
+        end
+        local z = 0
+        for s = 1, #scores do scores[s] = math.exp(scores[s] - mx); z = z + scores[s] end
+        for k = 1, K do
+          local acc = 0
+          for s = 1, #scores do acc = acc + scores[s] / z * V[s][h * K + k] end
+          concat[t][h * K + k] = acc
+        end
+      end
+    end
+    out[bi] = proj(concat, Wo, bo)
+  end
+  return out
+end
+
+function T.attention_matches_definition()
+  local mha = nn.MultiHeadAttention {num_heads = 2, key_dim = 3}
+  local q, v = rand({2, 3, 4}, 21), rand({2, 5, 4}, 22)
+  local y = mha {q, v}
+  check.eq(y.shape, {2, 3, 4})
+  for i, p in ipairs(mha:parameters()) do
+    if p.ndim == 1 then
+      local list = mha:parameters()
+      list[i] = rand(p.shape, 30 + i)
+      mha:set_parameters(list)
+    end
+  end
+  check.near(mha({q, v}):totable(), reference_attention(mha, q, v), 1e-4)
+  local mask = {{1, 1, 1, 0, 0}, {1, 1, 1, 1, 1}}
+  check.near(mha({q, v, mask = tpu.tensor(mask)}):totable(), reference_attention(mha, q, v, mask), 1e-4)
+  check.near(mha({q, v, mask = tpu.tensor(mask):gt(0)}):totable(), reference_attention(mha, q, v, mask), 1e-4)
+  check.eq(tostring(mha), "nn.MultiHeadAttention(4 -> 4, 2 heads x 3)")
+end
+
+function T.attention_padding_is_ignored()
+  local mha = nn.MultiHeadAttention {num_heads = 1, key_dim = 2}
+  local x = rand({1, 4, 3}, 40)
+  local mask = tpu.tensor {{1, 1, 0, 0}}
+  local y1 = mha({x, mask = mask}):slice {{1, 1}, {1, 2}}
+  local changed = tpu.concat({x:slice {{1, 1}, {1, 2}}, rand({1, 2, 3}, 41)}, 2)
+  local y2 = mha({changed, x, mask = mask}):slice {{1, 1}, {1, 2}}
+  -- queries 1..2 see only keys 1..2, whatever the padded positions hold
+  check.near(y1:totable(), mha({x:slice {{1, 1}, {1, 2}}}):totable(), 1e-5)
+  check.near(y2:totable(), y1:totable(), 1e-5)
+end
+
+function T.attention_gradients()
+  local mha = nn.MultiHeadAttention {num_heads = 2, key_dim = 2, value_dim = 1, output_dim = 2}
+  local q, v = rand({1, 2, 3}, 50), rand({1, 3, 3}, 51)
+  nn_check.gradients(mha, {q, v, mask = tpu.tensor {{1, 1, 0}}})
+  nn_check.gradients(nn.MultiHeadAttention {num_heads = 1, key_dim = 2, use_bias = false}, rand({2, 2, 2}, 52))
+end
+
+function T.attention_errors()
+  check.raises(function() nn.MultiHeadAttention {key_dim = 4} end,
+    "MultiHeadAttention: num_heads must be a positive integer, got nil")
+  check.raises(function() nn.MultiHeadAttention {num_heads = 2, key_dim = 0.5} end,
+    "MultiHeadAttention: key_dim must be a positive integer, got 0.5")
+  check.raises(function() nn.MultiHeadAttention {num_heads = 2, key_dim = 4, dropout = 1.5} end,
+    "MultiHeadAttention: dropout must be a number in [0, 1), got 1.5")
+  check.raises(function() nn.MultiHeadAttention {num_heads = 2, key_dim = 4}(rand({2, 3})) end,
+    "expects query, value and key of shape [batch, length, features], got (None, 3)")
+end
+
+---------------------------------------------------------------- TransformerEncoder
+
+function T.transformer_encoder_shapes_and_tree()
+  local enc = nn.TransformerEncoder {num_heads = 2, intermediate_dim = 8, dropout = 0.1}
+  check.eq(tostring(enc), "nn.TransformerEncoder(2 heads, ff 8, dropout 0.1)")
+  local x = rand({2, 5, 4}, 60)
+  check.eq(enc({x, mask = tpu.tensor {{1, 1, 1, 0, 0}, {1, 1, 1, 1, 1}}}).shape, {2, 5, 4})
+  -- attention 4 x (4x4 + 4), two LayerNorms 2 x (4 + 4), ffn (4x8 + 8) + (8x4 + 4)
+  check.eq(enc:count_params(), (4 * 4 + 4) * 4 + 2 * 8 + (4 * 8 + 8) + (8 * 4 + 4))
+  local text = tostring(enc)
+  check.is_true(text:find("(1): nn.MultiHeadAttention(4 -> 4, 2 heads x 2)", 1, true) ~= nil, text)
+  check.is_true(text:find("(4): nn.Dense(4 -> 8, relu)", 1, true) ~= nil, text)
+end
+
+function T.transformer_encoder_output_is_normalized()
+  local enc = nn.TransformerEncoder {num_heads = 1, intermediate_dim = 4}
+  local y = enc(rand({1, 3, 4}, 61))
+  check.near(y:mean(-1):totable(), {{0, 0, 0}}, 1e-5)
+  local pre = nn.TransformerEncoder {num_heads = 1, intermediate_dim = 4, normalize_first = true}
+  check.eq(pre(rand({1, 3, 4}, 61)).shape, {1, 3, 4})
+end
+
+function T.transformer_encoder_gradients()
+  local enc = nn.TransformerEncoder {num_heads = 2, intermediate_dim = 3}
+  nn_check.gradients(enc, {rand({1, 3, 2}, 62), mask = tpu.tensor {{1, 1, 0}}}, {tol = 2e-2})
+end
+
+function T.transformer_encoder_errors()
+  check.raises(function() nn.TransformerEncoder {num_heads = 2} end,
+    "TransformerEncoder: intermediate_dim must be a positive integer, got nil")
+  check.raises(function() nn.TransformerEncoder {num_heads = 3, intermediate_dim = 8}(rand({1, 2, 4})) end,
+    "features divisible by num_heads = 3, got (None, 2, 4)")
+  check.raises(function() nn.TransformerEncoder {num_heads = 2, intermediate_dim = 8, activation = "swish"} end,
+    'TransformerEncoder: unknown activation "swish"')
+end
+
+return T

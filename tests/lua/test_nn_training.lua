@@ -1,0 +1,100 @@
+-- Tests of what the train step does beyond the MLP case: non-trainable state (BatchNorm's moving
+-- statistics) coming back from the step, weight regularizers in the loss, one compile per model.
+local tpu = require "tpu"
+local check = require "check"
+local nn_check = require "nn_check"
+local nn, data, optim = tpu.nn, tpu.data, tpu.optim
+local rand = nn_check.rand
+
+local T = {}
+
+-- A copy that owns its buffer (fit donates the weights' buffers to the step).
+local function copy(t) return tpu.tensor(t:totable()) end
+
+function T.fit_updates_moving_statistics()
+  nn.set_seed(2)
+  local dense, bn = nn.Dense(3), nn.BatchNorm {momentum = 0.5}
+  local model = nn.Sequential {dense, bn}
+  local x, y = rand({8, 4}, 1), rand({8, 3}, 2)
+  model(x)
+  local h, k0 = dense(x), copy(dense.kernel)
+  local mean = h:mean(1)
+  local var = (h - mean):square():mean(1)
+  model:compile {optimizer = optim.SGD {lr = 0.1}, loss = "mse"}
+  model:fit({x, y}, {batch_size = 8, epochs = 1, verbose = 0})
+  check.near(bn.moving_mean:totable(), (mean * 0.5):totable(), 1e-5)
+  check.near(bn.moving_variance:totable(), (var * 0.5 + 0.5):totable(), 1e-5)
+  check.is_true((dense.kernel - k0):abs():sum():item() > 0, "the kernel moved too")
+  model:fit({x, y}, {batch_size = 8, epochs = 2, verbose = 0})
+  check.eq(model.compiled.steps.train:stats().compiles, 1)
+end
+
+function T.evaluate_uses_moving_statistics()
+  local bn = nn.BatchNorm()
+  local model = nn.Sequential {bn}
+  local x = rand({4, 2}, 3, 5, 6)
+  model:compile {optimizer = "sgd", loss = "mse"}
+  local r = model:evaluate({x, x}, {verbose = 0})
+  -- moving mean 0 and variance 1: the output is x / sqrt(1 + 1e-3)
+  local expected = (x - x / math.sqrt(1 + 1e-3)):square():mean():item()
+  check.near(r.loss, expected, 1e-5)
+end
+
+function T.l2_regularizer_adds_to_the_loss()
+  nn.set_seed(4)
+  local d = nn.Dense(2, {kernel_regularizer = nn.regularizers.l2(0.1), bias_regularizer = "l2"})
+  local model = nn.Sequential {d}
+  local x, y = rand({6, 3}, 5), rand({6, 2}, 6)
+  model(x)
+  d:set_parameters {d.kernel, tpu.tensor {1, -2}}
+  model:compile {optimizer = "sgd", loss = "mse"}
+  local r = model:evaluate({x, y}, {verbose = 0})
+  local data_loss = tpu.losses.mse(y, model(x)):item()
+  local penalty = 0.1 * d.kernel:square():sum():item() + 0.01 * 5
+  check.near(r.loss, data_loss + penalty, 1e-5)
+  check.near(model:regularization_loss():item(), penalty, 1e-6)
+end
+
+function T.l2_regularizer_gradient_shrinks_weights()
+  -- no data gradient (zero inputs, zero bias, zero targets): the kernel decays by 1 - 2 lr f
+  local d = nn.Dense(2, {kernel_regularizer = nn.regularizers.l2(0.5), use_bias = false})
+  local model = nn.Sequential {d}
+  local x, y = tpu.zeros({4, 3}), tpu.zeros({4, 2})
+  model(x)
+  local k0 = copy(d.kernel)
+  model:compile {optimizer = optim.SGD {lr = 0.1}, loss = "mse"}
+  model:fit({x, y}, {batch_size = 4, verbose = 0})
+  check.near(d.kernel:totable(), (k0 * 0.9):totable(), 1e-6)
+end
+
+function T.regularizer_errors()
+  check.raises(function() nn.Dense(2, {kernel_regularizer = "l3"}) end,
+    'unknown regularizer "l3" (expected nn.regularizers.l2(factor), a function(w) or one of: l1, l2, l1_l2)')
+  check.raises(function() nn.regularizers.l2(-1) end, "regularizers.l2: the factor must be a non-negative number, got -1")
+  check.eq(tostring(nn.regularizers.l1_l2 {l1 = 0.1, l2 = 0.2}), "l1_l2(0.1, 0.2)")
+  check.near(nn.regularizers.l1(0.5)(tpu.tensor {-1, 2}):item(), 1.5, 1e-6)
+end
+
+function T.custom_layer_with_state_and_regularizer()
+  -- a layer that counts the examples it saw in training, in a non-trainable weight
+  local Counter = nn.Module:extend("Counter")
+  function Counter:build(input_shape)
+    self:add_weight {name = "seen", shape = {}, initializer = "zeros", trainable = false}
+    self:add_weight {name = "scale", shape = {input_shape[2]}, initializer = "ones",
+                     regularizer = nn.regularizers.l2(0.01)}
+  end
+  function Counter:call(x, ctx)
+    if ctx.training then self:update_state(ctx, "seen", self.seen + x.shape[1]) end
+    return x * self.scale
+  end
+  local c = Counter()
+  local model = nn.Sequential {c, nn.Dense(1)}
+  model:compile {optimizer = "sgd", loss = "mse"}
+  model:fit(data.from_tensors {rand({10, 2}), rand({10, 1})}:batch(4), {epochs = 2, verbose = 0})
+  check.eq(c.seen:item(), 20)
+  check.eq(#model:trainable_indices(), 3)
+  check.raises(function() c:update_state({updates = {}}, "nope", tpu.zeros({})) end,
+    "Counter 'counter_%d+': update_state of unknown weight 'nope'")
+end
+
+return T

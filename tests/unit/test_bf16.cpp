@@ -1,0 +1,280 @@
+// The bf16 compute path: the f32 <-> bf16 casts, bf16 dots with f32 sums (every GEMM way
+// this build has) against f32 references on the MLP's shapes, their gradients, determinism
+// across thread counts, the dot result type in the IR text.
+#include <doctest.h>
+
+#include <bit>
+#include <cmath>
+#include <cstring>
+#include <random>
+
+#include "autodiff/gradients.h"
+#include "core/error.h"
+#include "kernels/convert.h"
+#include "kernels/gemm.h"
+#include "kernels/onednn_matmul.h"
+#include "runtime/executable.h"
+#include "runtime/thread_pool.h"
+
+using namespace tpu;
+
+namespace {
+
+Tensor uniform(DType t, Shape s, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<double> u(-1, 1);
+  Tensor x(t, std::move(s));
+  for (int64_t i = 0; i < x.size(); ++i) x.set(i, u(rng));
+  return x;
+}
+
+Tensor run1(const Graph& g, std::vector<Tensor> args) { return Executable::compile(g).run(args)[0]; }
+
+// Every GEMM way this build can run; restores the default when it goes out of scope.
+struct Ways {
+  Bf16Gemm saved = bf16_gemm();
+  std::vector<Bf16Gemm> all;
+  Ways() {
+    for (Bf16Gemm w : {Bf16Gemm::widen_eigen, Bf16Gemm::onednn, Bf16Gemm::widen_onednn})
+      if (bf16_gemm_available(w)) all.push_back(w);
+  }
+  ~Ways() { set_bf16_gemm(saved); }
+};
+
+struct Reference {
+  std::vector<double> c, abs;  // op(A) op(B) and op(|A|) op(|B|), in double
+};
+
+Reference reference_gemm(const Tensor& a, const Tensor& b, int64_t m, int64_t k, int64_t n, bool ta, bool tb) {
+  std::vector<double> A(static_cast<size_t>(m * k)), B(static_cast<size_t>(k * n));  // op(A), op(B)
+  for (int64_t i = 0; i < m; ++i)
+    for (int64_t kk = 0; kk < k; ++kk) A[size_t(i * k + kk)] = a.get(ta ? kk * m + i : i * k + kk);
+  for (int64_t kk = 0; kk < k; ++kk)
+    for (int64_t j = 0; j < n; ++j) B[size_t(kk * n + j)] = b.get(tb ? j * k + kk : kk * n + j);
+  Reference r{std::vector<double>(size_t(m * n)), std::vector<double>(size_t(m * n))};
+  for (int64_t i = 0; i < m; ++i)
+    for (int64_t kk = 0; kk < k; ++kk) {
+      const double av = A[size_t(i * k + kk)];
+      const double* brow = &B[size_t(kk * n)];
+      double* c = &r.c[size_t(i * n)];
+      double* s = &r.abs[size_t(i * n)];
+      for (int64_t j = 0; j < n; ++j) {
+        c[j] += av * brow[j];
+        s[j] += std::fabs(av * brow[j]);
+      }
+    }
+  return r;
+}
+
+}  // namespace
+
+TEST_CASE("f32 -> bf16 rounds to nearest even and keeps NaN, in the kernel and the bulk loop") {
+  std::vector<uint32_t> bits = {0x00000000, 0x80000000, 0x7f800000, 0xff800000,  // zeros, infinities
+                                0x7fc00000, 0x7f800001, 0xffbfffff, 0x7fff8000,  // NaNs (signalling too)
+                                0x3f808000, 0x3f818000, 0x3f808001, 0x3f807fff,  // ties to even, near ties
+                                0x7f7fffff, 0x00000001, 0x807fffff, 0x00008000,  // overflow to inf, subnormals
+                                0x3f800000, 0xc0490fdb};
+  std::mt19937 rng(9);
+  for (int i = 0; i < 1 << 20; ++i) bits.push_back(uint32_t(rng()));
+  const int64_t n = int64_t(bits.size());
+  Tensor x(DType::f32, {n});
+  std::memcpy(x.raw(), bits.data(), x.bytes());
+
+  Graph g;
+  g.outputs = {g.convert(g.parameter(DType::f32, {n}), DType::bf16)};
+  Tensor fast = run1(g, {x});
+  std::vector<uint16_t> bulk(static_cast<size_t>(n));
+  round_to_bf16(x.data<float>(), bulk.data(), n);
+  int64_t wrong = 0, not_nearest = 0, nan_lost = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    const uint32_t u = bits[size_t(i)];
+    const uint16_t want = f32_to_bf16(std::bit_cast<float>(u));
+    wrong += fast.data<uint16_t>()[i] != want || bulk[size_t(i)] != want;
+    const bool nan = (u & 0x7fffffffu) > 0x7f800000u;
+    nan_lost += nan != std::isnan(bf16_to_f32(want));
+    if (!nan && (u & 0xffffu)) {  // not exact: the nearer of the neighbours below and above
+      const double v = std::bit_cast<float>(u), r = bf16_to_f32(want);
+      const double down = bf16_to_f32(uint16_t(u >> 16)), up = bf16_to_f32(uint16_t((u >> 16) + 1));
+      not_nearest += std::isfinite(r) && std::fabs(r - v) > std::fabs(v - (r == down ? up : down));
+    }
+  }
+  CHECK(wrong == 0);
+  CHECK(nan_lost == 0);
+  CHECK(not_nearest == 0);
+  CHECK(fast.data<uint16_t>()[8] == 0x3f80);   // 1 + 2^-8 ties to the even 1
+  CHECK(fast.data<uint16_t>()[9] == 0x3f82);   // 1 + 3 * 2^-8 ties to the even 1 + 2^-6
+  CHECK(fast.data<uint16_t>()[12] == 0x7f80);  // FLT_MAX rounds up to infinity
+}
+
+TEST_CASE("bf16 -> f32 is exact for all 65536 values") {
+  Tensor x(DType::bf16, {65536});
+  for (int i = 0; i < 65536; ++i) x.data<uint16_t>()[i] = uint16_t(i);
+  Graph g;
+  g.outputs = {g.convert(g.parameter(DType::bf16, {65536}), DType::f32)};
+  Tensor y = run1(g, {x});
+  for (int i = 0; i < 65536; ++i) REQUIRE(std::bit_cast<uint32_t>(y.data<float>()[i]) == uint32_t(i) << 16);
+}
+
+TEST_CASE("bf16 GEMM agrees with the f32 reference within bf16 tolerance on the MLP's shapes") {
+  struct Dims {
+    int64_t m, k, n;
+    bool ta, tb;
+  };
+  // Forward 784-512-512-10 at batch 256, and the backward products with their transposes.
+  const Dims shapes[] = {{256, 784, 512, false, false}, {256, 512, 512, false, false}, {256, 512, 10, false, false},
+                         {256, 512, 512, false, true},  {512, 256, 512, true, false},  {784, 256, 512, true, false},
+                         {256, 10, 512, false, true}};
+  Ways ways;
+  uint32_t seed = 100;
+  for (const Dims& d : shapes) {
+    Tensor a32 = uniform(DType::f32, d.ta ? Shape{d.k, d.m} : Shape{d.m, d.k}, seed++);
+    Tensor b32 = uniform(DType::f32, d.tb ? Shape{d.n, d.k} : Shape{d.k, d.n}, seed++);
+    Graph g;
+    NodeId a = g.parameter(DType::f32, a32.shape()), b = g.parameter(DType::f32, b32.shape());
+    g.outputs = {g.dot(g.convert(a, DType::bf16), g.convert(b, DType::bf16), d.ta, d.tb, DType::f32)};
+    REQUIRE(g.at(g.outputs[0]).dtype == DType::f32);
+    Tensor a16(DType::bf16, a32.shape()), b16(DType::bf16, b32.shape());
+    round_to_bf16(a32.data<float>(), a16.data<uint16_t>(), a32.size());
+    round_to_bf16(b32.data<float>(), b16.data<uint16_t>(), b32.size());
+    const Reference exact = reference_gemm(a32, b32, d.m, d.k, d.n, d.ta, d.tb);     // f32 inputs
+    const Reference rounded = reference_gemm(a16, b16, d.m, d.k, d.n, d.ta, d.tb);   // bf16 inputs
+    // Rounding to bf16 (8 significant bits) changes an operand by at most 2^-8 of itself, so
+    // a product by 2^-7 + 2^-16; f32 sums of K terms add at most about K 2^-24 of the sum of
+    // magnitudes.
+    const double f32_sums = double(d.k + 4) * std::ldexp(1.0, -24) * 1.01;
+    const double bf16_inputs = std::ldexp(1.0, -7) + std::ldexp(1.0, -15);
+    for (Bf16Gemm way : ways.all) {
+      set_bf16_gemm(way);
+      INFO(bf16_gemm_name(way) << " " << d.m << "x" << d.k << "x" << d.n << " ta " << d.ta << " tb " << d.tb);
+      Tensor c = run1(g, {a32, b32});
+      double err2 = 0, ref2 = 0;
+      int64_t bad_f32 = 0, bad_bf16 = 0;
+      for (int64_t i = 0; i < c.size(); ++i) {
+        const double v = c.data<float>()[i];
+        const size_t e = size_t(i);
+        bad_f32 += std::fabs(v - exact.c[e]) > (bf16_inputs + f32_sums) * exact.abs[e];
+        bad_bf16 += std::fabs(v - rounded.c[e]) > f32_sums * rounded.abs[e];
+        err2 += (v - exact.c[e]) * (v - exact.c[e]);
+        ref2 += exact.c[e] * exact.c[e];
+      }
+      CHECK(bad_f32 == 0);
+      CHECK(bad_bf16 == 0);
+      CHECK(std::sqrt(err2 / ref2) < std::ldexp(1.0, -7));  // typical: well under one rounding
+    }
+  }
+}
+
+TEST_CASE("bf16 dot and its gradient do not depend on the thread count") {
+  Graph g;
+  NodeId x = g.parameter(DType::f32, {256, 784});
+  NodeId w = g.parameter(DType::f32, {784, 512});
+  NodeId v = g.parameter(DType::f32, {512, 10});
+  NodeId h = g.dot(g.convert(x, DType::bf16), g.convert(w, DType::bf16), false, false, DType::f32);
+  NodeId y = g.dot(g.convert(h, DType::bf16), g.convert(v, DType::bf16), false, false, DType::f32);
+  NodeId loss = g.reduce(g.binary(Op::mul, y, y), {0, 1}, ReduceKind::sum);
+  std::vector<NodeId> wrt = {x, w, v};
+  g.outputs = gradients(g, loss, wrt);
+  g.outputs.push_back(h);
+  REQUIRE(verify_graph(g).empty());
+  std::vector<Tensor> args = {uniform(DType::f32, {256, 784}, 1), uniform(DType::f32, {784, 512}, 2),
+                              uniform(DType::f32, {512, 10}, 3)};
+  Ways ways;
+  for (Bf16Gemm way : ways.all) {
+    set_bf16_gemm(way);
+    INFO(bf16_gemm_name(way));
+    Executable exe = Executable::compile(g);
+    set_num_threads(1);
+    std::vector<Tensor> one = exe.run(args);
+    const size_t primitives = onednn_primitives_created();
+    set_num_threads(2);
+    std::vector<Tensor> two = exe.run(args);
+    set_num_threads(0);
+    std::vector<Tensor> again = exe.run(args);
+    CHECK(onednn_primitives_created() == primitives);  // cached: none made in a steady step
+    for (size_t i = 0; i < one.size(); ++i) {
+      CHECK(std::memcmp(one[i].raw(), two[i].raw(), one[i].bytes()) == 0);
+      CHECK(std::memcmp(one[i].raw(), again[i].raw(), one[i].bytes()) == 0);
+    }
+  }
+}
+
+TEST_CASE("bf16 dot gradients are bf16 for bf16 operands and close to the f32 ones") {
+  auto build = [](bool bf16, bool ta, bool tb) {
+    Graph g;
+    NodeId a = g.parameter(DType::f32, ta ? Shape{2, 40, 30} : Shape{2, 30, 40});
+    NodeId b = g.parameter(DType::f32, tb ? Shape{2, 50, 40} : Shape{2, 40, 50});
+    NodeId wgt = g.parameter(DType::f32, {2, 30, 50});
+    NodeId a16 = bf16 ? g.convert(a, DType::bf16) : a, b16 = bf16 ? g.convert(b, DType::bf16) : b;
+    NodeId y = g.dot(a16, b16, ta, tb, DType::f32);
+    NodeId loss = g.reduce(g.binary(Op::mul, y, wgt), {0, 1, 2}, ReduceKind::sum);
+    std::vector<NodeId> wrt = {a, b, a16, b16};
+    g.outputs = gradients(g, loss, wrt);
+    return g;
+  };
+  for (int flags = 0; flags < 4; ++flags) {
+    const bool ta = flags & 1, tb = flags & 2;
+    INFO("ta " << ta << " tb " << tb);
+    Graph g16 = build(true, ta, tb), g32 = build(false, ta, tb);
+    REQUIRE(verify_graph(g16).empty());
+    CHECK(g16.at(g16.outputs[0]).dtype == DType::f32);  // the f32 variables
+    CHECK(g16.at(g16.outputs[2]).dtype == DType::bf16);  // the bf16 operands
+    CHECK(g16.at(g16.outputs[3]).dtype == DType::bf16);
+    std::vector<Tensor> args = {uniform(DType::f32, g32.at(g32.params[0]).shape, 7),
+                                uniform(DType::f32, g32.at(g32.params[1]).shape, 8),
+                                uniform(DType::f32, {2, 30, 50}, 9)};
+    std::vector<Tensor> r16 = Executable::compile(g16).run(args), r32 = Executable::compile(g32).run(args);
+    for (size_t i = 0; i < 2; ++i) {
+      double err2 = 0, ref2 = 0;
+      for (int64_t e = 0; e < r32[i].size(); ++e) {
+        const double d = r16[i].get(e) - r32[i].get(e);
+        err2 += d * d;
+        ref2 += r32[i].get(e) * r32[i].get(e);
+      }
+      CHECK(std::sqrt(err2 / ref2) < std::ldexp(1.0, -6));  // three bf16 roundings on the way
+    }
+  }
+  // bf16 x bf16 -> bf16 differentiates too, all in bf16.
+  Graph g;
+  NodeId a = g.parameter(DType::bf16, {3, 4}), b = g.parameter(DType::bf16, {4, 5});
+  NodeId loss = g.reduce(g.convert(g.dot(a, b), DType::f32), {0, 1}, ReduceKind::sum);
+  std::vector<NodeId> wrt = {a, b};
+  g.outputs = gradients(g, loss, wrt);
+  REQUIRE(verify_graph(g).empty());
+  CHECK(g.at(g.outputs[0]).dtype == DType::bf16);
+}
+
+TEST_CASE("dot result type: the shape rule and the IR text") {
+  Graph g;
+  NodeId a = g.parameter(DType::bf16, {2, 3}), b = g.parameter(DType::bf16, {3, 4});
+  NodeId f = g.parameter(DType::f32, {3, 4});
+  CHECK(g.at(g.dot(a, b)).dtype == DType::bf16);
+  CHECK(g.at(g.dot(a, b, false, false, DType::f32)).dtype == DType::f32);
+  CHECK_THROWS_WITH_AS(g.dot(g.convert(a, DType::f32), f, false, false, DType::bf16),
+                       doctest::Contains("f32[2,3], f32[3,4] cannot produce bf16"), Error);
+  CHECK_THROWS_WITH_AS(g.dot(a, f), doctest::Contains("bf16[2,3], f32[3,4]"), Error);
+  CHECK_THROWS_AS(g.dot(a, b, false, false, DType::i32), Error);
+  g.outputs = {g.dot(a, g.parameter(DType::bf16, {4, 3}), false, true, DType::f32), g.dot(a, b)};
+  const std::string text = print_graph(g);
+  CHECK(text.find("to=bf16") != std::string::npos);
+  Graph back = parse_graph(text);
+  CHECK(print_graph(back) == text);
+  CHECK(back.at(back.outputs[0]).dtype == DType::f32);
+  CHECK(back.at(back.outputs[1]).dtype == DType::bf16);
+}
+
+TEST_CASE("elementwise ops on bf16 run (in f32, rounded once) instead of failing") {
+  Graph g;
+  NodeId x = g.parameter(DType::bf16, {4});
+  NodeId y = g.binary(Op::add, g.unary(Op::exp, x), x);
+  g.outputs = {g.convert(y, DType::f32), g.reduce(x, {0}, ReduceKind::max), g.convert(x, DType::i32)};
+  Tensor in(DType::bf16, {4});
+  const float v[] = {0.5f, -1.0f, 2.0f, -3.5f};
+  for (int i = 0; i < 4; ++i) in.set(i, v[i]);
+  std::vector<Tensor> r = Executable::compile(g).run(std::vector<Tensor>{in});
+  for (int i = 0; i < 4; ++i) {
+    const float e = bf16_to_f32(f32_to_bf16(std::exp(v[i])));
+    CHECK(r[0].get(i) == double(bf16_to_f32(f32_to_bf16(e + v[i]))));
+  }
+  CHECK(r[1].get(0) == 2.0);
+  CHECK(r[2].data<int32_t>()[3] == -3);
+}
