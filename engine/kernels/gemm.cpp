@@ -113,7 +113,7 @@ void gemm_bf16(const GemmShape& s, const uint16_t* a, const uint16_t* b, float* 
   const Bf16Gemm way = chosen().load(std::memory_order_relaxed);
   if (way == Bf16Gemm::onednn && onednn_gemm(MatmulInput::bf16, s, a, b, c)) return;
   Widened& w = widen_operands(s, a, b);
-  if (way == Bf16Gemm::widen_onednn && onednn_gemm(MatmulInput::f32, s, w.a.data(), w.b.data(), c)) return;
+  if (way != Bf16Gemm::widen_eigen && onednn_gemm(MatmulInput::f32, s, w.a.data(), w.b.data(), c)) return;
   gemm_f32(s, w.a.data(), w.b.data(), c);
 }
 

@@ -14,6 +14,7 @@ bool onednn_available();    // the build has oneDNN
 bool onednn_native_bf16();  // and the CPU has bf16 dot-product instructions
 std::string onednn_report();
 size_t onednn_primitives_created();  // so far, by this process (tests: none in a steady step)
+size_t onednn_primitives_rejected();  // made but wrong on their self-check, so never used
 
 // Element type of the operands; the result is always f32.
 enum class MatmulInput : uint8_t { f32, bf16 };

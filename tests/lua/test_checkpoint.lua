@@ -317,7 +317,7 @@ function T.kill_9_while_writing_leaves_a_loadable_checkpoint()
   end
   local distinct = 0
   for _ in pairs(steps_seen) do distinct = distinct + 1 end
-  check.is_true(distinct >= rounds // 2, "the writers made progress: " .. distinct .. " distinct checkpoints")
+  check.is_true(distinct >= 5, "the writers made progress: " .. distinct .. " distinct checkpoints")
   rmdir(dir)
 end
 

@@ -211,9 +211,15 @@ TEST_CASE("bf16 dot gradients are bf16 for bf16 operands and close to the f32 on
     g.outputs = gradients(g, loss, wrt);
     return g;
   };
-  for (int flags = 0; flags < 4; ++flags) {
+  // Batched: two threads run the same primitive at once, each needing its own scratchpad
+  // (a shared one gave wrong gradients now and then); repeated to catch such races.
+  Ways ways;
+  for (int rep = 0; rep < 4 * 60; ++rep) {
+    const int flags = rep % 4;
     const bool ta = flags & 1, tb = flags & 2;
-    INFO("ta " << ta << " tb " << tb);
+    const Bf16Gemm way = ways.all[size_t(rep / 4) % ways.all.size()];
+    set_bf16_gemm(way);
+    INFO("ta " << ta << " tb " << tb << " " << bf16_gemm_name(way));
     Graph g16 = build(true, ta, tb), g32 = build(false, ta, tb);
     REQUIRE(verify_graph(g16).empty());
     CHECK(g16.at(g16.outputs[0]).dtype == DType::f32);  // the f32 variables
