@@ -160,24 +160,32 @@ void Executable::plan(const CompileOptions& options) {
     }
   }
 
-  std::vector<bool> planned(count, false);
-  for (NodeId n : order) planned[size_t(n)] = owner[size_t(n)] == n && !is_output[size_t(n)];
+  // Replicas run their steps concurrently, each at its own pace: a value they all read (an
+  // invariant one, an all_reduce result) gets an arena of its own, or replica 0 could reuse its
+  // space while another replica still reads it.
+  auto shared = [&](NodeId n) { return replicas_ > 1 && (invariant_[size_t(n)] || g.at(n).op == Op::all_reduce); };
+  std::vector<bool> planned(count, false), planned_shared(count, false);
+  for (NodeId n : order)
+    (shared(n) ? planned_shared : planned)[size_t(n)] = owner[size_t(n)] == n && !is_output[size_t(n)];
   plan_ = plan_memory(g, order, planned, last_use);
+  shared_plan_ = plan_memory(g, order, planned_shared, last_use);
   std::vector<size_t> offset(count, 0);
-  for (const Buffer& b : plan_.buffers) offset[size_t(b.node)] = b.offset;
+  for (const MemoryPlan* mp : {&plan_, &shared_plan_})
+    for (const Buffer& b : mp->buffers) offset[size_t(b.node)] = b.offset;
 
   phases_.assign(size_t(phases), Phase{});
   for (NodeId n : order) {
     Step st{n, Step::Place::fresh};
     if (owner[size_t(n)] != n) st.place = Step::Place::alias;
     else if (planned[size_t(n)]) st.place = Step::Place::arena, st.offset = offset[size_t(n)];
+    else if (planned_shared[size_t(n)]) st.place = Step::Place::shared, st.offset = offset[size_t(n)];
     else if (donated_into[size_t(n)] >= 0) st.place = Step::Place::donated, st.arg = donated_into[size_t(n)];
     Phase& ph = phases_[size_t(phase[size_t(n)])];
     (group(n) == 0 ? ph.once : group(n) == 1 ? ph.each : ph.reduce).push_back(st);
     kernels_ += st.place == Step::Place::alias ? 0 : 1;
   }
 
-  hbm_bytes_ = plan_.peak_tpu_bytes;
+  hbm_bytes_ = plan_.peak_tpu_bytes + shared_plan_.peak_tpu_bytes;
   for (NodeId p : g.params) hbm_bytes_ += tpu_padded_bytes(g.at(p).dtype, g.at(p).shape);
   for (NodeId o : g.outputs)
     if (!is_leaf(g.at(o).op) && donated_into[size_t(o)] < 0) hbm_bytes_ += tpu_padded_bytes(g.at(o).dtype, g.at(o).shape);
@@ -232,6 +240,7 @@ void Executable::run_step(const Step& s, std::vector<Tensor>& values, std::span<
   switch (s.place) {
     case Step::Place::alias: out = values[size_t(node.in[0])].reshaped(node.shape); return;
     case Step::Place::arena: out = Tensor::borrow(node.dtype, node.shape, arenas_[size_t(replica)].raw() + s.offset); break;
+    case Step::Place::shared: out = Tensor::borrow(node.dtype, node.shape, shared_arena_.raw() + s.offset); break;
     case Step::Place::donated: out = args[size_t(s.arg)].view(node.dtype, node.shape); break;
     case Step::Place::fresh:
       out = results[size_t(s.node)].raw() && !invariant_[size_t(s.node)]
@@ -250,8 +259,11 @@ std::vector<Tensor> Executable::run(std::span<const Tensor> args) const {
   if (args.size() != g.params.size())
     throw Error("'" + g.name + "' takes " + std::to_string(g.params.size()) + " arguments, got " + std::to_string(args.size()));
   if (arenas_.size() != size_t(R)) arenas_.assign(size_t(R), Tensor());
-  for (Tensor& a : arenas_)
-    if (a.bytes() < plan_.arena_bytes || !a.raw()) a = Tensor(DType::u8, {int64_t(std::max<size_t>(plan_.arena_bytes, 1))}, Tensor::Uninitialized{});
+  auto ensure = [](Tensor& a, size_t bytes) {
+    if (a.bytes() < bytes || !a.raw()) a = Tensor(DType::u8, {int64_t(std::max<size_t>(bytes, 1))}, Tensor::Uninitialized{});
+  };
+  for (Tensor& a : arenas_) ensure(a, plan_.arena_bytes);
+  if (shared_plan_.arena_bytes > 0) ensure(shared_arena_, shared_plan_.arena_bytes);
 
   std::vector<std::vector<Tensor>> values(size_t(R), std::vector<Tensor>(g.nodes.size()));
   for (size_t i = 0; i < args.size(); ++i) {
@@ -290,8 +302,8 @@ std::vector<Tensor> Executable::run(std::span<const Tensor> args) const {
       std::vector<const Tensor*> parts;
       for (int r = 0; r < R; ++r) parts.push_back(&values[size_t(r)][size_t(node.in[0])]);
       Tensor& out = values[0][size_t(s.node)];
-      out = s.place == Step::Place::arena ? Tensor::borrow(node.dtype, node.shape, arenas_[0].raw() + s.offset)
-                                          : Tensor(node.dtype, node.shape, Tensor::Uninitialized{});
+      out = s.place == Step::Place::shared ? Tensor::borrow(node.dtype, node.shape, shared_arena_.raw() + s.offset)
+                                           : Tensor(node.dtype, node.shape, Tensor::Uninitialized{});
       combine_replicas(parts, out);
       if (cross_process_reduce) cross_process_reduce(node, out);
       if (node.attrs.axis == 1) divide_by_count(out, int64_t(R) * cross_process_count);

@@ -42,8 +42,10 @@ class Executable {
   bool output_per_replica(size_t i) const { return !invariant_[size_t(graph_.outputs[i])]; }
 
   const Graph& graph() const { return graph_; }
+  // Per-replica intermediates, and (several replicas only) the values every replica reads.
   const MemoryPlan& memory_plan() const { return plan_; }
-  size_t planned_bytes() const { return plan_.arena_bytes; }
+  const MemoryPlan& shared_memory_plan() const { return shared_plan_; }
+  size_t planned_bytes() const { return plan_.arena_bytes + shared_plan_.arena_bytes; }
   size_t num_kernels() const { return kernels_; }
   // Parameters whose buffers receive a result.
   const std::vector<int32_t>& donated_args() const { return donated_args_; }
@@ -54,8 +56,8 @@ class Executable {
  private:
   struct Step {
     NodeId node;
-    enum class Place : uint8_t { arena, fresh, alias, donated } place;
-    size_t offset = 0;   // arena
+    enum class Place : uint8_t { arena, shared, fresh, alias, donated } place;
+    size_t offset = 0;   // arena or shared
     int32_t arg = -1;    // donated: the parameter index
   };
   // Steps between two rounds of all_reduce: the replica-invariant ones run once, then the
@@ -74,10 +76,11 @@ class Executable {
   int replicas_ = 1;
   std::vector<bool> invariant_;  // per node: the same on every replica
   std::vector<bool> sharded_;    // per parameter
-  MemoryPlan plan_;
+  MemoryPlan plan_, shared_plan_;
   std::vector<int32_t> donated_args_;
   size_t hbm_bytes_ = 0;
   mutable std::vector<Tensor> arenas_;  // one per replica, allocated on first run
+  mutable Tensor shared_arena_;
 };
 
 // Set by a multi-worker runtime: combines an all_reduce result (already summed over this

@@ -59,8 +59,9 @@ std::vector<Held> held_buffers(const Executable& exe) {
     const Node& p = g.at(g.params[i]);
     all.push_back({type_str(p.dtype, p.shape), "argument " + std::to_string(i + 1), tpu_padded_bytes(p.dtype, p.shape)});
   }
-  for (const Buffer& b : exe.memory_plan().buffers)
-    all.push_back({type_str(g.at(b.node).dtype, g.at(b.node).shape), where(b.node), b.tpu_bytes});
+  for (const MemoryPlan* plan : {&exe.memory_plan(), &exe.shared_memory_plan()})
+    for (const Buffer& b : plan->buffers)
+      all.push_back({type_str(g.at(b.node).dtype, g.at(b.node).shape), where(b.node), b.tpu_bytes});
   std::stable_sort(all.begin(), all.end(), [](const Held& a, const Held& b) { return a.bytes > b.bytes; });
   return all;
 }

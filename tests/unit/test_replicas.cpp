@@ -85,3 +85,37 @@ TEST_CASE("replicated results do not depend on the thread count") {
   set_num_threads(0);
   CHECK(std::memcmp(one.raw(), two.raw(), one.bytes()) == 0);
 }
+
+TEST_CASE("a value every replica reads is not overwritten by a replica that runs ahead") {
+  // v = exp(w) is computed once and read by every replica early on; replica 0 then frees and
+  // reuses buffers of v's size while later replicas have yet to read v.
+  auto build = [] {
+    Graph g;
+    NodeId w = g.parameter(DType::f32, {2, 64});
+    NodeId x = g.parameter(DType::f32, {2, 64});  // one replica's rows
+    NodeId v = g.add(Op::exp, {w});
+    NodeId a = g.binary(Op::mul, x, v);
+    for (Op op : {Op::tanh, Op::exp, Op::neg, Op::exp, Op::tanh, Op::neg}) a = g.add(op, {a});
+    g.outputs = {g.reduce(a, {0, 1}, ReduceKind::sum)};
+    return g;
+  };
+  CompileOptions o;
+  o.replicas = 4;
+  o.sharded = {false, true};
+  o.optimize = false;  // keep every step its own buffer
+  Executable exe = Executable::compile(build(), o);
+  Tensor w(DType::f32, {2, 64}), x(DType::f32, {8, 64});
+  for (int64_t i = 0; i < w.size(); ++i) w.set(i, 0.01 * double(i % 7));
+  for (int64_t i = 0; i < x.size(); ++i) x.set(i, 0.02 * double(i % 11) - 0.1);
+  CompileOptions one;
+  one.optimize = false;
+  Executable single = Executable::compile(build(), one);
+  for (int run = 0; run < 3; ++run) {
+    std::vector<Tensor> r = exe.run(std::vector<Tensor>{w, x});
+    REQUIRE(r[0].shape() == Shape{4});
+    for (int rep = 0; rep < 4; ++rep) {
+      Tensor rows = x.rows(2 * rep, 2);
+      CHECK(r[0].get(rep) == single.run(std::vector<Tensor>{w, rows})[0].get(0));
+    }
+  }
+}
