@@ -2,6 +2,7 @@
 -- Expect about 0.86 test accuracy, and the same losses on every run.
 --
 --   tputrain scripts/fashion_mnist_mlp.lua
+--   tputrain --cores 8 scripts/fashion_mnist_mlp.lua    (8 simulated TPU cores, same global batch)
 local tpu = require "tpu"
 local nn, optim, data = tpu.nn, tpu.optim, tpu.data
 
@@ -13,16 +14,21 @@ local train = data.fashion_mnist("train")
   :map(scale)
 local test = data.fashion_mnist("test"):batch(1000):map(scale)
 
-local model = nn.Sequential {
-  nn.Flatten(),
-  nn.Dense(512, {activation = "relu"}),
-  nn.Dense(512, {activation = "relu"}),
-  nn.Dense(10),
-}
-model:compile {
-  optimizer = optim.Adam {lr = 1e-3},
-  loss = "sparse_categorical_crossentropy",
-  metrics = {"accuracy"},
-}
+local strategy = tpu.strategy.auto()  -- TPU{cores = N} with --cores N, else one core
+local model
+do
+  local _ <close> = strategy:scope()
+  model = nn.Sequential {
+    nn.Flatten(),
+    nn.Dense(512, {activation = "relu"}),
+    nn.Dense(512, {activation = "relu"}),
+    nn.Dense(10),
+  }
+  model:compile {
+    optimizer = optim.Adam {lr = 1e-3},
+    loss = "sparse_categorical_crossentropy",
+    metrics = {"accuracy"},
+  }
+end
 model:fit(train, {epochs = 2, validation_data = test})
 print(string.format("test accuracy: %.4f", model:evaluate(test, {verbose = 0}).accuracy))

@@ -1,6 +1,9 @@
 -- Metrics in partial-sums form, so a data set's value is exact whatever the batching:
--- metric.partial(y_true, y_pred) -> numerator, denominator (scalar tensors); the value is
--- sum(numerators) / sum(denominators). Calling a metric gives the batch value directly:
+-- metric.partial(y_true, y_pred [, weights]) -> numerator, denominator (scalar tensors); the
+-- value is sum(numerators) / sum(denominators). `weights` ([batch] f32: 1 for an example, 0
+-- for a row fit padded a partial batch with) is given to partial functions that take a third
+-- parameter; fit refuses to pad a batch for a metric whose partial does not. Calling a metric
+-- gives the batch value directly:
 --
 --   metrics.accuracy(labels, logits)   -- scalar f32 tensor
 --   model:compile{metrics = {"accuracy"}, ...}
@@ -24,21 +27,30 @@ Metric.__call = function(self, y_true, y_pred)
 end
 Metric.__tostring = function(self) return "metrics." .. self.name end
 
--- metrics.define{name = "my_metric", partial = function(y_true, y_pred) return num, den end}
+-- metrics.define{name = "my_metric", partial = function(y_true, y_pred, weights) return num, den end}
 function M.define(spec)
   if type(spec) ~= "table" or type(spec.name) ~= "string" or type(spec.partial) ~= "function" then
     util.fail("metrics.define needs {name = <string>, partial = <function>}, got %s", util.show(spec))
   end
-  return setmetatable({name = spec.name, partial = spec.partial, configure = spec.configure}, Metric)
+  local weighted = debug.getinfo(spec.partial, "u").nparams >= 3
+  return setmetatable({name = spec.name, partial = spec.partial, configure = spec.configure,
+                       weighted = weighted}, Metric)
 end
 
-local function count(t)
-  local tpu = require "tpu"
-  return tpu.tensor(util.numel(t.shape), {dtype = "f32"})
+-- Sum of v (leading axis: examples) and its element count, each example weighted.
+local function weighted_sum(v, weights)
+  if not weights then
+    local tpu = require "tpu"
+    return v:sum(), tpu.tensor(util.numel(v.shape), {dtype = "f32"})
+  end
+  local shape = {v.shape[1]}
+  for i = 2, v.ndim do shape[i] = 1 end
+  local per_row = util.numel(v.shape) // math.max(v.shape[1], 1)
+  return (v * weights:reshape(shape)):sum(), weights:sum() * per_row
 end
 
 -- Class labels (0-based ids, any integer dtype) against scores: argmax over the last axis.
-M.accuracy = M.define {name = "accuracy", partial = function(y_true, y_pred)
+M.accuracy = M.define {name = "accuracy", partial = function(y_true, y_pred, weights)
   local pred = y_pred:argmax(-1)
   local labels = y_true
   if labels.ndim == y_pred.ndim and labels.shape[labels.ndim] == 1 then
@@ -49,7 +61,7 @@ M.accuracy = M.define {name = "accuracy", partial = function(y_true, y_pred)
     util.fail("accuracy: labels %s do not match predictions %s",
       util.describe(y_true), util.describe(y_pred))
   end
-  return pred:eq(labels):cast("f32"):sum(), count(labels)
+  return weighted_sum(pred:eq(labels):cast("f32"), weights)
 end}
 
 -- Integer labels (any integer dtype, 0-based) as [batch] or [batch, 1].
@@ -69,13 +81,13 @@ end
 -- Whether the true class is among the k highest scores: fewer than k classes score strictly
 -- higher than it (ties count in its favour).
 local function top_k(k)
-  return M.define {name = "top_k_accuracy", partial = function(y_true, y_pred)
+  return M.define {name = "top_k_accuracy", partial = function(y_true, y_pred, weights)
     local labels = class_labels("top_k_accuracy", y_true, y_pred)
     local scores = y_pred:cast("f32")
     local depth = y_pred.shape[y_pred.ndim]
     local true_score = (scores * labels:one_hot(depth)):sum(-1, true)
     local above = scores:gt(true_score):cast("f32"):sum(-1)
-    return above:lt(k):cast("f32"):sum(), count(labels)
+    return weighted_sum(above:lt(k):cast("f32"), weights)
   end, configure = function(opts)
     util.check_options({__name = "top_k_accuracy"}, opts, {"k"})
     if not util.is_positive_integer(opts.k) then
@@ -88,9 +100,9 @@ end
 -- metrics.top_k_accuracy (k = 5, as Keras), metrics.top_k_accuracy{k = 3}.
 M.top_k_accuracy = top_k(5)
 
-M.mse = M.define {name = "mse", partial = function(y_true, y_pred)
+M.mse = M.define {name = "mse", partial = function(y_true, y_pred, weights)
   local d = y_pred:cast("f32") - y_true:cast("f32")
-  return d:square():sum(), count(d)
+  return weighted_sum(d:square(), weights)
 end}
 
 -- A metric from a name, a metric object, or a function(y_true, y_pred) -> batch mean.

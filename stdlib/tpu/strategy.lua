@@ -65,18 +65,20 @@ end
 
 function M.current() return current end
 
+-- Fails unless a global batch of n examples splits evenly across the replicas.
+function Strategy:check_batch(n)
+  local R = self.num_replicas_in_sync
+  if n and n > 0 and n % R == 0 then return end
+  local lo, hi = (n or 0) // R * R, ((n or 0) + R - 1) // R * R
+  if hi == 0 then hi = R end
+  fail("the global batch %s does not divide by the %d cores of %s; use a batch of %s (a multiple of %d)",
+    tostring(n), R, tostring(self), lo > 0 and (lo .. " or " .. hi) or tostring(hi), R)
+end
+
 -- Marks a global batch tensor (or table of them) to be split across the replicas. With
 -- several workers, each keeps the rows of its own replicas.
 function Strategy:shard(value)
-  local R = self.num_replicas_in_sync
-  local function check(t)
-    local n = t.shape[1]
-    if not n or n % R ~= 0 then
-      local lo, hi = (n or 0) // R * R, ((n or 0) + R - 1) // R * R
-      fail("the global batch %s does not divide by the %d cores of %s; use a batch of %s (a multiple of %d)",
-        tostring(n), R, tostring(self), lo > 0 and (lo .. " or " .. hi) or tostring(hi), R)
-    end
-  end
+  local function check(t) self:check_batch(t.shape[1]) end
   if core.is_tensor(value) then check(value) else for _, t in ipairs(jit.flatten(value)) do check(t) end end
   if self.workers > 1 then
     local function mine(t)
@@ -129,6 +131,8 @@ end
 -- the number of cores; fit pads and masks a partial last batch itself).
 function Strategy:distribute(ds)
   local strategy = self
+  local spec = type(ds.element_spec) == "function" and ds:element_spec()
+  if type(spec) == "table" and spec.shape and (spec.shape[1] or -1) > 0 then self:check_batch(spec.shape[1]) end
   return {
     iter = function()
       local it = ds:iter()

@@ -76,7 +76,8 @@ function T.regularizer_errors()
 end
 
 function T.custom_layer_with_state_and_regularizer()
-  -- a layer that counts the examples it saw in training, in a non-trainable weight
+  -- a layer that counts the examples it saw in training, in a non-trainable weight (fit pads
+  -- the partial last batch: ctx.sample_weight is 1 for a real example, 0 for a padding row)
   local Counter = nn.Module:extend("Counter")
   function Counter:build(input_shape)
     self:add_weight {name = "seen", shape = {}, initializer = "zeros", trainable = false}
@@ -84,7 +85,7 @@ function T.custom_layer_with_state_and_regularizer()
                      regularizer = nn.regularizers.l2(0.01)}
   end
   function Counter:call(x, ctx)
-    if ctx.training then self:update_state(ctx, "seen", self.seen + x.shape[1]) end
+    if ctx.training then self:update_state(ctx, "seen", self.seen + ctx.sample_weight:sum()) end
     return x * self.scale
   end
   local c = Counter()

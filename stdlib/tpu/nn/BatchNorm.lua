@@ -5,15 +5,19 @@
 -- The moving statistics are non-trainable weights; the train step returns their new values
 -- (see update_state in nn.Module) and fit stores them. A layer with trainable = false always
 -- runs in inference mode (as Keras does for fine-tuning).
+-- Rows that pad a partial batch (ctx.sample_weight 0) take no part in the statistics. Under a
+-- strategy each core normalizes with the statistics of its own rows, and the moving averages
+-- move by those of every core's rows (so they stay the same on every core); `sync = true`
+-- normalizes with the statistics of the whole global batch instead.
 --
---   nn.BatchNorm()    nn.BatchNorm {momentum = 0.9, epsilon = 1e-5, center = false}
+--   nn.BatchNorm()    nn.BatchNorm {momentum = 0.9, epsilon = 1e-5, center = false, sync = true}
 local Module = require "tpu.nn.Module"
 local util = require "tpu.nn.util"
 
 local BatchNorm = Module:extend("BatchNorm")
 
 local options = util.options {"momentum", "epsilon", "center", "scale", "beta_initializer",
-                              "gamma_initializer"}
+                              "gamma_initializer", "sync"}
 
 function BatchNorm:__init(opts)
   opts = opts or {}
@@ -23,6 +27,7 @@ function BatchNorm:__init(opts)
   self.epsilon = util.check_positive("BatchNorm", "epsilon", opts.epsilon or 1e-3)
   self.center = util.flag("BatchNorm", opts, "center", true)
   self.scale = util.flag("BatchNorm", opts, "scale", true)
+  self.sync = util.flag("BatchNorm", opts, "sync", false)
   self.beta_initializer = util.initializer(opts, "BatchNorm", "beta_initializer", "zeros")
   self.gamma_initializer = util.initializer(opts, "BatchNorm", "gamma_initializer", "ones")
 end
@@ -41,15 +46,39 @@ function BatchNorm:build(input_shape)
   end
 end
 
+-- Weighted mean and (biased) variance over every axis but the last, with `reduce` summing
+-- the sums over the cores (or not).
+local function statistics(xf, axes, rows, count, reduce)
+  local total = reduce(count):maximum(1)
+  local mean = reduce(rows and (xf * rows):sum(axes) or xf:sum(axes)) / total
+  local sq = (xf - mean):square()
+  local var = reduce(rows and (sq * rows):sum(axes) or sq:sum(axes)) / total
+  return mean, var
+end
+
+local function identity(v) return v end
+
 -- Batch statistics over every axis but the last, and the moving averages' new values.
 function BatchNorm:batch_statistics(xf, ctx)
-  local axes = {}
+  local axes, shape = {}, {xf.shape[1]}
   for i = 1, xf.ndim - 1 do axes[i] = i end
-  local mean = xf:mean(axes)
-  local var = (xf - mean):square():mean(axes)
+  for i = 2, xf.ndim do shape[i] = 1 end
+  local w = ctx.sample_weight
+  local rows = w and w:reshape(shape)
+  local per_row = util.numel(xf.shape) // (xf.shape[1] * xf.shape[xf.ndim])
+  local count = (w and w:sum() or require("tpu").tensor(xf.shape[1] + 0.0)) * per_row
+  local mean, var = statistics(xf, axes, rows, count, identity)  -- this core's rows
+  local moving_mean, moving_var = mean, var
+  local reduce = ctx.cross_replica
+  if reduce then  -- every core's rows
+    local all_mean, all_var = statistics(xf, axes, rows, count, reduce)
+    moving_mean = all_mean
+    moving_var = self.sync and all_var or reduce(var * count) / reduce(count):maximum(1)
+    if self.sync then mean, var = all_mean, all_var end
+  end
   local m = self.momentum
-  self:update_state(ctx, "moving_mean", self.moving_mean * m + mean * (1 - m))
-  self:update_state(ctx, "moving_variance", self.moving_variance * m + var * (1 - m))
+  self:update_state(ctx, "moving_mean", self.moving_mean * m + moving_mean * (1 - m))
+  self:update_state(ctx, "moving_variance", self.moving_variance * m + moving_var * (1 - m))
   return mean, var
 end
 
@@ -60,7 +89,7 @@ function BatchNorm:call(x, ctx)
   local y = (xf - mean) * (var + self.epsilon):rsqrt()
   if self.scale then y = y * util.cast_float(self.gamma, "f32") end
   if self.center then y = y + util.cast_float(self.beta, "f32") end
-  return util.cast_float(y, self:compute_dtype())
+  return util.cast_float(y, util.output_dtype(self.dtype_policy))
 end
 
 function BatchNorm:compute_output_shape(input_shape)

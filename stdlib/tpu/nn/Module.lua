@@ -17,7 +17,10 @@
 -- ctx, the second argument of call: `ctx.training` (bool), `ctx.key` (a tpu.random key; use
 -- `self:random_key(ctx)` for a fresh key derived from it), `ctx.updates` (set by the train step:
 -- `self:update_state(ctx, name, value)` records a new value of a non-trainable weight, as
--- BatchNorm does for its moving statistics; fit writes it back after the step).
+-- BatchNorm does for its moving statistics; fit writes it back after the step),
+-- `ctx.sample_weight` (train step: [batch] f32, 1 for an example and 0 for a row that pads a
+-- partial batch to the static size; statistics over the batch must weigh rows by it) and
+-- `ctx.cross_replica` (sums a tensor over the cores of a replicated step; nil on one core).
 -- Called on symbolic tensors (nn.Input), a layer records a node of a functional model instead.
 local class = require "tpu.class"
 local util = require "tpu.nn.util"

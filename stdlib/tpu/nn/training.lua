@@ -17,6 +17,14 @@
 -- Several outputs (functional models): `loss` is one loss for every output or a list with one
 -- per output (plus optional `loss_weights`); metrics apply to every output (named
 -- <output>_<metric>) unless given as a list of lists, one per output.
+--
+-- Strategies: a model compiled inside `strategy:scope()` trains replicated on the strategy's
+-- cores. Each core takes its rows of the global batch (which must divide by the cores), the
+-- loss is the sum over the global batch of per-example losses divided by the global example
+-- count, gradients and statistics are summed across the cores in a fixed order, and every core
+-- applies the same update. Every step also takes per-example weights: 1 for an example, 0 for
+-- the rows a partial last batch is padded with to the static batch size, so it neither
+-- recompiles nor changes the losses, metrics or gradients.
 local util = require "tpu.nn.util"
 local History = require "tpu.nn.History"
 local Progbar = require "tpu.nn.Progbar"
@@ -41,17 +49,22 @@ local function output_names(model)
   return names
 end
 
--- One loss function(y, y_pred) over every output.
+-- One loss function(y, y_pred) over every output, and whether it returns per-example losses
+-- ([batch]; every loss is a built-in one) rather than the batch mean (a loss of the user's).
 local function total_loss(spec, names)
-  local get = require("tpu.losses").get
-  local list = {}
-  for i, l in ipairs(is_list(spec.loss) and spec.loss or {spec.loss}) do list[i] = get(l) end
+  local losses = require "tpu.losses"
+  local list, per_example = {}, true
+  for i, l in ipairs(is_list(spec.loss) and spec.loss or {spec.loss}) do
+    local fn = losses.get(l)
+    list[i] = losses.per_example(fn) or fn
+    per_example = per_example and losses.per_example(fn) ~= nil
+  end
   local weights = spec.loss_weights or {}
   local n = names and #names or 1
   if is_list(spec.loss) and #list ~= n then
     util.fail("compile: %d losses for a model with %d output%s", #list, n, n == 1 and "" or "s")
   end
-  if not names then return list[1] end
+  if not names then return list[1], per_example end
   return function(y, y_pred)
     if not is_list(y) or #y ~= #y_pred then
       util.fail("the model has %d outputs but the targets are %s; give one target per output: "
@@ -63,7 +76,7 @@ local function total_loss(spec, names)
       total = total and total + l or l
     end
     return total
-  end
+  end, per_example
 end
 
 -- Metric objects; with several outputs, one per (output, metric) named <output>_<metric>.
@@ -77,8 +90,8 @@ local function metric_list(spec, names)
   for o, name in ipairs(names) do
     for _, m in ipairs(per_output and (spec[o] or {}) or spec) do
       local metric = get(m)
-      out[#out + 1] = {name = name .. "_" .. metric.name,
-                       partial = function(y, y_pred) return metric.partial(y[o], y_pred[o]) end}
+      out[#out + 1] = {name = name .. "_" .. metric.name, weighted = metric.weighted,
+                       partial = function(y, y_pred, w) return metric.partial(y[o], y_pred[o], w) end}
     end
   end
   return out
@@ -95,11 +108,14 @@ function M:compile(spec)
     util.fail("compile: metrics must be a list, e.g. {\"accuracy\"}, got %s", util.show(spec.metrics))
   end
   local names = output_names(self)
+  local strategy = require "tpu.strategy"
+  local loss, per_example = total_loss(spec, names)
   self.compiled = {
     optimizer = require("tpu.optim").get(spec.optimizer),
-    loss = total_loss(spec, names),
+    loss = loss, per_example_loss = per_example,
     metrics = metric_list(spec.metrics or {}, names),
-    steps = {},
+    strategy = strategy.current() or strategy.default(),
+    steps = {}, static_batch = {}, ones = {},
   }
   self.optimizer_state = nil
 end
@@ -217,24 +233,35 @@ local function f32(x)
   return x.dtype == "f32" and x or x:cast("f32")
 end
 
--- One f32 vector: loss sum, example count, then (numerator, denominator) per metric.
-local function batch_stats(c, loss, y, y_pred)
+local function replicas(c) return c.strategy.num_replicas_in_sync end
+
+-- Sums over the cores of a replicated step (the identity on one core).
+local function cross_replica(c)
+  if replicas(c) == 1 then return function(x) return x end end
+  return function(x) return tpu().all_reduce(x) end
+end
+
+-- The sum over this core's examples of their weighted losses. A loss of the user's gives the
+-- batch mean: it counts once per example (fit pads no batch for it).
+local function loss_sum(c, y, y_pred, w)
+  local loss = c.loss(y, y_pred)
+  if c.per_example_loss then return (f32(loss) * w):sum() end
+  return f32(loss) * w.shape[1]
+end
+
+-- One f32 vector summed over the cores: loss sum (with the regularizers' penalty once per
+-- example), example count, then (numerator, denominator) per metric.
+local function batch_stats(c, aux, y, w)
   local t = tpu()
-  local n = (util.is_tensor(y_pred) and y_pred or y_pred[1]).shape[1]
-  local parts = {f32(loss) * n, t.tensor(n, {dtype = "f32"})}
+  local count = w:sum()
+  local loss = aux.reg and aux.sum + f32(aux.reg) * count or aux.sum
+  local parts = {loss, count}
   for _, m in ipairs(c.metrics) do
-    local num, den = m.partial(y, y_pred)
+    local num, den = m.partial(y, aux.y_pred, m.weighted and w or nil)
     parts[#parts + 1] = f32(num)
     parts[#parts + 1] = f32(den)
   end
-  return t.stack(parts, 1)
-end
-
--- The loss with the weight regularizers' penalties.
-local function full_loss(model, c, y, y_pred)
-  local loss = c.loss(y, y_pred)
-  local reg = model:regularization_loss()
-  return reg and loss + reg or loss
+  return cross_replica(c)(t.stack(parts, 1))
 end
 
 -- The non-trainable weights after a step: the values layers recorded, else unchanged.
@@ -244,28 +271,37 @@ local function new_state(model, layout, frozen, updates)
   return out
 end
 
+-- The objective each core differentiates: its share of the global mean loss, plus its share
+-- of the regularizers' penalty, so the gradients summed over the cores are the full ones.
 local function make_train_step(model, c, layout)
-  local t = tpu()
-  local function loss_of(tparams, frozen, x, y, key)
+  local t, reduce, R = tpu(), cross_replica(c), replicas(c)
+  local function loss_of(tparams, frozen, x, y, w, key, count)
     model:set_parameters(merge(layout, tparams, frozen))
-    local ctx = {training = true, key = key, updates = {}}
+    local ctx = {training = true, key = key, updates = {}, sample_weight = w,
+                 cross_replica = R > 1 and reduce or nil}
     local y_pred = model(x, ctx)
-    return full_loss(model, c, y, y_pred),
-           {y_pred = y_pred, state = new_state(model, layout, frozen, ctx.updates)}
+    local aux = {y_pred = y_pred, sum = loss_sum(c, y, y_pred, w), reg = model:regularization_loss(),
+                 state = new_state(model, layout, frozen, ctx.updates)}
+    local objective = aux.sum / count
+    if aux.reg then objective = objective + (R > 1 and aux.reg / R or aux.reg) end
+    return objective, aux
   end
   local grad_fn = t.value_and_grad(loss_of, {argnums = 1, has_aux = true, name = "train_step.grad"})
-  return t.jit(function(tparams, opt_state, frozen, x, y, key)
-    local loss, aux, grads = with_params(model, model:parameters(), grad_fn, tparams, frozen, x, y, key)
+  return t.jit(function(tparams, opt_state, frozen, x, y, w, key)
+    local count = reduce(w:sum())
+    local _, aux, grads = with_params(model, model:parameters(), grad_fn, tparams, frozen, x, y, w, key, count)
+    for i, g in ipairs(grads) do grads[i] = reduce(g) end
     local new_params, new_opt_state = c.optimizer:update(tparams, grads, opt_state)
-    return new_params, new_opt_state, aux.state, batch_stats(c, loss, y, aux.y_pred)
+    return new_params, new_opt_state, aux.state, batch_stats(c, aux, y, w)
   end, {name = "train_step", donate_argnums = {1, 2}})
 end
 
 local function make_eval_step(model, c)
-  return tpu().jit(function(params, x, y)
+  return tpu().jit(function(params, x, y, w)
     return with_params(model, params, function()
       local y_pred = model(x, {training = false})
-      return batch_stats(c, full_loss(model, c, y, y_pred), y, y_pred)
+      local aux = {y_pred = y_pred, sum = loss_sum(c, y, y_pred, w), reg = model:regularization_loss()}
+      return batch_stats(c, aux, y, w)
     end)
   end, {name = "eval_step"})
 end
@@ -288,6 +324,73 @@ local function step_fn(model, c, kind)
     end
   end
   return c.steps[kind]
+end
+
+---------------------------------------------------------------- static batches, cores
+
+-- Rows of a batch: the leading dimension of its first tensor.
+local function batch_rows(v)
+  local leaves = require("tpu.jit").flatten(v)
+  return leaves[1] and leaves[1].shape[1]
+end
+
+-- Every tensor of v grown to `size` rows with zero rows.
+local function pad_rows(v, size)
+  local t, jit = tpu(), require "tpu.jit"
+  local leaves, spec = jit.flatten(v)
+  for i, x in ipairs(leaves) do
+    local shape = {table.unpack(x.shape)}
+    shape[1] = size - shape[1]
+    if shape[1] > 0 then leaves[i] = t.concat({x, t.zeros(shape, {dtype = x.dtype})}, 1) end
+  end
+  return jit.unflatten(spec, leaves)
+end
+
+-- Why a partial batch cannot be padded and masked, or nil.
+local function padding_blocker(c)
+  if not c.per_example_loss then return "the loss is a function that returns the batch mean" end
+  for _, m in ipairs(c.metrics) do
+    if not m.weighted then return "metric '" .. m.name .. "' takes no per-example weights" end
+  end
+end
+
+-- x, y at the static batch size of `kind` (the largest seen), padded with zero rows, and the
+-- per-example weights (1 real, 0 padding).
+local function static_batch(c, kind, x, y)
+  local t, n = tpu(), batch_rows(x)
+  local size = c.static_batch[kind]
+  if not size or n > size then size = n; c.static_batch[kind] = n end
+  if n == size then
+    c.ones[size] = c.ones[size] or t.ones {size}
+    return x, y, c.ones[size]
+  end
+  local why = padding_blocker(c)
+  if why then
+    util.fail("a partial batch of %d examples (the others have %d) is padded to %d and masked, but %s; "
+      .. "use batch(n, {drop_remainder = true}), or define the metric with "
+      .. "partial = function(y_true, y_pred, weights)", n, size, size, why)
+  end
+  return pad_rows(x, size), pad_rows(y, size), t.concat({t.ones {n}, t.zeros {size - n}}, 1)
+end
+
+-- Per-core results (the cores disagree: a layer's state of its own batch rows) averaged.
+local function agreed(s, v)
+  if require("tpu.strategy").PerReplica.is_instance(v) then return s:reduce("mean", v) end
+  if type(v) ~= "table" then return v end
+  local out = {}
+  for k, x in pairs(v) do out[k] = agreed(s, x) end
+  return out
+end
+
+-- Runs a step on the strategy's cores: the arguments at positions `sharded` (the batch) are
+-- split across them, the others replicated.
+local function run_step(c, step, sharded, ...)
+  if replicas(c) == 1 then return step(...) end
+  local s, args = c.strategy, table.pack(...)
+  for _, i in ipairs(sharded) do args[i] = s:shard(args[i]) end
+  local out = table.pack(s:run(step, table.unpack(args, 1, args.n)))
+  for i = 1, out.n do out[i] = agreed(s, out[i]) end
+  return table.unpack(out, 1, out.n)
 end
 
 ---------------------------------------------------------------- running sums
@@ -355,8 +458,9 @@ local function train_epoch(model, c, data, opts, bar, cbs)
     end
     local train = step_fn(model, c, "train")
     local tparams, frozen = split(c.layout, model:parameters())
+    local bx, by, w = static_batch(c, "train", x, y)
     local new_params, new_opt_state, state, stats =
-      train(tparams, model.optimizer_state, frozen, x, y, step_key(model))
+      run_step(c, train, {4, 5, 6}, tparams, model.optimizer_state, frozen, bx, by, w, step_key(model))
     model:set_parameters(merge(c.layout, new_params, state))
     model.optimizer_state = new_opt_state
     add_stats(sums, stats)
@@ -374,7 +478,8 @@ local function evaluate_sums(model, c, data, opts, bar)
   local sums, step = new_sums(c), 0
   for x, y in batches(data, opts.batch_size) do
     ensure_built(model, x)
-    local stats = step_fn(model, c, "eval")(model:parameters(), x, y)
+    local bx, by, w = static_batch(c, "eval", x, y)
+    local stats = run_step(c, step_fn(model, c, "eval"), {2, 3, 4}, model:parameters(), bx, by, w)
     add_stats(sums, stats)
     step = step + 1
     if bar then bar:update(step, (results(c, sums))) end
@@ -416,6 +521,7 @@ function M:fit(data, opts)
   for _, cb in ipairs(cbs) do
     if type(cb) == "table" and cb.model == nil then cb.model = self end
   end
+  if replicas(c) > 1 and is_dataset(data) then c.strategy:distribute(data) end  -- batch check
   callback(cbs, "on_train_begin", {})
   local steps = epoch_steps(data, opts)
   for epoch = 1, epochs do

@@ -1,0 +1,121 @@
+-- fit and evaluate under strategies: replicated training matches one core, a partial last batch
+-- is padded and masked exactly, batches that do not divide by the cores fail early, BatchNorm
+-- under replicas, and bitwise determinism across runs and host thread counts.
+local tpu = require "tpu"
+local check = require "check"
+local nn, optim, data = tpu.nn, tpu.optim, tpu.data
+
+local here = arg[0]:match("^(.*)/[^/]*$") or "."
+local exe = arg[-1] or "tputrain"
+
+local function problem(n)
+  local k = tpu.random.key(5)
+  local x = tpu.random.normal(k, {n, 6})
+  local y = (x:slice {{}, {1, 1}}:reshape {n} + x:slice {{}, {2, 2}}:reshape {n}):gt(0):cast("i32")
+  return x, y
+end
+
+-- A small classifier built (and compiled) under `cores` cores, with the same initial weights
+-- whatever the cores.
+local function model_on(cores, opts)
+  opts = opts or {}
+  nn.initializers.set_seed(3)
+  local s = tpu.strategy.TPU {cores = cores}
+  local _ <close> = s:scope()
+  local layers = {nn.Dense(8, {activation = "relu"})}
+  if opts.batchnorm then layers[#layers + 1] = nn.BatchNorm {sync = opts.sync} end
+  layers[#layers + 1] = nn.Dense(2)
+  local model = nn.Sequential(layers)
+  model:compile {optimizer = opts.optimizer or optim.SGD {lr = 0.1}, loss = "sparse_categorical_crossentropy",
+                 metrics = opts.metrics or {"accuracy"}}
+  return model
+end
+
+local function weights(model)
+  local out = {}
+  for _, p in ipairs(model:parameters()) do
+    for _, v in ipairs(p:reshape {-1}:totable()) do out[#out + 1] = v end
+  end
+  return out
+end
+
+local function fit(model, x, y, batch, epochs)
+  return model:fit(data.from_tensors {x, y}:batch(batch), {epochs = epochs or 1, verbose = 0})
+end
+
+return {
+  ["fit on 2 and 4 cores trains like 1 core at the same global batch"] = function()
+    local x, y = problem(64)
+    local one = model_on(1)
+    local h1 = fit(one, x, y, 16, 3)
+    for _, cores in ipairs {2, 4} do
+      local m = model_on(cores)
+      local h = fit(m, x, y, 16, 3)
+      check.near(weights(m), weights(one), 1e-5)
+      check.near(h.history.loss[3], h1.history.loss[3], 1e-5)
+      check.eq(h.history.accuracy[3], h1.history.accuracy[3])
+    end
+  end,
+
+  ["a partial last batch is padded and masked: weights and metrics as without padding"] = function()
+    local x, y = problem(13)
+    for _, cores in ipairs {1, 2} do
+      local padded = model_on(cores)
+      fit(padded, x, y, 8)  -- batches of 8 and 5 (padded to 8)
+      check.eq(padded.compiled.steps.train:stats().compiles, 1)
+      -- the reference trains on the same two batches unpadded, one compile per size
+      local ref = model_on(1)
+      fit(ref, x:slice {{1, 8}}, y:slice {{1, 8}}, 8)
+      ref:compile {optimizer = optim.SGD {lr = 0.1}, loss = "sparse_categorical_crossentropy"}
+      fit(ref, x:slice {{9, 13}}, y:slice {{9, 13}}, 5)
+      check.near(weights(padded), weights(ref), 1e-6)
+    end
+    local whole = model_on(1):evaluate(data.from_tensors {x, y}:batch(13), {verbose = 0})
+    local parts = model_on(2):evaluate(data.from_tensors {x, y}:batch(4), {verbose = 0})  -- 4, 4, 4, 1
+    check.near(parts.loss, whole.loss, 1e-6)
+    check.eq(parts.accuracy, whole.accuracy)
+  end,
+
+  ["a partial batch with a metric that takes no weights is refused, naming it"] = function()
+    local x, y = problem(13)
+    local m = model_on(1, {metrics = {function(yt, yp) return (yp:argmax(-1):eq(yt:cast("i32"))):cast("f32"):mean() end}})
+    check.raises(function() fit(m, x, y, 8) end,
+      "a partial batch of 5 examples (the others have 8) is padded to 8 and masked, but metric 'metric' takes no per-example weights")
+  end,
+
+  ["a global batch that does not divide by the cores fails at fit, before any step"] = function()
+    local x, y = problem(40)
+    local m = model_on(4)
+    check.raises(function() m:fit(data.from_tensors {x, y}:batch(10, {drop_remainder = true}), {verbose = 0}) end,
+      "the global batch 10 does not divide by the 4 cores of TPU{cores=4, version=\"v3\"}; use a batch of 8 or 12 (a multiple of 4)")
+    check.eq(m.compiled.steps.train, nil)
+  end,
+
+  ["BatchNorm on 2 cores: moving statistics agree; sync = true normalizes like 1 core"] = function()
+    local x, y = problem(32)
+    local one = model_on(1, {batchnorm = true})
+    fit(one, x, y, 16, 2)
+    local synced = model_on(2, {batchnorm = true, sync = true})
+    fit(synced, x, y, 16, 2)
+    check.near(weights(synced), weights(one), 1e-5)
+    local local_stats = model_on(2, {batchnorm = true})
+    fit(local_stats, x, y, 16, 2)
+    local bn = local_stats.modules[2]
+    check.eq(bn.moving_mean.shape, {8})  -- one copy, the same on every core
+    check.is_true(math.abs(weights(local_stats)[1] - weights(one)[1]) < 0.1)
+  end,
+
+  ["the same training is bitwise identical across runs and host thread counts"] = function()
+    local script = here .. "/fit_weights.lua"
+    local function run(threads)
+      local p = io.popen(string.format("%s --threads %d %s 2>&1", exe, threads, script))
+      local out = p:read("a")
+      p:close()
+      return out
+    end
+    local a, b, c = run(1), run(2), run(2)
+    check.is_true(a:find("weights ", 1, true) ~= nil, a)
+    check.eq(b, a)
+    check.eq(c, a)
+  end,
+}
