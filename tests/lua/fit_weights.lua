@@ -1,6 +1,7 @@
 -- Trains a small MLP with BatchNorm and Dropout on 4 cores with Adam, a partial last batch
 -- included, and prints the loss history and the weights with every bit (test_fit_strategy.lua
--- runs it with different --threads and compares the output).
+-- runs it with different --threads and compares the output; test_multi_worker.lua compares 2
+-- MPI workers x 1 core, argument "multi", with 1 process x 2 cores, argument "2").
 local tpu = require "tpu"
 local nn, optim, data = tpu.nn, tpu.optim, tpu.data
 
@@ -8,7 +9,7 @@ nn.initializers.set_seed(1)
 local k = tpu.random.key(2)
 local x = tpu.random.normal(k, {100, 20})
 local y = (x:sum(2):gt(0)):cast("i32")
-local s = tpu.strategy.TPU {cores = 4}
+local s = arg[1] == "multi" and tpu.strategy.multi_worker {cores = 1} or tpu.strategy.TPU {cores = tonumber(arg[1]) or 4}
 local model
 do
   local _ <close> = s:scope()

@@ -1,5 +1,6 @@
 -- Multi-worker training under mpirun (OpenMPI): 2 ranks x 1 core end with weights bitwise
--- equal to 1 process x 2 cores; a rank that dies stops the others within 60 s, named.
+-- equal to 1 process x 2 cores, with a hand-written step and with fit; a rank that dies stops
+-- the others within 60 s, named.
 local tpu = require "tpu"
 local check = require "check"
 
@@ -14,9 +15,9 @@ local function run(cmd)
   return out, ok, code
 end
 
-local function mpirun(extra)
+local function mpirun(extra, file)
   local root = io.popen("id -u"):read("l") == "0" and " --allow-run-as-root" or ""
-  return string.format("timeout 90 mpirun%s --oversubscribe -np 2 %s %s %s", root, exe, script, extra or "")
+  return string.format("timeout 90 mpirun%s --oversubscribe -np 2 %s %s %s", root, exe, file or script, extra or "")
 end
 
 local function usable()
@@ -34,6 +35,15 @@ return {
     check.eq(b, a, multi)
     local _, count = multi:gsub("weights ", "")
     check.eq(count, 1, "only rank 0 prints")
+  end,
+
+  ["fit on 2 workers x 1 core ends with the weights of 1 process x 2 cores"] = function()
+    if not usable() then return print("skipped: no MPI") end
+    local fit_script = here .. "/fit_weights.lua"  -- BatchNorm, Dropout, Adam, a padded batch
+    local single = run(exe .. " " .. fit_script .. " 2")
+    local multi = run(mpirun("multi", fit_script))
+    check.is_true(single:find("weights ", 1, true) ~= nil, single)
+    check.eq(multi, single)
   end,
 
   ["a rank that dies stops the job with its rank named"] = function()
