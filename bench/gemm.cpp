@@ -139,7 +139,7 @@ int main(int argc, char** argv) {
     std::function<bool(const GemmShape&, Operands&)> run;  // false: not available
   };
   std::vector<Method> methods = {
-      {"f32 eigen", [](const GemmShape& s, Operands& o) { return gemm_f32(s, o.a.data(), o.b.data(), o.c.data()), true; }},
+      {"f32 eigen", [](const GemmShape& s, Operands& o) { return gemm_f32_eigen(s, o.a.data(), o.b.data(), o.c.data()), true; }},
       {"f32 onednn", [](const GemmShape& s, Operands& o) { return gemm_f32_onednn(s, o.a.data(), o.b.data(), o.c.data()); }},
   };
   for (Bf16Gemm way : {Bf16Gemm::widen_eigen, Bf16Gemm::onednn, Bf16Gemm::widen_onednn}) {

@@ -99,7 +99,7 @@ std::atomic<Bf16Gemm>& chosen() {
 
 }  // namespace
 
-void gemm_f32(const GemmShape& s, const float* a, const float* b, float* c) {
+void gemm_f32_eigen(const GemmShape& s, const float* a, const float* b, float* c) {
   for_each_panel(s, kEigenPanel, [&](int64_t p, int64_t j0, int64_t w) {
     eigen_panel(s, a + p * s.m * s.k, b + p * s.k * s.n, c + p * s.m * s.n, j0, w);
   });
@@ -109,12 +109,16 @@ bool gemm_f32_onednn(const GemmShape& s, const float* a, const float* b, float* 
   return onednn_available() && onednn_gemm(MatmulInput::f32, s, a, b, c);
 }
 
+void gemm_f32(const GemmShape& s, const float* a, const float* b, float* c) {
+  if (!gemm_f32_onednn(s, a, b, c)) gemm_f32_eigen(s, a, b, c);
+}
+
 void gemm_bf16(const GemmShape& s, const uint16_t* a, const uint16_t* b, float* c) {
   const Bf16Gemm way = chosen().load(std::memory_order_relaxed);
   if (way == Bf16Gemm::onednn && onednn_gemm(MatmulInput::bf16, s, a, b, c)) return;
   Widened& w = widen_operands(s, a, b);
   if (way != Bf16Gemm::widen_eigen && onednn_gemm(MatmulInput::f32, s, w.a.data(), w.b.data(), c)) return;
-  gemm_f32(s, w.a.data(), w.b.data(), c);
+  gemm_f32_eigen(s, w.a.data(), w.b.data(), c);
 }
 
 std::string_view bf16_gemm_name(Bf16Gemm way) {

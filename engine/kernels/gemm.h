@@ -17,9 +17,11 @@ struct GemmShape {
   bool ta = false, tb = false;
 };
 
-// f32 x f32 -> f32 with Eigen.
+// f32 x f32 -> f32: oneDNN's f32 matmul where the build has it (about 1.3x Eigen's rate on the
+// MLP's shapes, bench/gemm.cpp), else Eigen.
 void gemm_f32(const GemmShape& s, const float* a, const float* b, float* c);
-// The same with oneDNN's f32 matmul in the same panels (benchmarks); false without oneDNN.
+// Each way on its own (benchmarks, tests); the oneDNN one returns false without oneDNN.
+void gemm_f32_eigen(const GemmShape& s, const float* a, const float* b, float* c);
 bool gemm_f32_onednn(const GemmShape& s, const float* a, const float* b, float* c);
 
 // bf16 x bf16 -> f32, the MXU's contract: products of bf16 values (exact in f32) summed in

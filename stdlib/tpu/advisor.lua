@@ -20,6 +20,15 @@ end
 
 local function padded(d, m) return (d + m - 1) // m * m end
 
+local function numel(shape)
+  local n = 1
+  for _, d in ipairs(shape) do n = n * d end
+  return n
+end
+
+-- Concats of fewer elements (a step's few statistics stacked into one result) cost nothing.
+local kSmallConcat = 1024
+
 -- Advice lines for one compiled function: batch, feature dims, pools, concats.
 function M.advice(nodes, batch, compiles)
   local lines, seen = {}, {}
@@ -44,7 +53,7 @@ function M.advice(nodes, batch, compiles)
       end
     elseif n.op == "reduce_window" and n.kind == "max" then
       add("maxpool", "max-pool" .. where .. ": on TPU an average pool is cheaper when the model does not need the max")
-    elseif n.op == "concat" then
+    elseif n.op == "concat" and numel(n.shape) >= kSmallConcat then
       add("concat" .. where, "concat in the step" .. where .. " copies " .. type_of(n.shape) ..
         "; keep the parts separate or preallocate and write slices")
     end
