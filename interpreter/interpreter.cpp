@@ -83,7 +83,7 @@ void install_searcher(lua_State* L) {
 }
 
 void set_options(lua_State* L, const Options& o) {
-  lua_createtable(L, 0, 8);
+  lua_createtable(L, 0, 9);
   lua_pushinteger(L, o.cores);
   lua_setfield(L, -2, "cores");
   lua_pushstring(L, o.tpu_version.c_str());
@@ -100,6 +100,8 @@ void set_options(lua_State* L, const Options& o) {
   lua_setfield(L, -2, "profile");
   lua_pushboolean(L, o.quiet);
   lua_setfield(L, -2, "quiet");
+  lua_pushboolean(L, !o.no_opt);
+  lua_setfield(L, -2, "optimize");
   lua_getglobal(L, "package");
   lua_getfield(L, -1, "loaded");
   lua_pushvalue(L, -3);
@@ -118,6 +120,12 @@ int message_handler(lua_State* L) {
   if (debug && *debug && std::strcmp(debug, "0") != 0) luaL_traceback(L, L, msg, 1);
   else lua_pushstring(L, msg);
   return 1;
+}
+
+// 0 ok; 130 when the error came after Ctrl-C; 1 for any other error.
+int exit_status(int lua_status) {
+  if (lua_status == LUA_OK) return 0;
+  return interrupted() ? interrupted_status() : 1;
 }
 
 }  // namespace
@@ -179,7 +187,7 @@ int Interpreter::run_file(const std::string& path, const std::vector<std::string
     return 1;
   }
   for (const std::string& a : args) lua_pushstring(L_, a.c_str());
-  return call_protected(int(args.size()), 0) == LUA_OK ? 0 : 1;
+  return exit_status(call_protected(int(args.size()), 0));
 }
 
 int Interpreter::run_string(const std::string& code, const std::string& chunkname) {
@@ -188,7 +196,7 @@ int Interpreter::run_string(const std::string& code, const std::string& chunknam
     lua_pop(L_, 1);
     return 1;
   }
-  return call_protected(0, 0) == LUA_OK ? 0 : 1;
+  return exit_status(call_protected(0, 0));
 }
 
 Interpreter::Eval Interpreter::eval_repl(const std::string& code) {

@@ -21,6 +21,7 @@ struct Options {
   std::string dump_dir;
   bool profile = false;
   bool quiet = false;
+  bool no_opt = false;       // compile without the pass pipeline
 };
 
 class Interpreter {
@@ -52,6 +53,13 @@ class Interpreter {
   Options options_;
   lua_State* L_ = nullptr;
 };
+
+// Ctrl-C while a script runs (lua_system.cpp): the first one interrupts the Lua code (or, where
+// the stdlib polls core.interrupted(), ends it at the next safe point); run_file and run_string
+// then return 130. A second one exits with 130 at once, except while a file is being written.
+void install_interrupt_handler(lua_State* L);
+bool interrupted();
+int interrupted_status();
 
 // Prints "message" on stderr the way the CLI reports errors (one paragraph, no traceback
 // unless TPUTRAIN_DEBUG is set).

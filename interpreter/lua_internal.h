@@ -71,6 +71,14 @@ void push_shape(lua_State* L, const Shape& s);
 DType check_dtype(lua_State* L, int arg);
 DType opt_dtype_field(lua_State* L, int arg, DType def);
 
+// Held while a file is written: a second Ctrl-C waits for the file to be complete.
+struct InterruptShield {
+  InterruptShield();
+  ~InterruptShield();
+  InterruptShield(const InterruptShield&) = delete;
+  InterruptShield& operator=(const InterruptShield&) = delete;
+};
+
 void register_tensor_ops(lua_State* L, int methods, int core);
 void register_nn_ops(lua_State* L, int methods);  // conv2d and pools (lua_nn_ops.cpp)
 void register_trace_functions(lua_State* L, int core);

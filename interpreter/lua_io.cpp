@@ -74,6 +74,7 @@ int l_save_safetensors(lua_State* L) {
   luaL_checktype(L, 2, LUA_TTABLE);
   if (!lua_isnoneornil(L, 3)) luaL_checktype(L, 3, LUA_TTABLE);
   return finish(L, guarded(L, [&] {
+    InterruptShield shield;
     write_safetensors(path, file_from_tables(L, path));
     return 0;
   }));
@@ -110,6 +111,7 @@ int l_write_file_atomic(lua_State* L) {
   size_t len = 0;
   const char* text = luaL_checklstring(L, 2, &len);
   return finish(L, guarded(L, [&] {
+    InterruptShield shield;
     write_file_atomic(path, std::string_view(text, len));
     return 0;
   }));

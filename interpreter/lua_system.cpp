@@ -1,18 +1,95 @@
 // Host facilities the stdlib needs and plain Lua lacks: a monotonic clock, terminal
-// detection, directory listing.
+// detection, directory listing, Ctrl-C.
 #include <dirent.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cerrno>
 #include <chrono>
+#include <csignal>
 #include <cstring>
 #include <string>
 #include <vector>
 
+#include "interpreter.h"
 #include "lua_internal.h"
 
 namespace tpu {
+
+// ---- Ctrl-C (SIGINT) ------------------------------------------------------------------------
+//
+// The first Ctrl-C sets a flag. Code that stops cleanly by itself (fit, between steps) polls it
+// with core.interrupted() between core.defer_interrupts(true) and (false); elsewhere the running Lua code
+// raises "interrupted (Ctrl-C)" at its next instruction, as in lua.c. A second Ctrl-C ends the
+// process at once with status 130, but never in the middle of writing a file
+// (InterruptShield): then as soon as the file is complete.
+
+namespace {
+
+constexpr int kInterruptedStatus = 130;  // 128 + SIGINT, what shells report
+
+std::atomic<int> interrupt_count{0};
+std::atomic<int> deferring{0};
+std::atomic<int> shielded{0};
+std::atomic<bool> exit_pending{false};
+lua_State* interrupt_state = nullptr;
+
+// Raises "script.lua:12: interrupted (Ctrl-C)" (no C++ object is alive when lua_error unwinds).
+void raise_interrupt(lua_State* L, lua_Debug*) {
+  lua_sethook(L, nullptr, 0, 0);
+  {
+    std::string message = user_where(L) + "interrupted (Ctrl-C)";
+    lua_pushlstring(L, message.data(), message.size());
+  }
+  lua_error(L);
+}
+
+void on_sigint(int) {
+  if (interrupt_count.fetch_add(1) > 0) {
+    if (shielded.load() == 0) ::_exit(kInterruptedStatus);
+    exit_pending = true;
+    return;
+  }
+  if (deferring.load() == 0 && interrupt_state) {
+    lua_sethook(interrupt_state, raise_interrupt, LUA_MASKCALL | LUA_MASKRET | LUA_MASKCOUNT, 1);
+  }
+}
+
+// core.interrupted() -> true after Ctrl-C
+int l_interrupted(lua_State* L) {
+  lua_pushboolean(L, interrupt_count.load() > 0);
+  return 1;
+}
+
+// core.defer_interrupts(on): calls nest. While deferred, Ctrl-C only sets the flag that
+// core.interrupted() reads (tpu/interrupt.lua raises it when the deferral ends).
+int l_defer_interrupts(lua_State* L) {
+  if (lua_toboolean(L, 1)) deferring.fetch_add(1);
+  else if (deferring.load() > 0) deferring.fetch_sub(1);
+  return 0;
+}
+
+}  // namespace
+
+void install_interrupt_handler(lua_State* L) {
+  interrupt_state = L;
+  struct sigaction sa {};
+  sa.sa_handler = on_sigint;
+  sa.sa_flags = SA_RESTART;  // a write in progress goes on
+  sigemptyset(&sa.sa_mask);
+  sigaction(SIGINT, &sa, nullptr);
+}
+
+bool interrupted() { return interrupt_count.load() > 0; }
+
+int interrupted_status() { return kInterruptedStatus; }
+
+InterruptShield::InterruptShield() { shielded.fetch_add(1); }
+
+InterruptShield::~InterruptShield() {
+  if (shielded.fetch_sub(1) == 1 && exit_pending.load()) ::_exit(kInterruptedStatus);
+}
 
 namespace {
 
@@ -61,8 +138,14 @@ int l_reset_peak(lua_State*) {
   return 0;
 }
 
-const luaL_Reg kFunctions[] = {{"now", l_now},       {"isatty", l_isatty},         {"list_dir", l_list_dir},
-                               {"memory", l_memory}, {"reset_peak", l_reset_peak}, {nullptr, nullptr}};
+const luaL_Reg kFunctions[] = {{"now", l_now},
+                               {"isatty", l_isatty},
+                               {"list_dir", l_list_dir},
+                               {"memory", l_memory},
+                               {"reset_peak", l_reset_peak},
+                               {"interrupted", l_interrupted},
+                               {"defer_interrupts", l_defer_interrupts},
+                               {nullptr, nullptr}};
 
 }  // namespace
 

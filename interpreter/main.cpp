@@ -43,6 +43,7 @@ options:
   --seed N           seed for the script's randomness
   --dump-graphs DIR  write every compiled graph to DIR
   --profile          print compiles, cache hits and compile time at exit
+  --no-opt           compile without the pass pipeline (folding, CSE, DCE, fusion), to compare
   --quiet            less output
   -e CODE            run CODE (chunk name "(command line)")
   --                 stop handling options
@@ -55,7 +56,8 @@ environment:
   TPUTRAIN_STDLIB=DIR    load the Lua stdlib from DIR instead of the copy built into the binary
   TPUTRAIN_DATA_DIR=DIR  where tpu.data.fashion_mnist() finds the IDX files
                          (default: /usr/share/datasets/fashion-mnist, package dataset-fashion-mnist)
-  TPUTRAIN_DEBUG=1       show Lua tracebacks with errors
+  TPUTRAIN_DEBUG=1       show Lua tracebacks with errors (2: also each pass's time)
+  TPUTRAIN_OPT=0         like --no-opt
 
 exit status: 0 success, 1 script error, 2 usage error
 )usage";
@@ -132,6 +134,7 @@ bool parse_option(std::string_view arg, ArgReader& in, Command& cmd) {
   else if (name == "--tpu") o.tpu_version = in.value(name, inline_value);
   else if (name == "--bf16") flag(o.bf16);
   else if (name == "--profile") flag(o.profile);
+  else if (name == "--no-opt") flag(o.no_opt);
   else if (name == "--quiet") flag(o.quiet);
   else if (name == "-e") cmd.chunks.push_back(in.value(name, std::nullopt));
   else return false;
@@ -256,6 +259,8 @@ bool check_readable(const std::string& path) {
 int run(const Command& cmd) {
   if (cmd.script && *cmd.script != "-" && !check_readable(*cmd.script)) return 1;
   tpu::Interpreter interp(cmd.options);
+  bool repl = !cmd.script && cmd.chunks.empty() && isatty(STDIN_FILENO);
+  if (!repl) tpu::install_interrupt_handler(interp.state());  // the REPL handles Ctrl-C itself
   int rc = 0;
   for (const std::string& chunk : cmd.chunks) {
     if ((rc = interp.run_string(chunk, "=(command line)")) != 0) break;
@@ -266,7 +271,7 @@ int run(const Command& cmd) {
   } else if (rc == 0 && cmd.script) {
     rc = interp.run_file(*cmd.script, cmd.args);
   } else if (rc == 0 && cmd.chunks.empty()) {
-    rc = isatty(STDIN_FILENO) ? tpu::run_repl(interp) : interp.run_string(read_stdin(), "=stdin");
+    rc = repl ? tpu::run_repl(interp) : interp.run_string(read_stdin(), "=stdin");
   }
   interp.finish();
   return rc;

@@ -23,7 +23,7 @@
 --                                 self.model.stop_training = true to end training
 --   on_batch_end(batch, logs)     after each training step; batch counts from 1 in the epoch
 --                                 (on_train_batch_end is the same hook under its longer name)
--- Fields fit sets: self.model (the model being trained) and self.params
+-- Fields fit sets: self.model (the model being trained, through set_model) and self.params
 -- ({epochs=, steps=, verbose=, train_data=, validation_data=}, through set_params).
 local class = require "tpu.class"
 
@@ -57,6 +57,21 @@ function Callback:on_batch_end(_batch, _logs) end
 function Callback:on_train_batch_end(batch, logs) return self:on_batch_end(batch, logs) end
 
 function Callback:__tostring() return "callbacks." .. self.__name end
+
+-- fit's callback list, ready to call: each one gets set_model(model) and set_params(params)
+-- (plain tables with hook functions get the fields model and params).
+function M.prepare(list, model, params)
+  if list == nil then return {} end
+  if type(list) ~= "table" or getmetatable(list) ~= nil then
+    fail("fit: callbacks must be a list, e.g. {tpu.callbacks.early_stopping{}}, got %s", show(list))
+  end
+  for i, cb in ipairs(list) do
+    if type(cb) ~= "table" then fail("fit: callbacks[%d] is a %s, not a callback", i, type(cb)) end
+    if type(cb.set_model) == "function" then cb:set_model(model) else cb.model = model end
+    if type(cb.set_params) == "function" then cb:set_params(params) else cb.params = params end
+  end
+  return list
+end
 
 ---------------------------------------------------------------- option checks
 
@@ -191,15 +206,16 @@ local Checkpoint = Callback:extend("Checkpoint")
 M.Checkpoint = Checkpoint
 
 -- checkpoint{path = "ckpt.safetensors", save_best_only = false, monitor = "val_loss",
---            mode = "auto", weights_only = false, verbose = 0}
--- Saves at the end of every epoch (or only when `monitor` improved). The file is written to a
+--            mode = "auto", weights_only = false, save_freq = "epoch", verbose = 0}
+-- Saves at the end of every epoch (or only when `monitor` improved); save_freq = n saves every
+-- n training steps instead (inside epochs too; fit resumes there). The file is written to a
 -- temporary file and renamed, so an interrupted save leaves the previous checkpoint. "{epoch}"
 -- in the path becomes the epoch number ("{epoch:03d}" zero-pads it). By default the file is a
 -- training checkpoint (tpu.checkpoint.load reads it; weights, optimizer state, step, random
 -- key, epoch, data position, history); weights_only = true writes what model:save writes.
 function Checkpoint:__init(opts)
   local who = "checkpoint"
-  opts = check_options(who, opts, {"path", "save_best_only", "monitor", "mode", "weights_only", "verbose"})
+  opts = check_options(who, opts, {"path", "save_best_only", "monitor", "mode", "weights_only", "save_freq", "verbose"})
   if type(opts.path) ~= "string" or opts.path == "" then
     fail("checkpoint: path must be a file name, e.g. checkpoint{path = \"ckpt.safetensors\"}, got %s", show(opts.path))
   end
@@ -209,6 +225,14 @@ function Checkpoint:__init(opts)
   self.mode = check_mode(who, opts.mode, self.monitor)
   self.weights_only = check_type(who, "weights_only", opts.weights_only, "boolean", false)
   self.verbose = check_count(who, "verbose", opts.verbose, 0)
+  local freq = opts.save_freq
+  if freq ~= nil and freq ~= "epoch" and not (math.type(freq) == "integer" and freq > 0) then
+    fail("checkpoint: save_freq must be \"epoch\" or a positive number of steps, got %s", show(freq))
+  end
+  if freq ~= nil and freq ~= "epoch" and self.save_best_only then
+    fail("checkpoint: save_best_only compares epochs' results; it cannot be used with save_freq = %d", freq)
+  end
+  self.save_freq = freq ~= "epoch" and freq or nil
 end
 
 -- The path for an epoch: "{epoch}" and "{epoch:03d}" are replaced.
@@ -225,22 +249,32 @@ local function history_state(model)
   return {values = h.history, keys = h.keys or {}, epochs = h.epoch or {}}
 end
 
--- The training checkpoint's content at the end of `epoch`.
-function Checkpoint:state(epoch)
+local function copy_list(list)
+  local out = {}
+  for i, v in ipairs(list) do out[i] = v end
+  return out
+end
+
+-- The training checkpoint's content after `epoch` epochs and `batch` steps of the next one
+-- (fit keeps the running sums in model.fit_progress).
+function Checkpoint:state(epoch, batch)
   local ckpt = require "tpu.checkpoint"
   local params = self.params or {}
+  batch = batch or 0
   local extra = {epoch = epoch, history = history_state(self.model)}
-  if params.train_data then extra.data_position = ckpt.data_position(params.train_data, 0) end
+  if type(params.train_data) == "table" then extra.data_position = ckpt.data_position(params.train_data, batch) end
+  local progress = self.model.fit_progress
+  if batch > 0 and progress and progress.sums then extra.epoch_sums = copy_list(progress.sums) end
   if params.validation_data and type(params.validation_data) == "table" and params.validation_data._epoch then
     extra.validation_position = ckpt.data_position(params.validation_data, 0)
   end
   return ckpt.training_state(self.model, extra)
 end
 
-function Checkpoint:save(epoch, logs, value)
-  local path = self:file_for(epoch)
+function Checkpoint:save(epoch, logs, value, batch)
+  local path = self:file_for(epoch + ((batch or 0) > 0 and 1 or 0))
   if self.weights_only then self.model:save(path)
-  else require("tpu.checkpoint").save(path, self:state(epoch)) end
+  else require("tpu.checkpoint").save(path, self:state(epoch, batch)) end
   self.last_path, self.last_epoch = path, epoch
   if self.verbose > 0 then
     local why = value and string.format("%s improved to %.5f, ", self.monitor, value) or ""
@@ -254,7 +288,17 @@ function Checkpoint:on_train_begin()
   if not self.model then fail("checkpoint: no model to save (fit sets callback.model)") end
 end
 
+-- With save_freq = n: every n-th training step (counted over the whole run).
+function Checkpoint:on_batch_end(batch, logs)
+  local steps = self.model and self.model.train_steps
+  if not self.save_freq or not steps or steps % self.save_freq ~= 0 then return end
+  local progress = self.model.fit_progress or {}
+  local epoch = (progress.epoch or 1) - 1
+  self:save(epoch, logs, nil, batch)
+end
+
 function Checkpoint:on_epoch_end(epoch, logs)
+  if self.save_freq then return end
   if not self.save_best_only then return self:save(epoch, logs) end
   local value = monitored(self, "checkpoint", logs)
   if value == nil or not improved(self.mode, value, self.best, 0) then return end

@@ -33,7 +33,9 @@
 --     set's counter too when it shuffles                                      -> data_position
 --   * the epoch number, and the history so far for callbacks and plots       -> epoch, history
 -- The compiled step itself is deterministic (fixed reduction order), so the same inputs give
--- the same weights.
+-- the same weights. A checkpoint taken inside an epoch (checkpoint{save_freq = n}) also holds
+-- that epoch's running loss and metric sums (epoch_sums), so the resumed epoch reports the same
+-- numbers. model:fit(ds, {epochs = n, resume = "ckpt.safetensors"}) does all of this.
 local M = {}
 
 local FORMAT_TENSORS = "tensors/1"
@@ -367,14 +369,94 @@ function M.training_state(model, extra)
   return state
 end
 
+-- A name -> "f32[3,4]" table of every tensor in a table (to compare structures).
+local function layout_of(v)
+  local out, text = {}, {}
+  if v ~= nil then flatten(v, "", out, {what = "restore_training", seen = {}, on_leaf = function() end}) end
+  for name, t in pairs(out) do text[name] = t.dtype .. "[" .. table.concat(t.shape, ",") .. "]" end
+  return text
+end
+
+-- Fails unless `state` has the layout of the compiled optimizer's state for this model.
+local function check_optimizer_state(model, state, source)
+  local opt = model.compiled and model.compiled.optimizer
+  if not opt or state == nil then return end
+  local params, trainable = model:parameters(), {}
+  for i, idx in ipairs(model:trainable_indices()) do trainable[i] = params[idx] end
+  local want, got = layout_of(opt:init(trainable)), layout_of(state)
+  for name, d in pairs(want) do
+    if got[name] ~= d then
+      fail("%s: the optimizer state does not fit %s: '%s' is %s in the file but %s for this model "
+        .. "(resume with the optimizer and model the checkpoint was made with)", source, tostring(opt),
+        name, got[name] or "missing", d)
+    end
+  end
+  for name, d in pairs(got) do
+    if want[name] == nil then
+      fail("%s: the optimizer state does not fit %s: the file has '%s' (%s), which it does not use",
+        source, tostring(opt), name, d)
+    end
+  end
+end
+
 -- Puts a loaded state back into a model built and compiled like the saved one: weights,
 -- optimizer state, step counter and dropout key. Returns the state (epoch, data_position...).
-function M.restore_training(model, state)
-  if state.model ~= model then persistence().assign(model, state.model, "the checkpoint", "restore_training") end
+function M.restore_training(model, state, source)
+  source = source or "the checkpoint"
+  if state.model ~= model then persistence().assign(model, state.model, source, "restore_training") end
+  check_optimizer_state(model, state.optimizer_state, source)
   model.optimizer_state = state.optimizer_state
   model.train_steps = state.step
   model.dropout_key = state.rng and state.rng.dropout_key or nil
   return state
+end
+
+---------------------------------------------------------------- resuming fit
+
+local function is_dataset(data) return type(data) == "table" and type(data.iter) == "function" end
+
+-- Creates the model's weights from the first batch of `data` (restoring needs them).
+local function build_from(model, data)
+  if model.built and #model:parameters() > 0 then return end
+  if not is_dataset(data) then fail("fit: resume: build the model first (call it once on a batch)") end
+  local x = data:iter {epoch = 0}()
+  if x == nil then fail("fit: resume: the training data set produced no batches") end
+  model(x, {training = false})
+end
+
+local function restore_history(history, saved)
+  if not history or type(saved) ~= "table" then return end
+  history.history = saved.values or {}
+  history.keys = saved.keys or {}
+  history.epoch = saved.epochs or {}
+end
+
+-- fit's `resume` option (a checkpoint path, or a state from tpu.checkpoint.load): puts back the
+-- weights, optimizer state, step counter, random key, history and data positions. Returns where
+-- fit continues: {epoch = epochs done, batch = batches done in the next one, sums = that
+-- epoch's running sums, iter = the rest of its pass}; {epoch = 0, batch = 0} without resume.
+function M.resume_fit(model, history, data, opts)
+  local source = opts.resume
+  if source == nil then return {epoch = 0, batch = 0} end
+  local name = type(source) == "string" and source or "the resumed state"
+  build_from(model, data)
+  local state = type(source) == "string" and M.load(source, {model = model}) or source
+  if type(state) ~= "table" or state.step == nil then
+    fail("fit: resume must be a checkpoint file or what tpu.checkpoint.load returned, got %s", tostring(source))
+  end
+  M.restore_training(model, state, name)
+  restore_history(history, state.history)
+  local position = state.data_position or {pass = 0, batch = 0}
+  local start = {epoch = state.epoch or 0, batch = position.batch or 0, sums = state.epoch_sums}
+  if start.batch > 0 then
+    if not is_dataset(data) then fail("fit: %s stops inside an epoch; resuming there needs a tpu.data data set", name) end
+    start.iter = M.resume_iter(data, position)
+  elseif is_dataset(data) then
+    M.restore_data_position(data, position)
+  end
+  local vpos, vdata = state.validation_position, opts.validation_data
+  if vpos and is_dataset(vdata) then vdata._epoch = vpos.pass end
+  return start
 end
 
 return M

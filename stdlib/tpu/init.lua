@@ -1,5 +1,6 @@
--- The `tpu` module: tensors and their operations, tracing (jit, grad), and, loaded on first
--- use, the libraries nn, optim, losses, metrics, data and strategy.
+-- The `tpu` module: tensors and their operations, tracing (jit, grad), files of tensors
+-- (tpu.save / tpu.load), and, loaded on first use, the libraries nn, optim, losses, metrics,
+-- data, strategy, checkpoint, callbacks and plot.
 local core = require "tpu.core"
 
 local tpu = {}
@@ -59,6 +60,7 @@ end
 local lazy = {
   nn = "tpu.nn", optim = "tpu.optim", losses = "tpu.losses", metrics = "tpu.metrics",
   data = "tpu.data", strategy = "tpu.strategy", mixed_precision = "tpu.mixed_precision",
+  checkpoint = "tpu.checkpoint", callbacks = "tpu.callbacks", plot = "tpu.plot",
 }
 setmetatable(tpu, {
   __index = function(t, key)
@@ -69,6 +71,11 @@ setmetatable(tpu, {
     return m
   end,
 })
+
+-- tpu.save(path, {name = tensor, nested = {...}}[, metadata]) writes a safetensors file;
+-- tpu.load(path[, {nested = true}]) -> tensors, metadata. See tpu/checkpoint.lua.
+function tpu.save(path, tensors, metadata) return require("tpu.checkpoint").save_tensors(path, tensors, metadata) end
+function tpu.load(path, opts) return require("tpu.checkpoint").load_tensors(path, opts) end
 
 -- `local _ <close> = tpu.scope("dense_1")`: nodes traced until the variable goes out of scope
 -- (also by an error) are labelled with the name, so reports say which layer made them.

@@ -250,6 +250,35 @@ end
 
 ---------------------------------------------------------------- through fit
 
+function T.lr_scheduler_never_recompiles_the_step()
+  local m = model(0.1)
+  local x = tpu.random.normal(tpu.random.key(6), {16, 3})
+  local ds = data.from_tensors {x, (x:sum(2):gt(0)):cast("i32")}:batch(8)
+  m:fit(ds, {epochs = 4, verbose = 0, callbacks = {cb.lr_scheduler(function(_, lr) return lr * 0.5 end)}})
+  check.near(m.optimizer_state.lr:item(), 0.1 / 16, 1e-9)
+  check.eq(m.compiled.steps.train:stats().compiles, 1)
+end
+
+function T.checkpoint_save_freq_saves_every_n_steps()
+  local dir = tmpdir()
+  local m = model()
+  local c = cb.checkpoint {path = dir .. "/c.safetensors", save_freq = 3}
+  c:set_model(m)
+  m.train_steps, m.fit_progress = 3, {epoch = 2, batch = 1, sums = {1.5, 8}}
+  c:on_train_batch_end(1, {loss = 0.1875})
+  local s = ckpt.load(dir .. "/c.safetensors")
+  check.eq(s.epoch, 1)
+  check.eq(s.epoch_sums, {1.5, 8})
+  m.train_steps = 4
+  os.remove(dir .. "/c.safetensors")
+  c:on_train_batch_end(2, {})
+  c:on_epoch_end(2, {})
+  check.eq(exists(dir .. "/c.safetensors"), false, "only every 3rd step")
+  check.raises(function() cb.checkpoint {path = "x", save_freq = 0} end, "save_freq must be \"epoch\" or a positive number")
+  check.raises(function() cb.checkpoint {path = "x", save_freq = 2, save_best_only = true} end, "cannot be used with save_freq")
+  os.execute("rm -rf " .. dir)
+end
+
 function T.callbacks_run_inside_fit()
   local dir = tmpdir()
   local m = model(0.05)

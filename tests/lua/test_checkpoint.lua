@@ -84,6 +84,21 @@ function T.tensors_round_trip_every_dtype()
   rmdir(dir)
 end
 
+function T.tpu_save_and_load_and_the_lazy_modules()
+  local dir = tmpdir()
+  check.is_true(tpu.checkpoint == ckpt, "tpu.checkpoint loads on first use")
+  check.is_true(tpu.callbacks == require "tpu.callbacks")
+  tpu.save(dir .. "/t.safetensors", {a = {b = tpu.tensor {1, 2}}}, {note = "x"})
+  local flat, meta = tpu.load(dir .. "/t.safetensors")
+  check.eq(flat["a.b"]:totable(), {1, 2})
+  check.eq(meta.note, "x")
+  check.eq(tpu.load(dir .. "/t.safetensors", {nested = true}).a.b:totable(), {1, 2})
+  check.raises(function() tpu.load(dir .. "/t.safetensors", {nest = true}) end, "tpu.load: unknown option 'nest'")
+  check.eq(type(nn.Dense.save), "function", "model:save comes with tpu.nn")
+  check.eq(type(nn.Sequential.load), "function")
+  rmdir(dir)
+end
+
 function T.save_rejects_what_is_not_a_table_of_tensors()
   check.raises(function() ckpt.save_tensors("/tmp/x.safetensors", {a = 1}) end,
     "tpu.save: 'a' is a number, not a tensor")

@@ -65,6 +65,22 @@ function T.history_svg_has_a_panel_per_quantity()
   os.execute("rm -rf " .. dir)
 end
 
+function T.history_plot_draws_what_fit_returned()
+  local dir = tmpdir()
+  local x = tpu.random.normal(tpu.random.key(4), {32, 3})
+  local ds = tpu.data.from_tensors {x, (x:sum(2):gt(0)):cast("i32")}:batch(8)
+  local m = tpu.nn.Sequential {tpu.nn.Dense(2)}
+  m:compile {optimizer = tpu.optim.SGD {lr = 0.1}, loss = "sparse_categorical_crossentropy", metrics = {"accuracy"}}
+  local history = m:fit(ds, {epochs = 3, verbose = 0, validation_data = ds})
+  check.eq(history:plot(dir .. "/fit.svg"), dir .. "/fit.svg")
+  check.is_true(well_formed(dir .. "/fit.svg"))
+  local svg = read(dir .. "/fit.svg")
+  check.eq(count(svg, "<circle "), 6, "a marker per training value of loss and accuracy")
+  check.eq(count(svg, ">validation</text>"), 2)
+  check.is_true(tpu.plot == plot, "tpu.plot loads on first use")
+  os.execute("rm -rf " .. dir)
+end
+
 function T.plain_tables_and_single_epochs_plot()
   local svg = plot.svg({loss = {2}, val_loss = {3}})
   check.eq(count(svg, "<circle "), 1)

@@ -1,4 +1,5 @@
--- What fit returns: history.history.loss[e], history.history.val_accuracy[e], ... (as Keras).
+-- What fit returns: history.history.loss[e], history.history.val_accuracy[e], ... (as Keras);
+-- history:plot("curves.svg") draws them.
 local class = require "tpu.class"
 
 local History = class("History")
@@ -20,6 +21,12 @@ function History:append(epoch, logs, order)
     self.history[k][#self.epoch + 1] = logs[k]
   end
   self.epoch[#self.epoch + 1] = epoch
+end
+
+-- Writes an SVG chart of the curves per epoch (training solid, validation dashed); returns
+-- the path. opts: {title = "..."} (see tpu/plot.lua).
+function History:plot(path, opts)
+  return require("tpu.plot").history(self, path, opts)
 end
 
 function History:__tostring()

@@ -11,6 +11,7 @@ for _, name in ipairs {"Dense", "Flatten", "Reshape", "Activation", "Dropout", "
                        "Add"} do
   nn[name] = require("tpu.nn." .. name)
 end
+require "tpu.nn.persistence"  -- model:save(path), model:load(path)
 nn.History = require "tpu.nn.History"
 nn.Progbar = require "tpu.nn.Progbar"
 nn.initializers = require "tpu.nn.initializers"
