@@ -1,0 +1,151 @@
+#!/usr/bin/env python3
+"""The PyTorch side of bench/run.sh: the models of bench/tputrain_models.lua on the CPU, trained
+the same way (Adam lr 1e-3, same batch, in-memory data cycled in file order), printing its
+measurements as "result KEY VALUE" lines.
+
+    /usr/bin/python3 bench/pytorch_models.py MODEL PRECISION [STEPS [WARMUP]]
+
+MODEL: mlp, cnn or transformer (see bench/tputrain_models.lua); PRECISION: f32, or bf16 with
+torch.autocast("cpu", dtype=torch.bfloat16) around the forward pass and the loss (weights and
+optimizer stay f32, as in tputrain's mixed_bfloat16 policy). Threads: BENCH_THREADS (default 2);
+bench/run.sh also sets OMP_WAIT_POLICY=passive, PyTorch's best configuration on this machine.
+Needs Debian's python3-torch and python3-numpy."""
+import gzip
+import os
+import sys
+import time
+
+import numpy as np
+import torch
+from torch import nn
+
+DATA_DIR = os.environ.get("TPUTRAIN_DATA_DIR", "/usr/share/datasets/fashion-mnist")
+LENGTH, VOCAB, CLASSES, DIM = 128, 128, 5, 64
+
+
+def result(key, value):
+    print(f"result {key} {value}", flush=True)
+
+
+def read_idx(path):
+    """An IDX file (gzip) as a uint8 array of its shape."""
+    with gzip.open(path, "rb") as f:
+        raw = f.read()
+    ndim = raw[3]
+    dims = [int.from_bytes(raw[4 + 4 * i:8 + 4 * i], "big") for i in range(ndim)]
+    return np.frombuffer(raw, dtype=np.uint8, offset=4 + 4 * ndim).reshape(dims)
+
+
+def fashion_mnist(shape):
+    """The training split as f32 in [0, 1] of `shape` and int64 labels, in file order."""
+    images = read_idx(os.path.join(DATA_DIR, "train-images-idx3-ubyte.gz"))
+    labels = read_idx(os.path.join(DATA_DIR, "train-labels-idx1-ubyte.gz"))
+    x = torch.from_numpy(images.reshape(shape).astype(np.float32) / 255)
+    return x, torch.from_numpy(labels.astype(np.int64))
+
+
+class TextClassifier(nn.Module):
+    """Embedding and learned positions, one post-norm encoder block, mean over the sequence.
+    PyTorch's block has one dropout more than tputrain's (after the feed-forward activation)."""
+
+    def __init__(self):
+        super().__init__()
+        self.embedding = nn.Embedding(VOCAB, DIM)
+        self.position = nn.Parameter(torch.randn(LENGTH, DIM) * 0.05)
+        self.encoder = nn.TransformerEncoderLayer(DIM, nhead=4, dim_feedforward=2 * DIM, dropout=0.1,
+                                                  batch_first=True)
+        self.logits = nn.Linear(DIM, CLASSES)
+
+    def forward(self, ids):
+        h = self.encoder(self.embedding(ids) + self.position)
+        return self.logits(h.mean(1))
+
+
+def setup(name):
+    """model, batch size, x, y"""
+    if name == "mlp":
+        x, y = fashion_mnist((-1, 784))
+        return nn.Sequential(nn.Linear(784, 512), nn.ReLU(),
+                             nn.Linear(512, 512), nn.ReLU(),
+                             nn.Linear(512, 10)), 256, x, y
+    if name == "cnn":
+        x, y = fashion_mnist((-1, 1, 28, 28))
+        return nn.Sequential(nn.Conv2d(1, 32, 3, padding="same"), nn.ReLU(), nn.MaxPool2d(2),
+                             nn.Conv2d(32, 64, 3, padding="same"), nn.ReLU(), nn.MaxPool2d(2),
+                             nn.Flatten(),
+                             nn.Linear(7 * 7 * 64, 128), nn.ReLU(),
+                             nn.Linear(128, 10)), 128, x, y
+    if name == "transformer":
+        n = 64 * 32
+        x = torch.randint(0, VOCAB, (n, LENGTH))
+        y = torch.randint(0, CLASSES, (n,))
+        return TextClassifier(), 64, x, y
+    raise SystemExit(f"model must be mlp, cnn or transformer, got {name!r}")
+
+
+def blas_library():
+    """The file of the BLAS that PyTorch's f32 matmuls call (Debian's alternatives pick it)."""
+    with open("/proc/self/maps") as f:
+        for line in f:
+            path = line.split()[-1]
+            if any(name in os.path.basename(path) for name in ("libblas", "openblas", "blis", "mkl_rt")):
+                return os.path.realpath(path)
+    return "unknown"
+
+
+def peak_rss_kb():
+    with open("/proc/self/status") as f:
+        for line in f:
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1])
+    return 0
+
+
+def main():
+    name, precision = sys.argv[1], sys.argv[2] if len(sys.argv) > 2 else "f32"
+    steps = int(sys.argv[3]) if len(sys.argv) > 3 else 100
+    warmup = int(sys.argv[4]) if len(sys.argv) > 4 else 5
+    if precision not in ("f32", "bf16"):
+        raise SystemExit(f"precision must be f32 or bf16, got {precision!r}")
+    torch.set_num_threads(int(os.environ.get("BENCH_THREADS", "2")))
+    torch.manual_seed(1)
+    model, batch, x, y = setup(name)
+    model.train()
+    optimizer = torch.optim.Adam(model.parameters(), lr=1e-3)
+    loss_fn = nn.CrossEntropyLoss()
+    batches = len(x) // batch
+    autocast = precision == "bf16"
+
+    def step(i):
+        j = i % batches
+        xb, yb = x[j * batch:(j + 1) * batch], y[j * batch:(j + 1) * batch]
+        optimizer.zero_grad(set_to_none=True)
+        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=autocast):
+            loss = loss_fn(model(xb), yb)
+        loss.backward()
+        optimizer.step()
+        return loss
+
+    t0 = time.perf_counter()
+    step(0)
+    first = time.perf_counter() - t0
+    for i in range(1, warmup):
+        step(i)
+    start = time.perf_counter()
+    for i in range(steps):
+        loss = step(warmup + i)
+    seconds = time.perf_counter() - start
+    if not torch.isfinite(loss):
+        raise SystemExit(f"the loss is {loss.item()} after {warmup + steps} steps")
+
+    result("batch", batch)
+    result("steps", steps)
+    result("samples_per_s", f"{steps * batch / seconds:.1f}")
+    result("step_ms", f"{seconds * 1000 / steps:.3f}")
+    result("first_step_ms", f"{first * 1000:.1f}")
+    result("rss_kb", peak_rss_kb())
+    result("blas", blas_library())
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,178 @@
+#!/usr/bin/env python3
+"""The table of bench/run.sh, from its results file.
+
+    /usr/bin/python3 bench/report.py RESULTS THREADS
+
+RESULTS lines: "peak f32|bf16 GFLOPS|none|n/a", "MODEL PRECISION SIDE ROUND KEY VALUE" (the
+"result" lines of bench/tputrain_models.lua and bench/pytorch_models.py) and
+"MODEL PRECISION SIDE ROUND fail REASON". Each cell is the round with the most samples/s."""
+import sys
+from collections import defaultdict
+
+L, D, FF, C = 128, 64, 128, 5  # the transformer: length, width, feed-forward width, classes
+
+# Forward multiply-add FLOPs per sample of the GEMMs and convolutions (2 per multiply-add);
+# training counts 3x: the forward product and the two of the backward pass (input, weights).
+FORWARD = {
+    "mlp": 2 * (784 * 512 + 512 * 512 + 512 * 10),
+    "cnn": 2 * (28 * 28 * 32 * 9 * 1 + 14 * 14 * 64 * 9 * 32 + 7 * 7 * 64 * 128 + 128 * 10),
+    "transformer": 2 * (4 * L * D * D + 2 * L * L * D + 2 * L * D * FF + D * C),
+}
+FORMULA = {
+    "mlp": "3 x 2 x (784*512 + 512*512 + 512*10)",
+    "cnn": "3 x 2 x (28*28*32*3*3*1 + 14*14*64*3*3*32 + 3136*128 + 128*10)",
+    "transformer": "3 x 2 x (4*L*d*d [q,k,v,out] + 2*L*L*d [scores, weights x values] "
+                   "+ 2*L*d*ff + d*5), L=128 d=64 ff=128",
+}
+ORDER = ["mlp", "cnn", "transformer"]
+LEGEND = [
+    "samples/s: timed steps x batch / their wall time; ratio: tputrain / PyTorch; GFLOP/s: samples/s",
+    "  x the FLOPs per sample below; % peak: of the register FMA peak of that precision;",
+    "host ms/step, host %: tputrain's step wall time minus its time inside kernels (per-op timing on,",
+    "  in profiled steps after the timed ones); compile ms: tracing and compiling tputrain's train step;",
+    "1st step ms: the first step's wall time (compiling, lazy set-up); RSS MiB: the process's peak",
+    "  resident memory; HBM MiB: the planned TPU HBM of tputrain's compiled step (weights, optimizer",
+    "  state, activations, padded to TPU tiles). PyTorch runs eagerly: no compile time, no HBM plan.",
+]
+SIDES = [("tputrain", "tputrain"), ("pytorch", "PyTorch")]
+
+
+def number(text):
+    try:
+        return float(text)
+    except ValueError:
+        return None
+
+
+def load(path):
+    peak, runs, fails = {}, defaultdict(lambda: defaultdict(dict)), defaultdict(list)
+    with open(path) as f:
+        for line in f:
+            parts = line.split(maxsplit=5)
+            if not parts:
+                continue
+            if parts[0] == "peak":
+                peak[parts[1]] = parts[2] if len(parts) > 2 else "n/a"
+                continue
+            model, precision, side, rnd, key = parts[:5]
+            value = parts[5].strip() if len(parts) > 5 else ""
+            if key == "fail":
+                fails[(model, precision, side)].append(value)
+            else:
+                runs[(model, precision, side)][rnd][key] = value
+    return peak, runs, fails
+
+
+def best(rounds):
+    """The round with the most samples/s, or None."""
+    ok = [r for r in rounds.values() if number(r.get("samples_per_s", "")) is not None]
+    return max(ok, key=lambda r: float(r["samples_per_s"])) if ok else None
+
+
+def main():
+    path, threads = sys.argv[1], sys.argv[2] if len(sys.argv) > 2 else "?"
+    peak, runs, fails = load(path)
+    peak_f32 = number(peak.get("f32", "n/a"))
+    peak_bf16 = number(peak.get("bf16", "n/a"))
+    bf16_note = ""
+    if peak.get("bf16") == "none":
+        peak_bf16 = peak_f32
+        bf16_note = " (no AVX512_BF16 here: bf16 is widened to f32, so its peak is the f32 one)"
+    peaks = {"f32": peak_f32, "bf16": peak_bf16}
+    configs = sorted({k[:2] for k in list(runs) + list(fails)},
+                     key=lambda k: (ORDER.index(k[0]) if k[0] in ORDER else 9, k[1] != "f32", k))
+    notes = []
+
+    def note(reason):
+        if reason not in notes:
+            notes.append(reason)
+        return f"n/a [{notes.index(reason) + 1}]"
+
+    head = ("model", "prec", "side", "samples/s", "ratio", "GFLOP/s", "% peak", "host ms/step",
+            "host %", "compile ms", "1st step ms", "RSS MiB", "HBM MiB")
+    widths = (12, 5, 9, 11, 7, 8, 7, 12, 7, 10, 11, 8, 8)
+    rows = []
+    for model, precision in configs:
+        cells = {side: best(runs.get((model, precision, side), {})) for side, _ in SIDES}
+        speed = {s: float(c["samples_per_s"]) for s, c in cells.items() if c}
+        for side, label in SIDES:
+            c = cells[side]
+            first = side == SIDES[0][0]
+            row = [model if first else "", precision if first else "", label]
+            if c is None:
+                reasons = fails.get((model, precision, side)) or ["no result"]
+                row += [note(reasons[-1])] + ["-"] * 9
+                rows.append(row)
+                continue
+            sps = speed[side]
+            gflops = sps * 3 * FORWARD[model] / 1e9 if model in FORWARD else None
+            ratio = "-"
+            if first:
+                other = speed.get(SIDES[1][0])
+                ratio = f"{sps / other:.2f}x" if other else "n/a"
+            host_ms = host_pct = compile_ms = hbm = "-"
+            if side == "tputrain":
+                step, kernel = float(c["profiled_step_ms"]), float(c["kernel_ms"])
+                host_ms = f"{step - kernel:.3f}"
+                host_pct = f"{100 * (step - kernel) / step:.1f}%"
+                compile_ms = f"{float(c['compile_ms']):.0f}" if "compile_ms" in c else "n/a"
+                hbm = f"{int(c['hbm_bytes']) / 2**20:.1f}" if "hbm_bytes" in c else "n/a"
+            pk = peaks.get(precision)
+            row += [f"{sps:.0f}", ratio,
+                    f"{gflops:.1f}" if gflops is not None else "n/a",
+                    f"{100 * gflops / pk:.1f}%" if gflops is not None and pk else "n/a",
+                    host_ms, host_pct, compile_ms, f"{float(c['first_step_ms']):.0f}",
+                    f"{int(c['rss_kb']) / 1024:.0f}", hbm]
+            rows.append(row)
+
+    rounds = max((len(r) for r in runs.values()), default=0)
+    print(f"tputrain vs PyTorch on {threads} threads: steady state, warm-up excluded; each cell is "
+          f"the best of {rounds} round{'s' if rounds != 1 else ''} (alternating tputrain, PyTorch)")
+    shown = lambda v: f"{v:.0f}" if v else "n/a"
+    print(f"peak (register FMA, {threads} cores): f32 {shown(peak_f32)} GFLOP/s, "
+          f"bf16 {shown(peak_bf16)} GFLOP/s{bf16_note}")
+    blas = sorted({r.get("blas") for (m, p, side), rs in runs.items() if side == "pytorch"
+                   for r in rs.values() if r.get("blas")})
+    for path in blas:
+        warn = ""
+        if "/blas/libblas" in path:
+            warn = (" -- Debian's reference BLAS (libblas3, unoptimised): PyTorch's f32 matmuls are far"
+                    " from its best here; apt-get install libopenblas0-pthread")
+        print(f"PyTorch's BLAS: {path}{warn}")
+    print()
+    fmt = lambda r: "  ".join(str(v).ljust(w) if i < 3 else str(v).rjust(w)
+                              for i, (v, w) in enumerate(zip(r, widths)))
+    print(fmt(head))
+    for r in rows:
+        print(fmt(r))
+    print()
+    for i, reason in enumerate(notes, 1):
+        print(f"[{i}] {reason}")
+    if notes:
+        print()
+
+    for line in LEGEND:
+        print(line)
+    print()
+    print("samples/s of every round:")
+    for model, precision in configs:
+        for side, label in SIDES:
+            rs = runs.get((model, precision, side), {})
+            values = [rs[k].get("samples_per_s", "?") for k in sorted(rs, key=int)]
+            failed = len(fails.get((model, precision, side), []))
+            print(f"  {model:<12} {precision:<5} {label:<9} {' '.join(values) or '-'}"
+                  + (f"  ({failed} failed)" if failed else ""))
+    print()
+    print("FLOPs per training sample (3 x forward GEMM/conv FLOPs):")
+    for model in ORDER:
+        if any(m == model for m, _ in configs):
+            c = best(runs.get((model, "f32", "tputrain"), {}))
+            own = ""
+            if c and "graph_gflop" in c:
+                own = (f"; tputrain's compiled step: {float(c['graph_gflop']) * 1e9 / int(c['batch']) / 1e6:.2f}"
+                       " M (its cost model: every op, no gradient for the input)")
+            print(f"  {model:<12} {FORMULA[model]} = {3 * FORWARD[model] / 1e6:.2f} M{own}")
+
+
+if __name__ == "__main__":
+    main()

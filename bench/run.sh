@@ -1,0 +1,135 @@
+#!/usr/bin/env bash
+# The benchmark of tputrain against PyTorch on this CPU, in one run: the MLP, the CNN and the
+# transformer text model, f32 and bf16 each, same models, data, batch and thread count on both
+# sides. For every configuration it alternates the two (tputrain, PyTorch, tputrain, PyTorch, ...)
+# so machine noise hits both, then prints one table (bench/report.py; README explains the
+# columns). A configuration that fails shows "n/a" and the reason below the table.
+#
+#   bench/run.sh                      # short defaults: about 10 minutes on a quiet 2-core machine
+#   bench/run.sh --long               # 5x the timed and profiled steps
+#   bench/run.sh --models mlp,cnn --precisions f32 --rounds 3 --scale 2 --threads 2
+#
+# Needs a built build/tputrain (./setup.sh; TPUTRAIN=path picks another binary), Debian's
+# python3-torch and python3-numpy, and g++ for the peak measurement (bench/fma_peak.cpp;
+# BENCH_PEAK_F32 / BENCH_PEAK_BF16 = GFLOP/s skip it). A run longer than BENCH_TIMEOUT seconds
+# (default 600) is stopped and shown as failed. Logs of every run stay in a temporary directory
+# whose name the script prints.
+set -uo pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+
+models=mlp,cnn,transformer
+precisions=f32,bf16
+rounds=2
+scale=1
+threads=2
+usage() {
+  sed -n '2,16p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//' >&2
+  exit 2
+}
+while (($#)); do
+  case $1 in
+    --models) models=$2; shift ;;
+    --precisions) precisions=$2; shift ;;
+    --rounds) rounds=$2; shift ;;
+    --scale) scale=$2; shift ;;
+    --long) scale=5 ;;
+    --threads) threads=$2; shift ;;
+    -h | --help) usage ;;
+    *) echo "bench: unknown option '$1'" >&2; usage ;;
+  esac
+  shift
+done
+
+# Per model: timed steps, warm-up steps (the first compiles), profiled steps (host overhead).
+declare -A timed=([mlp]=100 [cnn]=20 [transformer]=20)
+declare -A warmup=([mlp]=10 [cnn]=3 [transformer]=3)
+declare -A profiled=([mlp]=30 [cnn]=5 [transformer]=5)
+
+[[ $scale =~ ^[0-9]*\.?[0-9]+$ ]] || { echo "bench: --scale needs a positive number, got '$scale'" >&2; exit 2; }
+# N steps times --scale, at least 1.
+scaled() { awk -v n="$1" -v s="$scale" 'BEGIN { v = int(n * s + 0.5); print (v < 1 ? 1 : v) }'; }
+for model in ${models//,/ }; do
+  [[ -n ${timed[$model]:-} ]] || { echo "bench: unknown model '$model' (mlp, cnn, transformer)" >&2; exit 2; }
+done
+for precision in ${precisions//,/ }; do
+  [[ $precision == f32 || $precision == bf16 ]] || { echo "bench: unknown precision '$precision' (f32, bf16)" >&2; exit 2; }
+done
+
+python=/usr/bin/python3
+tputrain=${TPUTRAIN:-build/tputrain}
+time_limit=${BENCH_TIMEOUT:-600}  # seconds per run
+logs=$(mktemp -d "${TMPDIR:-/tmp}/tputrain-bench.XXXXXX")
+results=$logs/results
+: >"$results"
+export OMP_WAIT_POLICY=passive BENCH_THREADS=$threads OPENBLAS_NUM_THREADS=$threads
+
+torch_missing=
+if ! "$python" -c 'import torch, numpy' 2>/dev/null; then
+  torch_missing="PyTorch is missing: apt-get install python3-torch python3-numpy"
+fi
+
+# The register FMA peak of $threads cores, f32 and bf16 (GFLOP/s, or "none"/"n/a").
+peak() {
+  if [[ -n ${BENCH_PEAK_F32:-} ]]; then
+    echo "peak f32 $BENCH_PEAK_F32"
+    echo "peak bf16 ${BENCH_PEAK_BF16:-n/a}"
+  elif g++ -O2 -march=native -pthread bench/fma_peak.cpp -o "$logs/fma_peak" 2>"$logs/fma_peak.err"; then
+    "$logs/fma_peak" "$threads" | sed 's/^/peak /'
+  else
+    echo "peak f32 n/a"
+    echo "peak bf16 n/a"
+  fi
+}
+
+# run MODEL PRECISION SIDE ROUND COMMAND...: appends "MODEL PRECISION SIDE ROUND key value"
+# lines to the results, or one "... fail reason" line.
+run() {
+  local id="$1 $2 $3 $4" log=$logs/$1.$2.$3.$4
+  shift 4
+  echo "bench: $id" >&2
+  timeout "$time_limit" "$@" >"$log.out" 2>"$log.err"
+  local status=$?
+  if ((status == 0)) && grep -q '^result samples_per_s ' "$log.out"; then
+    sed -n "s/^result /$id /p" "$log.out" >>"$results"
+    return
+  fi
+  local reason
+  reason=$(grep -v '^[[:space:]]*$' "$log.err" | tail -n 1 | cut -c 1-160)
+  ((status == 124)) && reason="timed out after $time_limit s (BENCH_TIMEOUT; a hang?)"
+  echo "$id fail ${reason:-exit status $status, no result (see $log.err)}" >>"$results"
+}
+
+# The tputrain binary may be replaced by a rebuild for a moment: wait for it.
+wait_for_tputrain() {
+  for _ in $(seq 60); do
+    [[ -x $tputrain ]] && return 0
+    sleep 2
+  done
+  return 1
+}
+
+peak >>"$results"
+for model in ${models//,/ }; do
+  for precision in ${precisions//,/ }; do
+    steps=$(scaled "${timed[$model]}") prof=$(scaled "${profiled[$model]}") warm=${warmup[$model]}
+    bf16_flag=()
+    [[ $precision == bf16 ]] && bf16_flag=(--bf16)
+    for ((r = 1; r <= rounds; r++)); do
+      if wait_for_tputrain; then
+        run "$model" "$precision" tputrain "$r" "$tputrain" --threads "$threads" "${bf16_flag[@]}" \
+          bench/tputrain_models.lua "$model" "$precision" "$steps" "$warm" "$prof"
+      else
+        echo "$model $precision tputrain $r fail $tputrain is missing: build it with ./setup.sh" >>"$results"
+      fi
+      if [[ -n $torch_missing ]]; then
+        echo "$model $precision pytorch $r fail $torch_missing" >>"$results"
+      else
+        run "$model" "$precision" pytorch "$r" "$python" bench/pytorch_models.py "$model" "$precision" "$steps" "$warm"
+      fi
+    done
+  done
+done
+
+echo >&2
+echo "bench: logs in $logs" >&2
+"$python" bench/report.py "$results" "$threads"

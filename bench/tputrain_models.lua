@@ -1,0 +1,158 @@
+-- The tputrain side of bench/run.sh: trains one benchmark model with fit on in-memory batches
+-- and prints its measurements as "result KEY VALUE" lines (bench/pytorch_models.py is the same
+-- models with PyTorch).
+--
+--   tputrain --threads 2 bench/tputrain_models.lua MODEL PRECISION [STEPS [WARMUP [PROFILE]]]
+--
+-- MODEL: mlp (784-512-512-10 ReLU, batch 256), cnn (conv32-pool-conv64-pool-128-10, 3x3 "same"
+-- convolutions, 2x2 pools, batch 128; Fashion-MNIST for both) or transformer (the text model:
+-- embedding 64 + positions, one encoder block with 4 heads and a 128-wide feed-forward network,
+-- dropout 0.1, mean over the sequence, 5 classes; random tokens of length 128 from 128 ids,
+-- batch 64). Adam lr 1e-3 for all. PRECISION: f32 or bf16 (the mixed_bfloat16 policy).
+--
+-- Phases, all in one process: WARMUP steps (the first one compiles the step), STEPS timed steps
+-- (samples/s), then PROFILE steps with per-op timing on: the step's wall time minus the time
+-- spent inside kernels is the host overhead (input slicing, Lua, dispatch, allocation).
+local tpu = require "tpu"
+local nn, optim, data, core = tpu.nn, tpu.optim, tpu.data, tpu.core
+
+local model_name, precision = arg[1], arg[2] or "f32"
+local steps = math.tointeger(tonumber(arg[3] or "100"))
+local warmup = math.tointeger(tonumber(arg[4] or "5"))
+local profile_steps = math.tointeger(tonumber(arg[5] or "20"))
+local LENGTH, VOCAB, CLASSES, DIM = 128, 128, 5, 64
+
+local function result(key, value) print(string.format("result %s %s", key, value)) end
+
+if precision == "bf16" then
+  if tpu.mixed_precision.policy().compute_dtype ~= "bf16" then
+    tpu.mixed_precision.set_policy("mixed_bfloat16")
+  end
+  assert(tpu.mixed_precision.policy().compute_dtype == "bf16",
+    "the mixed_bfloat16 policy is set but the compute dtype is not bf16")
+elseif precision ~= "f32" then
+  error("precision must be f32 or bf16, got " .. tostring(precision), 0)
+end
+
+-- The whole Fashion-MNIST training split as f32 in [0, 1], in file order.
+local function fashion_mnist(shape)
+  local x, y
+  for bx, by in data.fashion_mnist("train"):batch(60000):iter() do
+    x, y = bx:reshape(shape):cast("f32") / 255, by
+  end
+  return x, y
+end
+
+-- Embedding and learned positions, one encoder block, the mean over the sequence, the logits.
+local TextClassifier = nn.Module:extend("TextClassifier")
+function TextClassifier:__init()
+  self:init_common({})
+  self.embedding = nn.Embedding(VOCAB, DIM)
+  self.encoder = nn.TransformerEncoder {num_heads = 4, intermediate_dim = 2 * DIM, dropout = 0.1}
+  self.logits = nn.Dense(CLASSES)
+  self.modules = {self.embedding, self.encoder, self.logits}
+end
+function TextClassifier:build(_shape)
+  self:add_weight {name = "position", shape = {LENGTH, DIM}, initializer = "random_normal"}
+end
+function TextClassifier:call(ids, ctx)
+  local h = self.encoder(self.embedding(ids, ctx) + self.position, ctx)
+  return self.logits(h:mean(2), ctx)
+end
+
+-- model, batch size, x, y
+local function setup(name)
+  if name == "mlp" then
+    local x, y = fashion_mnist({-1, 784})
+    return nn.Sequential {
+      nn.Dense(512, {activation = "relu"}),
+      nn.Dense(512, {activation = "relu"}),
+      nn.Dense(10),
+    }, 256, x, y
+  elseif name == "cnn" then
+    local x, y = fashion_mnist({-1, 28, 28, 1})
+    return nn.Sequential {
+      nn.Conv2D(32, 3, {activation = "relu", padding = "same"}),
+      nn.MaxPool2D(),
+      nn.Conv2D(64, 3, {activation = "relu", padding = "same"}),
+      nn.MaxPool2D(),
+      nn.Flatten(),
+      nn.Dense(128, {activation = "relu"}),
+      nn.Dense(10),
+    }, 128, x, y
+  elseif name == "transformer" then
+    local n, k1, k2 = 64 * 32, table.unpack(tpu.random.key(1):split(2))
+    local x = (tpu.random.uniform(k1, {n, LENGTH}) * VOCAB):cast("i32")
+    local y = (tpu.random.uniform(k2, {n}) * CLASSES):cast("i32")
+    return TextClassifier(), 64, x, y
+  end
+  error("model must be mlp, cnn or transformer, got " .. tostring(name), 0)
+end
+
+local model, batch, x, y = setup(model_name)
+model:compile {optimizer = optim.Adam {lr = 1e-3}, loss = "sparse_categorical_crossentropy"}
+local train = data.from_tensors {x, y}:batch(batch, {drop_remainder = true}):cycle()
+
+-- Seconds for n steps; fails when the loss is not finite.
+local function fit(n)
+  local t0 = core.now()
+  local history = model:fit(train, {epochs = 1, steps_per_epoch = n, verbose = 0})
+  local seconds = core.now() - t0
+  local loss = history.history.loss[1]
+  if loss ~= loss or loss == math.huge or loss == -math.huge then
+    error(string.format("the loss is %s after %d more steps", tostring(loss), n), 0)
+  end
+  return seconds
+end
+
+local first = fit(1)
+if warmup > 1 then fit(warmup - 1) end
+local seconds = fit(steps)
+
+-- Seconds spent in kernels so far (op timing accumulates; --profile turns it on from the start).
+local function kernel_seconds()
+  local total = 0
+  for _, t in ipairs(core.op_times()) do total = total + t.seconds end
+  return total
+end
+local was_profiling = tpu.options.profile
+core.set_op_profiling(true)
+local k0 = kernel_seconds()
+local profiled = fit(profile_steps)
+local kernel = kernel_seconds() - k0
+core.set_op_profiling(was_profiling or false)
+
+-- The compiled train step (fit's tpu.jit function): compile time, FLOPs and the HBM plan.
+local step_fn = model.compiled and model.compiled.steps and model.compiled.steps.train
+if step_fn then
+  local stats, exe = step_fn:stats(), step_fn.last.exe
+  if precision == "bf16" and not exe:text():find("bf16", 1, true) then
+    error("the bf16 policy is on but the compiled train step has no bf16 value", 0)
+  end
+  if stats.compiles ~= 1 then
+    error(string.format("the train step compiled %d times (expected once)", stats.compiles), 0)
+  end
+  local info = exe:info()
+  result("compile_ms", string.format("%.1f", stats.compile_ms))
+  result("graph_gflop", string.format("%.4f", info.flops / 1e9))
+  result("hbm_bytes", info.hbm_bytes)
+  result("arena_bytes", info.planned_bytes)
+else
+  io.stderr:write("bench: fit's compiled train step not found (model.compiled.steps.train): "
+    .. "no compile time, FLOPs or HBM plan\n")
+end
+
+local rss_kb = 0
+for line in io.lines("/proc/self/status") do
+  local kb = line:match("^VmHWM:%s*(%d+)")
+  if kb then rss_kb = tonumber(kb) end
+end
+
+result("batch", batch)
+result("steps", steps)
+result("samples_per_s", string.format("%.1f", steps * batch / seconds))
+result("step_ms", string.format("%.3f", seconds * 1000 / steps))
+result("profiled_step_ms", string.format("%.3f", profiled * 1000 / profile_steps))
+result("kernel_ms", string.format("%.3f", kernel * 1000 / profile_steps))
+result("first_step_ms", string.format("%.1f", first * 1000))
+result("rss_kb", rss_kb)
