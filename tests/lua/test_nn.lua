@@ -86,7 +86,8 @@ function T.dense_argument_errors()
   check.raises(function() nn.Dense(3, {activaton = "relu"}) end, "unknown option 'activaton'")
   check.raises(function() nn.Dense(3, {kernel_initializer = "glorot"}) end,
     'unknown initializer "glorot"')
-  check.raises(function() nn.Dense(3, {dtype = "f16"}) end, 'dtype must be "f32" or "bf16", got "f16"')
+  check.raises(function() nn.Dense(3, {dtype = "f16"}) end,
+    'dtype must be "f32", "bf16", "float32" or "mixed_bfloat16", got "f16"')
 end
 
 function T.wrong_input_shape_names_layer_and_shape()

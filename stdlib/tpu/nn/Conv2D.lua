@@ -51,10 +51,12 @@ function Conv2D:build(input_shape)
 end
 
 function Conv2D:call(x, _ctx)
+  -- bf16 operands are summed in f32 and rounded once (conv2d has no f32 result of its own)
   local dtype = self:compute_dtype()
   local y = util.cast_float(x, dtype):conv2d(util.cast_float(self.kernel, dtype),
                                              {strides = self.strides, padding = self.padding})
-  if self.use_bias then y = y + util.cast_float(self.bias, dtype) end
+  y = util.cast_float(y, util.output_dtype(self.dtype_policy))
+  if self.use_bias then y = y + util.cast_float(self.bias, y.dtype) end
   return self.activation(y)
 end
 

@@ -42,9 +42,8 @@ function Dense:build(input_shape)
 end
 
 function Dense:call(x, _ctx)
-  local dtype = self:compute_dtype()
-  local y = util.cast_float(x, dtype):matmul(util.cast_float(self.kernel, dtype))
-  if self.use_bias then y = y + util.cast_float(self.bias, dtype) end
+  local y = util.policy_matmul(x, self.kernel, self.dtype_policy)
+  if self.use_bias then y = y + util.cast_float(self.bias, y.dtype) end
   return self.activation(y)
 end
 

@@ -34,7 +34,8 @@ function Embedding:call(ids, _ctx)
       self.name, util.describe(ids))
   end
   if ids.dtype ~= "i32" then ids = ids:cast("i32") end
-  return util.cast_float(self.embeddings, self:compute_dtype()):take(ids, 1)
+  -- a lookup has no arithmetic: the rows are gathered, then given the layer's output dtype
+  return util.cast_float(self.embeddings:take(ids, 1), util.output_dtype(self.dtype_policy))
 end
 
 function Embedding:compute_output_shape(input_shape)

@@ -39,7 +39,7 @@ function LayerNorm:call(x, _ctx)
   local y = centered * (centered:square():mean(-1, true) + self.epsilon):rsqrt()
   if self.scale then y = y * util.cast_float(self.gamma, "f32") end
   if self.center then y = y + util.cast_float(self.beta, "f32") end
-  return util.cast_float(y, self:compute_dtype())
+  return util.cast_float(y, util.output_dtype(self.dtype_policy))
 end
 
 function LayerNorm:compute_output_shape(input_shape)

@@ -9,6 +9,8 @@
 --   local y = layer(x)          -- builds on the first call (the input shape is known then)
 --
 -- A subclass with its own __init(...) calls `self:init_common(opts)` (name, dtype, trainable).
+-- `self:compute_dtype()` and `self:variable_dtype()` give the layer's mixed-precision dtypes:
+-- its `dtype =` option, else the tpu.mixed_precision policy when it was constructed.
 -- Weights are plain tensors stored in `self[name]`; `set_parameters` swaps them (traced tensors
 -- while tpu.jit traces a step, updated values after it). Containers keep their children in
 -- `self.modules`. The training methods (compile, fit, evaluate, predict) come from
@@ -53,25 +55,29 @@ function Module:init_common(opts)
     util.fail("%s: name must be a string, got %s", self.__name, util.show(opts.name))
   end
   self.name = opts.name or default_name(self.__name)
-  self.dtype = util.check_dtype(self, opts.dtype)
+  self.dtype = opts.dtype
+  self.dtype_policy = util.layer_policy(self, opts.dtype)  -- the global policy, read now
   self.trainable = opts.trainable ~= false
   self.built = false
   self.modules = self.modules or {}
   self._weights = {}
 end
 
--- Floating dtypes for the layer's variables and its computation (mixed precision aware).
-function Module:variable_dtype()
-  return self.dtype or util.policy().variable_dtype
-end
-
-function Module:compute_dtype()
-  return self.dtype or util.policy().compute_dtype
-end
-
 -- Fields every module needs, for subclasses whose __init forgot init_common.
 local function ensure_init(self)
   if rawget(self, "_weights") == nil then self:init_common({}) end
+end
+
+-- Floating dtypes for the layer's variables and its computation: its `dtype =` option, else
+-- the mixed-precision policy in force when the layer was constructed (tpu.mixed_precision).
+function Module:variable_dtype()
+  ensure_init(self)
+  return self.dtype_policy.variable_dtype
+end
+
+function Module:compute_dtype()
+  ensure_init(self)
+  return self.dtype_policy.compute_dtype
 end
 
 -- Creates a weight, stores it as self[name] and returns it.

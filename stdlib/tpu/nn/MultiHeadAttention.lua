@@ -66,9 +66,8 @@ end
 
 -- [batch, len, features] @ kernel -> [batch, heads, len, dim]
 function MultiHeadAttention:project(t, name, dim)
-  local dtype = self:compute_dtype()
-  local y = util.cast_float(t, dtype):matmul(util.cast_float(self[name .. "_kernel"], dtype))
-  if self.use_bias then y = y + util.cast_float(self[name .. "_bias"], dtype) end
+  local y = util.policy_matmul(t, self[name .. "_kernel"], self.dtype_policy)
+  if self.use_bias then y = y + util.cast_float(self[name .. "_bias"], y.dtype) end
   local s = t.shape
   return y:reshape({s[1], s[2], self.num_heads, dim}):transpose({1, 3, 2, 4})
 end
@@ -90,19 +89,19 @@ function MultiHeadAttention:call(x, ctx)
   local qh = self:project(q, "query", self.key_dim)
   local kh = self:project(k, "key", self.key_dim)
   local vh = self:project(v, "value", self.value_dim)
-  local scores = util.cast_float(qh:matmul(kh:transpose({1, 2, 4, 3})), "f32")
+  local policy = self.dtype_policy
+  local scores = util.cast_float(util.policy_matmul(qh, kh:transpose({1, 2, 4, 3}), policy), "f32")
                  * (1 / math.sqrt(self.key_dim))
   if mask then scores = masked(scores, mask) end
   local weights = scores:softmax(-1)
   if ctx and ctx.training and self.dropout > 0 then
     weights = Dropout.apply(weights, self.dropout, self:random_key(ctx))
   end
-  local dtype = self:compute_dtype()
-  local out = util.cast_float(weights, dtype):matmul(vh):transpose({1, 3, 2, 4})
+  local out = util.policy_matmul(weights, vh, policy):transpose({1, 3, 2, 4})
   local s = q.shape
   out = out:reshape({s[1], s[2], self.num_heads * self.value_dim})
-  out = out:matmul(util.cast_float(self.output_kernel, dtype))
-  if self.use_bias then out = out + util.cast_float(self.output_bias, dtype) end
+  out = util.policy_matmul(out, self.output_kernel, policy)
+  if self.use_bias then out = out + util.cast_float(self.output_bias, out.dtype) end
   return out
 end
 

@@ -38,15 +38,15 @@ function TransformerEncoder:build(input_shape)
     util.fail("TransformerEncoder '%s' expects input [batch, length, features] with features "
       .. "divisible by num_heads = %d, got %s", self.name, self.num_heads, util.shape_text(shape))
   end
-  local sub = {dtype = self.dtype}
+  local dtype = self.dtype or self.dtype_policy.name  -- the sublayers follow this layer's policy
   self.attention = MultiHeadAttention {num_heads = self.num_heads, key_dim = d // self.num_heads,
-                                       dropout = self.dropout, dtype = self.dtype}
+                                       dropout = self.dropout, dtype = dtype}
   self.attention_dropout = Dropout(self.dropout)
-  self.attention_norm = LayerNorm {epsilon = self.epsilon, dtype = self.dtype}
-  self.ffn_in = Dense(self.intermediate_dim, {activation = self.activation, dtype = self.dtype})
-  self.ffn_out = Dense(d, sub)
+  self.attention_norm = LayerNorm {epsilon = self.epsilon, dtype = dtype}
+  self.ffn_in = Dense(self.intermediate_dim, {activation = self.activation, dtype = dtype})
+  self.ffn_out = Dense(d, {dtype = dtype})
   self.ffn_dropout = Dropout(self.dropout)
-  self.ffn_norm = LayerNorm {epsilon = self.epsilon, dtype = self.dtype}
+  self.ffn_norm = LayerNorm {epsilon = self.epsilon, dtype = dtype}
   self.modules = {self.attention, self.attention_dropout, self.attention_norm, self.ffn_in,
                   self.ffn_out, self.ffn_dropout, self.ffn_norm}
   local ffn_shape = util.copy(shape)

@@ -93,25 +93,34 @@ end
 
 local float_dtypes = {f32 = true, bf16 = true}
 
-function M.check_dtype(obj, dtype)
-  if dtype ~= nil and not float_dtypes[dtype] then
-    M.fail("%s: dtype must be \"f32\" or \"bf16\", got %s", obj.__name, M.show(dtype))
-  end
-  return dtype
-end
+local function mixed_precision() return require "tpu.mixed_precision" end
 
--- The mixed-precision policy {compute_dtype=, variable_dtype=}; f32 when none is set.
-function M.policy()
-  local mp = tpu().mixed_precision
-  local p = mp and mp.policy and mp.policy()
-  return {compute_dtype = p and p.compute_dtype or "f32",
-          variable_dtype = p and p.variable_dtype or "f32"}
+-- A layer's {name, compute_dtype, variable_dtype} from its `dtype =` option: the global
+-- mixed-precision policy when nil, else a dtype ("f32", "bf16") or a policy name.
+function M.layer_policy(obj, dtype)
+  local p, err = mixed_precision().layer_policy(dtype)
+  if not p then M.fail("%s: %s, got %s", obj.__name, err, M.show(dtype)) end
+  return p
 end
 
 -- Casts a floating tensor to dtype when it differs (integer inputs are left alone).
 function M.cast_float(x, dtype)
   if x.dtype ~= dtype and float_dtypes[x.dtype] then return x:cast(dtype) end
   return x
+end
+
+-- x @ w under a layer's policy {compute_dtype, variable_dtype}: bf16 compute multiplies bf16
+-- operands and sums in f32 (the MXU's contract); the result has the layer's output dtype.
+function M.policy_matmul(x, w, policy)
+  local c, out = policy.compute_dtype, M.output_dtype(policy)
+  return M.cast_float(x, c):matmul(M.cast_float(w, c), c ~= out and {to = out} or nil)
+end
+
+-- The dtype of a layer's outputs: f32 when its variables are f32 (mixed_bfloat16 keeps the f32
+-- sums of its bf16 matmuls; the next matmul rounds its inputs to bf16 again), bf16 for a layer
+-- that is bf16 throughout (dtype = "bf16").
+function M.output_dtype(policy)
+  return policy.variable_dtype == "f32" and "f32" or policy.compute_dtype
 end
 
 -- Option list of a layer: its own names plus the ones every layer takes.
