@@ -45,8 +45,10 @@ class Pool {
     }
     cv_.notify_all();
     drain();
+    // Every worker must have left drain() too: one still inside could take an index of the
+    // next region while it is being set up.
     std::unique_lock g(m_);
-    done_cv_.wait(g, [&] { return pending_ == 0; });
+    done_cv_.wait(g, [&] { return pending_ == 0 && active_ == 0; });
     task_ = nullptr;
     if (error_) std::rethrow_exception(error_);
   }
@@ -80,8 +82,12 @@ class Pool {
         cv_.wait(g, [&] { return stopping_ || (generation_ != seen && task_); });
         if (stopping_) return;
         seen = generation_;
+        ++active_;
       }
       drain();
+      std::lock_guard g(m_);
+      --active_;
+      done_cv_.notify_all();
     }
   }
 
@@ -101,6 +107,7 @@ class Pool {
   const std::function<void(int64_t)>* task_ = nullptr;
   std::atomic<int64_t> next_{0}, pending_{0};
   int64_t count_ = 0;
+  int active_ = 0;  // workers inside drain(); guarded by m_
   uint64_t generation_ = 0;
   bool stopping_ = false;
   std::exception_ptr error_;

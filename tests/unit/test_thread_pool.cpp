@@ -1,0 +1,32 @@
+// The host thread pool: every index of every region runs exactly once, back-to-back regions
+// never mix, nested regions run serially, and errors reach the caller.
+#include <doctest.h>
+
+#include <atomic>
+#include <stdexcept>
+#include <vector>
+
+#include "runtime/thread_pool.h"
+
+using namespace tpu;
+
+TEST_CASE("back-to-back small regions run each index once and never hang") {
+  set_num_threads(2);
+  std::vector<std::atomic<int>> hits(4);
+  for (int region = 0; region < 20000; ++region) {
+    const int64_t count = 2 + region % 3;
+    for (auto& h : hits) h = 0;
+    parallel_for(count, [&](int64_t i) { hits[size_t(i)].fetch_add(1); });
+    for (int64_t i = 0; i < 4; ++i) REQUIRE(hits[size_t(i)] == (i < count ? 1 : 0));
+  }
+  set_num_threads(0);
+}
+
+TEST_CASE("a nested region runs serially inside its task; errors reach the caller") {
+  std::atomic<int> total{0};
+  parallel_for(4, [&](int64_t) { parallel_for(3, [&](int64_t) { total.fetch_add(1); }); });
+  CHECK(total == 12);
+  CHECK_THROWS_AS(parallel_for(8, [](int64_t i) { if (i == 5) throw std::runtime_error("task 5"); }), std::runtime_error);
+  parallel_for(8, [&](int64_t) { total.fetch_add(1); });  // the pool still works
+  CHECK(total == 20);
+}
