@@ -28,6 +28,8 @@
 local util = require "tpu.nn.util"
 local History = require "tpu.nn.History"
 local Progbar = require "tpu.nn.Progbar"
+local nonfinite = require "tpu.nn.nonfinite"
+local interrupt = require "tpu.interrupt"
 
 local M = {}
 
@@ -292,7 +294,12 @@ local function make_train_step(model, c, layout)
     local _, aux, grads = with_params(model, model:parameters(), grad_fn, tparams, frozen, x, y, w, key, count)
     for i, g in ipairs(grads) do grads[i] = reduce(g) end
     local new_params, new_opt_state = c.optimizer:update(tparams, grads, opt_state)
-    return new_params, new_opt_state, aux.state, batch_stats(c, aux, y, w)
+    -- A step whose loss is not finite keeps the weights it got (its inputs are donated), so
+    -- fit can find the layer that went non-finite. The optimizer state is not kept: selecting
+    -- it too would cost a pass over it every step, and fit stops there anyway.
+    local stats = batch_stats(c, aux, y, w)
+    new_params, aux.state = nonfinite.keep_if_finite(stats:slice {{1, 1}}, {tparams, frozen}, {new_params, aux.state})
+    return new_params, new_opt_state, aux.state, stats
   end, {name = "train_step", donate_argnums = {1, 2}})
 end
 
@@ -434,6 +441,12 @@ local function callback(cbs, hook, ...)
   end
 end
 
+-- Ends fit after Ctrl-C: between steps, after the callbacks (so a checkpoint is complete).
+local function check_interrupt(model)
+  local p = model.fit_progress
+  interrupt.check("fit", "after step %d (epoch %d, batch %d)", model.train_steps or 0, p.epoch, p.batch)
+end
+
 ---------------------------------------------------------------- fit
 
 -- The random key of the next train step: the seed's key folded with a step count that goes on
@@ -447,9 +460,10 @@ local function step_key(model)
   return model.dropout_key:fold_in(model.train_steps)
 end
 
-local function train_epoch(model, c, data, opts, bar, cbs)
-  local sums, step = new_sums(c), 0
-  local it = batches(data, opts.batch_size)
+-- One epoch; `start` continues one that a checkpoint stopped inside ({batch=, sums=, iter=}).
+local function train_epoch(model, c, data, opts, bar, cbs, epoch, start)
+  local sums, step = start.sums or new_sums(c), start.batch or 0
+  local it = start.iter or batches(data, opts.batch_size)
   for x, y in it do
     if not model.optimizer_state then
       ensure_built(model, x)
@@ -465,9 +479,12 @@ local function train_epoch(model, c, data, opts, bar, cbs)
     model.optimizer_state = new_opt_state
     add_stats(sums, stats)
     step = step + 1
+    model.fit_progress = {epoch = epoch, batch = step, sums = sums}
+    if not nonfinite.is_finite_number(sums[1]) then nonfinite.fail(model, x, sums[1], model.fit_progress) end
     local shown, logs = results(c, sums)
     bar:update(step, shown)
     callback(cbs, "on_train_batch_end", step, logs)
+    check_interrupt(model)
     if opts.steps_per_epoch and step >= opts.steps_per_epoch then break end
   end
   if step == 0 then util.fail("fit: the training data set produced no batches") end
@@ -489,7 +506,7 @@ local function evaluate_sums(model, c, data, opts, bar)
 end
 
 local fit_options = {"epochs", "validation_data", "verbose", "callbacks", "batch_size",
-                     "steps_per_epoch"}
+                     "steps_per_epoch", "resume"}
 
 -- Steps per epoch for the progress bar; an endless data set needs steps_per_epoch.
 local function epoch_steps(data, opts)
@@ -518,18 +535,21 @@ function M:fit(data, opts)
   local verbose, cbs = verbosity(opts.verbose), opts.callbacks or {}
   local history = History {epochs = epochs, verbose = verbose}
   self.history, self.stop_training = history, false
-  for _, cb in ipairs(cbs) do
-    if type(cb) == "table" and cb.model == nil then cb.model = self end
-  end
+  local start = require("tpu.checkpoint").resume_fit(self, history, data, opts)
   if replicas(c) > 1 and is_dataset(data) then c.strategy:distribute(data) end  -- batch check
-  callback(cbs, "on_train_begin", {})
   local steps = epoch_steps(data, opts)
-  for epoch = 1, epochs do
+  cbs = require("tpu.callbacks").prepare(cbs, self, {epochs = epochs, steps = steps, verbose = verbose,
+    train_data = data, validation_data = opts.validation_data})
+  local _ <close> = interrupt.deferred()
+  callback(cbs, "on_train_begin", {})
+  for epoch = start.epoch + 1, epochs do
     if verbose > 0 then io.stdout:write(string.format("Epoch %d/%d\n", epoch, epochs)) end
-    callback(cbs, "on_epoch_begin", epoch, {})
+    if epoch > start.epoch + 1 or start.batch == 0 then  -- a resumed epoch has begun before
+      callback(cbs, "on_epoch_begin", epoch, {})
+    end
     local bar = Progbar {target = steps, verbose = verbose}
     local sums
-    sums, steps = train_epoch(self, c, data, opts, bar, cbs)
+    sums, steps = train_epoch(self, c, data, opts, bar, cbs, epoch, epoch == start.epoch + 1 and start or {})
     local shown, logs = results(c, sums)
     if opts.validation_data then
       local vshown, vlogs = results(c, (evaluate_sums(self, c, opts.validation_data, opts)), "val_")
@@ -540,6 +560,8 @@ function M:fit(data, opts)
     for i, p in ipairs(shown) do order[i] = p[1] end
     history:append(epoch, logs, order)
     callback(cbs, "on_epoch_end", epoch, logs)
+    self.fit_progress = {epoch = epoch, batch = steps}
+    check_interrupt(self)
     if self.stop_training then break end
   end
   callback(cbs, "on_train_end", {})
