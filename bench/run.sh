@@ -9,9 +9,9 @@
 #   bench/run.sh --long               # 5x the timed and profiled steps
 #   bench/run.sh --models mlp,cnn --precisions f32 --rounds 3 --scale 2 --threads 2
 #
-# Needs a built build/tputrain (./setup.sh; TPUTRAIN=path picks another binary), Debian's
-# python3-torch and python3-numpy, and g++ for the peak measurement (bench/fma_peak.cpp;
-# BENCH_PEAK_F32 / BENCH_PEAK_BF16 = GFLOP/s skip it). A run longer than BENCH_TIMEOUT seconds
+# Installs what is missing (tools/bootstrap.sh --bench: Debian's python3-torch with OpenBLAS)
+# and builds build/tputrain (TPUTRAIN=path picks another binary); g++ measures the peak
+# (bench/fma_peak.cpp; BENCH_PEAK_F32 / BENCH_PEAK_BF16 = GFLOP/s skip it). A run longer than BENCH_TIMEOUT seconds
 # (default 600) is stopped and shown as failed. Logs of every run stay in a temporary directory
 # whose name the script prints.
 set -uo pipefail
@@ -55,6 +55,7 @@ for precision in ${precisions//,/ }; do
   [[ $precision == f32 || $precision == bf16 ]] || { echo "bench: unknown precision '$precision' (f32, bf16)" >&2; exit 2; }
 done
 
+tools/bootstrap.sh --bench >/dev/null || { echo "bench: installing or building failed (tools/bootstrap.sh --bench)" >&2; exit 1; }
 python=/usr/bin/python3
 tputrain=${TPUTRAIN:-build/tputrain}
 time_limit=${BENCH_TIMEOUT:-600}  # seconds per run

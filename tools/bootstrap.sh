@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # Installs what tputrain needs on Debian 12 (only the packages that are missing) and builds it
 # (Release) into ./build. Used by setup.sh and run_tests.sh; safe to run again.
+# `--bench` also installs what bench/run.sh compares against: PyTorch, with OpenBLAS (without
+# it PyTorch's f32 matrix products run on the reference BLAS, far from its best here).
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
@@ -10,6 +12,7 @@ packages=(build-essential cmake pkg-config liblua5.4-dev libeigen3-dev doctest-d
           zlib1g-dev libdnnl-dev nlohmann-json3-dev python3-numpy dataset-fashion-mnist
           fortunes fortunes-de fortunes-it fortunes-es fortunes-br
           libopenmpi-dev openmpi-bin)
+[[ ${1:-} == --bench ]] && packages+=(python3-torch libopenblas0-pthread)
 
 missing=()
 for p in "${packages[@]}"; do
