@@ -70,9 +70,10 @@ bool optimize_by_default() {
 }
 
 // Options of trace_end: {optimize=, donate={bool per parameter}, dump_dir=, dump_name=,
-// hbm_version="v2"|"v3"|"v4" (check the plan against one core of it)}.
+// hbm_version="v2"|"v3"|"v4" (check the plan against one core of it), arg_names={string per
+// parameter} (for that check's report)}.
 CompileOptions compile_options(lua_State* L, int arg, std::string& dump_dir, std::string& dump_name,
-                               std::string& hbm_version) {
+                               std::string& hbm_version, std::vector<std::string>& arg_names) {
   CompileOptions o;
   o.optimize = optimize_by_default();
   if (!lua_istable(L, arg)) return o;
@@ -90,6 +91,13 @@ CompileOptions compile_options(lua_State* L, int arg, std::string& dump_dir, std
   if (lua_getfield(L, arg, "dump_name") == LUA_TSTRING) dump_name = lua_tostring(L, -1);
   lua_pop(L, 1);
   if (lua_getfield(L, arg, "hbm_version") == LUA_TSTRING) hbm_version = lua_tostring(L, -1);
+  lua_pop(L, 1);
+  if (lua_getfield(L, arg, "arg_names") == LUA_TTABLE)
+    for (lua_Integer i = 1; i <= luaL_len(L, -1); ++i) {
+      lua_geti(L, -1, i);
+      arg_names.emplace_back(lua_isstring(L, -1) ? lua_tostring(L, -1) : "");
+      lua_pop(L, 1);
+    }
   lua_pop(L, 1);
   if (lua_getfield(L, arg, "replicas") == LUA_TNUMBER) o.replicas = int(lua_tointeger(L, -1));
   lua_pop(L, 1);
@@ -129,7 +137,8 @@ int l_trace_end(lua_State* L) {
   Trace& t = require_trace(L);
   luaL_checktype(L, 1, LUA_TTABLE);
   std::string dump_dir, dump_name, hbm_version;
-  CompileOptions options = compile_options(L, 2, dump_dir, dump_name, hbm_version);
+  std::vector<std::string> arg_names;
+  CompileOptions options = compile_options(L, 2, dump_dir, dump_name, hbm_version, arg_names);
   std::vector<Operand> outs;
   for (lua_Integer i = 1; i <= luaL_len(L, 1); ++i) {
     lua_geti(L, 1, i);
@@ -158,7 +167,7 @@ int l_trace_end(lua_State* L) {
     auto exe = std::make_shared<Executable>(Executable::compile(std::move(g), options));
     check_round_trip(exe->graph(), "after the pipeline");
     if (const TpuVersion* v = find_tpu_version(hbm_version)) {
-      std::string over = hbm_check(*exe, *v);
+      std::string over = hbm_check(*exe, *v, arg_names);
       if (!over.empty()) {
         pop_trace(t.id);
         throw Error(over);
@@ -422,6 +431,13 @@ int l_tpu_version(lua_State* L) {
   return 1;
 }
 
+// core.padded_bytes(dtype, shape) -> bytes of such a tensor in HBM, the two minor dims padded
+// to the TPU's 8x128 tiles (the memory plan's rule).
+int l_padded_bytes(lua_State* L) {
+  lua_pushinteger(L, lua_Integer(tpu_padded_bytes(check_dtype(L, 1), check_shape(L, 2))));
+  return 1;
+}
+
 int l_format_bytes(lua_State* L) {
   lua_pushstring(L, format_bytes(luaL_checknumber(L, 1)).c_str());
   return 1;
@@ -441,6 +457,7 @@ const luaL_Reg kFunctions[] = {{"trace_begin", l_trace_begin}, {"trace_param", l
                                {"lift", l_lift},                {"all_reduce", l_all_reduce},                {"op_times", l_op_times},
                                {"set_op_profiling", l_set_op_profiling}, {"trace_name", l_trace_name},
                                {"tpu_version", l_tpu_version},  {"format_bytes", l_format_bytes},
+                               {"padded_bytes", l_padded_bytes},
                                {nullptr, nullptr}};
 
 }  // namespace

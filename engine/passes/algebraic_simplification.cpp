@@ -74,27 +74,46 @@ NodeId broadcast_chain(Graph& g, const Node& n) {
 const Rule kRules[] = {times_one,   over_one,      minus_zero,      double_negation,
                        same_choice, reshape_chain, transpose_chain, broadcast_chain};
 
+// The replacement for node n of g by the first rule that applies, or -1.
+NodeId simplify(Graph& g, const Node& n) {
+  for (Rule rule : kRules)
+    if (NodeId r = rule(g, n); r >= 0) return r;
+  return -1;
+}
+
+// The first node a rule applies to, trying the rules on g itself: until then the output would
+// be the input, so nothing needs copying. Nodes a rule appended are dropped again.
+NodeId first_simplifiable(Graph& g) {
+  const size_t size = g.nodes.size();
+  const int32_t loc = g.current_loc;
+  NodeId n = 0;
+  for (; n < NodeId(size); ++n)
+    if (g.at(n).op != Op::parameter && simplify(g, g.at(n)) >= 0) break;
+  g.nodes.resize(size);
+  g.current_loc = loc;
+  return n;
+}
+
 }  // namespace
 
-PassResult algebraic_simplification(const Graph& g) {
+PassResult algebraic_simplification(Graph g) {
+  const NodeId first = first_simplifiable(g);
+  if (first == NodeId(g.nodes.size())) return {std::move(g), false};
   Rewriter rw(g);
+  rw.keep_prefix(first);
   bool changed = false;
-  for (NodeId n = 0; n < NodeId(g.nodes.size()); ++n) {
+  for (NodeId n = first; n < NodeId(g.nodes.size()); ++n) {
     if (g.at(n).op == Op::parameter) {
-      rw.copy(n);
+      rw.take(n);
       continue;
     }
-    Node probe = g.at(n);
-    probe.in = rw.mapped_inputs(n);
     rw.at_location_of(n);
-    NodeId replacement = -1;
-    for (Rule rule : kRules)
-      if ((replacement = rule(rw.out(), probe)) >= 0) break;
+    NodeId replacement = simplify(rw.out(), rw.mapped_node(n));
     if (replacement >= 0) {
       rw.set(n, replacement);
       changed = true;
     } else {
-      rw.copy(n);
+      rw.take(n);
     }
   }
   return {rw.finish(), changed};

@@ -1,7 +1,7 @@
 // CSE: a node equal to an earlier one (same op, operands and attributes; small constants
 // compared by value) is replaced by it.
+#include <bit>
 #include <cstring>
-#include <unordered_map>
 
 #include "passes/pass.h"
 #include "passes/rewriter.h"
@@ -40,28 +40,66 @@ bool same_node(const Node& a, const Node& b) {
          x.flag_b == y.flag_b && x.value == y.value && x.to == y.to && x.body == y.body && same_literal(x, y);
 }
 
+// Nodes of the output graph by hash, in one flat table with linear probing (at most half
+// full): a deep graph's lookups touch a few adjacent slots instead of a heap node per entry.
+class Seen {
+ public:
+  explicit Seen(size_t capacity) : slots_(std::bit_ceil(2 * capacity + 2)) {}
+
+  // The node of `out` equal to `probe` (whose hash is h), or -1.
+  NodeId find(const Graph& out, const Node& probe, size_t h) const {
+    for (size_t i = start(h); slots_[i].id >= 0; i = (i + 1) & mask())
+      if (slots_[i].hash == h && same_node(out.at(slots_[i].id), probe)) return slots_[i].id;
+    return -1;
+  }
+
+  void add(size_t h, NodeId id) {
+    size_t i = start(h);
+    while (slots_[i].id >= 0) i = (i + 1) & mask();
+    slots_[i] = {h, id};
+  }
+
+ private:
+  struct Slot {
+    size_t hash = 0;
+    NodeId id = -1;
+  };
+  size_t mask() const { return slots_.size() - 1; }
+  size_t start(size_t h) const { return ((h ^ (h >> 29)) * 0xbf58476d1ce4e5b9ull >> 20) & mask(); }
+
+  std::vector<Slot> slots_;
+};
+
 }  // namespace
 
-PassResult common_subexpression_elimination(const Graph& g) {
+PassResult common_subexpression_elimination(Graph g) {
+  Seen seen(g.nodes.size());
+  // Until the first duplicate the output is the input: hash the nodes as they are.
+  NodeId first = 0;
+  for (; first < NodeId(g.nodes.size()); ++first) {
+    const Node& node = g.at(first);
+    if (node.op == Op::parameter) continue;
+    size_t h = hash_node(node);
+    if (seen.find(g, node, h) >= 0) break;
+    seen.add(h, first);
+  }
+  if (first == NodeId(g.nodes.size())) return {std::move(g), false};
   Rewriter rw(g);
-  std::unordered_multimap<size_t, NodeId> seen;  // hash -> node in rw.out()
+  rw.keep_prefix(first);
   bool changed = false;
-  for (NodeId n = 0; n < NodeId(g.nodes.size()); ++n) {
+  for (NodeId n = first; n < NodeId(g.nodes.size()); ++n) {
     if (g.at(n).op == Op::parameter) {
-      rw.copy(n);
+      rw.take(n);
       continue;
     }
-    Node probe = g.at(n);
-    probe.in = rw.mapped_inputs(n);
+    const Node& probe = rw.mapped_node(n);
     size_t h = hash_node(probe);
-    NodeId found = -1;
-    for (auto [it, end] = seen.equal_range(h); it != end && found < 0; ++it)
-      if (same_node(rw.out().at(it->second), probe)) found = it->second;
+    NodeId found = seen.find(rw.out(), probe, h);
     if (found >= 0) {
       rw.set(n, found);
       changed = true;
     } else {
-      seen.emplace(h, rw.copy(n));
+      seen.add(h, rw.take(n));
     }
   }
   return {rw.finish(), changed};

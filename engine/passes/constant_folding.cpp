@@ -25,20 +25,33 @@ NodeId emit_constant(Graph& g, Tensor value) {
   return g.broadcast(g.constant(std::move(one)), value.shape(), {});
 }
 
+// Whether `node` can be computed now; `out` holds its operands (through `map`).
+template <class Map>
+bool foldable(const Node& node, const Graph& out, Map map) {
+  // A broadcast of a constant is already as folded as it gets (and is what folding emits).
+  bool ok = node.op != Op::parameter && node.op != Op::constant && node.op != Op::broadcast &&
+            node.op != Op::all_reduce &&  // its value depends on the replicas
+            !node.in.empty() && num_elements(node.shape) <= kFoldUpTo;
+  for (NodeId i : node.in) ok = ok && out.at(map(i)).op == Op::constant;
+  return ok;
+}
+
 }  // namespace
 
-PassResult constant_folding(const Graph& g) {
+PassResult constant_folding(Graph g) {
+  // Up to the first foldable node the output would be the input: find it without copying.
+  auto same = [](NodeId i) { return i; };
+  NodeId first = 0;
+  while (first < NodeId(g.nodes.size()) && !foldable(g.at(first), g, same)) ++first;
+  if (first == NodeId(g.nodes.size())) return {std::move(g), false};
   Rewriter rw(g);
+  rw.keep_prefix(first);
+  auto mapped = [&](NodeId i) { return rw.map(i); };
   bool changed = false;
-  for (NodeId n = 0; n < NodeId(g.nodes.size()); ++n) {
+  for (NodeId n = first; n < NodeId(g.nodes.size()); ++n) {
     const Node& node = g.at(n);
-    // A broadcast of a constant is already as folded as it gets (and is what folding emits).
-    bool foldable = node.op != Op::parameter && node.op != Op::constant && node.op != Op::broadcast &&
-                    node.op != Op::all_reduce &&  // its value depends on the replicas
-                    !node.in.empty() && num_elements(node.shape) <= kFoldUpTo;
-    for (NodeId i : node.in) foldable = foldable && rw.out().at(rw.map(i)).op == Op::constant;
-    if (!foldable) {
-      rw.copy(n);
+    if (!foldable(node, rw.out(), mapped)) {
+      rw.take(n);
       continue;
     }
     std::vector<const Tensor*> inputs;

@@ -38,7 +38,7 @@ struct Groups {
 };
 
 Groups form_groups(const Graph& g) {
-  auto users = users_of(g);
+  const Users users = users_of(g);
   std::vector<bool> is_output(g.nodes.size(), false);
   for (NodeId o : g.outputs) is_output[size_t(o)] = true;
   Groups gr{std::vector<int32_t>(g.nodes.size(), -1), {}, {}};
@@ -46,8 +46,8 @@ Groups form_groups(const Graph& g) {
     const Node& node = g.at(n);
     if (!is_elementwise(node.op)) continue;
     int32_t joined = -1;
-    bool ok = !is_output[size_t(n)] && !users[size_t(n)].empty();
-    for (NodeId u : users[size_t(n)]) {
+    bool ok = !is_output[size_t(n)] && !users.of(n).empty();
+    for (NodeId u : users.of(n)) {
       int32_t gu = gr.of[size_t(u)];
       if (gu < 0 || (joined >= 0 && gu != joined)) ok = false;
       joined = gu;
@@ -116,7 +116,7 @@ class Outliner {
 
 }  // namespace
 
-PassResult elementwise_fusion(const Graph& g) {
+PassResult elementwise_fusion(Graph g) {
   Groups gr = form_groups(g);
   std::vector<std::vector<NodeId>> members(gr.root.size());
   for (NodeId n = 0; n < NodeId(g.nodes.size()); ++n)

@@ -1,6 +1,7 @@
 // A pass maps a graph to a graph and says whether it changed anything. One pass, one file.
 #pragma once
 #include <functional>
+#include <span>
 #include <string>
 
 #include "ir/graph.h"
@@ -12,18 +13,20 @@ struct PassResult {
   bool changed = false;
 };
 
-using PassFn = PassResult (*)(const Graph& g);
+// A pass takes its graph by value so that one with nothing to do can hand it back as it came:
+// on deep graphs copying every node was most of the compile time.
+using PassFn = PassResult (*)(Graph g);
 
 struct Pass {
   const char* name;
   PassFn run;
 };
 
-PassResult dead_code_elimination(const Graph& g);
-PassResult common_subexpression_elimination(const Graph& g);
-PassResult constant_folding(const Graph& g);
-PassResult algebraic_simplification(const Graph& g);
-PassResult elementwise_fusion(const Graph& g);
+PassResult dead_code_elimination(Graph g);
+PassResult common_subexpression_elimination(Graph g);
+PassResult constant_folding(Graph g);
+PassResult algebraic_simplification(Graph g);
+PassResult elementwise_fusion(Graph g);
 
 struct PipelineOptions {
   bool enabled = true;
@@ -35,7 +38,15 @@ struct PipelineOptions {
 // The compile pipeline: cleanup passes to a fixed point, then fusion, then DCE.
 Graph run_pipeline(Graph g, const PipelineOptions& options = {});
 
-// Users of each node (ids of the nodes that read it), in order.
-std::vector<std::vector<NodeId>> users_of(const Graph& g);
+// Users of each node (ids of the nodes that read it, each once, in order), in one flat array
+// (a vector per node cost an allocation per node on deep graphs).
+struct Users {
+  std::vector<int32_t> start;  // users of n: ids[start[n] .. start[n + 1])
+  std::vector<NodeId> ids;
+  std::span<const NodeId> of(NodeId n) const {
+    return {ids.data() + start[size_t(n)], ids.data() + start[size_t(n) + 1]};
+  }
+};
+Users users_of(const Graph& g);
 
 }  // namespace tpu

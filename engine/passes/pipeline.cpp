@@ -33,15 +33,14 @@ Graph run_pipeline(Graph g, const PipelineOptions& options) {
   if (!options.enabled) return g;
   auto step = [&](const Pass& p) {
     auto t0 = std::chrono::steady_clock::now();
-    PassResult r = p.run(g);
+    const size_t before = g.nodes.size();
+    PassResult r = p.run(std::move(g));
+    g = std::move(r.graph);
     if (trace_passes())
       std::fprintf(stderr, "pass %-34s %8.2f ms  %zu -> %zu nodes%s\n", p.name,
                    std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count(),
-                   g.nodes.size(), r.graph.nodes.size(), r.changed ? "" : "  (no change)");
-    if (r.changed) {
-      g = std::move(r.graph);
-      if (options.observe) options.observe(p.name, g);
-    }
+                   before, g.nodes.size(), r.changed ? "" : "  (no change)");
+    if (r.changed && options.observe) options.observe(p.name, g);
     return r.changed;
   };
   for (int round = 0; round < options.max_rounds; ++round) {

@@ -10,8 +10,11 @@ Rewriter::Rewriter(const Graph& src) : src_(src), map_(src.nodes.size(), -1) {
   out_.location_ids = src.location_ids;
 }
 
+Rewriter::Rewriter(Graph& src) : Rewriter(static_cast<const Graph&>(src)) { movable_ = &src; }
+
 std::vector<NodeId> Rewriter::mapped_inputs(NodeId old) const {
   std::vector<NodeId> in;
+  in.reserve(src_.at(old).in.size());
   for (NodeId i : src_.at(old).in) {
     if (map_[size_t(i)] < 0) throw Error("rewriter: %" + std::to_string(i) + " used before it was emitted");
     in.push_back(map_[size_t(i)]);
@@ -19,15 +22,58 @@ std::vector<NodeId> Rewriter::mapped_inputs(NodeId old) const {
   return in;
 }
 
+const Node& Rewriter::mapped_node(NodeId old) {
+  const Node& n = src_.at(old);
+  scratch_.op = n.op;
+  scratch_.dtype = n.dtype;
+  scratch_.shape = n.shape;
+  scratch_.attrs = n.attrs;
+  scratch_.loc = n.loc;
+  scratch_.in = n.in;
+  for (NodeId& i : scratch_.in) {
+    if (map_[size_t(i)] < 0) throw Error("rewriter: %" + std::to_string(i) + " used before it was emitted");
+    i = map_[size_t(i)];
+  }
+  return scratch_;
+}
+
 void Rewriter::at_location_of(NodeId old) { out_.current_loc = src_.at(old).loc; }
+
+// Appends a node whose operands are already mapped. It keeps the source node's type instead of
+// running its shape rule again: passes only substitute operands of the same type (the verifier
+// checks the pipeline's result), and the rules were a large share of compile time.
+NodeId Rewriter::emit(Node n) {
+  const bool param = n.op == Op::parameter;
+  out_.nodes.push_back(std::move(n));
+  NodeId id = NodeId(out_.nodes.size() - 1);
+  if (param) out_.params.push_back(id);
+  return id;
+}
 
 NodeId Rewriter::copy(NodeId old) {
   const Node& n = src_.at(old);
   at_location_of(old);
-  NodeId id = out_.add(n.op, mapped_inputs(old), n.attrs);
-  if (n.op == Op::parameter) out_.params.push_back(id);
-  map_[size_t(old)] = id;
-  return id;
+  return map_[size_t(old)] = emit(Node{n.op, n.dtype, n.shape, mapped_inputs(old), n.attrs, n.loc});
+}
+
+NodeId Rewriter::take(NodeId old) {
+  if (!movable_) return copy(old);
+  Node n = std::move(movable_->nodes[size_t(old)]);
+  for (NodeId& i : n.in) {
+    if (map_[size_t(i)] < 0) throw Error("rewriter: %" + std::to_string(i) + " used before it was emitted");
+    i = map_[size_t(i)];
+  }
+  out_.current_loc = n.loc;
+  return map_[size_t(old)] = emit(std::move(n));
+}
+
+void Rewriter::keep_prefix(NodeId end) {
+  if (!out_.nodes.empty()) throw Error("rewriter: keep_prefix after other nodes");
+  for (NodeId n = 0; n < end; ++n) {
+    if (movable_) emit(std::move(movable_->nodes[size_t(n)]));
+    else emit(src_.at(n));
+    map_[size_t(n)] = n;
+  }
 }
 
 void Rewriter::set(NodeId old, NodeId replacement) { map_[size_t(old)] = replacement; }

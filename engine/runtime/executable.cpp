@@ -117,11 +117,14 @@ void Executable::plan(const CompileOptions& options) {
   for (NodeId n = 0; n < NodeId(count); ++n)
     if (live[size_t(n)]) phases = std::max(phases, phase[size_t(n)] + 1);
   auto group = [&](NodeId n) { return g.at(n).op == Op::all_reduce ? 2 : invariant_[size_t(n)] ? 0 : 1; };
-  std::vector<NodeId> order;
-  for (int32_t p = 0; p < phases; ++p)
-    for (int grp = 0; grp < 3; ++grp)
-      for (NodeId n = 0; n < NodeId(count); ++n)
-        if (live[size_t(n)] && !is_leaf(g.at(n).op) && phase[size_t(n)] == p && group(n) == grp) order.push_back(n);
+  // One sweep sorts the scheduled nodes by (phase, group), stably: a counting sort.
+  std::vector<int32_t> slot(count, -1), first(size_t(phases) * 3 + 1, 0);
+  for (NodeId n = 0; n < NodeId(count); ++n)
+    if (live[size_t(n)] && !is_leaf(g.at(n).op)) ++first[size_t(slot[size_t(n)] = phase[size_t(n)] * 3 + group(n)) + 1];
+  for (size_t s = 1; s < first.size(); ++s) first[s] += first[s - 1];
+  std::vector<NodeId> order(size_t(first.back()));
+  for (NodeId n = 0; n < NodeId(count); ++n)
+    if (slot[size_t(n)] >= 0) order[size_t(first[size_t(slot[size_t(n)])]++)] = n;
 
   // Storage owners: a reshape shares its operand's storage.
   std::vector<NodeId> owner(count);

@@ -43,7 +43,7 @@ struct Held {
   size_t bytes;
 };
 
-std::vector<Held> held_buffers(const Executable& exe) {
+std::vector<Held> held_buffers(const Executable& exe, const std::vector<std::string>& arg_names) {
   const Graph& g = exe.graph();
   std::vector<Held> all;
   auto where = [&](NodeId n) {
@@ -57,7 +57,8 @@ std::vector<Held> held_buffers(const Executable& exe) {
   };
   for (size_t i = 0; i < g.params.size(); ++i) {
     const Node& p = g.at(g.params[i]);
-    all.push_back({type_str(p.dtype, p.shape), "argument " + std::to_string(i + 1), tpu_padded_bytes(p.dtype, p.shape)});
+    std::string what = i < arg_names.size() ? arg_names[i] : "argument " + std::to_string(i + 1);
+    all.push_back({type_str(p.dtype, p.shape), what, tpu_padded_bytes(p.dtype, p.shape)});
   }
   for (const MemoryPlan* plan : {&exe.memory_plan(), &exe.shared_memory_plan()})
     for (const Buffer& b : plan->buffers)
@@ -68,13 +69,13 @@ std::vector<Held> held_buffers(const Executable& exe) {
 
 }  // namespace
 
-std::string hbm_check(const Executable& exe, const TpuVersion& v) {
+std::string hbm_check(const Executable& exe, const TpuVersion& v, const std::vector<std::string>& arg_names) {
   const double need = double(exe.hbm_bytes()), have = double(v.hbm_bytes);
   if (need <= have) return "";
   std::string s = "ResourceExhausted: '" + exe.graph().name + "' needs " + format_bytes(need) +
                   " of HBM on core 0 but a TPU " + std::string(v.name) + " core has " + format_bytes(have) +
                   " (over by " + format_bytes(need - have) + ")\n  largest buffers (sizes padded to TPU tiles of 8x128):";
-  std::vector<Held> held = held_buffers(exe);
+  std::vector<Held> held = held_buffers(exe, arg_names);
   for (size_t i = 0; i < held.size() && i < 5; ++i) {
     char line[512];
     std::snprintf(line, sizeof line, "\n    %-24s %10s  %s", held[i].type.c_str(), format_bytes(double(held[i].bytes)).c_str(),

@@ -4,6 +4,7 @@
 #include <cstdint>
 #include <string>
 #include <string_view>
+#include <vector>
 
 namespace tpu {
 
@@ -22,7 +23,8 @@ const TpuVersion& default_tpu_version();  // v3
 
 // "" when the executable fits one core of `v`; otherwise the ResourceExhausted text: needed vs
 // capacity, the five largest buffers with their type, padded size and where they were made.
-std::string hbm_check(const Executable& exe, const TpuVersion& v);
+// `arg_names` (optional, one per parameter) says what each argument is, e.g. "argument 2 (x)".
+std::string hbm_check(const Executable& exe, const TpuVersion& v, const std::vector<std::string>& arg_names = {});
 
 std::string format_bytes(double bytes);  // "9.21 GiB", "12.0 MiB"
 

@@ -25,6 +25,7 @@ tpu.random = require "tpu.random"
 
 local jit = require "tpu.jit"
 tpu.jit, tpu.grad, tpu.value_and_grad, tpu.cond = jit.jit, jit.grad, jit.value_and_grad, jit.cond
+tpu.shape_dtype = jit.shape_dtype
 
 -- Sum (or mean) over the replicas of a replicated step; a host value used inside the trace is
 -- lifted into it first, so it is reduced across replicas too.

@@ -7,10 +7,47 @@ local is_tensor = core.is_tensor
 local M = {}
 local all_functions = setmetatable({}, {__mode = "k"})
 
+-- ---------------------------------------------------------------- shape-only arguments
+-- tpu.shape_dtype(shape[, dtype]): stands for a tensor argument known only by its shape and
+-- dtype. f:lower, f:info and f:dump compile for it, HBM check included, without the host
+-- holding the data (a batch too large for the device need not fit the host either).
+local ShapeDtype = {__name = "ShapeDtype"}
+ShapeDtype.__index = ShapeDtype
+function ShapeDtype.__tostring(s) return string.format("ShapeDtype(%s[%s])", s.dtype, table.concat(s.shape, ",")) end
+
+function M.shape_dtype(shape, dtype)
+  local ok = type(shape) == "table"
+  for _, d in ipairs(ok and shape or {}) do ok = ok and math.type(d) == "integer" and d >= 0 end
+  if not ok then error(core.user_where() .. "shape_dtype: shape must be a list of non-negative integers", 0) end
+  dtype = dtype or "f32"
+  if type(dtype) ~= "string" then error(core.user_where() .. "shape_dtype: dtype must be a string such as \"f32\"", 0) end
+  return setmetatable({shape = {table.unpack(shape)}, dtype = dtype}, ShapeDtype)
+end
+
+local function is_shape_dtype(v) return getmetatable(v) == ShapeDtype end
+
+local function check_runnable(self, leaves)
+  for _, t in ipairs(leaves) do
+    if is_shape_dtype(t) then
+      error(core.user_where() .. "jit '" .. self.name .. "' cannot run on " .. tostring(t) ..
+            " (a shape only); use f:lower, f:info or f:dump to compile for it, or pass a tensor", 0)
+    end
+  end
+end
+
 -- ---------------------------------------------------------------- trees
 local function sorted_keys(t)
   local keys = {}
   for k in pairs(t) do keys[#keys + 1] = k end
+  local n = #t
+  if #keys == n then  -- a list (the common case: parameter lists): 1..n, no sort needed
+    local i = 1
+    while i <= n and t[i] ~= nil do i = i + 1 end
+    if i > n then
+      for j = 1, n do keys[j] = j end
+      return keys
+    end
+  end
   table.sort(keys, function(a, b)
     local ta, tb = type(a), type(b)
     if ta ~= tb then return ta < tb end
@@ -23,7 +60,7 @@ end
 -- Appends the tensor leaves of v to `leaves` and the signature of v to `key` (a list of
 -- strings); returns the tree's spec for rebuilding it.
 local function flatten(v, leaves, key)
-  if is_tensor(v) then
+  if is_tensor(v) or is_shape_dtype(v) then
     leaves[#leaves + 1] = v
     key[#key + 1] = v.dtype .. "[" .. table.concat(v.shape, ",") .. "]"
     return true
@@ -101,16 +138,32 @@ local function donation_mask(self, args)
   return mask
 end
 
+-- What each tensor leaf of args is, for the HBM report: "argument 2 (x)", or for a leaf of a
+-- table argument "argument 1 (params), tensor 3 of 16".
+local function leaf_labels(self, args)
+  local labels = {}
+  for i = 1, args.n do
+    local name = type(self.fn) == "function" and debug.getlocal(self.fn, i) or nil
+    local head = "argument " .. i .. (name and " (" .. name .. ")" or "")
+    local count = #M.flatten(args[i])
+    for k = 1, count do labels[#labels + 1] = count == 1 and head or string.format("%s, tensor %d of %d", head, k, count) end
+  end
+  return labels
+end
+
 -- Traces fn on symbolic arguments shaped like `leaves` and compiles it. A probe compile
 -- (leaves may be plain {dtype=, shape=} tables) skips the HBM check and the statistics.
 local function compile(self, spec, leaves, args, probe, rep)
   local t0 = core.now()
   local options = package.loaded["tpu.options"] or {}
+  local optimize = self.optimize
+  if optimize == nil and options.optimize == false then optimize = false end  -- --no-opt
   local compile_options = {
     replicas = rep and rep.replicas, sharded = rep and rep.sharded,
     hbm_version = not probe and require("tpu.device").version() or nil,
     donate = args and donation_mask(self, args),
-    optimize = self.optimize,
+    arg_names = args and not probe and leaf_labels(self, args) or nil,
+    optimize = optimize,
     dump_dir = options.dump_graphs ~= "" and options.dump_graphs or nil,
     dump_name = sanitize(self.name) .. "." .. (self.compiles + 1),
   }
@@ -118,7 +171,7 @@ local function compile(self, spec, leaves, args, probe, rep)
   local ok, result = pcall(function()
     local symbolic = {}
     for i, t in ipairs(leaves) do
-      local shape = t.shape
+      local shape = {table.unpack(t.shape)}
       if rep and rep.sharded[i] then shape[1] = shape[1] // rep.replicas end  -- one replica's rows
       symbolic[i] = core.trace_param(t.dtype, shape)
     end
@@ -130,7 +183,7 @@ local function compile(self, spec, leaves, args, probe, rep)
   if not ok then
     if core.trace_depth() > self.depth then core.trace_abort() end
     if not probe and type(result) == "string" and result:find("ResourceExhausted:", 1, true) then
-      result = result .. M.batch_advice(self, spec, leaves)
+      result = result .. M.batch_advice(self, spec, leaves, args)
     end
     error(result, 0)
   end
@@ -199,7 +252,7 @@ end
 local function scaled(leaves, batch, b)
   local out = {}
   for i, t in ipairs(leaves) do
-    local shape = t.shape
+    local shape = {table.unpack(t.shape)}
     if shape[1] == batch then shape[1] = b end
     out[i] = {dtype = t.dtype, shape = shape}
   end
@@ -217,10 +270,11 @@ function M.leading_batch(leaves)
   return batch
 end
 
-function M.batch_advice(self, spec, leaves)
+function M.batch_advice(self, spec, leaves, args)
   local batch = M.leading_batch(leaves)
   local capacity = require("tpu.device").spec().hbm_bytes
-  local function need(b) return compile(self, spec, scaled(leaves, batch, b), nil, true).exe:info().hbm_bytes end
+  -- args: the probes donate what the real step donates, so they plan the same memory
+  local function need(b) return compile(self, spec, scaled(leaves, batch, b), args, true).exe:info().hbm_bytes end
   if not batch or batch < 2 or need(1) > capacity then
     return "\n  Even a batch of 1 does not fit: use mixed_bfloat16, a smaller model, or a TPU version with more HBM."
   end
@@ -239,6 +293,7 @@ function Jitted:__call(...)
   local args = table.pack(...)
   local leaves, spec, key = M.flatten(args)
   if any_traced(leaves) then return self.fn(...) end  -- inside another trace: inline
+  check_runnable(self, leaves)
   local entry = self.cache[key]
   if entry then
     self.cache_hits = self.cache_hits + 1
@@ -264,6 +319,7 @@ function Jitted:run_replicated(replicas, shard, ...)
   if any_traced(leaves) then
     error(core.user_where() .. "strategy:run inside a traced function is not supported; call it from the host loop", 0)
   end
+  check_runnable(self, leaves)
   local sharded = {}
   for i = 1, args.n do
     for _ = 1, #M.flatten(args[i]) do sharded[#sharded + 1] = shard[i] or false end
@@ -295,8 +351,8 @@ function Jitted:stats()
           executions = self.executions, run_ms = self.run_ms}
 end
 
--- The compiled graph's text for these arguments (compiling if needed).
-function Jitted:lower(...)
+-- The cache entry for these arguments, compiling on a miss (lower, info, dump).
+local function entry_for(self, ...)
   local args = table.pack(...)
   local leaves, spec, key = M.flatten(args)
   local entry = self.cache[key]
@@ -305,24 +361,37 @@ function Jitted:lower(...)
     entry = compile(self, spec, leaves, args)
     self.cache[key] = entry
   end
-  return entry.exe:text()
+  return entry
+end
+
+-- The compiled graph's text for these arguments (compiling if needed).
+function Jitted:lower(...)
+  return entry_for(self, ...).exe:text()
 end
 
 -- Writes the compiled graph for these arguments as Graphviz DOT.
 function Jitted:dump(path, ...)
-  self:lower(...)
-  local _, _, key = M.flatten(table.pack(...))
+  local dot = entry_for(self, ...).exe:dot()
   local f, err = io.open(path, "w")
   if not f then error(core.user_where() .. "dump: cannot write " .. tostring(err), 0) end
-  f:write(self.cache[key].exe:dot())
+  f:write(dot)
   f:close()
 end
 
 -- Information about the compiled graph for these arguments: nodes, kernels, planned bytes.
 function Jitted:info(...)
-  self:lower(...)
-  local _, _, key = M.flatten(table.pack(...))
-  return self.cache[key].exe:info()
+  return entry_for(self, ...).exe:info()
+end
+
+-- The executed nodes (exe:nodes(): op, dtype, shape, loc, flops, bytes) of fn traced on the
+-- arguments (tensors or tpu.shape_dtype) and compiled without the pass pipeline or the HBM
+-- check, so each node is one traced op: what model:summary() costs per layer.
+function M.cost_nodes(fn, name, ...)
+  local self = M.jit(fn, {name = name, optimize = false})
+  local args = table.pack(...)
+  local leaves, spec = M.flatten(args)
+  self.depth = core.trace_depth()
+  return compile(self, spec, leaves, args, true).exe:nodes()
 end
 
 function M.jit(fn, opts)

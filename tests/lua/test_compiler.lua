@@ -37,7 +37,38 @@ local function train(jit_opts, steps)
   return p, losses, f
 end
 
+-- Runs tests/lua/mlp_train_step.lua in a fresh interpreter with `flags`: its stdout (losses
+-- and weight sums in hex) and the --profile line's kernels and planned peak in bytes.
+local here = debug.getinfo(1, "S").source:match("^@(.*)/[^/]*$") or "."
+local function profiled_run(flags)
+  local out, err = os.tmpname(), os.tmpname()
+  local cmd = string.format("%s %s --profile %s/mlp_train_step.lua >%s 2>%s", arg[-1] or "tputrain", flags, here, out, err)
+  local ok = os.execute(cmd)
+  local function slurp(path)
+    local f = assert(io.open(path))
+    local s = f:read("a")
+    f:close()
+    os.remove(path)
+    return s
+  end
+  local stdout, stderr = slurp(out), slurp(err)
+  check.is_true(ok, cmd .. " failed:\n" .. stderr)
+  local kernels, planned, unit = stderr:match("'mlp_train_step' %b(): (%d+) kernels, [^,]+, planned ([%d.]+) (%a+)")
+  check.is_true(kernels ~= nil, "no --profile line in:\n" .. stderr)
+  local scale = {B = 1, KiB = 2 ^ 10, MiB = 2 ^ 20, GiB = 2 ^ 30}
+  return stdout, tonumber(kernels), tonumber(planned) * scale[unit]
+end
+
 return {
+  ["--no-opt: --profile shows more kernels and a larger plan, and the same bits"] = function()
+    local opt_out, opt_kernels, opt_planned = profiled_run("")
+    local raw_out, raw_kernels, raw_planned = profiled_run("--no-opt")
+    check.eq(opt_out, raw_out)
+    check.is_true(opt_out:find("step 5 loss") ~= nil, opt_out)
+    check.is_true(opt_kernels < raw_kernels, string.format("%d vs %d kernels", opt_kernels, raw_kernels))
+    check.is_true(opt_planned < raw_planned, string.format("%.0f vs %.0f bytes planned", opt_planned, raw_planned))
+  end,
+
   ["results are bitwise identical with and without the pipeline"] = function()
     local pa, la = train({optimize = false}, 12)
     local pb, lb = train({optimize = true}, 12)

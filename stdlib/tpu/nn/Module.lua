@@ -172,6 +172,9 @@ function Module:__call(x, ctx)
   if Node.contains(x) then return Node.apply(self, x, ctx) end
   self:maybe_build(util.shape_of(x))
   self:check_input(x)
+  if util.is_tensor(x) then self.input_dtype = x.dtype end  -- for summary's costs
+  -- Nodes traced in call carry the layer's name (HBM report, profile, summary's costs).
+  local _ <close> = require("tpu").scope(self.name)
   local y = self:call(x, ctx or {training = false})
   self.output_shape = util.shape_of(y)
   return y
