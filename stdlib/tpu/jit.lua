@@ -276,7 +276,7 @@ function M.batch_advice(self, spec, leaves, args)
   -- args: the probes donate what the real step donates, so they plan the same memory
   local function need(b) return compile(self, spec, scaled(leaves, batch, b), args, true).exe:info().hbm_bytes end
   if not batch or batch < 2 or need(1) > capacity then
-    return "\n  Even a batch of 1 does not fit: use mixed_bfloat16, a smaller model, or a TPU version with more HBM."
+    return "\n  Even a batch of 1 does not fit: use a smaller model, or a TPU version with more HBM (--tpu v4)."
   end
   local step = batch >= 16 and 8 or 1
   local lo, hi = 0, (batch - 1) // step  -- largest k with need(k * step) <= capacity
@@ -285,8 +285,8 @@ function M.batch_advice(self, spec, leaves, args)
     if need(math.max(1, mid * step)) <= capacity then lo = mid else hi = mid - 1 end
   end
   local fit = math.max(1, lo * step)
-  return string.format("\n  Try: a per-core batch of at most %d (needs %s), mixed_bfloat16 to halve activations, " ..
-    "or more cores (TPU{cores=8}) to split the batch.", fit, core.format_bytes(need(fit)))
+  return string.format("\n  Try: a per-core batch of at most %d (needs %s), or more cores (TPU{cores=8}) " ..
+    "to split the batch.", fit, core.format_bytes(need(fit)))
 end
 
 function Jitted:__call(...)
