@@ -4,8 +4,9 @@
 --   conv: N conv layers in NASNet-like residual cells, h = relu(h + conv(relu(conv(h))))
 --         (two convs a cell), N = 1000
 -- Compile time must grow linearly: the 10000/1000 ratio should stay near 10 (at most 12), and
--- 1000 layers of either kind must compile in under 1 s. Times are the best of `repeats` runs
--- (wall clock; the machine may be busy) and, in brackets, the process CPU time of that run.
+-- 1000 layers of either kind must compile in under 1 s. Times are the best of `repeats` runs,
+-- each in a fresh process (wall clock; the machine may be busy) and, in brackets, the CPU time
+-- of that run.
 --
 --   build/tputrain bench/compile_time.lua [max_layers] [repeats]
 local tpu = require "tpu"
@@ -54,10 +55,22 @@ local function measure(kind, layers)
   return (tpu.core.now() - t0) * 1000, (os.clock() - c0) * 1000, info.nodes
 end
 
+-- Child mode: one measurement, printed for the parent.
+if arg and arg[1] == "--measure" then
+  print(string.format("%.3f %.3f %d", measure(arg[2], tonumber(arg[3]))))
+  return
+end
+
+-- Each measurement runs in a fresh process (as a script compiling its model would), so one
+-- size does not inherit the heap of the sizes before it; the best of `repeats` is kept.
+local script = debug.getinfo(1, "S").source:match("^@(.*)$")
 local function best_of(repeats, kind, layers)
   local wall, cpu, nodes = math.huge, 0, 0
   for _ = 1, repeats do
-    local w, c, n = measure(kind, layers)
+    local p = assert(io.popen(string.format("%s %s --measure %s %d", arg[-1] or "tputrain", script, kind, layers)))
+    local w, c, n = p:read("n", "n", "n")
+    p:close()
+    assert(w, "the measuring process failed")
     if w < wall then wall, cpu, nodes = w, c, n end
   end
   return wall, cpu, nodes
@@ -70,7 +83,7 @@ print(string.format("%-6s %8s %10s %14s %12s %12s", "graph", "layers", "nodes", 
 for _, run in ipairs {{"mlp", 100}, {"mlp", 1000}, {"mlp", 10000}, {"conv", 1000}} do
   local kind, n = run[1], run[2]
   if n <= max_layers then
-    local ms, cpu, nodes = best_of(n >= 10000 and math.min(repeats, 2) or repeats, kind, n)
+    local ms, cpu, nodes = best_of(repeats, kind, n)
     wall[kind .. n] = ms
     print(string.format("%-6s %8d %10d %14.1f %12s %12.1f", kind, n, nodes, ms, string.format("(%.0f)", cpu),
       ms * 1000 / n))

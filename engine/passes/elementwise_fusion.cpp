@@ -128,13 +128,22 @@ PassResult elementwise_fusion(Graph g) {
       if (g.at(i).op == Op::broadcast) return true;
     return false;
   };
+  // Nodes the outliner reads when it builds a body (operands of fused members, and through the
+  // broadcasts and scalars it clones, theirs) are copied; the rest are moved.
+  std::vector<bool> read(g.nodes.size(), false);
+  for (NodeId n = NodeId(g.nodes.size()) - 1; n >= 0; --n) {
+    int32_t grp = gr.of[size_t(n)];
+    if ((grp >= 0 && worth(grp)) || (read[size_t(n)] && clonable(g, n)))
+      for (NodeId i : g.at(n).in) read[size_t(i)] = true;
+  }
   Rewriter rw(g);
   Outliner outliner(g, gr, rw);
   bool changed = false;
   for (NodeId n = 0; n < NodeId(g.nodes.size()); ++n) {
     int32_t grp = gr.of[size_t(n)];
     if (grp < 0 || !worth(grp)) {
-      rw.copy(n);
+      if (read[size_t(n)]) rw.copy(n);
+      else rw.take(n);
     } else if (gr.root[size_t(grp)] == n) {
       outliner.emit(grp, members[size_t(grp)]);
       changed = true;
