@@ -256,6 +256,8 @@ int l_exe_info(lua_State* L) {
   lua_createtable(L, 0, 3);
   lua_pushinteger(L, lua_Integer(e->exe->num_kernels()));
   lua_setfield(L, -2, "kernels");
+  lua_pushinteger(L, lua_Integer(e->exe->donated_args().size()));
+  lua_setfield(L, -2, "donated");
   lua_pushinteger(L, lua_Integer(e->exe->planned_bytes()));
   lua_setfield(L, -2, "planned_bytes");
   lua_pushinteger(L, lua_Integer(e->exe->graph().nodes.size()));

@@ -7,6 +7,7 @@
 #include "kernels/convert.h"
 #include "kernels/gemm.h"
 #include "ops/kernel_util.h"
+#include "runtime/thread_pool.h"
 
 namespace tpu {
 
@@ -180,6 +181,66 @@ void ref_reduce(const Node& n, std::span<const Tensor* const> in, Tensor& out) {
   for (int64_t i = 0; i < out.size(); ++i) out.set(i, acc[size_t(i)]);
 }
 
+// f32 reductions over one run of consecutive axes, viewed as [outer, len, inner]: each result
+// element is accumulated in double over the reduced axis in ascending order, exactly as the
+// reference does (so the results are the same bits), by one thread.
+struct Runs {
+  int64_t outer = 1, len = 1, inner = 1;
+};
+
+bool consecutive_runs(const Shape& shape, const std::vector<int64_t>& dims, Runs& r) {
+  if (dims.empty()) return false;
+  for (size_t i = 1; i < dims.size(); ++i)
+    if (dims[i] != dims[i - 1] + 1) return false;
+  for (int64_t d = 0; d < int64_t(shape.size()); ++d) {
+    int64_t& part = d < dims.front() ? r.outer : d <= dims.back() ? r.len : r.inner;
+    part *= shape[size_t(d)];
+  }
+  return true;
+}
+
+template <ReduceKind K>
+inline double combine(double r, double v) {
+  if constexpr (K == ReduceKind::sum) return r + v;
+  else if constexpr (K == ReduceKind::max) return (v > r || v != v) ? v : r;
+  else return (v < r || v != v) ? v : r;
+}
+
+// Columns [i0, i0 + w) of one outer slice.
+template <ReduceKind K>
+void reduce_block(const float* x, float* out, const Runs& r, int64_t i0, int64_t w, double init) {
+  double acc[256];
+  for (int64_t i = 0; i < w; ++i) acc[i] = init;
+  for (int64_t k = 0; k < r.len; ++k) {
+    const float* row = x + k * r.inner + i0;
+    for (int64_t i = 0; i < w; ++i) acc[i] = combine<K>(acc[i], double(row[i]));
+  }
+  for (int64_t i = 0; i < w; ++i) out[i0 + i] = float(acc[i]);
+}
+
+template <ReduceKind K>
+void reduce_runs(const float* x, float* out, const Runs& r, double init) {
+  constexpr int64_t kBlock = 256;
+  const int64_t blocks = (r.inner + kBlock - 1) / kBlock;
+  parallel_for(r.outer * blocks, [&](int64_t t) {
+    const int64_t o = t / blocks, i0 = (t % blocks) * kBlock;
+    reduce_block<K>(x + o * r.len * r.inner, out + o * r.inner, r, i0, std::min(kBlock, r.inner - i0), init);
+  });
+}
+
+void fast_reduce(const Node& n, std::span<const Tensor* const> in, Tensor& out) {
+  const Tensor& x = *in[0];
+  Runs r;
+  if (x.dtype() != DType::f32 || !consecutive_runs(x.shape(), n.attrs.dims, r) || x.size() < 4096)
+    return ref_reduce(n, in, out);
+  const double inf = std::numeric_limits<double>::infinity();
+  switch (ReduceKind(n.attrs.axis)) {
+    case ReduceKind::sum: return reduce_runs<ReduceKind::sum>(x.data<float>(), out.data<float>(), r, 0.0);
+    case ReduceKind::max: return reduce_runs<ReduceKind::max>(x.data<float>(), out.data<float>(), r, -inf);
+    case ReduceKind::min: return reduce_runs<ReduceKind::min>(x.data<float>(), out.data<float>(), r, inf);
+  }
+}
+
 void grad_reduce(GradContext& c) {
   auto& g = c.g;
   const Node& x = g.at(c.in(0));
@@ -230,7 +291,7 @@ Cost cost_reduce(const Graph& g, const Node& n) {
 }  // namespace
 
 extern const OpInfo dot_row = {Op::dot, shape_dot, ref_dot, fast_dot, grad_dot, cost_dot};
-extern const OpInfo reduce_row = {Op::reduce, shape_reduce, ref_reduce, nullptr, grad_reduce, cost_reduce};
+extern const OpInfo reduce_row = {Op::reduce, shape_reduce, ref_reduce, fast_reduce, grad_reduce, cost_reduce};
 extern const OpInfo argmax_row = {Op::argmax, shape_argmax, ref_argmax, nullptr, nullptr, cost_reduce};
 
 }  // namespace tpu

@@ -198,6 +198,47 @@ void ref_compare(const Node& n, std::span<const Tensor* const> in, Tensor& out) 
   });
 }
 
+// f32 comparisons with the kind chosen once, outside the loop, so the loop vectorizes.
+template <class F>
+void compare_f32(const Tensor& x, const Tensor& y, Tensor& out, F f) {
+  const float* a = x.data<float>();
+  const float* b = y.data<float>();
+  uint8_t* o = out.data<uint8_t>();
+  for (int64_t i = 0, m = x.size(); i < m; ++i) o[i] = f(a[i], b[i]);
+}
+
+void fast_compare(const Node& n, std::span<const Tensor* const> in, Tensor& out) {
+  if (in[0]->dtype() != DType::f32) return ref_compare(n, in, out);
+  const Tensor &x = *in[0], &y = *in[1];
+  switch (Cmp(n.attrs.axis)) {
+    case Cmp::lt: return compare_f32(x, y, out, [](float a, float b) { return a < b; });
+    case Cmp::le: return compare_f32(x, y, out, [](float a, float b) { return a <= b; });
+    case Cmp::gt: return compare_f32(x, y, out, [](float a, float b) { return a > b; });
+    case Cmp::ge: return compare_f32(x, y, out, [](float a, float b) { return a >= b; });
+    case Cmp::eq: return compare_f32(x, y, out, [](float a, float b) { return a == b; });
+    case Cmp::ne: return compare_f32(x, y, out, [](float a, float b) { return a != b; });
+  }
+}
+
+// max/min with the reference's NaN rule (a NaN operand a wins), as plain f32 loops.
+template <class F>
+void binary_f32(const Tensor& x, const Tensor& y, Tensor& out, F f) {
+  const float* a = x.data<float>();
+  const float* b = y.data<float>();
+  float* o = out.data<float>();
+  for (int64_t i = 0, m = x.size(); i < m; ++i) o[i] = f(a[i], b[i]);
+}
+
+void fast_max(const Node& n, std::span<const Tensor* const> in, Tensor& out) {
+  if (in[0]->dtype() != DType::f32) return ref_max(n, in, out);
+  binary_f32(*in[0], *in[1], out, [](float a, float b) { return a > b || a != a ? a : b; });
+}
+
+void fast_min(const Node& n, std::span<const Tensor* const> in, Tensor& out) {
+  if (in[0]->dtype() != DType::f32) return ref_min(n, in, out);
+  binary_f32(*in[0], *in[1], out, [](float a, float b) { return a < b || a != a ? a : b; });
+}
+
 void ref_select(const Node&, std::span<const Tensor* const> in, Tensor& out) {
   const uint8_t* p = in[0]->data<uint8_t>();
   dispatch(out.dtype(), [&]<class T>() {
@@ -356,10 +397,10 @@ extern const OpInfo add_row = {Op::add, shape_binary, ref_add, fast_add, grad_ad
 extern const OpInfo sub_row = {Op::sub, shape_binary, ref_sub, fast_sub, grad_sub, cost_ew};
 extern const OpInfo mul_row = {Op::mul, shape_binary, ref_mul, fast_mul, grad_mul, cost_ew};
 extern const OpInfo div_row = {Op::div, shape_binary, ref_div, fast_div, grad_div, cost_ew};
-extern const OpInfo max_row = {Op::max, shape_binary, ref_max, nullptr, grad_max, cost_ew};
-extern const OpInfo min_row = {Op::min, shape_binary, ref_min, nullptr, grad_min, cost_ew};
+extern const OpInfo max_row = {Op::max, shape_binary, ref_max, fast_max, grad_max, cost_ew};
+extern const OpInfo min_row = {Op::min, shape_binary, ref_min, fast_min, grad_min, cost_ew};
 extern const OpInfo pow_row = {Op::pow, shape_binary_float, ref_pow, nullptr, grad_pow, cost_transcendental};
-extern const OpInfo compare_row = {Op::compare, shape_compare, ref_compare, nullptr, nullptr, cost_ew};
+extern const OpInfo compare_row = {Op::compare, shape_compare, ref_compare, fast_compare, nullptr, cost_ew};
 extern const OpInfo select_row = {Op::select, shape_select, ref_select, nullptr, grad_select, cost_ew};
 extern const OpInfo convert_row = {Op::convert, shape_convert, ref_convert, fast_convert, grad_convert, cost_ew};
 
