@@ -254,7 +254,8 @@ void Executable::run_step(const Step& s, std::vector<Tensor>& values, std::span<
                 : Tensor(node.dtype, node.shape, Tensor::Uninitialized{});
       break;
   }
-  std::vector<const Tensor*> inputs;
+  thread_local std::vector<const Tensor*> inputs;  // reused: no allocation per step
+  inputs.clear();
   for (NodeId i : node.in) inputs.push_back(&values[size_t(i)]);
   run_kernel(g, s.node, reference_kernels_ ? op_info(node.op).reference : kernel_for(node.op), inputs, out);
 }
