@@ -1,9 +1,11 @@
 // all_reduce: the sum (or mean) of a value over the replicas of a replicated computation, the
 // same on every replica. The executor combines the replicas in a fixed order (see
 // runtime/executable.cpp); with one replica the kernel below is the whole story.
+#include <algorithm>
 #include <cstring>
 
 #include "ops/kernel_util.h"
+#include "runtime/thread_pool.h"
 
 namespace tpu {
 
@@ -35,15 +37,21 @@ Cost cost_all_reduce(const Graph& g, const Node& n) { return movement_cost(g, n)
 // Sums the replicas' values in replica order into `out`; a mean divides the (cross-process)
 // sum by the number of replicas afterwards.
 namespace {
+// In chunks that stay in cache while every replica's part is added (one pass over memory),
+// across the pool; each element is still summed in replica order.
 template <class T>
 void sum_typed(std::span<const Tensor* const> parts, Tensor& out) {
+  constexpr int64_t kChunk = 4096;
   T* o = out.data<T>();
   const int64_t m = out.size();
-  std::memcpy(o, parts[0]->data<T>(), size_t(m) * sizeof(T));
-  for (size_t r = 1; r < parts.size(); ++r) {
-    const T* p = parts[r]->data<T>();
-    for (int64_t i = 0; i < m; ++i) o[i] = T(o[i] + p[i]);
-  }
+  parallel_for((m + kChunk - 1) / kChunk, [&](int64_t c) {
+    const int64_t i0 = c * kChunk, len = std::min(kChunk, m - i0);
+    std::memcpy(o + i0, parts[0]->data<T>() + i0, size_t(len) * sizeof(T));
+    for (size_t r = 1; r < parts.size(); ++r) {
+      const T* p = parts[r]->data<T>() + i0;
+      for (int64_t i = 0; i < len; ++i) o[i0 + i] = T(o[i0 + i] + p[i]);
+    }
+  });
 }
 template <class T>
 void divide_typed(Tensor& out, int64_t count) {
