@@ -250,11 +250,18 @@ local function twin_gradients(make, x, tol)
   return mixed_layer
 end
 
-T["Conv2D computes in bf16, gradients reach the f32 variables"] = function()
+T["Conv2D computes on bf16 operands with f32 sums, gradients reach the f32 variables"] = function()
   local x = rand({2, 6, 6, 3}, 21)
   local layer = twin_gradients(function() return nn.Conv2D(4, 3, {activation = "relu"}) end, x, 0.03)
   local text = tpu.jit(function(v) return layer(v) end, {name = "conv"}):lower(x)
-  check.eq(ops(text, "conv"), {"bf16[2,4,4,4](bf16,bf16)"}, text)
+  -- both operands rounded to bf16, then the f32 conv sums their exact products
+  check.eq(ops(text, "conv"), {"f32[2,4,4,4](f32,f32)"}, text)
+  local _, rounded = text:gsub("= convert bf16%[", "")  -- the input's (the kernel's folds)
+  check.is_true(rounded >= 1, text)
+  -- the same numbers as the engine's bf16 conv with an f32 sum: compare with it directly
+  local xb, kb = x:cast("bf16"), layer.kernel:cast("bf16")
+  local want = xb:cast("f32"):conv2d(kb:cast("f32")) + layer.bias
+  check.near(layer(x):totable(), want:relu():totable(), 0)
 end
 
 T["MultiHeadAttention and TransformerEncoder matmuls compute in bf16"] = function()

@@ -51,11 +51,13 @@ function Conv2D:build(input_shape)
 end
 
 function Conv2D:call(x, _ctx)
-  -- bf16 operands are summed in f32 and rounded once (conv2d has no f32 result of its own)
-  local dtype = self:compute_dtype()
-  local y = util.cast_float(x, dtype):conv2d(util.cast_float(self.kernel, dtype),
-                                             {strides = self.strides, padding = self.padding})
-  y = util.cast_float(y, util.output_dtype(self.dtype_policy))
+  local compute, out = self:compute_dtype(), util.output_dtype(self.dtype_policy)
+  local xc, k = util.cast_float(x, compute), util.cast_float(self.kernel, compute)
+  -- mixed_bfloat16: the operands are rounded to bf16 and the products summed in f32 (the MXU's
+  -- contract); products of bf16 values are exact in f32, so the f32 conv of the rounded values
+  -- is that computation, at the f32 conv's speed, with the f32 result the layer wants.
+  if compute ~= out then xc, k = xc:cast(out), k:cast(out) end
+  local y = xc:conv2d(k, {strides = self.strides, padding = self.padding})
   if self.use_bias then y = y + util.cast_float(self.bias, y.dtype) end
   return self.activation(y)
 end
