@@ -5,6 +5,17 @@
 
 namespace tpu {
 
+std::string shape_problem(const Shape& s) {
+  int64_t count = 1;
+  for (int64_t d : s) {
+    if (d < 0) return "negative dimension in " + shape_str(s);
+    if (d > kMaxElements || (count > 0 && d > kMaxElements / count))
+      return shape_str(s) + " has more than 2^40 elements";
+    count *= d;
+  }
+  return "";
+}
+
 int32_t Graph::intern_location(const std::string& where) {
   auto [it, inserted] = location_ids.try_emplace(where, int32_t(locations.size()));
   if (inserted) locations.push_back(where);
@@ -18,10 +29,13 @@ std::string Graph::location_of(NodeId id) const {
 
 NodeId Graph::add(Op op, std::vector<NodeId> in, Attrs attrs) {
   Node n{op, DType::f32, {}, std::move(in), std::move(attrs), current_loc};
+  // Shape rules read their operands by position: the count comes first.
+  if (std::string e = operand_count_problem(op, n.in.size()); !e.empty()) throw Error(e);
   for (NodeId i : n.in)
     if (i < 0 || size_t(i) >= nodes.size()) throw Error(std::string(op_name(op)) + ": bad operand id");
   std::string problem = op_info(op).shape(*this, n);
   if (!problem.empty()) throw Error(problem);
+  if (problem = shape_problem(n.shape); !problem.empty()) throw Error(std::string(op_name(op)) + ": result " + problem);
   nodes.push_back(std::move(n));
   return NodeId(nodes.size() - 1);
 }

@@ -21,6 +21,12 @@ namespace tpu {
 
 using NodeId = int32_t;
 
+// The largest dim and element count of any value in a graph, far beyond any device's memory:
+// it keeps every size computation on shapes (products, sums of pads) clear of int64 overflow.
+constexpr int64_t kMaxElements = int64_t(1) << 40;
+// "" when every dim is >= 0 and the element count is at most kMaxElements, else the problem.
+std::string shape_problem(const Shape& s);
+
 struct Node {
   Op op;
   DType dtype = DType::f32;

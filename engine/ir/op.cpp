@@ -6,10 +6,21 @@ namespace tpu {
 
 namespace {
 constexpr std::array<std::string_view, kNumOps> kOpNames = {
-#define OP(name) #name,
+#define OP(name, ...) #name,
 #include "ir/ops.def"
 #undef OP
 };
+
+struct OperandCount {
+  int min, max;  // max kAnyCount: unbounded
+};
+constexpr std::array<OperandCount, kNumOps> kOperandCounts = {{
+#define OP(name, min, max) {min, max},
+#include "ir/ops.def"
+#undef OP
+}};
+
+std::string operands(int n) { return std::to_string(n) + (n == 1 ? " operand" : " operands"); }
 }  // namespace
 
 std::string_view op_name(Op op) { return kOpNames[size_t(op)]; }
@@ -21,6 +32,15 @@ bool parse_op(std::string_view s, Op& out) {
       return true;
     }
   return false;
+}
+
+std::string operand_count_problem(Op op, size_t given) {
+  const auto [min, max] = kOperandCounts[size_t(op)];
+  if (given >= size_t(min) && (max == kAnyCount || given <= size_t(max))) return "";
+  const std::string wanted = max == kAnyCount ? "at least " + operands(min)
+                             : min == max     ? operands(min)
+                                              : std::to_string(min) + " to " + operands(max);
+  return std::string(op_name(op)) + " takes " + wanted + ", given " + std::to_string(given);
 }
 
 std::string_view cmp_name(Cmp c) {

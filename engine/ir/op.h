@@ -2,6 +2,7 @@
 #pragma once
 #include <cstdint>
 #include <memory>
+#include <string>
 #include <string_view>
 #include <vector>
 
@@ -12,20 +13,26 @@ namespace tpu {
 
 class Graph;
 
+// Operand-count bound in ops.def for ops that take any number of operands (concat, fusion).
+constexpr int kAnyCount = -1;
+
 enum class Op : uint8_t {
-#define OP(name) name,
+#define OP(name, ...) name,
 #include "ir/ops.def"
 #undef OP
 };
 
 constexpr int kNumOps = 0
-#define OP(name) +1
+#define OP(name, ...) +1
 #include "ir/ops.def"
 #undef OP
     ;
 
 std::string_view op_name(Op op);
 bool parse_op(std::string_view s, Op& out);
+// "" when `given` operands suit `op` (ops.def), otherwise the problem, e.g.
+// "reshape takes 1 operand, given 0".
+std::string operand_count_problem(Op op, size_t given);
 
 enum class Cmp : uint8_t { lt, le, gt, ge, eq, ne };
 enum class ReduceKind : uint8_t { sum, max, min };

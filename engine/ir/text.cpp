@@ -5,7 +5,9 @@
 //   %1 = dot f32[8,10] %0, %3 tb
 //   return %1
 #include <charconv>
+#include <cmath>
 #include <cstdio>
+#include <limits>
 #include <sstream>
 
 #include "core/error.h"
@@ -118,13 +120,13 @@ class LineParser {
     pos_ = size_t(p - s_.data());
     return v;
   }
+  // In place (no copy of the rest of the line: long literal lists stay linear).
   double real() {
     skip_space();
-    std::string rest(s_.substr(pos_));
-    char* end = nullptr;
-    double v = std::strtod(rest.c_str(), &end);
-    if (end == rest.c_str()) fail("expected a number");
-    pos_ += size_t(end - rest.c_str());
+    double v = 0;
+    auto [p, ec] = std::from_chars(s_.data() + pos_, s_.data() + s_.size(), v);
+    if (ec != std::errc()) fail("expected a number");
+    pos_ = size_t(p - s_.data());
     return v;
   }
   template <class F>
@@ -142,7 +144,13 @@ class LineParser {
   }
   NodeId ref() {
     expect("%");
-    return NodeId(integer());
+    return node_id();
+  }
+  // The number after a '%', which must fit a NodeId (no silent wrap-around to another node).
+  NodeId node_id() {
+    const int64_t v = integer();
+    if (v < 0 || v > std::numeric_limits<NodeId>::max()) fail("node id %" + std::to_string(v) + " out of range");
+    return NodeId(v);
   }
   DType dtype() {
     auto t = parse_dtype(word());
@@ -160,28 +168,54 @@ class LineParser {
   int line_;
 };
 
+// Integer and bool literals must hold exactly representable values (converting others is
+// undefined behaviour, and printing them back would not give the same text).
+bool fits(DType type, double v) {
+  switch (type) {
+    case DType::f32:
+    case DType::bf16: return true;
+    case DType::i32: return v == std::trunc(v) && v >= -2147483648.0 && v <= 2147483647.0;
+    case DType::u8: return v == std::trunc(v) && v >= 0 && v <= 255;
+    case DType::boolean: return v == 0 || v == 1;
+  }
+  return false;
+}
+
+// The values are read before the tensor is allocated, so a bogus type cannot ask for more
+// memory than the text itself holds.
+std::shared_ptr<const Tensor> parse_literal(LineParser& p, DType type, const Shape& shape) {
+  std::vector<double> values;
+  p.bracketed([&] {
+    values.push_back(p.real());
+    if (!fits(type, values.back()))
+      p.fail("literal value " + number(values.back(), 17) + " is not a valid " + std::string(name_of(type)) + " value");
+  });
+  if (std::string e = shape_problem(shape); !e.empty()) p.fail("literal type: " + e);
+  if (int64_t(values.size()) != num_elements(shape))
+    p.fail("literal has " + std::to_string(values.size()) + " values, type needs " + std::to_string(num_elements(shape)));
+  Tensor t(type, shape);
+  for (size_t i = 0; i < values.size(); ++i) t.set(int64_t(i), values[i]);
+  return std::make_shared<const Tensor>(std::move(t));
+}
+
 void parse_attr(LineParser& p, std::string_view key, Attrs& a, DType type, const Shape& shape) {
   if (key == "dims") a.dims = p.int_list();
   else if (key == "dims2") a.dims2 = p.int_list();
   else if (key == "axis") a.axis = p.integer();
   else if (key == "value") a.value = p.real();
   else if (key == "to") a.to = p.dtype();
-  else if (key == "literal") {
-    Tensor t(type, shape);
-    int64_t i = 0;
-    p.bracketed([&] {
-      double v = p.real();
-      if (i >= t.size()) p.fail("too many literal values");
-      t.set(i++, v);
-    });
-    if (i != t.size()) p.fail("literal has " + std::to_string(i) + " values, type needs " + std::to_string(t.size()));
-    a.literal = std::make_shared<const Tensor>(std::move(t));
-  } else p.fail("unknown attribute '" + std::string(key) + "'");
+  else if (key == "literal") a.literal = parse_literal(p, type, shape);
+  else p.fail("unknown attribute '" + std::string(key) + "'");
 }
+
+// The fusion pass never nests bodies; a few levels are allowed, and the bound keeps a text of
+// nested '{' lines from recursing the parser off its stack.
+constexpr int kMaxBodyDepth = 8;
 
 struct Lines {
   std::vector<std::string> text;
   size_t next = 0;
+  int depth = 0;  // fusion bodies being parsed
 };
 
 Graph parse_block(Lines& lines, bool nested);
@@ -199,13 +233,16 @@ void parse_node(Graph& g, LineParser& p, Lines& lines) {
   if (p.eat("%")) {
     do {
       if (!in.empty()) p.expect("%");
-      in.push_back(NodeId(p.integer()));
+      in.push_back(p.node_id());
     } while (p.eat(","));
   }
   std::string where;
   while (!p.at_end()) {
     if (p.eat("{")) {
+      if (lines.depth == kMaxBodyDepth) p.fail("fusion bodies nested deeper than " + std::to_string(kMaxBodyDepth));
+      ++lines.depth;
       a.body = std::make_shared<const Graph>(parse_block(lines, true));
+      --lines.depth;
       continue;
     }
     if (p.eat("#")) {

@@ -38,7 +38,9 @@ void set_window(Attrs& a, const Window2D& w) {
 bool window_ok(const Attrs& a) {
   if (a.dims.size() != 8 || a.dims2.size() != 4) return false;
   for (int64_t d : a.dims)
-    if (d < 1) return false;
+    if (d < 1 || d > kMaxWindowAttr) return false;
+  for (int64_t d : a.dims2)
+    if (d < -kMaxWindowAttr || d > kMaxWindowAttr) return false;
   return true;
 }
 

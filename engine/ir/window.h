@@ -28,8 +28,12 @@ struct Window2D {
 // makes the result exactly `in` elements long per spatial dim.
 Window2D input_grad_window(const Window2D& w, std::array<int64_t, 2> in, std::array<int64_t, 2> out);
 
+// Bound on every window attribute (size, stride, dilations, |padding|): with dims up to
+// kMaxElements (ir/graph.h) the window arithmetic above stays within int64.
+constexpr int64_t kMaxWindowAttr = int64_t(1) << 20;
+
 void set_window(Attrs& a, const Window2D& w);
-bool window_ok(const Attrs& a);      // dims and dims2 have the layout above, sizes >= 1
+bool window_ok(const Attrs& a);      // dims and dims2 have the layout above, sizes in [1, kMaxWindowAttr]
 Window2D window_of(const Attrs& a);  // shape rules check window_ok first
 
 enum class WindowKind : uint8_t { sum, max, argmax };  // reduce_window's attrs.axis

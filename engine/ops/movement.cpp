@@ -74,8 +74,8 @@ void grad_broadcast(GradContext& c) {
 // ---- reshape ----
 std::string shape_reshape(const Graph& g, Node& n) {
   const Node& x = g.at(n.in.at(0));
-  if (num_elements(x.shape) != num_elements(n.attrs.dims) ||
-      std::any_of(n.attrs.dims.begin(), n.attrs.dims.end(), [](int64_t d) { return d < 0; }))
+  // shape_problem first: it rules out negative dims and products that overflow.
+  if (!shape_problem(n.attrs.dims).empty() || num_elements(x.shape) != num_elements(n.attrs.dims))
     return "cannot reshape " + type_of(g, n.in[0]) + " (" + std::to_string(num_elements(x.shape)) +
            " elements) to " + dims_str(n.attrs.dims);
   n.dtype = x.dtype;
@@ -148,7 +148,8 @@ std::string shape_pad(const Graph& g, Node& n) {
   const auto& lo = n.attrs.dims;
   const auto& hi = n.attrs.dims2;
   bool ok = lo.size() == x.shape.size() && hi.size() == x.shape.size();
-  for (size_t i = 0; ok && i < lo.size(); ++i) ok = lo[i] >= 0 && hi[i] >= 0;
+  // Bounded so that the padded size cannot overflow (the result is checked by Graph::add).
+  for (size_t i = 0; ok && i < lo.size(); ++i) ok = 0 <= lo[i] && lo[i] <= kMaxElements && 0 <= hi[i] && hi[i] <= kMaxElements;
   if (!ok) return "pad " + dims_str(lo) + "/" + dims_str(hi) + " does not fit " + type_of(g, n.in[0]);
   n.dtype = x.dtype;
   for (size_t i = 0; i < lo.size(); ++i) n.shape.push_back(x.shape[i] + lo[i] + hi[i]);

@@ -6,13 +6,13 @@
 
 namespace tpu {
 
-#define OP(name) extern const OpInfo name##_row;
+#define OP(name, ...) extern const OpInfo name##_row;
 #include "ir/ops.def"
 #undef OP
 
 namespace {
 const std::array<const OpInfo*, kNumOps> kRows = {
-#define OP(name) &name##_row,
+#define OP(name, ...) &name##_row,
 #include "ir/ops.def"
 #undef OP
 };
