@@ -53,6 +53,7 @@ class MemoryInput : public Input {
   explicit MemoryInput(std::string_view bytes) : bytes_(bytes) {}
   size_t read(std::span<std::byte> out) override {
     size_t n = std::min(out.size(), bytes_.size());
+    if (n == 0) return 0;  // an empty array's buffer may be null, which memcpy must not get
     std::memcpy(out.data(), bytes_.data(), n);
     bytes_.remove_prefix(n);
     return n;
@@ -266,14 +267,19 @@ std::string tuple_str(const Shape& shape) {
   return s + (shape.size() == 1 ? ",)" : ")");
 }
 
+// The sizes other than 0 must multiply to a sane count even when a 0 makes the array empty:
+// whatever uses the tensor multiplies them (strides), and (0, 2^40, 2^40) is no real array.
 uint64_t data_bytes(const ElementType& et, const Shape& shape, const std::string& name) {
   uint64_t bytes = et.type->bytes;
+  bool empty = false;
   for (int64_t d : shape) {
-    if (d != 0 && bytes > kMaxBytes / uint64_t(d))
+    const uint64_t u = std::max<uint64_t>(uint64_t(d), 1);
+    if (bytes > kMaxBytes / u)
       fail(name, ".npy header declares shape " + tuple_str(shape) + ", more than 1 TiB of data");
-    bytes *= uint64_t(d);
+    bytes *= u;
+    empty = empty || d == 0;
   }
-  return bytes;
+  return empty ? 0 : bytes;
 }
 
 // ---- the elements ----
@@ -327,7 +333,7 @@ void decode_into(Tensor& t, std::span<const std::byte> raw, const ElementType& e
   if (code == "f2") convert<float>(t, raw, et, [](uint64_t v, size_t) { return half_to_float(uint16_t(v)); });
   else if (code == "f4") convert<float>(t, raw, et, [](uint64_t v, size_t) { return std::bit_cast<float>(uint32_t(v)); });
   else if (code == "f8") convert<float>(t, raw, et, [](uint64_t v, size_t) { return float(std::bit_cast<double>(v)); });
-  else if (code == "u1") std::memcpy(t.raw(), raw.data(), raw.size());
+  else if (code == "u1") std::memcpy(t.raw(), raw.data(), raw.size());  // not empty: see read_elements
   else if (code == "b1") convert<uint8_t>(t, raw, et, [&](uint64_t v, size_t i) { return check_bool(v, i, name); });
   else convert<int32_t>(t, raw, et, [&](uint64_t v, size_t i) { return to_i32(v, et, i, name); });
 }
@@ -348,6 +354,7 @@ Tensor read_elements(Input& in, const ElementType& et, const Shape& shape, const
     fail(name, "trailing garbage: " + std::to_string(have - want) + " bytes after the " + std::to_string(want) +
                    " bytes of data declared by the header (" + declared + ")");
   Tensor t(et.type->dtype, shape, Tensor::Uninitialized{});
+  if (want == 0) return t;  // nothing to read or convert (and no buffer to hand to memcpy)
   if (stored_as_ours(et)) {  // read straight into the tensor
     read_exact(in, {t.raw(), size_t(want)}, name, "data");
     if (t.dtype() == DType::boolean)

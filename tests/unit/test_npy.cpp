@@ -116,6 +116,13 @@ TEST_CASE("npy: versions, shapes, header spellings") {
   }
   CHECK(tpu::parse_npy(npy(dict("<f4", "()"), le_bytes<float>({2})), "s").shape() == Shape{});
   CHECK(tpu::parse_npy(npy(dict("<f4", "(0, 3)"), ""), "e").shape() == Shape{0, 3});
+  // Empty arrays of types that are converted, not copied: no bytes to read into no buffer
+  // (found by fuzzing: a null buffer reached memcpy, which the sanitizer build reports).
+  for (const char* descr : {">f2", "<f8", "<i2", ">u4", ">u1", "|u1", "|b1"})
+    CHECK(tpu::parse_npy(npy(dict(descr, "(0, 2)"), ""), "e").shape() == Shape{0, 2});
+  // An empty array still needs sizes that multiply to a sane count (strides multiply them).
+  CHECK_THROWS_WITH_AS(tpu::parse_npy(npy(dict("<f4", "(0, 1099511627776, 1099511627776)"), ""), "z"),
+                       doctest::Contains("more than 1 TiB"), tpu::Error);
   // Key order, double quotes, no trailing comma, old "L" suffixes.
   std::string other = "{\"shape\": (2L,), \"fortran_order\": False, \"descr\": \"<i4\"}";
   CHECK(tpu::parse_npy(npy(other, le_bytes<int32_t>({1, 2})), "o").shape() == Shape{2});
