@@ -18,6 +18,9 @@ targets=("$@")
 ((${#targets[@]})) || targets=(safetensors idx npy csv ir_text)
 build=${BUILD_DIR:-build-fuzz}
 jobs=${JOBS:-2}
+# Seconds one input may take. A shared machine short of memory can stall a process for longer
+# than the default: TIMEOUT=30 there (a real hang still shows).
+timeout=${TIMEOUT:-10}
 
 # clang and its libFuzzer runtime are only needed here, so the default set-up stays lean.
 missing=()
@@ -41,7 +44,7 @@ for t in "${targets[@]}"; do
   mkdir -p "$corpus" "$artifacts"
   cp -n tests/fuzz/corpus/"$t"/* "$corpus"/ 2>/dev/null || true
   echo "fuzz: $t for ${seconds}s"
-  if ! "$build/fuzz_$t" "$corpus" -max_total_time="$seconds" -timeout=10 -rss_limit_mb=2048 \
+  if ! "$build/fuzz_$t" "$corpus" -max_total_time="$seconds" -timeout="$timeout" -rss_limit_mb=2048 \
        -malloc_limit_mb=1024 -max_len=65536 -print_final_stats=1 -artifact_prefix="$artifacts/" \
        >"$build/fuzz_$t.log" 2>&1; then
     failed+=("$t")
