@@ -11,32 +11,9 @@ local T = {}
 
 ---------------------------------------------------------------- helpers
 
-local function sh(cmd)
-  local ok, _, code = os.execute(cmd)
-  return ok == true, code
-end
-
-local function tmpdir()
-  local dir = os.tmpname()
-  os.remove(dir)
-  assert(sh("mkdir -p " .. dir))
-  return dir
-end
-
-local function rmdir(dir) sh("rm -rf " .. dir) end
-
-local function write(path, text)
-  local f = assert(io.open(path, "wb"))
-  f:write(text)
-  f:close()
-end
-
-local function read(path)
-  local f = assert(io.open(path, "rb"))
-  local s = f:read("a")
-  f:close()
-  return s
-end
+local files = require "files"
+local sh, tmpdir, rmdir, write = files.sh, files.tmpdir, files.rmdir, files.write
+local function read(path) return assert(files.read(path), "cannot read " .. path) end
 
 -- The running tputrain binary (the shell's parent is this process).
 local function exe()

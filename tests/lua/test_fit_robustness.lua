@@ -10,33 +10,8 @@ local T = {}
 
 ---------------------------------------------------------------- helpers
 
-local function sh(cmd)
-  local ok, _, code = os.execute(cmd)
-  return ok == true, code
-end
-
-local function tmpdir()
-  local dir = os.tmpname()
-  os.remove(dir)
-  assert(sh("mkdir -p " .. dir))
-  return dir
-end
-
-local function rmdir(dir) sh("rm -rf " .. dir) end
-
-local function write(path, text)
-  local f = assert(io.open(path, "wb"))
-  f:write(text)
-  f:close()
-end
-
-local function read(path)
-  local f = io.open(path, "rb")
-  if not f then return nil end
-  local s = f:read("a")
-  f:close()
-  return s
-end
+local files = require "files"
+local sh, tmpdir, rmdir, write, read = files.sh, files.tmpdir, files.rmdir, files.write, files.read
 
 local function exe() return arg[-1] end
 

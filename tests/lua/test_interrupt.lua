@@ -4,28 +4,8 @@ local check = require "check"
 
 local T = {}
 
-local function sh(cmd) return os.execute(cmd) == true end
-
-local function tmpdir()
-  local dir = os.tmpname()
-  os.remove(dir)
-  assert(sh("mkdir -p " .. dir))
-  return dir
-end
-
-local function write(path, text)
-  local f = assert(io.open(path, "wb"))
-  f:write(text)
-  f:close()
-end
-
-local function read(path)
-  local f = io.open(path, "rb")
-  if not f then return nil end
-  local s = f:read("a")
-  f:close()
-  return s
-end
+local files = require "files"
+local sh, tmpdir, write, read = files.sh, files.tmpdir, files.write, files.read
 
 -- Runs the script in the background, sends SIGINT once it created dir/started; returns the
 -- exit status and stderr.
