@@ -89,6 +89,12 @@ return {
     check.raises(function() m:fit(data.from_tensors {x, y}:batch(10, {drop_remainder = true}), {verbose = 0}) end,
       "the global batch 10 does not divide by the 4 cores of TPU{cores=4, version=\"v3\"}; use a batch of 8 or 12 (a multiple of 4)")
     check.eq(m.compiled.steps.train, nil)
+    -- the validation data too, before the first epoch rather than after it
+    local train = data.from_tensors {x, y}:batch(8, {drop_remainder = true})
+    local val = data.from_tensors {x, y}:batch(10, {drop_remainder = true})
+    check.raises(function() m:fit(train, {verbose = 0, validation_data = val}) end,
+      "the global batch 10 does not divide by the 4 cores")
+    check.eq(m.compiled.steps.train, nil)
   end,
 
   ["BatchNorm on 2 cores: moving statistics agree; sync = true normalizes like 1 core"] = function()

@@ -536,7 +536,9 @@ function M:fit(data, opts)
   local history = History {epochs = epochs, verbose = verbose}
   self.history, self.stop_training = history, false
   local start = require("tpu.checkpoint").resume_fit(self, history, data, opts)
-  if replicas(c) > 1 and is_dataset(data) then c.strategy:distribute(data) end  -- batch check
+  for _, ds in ipairs {data, opts.validation_data} do  -- batch checks, before any step
+    if replicas(c) > 1 and is_dataset(ds) then c.strategy:distribute(ds) end
+  end
   local steps = epoch_steps(data, opts)
   cbs = require("tpu.callbacks").prepare(cbs, self, {epochs = epochs, steps = steps, verbose = verbose,
     train_data = data, validation_data = opts.validation_data})
