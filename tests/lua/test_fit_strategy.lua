@@ -76,11 +76,16 @@ return {
     check.eq(parts.accuracy, whole.accuracy)
   end,
 
-  ["a partial batch with a metric that takes no weights is refused, naming it"] = function()
+  ["a metric that takes no weights: the partial batch runs unpadded, or is refused on cores"] = function()
     local x, y = problem(13)
-    local m = model_on(1, {metrics = {function(yt, yp) return (yp:argmax(-1):eq(yt:cast("i32"))):cast("f32"):mean() end}})
-    check.raises(function() fit(m, x, y, 8) end,
-      "a partial batch of 5 examples (the others have 8) is padded to 8 and masked, but metric 'metric' takes no per-example weights")
+    local function metric(yt, yp) return (yp:argmax(-1):eq(yt:cast("i32"))):cast("f32"):mean() end
+    local one = model_on(1, {metrics = {metric}})
+    fit(one, x, y, 8)  -- batches of 8 and 5: two signatures, both exact
+    check.eq(one.compiled.steps.train:stats().compiles, 2)
+    local two = model_on(2, {metrics = {metric}})
+    check.raises(function() fit(two, x, y, 8) end,
+      "a partial batch of 5 examples (the others have 8) does not divide by the 2 cores, and padding it is not exact: "
+      .. "metric 'metric' takes no per-example weights")
   end,
 
   ["a global batch that does not divide by the cores fails at fit, before any step"] = function()

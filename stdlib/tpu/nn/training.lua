@@ -353,31 +353,40 @@ local function pad_rows(v, size)
   return jit.unflatten(spec, leaves)
 end
 
--- Why a partial batch cannot be padded and masked, or nil.
+-- Why a partial batch cannot be padded and masked, and the fix; nil when it can.
 local function padding_blocker(c)
-  if not c.per_example_loss then return "the loss is a function that returns the batch mean" end
+  if not c.per_example_loss then
+    return "the loss is a function that returns the batch mean", "or use a built-in loss"
+  end
   for _, m in ipairs(c.metrics) do
-    if not m.weighted then return "metric '" .. m.name .. "' takes no per-example weights" end
+    if not m.weighted then
+      return "metric '" .. m.name .. "' takes no per-example weights",
+             "or define the metric with partial = function(y_true, y_pred, weights)"
+    end
   end
 end
 
 -- x, y at the static batch size of `kind` (the largest seen), padded with zero rows, and the
--- per-example weights (1 real, 0 padding).
+-- per-example weights (1 real, 0 padding). When padding cannot be exact (a loss or metric of
+-- the user's that takes no weights) a partial batch runs as it is, compiling once more, if the
+-- cores can split it.
 local function static_batch(c, kind, x, y)
   local t, n = tpu(), batch_rows(x)
   local size = c.static_batch[kind]
   if not size or n > size then size = n; c.static_batch[kind] = n end
-  if n == size then
-    c.ones[size] = c.ones[size] or t.ones {size}
-    return x, y, c.ones[size]
+  local function ones(k)
+    c.ones[k] = c.ones[k] or t.ones {k}
+    return c.ones[k]
   end
-  local why = padding_blocker(c)
-  if why then
-    util.fail("a partial batch of %d examples (the others have %d) is padded to %d and masked, but %s; "
-      .. "use batch(n, {drop_remainder = true}), or define the metric with "
-      .. "partial = function(y_true, y_pred, weights)", n, size, size, why)
+  if n == size then return x, y, ones(n) end
+  local why, fix = padding_blocker(c)
+  if not why then
+    return pad_rows(x, size), pad_rows(y, size), t.concat({t.ones {n}, t.zeros {size - n}}, 1)
   end
-  return pad_rows(x, size), pad_rows(y, size), t.concat({t.ones {n}, t.zeros {size - n}}, 1)
+  if n % replicas(c) == 0 then return x, y, ones(n) end
+  util.fail("a partial batch of %d examples (the others have %d) does not divide by the %d cores, "
+    .. "and padding it is not exact: %s; use batch(n, {drop_remainder = true}), %s",
+    n, size, replicas(c), why, fix)
 end
 
 -- Per-core results (the cores disagree: a layer's state of its own batch rows) averaged.
