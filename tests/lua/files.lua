@@ -35,4 +35,7 @@ function M.read(path)
   return s
 end
 
+-- The file's bytes; an error when it cannot be read.
+function M.must_read(path) return assert(M.read(path), "cannot read " .. path) end
+
 return M

@@ -9,19 +9,8 @@ local nn, optim, data = tpu.nn, tpu.optim, tpu.data
 
 local T = {}
 
-local function tmpdir()
-  local dir = os.tmpname()
-  os.remove(dir)
-  os.execute("mkdir -p " .. dir)
-  return dir
-end
-
-local function read(path)
-  local f = assert(io.open(path, "rb"))
-  local s = f:read("a")
-  f:close()
-  return s
-end
+local files = require "files"
+local tmpdir, read = files.tmpdir, files.must_read
 
 local function exists(path)
   local f = io.open(path, "rb")

@@ -12,8 +12,7 @@ local T = {}
 ---------------------------------------------------------------- helpers
 
 local files = require "files"
-local sh, tmpdir, rmdir, write = files.sh, files.tmpdir, files.rmdir, files.write
-local function read(path) return assert(files.read(path), "cannot read " .. path) end
+local sh, tmpdir, rmdir, write, read = files.sh, files.tmpdir, files.rmdir, files.write, files.must_read
 
 -- The running tputrain binary (the shell's parent is this process).
 local function exe()
