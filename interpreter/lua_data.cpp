@@ -20,32 +20,20 @@ namespace tpu {
 
 namespace {
 
-// Runs body (which pushes its results and returns how many) and turns a C++ exception into
-// a message on the stack: returns the result count, or -1 with the message pushed.
+// Allocation failures while reading name what failed.
 template <class F>
-int guarded(lua_State* L, F body) {
-  try {
-    return body();
-  } catch (const Error& e) {
-    lua_pushstring(L, (user_where(L) + e.what()).c_str());
-  } catch (const std::bad_alloc&) {
-    lua_pushstring(L, (user_where(L) + "out of memory while reading data").c_str());
-  }
-  return -1;
-}
-
-int finish(lua_State* L, int results) { return results < 0 ? lua_error(L) : results; }
+int guarded_read(lua_State* L, F body) { return guarded(L, body, "out of memory while reading data"); }
 
 // ---- readers ----
 
 int l_read_idx(lua_State* L) {
   const char* path = luaL_checkstring(L, 1);
-  return finish(L, guarded(L, [&] { push_tensor(L, read_idx(path)); return 1; }));
+  return finish(L, guarded_read(L, [&] { push_tensor(L, read_idx(path)); return 1; }));
 }
 
 int l_read_npy(lua_State* L) {
   const char* path = luaL_checkstring(L, 1);
-  return finish(L, guarded(L, [&] { push_tensor(L, read_npy(path)); return 1; }));
+  return finish(L, guarded_read(L, [&] { push_tensor(L, read_npy(path)); return 1; }));
 }
 
 // Options are checked by the stdlib (tpu.data.csv); these readers only refuse what they cannot use.
@@ -127,7 +115,7 @@ void push_strings(lua_State* L, const std::vector<std::string>& v) {
 // core.read_csv(path, opts) -> features, labels or nil, feature names
 int l_read_csv(lua_State* L) {
   const char* path = luaL_checkstring(L, 1);
-  return finish(L, guarded(L, [&] {
+  return finish(L, guarded_read(L, [&] {
     CsvData d = read_csv(path, csv_options(L, 2));
     push_tensor(L, std::move(d.features));
     if (d.labels) push_tensor(L, std::move(*d.labels));
@@ -167,7 +155,7 @@ int l_pad_stack(lua_State* L) {
   luaL_checktype(L, 1, LUA_TTABLE);
   luaL_checktype(L, 2, LUA_TTABLE);
   const double value = luaL_optnumber(L, 3, 0);
-  return finish(L, guarded(L, [&] {
+  return finish(L, guarded_read(L, [&] {
     std::vector<Tensor> items = tensor_list(L, 1);
     push_tensor(L, pad_stack(items, int_list(L, 2), value));
     return 1;
@@ -180,7 +168,7 @@ int l_pad_stack(lua_State* L) {
 // not directories)
 int l_regular_files(lua_State* L) {
   const char* dir = luaL_checkstring(L, 1);
-  return finish(L, guarded(L, [&] {
+  return finish(L, guarded_read(L, [&] {
     namespace fs = std::filesystem;
     std::error_code ec;
     std::vector<std::string> names;

@@ -4,9 +4,11 @@
 
 #include <functional>
 #include <memory>
+#include <new>
 #include <string>
 #include <vector>
 
+#include "core/error.h"
 #include "ir/graph.h"
 #include "lua_tensor.h"
 
@@ -59,6 +61,24 @@ int apply_op_multi(lua_State* L, const std::vector<Operand>& operands, DType num
                    const std::function<std::vector<NodeId>(Graph&, const std::vector<NodeId>&)>& build);
 
 [[noreturn]] void raise_user_error(lua_State* L, const std::string& message);
+
+// Runs body (which pushes its results and returns how many) and turns a tpu::Error or an
+// allocation failure into a message at the user's line: returns the result count, or -1 with
+// the message pushed. finish() then raises it, once the body's C++ objects are destroyed (a
+// Lua error longjmps past destructors).
+template <class F>
+int guarded(lua_State* L, F body, const char* out_of_memory = "out of memory") {
+  try {
+    return body();
+  } catch (const Error& e) {
+    lua_pushstring(L, (user_where(L) + e.what()).c_str());
+  } catch (const std::bad_alloc&) {
+    lua_pushstring(L, (user_where(L) + out_of_memory).c_str());
+  }
+  return -1;
+}
+
+inline int finish(lua_State* L, int results) { return results < 0 ? lua_error(L) : results; }
 
 // Rule 1 (DESIGN section 5): a Python-style branch or conversion on a traced value.
 [[noreturn]] void raise_data_dependent(lua_State* L, const LuaTensor& t, const std::string& what);

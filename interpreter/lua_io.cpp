@@ -17,20 +17,6 @@ namespace tpu {
 
 namespace {
 
-template <class F>
-int guarded(lua_State* L, F body) {
-  try {
-    return body();
-  } catch (const Error& e) {
-    lua_pushstring(L, (user_where(L) + e.what()).c_str());
-  } catch (const std::bad_alloc&) {
-    lua_pushstring(L, (user_where(L) + "out of memory").c_str());
-  }
-  return -1;
-}
-
-int finish(lua_State* L, int results) { return results < 0 ? lua_error(L) : results; }
-
 std::string key_text(lua_State* L, int index, const std::string& what) {
   if (lua_type(L, index) != LUA_TSTRING) throw Error(what + " names must be strings");
   size_t len = 0;
