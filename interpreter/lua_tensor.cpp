@@ -86,7 +86,9 @@ bool is_stdlib_source(const char* src) { return std::strncmp(src, "@[tpu]", 6) =
 
 std::string user_where(lua_State* L) {
   lua_Debug ar;
-  for (int level = 1; lua_getstack(L, level, &ar); ++level) {
+  // From level 0: in a hook (Ctrl-C) the interrupted Lua function is level 0; when a C
+  // function calls this, level 0 is that function, which has no line and is skipped.
+  for (int level = 0; lua_getstack(L, level, &ar); ++level) {
     lua_getinfo(L, "Sl", &ar);
     if (ar.currentline <= 0) continue;
     // Chunks given on the command line ("=(command line)", "=stdin") are user code too.

@@ -41,6 +41,23 @@ function T.ctrl_c_interrupts_a_script_with_status_130()
   sh("rm -rf " .. dir)
 end
 
+-- A loop of pure Lua: the interrupt lands in the script's own function (no C call on top).
+local PURE_LUA = [[
+io.open(arg[1] .. "/started", "w"):close()
+local n = 0
+while true do
+  n = n + 1
+end
+]]
+
+function T.ctrl_c_in_a_pure_lua_loop_names_the_script_line()
+  local dir = tmpdir()
+  local code, err = interrupt(dir, PURE_LUA)
+  check.eq(code, 130)
+  check.is_true(err:find("s.lua:[45]: interrupted %(Ctrl%-C%)") ~= nil, err)
+  sh("rm -rf " .. dir)
+end
+
 local DEFERRED = [[
 local interrupt = require "tpu.interrupt"
 local function loop()
