@@ -3,8 +3,10 @@
 --
 --   tputrain scripts/fashion_mnist_mlp.lua
 --   tputrain --cores 8 scripts/fashion_mnist_mlp.lua    (8 simulated TPU cores, same global batch)
+--   tputrain scripts/fashion_mnist_mlp.lua --smoke      (a few batches, to check that it runs)
 local tpu = require "tpu"
 local nn, optim, data = tpu.nn, tpu.optim, tpu.data
+local smoke = arg ~= nil and arg[1] == "--smoke"
 
 local function scale(x, y) return x:cast("f32") / 255, y end
 
@@ -13,6 +15,7 @@ local train = data.fashion_mnist("train")
   :batch(256, {drop_remainder = true})
   :map(scale)
 local test = data.fashion_mnist("test"):batch(1000):map(scale)
+if smoke then train, test = train:take(5), test:take(1) end
 
 local strategy = tpu.strategy.auto()  -- TPU{cores = N} with --cores N, else one core
 local model
@@ -30,5 +33,5 @@ do
     metrics = {"accuracy"},
   }
 end
-model:fit(train, {epochs = 2, validation_data = test})
+model:fit(train, {epochs = smoke and 1 or 2, validation_data = test})
 print(string.format("test accuracy: %.4f", model:evaluate(test, {verbose = 0}).accuracy))
