@@ -10,6 +10,7 @@ torch.autocast("cpu", dtype=torch.bfloat16) around the forward pass and the loss
 optimizer stay f32, as in tputrain's mixed_bfloat16 policy). Threads: BENCH_THREADS (default 2);
 bench/run.sh also sets OMP_WAIT_POLICY=passive, PyTorch's best configuration on this machine.
 Needs Debian's python3-torch and python3-numpy."""
+import gc
 import gzip
 import os
 import sys
@@ -101,6 +102,14 @@ def peak_rss_kb():
     return 0
 
 
+def reset_peak_rss():
+    try:
+        with open("/proc/self/clear_refs", "w") as f:
+            f.write("5")
+    except OSError:
+        pass
+
+
 def main():
     name, precision = sys.argv[1], sys.argv[2] if len(sys.argv) > 2 else "f32"
     steps = int(sys.argv[3]) if len(sys.argv) > 3 else 100
@@ -110,6 +119,10 @@ def main():
     torch.set_num_threads(int(os.environ.get("BENCH_THREADS", "2")))
     torch.manual_seed(1)
     model, batch, x, y = setup(name)
+    # Training's peak from here on, as on the tputrain side: data preparation is done.
+    gc.collect()
+    result("prepare_rss_kb", peak_rss_kb())
+    reset_peak_rss()
     model.train()
     optimizer = torch.optim.Adam(model.parameters(), lr=1e-3)
     loss_fn = nn.CrossEntropyLoss()

@@ -31,8 +31,10 @@ LEGEND = [
     "host ms/step, host %: tputrain's step wall time minus its time inside kernels (per-op timing on,",
     "  in profiled steps after the timed ones); compile ms: tracing and compiling tputrain's train step;",
     "1st step ms: the first step's wall time (compiling, lazy set-up); RSS MiB: the process's peak",
-    "  resident memory; HBM MiB: the planned TPU HBM of tputrain's compiled step (weights, optimizer",
-    "  state, activations, padded to TPU tiles). PyTorch runs eagerly: no compile time, no HBM plan.",
+    "  resident memory while training (reset once the data set is prepared; preparing peaks below);",
+    "  RSS/need: that peak over what training holds: the data set plus the planned HBM; HBM MiB: the",
+    "  planned TPU HBM of tputrain's compiled step (weights, optimizer state, activations, padded to",
+    "  TPU tiles). PyTorch runs eagerly: no compile time, no HBM plan.",
 ]
 SIDES = [("tputrain", "tputrain"), ("pytorch", "PyTorch")]
 
@@ -89,8 +91,8 @@ def main():
         return f"n/a [{notes.index(reason) + 1}]"
 
     head = ("model", "prec", "side", "samples/s", "ratio", "GFLOP/s", "% peak", "host ms/step",
-            "host %", "compile ms", "1st step ms", "RSS MiB", "HBM MiB")
-    widths = (12, 5, 9, 11, 7, 8, 7, 12, 7, 10, 11, 8, 8)
+            "host %", "compile ms", "1st step ms", "RSS MiB", "RSS/need", "HBM MiB")
+    widths = (12, 5, 9, 11, 7, 8, 7, 12, 7, 10, 11, 8, 8, 8)
     rows = []
     for model, precision in configs:
         cells = {side: best(runs.get((model, precision, side), {})) for side, _ in SIDES}
@@ -101,7 +103,7 @@ def main():
             row = [model if first else "", precision if first else "", label]
             if c is None:
                 reasons = fails.get((model, precision, side)) or ["no result"]
-                row += [note(reasons[-1])] + ["-"] * 9
+                row += [note(reasons[-1])] + ["-"] * 10
                 rows.append(row)
                 continue
             sps = speed[side]
@@ -110,19 +112,21 @@ def main():
             if first:
                 other = speed.get(SIDES[1][0])
                 ratio = f"{sps / other:.2f}x" if other else "n/a"
-            host_ms = host_pct = compile_ms = hbm = "-"
+            host_ms = host_pct = compile_ms = hbm = need = "-"
             if side == "tputrain":
                 step, kernel = float(c["profiled_step_ms"]), float(c["kernel_ms"])
                 host_ms = f"{step - kernel:.3f}"
                 host_pct = f"{100 * (step - kernel) / step:.1f}%"
                 compile_ms = f"{float(c['compile_ms']):.0f}" if "compile_ms" in c else "n/a"
                 hbm = f"{int(c['hbm_bytes']) / 2**20:.1f}" if "hbm_bytes" in c else "n/a"
+                if "hbm_bytes" in c and "data_bytes" in c:
+                    need = f"{int(c['rss_kb']) * 1024 / (int(c['hbm_bytes']) + int(c['data_bytes'])):.2f}x"
             pk = peaks.get(precision)
             row += [f"{sps:.0f}", ratio,
                     f"{gflops:.1f}" if gflops is not None else "n/a",
                     f"{100 * gflops / pk:.1f}%" if gflops is not None and pk else "n/a",
                     host_ms, host_pct, compile_ms, f"{float(c['first_step_ms']):.0f}",
-                    f"{int(c['rss_kb']) / 1024:.0f}", hbm]
+                    f"{int(c['rss_kb']) / 1024:.0f}", need, hbm]
             rows.append(row)
 
     rounds = max((len(r) for r in runs.values()), default=0)
@@ -162,6 +166,13 @@ def main():
             failed = len(fails.get((model, precision, side), []))
             print(f"  {model:<12} {precision:<5} {label:<9} {' '.join(values) or '-'}"
                   + (f"  ({failed} failed)" if failed else ""))
+    print()
+    print("peak RSS MiB while preparing the data set (decoding, converting; before training):")
+    for model, precision in configs:
+        for side, label in SIDES:
+            c = best(runs.get((model, precision, side), {}))
+            if c and "prepare_rss_kb" in c:
+                print(f"  {model:<12} {precision:<5} {label:<9} {int(c['prepare_rss_kb']) / 1024:.0f}")
     print()
     print("FLOPs per training sample (3 x forward GEMM/conv FLOPs):")
     for model in ORDER:

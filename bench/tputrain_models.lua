@@ -90,6 +90,29 @@ local function setup(name)
 end
 
 local model, batch, x, y = setup(model_name)
+
+-- Bytes of the data set held in memory (the x and y tensors fit slices batches from).
+local DTYPE_BYTES = {f32 = 4, i32 = 4, bf16 = 2, u8 = 1, bool = 1}
+local function nbytes(t)
+  local n = DTYPE_BYTES[t.dtype]
+  for _, d in ipairs(t.shape) do n = n * d end
+  return n
+end
+result("data_bytes", nbytes(x) + nbytes(y))
+
+-- Peak resident memory in KiB (VmHWM). Training's peak is measured from here on: preparing the
+-- data set (decoding, converting) is done, its temporaries are collected and the peak is reset.
+local function peak_rss_kb()
+  for line in io.lines("/proc/self/status") do
+    local kb = line:match("^VmHWM:%s*(%d+)")
+    if kb then return tonumber(kb) end
+  end
+  return 0
+end
+collectgarbage()
+result("prepare_rss_kb", peak_rss_kb())
+local clear_refs = io.open("/proc/self/clear_refs", "w")
+if clear_refs then clear_refs:write("5") clear_refs:close() end
 model:compile {optimizer = optim.Adam {lr = 1e-3}, loss = "sparse_categorical_crossentropy"}
 local train = data.from_tensors {x, y}:batch(batch, {drop_remainder = true}):cycle()
 
@@ -142,11 +165,7 @@ else
     .. "no compile time, FLOPs or HBM plan\n")
 end
 
-local rss_kb = 0
-for line in io.lines("/proc/self/status") do
-  local kb = line:match("^VmHWM:%s*(%d+)")
-  if kb then rss_kb = tonumber(kb) end
-end
+local rss_kb = peak_rss_kb()
 
 result("batch", batch)
 result("steps", steps)

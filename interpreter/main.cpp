@@ -299,9 +299,11 @@ std::string self_exe(const char* argv0) {
 
 // A training step frees and allocates the same large buffers every time (results, batches).
 // glibc would hand them back to the kernel and take fresh zeroed pages again each step (a page
-// fault per 4 KiB); keeping freed memory in the heap avoids that churn.
+// fault per 4 KiB); keeping freed memory in the heap avoids that churn. Blocks of 32 MiB and
+// more (a whole data set being converted, say) still come from and go back to the kernel, or
+// the temporaries of preparing the data would stay resident for the whole run.
 void keep_freed_memory() {
-  mallopt(M_MMAP_THRESHOLD, 256 << 20);
+  mallopt(M_MMAP_THRESHOLD, 32 << 20);
   mallopt(M_TRIM_THRESHOLD, 1 << 30);
 }
 
