@@ -47,7 +47,33 @@ LuaTensor* new_tensor(lua_State* L) {
 }
 }  // namespace
 
-void push_tensor(lua_State* L, Tensor t) { new_tensor(L)->value = std::move(t); }
+// Lua's collector sees a tensor as its small userdata, not its buffer: a loop that makes large
+// tensors (the batches of an epoch, say) grows the process by every dead one until the
+// collector happens to run, and each new buffer costs fresh pages. So the bytes of pushed
+// tensors pace full collections: one whenever as many bytes were pushed as were alive after the
+// last one (at least kMinCollectBytes). With a small Lua heap a collection takes ~0.1 ms.
+namespace {
+constexpr size_t kMinCollectBytes = size_t(64) << 20;
+size_t live_tensor_bytes = 0;
+size_t pushed_since_collect = 0;
+size_t collect_after = kMinCollectBytes;
+
+void charge(lua_State* L, LuaTensor* t) {
+  t->charged_bytes = t->value.bytes();
+  live_tensor_bytes += t->charged_bytes;
+  pushed_since_collect += t->charged_bytes;
+  if (pushed_since_collect < collect_after) return;
+  lua_gc(L, LUA_GCCOLLECT);
+  pushed_since_collect = 0;
+  collect_after = std::max(kMinCollectBytes, live_tensor_bytes);
+}
+}  // namespace
+
+void push_tensor(lua_State* L, Tensor t) {
+  LuaTensor* lt = new_tensor(L);
+  lt->value = std::move(t);
+  charge(L, lt);
+}
 
 void push_traced(lua_State* L, uint64_t trace_id, NodeId node) {
   LuaTensor* t = new_tensor(L);
@@ -395,7 +421,9 @@ int l_index(lua_State* L) {
 }
 
 int l_gc(lua_State* L) {
-  static_cast<LuaTensor*>(luaL_checkudata(L, 1, kTensorMeta))->~LuaTensor();
+  auto* t = static_cast<LuaTensor*>(luaL_checkudata(L, 1, kTensorMeta));
+  live_tensor_bytes -= std::min(live_tensor_bytes, t->charged_bytes);
+  t->~LuaTensor();
   return 0;
 }
 
