@@ -45,6 +45,8 @@ Tensor Tensor::borrow(DType dtype, Shape shape, std::byte* data) {
   return t;
 }
 
+void Tensor::rebind(std::byte* data) { data_ = std::shared_ptr<std::byte[]>(std::shared_ptr<std::byte[]>(), data); }
+
 Tensor Tensor::rows(int64_t first, int64_t count) const {
   if (shape_.empty() || first < 0 || count < 0 || first + count > shape_[0])
     throw std::logic_error("tensor rows out of range");

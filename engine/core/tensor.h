@@ -33,6 +33,9 @@ class Tensor {
   Tensor reshaped(Shape s) const;
   // A tensor over memory it does not own (the owner must outlive it).
   static Tensor borrow(DType dtype, Shape shape, std::byte* data);
+  // Points this tensor at other memory it does not own, keeping dtype and shape: a borrowed
+  // view that walks a buffer (fusion blocks) without allocating a shape each time.
+  void rebind(std::byte* data);
   // Rows [first, first + count) of the leading dimension, sharing this tensor's buffer.
   Tensor rows(int64_t first, int64_t count) const;
   // Same buffer seen with another type; the view must fit in this tensor's bytes.

@@ -102,48 +102,68 @@ void broadcast_block(const Node& b, const Tensor& src, int64_t start, int64_t le
   dispatch(b.dtype, [&]<class T>() { broadcast_block_typed<T>(b, src, start, len, reinterpret_cast<T*>(dst)); });
 }
 
-// Evaluates blocks [first, last) of the body; `scratch` holds one block per body node.
+// What evaluating blocks needs besides the inputs, kept per thread and reused across calls so
+// a step allocates nothing here: one block-sized slot per body node, the block views (shape
+// {len}, rebound to the next block's memory) and the operand list.
+struct BlockState {
+  Tensor slots;                   // body node i's block at i * kSlotBytes
+  std::vector<Tensor> views;      // per body node
+  std::vector<int32_t> param_index;
+  std::vector<const Tensor*> args;
+};
+constexpr int64_t kSlotBytes = kBlock * 8;  // room for the widest dtype
+
+BlockState& block_state(const Graph& body, int64_t len) {
+  thread_local BlockState st;
+  const size_t nodes = body.nodes.size();
+  if (st.slots.bytes() < nodes * size_t(kSlotBytes))
+    st.slots = Tensor(DType::u8, {int64_t(nodes) * kSlotBytes}, Tensor::Uninitialized{});
+  st.views.resize(nodes);
+  for (size_t i = 0; i < nodes; ++i) {
+    std::byte* slot = st.slots.raw() + i * kSlotBytes;
+    Tensor& v = st.views[i];
+    if (v.dtype() == body.nodes[i].dtype && v.rank() == 1 && v.size() == len) v.rebind(slot);
+    else v = Tensor::borrow(body.nodes[i].dtype, {len}, slot);
+  }
+  st.param_index.assign(nodes, -1);
+  for (size_t i = 0; i < body.params.size(); ++i) st.param_index[size_t(body.params[i])] = int32_t(i);
+  return st;
+}
+
+// Evaluates blocks [first, last) of the body. Only the tail block of the whole output is
+// shorter than kBlock, so the views get a new shape at most once.
 void run_blocks(const Node& n, std::span<const Tensor* const> in, Tensor& out, int64_t first, int64_t last) {
   const Graph& body = body_of(n);
   const int64_t total = out.size();
-  std::vector<Tensor> scratch(body.nodes.size());
-  std::vector<Tensor> block(body.nodes.size());
-  std::vector<int32_t> param_index(body.nodes.size(), -1);
-  for (size_t i = 0; i < body.params.size(); ++i) param_index[size_t(body.params[i])] = int32_t(i);
+  BlockState& st = block_state(body, std::min(kBlock, total - first * kBlock));
   const NodeId root = body.outputs[0];
-  std::vector<const Tensor*> args;
   for (int64_t blk = first; blk < last; ++blk) {
     const int64_t start = blk * kBlock, len = std::min(kBlock, total - start);
+    if (st.views.front().size() != len) block_state(body, len);
     for (NodeId id = 0; id < NodeId(body.nodes.size()); ++id) {
       const Node& node = body.at(id);
-      const size_t es = size_of(node.dtype);
+      const int64_t es = int64_t(size_of(node.dtype));
+      Tensor& view = st.views[size_t(id)];
       if (node.shape != out.shape() && (node.op == Op::constant || node.op == Op::parameter)) continue;
       if (node.op == Op::constant) {  // a scalar group's constant operand
-        block[size_t(id)] = Tensor::borrow(node.dtype, {len}, const_cast<std::byte*>(node.attrs.literal->raw()));
+        view.rebind(const_cast<std::byte*>(node.attrs.literal->raw()));
         continue;
       }
       if (node.op == Op::parameter) {
-        const Tensor* src = in[size_t(param_index[size_t(id)])];
-        block[size_t(id)] = Tensor::borrow(node.dtype, {len}, const_cast<std::byte*>(src->raw()) + start * int64_t(es));
+        view.rebind(const_cast<std::byte*>(in[size_t(st.param_index[size_t(id)])]->raw()) + start * es);
         continue;
       }
-      std::byte* dst;
-      if (id == root) {
-        dst = out.raw() + start * int64_t(es);
-      } else {
-        if (!scratch[size_t(id)].raw()) scratch[size_t(id)] = Tensor(node.dtype, {kBlock}, Tensor::Uninitialized{});
-        dst = scratch[size_t(id)].raw();
-      }
-      block[size_t(id)] = Tensor::borrow(node.dtype, {len}, dst);
+      if (id == root) view.rebind(out.raw() + start * es);
       if (node.op == Op::broadcast) {
         const Node& src = body.at(node.in[0]);
-        const Tensor& s = src.op == Op::constant ? *src.attrs.literal : *in[size_t(param_index[size_t(node.in[0])])];
-        broadcast_block(node, s, start, len, dst);
+        const Tensor& s = src.op == Op::constant ? *src.attrs.literal : *in[size_t(st.param_index[size_t(node.in[0])])];
+        // A scalar's block holds the same values for every block: fill it once per call.
+        if (s.size() != 1 || blk == first || id == root) broadcast_block(node, s, start, len, view.raw());
         continue;
       }
-      args.clear();
-      for (NodeId i : node.in) args.push_back(&block[size_t(i)]);
-      kernel_for(node.op)(node, args, block[size_t(id)]);
+      st.args.clear();
+      for (NodeId i : node.in) st.args.push_back(&st.views[size_t(i)]);
+      kernel_for(node.op)(node, st.args, view);
     }
   }
 }
