@@ -249,6 +249,21 @@ void ref_select(const Node&, std::span<const Tensor* const> in, Tensor& out) {
   });
 }
 
+// Reads both branches unconditionally so the loop vectorizes into blends (the reference reads
+// only the chosen one); same results.
+void fast_select(const Node&, std::span<const Tensor* const> in, Tensor& out) {
+  const uint8_t* p = in[0]->data<uint8_t>();
+  dispatch(out.dtype(), [&]<class T>() {
+    const T* a = in[1]->data<T>();
+    const T* b = in[2]->data<T>();
+    T* o = out.data<T>();
+    for (int64_t i = 0, m = out.size(); i < m; ++i) {
+      const T x = a[i], y = b[i];
+      o[i] = p[i] ? x : y;
+    }
+  });
+}
+
 // One element from type From to type To (bf16 goes through float).
 template <class From, class To>
 To convert_value(From v) {
@@ -401,7 +416,7 @@ extern const OpInfo max_row = {Op::max, shape_binary, ref_max, fast_max, grad_ma
 extern const OpInfo min_row = {Op::min, shape_binary, ref_min, fast_min, grad_min, cost_ew};
 extern const OpInfo pow_row = {Op::pow, shape_binary_float, ref_pow, nullptr, grad_pow, cost_transcendental};
 extern const OpInfo compare_row = {Op::compare, shape_compare, ref_compare, fast_compare, nullptr, cost_ew};
-extern const OpInfo select_row = {Op::select, shape_select, ref_select, nullptr, grad_select, cost_ew};
+extern const OpInfo select_row = {Op::select, shape_select, ref_select, fast_select, grad_select, cost_ew};
 extern const OpInfo convert_row = {Op::convert, shape_convert, ref_convert, fast_convert, grad_convert, cost_ew};
 
 }  // namespace tpu
