@@ -181,7 +181,8 @@ int Interpreter::run_file(const std::string& path, const std::vector<std::string
   if (luaL_loadfile(L_, path.c_str()) != LUA_OK) {
     std::string msg = lua_tostring(L_, -1);
     lua_pop(L_, 1);
-    // lua.c's wording for a missing file; syntax errors already read "file:line: ...".
+    // A missing file reads "tputrain: cannot open ..."; syntax errors already read
+    // "file:line: ...".
     if (msg.rfind("cannot open ", 0) == 0) msg = "tputrain: " + msg;
     print_error(msg);
     return 1;
@@ -215,7 +216,7 @@ Interpreter::Eval Interpreter::eval_repl(const std::string& code) {
   }
   if (call_protected(0, LUA_MULTRET) != LUA_OK) return Eval::error;
   int n = lua_gettop(L_) - top;
-  if (n > 0) {  // print like lua.c: values separated by tabs, through tostring
+  if (n > 0) {  // print the values with the global print (tab-separated, through tostring)
     lua_getglobal(L_, "print");
     lua_insert(L_, top + 1);
     if (call_protected(n, 0) != LUA_OK) return Eval::error;

@@ -40,8 +40,8 @@ class Interpreter {
   // Runs a chunk (for -e: chunkname "=(command line)").
   int run_string(const std::string& code, const std::string& chunkname);
 
-  // REPL support: evaluates one chunk the way lua.c does (first as "return <code>", then as
-  // statements); prints returned values with the stdlib's pretty printer.
+  // REPL support: evaluates one chunk, first as "return <code>" (an expression), then as
+  // statements; prints returned values with the stdlib's pretty printer.
   enum class Eval { ok, incomplete, error };
   Eval eval_repl(const std::string& code);
 

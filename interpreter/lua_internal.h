@@ -81,7 +81,7 @@ int guarded(lua_State* L, F body, const char* out_of_memory = "out of memory") {
 
 inline int finish(lua_State* L, int results) { return results < 0 ? lua_error(L) : results; }
 
-// Rule 1 (DESIGN section 5): a Python-style branch or conversion on a traced value.
+// Rule 1 (DESIGN section 5): a Lua branch or conversion on a traced value.
 [[noreturn]] void raise_data_dependent(lua_State* L, const LuaTensor& t, const std::string& what);
 
 // Shapes and axes between Lua (1-based, negative from the end) and the engine.

@@ -2,7 +2,7 @@
 //   tpu.conv2d(x, w, {strides = 1, padding = "valid", dilation = 1}) or x:conv2d(w, opts)
 //   x:max_pool2d{pool_size = 2, strides = pool_size, padding = "valid"}, x:avg_pool2d{...}
 // Sizes, strides and dilations are a number or a pair {height, width}. padding is "valid",
-// "same" (output = ceil(input / stride), the extra row/column at the end, as Keras does) or
+// "same" (output = ceil(input / stride), the extra row/column at the end) or
 // explicit {{top, bottom}, {left, right}}.
 #include <algorithm>
 #include <array>
@@ -162,7 +162,7 @@ int l_max_pool2d(lua_State* L) {
 }
 
 // The window sums divided by the number of input elements each window covers (padding is
-// not counted, as in Keras).
+// not counted).
 int l_avg_pool2d(lua_State* L) {
   LuaTensor* x = check_tensor(L, 1);
   const Window2D win = pool_window(L, "avg_pool2d", x);

@@ -1,6 +1,7 @@
 // Tensor operations as Lua methods and functions. Each one reads its Lua arguments, then hands
 // a graph builder to apply_op, which records it (inside tpu.jit) or evaluates it (eagerly).
-// NumPy broadcasting and dtype promotion happen here, in the builders; the IR itself is strict.
+// Broadcasting (shapes aligned at their trailing dims, size-1 dims stretched) and dtype promotion
+// happen here, in the builders; the IR itself is strict.
 #include <algorithm>
 #include <numeric>
 
@@ -166,7 +167,7 @@ int l_cast(lua_State* L) {
   return apply_op(L, {{t, 0}}, to, [to](Graph& g, const std::vector<NodeId>& in) { return g.convert(in[0], to); });
 }
 
-// matmul with NumPy semantics: rank-1 operands are promoted and the added dim removed again;
+// matmul: rank-1 operands are promoted to matrices and the added dim removed again;
 // leading batch dims broadcast. `to` = f32 on bf16 operands keeps the f32 sums (mixed precision).
 NodeId matmul(Graph& g, NodeId a, NodeId b, std::optional<DType> to = std::nullopt) {
   const Shape as = g.at(a).shape, bs = g.at(b).shape;

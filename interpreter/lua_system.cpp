@@ -21,7 +21,7 @@ namespace tpu {
 //
 // The first Ctrl-C sets a flag. Code that stops cleanly by itself (fit, between steps) polls it
 // with core.interrupted() between core.defer_interrupts(true) and (false); elsewhere the running Lua code
-// raises "interrupted (Ctrl-C)" at its next instruction, as in lua.c. A second Ctrl-C ends the
+// raises "interrupted (Ctrl-C)" at its next instruction. A second Ctrl-C ends the
 // process at once with status 130, but never in the middle of writing a file
 // (InterruptShield): then as soon as the file is complete.
 

@@ -203,7 +203,7 @@ int l_exe_run(lua_State* L) {
   try {
     std::vector<Tensor> out = e->exe->run(args);
     args.clear();
-    // Donated arguments now hold results: their Lua tensors are consumed (as in JAX).
+    // Donated arguments now hold results: their Lua tensors are consumed (using one is an error).
     for (int32_t p : e->exe->donated_args()) {
       lua_geti(L, 2, p + 1);
       mark_donated(test_tensor(L, -1), e->exe->graph().name);

@@ -371,8 +371,7 @@ Tensor read_from(Input& in, const std::string& name) {
   Header h = DictParser(read_preamble(in, name), name).parse();
   ElementType et = element_type(h.descr, name);
   if (*h.fortran_order)
-    fail(name, "Fortran-ordered (column-major) arrays are not supported; save a C-ordered copy "
-               "(numpy.ascontiguousarray) instead");
+    fail(name, "Fortran-ordered (column-major) arrays are not supported; save a C-ordered copy instead");
   return read_elements(in, et, *h.shape, name);
 }
 

@@ -1,4 +1,4 @@
-// Reading NumPy .npy files (format versions 1.0, 2.0 and 3.0).
+// Reading .npy files (format versions 1.0, 2.0 and 3.0).
 //
 //   tpu::Tensor x = tpu::read_npy("train_x.npy");   // '<f8' (60000, 784) -> f32[60000,784]
 //

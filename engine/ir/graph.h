@@ -96,7 +96,7 @@ class Graph {
   NodeId rng_fold(NodeId key, NodeId data);                   // -> i32[data..., 2], new keys
 
   // Conveniences used by autodiff and the tracer.
-  NodeId broadcast_to(NodeId x, const Shape& s);              // NumPy rules
+  NodeId broadcast_to(NodeId x, const Shape& s);              // trailing dims align, size-1 dims stretch
   NodeId sum_to(NodeId x, const Shape& s);                    // inverse of broadcast_to
 };
 

@@ -34,8 +34,8 @@ function tpu.all_reduce(x, op)
   return core.all_reduce(x, op or "sum")
 end
 
--- One table per core: {bytes_in_use=, peak_bytes_in_use=, bytes_limit=} (the names XLA
--- devices use). Garbage is collected first, so dropped models and tensors do not count.
+-- One table per core: {bytes_in_use=, peak_bytes_in_use=, bytes_limit=}. Garbage is
+-- collected first, so dropped models and tensors do not count.
 function tpu.memory_stats()
   collectgarbage("collect")
   collectgarbage("collect")

@@ -88,7 +88,7 @@ define("categorical_crossentropy", function(y_true, y_pred, opts)
   return per_row(-(logp * f32(y_true)):sum(-1))
 end)
 
--- Targets in {0, 1}; from_logits = false by default (sigmoid outputs), as Keras.
+-- Targets in {0, 1}; from_logits = false by default (sigmoid outputs).
 define("binary_crossentropy", function(y_true, y_pred, opts)
   opts = check_opts("binary_crossentropy", opts)
   check_same("binary_crossentropy", y_true, y_pred)

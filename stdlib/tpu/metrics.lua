@@ -97,7 +97,7 @@ local function top_k(k)
   end}
 end
 
--- metrics.top_k_accuracy (k = 5, as Keras), metrics.top_k_accuracy{k = 3}.
+-- metrics.top_k_accuracy (k = 5 by default), metrics.top_k_accuracy{k = 3}.
 M.top_k_accuracy = top_k(5)
 
 M.mse = M.define {name = "mse", partial = function(y_true, y_pred, weights)

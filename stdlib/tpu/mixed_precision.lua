@@ -1,4 +1,4 @@
--- Mixed-precision policy (DESIGN section 3), as Keras' global dtype policy:
+-- Mixed-precision policy (DESIGN section 3): one global dtype policy for the layers:
 --
 --   tpu.mixed_precision.set_policy("mixed_bfloat16")   -- or --bf16, or TPUTRAIN_BF16=1
 --   tpu.mixed_precision.policy()  --> {name = "mixed_bfloat16", compute_dtype = "bf16",
@@ -10,7 +10,7 @@
 -- are f32. Normalisation statistics, losses and metrics are f32; the gradients come back to the
 -- f32 variables through the casts.
 --
--- A layer reads the policy when it is constructed, as in Keras: call set_policy before
+-- A layer reads the policy when it is constructed: call set_policy before
 -- building the model. `dtype =` on a layer overrides it for that layer: "f32" (or "float32")
 -- computes in f32, "mixed_bfloat16" as the policy, "bf16" keeps its variables in bf16 too.
 local core = require "tpu.core"

@@ -1,4 +1,4 @@
--- Stateless random numbers (as in JAX): a key names a stream; split and fold_in derive new
+-- Stateless random numbers: a key names a stream; split and fold_in derive new
 -- keys; the same key always gives the same numbers. A key holds an i32[2] tensor, so keys
 -- pass through tpu.jit as traced arguments and every draw is an op of the compiled graph,
 -- with the same values as the eager draw from the same key.

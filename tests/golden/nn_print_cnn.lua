@@ -1,4 +1,4 @@
--- print(model) of a CNN: the Torch7-style tree before and after build (channel counts appear
+-- print(model) of a CNN: the indented tree before and after build (channel counts appear
 -- once the input shape is known), with every image layer.
 local tpu = require "tpu"
 local nn = tpu.nn

@@ -1,6 +1,6 @@
--- Finite-difference gradient checker (the idea of Torch7's Jacobian.lua): build the Jacobian
--- of fn at x twice, once by perturbing each input element and once from tpu.grad (one
--- gradient per output element), and return the largest difference.
+-- Finite-difference gradient checker: build the Jacobian of fn at x twice, once by perturbing
+-- each input element and once from tpu.grad (one gradient per output element), and return the
+-- largest difference.
 --
 --   local jacobian = require "jacobian"
 --   local err = jacobian.max_error(function(x) return layer(x) end, x)

@@ -23,7 +23,8 @@ local function distinct(shape, seed)
   return tpu.tensor(v):reshape(shape)
 end
 
--- First padding row and output size along one dim, as Keras defines "same" and "valid".
+-- First padding row and output size along one dim for "same" (ceil(n / s) outputs, the extra
+-- padding row at the end) and "valid" (full windows only).
 local function geometry(n, k, s, d, mode)
   local span = (k - 1) * d + 1
   if mode == "valid" then return 0, (n - span) // s + 1 end

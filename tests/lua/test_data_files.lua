@@ -130,7 +130,7 @@ tests["corrupt npy files are errors that name the file"] = function()
     local msg = check.raises(function() data.npy(path) end, path .. ": " .. expected)
     check.is_true(util.located(msg), msg)
   end
-  fails(util.write(dir .. "/magic.npy", "PK\3\4 not numpy"), "not a .npy file: it does not start with the magic bytes \\x93NUMPY")
+  fails(util.write(dir .. "/magic.npy", "PK\3\4 not an array file"), "not a .npy file: it does not start with the magic bytes \\x93NUMPY")
   fails(util.write_npy(dir .. "/f.npy", "<f4", "(2, 2)", string.rep("\0", 16), {fortran = true}),
     "Fortran-ordered (column-major) arrays are not supported")
   fails(util.write_npy(dir .. "/t.npy", "<f4", "(2, 2)", string.rep("\0", 12)),

@@ -43,7 +43,7 @@ return {
     check.is_true(after[1] > 0)
   end,
 
-  ["memory_stats has the XLA device fields and reset returns to the baseline"] = function()
+  ["memory_stats has the per-core byte counts and reset returns to the baseline"] = function()
     local base = tpu.memory_stats()[1]
     check.is_true(base.bytes_limit == 16 * 1024 ^ 3 or base.bytes_limit > 0)
     local f = tpu.jit(function(a) return (a * 2):exp() end)

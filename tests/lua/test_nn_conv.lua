@@ -8,8 +8,8 @@ local rand = nn_check.rand
 
 local T = {}
 
--- Convolution by definition (NHWC, HWIO), with Keras' "same" padding (the extra row/column
--- at the end).
+-- Convolution by definition (NHWC, HWIO), with "same" padding (the extra row/column at the
+-- end).
 local function reference_conv(x, w, stride, padding)
   local X, W = x:totable(), w:totable()
   local n, h, wd, c = table.unpack(x.shape)

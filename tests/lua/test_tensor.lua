@@ -18,7 +18,7 @@ return {
     check.eq(t(3):item(), 3.0)
   end,
 
-  ["arithmetic broadcasts like NumPy"] = function()
+  ["arithmetic broadcasts from the trailing dims, stretching size-1 dims"] = function()
     local a = t{{1, 2, 3}, {4, 5, 6}}
     local b = t{10, 20, 30}
     check.eq((a + b):totable(), {{11, 22, 33}, {14, 25, 36}})

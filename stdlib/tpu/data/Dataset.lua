@@ -22,7 +22,7 @@ local args = require "tpu.data.args"
 
 local Dataset = class("Dataset")
 
--- cardinality() results besides a count (the tf.data values).
+-- cardinality() results besides a count.
 Dataset.INFINITE = -1
 Dataset.UNKNOWN = -2
 

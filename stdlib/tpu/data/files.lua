@@ -1,4 +1,4 @@
--- Sources read from numeric files into memory: IDX (idx), NumPy .npy (npy) and CSV (csv).
+-- Sources read from numeric files into memory: IDX (idx), .npy (npy) and CSV (csv).
 -- The parsers are C++ (engine/data); their errors name the file (and for CSV the line and
 -- column) and start with the user's file:line.
 local Dataset = require "tpu.data.Dataset"
@@ -41,7 +41,7 @@ function M.idx(images, labels)
   return ds
 end
 
--- Reads NumPy .npy files (one per component, e.g. npy("x.npy", "y.npy")), as from_tensors:
+-- Reads .npy files (one per component, e.g. npy("x.npy", "y.npy")), as from_tensors:
 -- the first dimension counts the examples. Element types: float16/32/64 -> f32; int8..64,
 -- uint16..64 -> i32 (values must fit); uint8 -> u8; bool -> bool. C order only.
 function M.npy(path, ...)

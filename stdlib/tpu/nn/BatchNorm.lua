@@ -4,7 +4,7 @@
 --   inference: the same with the moving statistics.
 -- The moving statistics are non-trainable weights; the train step returns their new values
 -- (see update_state in nn.Module) and fit stores them. A layer with trainable = false always
--- runs in inference mode (as Keras does for fine-tuning).
+-- runs in inference mode (so a frozen layer keeps its statistics when fine-tuning).
 -- Rows that pad a partial batch (ctx.sample_weight 0) take no part in the statistics. Under a
 -- strategy each core normalizes with the statistics of its own rows, and the moving averages
 -- move by those of every core's rows (so they stay the same on every core); `sync = true`

@@ -4,7 +4,7 @@
 --   nn.Conv2D(32, 3, {activation = "relu", padding = "same"})
 --   nn.Conv2D(64, {5, 3}, {strides = 2, use_bias = false,
 --                          kernel_regularizer = nn.regularizers.l2(1e-4)})
--- padding "valid" (the default, as Keras) keeps only full windows; "same" pads so the output
+-- padding "valid" (the default) keeps only full windows; "same" pads so the output
 -- has ceil(size / stride) positions.
 local Module = require "tpu.nn.Module"
 local Activation = require "tpu.nn.Activation"

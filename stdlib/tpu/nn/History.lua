@@ -1,4 +1,4 @@
--- What fit returns: history.history.loss[e], history.history.val_accuracy[e], ... (as Keras);
+-- What fit returns: history.history.loss[e], history.history.val_accuracy[e], ...;
 -- history:plot("curves.svg") draws them.
 local class = require "tpu.class"
 

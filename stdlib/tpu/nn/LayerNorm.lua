@@ -1,7 +1,7 @@
 -- Layer normalization over the last axis, per example:
 --   y = (x - mean) / sqrt(var + epsilon) * gamma + beta
 --
---   nn.LayerNorm()                       -- epsilon 1e-3, as Keras
+--   nn.LayerNorm()                       -- epsilon 1e-3 (the default)
 --   nn.LayerNorm {epsilon = 1e-5, center = false}
 local Module = require "tpu.nn.Module"
 local util = require "tpu.nn.util"

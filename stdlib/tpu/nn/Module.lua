@@ -1,4 +1,5 @@
--- Base class of every layer and model (Keras lifecycle, Torch7 style).
+-- Base class of every layer and model: a layer is constructed with its options, builds its
+-- weights on the first call (when the input shape is known), then computes on every call.
 --
 --   local Scale = nn.Module:extend("Scale")
 --   function Scale:build(input_shape)
@@ -144,7 +145,7 @@ function Module:maybe_build(input_shape)
   self.input_shape = util.copy(input_shape)
 end
 
--- Keras-like input checks recorded by build: self.input_spec = {min_ndim=, ndim=, axes={[-1]=n}}.
+-- Input checks recorded by build: self.input_spec = {min_ndim=, ndim=, axes={[-1]=n}}.
 function Module:check_input(x)
   local spec = self.input_spec
   if not spec or not util.is_tensor(x) then return end

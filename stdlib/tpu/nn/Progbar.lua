@@ -1,4 +1,4 @@
--- Keras-style progress line for fit/evaluate:
+-- Progress line for fit/evaluate:
 --   234/234 [==============================] - 3s 11ms/step - loss: 0.4012 - accuracy: 0.8563
 -- On a terminal the line is redrawn as steps complete; otherwise only the final line is printed;
 -- verbose = 0 prints nothing.

@@ -40,7 +40,7 @@ function M.next_key()
   return tpu().random.key(state.seed):fold_in(state.counter)
 end
 
--- fan_in, fan_out as Keras computes them: the last two dims times the receptive field.
+-- fan_in, fan_out: the last two dims times the receptive field (the product of the others).
 local function fans(shape)
   local n = #shape
   if n == 0 then return 1, 1 end
@@ -71,7 +71,7 @@ M.he_uniform = uniform(function(fi) return math.sqrt(6 / fi) end)
 M.he_normal = normal(function(fi) return math.sqrt(2 / fi) end)
 M.lecun_normal = normal(function(fi) return math.sqrt(1 / fi) end)
 
--- Keras' RandomUniform(-0.05, 0.05) and RandomNormal(stddev 0.05) (Embedding's default).
+-- Uniform in [-0.05, 0.05] (Embedding's default) and normal with stddev 0.05.
 M.random_uniform = uniform(function() return 0.05 end)
 M.random_normal = normal(function() return 0.05 end)
 

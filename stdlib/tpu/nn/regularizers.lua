@@ -1,7 +1,7 @@
 -- Weight regularizers: a penalty on a weight that fit adds to the loss.
 --
 --   nn.Dense(64, {kernel_regularizer = nn.regularizers.l2(1e-4)})
---   nn.Dense(64, {kernel_regularizer = "l2"})          -- factor 0.01, as Keras
+--   nn.Dense(64, {kernel_regularizer = "l2"})          -- factor 0.01 (the default)
 --   self:add_weight{name = "w", shape = {4}, regularizer = nn.regularizers.l1_l2{l1 = 1e-5, l2 = 1e-4}}
 local util = require "tpu.nn.util"
 
@@ -48,7 +48,7 @@ end
 
 function M.is_regularizer(v) return getmetatable(v) == Regularizer end
 
--- A regularizer, a name ("l1", "l2", "l1_l2" with Keras' default factors) or a function(w).
+-- A regularizer, a name ("l1", "l2", "l1_l2" with the default factors 0.01) or a function(w).
 -- `who` ("Dense: kernel_regularizer") starts the error message.
 function M.get(v, who)
   if getmetatable(v) == Regularizer then return v end

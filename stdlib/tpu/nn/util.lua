@@ -148,7 +148,8 @@ function M.padding(v, who)
   return v
 end
 
--- Output size of a window of `k` with stride `s` over `n` (Keras' conv arithmetic).
+-- Output size of a window of `k` with stride `s` over `n`: "same" ceil(n / s), else
+-- floor((n - k) / s) + 1.
 function M.window_out(n, k, s, padding)
   if padding == "same" then return (n + s - 1) // s end
   return (n - k) // s + 1

@@ -1,4 +1,4 @@
--- Adam (Kingma & Ba), in the form Keras uses:
+-- Adam (Kingma & Ba), the bias correction folded into the step size:
 --   m = b1 m + (1 - b1) g;  v = b2 v + (1 - b2) g^2
 --   p = p - lr * sqrt(1 - b2^t) / (1 - b1^t) * m / (sqrt(v) + epsilon)
 local Optimizer = require "tpu.optim.Optimizer"

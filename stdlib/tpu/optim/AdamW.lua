@@ -1,6 +1,6 @@
--- Adam with decoupled weight decay (Loshchilov & Hutter), as Keras computes it: before the Adam
+-- Adam with decoupled weight decay (Loshchilov & Hutter): before the Adam
 -- update each weight shrinks by lr * weight_decay * p.
---   optim.AdamW {lr = 1e-3, weight_decay = 0.004}     -- Keras' default weight_decay
+--   optim.AdamW {lr = 1e-3, weight_decay = 0.004}     -- the default weight_decay
 local Adam = require "tpu.optim.Adam"
 local Optimizer = require "tpu.optim.Optimizer"
 

@@ -1,4 +1,4 @@
--- RMSprop, as Keras computes it:
+-- RMSprop:
 --   v = rho v + (1 - rho) g^2;  step = lr * g / sqrt(v + epsilon)
 --   centered: a = rho a + (1 - rho) g, and v - a^2 replaces v
 --   momentum: m = momentum m + step; p = p - m   (else p = p - step)

@@ -1,4 +1,4 @@
--- Stochastic gradient descent with optional (Nesterov) momentum, as Keras computes it:
+-- Stochastic gradient descent with optional (Nesterov) momentum:
 --   v = momentum * v - lr * g;  p = p + v            (nesterov: p = p + momentum * v - lr * g)
 local Optimizer = require "tpu.optim.Optimizer"
 local util = require "tpu.nn.util"
