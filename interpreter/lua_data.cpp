@@ -162,6 +162,29 @@ int l_pad_stack(lua_State* L) {
   }));
 }
 
+// core.gather_rows(tensor, indices) -> tensor [#indices, ...]: the rows at the 0-based
+// indices, copied in one pass (a batch of an in-memory data set, without an op call).
+int l_gather_rows(lua_State* L) {
+  LuaTensor* t = test_tensor(L, 1);
+  if (!t || t->traced()) return luaL_argerror(L, 1, "a concrete tensor");
+  luaL_checktype(L, 2, LUA_TTABLE);
+  const lua_Integer n = luaL_len(L, 2);
+  for (lua_Integer i = 1; i <= n; ++i) {  // check first: no C++ object is alive on error
+    if (lua_geti(L, 2, i) != LUA_TNUMBER || !lua_isinteger(L, -1)) luaL_error(L, "gather_rows: index %d is not an integer", int(i));
+    lua_pop(L, 1);
+  }
+  return finish(L, guarded_read(L, [&] {
+    std::vector<int64_t> indices(static_cast<size_t>(n));
+    for (lua_Integer i = 1; i <= n; ++i) {
+      lua_geti(L, 2, i);
+      indices[size_t(i - 1)] = lua_tointeger(L, -1);
+      lua_pop(L, 1);
+    }
+    push_tensor(L, gather_rows(t->value, indices));
+    return 1;
+  }));
+}
+
 // ---- files ----
 
 // core.regular_files(dir) -> sorted names of the regular files in dir (not symbolic links,
@@ -183,7 +206,8 @@ int l_regular_files(lua_State* L) {
 
 const luaL_Reg data_functions[] = {
     {"read_idx", l_read_idx},   {"read_npy", l_read_npy},           {"read_csv", l_read_csv},
-    {"pad_stack", l_pad_stack}, {"regular_files", l_regular_files}, {nullptr, nullptr},
+    {"pad_stack", l_pad_stack}, {"gather_rows", l_gather_rows}, {"regular_files", l_regular_files},
+    {nullptr, nullptr},
 };
 
 }  // namespace

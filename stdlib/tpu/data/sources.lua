@@ -39,8 +39,8 @@ function TensorSource:get(i)
 end
 
 function TensorSource:gather(indices)
-  local idx = tpu.tensor(indices, {dtype = "i32"})
-  return structure.map(self.components, function(t) return t:take(idx, 1) end)
+  local gather_rows = tpu.core.gather_rows
+  return structure.map(self.components, function(t) return gather_rows(t, indices) end)
 end
 
 function TensorSource:spec()
