@@ -172,4 +172,13 @@ tests["batch refuses elements of different shapes and strings"] = function()
   check.raises(function() collect(words:padded_batch(2)) end, "padded_batch: component [1] is a string")
 end
 
+tests["gather_rows copies the rows at 0-based indices and checks them"] = function()
+  local x = tpu.tensor({{1, 2}, {3, 4}, {5, 6}}, {dtype = "i32"})
+  check.eq(tpu.core.gather_rows(x, {2, 0, 2}):totable(), {{5, 6}, {1, 2}, {5, 6}})
+  check.eq(tpu.core.gather_rows(x, {}).shape, {0, 2})
+  check.raises(function() tpu.core.gather_rows(x, {3}) end, "index 3 is out of range for 3 rows")
+  check.raises(function() tpu.core.gather_rows(x, {0.5}) end, "index 1 is not an integer")
+  check.raises(function() tpu.core.gather_rows(tpu.tensor(1), {0}) end, "a scalar has no rows")
+end
+
 return tests
