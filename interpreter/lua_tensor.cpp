@@ -523,6 +523,14 @@ int l_is_tensor(lua_State* L) {
   lua_pushboolean(L, is_tensor(L, 1));
   return 1;
 }
+// core.type_key(t) -> "f32[256,784]": a tensor's part of a jit signature, made without a
+// shape table (it is computed for every argument of every call).
+int l_type_key(lua_State* L) {
+  LuaTensor* t = check_tensor(L, 1);
+  const std::string key = type_str(t->dtype(), t->shape());
+  lua_pushlstring(L, key.data(), key.size());
+  return 1;
+}
 int l_is_traced(lua_State* L) {
   LuaTensor* t = test_tensor(L, 1);
   lua_pushboolean(L, t && t->traced());
@@ -538,7 +546,7 @@ const luaL_Reg kMeta[] = {{"__index", l_index}, {"__gc", l_gc},        {"__len",
                           {"__tostring", l_tostring}, {nullptr, nullptr}};
 const luaL_Reg kMethods[] = {{"item", l_item}, {"totable", l_totable}, {nullptr, nullptr}};
 const luaL_Reg kCore[] = {{"tensor", l_tensor},       {"zeros", l_zeros},         {"ones", l_ones},
-                          {"full", l_full},           {"arange", l_arange},       {"is_tensor", l_is_tensor},
+                          {"full", l_full},           {"arange", l_arange},       {"is_tensor", l_is_tensor}, {"type_key", l_type_key},
                           {"is_traced", l_is_traced}, {"user_where", l_user_where},
                           {"push_scope", l_push_scope}, {"pop_scope", l_pop_scope},   {nullptr, nullptr}};
 

@@ -36,6 +36,7 @@ local function check_runnable(self, leaves)
 end
 
 -- ---------------------------------------------------------------- trees
+-- The keys of t in a fixed order, and whether t is a list (keys 1..n).
 local function sorted_keys(t)
   local keys = {}
   for k in pairs(t) do keys[#keys + 1] = k end
@@ -45,7 +46,7 @@ local function sorted_keys(t)
     while i <= n and t[i] ~= nil do i = i + 1 end
     if i > n then
       for j = 1, n do keys[j] = j end
-      return keys
+      return keys, true
     end
   end
   table.sort(keys, function(a, b)
@@ -59,8 +60,15 @@ end
 
 -- Appends the tensor leaves of v to `leaves` and the signature of v to `key` (a list of
 -- strings); returns the tree's spec for rebuilding it.
+local type_key = core.type_key
+
 local function flatten(v, leaves, key)
-  if is_tensor(v) or is_shape_dtype(v) then
+  if is_tensor(v) then
+    leaves[#leaves + 1] = v
+    key[#key + 1] = type_key(v)
+    return true
+  end
+  if is_shape_dtype(v) then
     leaves[#leaves + 1] = v
     key[#key + 1] = v.dtype .. "[" .. table.concat(v.shape, ",") .. "]"
     return true
@@ -75,9 +83,16 @@ local function flatten(v, leaves, key)
     return spec
   end
   if type(v) == "table" and mt == nil then
-    local spec = {keys = sorted_keys(v), children = {}}
+    local keys, list = sorted_keys(v)
+    local spec = {keys = keys, children = {}}
+    if list then  -- the keys are 1..n: the count says it all
+      key[#key + 1] = "[" .. #keys
+      for i = 1, #keys do spec.children[i] = flatten(v[i], leaves, key) end
+      key[#key + 1] = "]"
+      return spec
+    end
     key[#key + 1] = "{"
-    for i, k in ipairs(spec.keys) do
+    for i, k in ipairs(keys) do
       key[#key + 1] = tostring(k) .. "="
       spec.children[i] = flatten(v[k], leaves, key)
     end

@@ -88,4 +88,20 @@ return {
     check.is_true(text:find("= exp f32[4] %0", 1, true) ~= nil, text)
     check.is_true(text:find("# [^\n]*test_jit.lua:%d+") ~= nil, text)
   end,
+
+  ["signatures tell lists from tables with other keys, and shapes and dtypes apart"] = function()
+    check.eq(tpu.core.type_key(tpu.ones {2, 3}), "f32[2,3]")
+    check.eq(tpu.core.type_key(tpu.tensor(1, {dtype = "i32"})), "i32[]")
+    local f = tpu.jit(function(t) local s = 0 for _, v in pairs(t) do s = s + v:sum() end return s end)
+    local a, b = tpu.ones {2}, tpu.ones {3}
+    f {a, b}
+    f {a, b}
+    check.eq(f:stats().compiles, 1)
+    f {x = a, y = b}
+    f {[1] = a, [3] = b}
+    f {b, a}
+    f {a:cast("i32"), b}
+    check.eq(f:stats().compiles, 5)
+    check.eq(f:stats().cache_hits, 1)
+  end,
 }

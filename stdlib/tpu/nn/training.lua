@@ -337,6 +337,7 @@ end
 
 -- Rows of a batch: the leading dimension of its first tensor.
 local function batch_rows(v)
+  if tpu().core.is_tensor(v) then return v.shape[1] end  -- the common case, without a tree walk
   local leaves = require("tpu.jit").flatten(v)
   return leaves[1] and leaves[1].shape[1]
 end
