@@ -132,7 +132,12 @@ end
 function Strategy:distribute(ds)
   local strategy = self
   local spec = type(ds.element_spec) == "function" and ds:element_spec()
-  if type(spec) == "table" and spec.shape and (spec.shape[1] or -1) > 0 then self:check_batch(spec.shape[1]) end
+  if type(spec) == "table" and spec.shape then
+    -- A batch size that varies (-1: a partial last batch) still has its full size in _full.
+    local n = spec.shape[1] or -1
+    if n < 0 and spec._full then n = spec._full[1] or -1 end
+    if n > 0 then self:check_batch(n) end
+  end
   return {
     iter = function()
       local it = ds:iter()

@@ -100,6 +100,15 @@ return {
     check.raises(function() m:fit(train, {verbose = 0, validation_data = val}) end,
       "the global batch 10 does not divide by the 4 cores")
     check.eq(m.compiled.steps.train, nil)
+    -- and a batch whose size varies (40 = 2 x 14 + 12): its full size is checked
+    local partial = data.from_tensors {x, y}:batch(14)
+    check.eq(partial:element_spec().shape[1], -1)
+    check.raises(function() m:fit(train, {verbose = 0, validation_data = partial}) end,
+      "the global batch 14 does not divide by the 4 cores")
+    check.eq(m.compiled.steps.train, nil)
+    check.raises(function() m:fit(data.from_tensors {x, y}:batch(6), {verbose = 0}) end,
+      "the global batch 6 does not divide by the 4 cores")
+    check.eq(m.compiled.steps.train, nil)
   end,
 
   ["BatchNorm on 2 cores: moving statistics agree; sync = true normalizes like 1 core"] = function()
