@@ -2,7 +2,10 @@
 // evaluated in blocks of kBlock elements. Each op in a block runs the same kernel as it
 // would unfused, on 64-byte aligned block-sized pieces, so results are bitwise the same.
 #include <algorithm>
+#include <cstdlib>
 #include <cstring>
+#include <memory>
+#include <new>
 
 #include "ops/kernel_util.h"
 #include "runtime/thread_pool.h"
@@ -105,22 +108,32 @@ void broadcast_block(const Node& b, const Tensor& src, int64_t start, int64_t le
 // What evaluating blocks needs besides the inputs, kept per thread and reused across calls so
 // a step allocates nothing here: one block-sized slot per body node, the block views (shape
 // {len}, rebound to the next block's memory) and the operand list.
+// The slots are host scratch of the kernel, not values of the graph: plain aligned memory, so
+// they do not count as the simulated device memory that Tensor buffers are.
+struct FreeAligned {
+  void operator()(std::byte* p) const { std::free(p); }
+};
 struct BlockState {
-  Tensor slots;                   // body node i's block at i * kSlotBytes
-  std::vector<Tensor> views;      // per body node
+  std::unique_ptr<std::byte[], FreeAligned> slots;  // body node i's block at i * kSlotBytes
+  size_t slot_bytes = 0;
+  std::vector<Tensor> views;  // per body node
   std::vector<int32_t> param_index;
   std::vector<const Tensor*> args;
 };
-constexpr int64_t kSlotBytes = kBlock * 8;  // room for the widest dtype
+constexpr int64_t kSlotBytes = kBlock * 8;  // room for the widest dtype; a multiple of 64
 
 BlockState& block_state(const Graph& body, int64_t len) {
   thread_local BlockState st;
   const size_t nodes = body.nodes.size();
-  if (st.slots.bytes() < nodes * size_t(kSlotBytes))
-    st.slots = Tensor(DType::u8, {int64_t(nodes) * kSlotBytes}, Tensor::Uninitialized{});
+  if (st.slot_bytes < nodes * size_t(kSlotBytes)) {
+    st.views.clear();  // they point into the old slots
+    st.slots.reset(static_cast<std::byte*>(std::aligned_alloc(64, nodes * size_t(kSlotBytes))));
+    if (!st.slots) throw std::bad_alloc();
+    st.slot_bytes = nodes * size_t(kSlotBytes);
+  }
   st.views.resize(nodes);
   for (size_t i = 0; i < nodes; ++i) {
-    std::byte* slot = st.slots.raw() + i * kSlotBytes;
+    std::byte* slot = st.slots.get() + i * kSlotBytes;
     Tensor& v = st.views[i];
     if (v.dtype() == body.nodes[i].dtype && v.rank() == 1 && v.size() == len) v.rebind(slot);
     else v = Tensor::borrow(body.nodes[i].dtype, {len}, slot);
