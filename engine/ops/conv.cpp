@@ -1,13 +1,16 @@
 // The conv rows: 2-D convolution of NHWC inputs with HWIO filters over a Window2D (strides,
 // padding, input and filter dilation), and its filter gradient. Reference: direct loops.
-// Fast: patch matrices (im2col) times the filter / the output gradient with Eigen, cut into
-// tasks by the shapes alone. bf16 computes in f32 (f32_compute.h). The input gradient is a
-// conv again (ir/window.h).
+// Fast: oneDNN's convolutions where the build has them and the window suits them
+// (kernels/onednn_conv.h); else patch matrices (im2col) times the filter / the output
+// gradient with Eigen, cut into tasks by the shapes alone. bf16 computes in f32
+// (f32_compute.h). The input gradient is a conv again (ir/window.h).
 #include <Eigen/Core>
 #include <algorithm>
 #include <cstring>
 #include <memory>
+#include <optional>
 
+#include "kernels/onednn_conv.h"
 #include "ops/f32_compute.h"
 #include "ops/kernel_util.h"
 #include "ops/window_rule.h"
@@ -242,6 +245,14 @@ void direct_filter_grad(const ConvGeom& c, const float* x, const float* dy, floa
   });
 }
 
+// The conv as oneDNN sees it, or nothing for windows it has no form for: a dilated input
+// (the input gradient of a strided conv) or negative padding (cropping).
+std::optional<ConvShape> onednn_shape(const Window2D& win, const ConvGeom& c) {
+  for (int i = 0; i < 2; ++i)
+    if (win.lhs_dilation[i] != 1 || win.pad_lo[i] < 0 || win.pad_hi[i] < 0) return std::nullopt;
+  return ConvShape{c.n, c.h, c.w, c.ci, c.kh, c.kw, c.co, c.ho, c.wo, win.stride, win.pad_lo, win.pad_hi, win.rhs_dilation};
+}
+
 using RowMajor = Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
 using ConstMat = Eigen::Map<const RowMajor>;
 using Mat = Eigen::Map<RowMajor>;
@@ -250,6 +261,8 @@ using Mat = Eigen::Map<RowMajor>;
 void fast_conv(const Node& node, std::span<const Tensor* const> in, Tensor& out) {
   const Window2D win = window_of(node.attrs);
   const ConvGeom c = conv_geom(win, in[0]->shape(), out.shape()[3]);
+  const std::optional<ConvShape> s = onednn_shape(win, c);
+  if (s && onednn_conv(*s, in[0]->data<float>(), in[1]->data<float>(), out.data<float>())) return;
   const ConstMat filter(in[1]->data<float>(), c.depth(), c.co);
   const int64_t total = c.rows(), block = rows_per_block(c.depth());
   const bool pointwise = is_pointwise(win);
@@ -269,6 +282,8 @@ void fast_conv(const Node& node, std::span<const Tensor* const> in, Tensor& out)
 void fast_conv_filter_grad(const Node& node, std::span<const Tensor* const> in, Tensor& out) {
   const Window2D win = window_of(node.attrs);
   const ConvGeom c = conv_geom(win, in[0]->shape(), out.shape()[3]);
+  const std::optional<ConvShape> s = onednn_shape(win, c);
+  if (s && onednn_conv_filter_grad(*s, in[0]->data<float>(), in[1]->data<float>(), out.data<float>())) return;
   const int64_t total = c.rows(), size = c.depth() * c.co;
   const int64_t chunk = std::max(std::min<int64_t>(rows_per_block(c.depth()), 1024), (total + 63) / 64);
   const int64_t chunks = (total + chunk - 1) / chunk;
