@@ -162,6 +162,12 @@ const std::vector<OpCase>& cases() {
        [](Graph& g, V x) { return g.select_and_scatter(x[0], x[1], window({2, 2}, {1, 1}, {1, 1}, {3, 3})); }},
       {"select_and_scatter_valid", {{f, {1, 4, 6, 2}, Fill::spread}, {f, {1, 2, 3, 2}}},
        [](Graph& g, V x) { return g.select_and_scatter(x[0], x[1], window({2, 2}, {0, 0}, {0, 0}, {2, 2})); }},
+      // Disjoint windows that leave the last row and column unread.
+      {"select_and_scatter_uncovered", {{f, {1, 5, 5, 2}, Fill::spread}, {f, {1, 2, 2, 2}}},
+       [](Graph& g, V x) { return g.select_and_scatter(x[0], x[1], window({2, 2}, {0, 0}, {0, 0}, {2, 2})); }},
+      // Ties everywhere: the first maximum takes the gradient (no finite differences at ties).
+      {"select_and_scatter_ties", {{f, {2, 4, 4, 3}, Fill::small_int}, {f, {2, 2, 2, 3}}},
+       [](Graph& g, V x) { return g.select_and_scatter(x[0], x[1], window({2, 2}, {0, 0}, {0, 0}, {2, 2})); }, false},
       {"rng_uniform", {{i, {2}, Fill::small_int}}, [](Graph& g, V x) { return g.rng(x[0], RngKind::uniform, {3, 50}); }, false},
       {"rng_normal", {{i, {2}, Fill::small_int}}, [](Graph& g, V x) { return g.rng(x[0], RngKind::normal, {40}); }, false},
       {"rng_truncated", {{i, {2}, Fill::small_int}},
