@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <bit>
 #include <cmath>
 #include <map>
 #include <memory>
@@ -20,12 +21,13 @@ namespace {
 
 using namespace onednn;
 using tag = memory::format_tag;
-constexpr auto kF32 = memory::data_type::f32;
+using dtype = memory::data_type;
 
 enum class Pass : uint8_t { forward, filter_grad };
 
 struct Key {
   Pass pass;
+  dtype in;     // of the operands (forward: f32 or bf16); results are f32
   ConvShape s;  // n: the images of one chunk
   auto operator<=>(const Key&) const = default;
 };
@@ -39,26 +41,27 @@ struct Entry {
   size_t blocked_bytes = 0;    // the filter in the primitive's layout
 };
 
-memory::desc image(int64_t n, int64_t h, int64_t w, int64_t c, tag t = tag::nhwc) { return {{n, c, h, w}, kF32, t}; }
-memory::desc filter(const ConvShape& s, tag t) { return {{s.co, s.ci, s.kh, s.kw}, kF32, t}; }
+memory::desc image(int64_t n, int64_t h, int64_t w, int64_t c, dtype t = dtype::f32) { return {{n, c, h, w}, t, tag::nhwc}; }
+memory::desc filter(const ConvShape& s, tag layout, dtype t = dtype::f32) { return {{s.co, s.ci, s.kh, s.kw}, t, layout}; }
 
 // The forward descriptor, which the filter gradient's needs as a hint too.
-dnnl::convolution_forward::primitive_desc forward_pd(const ConvShape& s) {
+dnnl::convolution_forward::primitive_desc forward_pd(const ConvShape& s, dtype in) {
   const memory::dims strides{s.stride[0], s.stride[1]}, dilates{s.dilation[0] - 1, s.dilation[1] - 1},
       lo{s.pad_lo[0], s.pad_lo[1]}, hi{s.pad_hi[0], s.pad_hi[1]};
   dnnl::convolution_forward::desc d(dnnl::prop_kind::forward_training, dnnl::algorithm::convolution_direct,
-                                    image(s.n, s.h, s.w, s.ci), filter(s, tag::any), image(s.n, s.ho, s.wo, s.co),
-                                    strides, dilates, lo, hi);
+                                    image(s.n, s.h, s.w, s.ci, in), filter(s, tag::any, in),
+                                    image(s.n, s.ho, s.wo, s.co), strides, dilates, lo, hi);
   return {d, user_scratchpad(), cpu_engine()};
 }
 
-dnnl::convolution_backward_weights::primitive_desc filter_grad_pd(const ConvShape& s) {
+// The filter gradient is f32 for bf16 operands too.
+dnnl::convolution_backward_weights::primitive_desc filter_grad_pd(const ConvShape& s, dtype in) {
   const memory::dims strides{s.stride[0], s.stride[1]}, dilates{s.dilation[0] - 1, s.dilation[1] - 1},
       lo{s.pad_lo[0], s.pad_lo[1]}, hi{s.pad_hi[0], s.pad_hi[1]};
-  dnnl::convolution_backward_weights::desc d(dnnl::algorithm::convolution_direct, image(s.n, s.h, s.w, s.ci),
-                                             filter(s, tag::any), image(s.n, s.ho, s.wo, s.co), strides, dilates,
-                                             lo, hi);
-  return {d, user_scratchpad(), cpu_engine(), forward_pd(s)};
+  dnnl::convolution_backward_weights::desc d(dnnl::algorithm::convolution_direct, image(s.n, s.h, s.w, s.ci, in),
+                                             filter(s, tag::any), image(s.n, s.ho, s.wo, s.co, in), strides,
+                                             dilates, lo, hi);
+  return {d, user_scratchpad(), cpu_engine(), forward_pd(s, in)};
 }
 
 std::optional<Call> reorder(const memory::desc& from, const memory::desc& to) {
@@ -69,20 +72,21 @@ std::optional<Call> reorder(const memory::desc& from, const memory::desc& to) {
 
 void make_primitives(const Key& key, Entry& e) {
   const ConvShape& s = key.s;
-  const memory::desc x = image(s.n, s.h, s.w, s.ci), y = image(s.n, s.ho, s.wo, s.co), hwio = filter(s, tag::hwio);
   if (key.pass == Pass::forward) {
-    auto pd = forward_pd(s);
+    auto pd = forward_pd(s, key.in);
     e.conv = {dnnl::convolution_forward(pd),
-              {{DNNL_ARG_SRC, x}, {DNNL_ARG_WEIGHTS, pd.weights_desc()}, {DNNL_ARG_DST, y}},
+              {{DNNL_ARG_SRC, pd.src_desc()}, {DNNL_ARG_WEIGHTS, pd.weights_desc()}, {DNNL_ARG_DST, pd.dst_desc()}},
               pd.scratchpad_desc()};
-    e.filter = reorder(hwio, pd.weights_desc());
+    e.filter = reorder(filter(s, tag::hwio, key.in), pd.weights_desc());
     e.blocked_bytes = pd.weights_desc().get_size();
   } else {
-    auto pd = filter_grad_pd(s);
+    auto pd = filter_grad_pd(s, key.in);
     e.conv = {dnnl::convolution_backward_weights(pd),
-              {{DNNL_ARG_SRC, x}, {DNNL_ARG_DIFF_DST, y}, {DNNL_ARG_DIFF_WEIGHTS, pd.diff_weights_desc()}},
+              {{DNNL_ARG_SRC, pd.src_desc()},
+               {DNNL_ARG_DIFF_DST, pd.diff_dst_desc()},
+               {DNNL_ARG_DIFF_WEIGHTS, pd.diff_weights_desc()}},
               pd.scratchpad_desc()};
-    e.filter = reorder(pd.diff_weights_desc(), hwio);
+    e.filter = reorder(pd.diff_weights_desc(), filter(s, tag::hwio));  // the gradient is f32
     e.blocked_bytes = pd.diff_weights_desc().get_size();
   }
 }
@@ -96,7 +100,7 @@ float* thread_buffer(int slot, size_t bytes) {
 }
 
 // The filter in e's layout: reordered into this thread's buffer `slot` when they differ.
-const float* forward_filter(const Entry& e, const float* f, int slot) {
+const void* forward_filter(const Entry& e, const void* f, int slot) {
   if (!e.filter) return f;
   float* blocked = thread_buffer(slot, e.blocked_bytes);
   run(*e.filter, {f, blocked});
@@ -104,7 +108,7 @@ const float* forward_filter(const Entry& e, const float* f, int slot) {
 }
 
 // One chunk of the filter gradient into df (HWIO).
-void filter_grad_chunk(const Entry& e, const float* x, const float* dy, float* df) {
+void filter_grad_chunk(const Entry& e, const void* x, const void* dy, float* df) {
   if (!e.filter) return run(e.conv, {x, dy, df});
   float* blocked = thread_buffer(1, e.blocked_bytes);
   run(e.conv, {x, dy, blocked});
@@ -126,6 +130,13 @@ std::vector<float> probe(int64_t n, uint32_t seed) {
   return v;
 }
 
+// The probe values as the operand type wants them (exact in bf16).
+std::vector<uint16_t> upper_halves(const std::vector<float>& v) {
+  std::vector<uint16_t> r(v.size());
+  for (size_t i = 0; i < v.size(); ++i) r[i] = uint16_t(std::bit_cast<uint32_t>(v[i]) >> 16);
+  return r;
+}
+
 // Up to 64 indices spread over [0, n), first and last included.
 std::vector<int64_t> samples(int64_t n) {
   const int64_t k = std::min<int64_t>(n, 64);
@@ -137,10 +148,15 @@ std::vector<int64_t> samples(int64_t n) {
 // Runs a new forward primitive (with its reorder) once on probe data and checks sampled
 // outputs against sums in double. Library implementations for some shapes and CPUs compute
 // wrong results without any error; a primitive that fails here is not used.
-bool check_forward(const ConvShape& s, const Entry& e) {
+bool check_forward(const ConvShape& s, dtype in, const Entry& e) {
   const std::vector<float> x = probe(s.n * s.h * s.w * s.ci, 0), f = probe(s.kh * s.kw * s.ci * s.co, 7919);
   std::vector<float> y(size_t(s.n * s.ho * s.wo * s.co));
-  run(e.conv, {x.data(), forward_filter(e, f.data(), 0), y.data()});
+  if (in == dtype::bf16) {
+    const std::vector<uint16_t> xb = upper_halves(x), fb = upper_halves(f);
+    run(e.conv, {xb.data(), forward_filter(e, fb.data(), 0), y.data()});
+  } else {
+    run(e.conv, {x.data(), forward_filter(e, f.data(), 0), y.data()});
+  }
   for (int64_t at : samples(int64_t(y.size()))) {
     const int64_t m = at % s.co, o = at / s.co, ow = o % s.wo, oh = o / s.wo % s.ho, b = o / (s.wo * s.ho);
     double sum = 0, mag = 0;
@@ -158,10 +174,11 @@ bool check_forward(const ConvShape& s, const Entry& e) {
 }
 
 // The same for a filter-gradient primitive: sampled filter elements.
-bool check_filter_grad(const ConvShape& s, const Entry& e) {
+bool check_filter_grad(const ConvShape& s, dtype in, const Entry& e) {
   const std::vector<float> x = probe(s.n * s.h * s.w * s.ci, 0), dy = probe(s.n * s.ho * s.wo * s.co, 7919);
   std::vector<float> df(size_t(s.kh * s.kw * s.ci * s.co));
-  filter_grad_chunk(e, x.data(), dy.data(), df.data());
+  if (in == dtype::bf16) filter_grad_chunk(e, upper_halves(x).data(), upper_halves(dy).data(), df.data());
+  else filter_grad_chunk(e, x.data(), dy.data(), df.data());
   for (int64_t at : samples(int64_t(df.size()))) {
     const int64_t m = at % s.co, c = at / s.co % s.ci, j = at / (s.co * s.ci) % s.kw, i = at / (s.co * s.ci * s.kw);
     double sum = 0, mag = 0;
@@ -186,7 +203,7 @@ std::shared_ptr<const Entry> make_entry(const Key& key) {
     count_primitive(false);
     return e;  // no implementation for this shape
   }
-  e->ok = key.pass == Pass::forward ? check_forward(key.s, *e) : check_filter_grad(key.s, *e);
+  e->ok = key.pass == Pass::forward ? check_forward(key.s, key.in, *e) : check_filter_grad(key.s, key.in, *e);
   count_primitive(!e->ok);
   return e;
 }
@@ -194,11 +211,12 @@ std::shared_ptr<const Entry> make_entry(const Key& key) {
 std::mutex cache_mutex;
 std::map<Key, std::shared_ptr<const Entry>> cache;  // guarded by cache_mutex
 
-std::shared_ptr<const Entry> lookup(Pass pass, ConvShape s, int64_t images) {
+std::shared_ptr<const Entry> lookup(Pass pass, dtype in, ConvShape s, int64_t images) {
   s.n = images;
+  const Key key{pass, in, s};
   std::lock_guard lock(cache_mutex);
-  auto it = cache.find({pass, s});
-  if (it == cache.end()) it = cache.emplace(Key{pass, s}, make_entry({pass, s})).first;
+  auto it = cache.find(key);
+  if (it == cache.end()) it = cache.emplace(key, make_entry(key)).first;
   return it->second;
 }
 
@@ -214,28 +232,26 @@ struct Chunks {
 
 std::atomic<bool> enabled{true};
 
-std::optional<Chunks> chunks_for(Pass pass, const ConvShape& s) {
+std::optional<Chunks> chunks_for(Pass pass, dtype in, const ConvShape& s) {
   if (s.n == 0 || !enabled.load(std::memory_order_relaxed)) return std::nullopt;
   Chunks c;
   c.size = std::clamp<int64_t>(kRows / std::max<int64_t>(s.ho * s.wo, 1), 1, s.n);
   c.count = (s.n + c.size - 1) / c.size;
   c.last = s.n - (c.count - 1) * c.size;
   run_single_threaded();  // before a primitive is made: it keeps the thread count it sees
-  c.full = lookup(pass, s, c.size);
-  c.tail = c.last == c.size ? c.full : lookup(pass, s, c.last);
+  c.full = lookup(pass, in, s, c.size);
+  c.tail = c.last == c.size ? c.full : lookup(pass, in, s, c.last);
   if (!c.full->ok || !c.tail->ok) return std::nullopt;
   return c;
 }
 
-}  // namespace
-
-void set_onednn_conv_enabled(bool on) { enabled = on; }
-
-bool onednn_conv(const ConvShape& s, const float* x, const float* f, float* y) {
-  const std::optional<Chunks> c = chunks_for(Pass::forward, s);
+// The forward conv over chunks of the batch, for operands of type T (float or bf16 bits).
+template <class T>
+bool forward(dtype type, const ConvShape& s, const T* x, const T* f, float* y) {
+  const std::optional<Chunks> c = chunks_for(Pass::forward, type, s);
   if (!c) return false;
-  const float* f_full = forward_filter(*c->full, f, 0);
-  const float* f_tail = c->tail == c->full ? f_full : forward_filter(*c->tail, f, 1);
+  const void* f_full = forward_filter(*c->full, f, 0);
+  const void* f_tail = c->tail == c->full ? f_full : forward_filter(*c->tail, f, 1);
   const int64_t in = c->size * s.h * s.w * s.ci, out = c->size * s.ho * s.wo * s.co;
   parallel_for(c->count, [&](int64_t t) {
     run_single_threaded();
@@ -244,8 +260,10 @@ bool onednn_conv(const ConvShape& s, const float* x, const float* f, float* y) {
   return true;
 }
 
-bool onednn_conv_filter_grad(const ConvShape& s, const float* x, const float* dy, float* df) {
-  const std::optional<Chunks> c = chunks_for(Pass::filter_grad, s);
+// The filter gradient over chunks of the batch, for operands of type T (float or bf16 bits).
+template <class T>
+bool filter_grad(dtype type, const ConvShape& s, const T* x, const T* dy, float* df) {
+  const std::optional<Chunks> c = chunks_for(Pass::filter_grad, type, s);
   if (!c) return false;
   const int64_t size = s.kh * s.kw * s.ci * s.co, in = c->size * s.h * s.w * s.ci, out = c->size * s.ho * s.wo * s.co;
   if (c->count == 1) return filter_grad_chunk(*c->full, x, dy, df), true;
@@ -265,13 +283,35 @@ bool onednn_conv_filter_grad(const ConvShape& s, const float* x, const float* dy
   return true;
 }
 
+}  // namespace
+
+void set_onednn_conv_enabled(bool on) { enabled = on; }
+
+bool onednn_conv(const ConvShape& s, const float* x, const float* f, float* y) {
+  return forward(dtype::f32, s, x, f, y);
+}
+
+bool onednn_conv_bf16(const ConvShape& s, const uint16_t* x, const uint16_t* f, float* y) {
+  return onednn_native_bf16() && forward(dtype::bf16, s, x, f, y);
+}
+
+bool onednn_conv_filter_grad(const ConvShape& s, const float* x, const float* dy, float* df) {
+  return filter_grad(dtype::f32, s, x, dy, df);
+}
+
+bool onednn_conv_filter_grad_bf16(const ConvShape& s, const uint16_t* x, const uint16_t* dy, float* df) {
+  return onednn_native_bf16() && filter_grad(dtype::bf16, s, x, dy, df);
+}
+
 }  // namespace tpu
 
 #else  // no oneDNN in this build
 
 namespace tpu {
 bool onednn_conv(const ConvShape&, const float*, const float*, float*) { return false; }
+bool onednn_conv_bf16(const ConvShape&, const uint16_t*, const uint16_t*, float*) { return false; }
 bool onednn_conv_filter_grad(const ConvShape&, const float*, const float*, float*) { return false; }
+bool onednn_conv_filter_grad_bf16(const ConvShape&, const uint16_t*, const uint16_t*, float*) { return false; }
 void set_onednn_conv_enabled(bool) {}
 }  // namespace tpu
 

@@ -1,5 +1,5 @@
 // oneDNN's convolution primitives for ops/conv.cpp: the forward conv and the filter gradient
-// of NHWC images with HWIO filters, f32. The batch is cut into fixed chunks (by the shapes
+// of NHWC images with HWIO filters, f32 results of f32 or bf16 operands. The batch is cut into fixed chunks (by the shapes
 // alone), each run by one single-threaded primitive on one of the pool's threads, and the
 // chunks' filter-gradient partials are summed in chunk order: results do not depend on the
 // thread count. Primitives are made once per chunk shape and cached (thread-safe); each one
@@ -27,9 +27,14 @@ struct ConvShape {
 // y[N,Ho,Wo,Co] = x[N,H,W,Ci] convolved with f[Kh,Kw,Ci,Co]. False, with nothing written,
 // when oneDNN is not in the build or has no checked primitive for the shape.
 bool onednn_conv(const ConvShape& s, const float* x, const float* f, float* y);
+// The same conv of bf16 operands (f32 result) with the CPU's bf16 dot-product instructions:
+// the products are exact in f32 and summed in f32. False also without such instructions.
+bool onednn_conv_bf16(const ConvShape& s, const uint16_t* x, const uint16_t* f, float* y);
 // df[Kh,Kw,Ci,Co] = the sum over the batch of each tap's input times the output gradient
 // dy[N,Ho,Wo,Co]. False as above.
 bool onednn_conv_filter_grad(const ConvShape& s, const float* x, const float* dy, float* df);
+// The same for bf16 operands, as onednn_conv_bf16.
+bool onednn_conv_filter_grad_bf16(const ConvShape& s, const uint16_t* x, const uint16_t* dy, float* df);
 
 // Off: both return false, so the conv rows use their other kernels (tests and benchmarks of
 // those). On by default.
