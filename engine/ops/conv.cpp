@@ -3,7 +3,8 @@
 // Fast: oneDNN's convolutions where the build has them and the window suits them
 // (kernels/onednn_conv.h); else patch matrices (im2col) times the filter / the output
 // gradient with Eigen, cut into tasks by the shapes alone. bf16 computes in f32
-// (f32_compute.h). The input gradient is a conv again (ir/window.h).
+// (f32_compute.h); operands that are exactly bf16 values take oneDNN's bf16 convs on CPUs
+// with bf16 instructions. The input gradient is a conv again (ir/window.h).
 #include <Eigen/Core>
 #include <algorithm>
 #include <cstring>
@@ -273,7 +274,8 @@ const uint16_t* narrowed(const float* src, int64_t n, int slot) {
 
 // Operands that are all exactly bf16 values (the mixed_bfloat16 policy rounds them, and the
 // gradients that flow back through its casts) on a CPU with bf16 dot-product instructions:
-// the bf16 conv makes the same exact products and f32 sums at twice the f32 rate.
+// the bf16 conv makes the same exact products and f32 sums at twice the f32 rate (those
+// instructions flush subnormal bf16 values, below 2^-126, to zero, as the bf16 dot does).
 bool bf16_exact_conv(const ConvShape& s, const float* x, const float* w, float* y) {
   if (!onednn_native_bf16()) return false;
   const uint16_t* wb = narrowed(w, s.kh * s.kw * s.ci * s.co, 1);
