@@ -2,46 +2,21 @@
 
 #ifdef TPU_HAVE_ONEDNN
 
-#include <oneapi/dnnl/dnnl.hpp>
-
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <map>
 #include <memory>
 #include <mutex>
-#include <unordered_map>
 #include <vector>
 
-#if DNNL_CPU_THREADING_RUNTIME == DNNL_RUNTIME_OMP
-// The OpenMP runtime oneDNN runs on (CMakeLists.txt links the same one): its C API.
-extern "C" void omp_set_num_threads(int n);
-#elif DNNL_CPU_THREADING_RUNTIME != DNNL_RUNTIME_SEQ
-#error "tputrain needs oneDNN built with the OpenMP or the sequential CPU runtime"
-#endif
+#include "kernels/onednn_util.h"
 
 namespace tpu {
 
 namespace {
 
-using dnnl::memory;
-
-// Never destroyed: cached primitives and the threads' streams refer to it until the very end.
-dnnl::engine& cpu_engine() {
-  static dnnl::engine& e = *std::make_unique<dnnl::engine>(dnnl::engine::kind::cpu, 0).release();
-  return e;
-}
-
-// oneDNN's OpenMP threads would come on top of ours: every thread that runs a primitive asks
-// for one (the setting is per thread).
-void run_single_threaded() {
-#if DNNL_CPU_THREADING_RUNTIME == DNNL_RUNTIME_OMP
-  thread_local bool set = [] {
-    omp_set_num_threads(1);
-    return true;
-  }();
-  (void)set;
-#endif
-}
+using namespace onednn;
 
 // A panel: C[M, w] (row stride N) = A[M, K] (strides per ta) x B[K, w] (strides per tb).
 struct Key {
@@ -53,55 +28,10 @@ struct Key {
 
 struct Entry {
   bool ok = false;
-  memory::desc a, b, c, scratch;
-  dnnl::matmul prim;
+  Call call;  // src, weights, dst
 };
 
-size_t rejected = 0;  // primitives that failed their self-check; guarded by cache_mutex
-
-// A thread's memory objects and argument list for one primitive, pointed at the operands of
-// each call: a steady-state step allocates nothing here. The scratchpad is the thread's own
-// (user mode), so no two threads ever share one whatever the library's build options.
-struct Bound {
-  memory a, b, c, scratch;
-  std::unordered_map<int, memory> args;
-};
-
-std::byte* thread_scratch(size_t bytes) {
-  thread_local std::vector<std::byte> buffer;
-  if (buffer.size() < bytes) buffer.resize(bytes);
-  return buffer.data();
-}
-
-Bound& bound_for(const Entry& e) {
-  thread_local std::map<const Entry*, Bound> bound;  // entries live as long as the process
-  auto it = bound.find(&e);
-  if (it == bound.end()) {
-    auto none = [](const memory::desc& d) { return memory(d, cpu_engine(), DNNL_MEMORY_NONE); };
-    Bound b{none(e.a), none(e.b), none(e.c), none(e.scratch), {}};
-    b.args = {{DNNL_ARG_SRC, b.a}, {DNNL_ARG_WEIGHTS, b.b}, {DNNL_ARG_DST, b.c}, {DNNL_ARG_SCRATCHPAD, b.scratch}};
-    it = bound.emplace(&e, std::move(b)).first;
-  }
-  return it->second;
-}
-
-void execute(const Entry& e, const void* a, const void* b, float* c) {
-  thread_local dnnl::stream stream(cpu_engine());
-  Bound& m = bound_for(e);
-  m.a.set_data_handle(const_cast<void*>(a));
-  m.b.set_data_handle(const_cast<void*>(b));
-  m.c.set_data_handle(c);
-  m.scratch.set_data_handle(thread_scratch(e.scratch.get_size()));
-  e.prim.execute(stream, m.args);
-  stream.wait();
-}
-
-// Deterministic operand values in [-1, 1), exact in bf16.
-float probe_value(uint32_t i) {
-  uint32_t x = i * 2654435761u + 12345u;
-  x ^= x >> 15;
-  return float(int(x % 255u) - 127) / 128.0f;
-}
+void execute(const Entry& e, const void* a, const void* b, float* c) { run(e.call, {a, b, c}); }
 
 // Runs a new primitive once on probe data and checks sampled rows against sums in double.
 // Library implementations for some layouts and CPUs compute wrong results without any
@@ -137,9 +67,7 @@ bool self_check(const Key& key, const Entry& e) {
         sum += x * y;
         mag += std::abs(x * y);
       }
-      // f32 sums of k exact products are off by at most about k * 2^-24 of their magnitudes;
-      // a wrong layout is off by the size of the values themselves.
-      if (std::abs(c[size_t(i * key.n + j)] - sum) > double(key.k + 2) * 0x1p-23 * mag + 1e-30) return false;
+      if (!close_to_sum(c[size_t(i * key.n + j)], sum, mag, key.k)) return false;
     }
   }
   return true;
@@ -149,20 +77,18 @@ std::shared_ptr<const Entry> make_entry(const Key& key) {
   auto e = std::make_shared<Entry>();
   const auto dt = key.in == MatmulInput::bf16 ? memory::data_type::bf16 : memory::data_type::f32;
   // Strides of the logical [M,K] / [K,w] views of the stored row-major operands.
-  e->a = memory::desc({key.m, key.k}, dt, key.ta ? memory::dims{1, key.m} : memory::dims{key.k, 1});
-  e->b = memory::desc({key.k, key.w}, dt, key.tb ? memory::dims{1, key.k} : memory::dims{key.n, 1});
-  e->c = memory::desc({key.m, key.w}, memory::data_type::f32, memory::dims{key.n, 1});
+  const memory::desc a({key.m, key.k}, dt, key.ta ? memory::dims{1, key.m} : memory::dims{key.k, 1});
+  const memory::desc b({key.k, key.w}, dt, key.tb ? memory::dims{1, key.k} : memory::dims{key.n, 1});
+  const memory::desc c({key.m, key.w}, memory::data_type::f32, memory::dims{key.n, 1});
   try {
-    dnnl::primitive_attr attr;
-    attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
-    dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(e->a, e->b, e->c), attr, cpu_engine());
-    e->scratch = pd.scratchpad_desc();
-    e->prim = dnnl::matmul(pd);
+    dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(a, b, c), user_scratchpad(), cpu_engine());
+    e->call = {dnnl::matmul(pd), {{DNNL_ARG_SRC, a}, {DNNL_ARG_WEIGHTS, b}, {DNNL_ARG_DST, c}}, pd.scratchpad_desc()};
   } catch (const dnnl::error&) {
+    count_primitive(false);
     return e;  // no implementation for this shape
   }
   e->ok = self_check(key, *e);
-  if (!e->ok) ++rejected;
+  count_primitive(!e->ok);
   return e;
 }
 
@@ -177,40 +103,6 @@ std::shared_ptr<const Entry> lookup(const Key& key) {
 }
 
 }  // namespace
-
-bool onednn_available() { return true; }
-
-size_t onednn_primitives_created() {
-  std::lock_guard lock(cache_mutex);
-  return cache.size();
-}
-
-size_t onednn_primitives_rejected() {
-  std::lock_guard lock(cache_mutex);
-  return rejected;
-}
-
-bool onednn_native_bf16() {
-  const unsigned bf16 = unsigned(dnnl::cpu_isa::avx512_core_bf16);
-  return (unsigned(dnnl::get_effective_cpu_isa()) & bf16) == bf16;
-}
-
-std::string onednn_report() {
-  const dnnl_version_t* v = dnnl_version();
-  std::string isa;
-  switch (dnnl::get_effective_cpu_isa()) {
-    case dnnl::cpu_isa::avx2: isa = "avx2"; break;
-    case dnnl::cpu_isa::avx2_vnni: isa = "avx2_vnni"; break;
-    case dnnl::cpu_isa::avx512_core: isa = "avx512_core"; break;
-    case dnnl::cpu_isa::avx512_core_vnni: isa = "avx512_core_vnni"; break;
-    case dnnl::cpu_isa::avx512_core_bf16: isa = "avx512_core_bf16"; break;
-    case dnnl::cpu_isa::avx512_core_amx: isa = "avx512_core_amx"; break;
-    default: isa = "other"; break;
-  }
-  return "oneDNN " + std::to_string(v->major) + "." + std::to_string(v->minor) + "." + std::to_string(v->patch) +
-         ", ISA " + isa + ", native bf16: " + (onednn_native_bf16() ? "yes" : "no") +
-         ", primitives failing their self-check: " + std::to_string(onednn_primitives_rejected());
-}
 
 bool onednn_matmul_supported(MatmulInput in, const GemmShape& s, int64_t w) {
   run_single_threaded();  // before a primitive is made: it keeps the thread count it sees
@@ -232,11 +124,6 @@ bool onednn_matmul_panel(MatmulInput in, const GemmShape& s, const void* a, cons
 #else  // no oneDNN in this build
 
 namespace tpu {
-bool onednn_available() { return false; }
-bool onednn_native_bf16() { return false; }
-size_t onednn_primitives_created() { return 0; }
-size_t onednn_primitives_rejected() { return 0; }
-std::string onednn_report() { return "oneDNN: not in this build"; }
 bool onednn_matmul_supported(MatmulInput, const GemmShape&, int64_t) { return false; }
 bool onednn_matmul_panel(MatmulInput, const GemmShape&, const void*, const void*, float*, int64_t, int64_t) { return false; }
 }  // namespace tpu

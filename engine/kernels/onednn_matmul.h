@@ -2,19 +2,12 @@
 // once per panel shape and cached (thread-safe), so a steady-state step creates none; each
 // runs single-threaded: the caller splits the work into fixed panels across its own threads.
 #pragma once
-#include <cstddef>
 #include <cstdint>
-#include <string>
 
 #include "kernels/gemm.h"
+#include "kernels/onednn.h"
 
 namespace tpu {
-
-bool onednn_available();    // the build has oneDNN
-bool onednn_native_bf16();  // and the CPU has bf16 dot-product instructions
-std::string onednn_report();
-size_t onednn_primitives_created();  // so far, by this process (tests: none in a steady step)
-size_t onednn_primitives_rejected();  // made but wrong on their self-check, so never used
 
 // Element type of the operands; the result is always f32.
 enum class MatmulInput : uint8_t { f32, bf16 };

@@ -1,13 +1,18 @@
 // The conv rows: 2-D convolution of NHWC inputs with HWIO filters over a Window2D (strides,
 // padding, input and filter dilation), and its filter gradient. Reference: direct loops.
-// Fast: patch matrices (im2col) times the filter / the output gradient with Eigen, cut into
-// tasks by the shapes alone. bf16 computes in f32 (f32_compute.h). The input gradient is a
-// conv again (ir/window.h).
+// Fast: oneDNN's convolutions where the build has them and the window suits them
+// (kernels/onednn_conv.h); else patch matrices (im2col) times the filter / the output
+// gradient with Eigen, cut into tasks by the shapes alone. bf16 computes in f32
+// (f32_compute.h); operands that are exactly bf16 values take oneDNN's bf16 convs on CPUs
+// with bf16 instructions. The input gradient is a conv again (ir/window.h).
 #include <Eigen/Core>
 #include <algorithm>
 #include <cstring>
 #include <memory>
+#include <optional>
 
+#include "kernels/convert.h"
+#include "kernels/onednn_conv.h"
 #include "ops/f32_compute.h"
 #include "ops/kernel_util.h"
 #include "ops/window_rule.h"
@@ -242,6 +247,49 @@ void direct_filter_grad(const ConvGeom& c, const float* x, const float* dy, floa
   });
 }
 
+// The conv as oneDNN sees it, or nothing for windows it has no form for: a dilated input
+// (the input gradient of a strided conv) or negative padding (cropping).
+std::optional<ConvShape> onednn_shape(const Window2D& win, const ConvGeom& c) {
+  for (int i = 0; i < 2; ++i)
+    if (win.lhs_dilation[i] != 1 || win.pad_lo[i] < 0 || win.pad_hi[i] < 0) return std::nullopt;
+  return ConvShape{c.n, c.h, c.w, c.ci, c.kh, c.kw, c.co, c.ho, c.wo, win.stride, win.pad_lo, win.pad_hi, win.rhs_dilation};
+}
+
+// The upper halves of src[n] in this thread's buffer `slot` when every element is exactly a
+// bf16 value, else null. The first chunk is checked before the rest (f32 data fail there at
+// once, so f32 convs pay next to nothing); the rest in chunks across the pool.
+const uint16_t* narrowed(const float* src, int64_t n, int slot) {
+  constexpr int64_t kChunk = 1 << 16;
+  thread_local std::vector<uint16_t> buffers[2];
+  buffers[slot].resize(size_t(n));
+  uint16_t* dst = buffers[slot].data();  // this thread's: a task on another thread has its own
+  if (!narrow_exact_bf16(src, dst, std::min(n, kChunk))) return nullptr;
+  std::vector<uint8_t> exact(size_t((n + kChunk - 1) / kChunk), 1);
+  parallel_for(int64_t(exact.size()) - 1, [&](int64_t t) {
+    const int64_t i0 = (t + 1) * kChunk;
+    exact[size_t(t + 1)] = narrow_exact_bf16(src + i0, dst + i0, std::min(kChunk, n - i0));
+  });
+  return std::find(exact.begin(), exact.end(), 0) == exact.end() ? dst : nullptr;
+}
+
+// Operands that are all exactly bf16 values (the mixed_bfloat16 policy rounds them, and the
+// gradients that flow back through its casts) on a CPU with bf16 dot-product instructions:
+// the bf16 conv makes the same exact products and f32 sums at twice the f32 rate (those
+// instructions flush subnormal bf16 values, below 2^-126, to zero, as the bf16 dot does).
+bool bf16_exact_conv(const ConvShape& s, const float* x, const float* w, float* y) {
+  if (!onednn_native_bf16()) return false;
+  const uint16_t* wb = narrowed(w, s.kh * s.kw * s.ci * s.co, 1);
+  const uint16_t* xb = wb ? narrowed(x, s.n * s.h * s.w * s.ci, 0) : nullptr;
+  return xb && onednn_conv_bf16(s, xb, wb, y);
+}
+
+bool bf16_exact_filter_grad(const ConvShape& s, const float* x, const float* dy, float* dw) {
+  if (!onednn_native_bf16()) return false;
+  const uint16_t* dyb = narrowed(dy, s.n * s.ho * s.wo * s.co, 1);
+  const uint16_t* xb = dyb ? narrowed(x, s.n * s.h * s.w * s.ci, 0) : nullptr;
+  return xb && onednn_conv_filter_grad_bf16(s, xb, dyb, dw);
+}
+
 using RowMajor = Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
 using ConstMat = Eigen::Map<const RowMajor>;
 using Mat = Eigen::Map<RowMajor>;
@@ -250,6 +298,9 @@ using Mat = Eigen::Map<RowMajor>;
 void fast_conv(const Node& node, std::span<const Tensor* const> in, Tensor& out) {
   const Window2D win = window_of(node.attrs);
   const ConvGeom c = conv_geom(win, in[0]->shape(), out.shape()[3]);
+  const std::optional<ConvShape> s = onednn_shape(win, c);
+  const float *x = in[0]->data<float>(), *w = in[1]->data<float>();
+  if (s && (bf16_exact_conv(*s, x, w, out.data<float>()) || onednn_conv(*s, x, w, out.data<float>()))) return;
   const ConstMat filter(in[1]->data<float>(), c.depth(), c.co);
   const int64_t total = c.rows(), block = rows_per_block(c.depth());
   const bool pointwise = is_pointwise(win);
@@ -269,6 +320,10 @@ void fast_conv(const Node& node, std::span<const Tensor* const> in, Tensor& out)
 void fast_conv_filter_grad(const Node& node, std::span<const Tensor* const> in, Tensor& out) {
   const Window2D win = window_of(node.attrs);
   const ConvGeom c = conv_geom(win, in[0]->shape(), out.shape()[3]);
+  const std::optional<ConvShape> s = onednn_shape(win, c);
+  const float *x = in[0]->data<float>(), *dy = in[1]->data<float>();
+  float* dw = out.data<float>();
+  if (s && (bf16_exact_filter_grad(*s, x, dy, dw) || onednn_conv_filter_grad(*s, x, dy, dw))) return;
   const int64_t total = c.rows(), size = c.depth() * c.co;
   const int64_t chunk = std::max(std::min<int64_t>(rows_per_block(c.depth()), 1024), (total + 63) / 64);
   const int64_t chunks = (total + chunk - 1) / chunk;

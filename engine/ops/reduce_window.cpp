@@ -133,13 +133,50 @@ void ref_select_and_scatter(const Node& n, std::span<const Tensor* const> in, Te
   for (int64_t i = 0; i < out.size(); ++i) out.set(i, acc[size_t(i)]);
 }
 
+// Per output row (column), the input row (column) that each window offset reads, -1 for
+// padding or a dilation hole: the window arithmetic done once per op, not once per window.
+struct PoolGeom {
+  int64_t h, w, ch, ho, wo, kh, kw;
+  std::vector<int64_t> src_h, src_w;  // [ho * kh], [wo * kw]
+  bool disjoint;  // no two windows share an input element
+  bool covers;    // and together they read every input element
+};
+
+PoolGeom pool_geom(const Window2D& win, const Shape& xs, int64_t ho, int64_t wo) {
+  PoolGeom p{xs[1], xs[2], xs[3], ho, wo, win.size[0], win.size[1], {}, {}, true, true};
+  for (int i = 0; i < 2; ++i) {
+    const int64_t in = xs[size_t(1 + i)], out = i == 0 ? ho : wo, size = win.size[size_t(i)];
+    std::vector<int64_t>& src = i == 0 ? p.src_h : p.src_w;
+    std::vector<int> reads(size_t(in), 0);
+    for (int64_t o = 0; o < out; ++o)
+      for (int64_t k = 0; k < size; ++k) {
+        src.push_back(win.source(i, o, k, in));
+        if (src.back() >= 0) ++reads[size_t(src.back())];
+      }
+    for (int r : reads) p.disjoint = p.disjoint && r <= 1, p.covers = p.covers && r == 1;
+  }
+  p.covers = p.covers && p.disjoint;
+  return p;
+}
+
+// Calls visit(flat input index, channel 0) for every input element of window (b, oh, ow).
+template <class F>
+void for_window(const PoolGeom& p, int64_t b, int64_t oh, int64_t ow, F visit) {
+  const int64_t* rows = p.src_h.data() + oh * p.kh;
+  const int64_t* cols = p.src_w.data() + ow * p.kw;
+  for (int64_t i = 0; i < p.kh; ++i) {
+    if (rows[i] < 0) continue;
+    for (int64_t j = 0; j < p.kw; ++j)
+      if (cols[j] >= 0) visit(((b * p.h + rows[i]) * p.w + cols[j]) * p.ch);
+  }
+}
+
 // Each channel's first maximum over window (b, oh, ow): value in best[c] and, unless `at`
 // is null, flat input index in at[c]. Branch-free, so the channel loops vectorise.
-void window_max(const Window2D& w, const Shape& xs, const float* a, int64_t b, int64_t oh, int64_t ow, float* best,
-                int32_t* at) {
-  const int64_t ch = xs[3];
+void window_max(const PoolGeom& p, const float* a, int64_t b, int64_t oh, int64_t ow, float* best, int32_t* at) {
+  const int64_t ch = p.ch;
   bool first = true;
-  for_window(w, xs, b, oh, ow, [&](int64_t base) {
+  for_window(p, b, oh, ow, [&](int64_t base) {
     const float* v = a + base;
     if (first) {
       std::copy_n(v, ch, best);
@@ -159,50 +196,77 @@ void window_max(const Window2D& w, const Shape& xs, const float* a, int64_t b, i
 
 // f32 (and bf16 through f32): one task per image; each window's channels are a vector.
 void fast_reduce_window_f32(const Node& n, std::span<const Tensor* const> in, Tensor& out) {
-  const Shape& xs = in[0]->shape();
-  const Window2D w = window_of(n.attrs);
+  const PoolGeom p = pool_geom(window_of(n.attrs), in[0]->shape(), n.shape[1], n.shape[2]);
   const WindowKind kind = kind_of(n);
   const float* a = in[0]->data<float>();
-  const int64_t ho = n.shape[1], wo = n.shape[2], ch = xs[3];
-  parallel_for(xs[0], [&](int64_t b) {
-    std::vector<float> best(static_cast<size_t>(ch));
-    for (int64_t oh = 0; oh < ho; ++oh)
-      for (int64_t ow = 0; ow < wo; ++ow) {
-        const int64_t o = ((b * ho + oh) * wo + ow) * ch;
+  parallel_for(in[0]->shape()[0], [&](int64_t b) {
+    std::vector<float> best(static_cast<size_t>(p.ch));
+    for (int64_t oh = 0; oh < p.ho; ++oh)
+      for (int64_t ow = 0; ow < p.wo; ++ow) {
+        const int64_t o = ((b * p.ho + oh) * p.wo + ow) * p.ch;
         if (kind == WindowKind::max) {
-          window_max(w, xs, a, b, oh, ow, out.data<float>() + o, nullptr);
+          window_max(p, a, b, oh, ow, out.data<float>() + o, nullptr);
         } else if (kind == WindowKind::argmax) {
-          window_max(w, xs, a, b, oh, ow, best.data(), out.data<int32_t>() + o);
+          window_max(p, a, b, oh, ow, best.data(), out.data<int32_t>() + o);
         } else {
           float* acc = out.data<float>() + o;
-          std::fill_n(acc, ch, 0.0f);
-          for_window(w, xs, b, oh, ow, [&](int64_t base) {
-            for (int64_t c = 0; c < ch; ++c) acc[c] += a[base + c];
+          std::fill_n(acc, p.ch, 0.0f);
+          for_window(p, b, oh, ow, [&](int64_t base) {
+            for (int64_t c = 0; c < p.ch; ++c) acc[c] += a[base + c];
           });
         }
       }
   });
 }
 
-// Per image: zero the gradient, then add each window's output gradient at its maximum, in
-// window order.
+// Windows that share no input element: each element a window reads gets the window's output
+// gradient where it is the channel's first maximum and 0 elsewhere, written once (the first
+// element equal to the maximum is the one the maximum came from, NaN included).
+// The channel loop of one window element: restrict and bitwise logic let it vectorise.
+void scatter_element(int64_t ch, const float* __restrict v, const float* __restrict best, const float* __restrict g,
+                     float* __restrict taken, float* __restrict d) {
+  for (int64_t c = 0; c < ch; ++c) {
+    const bool hit = (taken[c] == 0.0f) & ((v[c] == best[c]) | ((v[c] != v[c]) & (best[c] != best[c])));
+    d[c] = hit ? g[c] : 0.0f;
+    taken[c] = hit ? 1.0f : taken[c];
+  }
+}
+
+void scatter_disjoint(const PoolGeom& p, const float* a, const float* dy, float* dx, int64_t b) {
+  std::vector<float> best(static_cast<size_t>(p.ch)), taken(static_cast<size_t>(p.ch));
+  if (!p.covers) std::fill_n(dx + b * p.h * p.w * p.ch, p.h * p.w * p.ch, 0.0f);
+  for (int64_t oh = 0; oh < p.ho; ++oh)
+    for (int64_t ow = 0; ow < p.wo; ++ow) {
+      window_max(p, a, b, oh, ow, best.data(), nullptr);
+      const float* g = dy + ((b * p.ho + oh) * p.wo + ow) * p.ch;
+      std::fill(taken.begin(), taken.end(), 0.0f);
+      for_window(p, b, oh, ow,
+                 [&](int64_t base) { scatter_element(p.ch, a + base, best.data(), g, taken.data(), dx + base); });
+    }
+}
+
+// Overlapping windows: zero the image's gradient, then add each window's output gradient at
+// its maximum, in window order.
+void scatter_overlapping(const PoolGeom& p, const float* a, const float* dy, float* dx, int64_t b) {
+  std::vector<float> best(static_cast<size_t>(p.ch));
+  std::vector<int32_t> at(static_cast<size_t>(p.ch));
+  std::fill_n(dx + b * p.h * p.w * p.ch, p.h * p.w * p.ch, 0.0f);
+  for (int64_t oh = 0; oh < p.ho; ++oh)
+    for (int64_t ow = 0; ow < p.wo; ++ow) {
+      window_max(p, a, b, oh, ow, best.data(), at.data());
+      const float* g = dy + ((b * p.ho + oh) * p.wo + ow) * p.ch;
+      for (int64_t c = 0; c < p.ch; ++c) dx[at[size_t(c)]] += g[c];
+    }
+}
+
+// One task per image.
 void fast_select_and_scatter_f32(const Node& n, std::span<const Tensor* const> in, Tensor& out) {
-  const Shape& xs = in[0]->shape();
-  const Window2D w = window_of(n.attrs);
+  const PoolGeom p = pool_geom(window_of(n.attrs), in[0]->shape(), in[1]->shape()[1], in[1]->shape()[2]);
   const float* a = in[0]->data<float>();
   const float* dy = in[1]->data<float>();
-  const int64_t ho = in[1]->shape()[1], wo = in[1]->shape()[2], ch = xs[3], image = xs[1] * xs[2] * ch;
-  float* dx = out.data<float>();
-  parallel_for(xs[0], [&](int64_t b) {
-    std::vector<float> best(static_cast<size_t>(ch));
-    std::vector<int32_t> at(static_cast<size_t>(ch));
-    std::fill_n(dx + b * image, image, 0.0f);
-    for (int64_t oh = 0; oh < ho; ++oh)
-      for (int64_t ow = 0; ow < wo; ++ow) {
-        window_max(w, xs, a, b, oh, ow, best.data(), at.data());
-        const float* g = dy + ((b * ho + oh) * wo + ow) * ch;
-        for (int64_t c = 0; c < ch; ++c) dx[at[size_t(c)]] += g[c];
-      }
+  parallel_for(in[0]->shape()[0], [&](int64_t b) {
+    if (p.disjoint) scatter_disjoint(p, a, dy, out.data<float>(), b);
+    else scatter_overlapping(p, a, dy, out.data<float>(), b);
   });
 }
 

@@ -1,7 +1,9 @@
 // Elementwise fusion: chains of elementwise ops (and the broadcasts feeding them) become one
 // `fusion` node whose kernel runs the chain block by block, so the intermediates are never
 // materialised. A node joins its users' group when every user is in that one group and has
-// its shape; broadcasts and scalar constants are cloned into each group that reads them.
+// its shape; broadcasts and scalar constants are cloned into each group that reads them, and
+// so is a cheap op that reads one tensor and feeds several groups (a bias add read by the
+// activation and by its gradient): recomputing it costs less than writing and reading it.
 #include <unordered_map>
 
 #include "passes/pass.h"
@@ -31,11 +33,42 @@ bool clonable(const Graph& g, NodeId id) {
   return n.op == Op::broadcast;
 }
 
+bool is_cheap(Op op) {
+  switch (op) {
+    case Op::neg: case Op::abs: case Op::add: case Op::sub: case Op::mul: case Op::max: case Op::min:
+    case Op::compare: case Op::select: case Op::convert:
+      return true;
+    default:
+      return false;
+  }
+}
+
+constexpr int32_t kRecomputed = -2;  // group of a node cloned into each group that reads it
+
 struct Groups {
-  std::vector<int32_t> of;      // group of each node, -1 = none
+  std::vector<int32_t> of;      // group of each node, -1 = none, or kRecomputed
   std::vector<NodeId> root;     // per group
   std::vector<int32_t> size;    // members per group
 };
+
+// A cheap op of one tensor operand (others broadcasts or scalars) whose users are all in
+// groups of its shape, at least two of them: each group recomputes it from that operand.
+template <class UserList>
+bool recomputable(const Graph& g, const Groups& gr, const UserList& users, NodeId n) {
+  const Node& node = g.at(n);
+  int tensors = 0;
+  for (NodeId i : node.in) tensors += !clonable(g, i);
+  if (!is_cheap(node.op) || tensors > 1 || users.empty()) return false;
+  int32_t first = -1;
+  bool several = false;
+  for (NodeId u : users) {
+    const int32_t gu = gr.of[size_t(u)];
+    if (gu < 0 || g.at(gr.root[size_t(gu)]).shape != node.shape) return false;
+    several = several || (first >= 0 && gu != first);
+    first = gu;
+  }
+  return several;
+}
 
 Groups form_groups(const Graph& g) {
   const Users users = users_of(g);
@@ -55,6 +88,8 @@ Groups form_groups(const Graph& g) {
     if (ok && g.at(gr.root[size_t(joined)]).shape == node.shape) {
       gr.of[size_t(n)] = joined;
       ++gr.size[size_t(joined)];
+    } else if (!is_output[size_t(n)] && recomputable(g, gr, users.of(n), n)) {
+      gr.of[size_t(n)] = kRecomputed;
     } else {
       gr.of[size_t(n)] = int32_t(gr.root.size());
       gr.root.push_back(n);
@@ -92,7 +127,7 @@ class Outliner {
   NodeId local(NodeId id, int32_t group) {
     if (auto it = local_.find(id); it != local_.end()) return it->second;
     NodeId made;
-    if (gr_.of[size_t(id)] != group && clonable(g_, id)) {
+    if (gr_.of[size_t(id)] == kRecomputed || (gr_.of[size_t(id)] != group && clonable(g_, id))) {
       const Node& n = g_.at(id);
       std::vector<NodeId> in;
       for (NodeId i : n.in) in.push_back(local(i, group));
@@ -121,11 +156,11 @@ PassResult elementwise_fusion(Graph g) {
   std::vector<std::vector<NodeId>> members(gr.root.size());
   for (NodeId n = 0; n < NodeId(g.nodes.size()); ++n)
     if (gr.of[size_t(n)] >= 0) members[size_t(gr.of[size_t(n)])].push_back(n);
-  // A lone op is fused only when it reads a broadcast it can absorb.
+  // A lone op is fused only when it reads a broadcast or a recomputed op it can absorb.
   auto worth = [&](int32_t grp) {
     if (gr.size[size_t(grp)] > 1) return true;
     for (NodeId i : g.at(gr.root[size_t(grp)]).in)
-      if (g.at(i).op == Op::broadcast) return true;
+      if (g.at(i).op == Op::broadcast || gr.of[size_t(i)] == kRecomputed) return true;
     return false;
   };
   // Nodes the outliner reads when it builds a body (operands of fused members, and through the
@@ -133,7 +168,7 @@ PassResult elementwise_fusion(Graph g) {
   std::vector<bool> read(g.nodes.size(), false);
   for (NodeId n = NodeId(g.nodes.size()) - 1; n >= 0; --n) {
     int32_t grp = gr.of[size_t(n)];
-    if ((grp >= 0 && worth(grp)) || (read[size_t(n)] && clonable(g, n)))
+    if ((grp >= 0 && worth(grp)) || (read[size_t(n)] && (clonable(g, n) || grp == kRecomputed)))
       for (NodeId i : g.at(n).in) read[size_t(i)] = true;
   }
   Rewriter rw(g);

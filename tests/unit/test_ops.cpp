@@ -12,6 +12,7 @@
 
 #include "autodiff/gradients.h"
 #include "core/error.h"
+#include "kernels/onednn_conv.h"
 #include "ops/op_table.h"
 #include "runtime/executable.h"
 #include "runtime/thread_pool.h"
@@ -21,7 +22,8 @@ using namespace tpu;
 namespace {
 
 // spread: distinct values at least 2/n apart (no near-ties for max), in random order.
-enum class Fill { signed_unit, positive, index3, small_int, spread };
+// near_256: integers 253..259, some not bf16 values (9 significant bits).
+enum class Fill { signed_unit, positive, index3, small_int, spread, near_256 };
 
 struct Input {
   DType dtype;
@@ -68,6 +70,7 @@ Tensor random_tensor(const Input& in, std::mt19937& rng) {
       case Fill::positive: t.set(i, pos(rng)); break;
       case Fill::index3: t.set(i, double(rng() % 3)); break;
       case Fill::small_int: t.set(i, double(int(rng() % 7) - 3)); break;
+      case Fill::near_256: t.set(i, double(int(rng() % 7) + 253)); break;
       case Fill::spread: t.set(i, -1 + 2.0 * double(order[size_t(i)]) / double(t.size())); break;
     }
   }
@@ -140,6 +143,19 @@ const std::vector<OpCase>& cases() {
        [](Graph& g, V x) { return g.conv_filter_grad(x[0], x[1], window({2, 1}, {1, 0}, {0, 1}, {3, 2}, {1, 1}, {1, 2})); }},
       {"conv_filter_grad_chunks", {{f, {4, 20, 20, 6}}, {f, {4, 20, 20, 5}}},
        [](Graph& g, V x) { return g.conv_filter_grad(x[0], x[1], window({1, 1}, {1, 1}, {1, 1}, {3, 3})); }, false},
+      // Batches of several chunks and a shorter last one for the oneDNN kernels (5 + 4 images).
+      // The filter gradient sums 3600 products per element: integers keep every sum exact, so
+      // any summation order gives the reference's values; near_256 keeps it on the f32 kernels.
+      {"conv_batch_chunks", {{f, {9, 20, 20, 8}}, {f, {3, 3, 8, 16}}},
+       [](Graph& g, V x) { return g.conv(x[0], x[1], window({1, 1}, {1, 1}, {1, 1})); }, false},
+      // Operands that are exactly bf16 values take the bf16 conv where the CPU has it; small
+      // integers keep the sums exact. Over 2^16 input elements: checked in several tasks.
+      {"conv_bf16_exact_operands", {{f, {16, 24, 24, 8}, Fill::small_int}, {f, {3, 3, 8, 16}, Fill::small_int}},
+       [](Graph& g, V x) { return g.conv(x[0], x[1], window({1, 1}, {1, 1}, {1, 1})); }, false},
+      {"conv_filter_grad_batch_chunks", {{f, {9, 20, 20, 8}, Fill::near_256}, {f, {9, 20, 20, 16}, Fill::small_int}},
+       [](Graph& g, V x) { return g.conv_filter_grad(x[0], x[1], window({1, 1}, {1, 1}, {1, 1}, {3, 3})); }, false},
+      {"conv_filter_grad_bf16_exact_operands", {{f, {12, 20, 20, 8}, Fill::small_int}, {f, {12, 20, 20, 16}, Fill::small_int}},
+       [](Graph& g, V x) { return g.conv_filter_grad(x[0], x[1], window({1, 1}, {1, 1}, {1, 1}, {3, 3})); }, false},
       {"reduce_window_sum", {{f, {2, 5, 4, 3}}},
        [](Graph& g, V x) { return g.reduce_window(x[0], WindowKind::sum, window({2, 1}, {0, 1}, {1, 1}, {2, 3})); }},
       {"reduce_window_sum_dilated", {{f, {1, 4, 4, 2}}},
@@ -154,6 +170,12 @@ const std::vector<OpCase>& cases() {
        [](Graph& g, V x) { return g.select_and_scatter(x[0], x[1], window({2, 2}, {1, 1}, {1, 1}, {3, 3})); }},
       {"select_and_scatter_valid", {{f, {1, 4, 6, 2}, Fill::spread}, {f, {1, 2, 3, 2}}},
        [](Graph& g, V x) { return g.select_and_scatter(x[0], x[1], window({2, 2}, {0, 0}, {0, 0}, {2, 2})); }},
+      // Disjoint windows that leave the last row and column unread.
+      {"select_and_scatter_uncovered", {{f, {1, 5, 5, 2}, Fill::spread}, {f, {1, 2, 2, 2}}},
+       [](Graph& g, V x) { return g.select_and_scatter(x[0], x[1], window({2, 2}, {0, 0}, {0, 0}, {2, 2})); }},
+      // Ties everywhere: the first maximum takes the gradient (no finite differences at ties).
+      {"select_and_scatter_ties", {{f, {2, 4, 4, 3}, Fill::small_int}, {f, {2, 2, 2, 3}}},
+       [](Graph& g, V x) { return g.select_and_scatter(x[0], x[1], window({2, 2}, {0, 0}, {0, 0}, {2, 2})); }, false},
       {"rng_uniform", {{i, {2}, Fill::small_int}}, [](Graph& g, V x) { return g.rng(x[0], RngKind::uniform, {3, 50}); }, false},
       {"rng_normal", {{i, {2}, Fill::small_int}}, [](Graph& g, V x) { return g.rng(x[0], RngKind::normal, {40}); }, false},
       {"rng_truncated", {{i, {2}, Fill::small_int}},
@@ -248,23 +270,32 @@ TEST_CASE("every op has a row and a test case") {
   }
 }
 
+void check_fast_against_reference(const OpCase& c) {
+  Built b = build_case(c, 7);
+  b.g.outputs = {b.out};
+  CompileOptions reference;
+  reference.reference_kernels = true;
+  reference.optimize = false;
+  CompileOptions fast_unoptimized;
+  fast_unoptimized.optimize = false;
+  Executable ref = Executable::compile(b.g, reference);
+  Executable fast = Executable::compile(b.g, fast_unoptimized);
+  Tensor out = fast.run(b.args)[0];
+  const double tol = out.dtype() == DType::bf16 ? 1.0 / 128 : 1e-5;  // one bf16 rounding apart
+  check_close(out, ref.run(b.args)[0], tol, c.name);
+}
+
 TEST_CASE("fast kernels agree with the reference kernels") {
-  for (const OpCase& c : cases()) {
-    SUBCASE(c.name) {
-      Built b = build_case(c, 7);
-      b.g.outputs = {b.out};
-      CompileOptions reference;
-      reference.reference_kernels = true;
-      reference.optimize = false;
-      CompileOptions fast_unoptimized;
-      fast_unoptimized.optimize = false;
-      Executable ref = Executable::compile(b.g, reference);
-      Executable fast = Executable::compile(b.g, fast_unoptimized);
-      Tensor out = fast.run(b.args)[0];
-      const double tol = out.dtype() == DType::bf16 ? 1.0 / 128 : 1e-5;  // one bf16 rounding apart
-      check_close(out, ref.run(b.args)[0], tol, c.name);
-    }
-  }
+  for (const OpCase& c : cases())
+    SUBCASE(c.name) { check_fast_against_reference(c); }
+}
+
+TEST_CASE("without oneDNN the conv kernels still agree with the reference") {
+  set_onednn_conv_enabled(false);
+  for (const OpCase& c : cases())
+    if (std::string_view(c.name).starts_with("conv_") || c.name == std::string_view("conv"))
+      SUBCASE(c.name) { check_fast_against_reference(c); }
+  set_onednn_conv_enabled(true);
 }
 
 TEST_CASE("gradients agree with central finite differences") {
@@ -352,24 +383,31 @@ TEST_CASE("gather reports an index out of range instead of reading outside the t
 }
 
 TEST_CASE("conv and pooling results do not depend on the thread count") {
-  Graph g;
-  NodeId x = g.parameter(DType::f32, {4, 12, 12, 8});
-  NodeId w = g.parameter(DType::f32, {3, 3, 8, 16});
-  NodeId y = g.conv(x, w, window({1, 1}, {1, 1}, {1, 1}));
-  NodeId p = g.reduce_window(y, WindowKind::max, window({2, 2}, {0, 0}, {0, 0}, {2, 2}));
-  NodeId loss = g.reduce(g.binary(Op::mul, p, p), {0, 1, 2, 3}, ReduceKind::sum);
-  std::vector<NodeId> params = {x, w};
-  g.outputs = gradients(g, loss, params);
-  g.outputs.push_back(p);
-  std::mt19937 rng(4);
-  std::vector<Tensor> args = {random_tensor({DType::f32, {4, 12, 12, 8}}, rng), random_tensor({DType::f32, {3, 3, 8, 16}}, rng)};
-  Executable exe = Executable::compile(g);
-  set_num_threads(1);
-  std::vector<Tensor> one = exe.run(args);
-  set_num_threads(2);
-  std::vector<Tensor> two = exe.run(args);
-  set_num_threads(0);
-  for (size_t i = 0; i < one.size(); ++i) CHECK(std::memcmp(one[i].raw(), two[i].raw(), one[i].bytes()) == 0);
+  // 20 images: the oneDNN kernels cut them into chunks of 14 and 6. Small integers are bf16
+  // values: the forward conv takes the bf16 kernel where the CPU has one.
+  for (Fill fill : {Fill::signed_unit, Fill::small_int}) {
+    Graph g;
+    NodeId x = g.parameter(DType::f32, {20, 12, 12, 8});
+    NodeId w = g.parameter(DType::f32, {3, 3, 8, 16});
+    NodeId y = g.conv(x, w, window({1, 1}, {1, 1}, {1, 1}));
+    NodeId p = g.reduce_window(y, WindowKind::max, window({2, 2}, {0, 0}, {0, 0}, {2, 2}));
+    NodeId loss = g.reduce(g.binary(Op::mul, p, p), {0, 1, 2, 3}, ReduceKind::sum);
+    std::vector<NodeId> params = {x, w};
+    g.outputs = gradients(g, loss, params);
+    g.outputs.push_back(p);
+    std::mt19937 rng(4);
+    std::vector<Tensor> args = {random_tensor({DType::f32, {20, 12, 12, 8}, fill}, rng),
+                                random_tensor({DType::f32, {3, 3, 8, 16}, fill}, rng)};
+    Executable exe = Executable::compile(g);
+    set_num_threads(1);
+    std::vector<Tensor> one = exe.run(args);
+    const size_t primitives = onednn_primitives_created();
+    set_num_threads(2);
+    std::vector<Tensor> two = exe.run(args);
+    set_num_threads(0);
+    CHECK(onednn_primitives_created() == primitives);  // cached: none made in a steady step
+    for (size_t i = 0; i < one.size(); ++i) CHECK(std::memcmp(one[i].raw(), two[i].raw(), one[i].bytes()) == 0);
+  }
 }
 
 TEST_CASE("rng draws depend only on the key and are well distributed") {

@@ -80,6 +80,31 @@ TEST_CASE("elementwise fusion makes one kernel of a chain with its broadcasts") 
   CHECK(print_graph(parse_graph(print_graph(r.graph))) == print_graph(r.graph));
 }
 
+TEST_CASE("elementwise fusion recomputes a cheap op read by two groups instead of storing it") {
+  // %4 = x + bias feeds relu (%7) and, through compare/select, its gradient (%9): each fusion
+  // recomputes %4 from x, so no fusion writes it.
+  PassResult r = elementwise_fusion(parse_graph(
+      "graph g\n%0 = parameter f32[4,3] dims=[4,3]\n%1 = parameter f32[3] dims=[3]\n%2 = parameter f32[4,3] dims=[4,3]\n"
+      "%3 = broadcast f32[4,3] %1 dims=[1] dims2=[4,3]\n%4 = add f32[4,3] %0, %3\n%5 = constant f32[] literal=[0]\n"
+      "%6 = broadcast f32[4,3] %5 dims2=[4,3]\n%7 = max f32[4,3] %4, %6\n"
+      "%8 = compare bool[4,3] %4, %6 axis=3\n%9 = select f32[4,3] %8, %2, %6\n"
+      "%10 = dot f32[4,4] %7, %9 tb\nreturn %10\n"));
+  CHECK(r.changed);
+  Graph out = dead_code_elimination(std::move(r.graph)).graph;
+  CHECK(verify_graph(out).empty());
+  int fusions = 0;
+  for (const Node& n : out.nodes) {
+    CHECK(n.op != Op::add);  // only inside the bodies
+    if (n.op != Op::fusion) continue;
+    ++fusions;
+    CHECK(n.in[0] == 0);  // each reads x itself
+    int adds = 0;
+    for (const Node& b : n.attrs.body->nodes) adds += b.op == Op::add;
+    CHECK(adds == 1);
+  }
+  CHECK(fusions == 2);
+}
+
 TEST_CASE("the pipeline preserves results bitwise and shrinks the graph") {
   Graph g = parse_graph(
       "graph g\n%0 = parameter f32[64,300] dims=[64,300]\n%1 = parameter f32[300] dims=[300]\n"

@@ -1,0 +1,318 @@
+#include "kernels/onednn_conv.h"
+
+#ifdef TPU_HAVE_ONEDNN
+
+#include <algorithm>
+#include <atomic>
+#include <bit>
+#include <cmath>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <vector>
+
+#include "kernels/onednn_util.h"
+#include "runtime/thread_pool.h"
+
+namespace tpu {
+
+namespace {
+
+using namespace onednn;
+using tag = memory::format_tag;
+using dtype = memory::data_type;
+
+enum class Pass : uint8_t { forward, filter_grad };
+
+struct Key {
+  Pass pass;
+  dtype in;     // of the operands (forward: f32 or bf16); results are f32
+  ConvShape s;  // n: the images of one chunk
+  auto operator<=>(const Key&) const = default;
+};
+
+// The fast implementations want the filter in a blocked layout of their own: a reorder
+// moves it from HWIO before the forward conv, and the filter gradient back to HWIO after.
+struct Entry {
+  bool ok = false;
+  Call conv;                   // forward: src, weights, dst; filter_grad: src, diff_dst, diff_weights
+  std::optional<Call> filter;  // the reorder, when the layouts differ
+  size_t blocked_bytes = 0;    // the filter in the primitive's layout
+};
+
+memory::desc image(int64_t n, int64_t h, int64_t w, int64_t c, dtype t = dtype::f32) { return {{n, c, h, w}, t, tag::nhwc}; }
+memory::desc filter(const ConvShape& s, tag layout, dtype t = dtype::f32) { return {{s.co, s.ci, s.kh, s.kw}, t, layout}; }
+
+// The forward descriptor, which the filter gradient's needs as a hint too.
+dnnl::convolution_forward::primitive_desc forward_pd(const ConvShape& s, dtype in) {
+  const memory::dims strides{s.stride[0], s.stride[1]}, dilates{s.dilation[0] - 1, s.dilation[1] - 1},
+      lo{s.pad_lo[0], s.pad_lo[1]}, hi{s.pad_hi[0], s.pad_hi[1]};
+  dnnl::convolution_forward::desc d(dnnl::prop_kind::forward_training, dnnl::algorithm::convolution_direct,
+                                    image(s.n, s.h, s.w, s.ci, in), filter(s, tag::any, in),
+                                    image(s.n, s.ho, s.wo, s.co), strides, dilates, lo, hi);
+  return {d, user_scratchpad(), cpu_engine()};
+}
+
+// The filter gradient is f32 for bf16 operands too.
+dnnl::convolution_backward_weights::primitive_desc filter_grad_pd(const ConvShape& s, dtype in) {
+  const memory::dims strides{s.stride[0], s.stride[1]}, dilates{s.dilation[0] - 1, s.dilation[1] - 1},
+      lo{s.pad_lo[0], s.pad_lo[1]}, hi{s.pad_hi[0], s.pad_hi[1]};
+  dnnl::convolution_backward_weights::desc d(dnnl::algorithm::convolution_direct, image(s.n, s.h, s.w, s.ci, in),
+                                             filter(s, tag::any), image(s.n, s.ho, s.wo, s.co, in), strides,
+                                             dilates, lo, hi);
+  return {d, user_scratchpad(), cpu_engine(), forward_pd(s, in)};
+}
+
+std::optional<Call> reorder(const memory::desc& from, const memory::desc& to) {
+  if (from == to) return std::nullopt;
+  dnnl::reorder::primitive_desc pd(cpu_engine(), from, cpu_engine(), to, user_scratchpad());
+  return Call{dnnl::reorder(pd), {{DNNL_ARG_FROM, from}, {DNNL_ARG_TO, to}}, pd.scratchpad_desc()};
+}
+
+void make_primitives(const Key& key, Entry& e) {
+  const ConvShape& s = key.s;
+  if (key.pass == Pass::forward) {
+    auto pd = forward_pd(s, key.in);
+    e.conv = {dnnl::convolution_forward(pd),
+              {{DNNL_ARG_SRC, pd.src_desc()}, {DNNL_ARG_WEIGHTS, pd.weights_desc()}, {DNNL_ARG_DST, pd.dst_desc()}},
+              pd.scratchpad_desc()};
+    e.filter = reorder(filter(s, tag::hwio, key.in), pd.weights_desc());
+    e.blocked_bytes = pd.weights_desc().get_size();
+  } else {
+    auto pd = filter_grad_pd(s, key.in);
+    e.conv = {dnnl::convolution_backward_weights(pd),
+              {{DNNL_ARG_SRC, pd.src_desc()},
+               {DNNL_ARG_DIFF_DST, pd.diff_dst_desc()},
+               {DNNL_ARG_DIFF_WEIGHTS, pd.diff_weights_desc()}},
+              pd.scratchpad_desc()};
+    e.filter = reorder(pd.diff_weights_desc(), filter(s, tag::hwio));  // the gradient is f32
+    e.blocked_bytes = pd.diff_weights_desc().get_size();
+  }
+}
+
+// A per-thread buffer of at least `bytes` (one per `slot`), reused from call to call.
+float* thread_buffer(int slot, size_t bytes) {
+  thread_local std::vector<float> buffers[2];
+  std::vector<float>& b = buffers[slot];
+  if (b.size() * sizeof(float) < bytes) b.resize((bytes + sizeof(float) - 1) / sizeof(float));
+  return b.data();
+}
+
+// The filter in e's layout: reordered into this thread's buffer `slot` when they differ.
+const void* forward_filter(const Entry& e, const void* f, int slot) {
+  if (!e.filter) return f;
+  float* blocked = thread_buffer(slot, e.blocked_bytes);
+  run(*e.filter, {f, blocked});
+  return blocked;
+}
+
+// One chunk of the filter gradient into df (HWIO).
+void filter_grad_chunk(const Entry& e, const void* x, const void* dy, float* df) {
+  if (!e.filter) return run(e.conv, {x, dy, df});
+  float* blocked = thread_buffer(1, e.blocked_bytes);
+  run(e.conv, {x, dy, blocked});
+  run(*e.filter, {blocked, df});
+}
+
+// Flat index of the input element that output (b, oh, ow) reads at filter tap (i, j),
+// channel 0, or -1 for padding.
+int64_t input_at(const ConvShape& s, int64_t b, int64_t oh, int64_t ow, int64_t i, int64_t j) {
+  const int64_t ih = oh * s.stride[0] - s.pad_lo[0] + i * s.dilation[0];
+  const int64_t iw = ow * s.stride[1] - s.pad_lo[1] + j * s.dilation[1];
+  if (ih < 0 || ih >= s.h || iw < 0 || iw >= s.w) return -1;
+  return ((b * s.h + ih) * s.w + iw) * s.ci;
+}
+
+std::vector<float> probe(int64_t n, uint32_t seed) {
+  std::vector<float> v(static_cast<size_t>(n));
+  for (int64_t i = 0; i < n; ++i) v[size_t(i)] = probe_value(uint32_t(i) + seed);
+  return v;
+}
+
+// The probe values as the operand type wants them (exact in bf16).
+std::vector<uint16_t> upper_halves(const std::vector<float>& v) {
+  std::vector<uint16_t> r(v.size());
+  for (size_t i = 0; i < v.size(); ++i) r[i] = uint16_t(std::bit_cast<uint32_t>(v[i]) >> 16);
+  return r;
+}
+
+// Up to 64 indices spread over [0, n), first and last included.
+std::vector<int64_t> samples(int64_t n) {
+  const int64_t k = std::min<int64_t>(n, 64);
+  std::vector<int64_t> at;
+  for (int64_t r = 0; r < k; ++r) at.push_back(k == 1 ? 0 : r * (n - 1) / (k - 1));
+  return at;
+}
+
+// Runs a new forward primitive (with its reorder) once on probe data and checks sampled
+// outputs against sums in double. Library implementations for some shapes and CPUs compute
+// wrong results without any error; a primitive that fails here is not used.
+bool check_forward(const ConvShape& s, dtype in, const Entry& e) {
+  const std::vector<float> x = probe(s.n * s.h * s.w * s.ci, 0), f = probe(s.kh * s.kw * s.ci * s.co, 7919);
+  std::vector<float> y(size_t(s.n * s.ho * s.wo * s.co));
+  if (in == dtype::bf16) {
+    const std::vector<uint16_t> xb = upper_halves(x), fb = upper_halves(f);
+    run(e.conv, {xb.data(), forward_filter(e, fb.data(), 0), y.data()});
+  } else {
+    run(e.conv, {x.data(), forward_filter(e, f.data(), 0), y.data()});
+  }
+  for (int64_t at : samples(int64_t(y.size()))) {
+    const int64_t m = at % s.co, o = at / s.co, ow = o % s.wo, oh = o / s.wo % s.ho, b = o / (s.wo * s.ho);
+    double sum = 0, mag = 0;
+    for (int64_t i = 0; i < s.kh; ++i)
+      for (int64_t j = 0; j < s.kw; ++j) {
+        const int64_t in = input_at(s, b, oh, ow, i, j);
+        for (int64_t c = 0; in >= 0 && c < s.ci; ++c) {
+          const double p = double(x[size_t(in + c)]) * f[size_t(((i * s.kw + j) * s.ci + c) * s.co + m)];
+          sum += p, mag += std::abs(p);
+        }
+      }
+    if (!close_to_sum(y[size_t(at)], sum, mag, s.kh * s.kw * s.ci)) return false;
+  }
+  return true;
+}
+
+// The same for a filter-gradient primitive: sampled filter elements.
+bool check_filter_grad(const ConvShape& s, dtype in, const Entry& e) {
+  const std::vector<float> x = probe(s.n * s.h * s.w * s.ci, 0), dy = probe(s.n * s.ho * s.wo * s.co, 7919);
+  std::vector<float> df(size_t(s.kh * s.kw * s.ci * s.co));
+  if (in == dtype::bf16) filter_grad_chunk(e, upper_halves(x).data(), upper_halves(dy).data(), df.data());
+  else filter_grad_chunk(e, x.data(), dy.data(), df.data());
+  for (int64_t at : samples(int64_t(df.size()))) {
+    const int64_t m = at % s.co, c = at / s.co % s.ci, j = at / (s.co * s.ci) % s.kw, i = at / (s.co * s.ci * s.kw);
+    double sum = 0, mag = 0;
+    for (int64_t b = 0; b < s.n; ++b)
+      for (int64_t oh = 0; oh < s.ho; ++oh)
+        for (int64_t ow = 0; ow < s.wo; ++ow) {
+          const int64_t in = input_at(s, b, oh, ow, i, j);
+          if (in < 0) continue;
+          const double p = double(x[size_t(in + c)]) * dy[size_t(((b * s.ho + oh) * s.wo + ow) * s.co + m)];
+          sum += p, mag += std::abs(p);
+        }
+    if (!close_to_sum(df[size_t(at)], sum, mag, s.n * s.ho * s.wo)) return false;
+  }
+  return true;
+}
+
+std::shared_ptr<const Entry> make_entry(const Key& key) {
+  auto e = std::make_shared<Entry>();
+  try {
+    make_primitives(key, *e);
+  } catch (const dnnl::error&) {
+    count_primitive(false);
+    return e;  // no implementation for this shape
+  }
+  e->ok = key.pass == Pass::forward ? check_forward(key.s, key.in, *e) : check_filter_grad(key.s, key.in, *e);
+  count_primitive(!e->ok);
+  return e;
+}
+
+std::mutex cache_mutex;
+std::map<Key, std::shared_ptr<const Entry>> cache;  // guarded by cache_mutex
+
+std::shared_ptr<const Entry> lookup(Pass pass, dtype in, ConvShape s, int64_t images) {
+  s.n = images;
+  const Key key{pass, in, s};
+  std::lock_guard lock(cache_mutex);
+  auto it = cache.find(key);
+  if (it == cache.end()) it = cache.emplace(key, make_entry(key)).first;
+  return it->second;
+}
+
+// Images per chunk: about kRows output positions, so each primitive call has enough work
+// to amortise loading its filter. Fixed by the shapes alone.
+constexpr int64_t kRows = 2048;
+
+struct Chunks {
+  int64_t size, count, last;  // images per chunk, chunks, images in the last one
+  std::shared_ptr<const Entry> full, tail;
+  const Entry& at(int64_t t) const { return t == count - 1 ? *tail : *full; }
+};
+
+std::atomic<bool> enabled{true};
+
+std::optional<Chunks> chunks_for(Pass pass, dtype in, const ConvShape& s) {
+  if (s.n == 0 || !enabled.load(std::memory_order_relaxed)) return std::nullopt;
+  Chunks c;
+  c.size = std::clamp<int64_t>(kRows / std::max<int64_t>(s.ho * s.wo, 1), 1, s.n);
+  c.count = (s.n + c.size - 1) / c.size;
+  c.last = s.n - (c.count - 1) * c.size;
+  run_single_threaded();  // before a primitive is made: it keeps the thread count it sees
+  c.full = lookup(pass, in, s, c.size);
+  c.tail = c.last == c.size ? c.full : lookup(pass, in, s, c.last);
+  if (!c.full->ok || !c.tail->ok) return std::nullopt;
+  return c;
+}
+
+// The forward conv over chunks of the batch, for operands of type T (float or bf16 bits).
+template <class T>
+bool forward(dtype type, const ConvShape& s, const T* x, const T* f, float* y) {
+  const std::optional<Chunks> c = chunks_for(Pass::forward, type, s);
+  if (!c) return false;
+  const void* f_full = forward_filter(*c->full, f, 0);
+  const void* f_tail = c->tail == c->full ? f_full : forward_filter(*c->tail, f, 1);
+  const int64_t in = c->size * s.h * s.w * s.ci, out = c->size * s.ho * s.wo * s.co;
+  parallel_for(c->count, [&](int64_t t) {
+    run_single_threaded();
+    run(c->at(t).conv, {x + t * in, t == c->count - 1 ? f_tail : f_full, y + t * out});
+  });
+  return true;
+}
+
+// The filter gradient over chunks of the batch, for operands of type T (float or bf16 bits).
+template <class T>
+bool filter_grad(dtype type, const ConvShape& s, const T* x, const T* dy, float* df) {
+  const std::optional<Chunks> c = chunks_for(Pass::filter_grad, type, s);
+  if (!c) return false;
+  const int64_t size = s.kh * s.kw * s.ci * s.co, in = c->size * s.h * s.w * s.ci, out = c->size * s.ho * s.wo * s.co;
+  if (c->count == 1) return filter_grad_chunk(*c->full, x, dy, df), true;
+  float* partial = thread_buffer(0, size_t(c->count * size) * sizeof(float));
+  parallel_for(c->count, [&](int64_t t) {
+    run_single_threaded();
+    filter_grad_chunk(c->at(t), x + t * in, dy + t * out, partial + t * size);
+  });
+  // Summed in chunk order, in slices across the pool.
+  constexpr int64_t kSlice = 4096;
+  parallel_for((size + kSlice - 1) / kSlice, [&](int64_t slice) {
+    const int64_t e0 = slice * kSlice, e1 = std::min(size, e0 + kSlice);
+    std::copy(partial + e0, partial + e1, df + e0);
+    for (int64_t t = 1; t < c->count; ++t)
+      for (int64_t e = e0; e < e1; ++e) df[e] += partial[t * size + e];
+  });
+  return true;
+}
+
+}  // namespace
+
+void set_onednn_conv_enabled(bool on) { enabled = on; }
+
+bool onednn_conv(const ConvShape& s, const float* x, const float* f, float* y) {
+  return forward(dtype::f32, s, x, f, y);
+}
+
+bool onednn_conv_bf16(const ConvShape& s, const uint16_t* x, const uint16_t* f, float* y) {
+  return onednn_native_bf16() && forward(dtype::bf16, s, x, f, y);
+}
+
+bool onednn_conv_filter_grad(const ConvShape& s, const float* x, const float* dy, float* df) {
+  return filter_grad(dtype::f32, s, x, dy, df);
+}
+
+bool onednn_conv_filter_grad_bf16(const ConvShape& s, const uint16_t* x, const uint16_t* dy, float* df) {
+  return onednn_native_bf16() && filter_grad(dtype::bf16, s, x, dy, df);
+}
+
+}  // namespace tpu
+
+#else  // no oneDNN in this build
+
+namespace tpu {
+bool onednn_conv(const ConvShape&, const float*, const float*, float*) { return false; }
+bool onednn_conv_bf16(const ConvShape&, const uint16_t*, const uint16_t*, float*) { return false; }
+bool onednn_conv_filter_grad(const ConvShape&, const float*, const float*, float*) { return false; }
+bool onednn_conv_filter_grad_bf16(const ConvShape&, const uint16_t*, const uint16_t*, float*) { return false; }
+void set_onednn_conv_enabled(bool) {}
+}  // namespace tpu
+
+#endif

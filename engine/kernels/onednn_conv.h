@@ -1,0 +1,43 @@
+// oneDNN's convolution primitives for ops/conv.cpp: the forward conv and the filter gradient
+// of NHWC images with HWIO filters, f32 results of f32 or bf16 operands. The batch is cut into fixed chunks (by the shapes
+// alone), each run by one single-threaded primitive on one of the pool's threads, and the
+// chunks' filter-gradient partials are summed in chunk order: results do not depend on the
+// thread count. Primitives are made once per chunk shape and cached (thread-safe); each one
+// is checked on probe data against sums in double before it is used.
+//
+//   ConvShape s{.n = 128, .h = 14, .w = 14, .ci = 32, .kh = 3, .kw = 3, .co = 64, .ho = 14, .wo = 14,
+//               .stride = {1, 1}, .pad_lo = {1, 1}, .pad_hi = {1, 1}, .dilation = {1, 1}};
+//   if (!onednn_conv(s, x, f, y)) ...  // no oneDNN, or no checked primitive: use another kernel
+#pragma once
+#include <array>
+#include <cstdint>
+
+#include "kernels/onednn.h"
+
+namespace tpu {
+
+// Output position o along spatial dim d reads input o * stride[d] - pad_lo[d] + k * dilation[d]
+// for filter tap k (dilation 1: a dense filter); the padding is never negative.
+struct ConvShape {
+  int64_t n = 0, h = 0, w = 0, ci = 0, kh = 0, kw = 0, co = 0, ho = 0, wo = 0;
+  std::array<int64_t, 2> stride{1, 1}, pad_lo{0, 0}, pad_hi{0, 0}, dilation{1, 1};
+  auto operator<=>(const ConvShape&) const = default;
+};
+
+// y[N,Ho,Wo,Co] = x[N,H,W,Ci] convolved with f[Kh,Kw,Ci,Co]. False, with nothing written,
+// when oneDNN is not in the build or has no checked primitive for the shape.
+bool onednn_conv(const ConvShape& s, const float* x, const float* f, float* y);
+// The same conv of bf16 operands (f32 result) with the CPU's bf16 dot-product instructions:
+// the products are exact in f32 and summed in f32. False also without such instructions.
+bool onednn_conv_bf16(const ConvShape& s, const uint16_t* x, const uint16_t* f, float* y);
+// df[Kh,Kw,Ci,Co] = the sum over the batch of each tap's input times the output gradient
+// dy[N,Ho,Wo,Co]. False as above.
+bool onednn_conv_filter_grad(const ConvShape& s, const float* x, const float* dy, float* df);
+// The same for bf16 operands, as onednn_conv_bf16.
+bool onednn_conv_filter_grad_bf16(const ConvShape& s, const uint16_t* x, const uint16_t* dy, float* df);
+
+// Off: both return false, so the conv rows use their other kernels (tests and benchmarks of
+// those). On by default.
+void set_onednn_conv_enabled(bool on);
+
+}  // namespace tpu

@@ -1,0 +1,47 @@
+// Shared by the oneDNN kernels (kernels/onednn_matmul.cpp, kernels/onednn_conv.cpp): one CPU
+// engine, primitives that run single-threaded on the caller's threads with that thread's own
+// scratchpad and memory objects, probe data for the self-check of each new primitive.
+#pragma once
+#ifdef TPU_HAVE_ONEDNN
+#include <oneapi/dnnl/dnnl.hpp>
+
+#include <cstdint>
+#include <initializer_list>
+#include <utility>
+#include <vector>
+
+namespace tpu::onednn {
+
+using dnnl::memory;
+
+// Never destroyed: cached primitives and the threads' streams refer to it until the very end.
+dnnl::engine& cpu_engine();
+// oneDNN's own threads would come on top of ours: every thread that makes or runs a primitive
+// calls this first (primitives keep the thread count they see when made).
+void run_single_threaded();
+// Attributes of every primitive: the scratchpad is passed in (the running thread's own), so no
+// two threads ever share one whatever the library's build options.
+dnnl::primitive_attr user_scratchpad();
+
+// A primitive and the descriptors of its arguments.
+struct Call {
+  dnnl::primitive prim;
+  std::vector<std::pair<int, memory::desc>> args;  // in the order run() takes their data
+  memory::desc scratch;
+};
+// Runs c on this thread over `data` (one pointer per argument) and waits for it. The thread's
+// memory objects for c are made once and re-pointed: a steady-state step allocates nothing.
+void run(const Call& c, std::initializer_list<const void*> data);
+
+// Deterministic probe values in [-1, 1), exact in bf16.
+float probe_value(uint32_t i);
+// f32 sums of k exact products are off by at most about k * 2^-24 of their magnitudes; a wrong
+// layout is off by the size of the values themselves.
+bool close_to_sum(double got, double sum, double magnitude, int64_t k);
+
+// For onednn_primitives_created / onednn_primitives_rejected (kernels/onednn.h).
+void count_primitive(bool rejected);
+
+}  // namespace tpu::onednn
+
+#endif
