@@ -42,8 +42,8 @@ std::string_view reduce_name(ReduceKind k);
 
 // Attributes, interpreted per op (documented on each op's builder in ir/graph.h).
 struct Attrs {
-  std::vector<int64_t> dims;   // axes / permutation / broadcast dims / slice start / pad low
-  std::vector<int64_t> dims2;  // slice limit / pad high
+  Dims dims;   // axes / permutation / broadcast dims / slice start / pad low
+  Dims dims2;  // slice limit / pad high
   int64_t axis = 0;            // concat, gather, argmax, iota axis; compare dir; reduce kind
   bool flag_a = false;         // dot: transpose lhs
   bool flag_b = false;         // dot: transpose rhs

@@ -12,8 +12,8 @@ Rewriter::Rewriter(const Graph& src) : src_(src), map_(src.nodes.size(), -1) {
 
 Rewriter::Rewriter(Graph& src) : Rewriter(static_cast<const Graph&>(src)) { movable_ = &src; }
 
-std::vector<NodeId> Rewriter::mapped_inputs(NodeId old) const {
-  std::vector<NodeId> in;
+Operands Rewriter::mapped_inputs(NodeId old) const {
+  Operands in;
   in.reserve(src_.at(old).in.size());
   for (NodeId i : src_.at(old).in) {
     if (map_[size_t(i)] < 0) throw Error("rewriter: %" + std::to_string(i) + " used before it was emitted");

@@ -22,7 +22,7 @@ class Rewriter {
   const Graph& src() const { return src_; }
   NodeId map(NodeId old) const { return map_[size_t(old)]; }
   bool mapped(NodeId old) const { return map_[size_t(old)] >= 0; }
-  std::vector<NodeId> mapped_inputs(NodeId old) const;
+  Operands mapped_inputs(NodeId old) const;
   // `old` with its operands mapped, in a scratch node reused from call to call (no allocation
   // once warm); valid until the next call.
   const Node& mapped_node(NodeId old);
