@@ -49,21 +49,24 @@ class Seen {
   // The node of `out` equal to `probe` (whose hash is h), or -1.
   NodeId find(const Graph& out, const Node& probe, size_t h) const {
     for (size_t i = start(h); slots_[i].id >= 0; i = (i + 1) & mask())
-      if (slots_[i].hash == h && same_node(out.at(slots_[i].id), probe)) return slots_[i].id;
+      if (slots_[i].tag == tag_of(h) && same_node(out.at(slots_[i].id), probe)) return slots_[i].id;
     return -1;
   }
 
   void add(size_t h, NodeId id) {
     size_t i = start(h);
     while (slots_[i].id >= 0) i = (i + 1) & mask();
-    slots_[i] = {h, id};
+    slots_[i] = {tag_of(h), id};
   }
 
  private:
+  // Half a hash per slot: 8-byte slots keep the table of a deep graph half as large, and the
+  // full comparison decides anyway.
   struct Slot {
-    size_t hash = 0;
+    uint32_t tag = 0;
     NodeId id = -1;
   };
+  static uint32_t tag_of(size_t h) { return uint32_t(h >> 32) ^ uint32_t(h); }
   size_t mask() const { return slots_.size() - 1; }
   size_t start(size_t h) const { return ((h ^ (h >> 29)) * 0xbf58476d1ce4e5b9ull >> 20) & mask(); }
 
