@@ -3,6 +3,7 @@
 // a little bit arithmetic, and a graph of n nodes takes about log2(n) allocations (a deque of
 // graph nodes took one for every two).
 #pragma once
+#include <algorithm>
 #include <bit>
 #include <cstddef>
 #include <iterator>
@@ -63,9 +64,13 @@ class StableVector {
     while (size_ > count) pop_back();
   }
   void clear() {
-    truncate(0);
-    for (size_t c = 0; c < chunks_.size(); ++c) Allocator().deallocate(chunks_[c], chunk_capacity(c));
+    for (size_t c = 0; c < chunks_.size(); ++c) {
+      const size_t first = chunk_capacity(c) - chunk_capacity(0);  // index of the chunk's first element
+      if (first < size_) std::destroy_n(chunks_[c], std::min(chunk_capacity(c), size_ - first));
+      Allocator().deallocate(chunks_[c], chunk_capacity(c));
+    }
     chunks_.clear();
+    size_ = 0;
   }
   void swap(StableVector& o) noexcept {
     chunks_.swap(o.chunks_);
