@@ -40,11 +40,13 @@ bool same_node(const Node& a, const Node& b) {
          x.flag_b == y.flag_b && x.value == y.value && x.to == y.to && x.body == y.body && same_literal(x, y);
 }
 
-// Nodes of the output graph by hash, in one flat table with linear probing (at most half
+// Nodes of the output graph by hash, in one flat table with linear probing (at most 3/4
 // full): a deep graph's lookups touch a few adjacent slots instead of a heap node per entry.
+// Each lookup's first probe is a cache miss once the table outgrows the cache, so it is kept
+// small: 8-byte slots, fuller rather than sparser.
 class Seen {
  public:
-  explicit Seen(size_t capacity) : slots_(std::bit_ceil(2 * capacity + 2)) {}
+  explicit Seen(size_t capacity) : slots_(std::bit_ceil(capacity + capacity / 3 + 2)) {}
 
   // The node of `out` equal to `probe` (whose hash is h), or -1.
   NodeId find(const Graph& out, const Node& probe, size_t h) const {
@@ -60,8 +62,7 @@ class Seen {
   }
 
  private:
-  // Half a hash per slot: 8-byte slots keep the table of a deep graph half as large, and the
-  // full comparison decides anyway.
+  // Half a hash per slot (the full comparison decides anyway).
   struct Slot {
     uint32_t tag = 0;
     NodeId id = -1;
