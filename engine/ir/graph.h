@@ -34,7 +34,8 @@ struct Node {
   DType dtype = DType::f32;
   Shape shape;
   Operands in;
-  Attrs attrs;
+  // loc may live in the tail padding of attrs: a smaller node for the same fields.
+  [[no_unique_address]] Attrs attrs;
   int32_t loc = -1;  // index into Graph::locations ("script.lua:12"), -1 = none
 };
 
