@@ -72,6 +72,7 @@ class SmallVec {
   size_t size() const { return size_; }
   bool empty() const { return size_ == 0; }
   size_t capacity() const { return capacity_; }
+  bool is_inline() const { return !on_heap(); }  // owns no heap memory
 
   iterator begin() { return data(); }
   iterator end() { return data() + size_; }

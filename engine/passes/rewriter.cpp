@@ -4,6 +4,20 @@
 
 namespace tpu {
 
+namespace {
+
+// A node that owns no heap memory (short lists inline, no literal or body) is copied out of the
+// source rather than moved: a move writes to the source node too, and on a deep graph all
+// those dirtied lines go back to memory before the source is freed.
+Node take_from(Node& n) {
+  const bool owns_heap = n.attrs.literal || n.attrs.body || !n.shape.is_inline() || !n.in.is_inline() ||
+                         !n.attrs.dims.is_inline() || !n.attrs.dims2.is_inline();
+  if (owns_heap) return std::move(n);
+  return n;
+}
+
+}  // namespace
+
 Rewriter::Rewriter(const Graph& src) : src_(src), map_(src.nodes.size(), -1) {
   out_.name = src.name;
   out_.locations = src.locations;
@@ -58,7 +72,7 @@ NodeId Rewriter::copy(NodeId old) {
 
 NodeId Rewriter::take(NodeId old) {
   if (!movable_) return copy(old);
-  Node n = std::move(movable_->nodes[size_t(old)]);
+  Node n = take_from(movable_->nodes[size_t(old)]);
   for (NodeId& i : n.in) {
     if (map_[size_t(i)] < 0) throw Error("rewriter: %" + std::to_string(i) + " used before it was emitted");
     i = map_[size_t(i)];
@@ -70,7 +84,7 @@ NodeId Rewriter::take(NodeId old) {
 void Rewriter::keep_prefix(NodeId end) {
   if (!out_.nodes.empty()) throw Error("rewriter: keep_prefix after other nodes");
   for (NodeId n = 0; n < end; ++n) {
-    if (movable_) emit(std::move(movable_->nodes[size_t(n)]));
+    if (movable_) emit(take_from(movable_->nodes[size_t(n)]));
     else emit(src_.at(n));
     map_[size_t(n)] = n;
   }
