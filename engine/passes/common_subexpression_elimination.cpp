@@ -88,7 +88,7 @@ PassResult common_subexpression_elimination(Graph g) {
     seen.add(h, first);
   }
   if (first == NodeId(g.nodes.size())) return {std::move(g), false};
-  Rewriter rw(g);
+  Rewriter rw(g, Rewriter::in_place);  // nodes only drop out or map to earlier ones
   rw.keep_prefix(first);
   bool changed = false;
   for (NodeId n = first; n < NodeId(g.nodes.size()); ++n) {
