@@ -285,7 +285,7 @@ int l_slice(lua_State* L) {
   LuaTensor* t = check_tensor(L, 1);
   luaL_checktype(L, 2, LUA_TTABLE);
   const Shape shape = t->shape();
-  std::vector<int64_t> lo(shape.size(), 0), hi = shape;
+  Dims lo(shape.size(), 0), hi = shape;
   lua_Integer n = luaL_len(L, 2);
   if (n > lua_Integer(shape.size())) raise_user_error(L, "slice: " + std::to_string(n) + " ranges for a tensor of rank " + std::to_string(shape.size()));
   for (lua_Integer i = 1; i <= n; ++i) {

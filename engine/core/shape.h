@@ -4,9 +4,13 @@
 #include <string>
 #include <vector>
 
+#include "core/small_vec.h"
+
 namespace tpu {
 
-using Shape = std::vector<int64_t>;
+// Dimension lists (shapes, axes, permutations) are short: up to four are kept inline.
+using Dims = SmallVec<int64_t, 4>;
+using Shape = Dims;
 
 inline int64_t num_elements(const Shape& s) {
   int64_t n = 1;

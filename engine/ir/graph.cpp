@@ -27,7 +27,7 @@ std::string Graph::location_of(NodeId id) const {
   return loc >= 0 ? locations[size_t(loc)] : std::string();
 }
 
-NodeId Graph::add(Op op, std::vector<NodeId> in, Attrs attrs) {
+NodeId Graph::add(Op op, Operands in, Attrs attrs) {
   Node n{op, DType::f32, {}, std::move(in), std::move(attrs), current_loc};
   // Shape rules read their operands by position: the count comes first.
   if (std::string e = operand_count_problem(op, n.in.size()); !e.empty()) throw Error(e);
@@ -93,7 +93,7 @@ NodeId Graph::convert(NodeId x, DType to) {
   return add(Op::convert, {x}, std::move(a));
 }
 
-NodeId Graph::broadcast(NodeId x, Shape s, std::vector<int64_t> dims) {
+NodeId Graph::broadcast(NodeId x, Shape s, Dims dims) {
   if (at(x).shape == s) return x;
   Attrs a;
   a.dims = std::move(dims);
@@ -108,7 +108,7 @@ NodeId Graph::reshape(NodeId x, Shape s) {
   return add(Op::reshape, {x}, std::move(a));
 }
 
-NodeId Graph::transpose(NodeId x, std::vector<int64_t> perm) {
+NodeId Graph::transpose(NodeId x, Dims perm) {
   bool identity = true;
   for (size_t i = 0; i < perm.size(); ++i) identity &= perm[i] == int64_t(i);
   if (identity && perm.size() == at(x).shape.size()) return x;
@@ -117,14 +117,14 @@ NodeId Graph::transpose(NodeId x, std::vector<int64_t> perm) {
   return add(Op::transpose, {x}, std::move(a));
 }
 
-NodeId Graph::slice(NodeId x, std::vector<int64_t> start, std::vector<int64_t> limit) {
+NodeId Graph::slice(NodeId x, Dims start, Dims limit) {
   Attrs a;
   a.dims = std::move(start);
   a.dims2 = std::move(limit);
   return add(Op::slice, {x}, std::move(a));
 }
 
-NodeId Graph::pad(NodeId x, std::vector<int64_t> lo, std::vector<int64_t> hi, double value) {
+NodeId Graph::pad(NodeId x, Dims lo, Dims hi, double value) {
   Attrs a;
   a.dims = std::move(lo);
   a.dims2 = std::move(hi);
@@ -153,7 +153,7 @@ NodeId Graph::dot(NodeId a, NodeId b, bool ta, bool tb, std::optional<DType> to)
   return add(Op::dot, {a, b}, std::move(attrs));
 }
 
-NodeId Graph::reduce(NodeId x, std::vector<int64_t> axes, ReduceKind k) {
+NodeId Graph::reduce(NodeId x, Dims axes, ReduceKind k) {
   if (axes.empty()) return x;
   Attrs a;
   a.dims = std::move(axes);
@@ -214,7 +214,7 @@ NodeId Graph::broadcast_to(NodeId x, const Shape& s) {
   // Drop size-1 dims that must stretch, then broadcast the rest into the trailing positions.
   size_t offset = s.size() - xs.size();
   Shape kept;
-  std::vector<int64_t> dims;
+  Dims dims;
   for (size_t i = 0; i < xs.size(); ++i) {
     if (xs[i] == s[offset + i]) {
       kept.push_back(xs[i]);
@@ -230,7 +230,7 @@ NodeId Graph::sum_to(NodeId x, const Shape& s) {
   const Shape& xs = at(x).shape;
   if (xs == s) return x;
   size_t offset = xs.size() - s.size();
-  std::vector<int64_t> axes;
+  Dims axes;
   for (size_t i = 0; i < xs.size(); ++i)
     if (i < offset || s[i - offset] != xs[i]) axes.push_back(int64_t(i));
   return reshape(reduce(x, axes, ReduceKind::sum), s);

@@ -8,18 +8,20 @@
 //   NodeId y = g.dot(x, w);                       // f32[8,10]
 //   g.outputs = {g.reduce(y, {0, 1}, ReduceKind::sum)};
 #pragma once
-#include <deque>
 #include <optional>
 #include <string>
 #include <unordered_map>
 #include <vector>
 
+#include "core/stable_vector.h"
 #include "ir/op.h"
 #include "ir/window.h"
 
 namespace tpu {
 
 using NodeId = int32_t;
+// A node's operands: most ops take one to three, kept inside the node.
+using Operands = SmallVec<NodeId, 4>;
 
 // The largest dim and element count of any value in a graph, far beyond any device's memory:
 // it keeps every size computation on shapes (products, sums of pads) clear of int64 overflow.
@@ -31,15 +33,16 @@ struct Node {
   Op op;
   DType dtype = DType::f32;
   Shape shape;
-  std::vector<NodeId> in;
-  Attrs attrs;
+  Operands in;
+  // loc may live in the tail padding of attrs: a smaller node for the same fields.
+  [[no_unique_address]] Attrs attrs;
   int32_t loc = -1;  // index into Graph::locations ("script.lua:12"), -1 = none
 };
 
 class Graph {
  public:
-  // A deque, so references to nodes stay valid while builders append (rules hold them).
-  std::deque<Node> nodes;
+  // Stable, so references to nodes stay valid while builders append (rules hold them).
+  StableVector<Node> nodes;
   std::vector<NodeId> params;   // parameter nodes in argument order
   std::vector<NodeId> outputs;  // results in order
   std::vector<std::string> locations;
@@ -52,7 +55,7 @@ class Graph {
   std::string location_of(NodeId id) const;
 
   // Generic append: runs the shape rule, throws tpu::Error on mismatch.
-  NodeId add(Op op, std::vector<NodeId> in, Attrs attrs = {});
+  NodeId add(Op op, Operands in, Attrs attrs = {});
 
   // Builders (thin wrappers over add).
   NodeId parameter(DType t, Shape s);
@@ -65,18 +68,18 @@ class Graph {
   NodeId compare(Cmp c, NodeId a, NodeId b);                  // -> bool
   NodeId select(NodeId pred, NodeId a, NodeId b);
   NodeId convert(NodeId x, DType to);
-  NodeId broadcast(NodeId x, Shape s, std::vector<int64_t> dims);  // x dim i -> out dim dims[i]
+  NodeId broadcast(NodeId x, Shape s, Dims dims);  // x dim i -> out dim dims[i]
   NodeId reshape(NodeId x, Shape s);
-  NodeId transpose(NodeId x, std::vector<int64_t> perm);     // out dim i = in dim perm[i]
-  NodeId slice(NodeId x, std::vector<int64_t> start, std::vector<int64_t> limit);
-  NodeId pad(NodeId x, std::vector<int64_t> lo, std::vector<int64_t> hi, double value);
+  NodeId transpose(NodeId x, Dims perm);     // out dim i = in dim perm[i]
+  NodeId slice(NodeId x, Dims start, Dims limit);
+  NodeId pad(NodeId x, Dims lo, Dims hi, double value);
   NodeId concat(std::vector<NodeId> xs, int64_t axis);
   NodeId gather(NodeId x, NodeId idx);                        // x[idx] along axis 0
   NodeId scatter_add(NodeId base, NodeId idx, NodeId upd);    // base with upd added at rows idx
   // [..., M, K] x [..., K, N] -> [..., M, N]; ta/tb transpose the last two dims of a/b.
   // The result has the operands' type unless `to` says f32 for bf16 operands (attrs.to).
   NodeId dot(NodeId a, NodeId b, bool ta = false, bool tb = false, std::optional<DType> to = std::nullopt);
-  NodeId reduce(NodeId x, std::vector<int64_t> axes, ReduceKind k);
+  NodeId reduce(NodeId x, Dims axes, ReduceKind k);
   NodeId argmax(NodeId x, int64_t axis);                      // -> i32, axis removed
   // 2-D convolution of x[N,H,W,Ci] (NHWC) with w[Kh,Kw,Ci,Co] (HWIO) -> [N,Ho,Wo,Co];
   // win.size is taken from w.

@@ -42,15 +42,16 @@ std::string_view reduce_name(ReduceKind k);
 
 // Attributes, interpreted per op (documented on each op's builder in ir/graph.h).
 struct Attrs {
-  std::vector<int64_t> dims;   // axes / permutation / broadcast dims / slice start / pad low
-  std::vector<int64_t> dims2;  // slice limit / pad high
+  Dims dims;   // axes / permutation / broadcast dims / slice start / pad low
+  Dims dims2;  // slice limit / pad high
   int64_t axis = 0;            // concat, gather, argmax, iota axis; compare dir; reduce kind
-  bool flag_a = false;         // dot: transpose lhs
-  bool flag_b = false;         // dot: transpose rhs
   double value = 0;            // pad value
-  DType to = DType::f32;       // convert target
   std::shared_ptr<const Tensor> literal;  // constant payload
   std::shared_ptr<const Graph> body;      // fusion: the fused elementwise computation
+  // The one-byte fields last, packed together (graph nodes are many: padding adds up).
+  bool flag_a = false;         // dot: transpose lhs
+  bool flag_b = false;         // dot: transpose rhs
+  DType to = DType::f32;       // convert target
   bool operator==(const Attrs& o) const;
 };
 

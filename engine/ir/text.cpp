@@ -24,7 +24,7 @@ std::string number(double v, int digits) {
   return buf;
 }
 
-std::string list(const std::vector<int64_t>& v) {
+std::string list(std::span<const int64_t> v) {
   std::string s = "[";
   for (size_t i = 0; i < v.size(); ++i) s += (i ? "," : "") + std::to_string(v[i]);
   return s + "]";
@@ -137,8 +137,8 @@ class LineParser {
     while (eat(","));
     expect("]");
   }
-  std::vector<int64_t> int_list() {
-    std::vector<int64_t> v;
+  Dims int_list() {
+    Dims v;
     bracketed([&] { v.push_back(integer()); });
     return v;
   }

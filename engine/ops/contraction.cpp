@@ -133,7 +133,7 @@ std::string shape_reduce(const Graph& g, Node& n) {
 
 // Maps each operand element to its output element: strides of the output placed on the
 // kept dims, zero on the reduced ones.
-std::vector<int64_t> reduce_strides(const Shape& in, const std::vector<int64_t>& axes) {
+std::vector<int64_t> reduce_strides(const Shape& in, std::span<const int64_t> axes) {
   Shape kept;
   for (size_t i = 0; i < in.size(); ++i)
     if (std::find(axes.begin(), axes.end(), int64_t(i)) == axes.end()) kept.push_back(in[i]);
@@ -145,7 +145,7 @@ std::vector<int64_t> reduce_strides(const Shape& in, const std::vector<int64_t>&
 }
 
 template <class F>
-void for_each_mapped(const Shape& shape, const std::vector<int64_t>& out_strides, F f) {
+void for_each_mapped(const Shape& shape, std::span<const int64_t> out_strides, F f) {
   const int64_t total = num_elements(shape);
   std::vector<int64_t> idx(shape.size(), 0);
   int64_t o = 0;
@@ -188,7 +188,7 @@ struct Runs {
   int64_t outer = 1, len = 1, inner = 1;
 };
 
-bool consecutive_runs(const Shape& shape, const std::vector<int64_t>& dims, Runs& r) {
+bool consecutive_runs(const Shape& shape, std::span<const int64_t> dims, Runs& r) {
   if (dims.empty()) return false;
   for (size_t i = 1; i < dims.size(); ++i)
     if (dims[i] != dims[i - 1] + 1) return false;

@@ -76,7 +76,7 @@ inline std::string operands_str(const Graph& g, const Node& n) {
 }
 
 // Normalises an axis list against a rank: every axis in [0, rank), strictly increasing.
-inline bool valid_axes(const std::vector<int64_t>& axes, size_t rank) {
+inline bool valid_axes(std::span<const int64_t> axes, size_t rank) {
   for (size_t i = 0; i < axes.size(); ++i)
     if (axes[i] < 0 || axes[i] >= int64_t(rank) || (i && axes[i] <= axes[i - 1])) return false;
   return true;

@@ -9,7 +9,7 @@ namespace tpu {
 
 namespace {
 
-std::string dims_str(const std::vector<int64_t>& d) { return shape_str(d); }
+std::string dims_str(std::span<const int64_t> d) { return shape_str(d); }
 
 // ---- leaves ----
 std::string shape_parameter(const Graph&, Node& n) {
@@ -137,7 +137,7 @@ void ref_slice(const Node& n, std::span<const Tensor* const> in, Tensor& out) {
 void grad_slice(GradContext& c) {
   const Node& n = c.n();
   const Shape& xs = c.g.at(c.in(0)).shape;
-  std::vector<int64_t> hi;
+  Dims hi;
   for (size_t i = 0; i < xs.size(); ++i) hi.push_back(xs[i] - n.attrs.dims2[i]);
   c.give(0, c.g.pad(c.out_grad, n.attrs.dims, hi, 0));
 }
@@ -168,7 +168,7 @@ void ref_pad(const Node& n, std::span<const Tensor* const> in, Tensor& out) {
 void grad_pad(GradContext& c) {
   const Node& n = c.n();
   const Shape& xs = c.g.at(c.in(0)).shape;
-  std::vector<int64_t> hi;
+  Dims hi;
   for (size_t i = 0; i < xs.size(); ++i) hi.push_back(n.attrs.dims[i] + xs[i]);
   c.give(0, c.g.slice(c.out_grad, n.attrs.dims, hi));
 }
@@ -209,7 +209,7 @@ void grad_concat(GradContext& c) {
   const size_t axis = size_t(n.attrs.axis);
   for (size_t i = 0; i < n.in.size(); ++i) {
     Shape xs = c.g.at(n.in[i]).shape;
-    std::vector<int64_t> lo(xs.size(), 0), hi = n.shape;
+    Dims lo(xs.size(), 0), hi = n.shape;
     lo[axis] = offset;
     hi[axis] = offset + xs[axis];
     offset = hi[axis];

@@ -89,7 +89,7 @@ NodeId first_simplifiable(Graph& g) {
   NodeId n = 0;
   for (; n < NodeId(size); ++n)
     if (g.at(n).op != Op::parameter && simplify(g, g.at(n)) >= 0) break;
-  g.nodes.resize(size);
+  g.nodes.truncate(size);
   g.current_loc = loc;
   return n;
 }

@@ -15,11 +15,15 @@ constexpr int64_t kFoldUpTo = 4096;  // elements
 
 // A constant whose elements are all equal stays a broadcast scalar: small graphs, and the
 // fusion pass can absorb it.
-NodeId emit_constant(Graph& g, Tensor value) {
+bool is_splat(const Tensor& value) {
   bool splat = value.rank() > 0;
   for (int64_t i = 1; splat && i < value.size(); ++i)
     splat = std::memcmp(value.raw() + i * int64_t(size_of(value.dtype())), value.raw(), size_of(value.dtype())) == 0;
-  if (!splat) return g.constant(std::move(value));
+  return splat;
+}
+
+NodeId emit_constant(Graph& g, Tensor value) {
+  if (!is_splat(value)) return g.constant(std::move(value));
   Tensor one(value.dtype(), {});
   std::memcpy(one.raw(), value.raw(), size_of(value.dtype()));
   return g.broadcast(g.constant(std::move(one)), value.shape(), {});
@@ -36,28 +40,51 @@ bool foldable(const Node& node, const Graph& out, Map map) {
   return ok;
 }
 
+// The value of foldable `node`, computed by its kernel from its operands' literals in `out`.
+template <class Map>
+Tensor fold(const Node& node, const Graph& out, Map map) {
+  std::vector<const Tensor*> inputs;
+  for (NodeId i : node.in) inputs.push_back(out.at(map(i)).attrs.literal.get());
+  Tensor value(node.dtype, node.shape);
+  kernel_for(node.op)(node, inputs, value);
+  return value;
+}
+
+// Folds in place, node by node, while each result is one constant node (what emit_constant
+// makes of a value that is no splat): node ids do not move, so nothing is copied. Returns the
+// first node that would fold into two (a broadcast scalar), or the end.
+NodeId fold_in_place(Graph& g, NodeId n, bool& changed) {
+  auto same = [](NodeId i) { return i; };
+  for (; n < NodeId(g.nodes.size()); ++n) {
+    Node& node = g.nodes[size_t(n)];
+    if (!foldable(node, g, same)) continue;
+    Tensor value = fold(node, g, same);
+    if (is_splat(value)) return n;
+    Attrs a;
+    a.literal = std::make_shared<const Tensor>(std::move(value));
+    node = Node{Op::constant, node.dtype, node.shape, {}, std::move(a), node.loc};
+    changed = true;
+  }
+  return n;
+}
+
 }  // namespace
 
 PassResult constant_folding(Graph g) {
-  // Up to the first foldable node the output would be the input: find it without copying.
-  auto same = [](NodeId i) { return i; };
-  NodeId first = 0;
-  while (first < NodeId(g.nodes.size()) && !foldable(g.at(first), g, same)) ++first;
-  if (first == NodeId(g.nodes.size())) return {std::move(g), false};
+  bool changed = false;
+  const NodeId first = fold_in_place(g, 0, changed);
+  if (first == NodeId(g.nodes.size())) return {std::move(g), changed};
+  // From here a fold may add a node: rewrite into a new graph.
   Rewriter rw(g);
   rw.keep_prefix(first);
   auto mapped = [&](NodeId i) { return rw.map(i); };
-  bool changed = false;
   for (NodeId n = first; n < NodeId(g.nodes.size()); ++n) {
     const Node& node = g.at(n);
     if (!foldable(node, rw.out(), mapped)) {
       rw.take(n);
       continue;
     }
-    std::vector<const Tensor*> inputs;
-    for (NodeId i : rw.mapped_inputs(n)) inputs.push_back(rw.out().at(i).attrs.literal.get());
-    Tensor value(node.dtype, node.shape);
-    kernel_for(node.op)(node, inputs, value);
+    Tensor value = fold(node, rw.out(), mapped);
     rw.at_location_of(n);
     rw.set(n, emit_constant(rw.out(), std::move(value)));
     changed = true;

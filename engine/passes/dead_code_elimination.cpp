@@ -14,7 +14,7 @@ PassResult dead_code_elimination(Graph g) {
     if (live[n])
       for (NodeId i : g.nodes[n].in) live[size_t(i)] = true;
   if (std::find(live.begin(), live.end(), false) == live.end()) return {std::move(g), false};
-  Rewriter rw(g);
+  Rewriter rw(g, Rewriter::in_place);  // nodes only drop out
   bool changed = false;
   for (NodeId n = 0; n < NodeId(g.nodes.size()); ++n) {
     if (live[size_t(n)]) rw.take(n);

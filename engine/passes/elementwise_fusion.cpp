@@ -4,7 +4,7 @@
 // its shape; broadcasts and scalar constants are cloned into each group that reads them, and
 // so is a cheap op that reads one tensor and feeds several groups (a bias add read by the
 // activation and by its gradient): recomputing it costs less than writing and reading it.
-#include <unordered_map>
+#include <span>
 
 #include "passes/pass.h"
 #include "passes/rewriter.h"
@@ -99,23 +99,43 @@ Groups form_groups(const Graph& g) {
   return gr;
 }
 
+// The members of each group in id order, in one flat array (a vector per group cost an
+// allocation per group on deep graphs).
+struct Members {
+  std::vector<int32_t> start;  // members of group k: ids[start[k] .. start[k + 1])
+  std::vector<NodeId> ids;
+  std::span<const NodeId> of(int32_t k) const {
+    return {ids.data() + start[size_t(k)], ids.data() + start[size_t(k) + 1]};
+  }
+};
+
+Members members_of(const Graph& g, const Groups& gr) {
+  Members m{std::vector<int32_t>(gr.root.size() + 1, 0), {}};
+  for (NodeId n = 0; n < NodeId(g.nodes.size()); ++n)
+    if (gr.of[size_t(n)] >= 0) ++m.start[size_t(gr.of[size_t(n)]) + 1];
+  for (size_t k = 1; k < m.start.size(); ++k) m.start[k] += m.start[k - 1];
+  m.ids.resize(size_t(m.start.back()));
+  std::vector<int32_t> fill(m.start.begin(), m.start.end() - 1);
+  for (NodeId n = 0; n < NodeId(g.nodes.size()); ++n)
+    if (gr.of[size_t(n)] >= 0) m.ids[size_t(fill[size_t(gr.of[size_t(n)])]++)] = n;
+  return m;
+}
+
 // Builds the body of group `id` and emits the fusion node in place of its root.
 class Outliner {
  public:
-  Outliner(const Graph& g, const Groups& gr, Rewriter& rw) : g_(g), gr_(gr), rw_(rw) {}
+  Outliner(const Graph& g, const Groups& gr, Rewriter& rw)
+      : g_(g), gr_(gr), rw_(rw), local_(g.nodes.size(), -1) {}
 
-  void emit(int32_t group, const std::vector<NodeId>& members) {
+  void emit(int32_t group, std::span<const NodeId> members) {
     body_ = std::make_shared<Graph>();
     body_->name = "fused";
-    local_.clear();
+    for (NodeId id : touched_) local_[size_t(id)] = -1;
+    touched_.clear();
     inputs_.clear();
-    for (NodeId m : members) {
-      std::vector<NodeId> in;
-      for (NodeId i : g_.at(m).in) in.push_back(local(i, group));
-      local_[m] = body_->add(g_.at(m).op, in, g_.at(m).attrs);
-    }
+    for (NodeId m : members) remember(m, body_->add(g_.at(m).op, local_inputs(m, group), g_.at(m).attrs));
     NodeId root = gr_.root[size_t(group)];
-    body_->outputs = {local_[root]};
+    body_->outputs = {local_[size_t(root)]};
     Attrs a;
     a.body = body_;
     rw_.at_location_of(root);
@@ -123,21 +143,29 @@ class Outliner {
   }
 
  private:
+  Operands local_inputs(NodeId id, int32_t group) {
+    Operands in;
+    for (NodeId i : g_.at(id).in) in.push_back(local(i, group));
+    return in;
+  }
+
+  void remember(NodeId id, NodeId made) {
+    local_[size_t(id)] = made;
+    touched_.push_back(id);
+  }
+
   // The body node for `id`: a member, a clone of a broadcast/scalar, or a new parameter.
   NodeId local(NodeId id, int32_t group) {
-    if (auto it = local_.find(id); it != local_.end()) return it->second;
+    if (NodeId known = local_[size_t(id)]; known >= 0) return known;
     NodeId made;
+    const Node& n = g_.at(id);
     if (gr_.of[size_t(id)] == kRecomputed || (gr_.of[size_t(id)] != group && clonable(g_, id))) {
-      const Node& n = g_.at(id);
-      std::vector<NodeId> in;
-      for (NodeId i : n.in) in.push_back(local(i, group));
-      made = body_->add(n.op, in, n.attrs);
+      made = body_->add(n.op, local_inputs(id, group), n.attrs);
     } else {
-      const Node& n = g_.at(id);
       made = body_->parameter(n.dtype, n.shape);
       inputs_.push_back(rw_.map(id));
     }
-    local_[id] = made;
+    remember(id, made);
     return made;
   }
 
@@ -145,17 +173,18 @@ class Outliner {
   const Groups& gr_;
   Rewriter& rw_;
   std::shared_ptr<Graph> body_;
-  std::unordered_map<NodeId, NodeId> local_;
-  std::vector<NodeId> inputs_;
+  // Body node of each node of g in the group being built (-1: none yet); reset through
+  // touched_, so building a group costs its own size, not the graph's.
+  std::vector<NodeId> local_;
+  std::vector<NodeId> touched_;
+  Operands inputs_;
 };
 
 }  // namespace
 
 PassResult elementwise_fusion(Graph g) {
   Groups gr = form_groups(g);
-  std::vector<std::vector<NodeId>> members(gr.root.size());
-  for (NodeId n = 0; n < NodeId(g.nodes.size()); ++n)
-    if (gr.of[size_t(n)] >= 0) members[size_t(gr.of[size_t(n)])].push_back(n);
+  const Members members = members_of(g, gr);
   // A lone op is fused only when it reads a broadcast or a recomputed op it can absorb.
   auto worth = [&](int32_t grp) {
     if (gr.size[size_t(grp)] > 1) return true;
@@ -180,7 +209,7 @@ PassResult elementwise_fusion(Graph g) {
       if (read[size_t(n)]) rw.copy(n);
       else rw.take(n);
     } else if (gr.root[size_t(grp)] == n) {
-      outliner.emit(grp, members[size_t(grp)]);
+      outliner.emit(grp, members.of(grp));
       changed = true;
     }
   }

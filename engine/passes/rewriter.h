@@ -8,6 +8,11 @@
 //
 // A pass that owns its input (passes take the graph by value) may `take` nodes instead: they
 // are moved, not copied, so a deep graph is rewritten without allocating its nodes again.
+//
+// A pass that only drops nodes or maps them to earlier ones (its output never gets ahead of its
+// input: output node k is written once source nodes 0..k have been read) may rewrite its graph
+// in place (Rewriter(g, Rewriter::in_place)): no second graph is allocated, written and freed.
+// Such a pass reads source nodes only from the one it is at onwards.
 #pragma once
 #include "ir/graph.h"
 
@@ -17,12 +22,15 @@ class Rewriter {
  public:
   explicit Rewriter(const Graph& src);
   explicit Rewriter(Graph& src);  // also allows take() and moving keep_prefix()
+  struct InPlace {};
+  static constexpr InPlace in_place{};
+  Rewriter(Graph& src, InPlace);
 
-  Graph& out() { return out_; }
+  Graph& out() { return in_place_ ? *in_place_ : out_; }
   const Graph& src() const { return src_; }
   NodeId map(NodeId old) const { return map_[size_t(old)]; }
   bool mapped(NodeId old) const { return map_[size_t(old)] >= 0; }
-  std::vector<NodeId> mapped_inputs(NodeId old) const;
+  Operands mapped_inputs(NodeId old) const;
   // `old` with its operands mapped, in a scratch node reused from call to call (no allocation
   // once warm); valid until the next call.
   const Node& mapped_node(NodeId old);
@@ -41,9 +49,14 @@ class Rewriter {
 
  private:
   NodeId emit(Node n);
+  NodeId take_in_place(NodeId old);
+  void map_operands(Node& n) const;
 
   const Graph& src_;
   Graph* movable_ = nullptr;
+  Graph* in_place_ = nullptr;         // the graph being rewritten in place, or null
+  NodeId written_ = 0;                // in place: nodes [0, written_) are output
+  std::vector<NodeId> source_params_;  // in place: the parameters before the rewrite
   Graph out_;
   std::vector<NodeId> map_;
   Node scratch_{};

@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <array>
 #include <chrono>
+#include <cstdio>
+#include <cstdlib>
 
 #include <mutex>
 
@@ -50,20 +52,47 @@ std::vector<OpTime> op_times() {
   return r;
 }
 
+namespace {
+// TPUTRAIN_DEBUG=2 prints the time of each compile stage (the pipeline prints its passes).
+class StageTimer {
+ public:
+  StageTimer() {
+    const char* v = std::getenv("TPUTRAIN_DEBUG");
+    on_ = v && std::atoi(v) >= 2;
+  }
+  void done(const char* stage, size_t nodes) {
+    if (!on_) return;
+    const auto now = std::chrono::steady_clock::now();
+    std::fprintf(stderr, "compile %-33s %8.2f ms  %zu nodes\n", stage,
+                 std::chrono::duration<double, std::milli>(now - start_).count(), nodes);
+    start_ = now;
+  }
+
+ private:
+  bool on_ = false;
+  std::chrono::steady_clock::time_point start_ = std::chrono::steady_clock::now();
+};
+}  // namespace
+
 Executable Executable::compile(Graph g, CompileOptions options) {
+  StageTimer timer;
   std::string problem = verify_graph(g);
   if (!problem.empty()) throw Error("invalid graph '" + g.name + "': " + problem);
+  timer.done("verify input", g.nodes.size());
   PipelineOptions po;
   po.enabled = options.optimize;
   po.observe = options.observe;
   Executable exe;
   exe.graph_ = run_pipeline(std::move(g), po);
+  timer.done("pipeline", exe.graph_.nodes.size());
   if (options.optimize) {
     problem = verify_graph(exe.graph_);
     if (!problem.empty()) throw Error("the pass pipeline broke '" + exe.graph_.name + "': " + problem);
+    timer.done("verify result", exe.graph_.nodes.size());
   }
   exe.reference_kernels_ = options.reference_kernels;
   exe.plan(options);
+  timer.done("plan", exe.graph_.nodes.size());
   return exe;
 }
 

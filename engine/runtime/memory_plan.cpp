@@ -77,11 +77,40 @@ class Arena {
 
 }  // namespace
 
+namespace {
+
+// The buffers whose last read is at each schedule position, as buffer numbers (the order in
+// which plan_memory creates them), in one flat array: a vector per position cost an allocation
+// per node on deep graphs.
+struct Endings {
+  std::vector<int32_t> start;  // buffers ending at pos: ids[start[pos] .. start[pos + 1])
+  std::vector<size_t> ids;
+};
+
+Endings endings_of(const std::vector<NodeId>& schedule, const std::vector<bool>& planned,
+                   const std::vector<int32_t>& last_use) {
+  const size_t count = schedule.size();
+  auto last_of = [&](int32_t pos) { return std::max(pos, last_use[size_t(schedule[size_t(pos)])]); };
+  Endings e{std::vector<int32_t>(count + 1, 0), {}};
+  for (int32_t pos = 0; pos < int32_t(count); ++pos)
+    if (planned[size_t(schedule[size_t(pos)])]) ++e.start[size_t(last_of(pos)) + 1];
+  for (size_t k = 1; k <= count; ++k) e.start[k] += e.start[k - 1];
+  e.ids.resize(size_t(e.start[count]));
+  std::vector<int32_t> fill(e.start.begin(), e.start.end() - 1);
+  size_t buffer = 0;
+  for (int32_t pos = 0; pos < int32_t(count); ++pos)
+    if (planned[size_t(schedule[size_t(pos)])]) e.ids[size_t(fill[size_t(last_of(pos))]++)] = buffer++;
+  return e;
+}
+
+}  // namespace
+
 MemoryPlan plan_memory(const Graph& g, const std::vector<NodeId>& schedule, const std::vector<bool>& planned,
                        const std::vector<int32_t>& last_use) {
   MemoryPlan plan;
   Arena arena;
-  std::vector<std::vector<size_t>> ending(schedule.size());  // buffers whose last read is at pos
+  const Endings ending = endings_of(schedule, planned, last_use);
+  plan.buffers.reserve(ending.ids.size());
   size_t live_tpu = 0;
   for (int32_t pos = 0; pos < int32_t(schedule.size()); ++pos) {
     NodeId n = schedule[size_t(pos)];
@@ -95,13 +124,13 @@ MemoryPlan plan_memory(const Graph& g, const std::vector<NodeId>& schedule, cons
       b.offset = arena.allocate(b.bytes);
       live_tpu += b.tpu_bytes;
       plan.peak_tpu_bytes = std::max(plan.peak_tpu_bytes, live_tpu);
-      ending[size_t(b.last)].push_back(plan.buffers.size());
       plan.buffers.push_back(b);
     }
     // Storage read for the last time here is free for the nodes after this one.
-    for (size_t bi : ending[size_t(pos)]) {
-      arena.release(plan.buffers[bi].offset, plan.buffers[bi].bytes);
-      live_tpu -= plan.buffers[bi].tpu_bytes;
+    for (int32_t k = ending.start[size_t(pos)]; k < ending.start[size_t(pos) + 1]; ++k) {
+      const Buffer& b = plan.buffers[ending.ids[size_t(k)]];
+      arena.release(b.offset, b.bytes);
+      live_tpu -= b.tpu_bytes;
     }
   }
   plan.arena_bytes = arena.top();

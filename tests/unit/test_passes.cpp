@@ -30,6 +30,23 @@ TEST_CASE("dead code elimination drops what no output needs") {
          "graph g\n%0 = parameter f32[2] dims=[2]\n%1 = neg f32[2] %0\nreturn %1\n");
 }
 
+TEST_CASE("passes that rewrite in place keep parameters, locations and outputs in step") {
+  const std::string in =
+      "graph g\n%0 = parameter f32[2] dims=[2]\n%1 = exp f32[2] %0\n%2 = parameter f32[2] dims=[2] axis=1\n"
+      "%3 = exp f32[2] %0  # a.lua:1\n%4 = add f32[2] %0, %2  # a.lua:2\n%5 = add f32[2] %0, %2  # a.lua:3\n"
+      "return %5, %4\n";
+  PassResult cse = common_subexpression_elimination(parse_graph(in));
+  CHECK(print_graph(cse.graph) ==
+        "graph g\n%0 = parameter f32[2] dims=[2]\n%1 = exp f32[2] %0\n%2 = parameter f32[2] dims=[2] axis=1\n"
+        "%3 = add f32[2] %0, %2  # a.lua:2\nreturn %3, %3\n");
+  PassResult dce = dead_code_elimination(std::move(cse.graph));
+  CHECK(print_graph(dce.graph) ==
+        "graph g\n%0 = parameter f32[2] dims=[2]\n%1 = parameter f32[2] dims=[2] axis=1\n"
+        "%2 = add f32[2] %0, %1  # a.lua:2\nreturn %2, %2\n");
+  CHECK(dce.graph.params == std::vector<NodeId>{0, 1});
+  CHECK(verify_graph(dce.graph).empty());
+}
+
 TEST_CASE("common subexpression elimination merges equal nodes and equal small constants") {
   expect(common_subexpression_elimination,
          "graph g\n%0 = parameter f32[2] dims=[2]\n%1 = exp f32[2] %0\n%2 = exp f32[2] %0\n"

@@ -1,0 +1,52 @@
+// The node containers: SmallVec (inline up to N, heap beyond) and StableVector (elements
+// never move).
+#include <doctest.h>
+
+#include <string>
+
+#include "core/small_vec.h"
+#include "core/stable_vector.h"
+
+using namespace tpu;
+
+TEST_CASE("SmallVec behaves like a vector across the inline/heap boundary") {
+  SmallVec<int64_t, 2> v{1, 2};
+  CHECK(v.capacity() == 2);
+  v.push_back(v[0]);  // an element of itself while it spills to the heap
+  CHECK(v == SmallVec<int64_t, 2>{1, 2, 1});
+  CHECK(v.capacity() >= 3);
+  v.insert(v.begin() + 1, v.begin(), v.end());
+  CHECK(v == SmallVec<int64_t, 2>{1, 1, 2, 1, 2, 1});
+  v.erase(v.begin(), v.begin() + 4);
+  CHECK(v == SmallVec<int64_t, 2>{2, 1});
+  CHECK_THROWS_AS(v.at(2), std::out_of_range);
+
+  SmallVec<int64_t, 2> moved = std::move(v);
+  CHECK(v.empty());
+  CHECK(moved.size() == 2);
+  SmallVec<int64_t, 2> copy = moved;
+  copy.resize(5, 7);
+  CHECK(copy == SmallVec<int64_t, 2>{2, 1, 7, 7, 7});
+  CHECK(moved < copy);
+  CHECK(SmallVec<int64_t, 2>(std::vector<int64_t>{4, 5, 6}) == SmallVec<int64_t, 2>{4, 5, 6});
+}
+
+TEST_CASE("StableVector keeps references valid while it grows") {
+  StableVector<std::string> v;
+  v.push_back("first");
+  const std::string* first = &v[0];
+  for (int i = 1; i < 1000; ++i) v.push_back(std::to_string(i));
+  CHECK(first == &v[0]);
+  CHECK(v.size() == 1000);
+  CHECK(v[999] == "999");
+  CHECK(v[8] == "8");  // the first element of the second chunk
+  v.truncate(10);
+  CHECK(v.back() == "9");
+  StableVector<std::string> copy = v;
+  int seen = 0;
+  for (const std::string& s : copy) seen += s.empty() ? 0 : 1;
+  CHECK(seen == 10);
+  StableVector<std::string> moved = std::move(copy);
+  CHECK(copy.empty());
+  CHECK(moved[9] == "9");
+}
