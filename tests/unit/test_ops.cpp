@@ -12,6 +12,7 @@
 
 #include "autodiff/gradients.h"
 #include "core/error.h"
+#include "kernels/gemm.h"
 #include "ops/op_table.h"
 #include "runtime/executable.h"
 #include "runtime/thread_pool.h"
@@ -328,6 +329,45 @@ TEST_CASE("dot results do not depend on the thread count") {
   Tensor two = exe.run(args)[0];
   set_num_threads(0);
   CHECK(std::memcmp(one.raw(), two.raw(), one.bytes()) == 0);
+}
+
+TEST_CASE("gemm_f32_sum has the bits of gemm_f32 on each part added in part order") {
+  std::mt19937 rng(3);
+  auto fill = [&](std::vector<float>& v, size_t n) {
+    std::uniform_real_distribution<float> u(-1, 1);
+    v.resize(n);
+    for (float& x : v) x = u(rng);
+  };
+  // Weight-gradient shapes (lhs transposed, small k), one with a narrow last panel, batched
+  // ones, both transposes.
+  for (GemmShape s : {GemmShape{1, 784, 32, 512, true, false}, GemmShape{1, 64, 16, 300, true, false},
+                      GemmShape{3, 40, 24, 130, false, true}, GemmShape{2, 33, 17, 10, true, true},
+                      GemmShape{1, 8, 512, 512, false, false}}) {
+    CAPTURE(s.m);
+    CAPTURE(s.n);
+    const size_t parts = 5, a_len = size_t(s.batch * s.m * s.k), b_len = size_t(s.batch * s.k * s.n);
+    const size_t c_len = size_t(s.batch * s.m * s.n);
+    std::vector<std::vector<float>> a(parts), b(parts);
+    std::vector<const float*> pa, pb;
+    for (size_t r = 0; r < parts; ++r) {
+      fill(a[r], a_len);
+      fill(b[r], b_len);
+      pa.push_back(a[r].data());
+      pb.push_back(b[r].data());
+    }
+    std::vector<float> expected(c_len), product(c_len), got(c_len);
+    gemm_f32(s, pa[0], pb[0], expected.data());
+    for (size_t r = 1; r < parts; ++r) {
+      gemm_f32(s, pa[r], pb[r], product.data());
+      for (size_t i = 0; i < c_len; ++i) expected[i] = expected[i] + product[i];
+    }
+    for (int threads : {1, 2}) {
+      set_num_threads(threads);
+      gemm_f32_sum(s, pa, pb, got.data());
+      CHECK(std::memcmp(got.data(), expected.data(), c_len * sizeof(float)) == 0);
+    }
+    set_num_threads(0);
+  }
 }
 
 TEST_CASE("shape rules return errors that name the operands") {
