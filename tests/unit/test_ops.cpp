@@ -104,6 +104,7 @@ const std::vector<OpCase>& cases() {
       {"broadcast", {{f, {3}}}, [](Graph& g, V x) { return g.broadcast(x[0], {2, 3, 4}, {1}); }},
       {"reshape", {{f, {2, 6}}}, [](Graph& g, V x) { return g.reshape(x[0], {3, 4}); }},
       {"transpose", {{f, {2, 3, 4}}}, [](Graph& g, V x) { return g.transpose(x[0], {2, 0, 1}); }},
+      {"transpose_last_two", {{f, {2, 40, 33}}}, [](Graph& g, V x) { return g.transpose(x[0], {0, 2, 1}); }},
       {"slice", {{f, {4, 5}}}, [](Graph& g, V x) { return g.slice(x[0], {1, 2}, {3, 5}); }},
       {"pad", {{f, {2, 3}}}, [](Graph& g, V x) { return g.pad(x[0], {1, 0}, {2, 1}, 0.5); }},
       {"concat", {{f, {2, 3}}, {f, {2, 2}}}, [](Graph& g, V x) { return g.concat({x[0], x[1]}, 1); }},
@@ -196,6 +197,7 @@ const std::vector<OpCase>& cases() {
       {"reduce_sum_bf16", {{DType::bf16, {2, 3, 4}}},
        [](Graph& g, V x) { return g.reduce(x[0], {0, 2}, ReduceKind::sum); }, false},
       {"transpose_bf16", {{DType::bf16, {2, 3, 4}}}, [](Graph& g, V x) { return g.transpose(x[0], {2, 0, 1}); }, false},
+      {"transpose_bf16_last_two", {{DType::bf16, {40, 33}}}, [](Graph& g, V x) { return g.transpose(x[0], {1, 0}); }, false},
       {"broadcast_bf16", {{DType::bf16, {3}}}, [](Graph& g, V x) { return g.broadcast(x[0], {2, 3, 4}, {1}); }, false},
   };
   return all;
