@@ -343,6 +343,7 @@ TEST_CASE("gemm_f32_sum has the bits of gemm_f32 on each part added in part orde
   // Weight-gradient shapes (lhs transposed, small k), one with a narrow last panel, batched
   // ones, both transposes.
   for (GemmShape s : {GemmShape{1, 784, 32, 512, true, false}, GemmShape{1, 64, 16, 300, true, false},
+                      GemmShape{1, 9, 0, 5, true, false},
                       GemmShape{3, 40, 24, 130, false, true}, GemmShape{2, 33, 17, 10, true, true},
                       GemmShape{1, 8, 512, 512, false, false}}) {
     CAPTURE(s.m);
