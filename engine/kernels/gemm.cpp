@@ -7,6 +7,7 @@
 
 #include "core/error.h"
 #include "kernels/convert.h"
+#include "kernels/gemm_small_k.h"
 #include "kernels/onednn_matmul.h"
 #include "runtime/thread_pool.h"
 
@@ -141,14 +142,17 @@ bool gemm_f32_onednn(const GemmShape& s, const float* a, const float* b, float* 
 }
 
 void gemm_f32(const GemmShape& s, const float* a, const float* b, float* c) {
+  if (small_k_gemm_applies(s)) return small_k_gemm_sum(s, std::span(&a, 1), std::span(&b, 1), c);
   if (!gemm_f32_onednn(s, a, b, c)) gemm_f32_eigen(s, a, b, c);
 }
 
-// Each panel task computes every part's product of its columns in part order, the first one
-// in place and the others through a scratch panel added at once, while it is still in cache:
+// Products with a short inner dimension sum in registers (gemm_small_k.h). Otherwise each
+// panel task computes every part's product of its columns in part order, the first one in
+// place and the others through a scratch panel added at once, while it is still in cache:
 // the same panels and the same sums as gemm_f32 per part followed by a sum in part order.
 void gemm_f32_sum(const GemmShape& s, std::span<const float* const> a, std::span<const float* const> b, float* c) {
   if (a.empty() || a.size() != b.size()) throw Error("gemm_f32_sum needs one right operand per left one");
+  if (small_k_gemm_applies(s)) return small_k_gemm_sum(s, a, b, c);
   if (s.batch == 0 || s.n == 0 || s.m == 0) return;
   if (s.k == 0) return std::fill(c, c + s.batch * s.m * s.n, 0.0f);  // as gemm_f32
   const bool onednn = onednn_available() && onednn_panels(MatmulInput::f32, s);

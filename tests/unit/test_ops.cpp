@@ -343,7 +343,7 @@ TEST_CASE("gemm_f32_sum has the bits of gemm_f32 on each part added in part orde
   // Weight-gradient shapes (lhs transposed, small k), one with a narrow last panel, batched
   // ones, both transposes.
   for (GemmShape s : {GemmShape{1, 784, 32, 512, true, false}, GemmShape{1, 64, 16, 300, true, false},
-                      GemmShape{1, 9, 0, 5, true, false},
+                      GemmShape{2, 37, 20, 50, true, false}, GemmShape{1, 9, 0, 5, true, false},
                       GemmShape{3, 40, 24, 130, false, true}, GemmShape{2, 33, 17, 10, true, true},
                       GemmShape{1, 8, 512, 512, false, false}}) {
     CAPTURE(s.m);
@@ -370,6 +370,31 @@ TEST_CASE("gemm_f32_sum has the bits of gemm_f32 on each part added in part orde
       CHECK(std::memcmp(got.data(), expected.data(), c_len * sizeof(float)) == 0);
     }
     set_num_threads(0);
+  }
+}
+
+TEST_CASE("f32 GEMM with a short inner dimension: within f32 rounding of the exact sums") {
+  std::mt19937 rng(4);
+  std::uniform_real_distribution<float> u(-1, 1);
+  // The small-k kernel's shapes (lhs transposed), full and edge tiles, batched.
+  for (GemmShape s : {GemmShape{1, 784, 32, 512, true, false}, GemmShape{3, 13, 64, 61, true, false},
+                      GemmShape{1, 5, 1, 49, true, false}}) {
+    std::vector<float> a(size_t(s.batch * s.k * s.m)), b(size_t(s.batch * s.k * s.n)), c(size_t(s.batch * s.m * s.n));
+    for (float& x : a) x = u(rng);
+    for (float& x : b) x = u(rng);
+    gemm_f32(s, a.data(), b.data(), c.data());
+    for (int64_t p = 0; p < s.batch; ++p)
+      for (int64_t i = 0; i < s.m; ++i)
+        for (int64_t j = 0; j < s.n; ++j) {
+          double sum = 0, mag = 0;
+          for (int64_t q = 0; q < s.k; ++q) {
+            const double x = double(a[size_t((p * s.k + q) * s.m + i)]) * double(b[size_t((p * s.k + q) * s.n + j)]);
+            sum += x;
+            mag += std::abs(x);
+          }
+          const double got = c[size_t((p * s.m + i) * s.n + j)];
+          REQUIRE(std::abs(got - sum) <= double(s.k + 2) * 0x1p-23 * mag + 1e-30);
+        }
   }
 }
 
