@@ -7,6 +7,7 @@
 
 #include "core/error.h"
 #include "kernels/convert.h"
+#include "kernels/gemm_small_k.h"
 #include "kernels/onednn_matmul.h"
 #include "runtime/thread_pool.h"
 
@@ -68,19 +69,50 @@ Widened& widen_operands(const GemmShape& s, const uint16_t* a, const uint16_t* b
   return w;
 }
 
+// Whether oneDNN has an implementation for both panel widths of `s` (full and the last one):
+// checked before anything is written.
+bool onednn_panels(MatmulInput in, const GemmShape& s) {
+  return onednn_matmul_supported(in, s, std::min(kOnednnPanel, s.n)) &&
+         onednn_matmul_supported(in, s, s.n % kOnednnPanel ? s.n % kOnednnPanel : std::min(kOnednnPanel, s.n));
+}
+
 // oneDNN panels; false when oneDNN has no implementation for the shape.
 template <class T>
 bool onednn_gemm(MatmulInput in, const GemmShape& s, const T* a, const T* b, float* c) {
   if (s.batch == 0 || s.n == 0 || s.m == 0) return true;
-  // Both panel widths (full and the last one) must have an implementation before anything
-  // is written.
-  if (!onednn_matmul_supported(in, s, std::min(kOnednnPanel, s.n)) ||
-      !onednn_matmul_supported(in, s, s.n % kOnednnPanel ? s.n % kOnednnPanel : std::min(kOnednnPanel, s.n)))
-    return false;
+  if (s.k == 0) {  // oneDNN 2.6 dies of a division by zero making a K = 0 primitive (lhs transposed)
+    std::fill(c, c + s.batch * s.m * s.n, 0.0f);
+    return true;
+  }
+  if (!onednn_panels(in, s)) return false;
   for_each_panel(s, kOnednnPanel, [&](int64_t p, int64_t j0, int64_t w) {
     onednn_matmul_panel(in, s, a + p * s.m * s.k, b + p * s.k * s.n, c + p * s.m * s.n, j0, w);
   });
   return true;
+}
+
+// One f32 panel of batch element 0 (the caller offsets the pointers), exactly as gemm_f32
+// computes it: oneDNN when `onednn`, else Eigen.
+void f32_panel(bool onednn, const GemmShape& s, const float* a, const float* b, float* c, int64_t j0, int64_t w) {
+  if (onednn) onednn_matmul_panel(MatmulInput::f32, s, a, b, c, j0, w);
+  else eigen_panel(s, a, b, c, j0, w);
+}
+
+// c[i, j0 + j] += t[i, j0 + j] for the panel's columns (row stride n), one f32 rounding each.
+void add_panel(const float* t, float* c, int64_t m, int64_t n, int64_t j0, int64_t w) {
+  for (int64_t i = 0; i < m; ++i) {
+    const float* src = t + i * n + j0;
+    float* dst = c + i * n + j0;
+    for (int64_t j = 0; j < w; ++j) dst[j] = dst[j] + src[j];
+  }
+}
+
+// A product panel of one part, per thread, reused from call to call (only the panel's
+// columns are touched).
+float* panel_scratch(int64_t n) {
+  thread_local std::vector<float> buf;
+  if (int64_t(buf.size()) < n) buf.resize(size_t(n));
+  return buf.data();
 }
 
 Bf16Gemm default_bf16_gemm() {
@@ -110,7 +142,30 @@ bool gemm_f32_onednn(const GemmShape& s, const float* a, const float* b, float* 
 }
 
 void gemm_f32(const GemmShape& s, const float* a, const float* b, float* c) {
+  if (small_k_gemm_applies(s)) return small_k_gemm_sum(s, std::span(&a, 1), std::span(&b, 1), c);
   if (!gemm_f32_onednn(s, a, b, c)) gemm_f32_eigen(s, a, b, c);
+}
+
+// Products with a short inner dimension sum in registers (gemm_small_k.h). Otherwise each
+// panel task computes every part's product of its columns in part order, the first one in
+// place and the others through a scratch panel added at once, while it is still in cache:
+// the same panels and the same sums as gemm_f32 per part followed by a sum in part order.
+void gemm_f32_sum(const GemmShape& s, std::span<const float* const> a, std::span<const float* const> b, float* c) {
+  if (a.empty() || a.size() != b.size()) throw Error("gemm_f32_sum needs one right operand per left one");
+  if (small_k_gemm_applies(s)) return small_k_gemm_sum(s, a, b, c);
+  if (s.batch == 0 || s.n == 0 || s.m == 0) return;
+  if (s.k == 0) return std::fill(c, c + s.batch * s.m * s.n, 0.0f);  // as gemm_f32
+  const bool onednn = onednn_available() && onednn_panels(MatmulInput::f32, s);
+  for_each_panel(s, onednn ? kOnednnPanel : kEigenPanel, [&](int64_t p, int64_t j0, int64_t w) {
+    const int64_t ao = p * s.m * s.k, bo = p * s.k * s.n;
+    float* out = c + p * s.m * s.n;
+    f32_panel(onednn, s, a[0] + ao, b[0] + bo, out, j0, w);
+    float* t = panel_scratch(s.m * s.n);
+    for (size_t r = 1; r < a.size(); ++r) {
+      f32_panel(onednn, s, a[r] + ao, b[r] + bo, t, j0, w);
+      add_panel(t, out, s.m, s.n, j0, w);
+    }
+  });
 }
 
 void gemm_bf16(const GemmShape& s, const uint16_t* a, const uint16_t* b, float* c) {

@@ -6,6 +6,7 @@
 //   gemm_bf16(s, a_bits, b_bits, c);   // bf16 operands, products and sums in f32
 #pragma once
 #include <cstdint>
+#include <span>
 #include <string>
 
 namespace tpu {
@@ -18,8 +19,12 @@ struct GemmShape {
 };
 
 // f32 x f32 -> f32: oneDNN's f32 matmul where the build has it (about 1.3x Eigen's rate on the
-// MLP's shapes, bench/gemm.cpp), else Eigen.
+// MLP's shapes, bench/gemm.cpp), else Eigen; A^T B with a short inner dimension (a replica's
+// weight gradient) has a kernel of its own, kernels/gemm_small_k.h.
 void gemm_f32(const GemmShape& s, const float* a, const float* b, float* c);
+// The sum of parts' products, C = op(A[0]) op(B[0]) + op(A[1]) op(B[1]) + ..., added in part
+// order: bitwise gemm_f32 of each part then the sum, without every part's product in memory.
+void gemm_f32_sum(const GemmShape& s, std::span<const float* const> a, std::span<const float* const> b, float* c);
 // Each way on its own (benchmarks, tests); the oneDNN one returns false without oneDNN.
 void gemm_f32_eigen(const GemmShape& s, const float* a, const float* b, float* c);
 bool gemm_f32_onednn(const GemmShape& s, const float* a, const float* b, float* c);

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cstring>
 
+#include "ops/collective.h"
 #include "ops/kernel_util.h"
 #include "runtime/thread_pool.h"
 

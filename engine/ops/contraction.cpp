@@ -6,6 +6,7 @@
 
 #include "kernels/convert.h"
 #include "kernels/gemm.h"
+#include "ops/collective.h"
 #include "ops/kernel_util.h"
 #include "runtime/thread_pool.h"
 
@@ -289,6 +290,22 @@ Cost cost_reduce(const Graph& g, const Node& n) {
 }
 
 }  // namespace
+
+bool summable_dot(const Graph& g, const Node& dot) {
+  return dot.op == Op::dot && dot.dtype == DType::f32 && g.at(dot.in[0]).dtype == DType::f32;
+}
+
+// The same GEMM shape fast_dot uses, so every part's product has fast_dot's bits.
+void sum_dots(const Node& dot, std::span<const Tensor* const> lhs, std::span<const Tensor* const> rhs, Tensor& out) {
+  DotDims d = dot_dims(lhs[0]->shape(), rhs[0]->shape(), dot.attrs.flag_a, dot.attrs.flag_b);
+  const GemmShape s{d.batch, d.m, d.k, d.n, dot.attrs.flag_a, dot.attrs.flag_b};
+  thread_local std::vector<const float*> a, b;  // reused: no allocation per step
+  a.clear();
+  b.clear();
+  for (const Tensor* t : lhs) a.push_back(t->data<float>());
+  for (const Tensor* t : rhs) b.push_back(t->data<float>());
+  gemm_f32_sum(s, a, b, out.data<float>());
+}
 
 extern const OpInfo dot_row = {Op::dot, shape_dot, ref_dot, fast_dot, grad_dot, cost_dot};
 extern const OpInfo reduce_row = {Op::reduce, shape_reduce, ref_reduce, fast_reduce, grad_reduce, cost_reduce};

@@ -4,6 +4,7 @@
 #include <cstring>
 
 #include "ops/kernel_util.h"
+#include "runtime/thread_pool.h"
 
 namespace tpu {
 
@@ -106,6 +107,36 @@ void ref_transpose(const Node& n, std::span<const Tensor* const> in, Tensor& out
   auto dst = strides_of(n.shape);
   dispatch(out.dtype(), [&]<class T>() { copy_strided(out.data<T>(), dst, in[0]->data<T>(), src, n.shape); });
 }
+// Swapping the last two dims (the transposed weights of passes/dot_layout.cpp): each task
+// takes kTile rows of the operand and writes kTile-float runs of the result (whole cache
+// lines, so no line is written by two tasks), in square tiles that keep reads and writes
+// within a few lines. Other permutations take the reference kernel.
+constexpr int64_t kTile = 16;
+
+template <class T>
+void transpose_tiles(const T* x, T* out, int64_t batch, int64_t rows, int64_t cols) {
+  const int64_t row_tiles = (rows + kTile - 1) / kTile;
+  parallel_for(batch * row_tiles, [&](int64_t t) {
+    const int64_t p = t / row_tiles, i0 = (t % row_tiles) * kTile, i1 = std::min(rows, i0 + kTile);
+    const T* src = x + p * rows * cols;
+    T* dst = out + p * rows * cols;
+    for (int64_t j0 = 0; j0 < cols; j0 += kTile)
+      for (int64_t j = j0, j1 = std::min(cols, j0 + kTile); j < j1; ++j)
+        for (int64_t i = i0; i < i1; ++i) dst[j * rows + i] = src[i * cols + j];
+  });
+}
+
+void fast_transpose(const Node& n, std::span<const Tensor* const> in, Tensor& out) {
+  const auto& perm = n.attrs.dims;
+  const size_t r = perm.size();
+  bool swaps_last_two = r >= 2 && perm[r - 1] == int64_t(r - 2) && perm[r - 2] == int64_t(r - 1);
+  for (size_t i = 0; swaps_last_two && i + 2 < r; ++i) swaps_last_two = perm[i] == int64_t(i);
+  if (!swaps_last_two) return ref_transpose(n, in, out);
+  const Shape& xs = in[0]->shape();
+  const int64_t rows = xs[r - 2], cols = xs[r - 1], batch = rows * cols > 0 ? in[0]->size() / (rows * cols) : 0;
+  dispatch(out.dtype(), [&]<class T>() { transpose_tiles(in[0]->data<T>(), out.data<T>(), batch, rows, cols); });
+}
+
 void grad_transpose(GradContext& c) {
   const auto& perm = c.n().attrs.dims;
   std::vector<int64_t> inverse(perm.size());
@@ -287,7 +318,7 @@ extern const OpInfo constant_row = {Op::constant, shape_constant, ref_constant, 
 extern const OpInfo iota_row = {Op::iota, shape_iota, ref_iota, nullptr, nullptr, movement_cost};
 extern const OpInfo broadcast_row = {Op::broadcast, shape_broadcast, ref_broadcast, nullptr, grad_broadcast, movement_cost};
 extern const OpInfo reshape_row = {Op::reshape, shape_reshape, ref_copy, nullptr, grad_reshape, cost_free};
-extern const OpInfo transpose_row = {Op::transpose, shape_transpose, ref_transpose, nullptr, grad_transpose, movement_cost};
+extern const OpInfo transpose_row = {Op::transpose, shape_transpose, ref_transpose, fast_transpose, grad_transpose, movement_cost};
 extern const OpInfo slice_row = {Op::slice, shape_slice, ref_slice, nullptr, grad_slice, movement_cost};
 extern const OpInfo pad_row = {Op::pad, shape_pad, ref_pad, nullptr, grad_pad, movement_cost};
 extern const OpInfo concat_row = {Op::concat, shape_concat, ref_concat, nullptr, grad_concat, movement_cost};

@@ -27,6 +27,7 @@ PassResult common_subexpression_elimination(Graph g);
 PassResult constant_folding(Graph g);
 PassResult algebraic_simplification(Graph g);
 PassResult elementwise_fusion(Graph g);
+PassResult dot_layout(Graph g);
 
 struct PipelineOptions {
   bool enabled = true;
@@ -35,7 +36,7 @@ struct PipelineOptions {
   std::function<void(const std::string& stage, const Graph& g)> observe;
 };
 
-// The compile pipeline: cleanup passes to a fixed point, then fusion, then DCE.
+// The compile pipeline: dot layout, cleanup passes to a fixed point, then fusion, then DCE.
 Graph run_pipeline(Graph g, const PipelineOptions& options = {});
 
 // Users of each node (ids of the nodes that read it, each once, in order), in one flat array

@@ -1,5 +1,5 @@
-// The compile pipeline. Cleanup passes run in rounds until none changes the graph (each is
-// linear in the graph, and rounds are capped), then fusion, then a last DCE.
+// The compile pipeline. Dot layout, then cleanup passes in rounds until none changes the graph
+// (each is linear in the graph, and rounds are capped), then fusion, then a last DCE.
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -43,6 +43,7 @@ Graph run_pipeline(Graph g, const PipelineOptions& options) {
     if (r.changed && options.observe) options.observe(p.name, g);
     return r.changed;
   };
+  step({"dot_layout", dot_layout});  // first: CSE then shares a transpose among its readers
   for (int round = 0; round < options.max_rounds; ++round) {
     bool changed = false;
     for (const Pass& p : kCleanup) changed |= step(p);

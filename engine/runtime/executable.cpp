@@ -5,10 +5,10 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
-
 #include <mutex>
 
 #include "core/error.h"
+#include "ops/collective.h"
 #include "passes/pass.h"
 #include "runtime/thread_pool.h"
 
@@ -35,6 +35,7 @@ size_t exact_bytes(const Node& n) { return size_t(num_elements(n.shape)) * size_
 
 bool profiling = false;
 std::array<OpTime, kNumOps> times;
+std::mutex times_mutex;  // guards times
 
 }  // namespace
 
@@ -128,6 +129,25 @@ std::vector<int32_t> phases_of(const Graph& g) {
   return phase;
 }
 
+// dot_of[a]: the dot an all_reduce `a` computes itself, or -1. That is a per-replica f32 dot
+// read by `a` alone: its replicas' products are then summed as they are produced, instead of
+// each replica writing a whole weight-gradient-sized product that a pass of its own sums.
+std::vector<NodeId> summed_dots(const Graph& g, const std::vector<bool>& live, const std::vector<bool>& invariant,
+                                const std::vector<bool>& is_output) {
+  std::vector<int32_t> readers(g.nodes.size(), 0);
+  for (NodeId n = 0; n < NodeId(g.nodes.size()); ++n)
+    if (live[size_t(n)])
+      for (NodeId i : g.at(n).in) ++readers[size_t(i)];
+  std::vector<NodeId> dot_of(g.nodes.size(), -1);
+  for (NodeId n = 0; n < NodeId(g.nodes.size()); ++n) {
+    if (!live[size_t(n)] || g.at(n).op != Op::all_reduce) continue;
+    NodeId d = g.at(n).in[0];
+    if (summable_dot(g, g.at(d)) && !invariant[size_t(d)] && !is_output[size_t(d)] && readers[size_t(d)] == 1)
+      dot_of[size_t(n)] = d;
+  }
+  return dot_of;
+}
+
 }  // namespace
 
 void Executable::plan(const CompileOptions& options) {
@@ -142,6 +162,8 @@ void Executable::plan(const CompileOptions& options) {
   for (size_t n = count; n-- > 0;)
     if (live[n])
       for (NodeId i : g.nodes[n].in) live[size_t(i)] = true;
+  std::vector<NodeId> dot_of(count, -1);
+  if (replicas_ > 1 && !options.reference_kernels) dot_of = summed_dots(g, live, invariant_, is_output);
 
   // Execution order: by phase; within a phase invariant nodes, per-replica nodes, all_reduces.
   std::vector<int32_t> phase = phases_of(g);
@@ -169,6 +191,9 @@ void Executable::plan(const CompileOptions& options) {
       owner[size_t(n)] = owner[size_t(node.in[0])];
     pos[size_t(n)] = k;
     for (NodeId i : node.in) last_use[size_t(owner[size_t(i)])] = std::max(last_use[size_t(owner[size_t(i)])], k);
+    if (dot_of[size_t(n)] >= 0)  // the all_reduce reads its dot's operands
+      for (NodeId i : g.at(dot_of[size_t(n)]).in)
+        last_use[size_t(owner[size_t(i)])] = std::max(last_use[size_t(owner[size_t(i)])], k);
   }
   const int32_t end = int32_t(order.size());
   for (NodeId o : g.outputs) last_use[size_t(owner[size_t(o)])] = end;  // results outlive the run
@@ -208,16 +233,23 @@ void Executable::plan(const CompileOptions& options) {
   for (const MemoryPlan* mp : {&plan_, &shared_plan_})
     for (const Buffer& b : mp->buffers) offset[size_t(b.node)] = b.offset;
 
+  // A summed dot keeps its buffer in the plan (a TPU core holds its product before the
+  // all_reduce, and the HBM check counts it) but is computed by its all_reduce.
+  std::vector<bool> summed(count, false);
+  for (NodeId d : dot_of)
+    if (d >= 0) summed[size_t(d)] = true;
   phases_.assign(size_t(phases), Phase{});
   for (NodeId n : order) {
     Step st{n, Step::Place::fresh};
+    st.dot = dot_of[size_t(n)];
     if (owner[size_t(n)] != n) st.place = Step::Place::alias;
     else if (planned[size_t(n)]) st.place = Step::Place::arena, st.offset = offset[size_t(n)];
     else if (planned_shared[size_t(n)]) st.place = Step::Place::shared, st.offset = offset[size_t(n)];
     else if (donated_into[size_t(n)] >= 0) st.place = Step::Place::donated, st.arg = donated_into[size_t(n)];
     Phase& ph = phases_[size_t(phase[size_t(n)])];
-    (group(n) == 0 ? ph.once : group(n) == 1 ? ph.each : ph.reduce).push_back(st);
     kernels_ += st.place == Step::Place::alias ? 0 : 1;
+    if (summed[size_t(n)]) continue;
+    (group(n) == 0 ? ph.once : group(n) == 1 ? ph.each : ph.reduce).push_back(st);
   }
 
   hbm_bytes_ = plan_.peak_tpu_bytes + shared_plan_.peak_tpu_bytes;
@@ -232,31 +264,34 @@ Cost Executable::cost() const {
     for (const auto* list : {&ph.once, &ph.each, &ph.reduce})
       for (const Step& s : *list) {
         if (s.place == Step::Place::alias) continue;
-        Cost c = op_info(graph_.at(s.node).op).cost(graph_, graph_.at(s.node));
-        total.flops += c.flops;
-        total.bytes += c.bytes;
+        for (NodeId n : {s.node, s.dot}) {
+          if (n < 0) continue;
+          Cost c = op_info(graph_.at(n).op).cost(graph_, graph_.at(n));
+          total.flops += c.flops;
+          total.bytes += c.bytes;
+        }
       }
   return total;
 }
 
-void combine_replicas(std::span<const Tensor* const> parts, Tensor& out);
-void divide_by_count(Tensor& out, int64_t count);
 int cross_process_count = 1;
 
 namespace {
 
-void run_kernel(const Graph& g, NodeId id, Kernel k, std::span<const Tensor* const> inputs, Tensor& out) {
+// Runs f(), which computes node `id`: its errors name the node's place in the script, its time
+// goes to the node's op when profiling.
+template <class F>
+void run_kernel(const Graph& g, NodeId id, F f) {
   const Node& node = g.at(id);
   auto t0 = profiling ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point();
   try {
-    k(node, inputs, out);
+    f();
   } catch (const Error& e) {
     std::string where = g.location_of(id);
     throw Error((where.empty() ? "" : where + ": ") + std::string(op_name(node.op)) + ": " + e.what());
   }
   if (profiling) {
-    static std::mutex m;
-    std::lock_guard lock(m);
+    std::lock_guard lock(times_mutex);
     OpTime& t = times[size_t(node.op)];
     t.seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     ++t.calls;
@@ -286,7 +321,35 @@ void Executable::run_step(const Step& s, std::vector<Tensor>& values, std::span<
   thread_local std::vector<const Tensor*> inputs;  // reused: no allocation per step
   inputs.clear();
   for (NodeId i : node.in) inputs.push_back(&values[size_t(i)]);
-  run_kernel(g, s.node, reference_kernels_ ? op_info(node.op).reference : kernel_for(node.op), inputs, out);
+  Kernel k = reference_kernels_ ? op_info(node.op).reference : kernel_for(node.op);
+  run_kernel(g, s.node, [&] { k(node, inputs, out); });
+}
+
+// Combines the replicas' values into replica 0's, then every replica reads that one.
+void Executable::run_reduce(const Step& s, std::vector<std::vector<Tensor>>& values) const {
+  const Graph& g = graph_;
+  const Node& node = g.at(s.node);
+  const size_t R = values.size();
+  Tensor& out = values[0][size_t(s.node)];
+  out = s.place == Step::Place::shared ? Tensor::borrow(node.dtype, node.shape, shared_arena_.raw() + s.offset)
+                                       : Tensor(node.dtype, node.shape, Tensor::Uninitialized{});
+  thread_local std::vector<const Tensor*> lhs, rhs;  // reused: no allocation per step
+  lhs.clear();
+  rhs.clear();
+  if (s.dot >= 0) {
+    const Node& dot = g.at(s.dot);
+    for (size_t r = 0; r < R; ++r) {
+      lhs.push_back(&values[r][size_t(dot.in[0])]);
+      rhs.push_back(&values[r][size_t(dot.in[1])]);
+    }
+    run_kernel(g, s.dot, [&] { sum_dots(dot, lhs, rhs, out); });
+  } else {
+    for (size_t r = 0; r < R; ++r) lhs.push_back(&values[r][size_t(node.in[0])]);
+    combine_replicas(lhs, out);
+  }
+  if (cross_process_reduce) cross_process_reduce(node, out);
+  if (node.attrs.axis == 1) divide_by_count(out, int64_t(R) * cross_process_count);
+  for (size_t r = 1; r < R; ++r) values[r][size_t(s.node)] = out;
 }
 
 std::vector<Tensor> Executable::run(std::span<const Tensor> args) const {
@@ -333,18 +396,7 @@ std::vector<Tensor> Executable::run(std::span<const Tensor> args) const {
     parallel_for(R, [&](int64_t r) {
       for (const Step& s : ph.each) run_step(s, values[size_t(r)], args, int(r), stacked);
     });
-    for (const Step& s : ph.reduce) {
-      const Node& node = g.at(s.node);
-      std::vector<const Tensor*> parts;
-      for (int r = 0; r < R; ++r) parts.push_back(&values[size_t(r)][size_t(node.in[0])]);
-      Tensor& out = values[0][size_t(s.node)];
-      out = s.place == Step::Place::shared ? Tensor::borrow(node.dtype, node.shape, shared_arena_.raw() + s.offset)
-                                           : Tensor(node.dtype, node.shape, Tensor::Uninitialized{});
-      combine_replicas(parts, out);
-      if (cross_process_reduce) cross_process_reduce(node, out);
-      if (node.attrs.axis == 1) divide_by_count(out, int64_t(R) * cross_process_count);
-      for (int r = 1; r < R; ++r) values[size_t(r)][size_t(s.node)] = out;
-    }
+    for (const Step& s : ph.reduce) run_reduce(s, values);
   }
   std::vector<Tensor> results;
   for (NodeId o : g.outputs) results.push_back(stacked[size_t(o)].raw() ? stacked[size_t(o)] : values[0][size_t(o)]);

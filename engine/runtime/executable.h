@@ -59,15 +59,19 @@ class Executable {
     enum class Place : uint8_t { arena, shared, fresh, alias, donated } place;
     size_t offset = 0;   // arena or shared
     int32_t arg = -1;    // donated: the parameter index
+    NodeId dot = -1;     // an all_reduce of a per-replica dot that it computes itself
   };
   // Steps between two rounds of all_reduce: the replica-invariant ones run once, then the
-  // per-replica ones on every replica (in parallel), then the all_reduces.
+  // per-replica ones on every replica (in parallel), then the all_reduces. A per-replica dot
+  // whose only reader is an all_reduce is no step of its own: the all_reduce computes every
+  // replica's product and sums them as they come (Step::dot).
   struct Phase {
     std::vector<Step> once, each, reduce;
   };
   void plan(const CompileOptions& options);
   void run_step(const Step& s, std::vector<Tensor>& values, std::span<const Tensor> args, int replica,
                 std::vector<Tensor>& results) const;
+  void run_reduce(const Step& s, std::vector<std::vector<Tensor>>& values) const;
 
   Graph graph_;
   bool reference_kernels_ = false;

@@ -12,6 +12,7 @@
 
 #include "autodiff/gradients.h"
 #include "core/error.h"
+#include "kernels/gemm.h"
 #include "kernels/onednn_conv.h"
 #include "ops/op_table.h"
 #include "runtime/executable.h"
@@ -106,6 +107,7 @@ const std::vector<OpCase>& cases() {
       {"broadcast", {{f, {3}}}, [](Graph& g, V x) { return g.broadcast(x[0], {2, 3, 4}, {1}); }},
       {"reshape", {{f, {2, 6}}}, [](Graph& g, V x) { return g.reshape(x[0], {3, 4}); }},
       {"transpose", {{f, {2, 3, 4}}}, [](Graph& g, V x) { return g.transpose(x[0], {2, 0, 1}); }},
+      {"transpose_last_two", {{f, {2, 40, 33}}}, [](Graph& g, V x) { return g.transpose(x[0], {0, 2, 1}); }},
       {"slice", {{f, {4, 5}}}, [](Graph& g, V x) { return g.slice(x[0], {1, 2}, {3, 5}); }},
       {"pad", {{f, {2, 3}}}, [](Graph& g, V x) { return g.pad(x[0], {1, 0}, {2, 1}, 0.5); }},
       {"concat", {{f, {2, 3}}, {f, {2, 2}}}, [](Graph& g, V x) { return g.concat({x[0], x[1]}, 1); }},
@@ -217,6 +219,7 @@ const std::vector<OpCase>& cases() {
       {"reduce_sum_bf16", {{DType::bf16, {2, 3, 4}}},
        [](Graph& g, V x) { return g.reduce(x[0], {0, 2}, ReduceKind::sum); }, false},
       {"transpose_bf16", {{DType::bf16, {2, 3, 4}}}, [](Graph& g, V x) { return g.transpose(x[0], {2, 0, 1}); }, false},
+      {"transpose_bf16_last_two", {{DType::bf16, {40, 33}}}, [](Graph& g, V x) { return g.transpose(x[0], {1, 0}); }, false},
       {"broadcast_bf16", {{DType::bf16, {3}}}, [](Graph& g, V x) { return g.broadcast(x[0], {2, 3, 4}, {1}); }, false},
   };
   return all;
@@ -359,6 +362,71 @@ TEST_CASE("dot results do not depend on the thread count") {
   Tensor two = exe.run(args)[0];
   set_num_threads(0);
   CHECK(std::memcmp(one.raw(), two.raw(), one.bytes()) == 0);
+}
+
+TEST_CASE("gemm_f32_sum has the bits of gemm_f32 on each part added in part order") {
+  std::mt19937 rng(3);
+  auto fill = [&](std::vector<float>& v, size_t n) {
+    std::uniform_real_distribution<float> u(-1, 1);
+    v.resize(n);
+    for (float& x : v) x = u(rng);
+  };
+  // Weight-gradient shapes (lhs transposed, small k), one with a narrow last panel, batched
+  // ones, both transposes.
+  for (GemmShape s : {GemmShape{1, 784, 32, 512, true, false}, GemmShape{1, 64, 16, 300, true, false},
+                      GemmShape{2, 37, 20, 50, true, false}, GemmShape{1, 9, 0, 5, true, false},
+                      GemmShape{3, 40, 24, 130, false, true}, GemmShape{2, 33, 17, 10, true, true},
+                      GemmShape{1, 8, 512, 512, false, false}}) {
+    CAPTURE(s.m);
+    CAPTURE(s.n);
+    const size_t parts = 5, a_len = size_t(s.batch * s.m * s.k), b_len = size_t(s.batch * s.k * s.n);
+    const size_t c_len = size_t(s.batch * s.m * s.n);
+    std::vector<std::vector<float>> a(parts), b(parts);
+    std::vector<const float*> pa, pb;
+    for (size_t r = 0; r < parts; ++r) {
+      fill(a[r], a_len);
+      fill(b[r], b_len);
+      pa.push_back(a[r].data());
+      pb.push_back(b[r].data());
+    }
+    std::vector<float> expected(c_len), product(c_len), got(c_len);
+    gemm_f32(s, pa[0], pb[0], expected.data());
+    for (size_t r = 1; r < parts; ++r) {
+      gemm_f32(s, pa[r], pb[r], product.data());
+      for (size_t i = 0; i < c_len; ++i) expected[i] = expected[i] + product[i];
+    }
+    for (int threads : {1, 2}) {
+      set_num_threads(threads);
+      gemm_f32_sum(s, pa, pb, got.data());
+      CHECK(std::memcmp(got.data(), expected.data(), c_len * sizeof(float)) == 0);
+    }
+    set_num_threads(0);
+  }
+}
+
+TEST_CASE("f32 GEMM with a short inner dimension: within f32 rounding of the exact sums") {
+  std::mt19937 rng(4);
+  std::uniform_real_distribution<float> u(-1, 1);
+  // The small-k kernel's shapes (lhs transposed), full and edge tiles, batched.
+  for (GemmShape s : {GemmShape{1, 784, 32, 512, true, false}, GemmShape{3, 13, 64, 61, true, false},
+                      GemmShape{1, 5, 1, 49, true, false}}) {
+    std::vector<float> a(size_t(s.batch * s.k * s.m)), b(size_t(s.batch * s.k * s.n)), c(size_t(s.batch * s.m * s.n));
+    for (float& x : a) x = u(rng);
+    for (float& x : b) x = u(rng);
+    gemm_f32(s, a.data(), b.data(), c.data());
+    for (int64_t p = 0; p < s.batch; ++p)
+      for (int64_t i = 0; i < s.m; ++i)
+        for (int64_t j = 0; j < s.n; ++j) {
+          double sum = 0, mag = 0;
+          for (int64_t q = 0; q < s.k; ++q) {
+            const double x = double(a[size_t((p * s.k + q) * s.m + i)]) * double(b[size_t((p * s.k + q) * s.n + j)]);
+            sum += x;
+            mag += std::abs(x);
+          }
+          const double got = c[size_t((p * s.m + i) * s.n + j)];
+          REQUIRE(std::abs(got - sum) <= double(s.k + 2) * 0x1p-23 * mag + 1e-30);
+        }
+  }
 }
 
 TEST_CASE("shape rules return errors that name the operands") {

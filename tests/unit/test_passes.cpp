@@ -139,3 +139,16 @@ TEST_CASE("the pipeline preserves results bitwise and shrinks the graph") {
   auto ra = a.run(args), rb = b.run(args);
   for (size_t i = 0; i < ra.size(); ++i) CHECK(std::memcmp(ra[i].raw(), rb[i].raw(), ra[i].bytes()) == 0);
 }
+
+TEST_CASE("dot layout reads a transposed parameter untransposed when few rows multiply it") {
+  const std::string params = "graph g\n%0 = parameter f32[32,64] dims=[32,64]\n"
+                             "%1 = parameter f32[16,64] dims=[16,64] axis=1\n"
+                             "%2 = parameter f32[128,64] dims=[128,64] axis=2\n";
+  expect(dot_layout, params + "%3 = dot f32[32,16] %0, %1 tb\nreturn %3\n", true,
+         params + "%3 = transpose f32[64,16] %1 dims=[1,0]\n%4 = dot f32[32,16] %0, %3\nreturn %4\n");
+  // Many rows (the kernels' rate does not suffer), or an operand that is no parameter: kept.
+  const std::string many = params + "%3 = dot f32[128,16] %2, %1 tb\nreturn %3\n";
+  expect(dot_layout, many, false, many);
+  const std::string computed = params + "%3 = exp f32[16,64] %1\n%4 = dot f32[32,16] %0, %3 tb\nreturn %4\n";
+  expect(dot_layout, computed, false, computed);
+}

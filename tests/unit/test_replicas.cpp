@@ -119,3 +119,82 @@ TEST_CASE("a value every replica reads is not overwritten by a replica that runs
     }
   }
 }
+
+namespace {
+
+Tensor wavy(Shape s, double scale, double phase) {
+  Tensor t(DType::f32, std::move(s));
+  for (int64_t i = 0; i < t.size(); ++i) t.set(i, std::sin(double(i) * 0.37 + phase) * scale);
+  return t;
+}
+
+bool same_bits(const Tensor& a, const Tensor& b) {
+  return a.shape() == b.shape() && std::memcmp(a.raw(), b.raw(), a.bytes()) == 0;
+}
+
+// One replica's program: h = tanh(x w); gw = x^T h (a weight gradient's shape), all-reduced;
+// then more per-replica work of h's size after the product, which could take h's buffer if
+// the product's operands were freed before the all_reduce reads them.
+Graph weight_gradient_step(bool product_is_output, int64_t kind) {
+  Graph g;
+  NodeId w = g.parameter(DType::f32, {64, 300});
+  NodeId x = g.parameter(DType::f32, {16, 64});  // one replica's rows
+  NodeId h = g.unary(Op::tanh, g.dot(x, w));
+  NodeId gw = g.dot(x, h, true, false);
+  Attrs mean;
+  mean.axis = kind;
+  NodeId total = g.add(Op::all_reduce, {gw}, mean);
+  NodeId later = h;
+  for (Op op : {Op::exp, Op::neg, Op::tanh}) later = g.add(op, {later});
+  NodeId loss = g.add(Op::all_reduce, {g.reduce(later, {0, 1}, ReduceKind::sum)});
+  g.outputs = {g.binary(Op::sub, w, total), loss};
+  if (product_is_output) g.outputs.push_back(gw);
+  return g;
+}
+
+}  // namespace
+
+TEST_CASE("an all_reduce of a per-replica dot sums the products as they come: the bits of the per-replica path") {
+  for (int64_t kind : {0, 1}) {  // sum, mean
+    for (bool optimize : {true, false}) {
+      CAPTURE(kind);
+      CAPTURE(optimize);
+      CompileOptions o;
+      o.replicas = 8;
+      o.sharded = {false, true};
+      o.optimize = optimize;
+      // With the product also a result, every replica computes it in a step of its own and
+      // the all_reduce adds the stored products: the path the summed one must reproduce.
+      Executable summed = Executable::compile(weight_gradient_step(false, kind), o);
+      Executable stored = Executable::compile(weight_gradient_step(true, kind), o);
+      const std::vector<Tensor> args{wavy({64, 300}, 0.05, 0.0), wavy({128, 64}, 1.0, 1.0)};
+      for (int threads : {1, 2, 3}) {
+        set_num_threads(threads);
+        std::vector<Tensor> a = summed.run(args), b = stored.run(args);
+        CHECK(same_bits(a[0], b[0]));
+        CHECK(same_bits(a[1], b[1]));
+      }
+      set_num_threads(0);
+      CHECK(summed.cost().flops == stored.cost().flops);
+      CHECK(summed.num_kernels() == stored.num_kernels());
+    }
+  }
+}
+
+TEST_CASE("a summed all_reduce of dots equals each replica's product added in replica order") {
+  CompileOptions o;
+  o.replicas = 4;
+  o.sharded = {false, true};
+  Executable exe = Executable::compile(weight_gradient_step(false, 0), o);
+  Executable single = Executable::compile(weight_gradient_step(true, 0));
+  const Tensor w = wavy({64, 300}, 0.05, 0.0), x = wavy({64, 64}, 1.0, 2.0);
+  Tensor sum(DType::f32, {64, 300});
+  for (int r = 0; r < 4; ++r) {
+    Tensor gw = single.run(std::vector<Tensor>{w, x.rows(16 * r, 16)})[2];
+    for (int64_t i = 0; i < sum.size(); ++i)
+      sum.data<float>()[i] = r == 0 ? gw.data<float>()[i] : sum.data<float>()[i] + gw.data<float>()[i];
+  }
+  Tensor expected(DType::f32, {64, 300});
+  for (int64_t i = 0; i < sum.size(); ++i) expected.data<float>()[i] = w.data<float>()[i] - sum.data<float>()[i];
+  CHECK(same_bits(exe.run(std::vector<Tensor>{w, x})[0], expected));
+}
