@@ -4,7 +4,11 @@
 -- rounds of a few steps, so load from other processes hits both alike; a shared machine
 -- still moves the absolute figures, the ratio much less.
 --
---   tputrain --threads 2 bench/cores_scaling.lua [CORES [ROUNDS [STEPS]]]    (8, 30, 10)
+--   tputrain --threads 2 bench/cores_scaling.lua [CORES [ROUNDS [STEPS [DATA]]]]   (8, 30, 10, memory)
+--
+-- DATA: memory (f32 batches sliced from tensors in memory: the step alone) or script (the
+-- pipeline of scripts/fashion_mnist_mlp.lua: u8 images shuffled, batched and scaled by a
+-- traced map each step, as an epoch of that script runs).
 --
 -- Prints ms/step for each (wall time, median over the rounds; CPU time of all threads, median)
 -- and the ratio N cores / 1 core (each round's wall-time ratio: median and range).
@@ -14,13 +18,23 @@ local nn, optim, data, core = tpu.nn, tpu.optim, tpu.data, tpu.core
 local cores = math.tointeger(tonumber(arg[1] or "8"))
 local rounds = math.tointeger(tonumber(arg[2] or "30"))
 local steps = math.tointeger(tonumber(arg[3] or "10"))
+local source = arg[4] or "memory"
 local batch = 256
 
-local x, y
-for bx, by in data.fashion_mnist("train"):batch(60000):iter() do
-  x, y = bx:reshape {-1, 784}:cast("f32") / 255, by
+local train
+if source == "script" then
+  local function scale(x, y) return x:reshape {-1, 784}:cast("f32") / 255, y end
+  train = data.fashion_mnist("train"):shuffle(60000, {seed = 1}):batch(batch, {drop_remainder = true})
+    :map(scale):cycle()
+elseif source == "memory" then
+  local x, y
+  for bx, by in data.fashion_mnist("train"):batch(60000):iter() do
+    x, y = bx:reshape {-1, 784}:cast("f32") / 255, by
+  end
+  train = data.from_tensors {x, y}:batch(batch, {drop_remainder = true}):cycle()
+else
+  error("DATA must be memory or script, got " .. source, 0)
 end
-local train = data.from_tensors {x, y}:batch(batch, {drop_remainder = true}):cycle()
 
 local function mlp(strategy)
   local _ <close> = strategy:scope()
