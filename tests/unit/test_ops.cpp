@@ -17,6 +17,7 @@
 #include "ops/op_table.h"
 #include "runtime/executable.h"
 #include "runtime/thread_pool.h"
+#include "thread_count_runs.h"
 
 using namespace tpu;
 
@@ -356,12 +357,7 @@ TEST_CASE("dot results do not depend on the thread count") {
   std::mt19937 rng(2);
   std::vector<Tensor> args = {random_tensor({DType::f32, {64, 300}}, rng), random_tensor({DType::f32, {300, 700}}, rng)};
   Executable exe = Executable::compile(g);
-  set_num_threads(1);
-  Tensor one = exe.run(args)[0];
-  set_num_threads(2);
-  Tensor two = exe.run(args)[0];
-  set_num_threads(0);
-  CHECK(std::memcmp(one.raw(), two.raw(), one.bytes()) == 0);
+  run_on_1_and_2_threads(exe, args);
 }
 
 TEST_CASE("gemm_f32_sum has the bits of gemm_f32 on each part added in part order") {
@@ -467,14 +463,7 @@ TEST_CASE("conv and pooling results do not depend on the thread count") {
     std::vector<Tensor> args = {random_tensor({DType::f32, {20, 12, 12, 8}, fill}, rng),
                                 random_tensor({DType::f32, {3, 3, 8, 16}, fill}, rng)};
     Executable exe = Executable::compile(g);
-    set_num_threads(1);
-    std::vector<Tensor> one = exe.run(args);
-    const size_t primitives = onednn_primitives_created();
-    set_num_threads(2);
-    std::vector<Tensor> two = exe.run(args);
-    set_num_threads(0);
-    CHECK(onednn_primitives_created() == primitives);  // cached: none made in a steady step
-    for (size_t i = 0; i < one.size(); ++i) CHECK(std::memcmp(one[i].raw(), two[i].raw(), one[i].bytes()) == 0);
+    run_on_1_and_2_threads(exe, args);
   }
 }
 
