@@ -33,12 +33,17 @@ while true do
 end
 ]]
 
-function T.ctrl_c_interrupts_a_script_with_status_130()
+-- Interrupts the script and checks for status 130 and the message at `line` (a pattern).
+local function check_interrupted_at(script, line)
   local dir = tmpdir()
-  local code, err = interrupt(dir, BUSY)
+  local code, err = interrupt(dir, script)
   check.eq(code, 130)
-  check.is_true(err:find("s.lua:%d: interrupted %(Ctrl%-C%)") ~= nil, err)
+  check.is_true(err:find("s.lua:" .. line .. ": interrupted %(Ctrl%-C%)") ~= nil, err)
   sh("rm -rf " .. dir)
+end
+
+function T.ctrl_c_interrupts_a_script_with_status_130()
+  check_interrupted_at(BUSY, "%d")
 end
 
 -- A loop of pure Lua: the interrupt lands in the script's own function (no C call on top).
@@ -51,11 +56,7 @@ end
 ]]
 
 function T.ctrl_c_in_a_pure_lua_loop_names_the_script_line()
-  local dir = tmpdir()
-  local code, err = interrupt(dir, PURE_LUA)
-  check.eq(code, 130)
-  check.is_true(err:find("s.lua:[45]: interrupted %(Ctrl%-C%)") ~= nil, err)
-  sh("rm -rf " .. dir)
+  check_interrupted_at(PURE_LUA, "[45]")
 end
 
 local DEFERRED = [[
