@@ -125,6 +125,28 @@ int l_read_csv(lua_State* L) {
   }));
 }
 
+// ---- row indices ----
+
+}  // namespace
+
+std::vector<int64_t> row_indices(lua_State* L, int arg, const char* what) {
+  luaL_checktype(L, arg, LUA_TTABLE);
+  const lua_Integer n = luaL_len(L, arg);
+  for (lua_Integer i = 1; i <= n; ++i) {  // check first: no C++ object is alive on error
+    if (lua_geti(L, arg, i) != LUA_TNUMBER || !lua_isinteger(L, -1)) luaL_error(L, "%s: index %d is not an integer", what, int(i));
+    lua_pop(L, 1);
+  }
+  std::vector<int64_t> indices(static_cast<size_t>(n));
+  for (lua_Integer i = 1; i <= n; ++i) {
+    lua_geti(L, arg, i);
+    indices[size_t(i - 1)] = lua_tointeger(L, -1);
+    lua_pop(L, 1);
+  }
+  return indices;
+}
+
+namespace {
+
 // ---- padded stack ----
 
 std::vector<Tensor> tensor_list(lua_State* L, int t) {
@@ -167,20 +189,8 @@ int l_pad_stack(lua_State* L) {
 int l_gather_rows(lua_State* L) {
   LuaTensor* t = test_tensor(L, 1);
   if (!t || t->traced()) return luaL_argerror(L, 1, "a concrete tensor");
-  luaL_checktype(L, 2, LUA_TTABLE);
-  const lua_Integer n = luaL_len(L, 2);
-  for (lua_Integer i = 1; i <= n; ++i) {  // check first: no C++ object is alive on error
-    if (lua_geti(L, 2, i) != LUA_TNUMBER || !lua_isinteger(L, -1)) luaL_error(L, "gather_rows: index %d is not an integer", int(i));
-    lua_pop(L, 1);
-  }
   return finish(L, guarded_read(L, [&] {
-    std::vector<int64_t> indices(static_cast<size_t>(n));
-    for (lua_Integer i = 1; i <= n; ++i) {
-      lua_geti(L, 2, i);
-      indices[size_t(i - 1)] = lua_tointeger(L, -1);
-      lua_pop(L, 1);
-    }
-    push_tensor(L, gather_rows(t->value, indices));
+    push_tensor(L, gather_rows(t->value, row_indices(L, 2, "gather_rows")));
     return 1;
   }));
 }

@@ -7,16 +7,23 @@
 // core.read_csv(path, {delimiter, header, features, feature_dtype, label, label_dtype,
 //               label_classes}) -> features [rows, k], labels [rows] or nil, feature names
 // core.pad_stack(tensors, shape, value) -> [#tensors, shape...] (each padded at the end)
+// core.gather_rows(tensor, indices) -> [#indices, ...] (rows at 0-based indices)
 // core.regular_files(dir) -> sorted names of the regular files (no links, no directories)
 // core.batch_prefetcher(tensors, depth) -> a BatchPrefetcher (lua_prefetch.cpp):
 //   p:push(indices)  p:pop() -> list of tensors or nil  p:pending()  p:stats()  p:close()
 #pragma once
+#include <cstdint>
+#include <vector>
 
 struct lua_State;
 
 namespace tpu {
 
 void register_data_functions(lua_State* L, int core_table_index);
+
+// The list of integers at `arg` (0-based row numbers); a Lua error "<what>: index i is not an
+// integer" otherwise, raised before any C++ object exists (the caller must hold none either).
+std::vector<int64_t> row_indices(lua_State* L, int arg, const char* what);
 
 // Adds core.batch_prefetcher to the table at core_table_index (lua_prefetch.cpp).
 void register_prefetcher(lua_State* L, int core_table_index);

@@ -70,19 +70,7 @@ int l_new(lua_State* L) {
 // p:push(indices): a list of 0-based row numbers
 int l_push(lua_State* L) {
   BatchPrefetcher& p = open_prefetcher(L);
-  luaL_checktype(L, 2, LUA_TTABLE);
-  const lua_Integer n = luaL_len(L, 2);
-  for (lua_Integer i = 1; i <= n; ++i) {  // check first: no C++ object is alive on error
-    if (lua_geti(L, 2, i) != LUA_TNUMBER || !lua_isinteger(L, -1)) luaL_error(L, "push: index %d is not an integer", int(i));
-    lua_pop(L, 1);
-  }
-  std::vector<int64_t> indices(static_cast<size_t>(n));
-  for (lua_Integer i = 1; i <= n; ++i) {
-    lua_geti(L, 2, i);
-    indices[size_t(i - 1)] = lua_tointeger(L, -1);
-    lua_pop(L, 1);
-  }
-  p.push(std::move(indices));
+  p.push(row_indices(L, 2, "push"));
   return 0;
 }
 
