@@ -3,6 +3,7 @@
 -- values (static: part of the signature, so a new value means a new compile).
 local core = require "tpu.core"
 local is_tensor = core.is_tensor
+local type_key = core.type_key  -- a tensor's part of a signature: "f32[256,784]"
 
 local M = {}
 local all_functions = setmetatable({}, {__mode = "k"})
@@ -60,8 +61,6 @@ end
 
 -- Appends the tensor leaves of v to `leaves` and the signature of v to `key` (a list of
 -- strings); returns the tree's spec for rebuilding it.
-local type_key = core.type_key
-
 local function flatten(v, leaves, key)
   if is_tensor(v) then
     leaves[#leaves + 1] = v
