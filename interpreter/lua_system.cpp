@@ -14,6 +14,7 @@
 
 #include "interpreter.h"
 #include "lua_internal.h"
+#include "runtime/signals.h"
 
 namespace tpu {
 
@@ -74,11 +75,7 @@ int l_defer_interrupts(lua_State* L) {
 
 void install_interrupt_handler(lua_State* L) {
   interrupt_state = L;
-  struct sigaction sa {};
-  sa.sa_handler = on_sigint;
-  sa.sa_flags = SA_RESTART;  // a write in progress goes on
-  sigemptyset(&sa.sa_mask);
-  sigaction(SIGINT, &sa, nullptr);
+  install_signal_handler(SIGINT, on_sigint);
 }
 
 bool interrupted() { return interrupt_count.load() > 0; }

@@ -16,6 +16,7 @@
 
 #include "cli.h"
 #include "interpreter.h"
+#include "runtime/signals.h"
 
 #ifndef TPUTRAIN_VERSION
 #error "TPUTRAIN_VERSION must be defined by the build"
@@ -174,9 +175,9 @@ void on_interrupt(int) {
 
 Interpreter::Eval eval_interruptible(Interpreter& interp, const std::string& chunk) {
   running_state = interp.state();
-  auto previous = std::signal(SIGINT, on_interrupt);
+  const struct sigaction previous = install_signal_handler(SIGINT, on_interrupt);
   Interpreter::Eval result = interp.eval_repl(chunk);
-  std::signal(SIGINT, previous);
+  restore_signal_handler(SIGINT, previous);
   return result;
 }
 

@@ -3,6 +3,7 @@
 #include <chrono>
 
 #include "data/batching.h"
+#include "runtime/signals.h"
 
 namespace tpu {
 
@@ -13,7 +14,10 @@ double ms_since(std::chrono::steady_clock::time_point t0) {
 }  // namespace
 
 BatchPrefetcher::BatchPrefetcher(std::vector<Tensor> sources, size_t depth)
-    : sources_(std::move(sources)), depth_(depth < 1 ? 1 : depth), thread_([this] { run(); }) {}
+    : sources_(std::move(sources)), depth_(depth < 1 ? 1 : depth), thread_([this] {
+        block_async_signals();
+        run();
+      }) {}
 
 BatchPrefetcher::~BatchPrefetcher() {
   {

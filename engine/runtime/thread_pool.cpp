@@ -1,5 +1,7 @@
 #include "runtime/thread_pool.h"
 
+#include "runtime/signals.h"
+
 #include <atomic>
 #include <condition_variable>
 #include <exception>
@@ -75,6 +77,7 @@ class Pool {
   }
 
   void work() {
+    block_async_signals();
     uint64_t seen = 0;
     for (;;) {
       {

@@ -1,0 +1,20 @@
+// Where signal handlers run. oneDNN 2.6's JIT f32 GEMM (the one Debian 12 ships) points rsp
+// into its heap workspace while it runs: a signal frame the kernel pushes there overwrites heap
+// memory, and the process later dies in free(). So handlers run on an alternate stack, and
+// only the main thread takes asynchronous signals (the threads we start block them).
+#pragma once
+#include <csignal>
+
+namespace tpu {
+
+// Installs handler for sig on the calling thread's alternate stack (made on first use), with
+// SA_RESTART; returns the previous action for restore_signal_handler. Call it from the main
+// thread: the alternate stack belongs to the thread that makes it.
+struct sigaction install_signal_handler(int sig, void (*handler)(int));
+void restore_signal_handler(int sig, const struct sigaction& previous);
+
+// Blocks SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2, SIGALRM, SIGPROF, SIGWINCH and
+// SIGCHLD in the calling thread; every thread tputrain starts calls it first.
+void block_async_signals();
+
+}  // namespace tpu
