@@ -249,7 +249,7 @@ NodeId operand_node(Trace& tr, const Operand& o, DType number_dtype) {
     if (t->raw() == o.tensor->value.raw() && t->same_type(o.tensor->value)) return id;
   auto held = std::make_shared<const Tensor>(o.tensor->value);
   Attrs a;
-  a.literal = held;
+  a.set_literal(held);
   NodeId id = g.add(Op::constant, {}, std::move(a));
   tr.captured.emplace_back(held, id);
   return id;

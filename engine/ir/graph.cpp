@@ -52,7 +52,7 @@ NodeId Graph::parameter(DType t, Shape s) {
 
 NodeId Graph::constant(Tensor value) {
   Attrs a;
-  a.literal = std::make_shared<const Tensor>(std::move(value));
+  a.set_literal(std::make_shared<const Tensor>(std::move(value)));
   return add(Op::constant, {}, std::move(a));
 }
 
@@ -97,7 +97,7 @@ NodeId Graph::broadcast(NodeId x, Shape s, Dims dims) {
   if (at(x).shape == s) return x;
   Attrs a;
   a.dims = std::move(dims);
-  a.dims2 = std::move(s);
+  a.set_dims2(std::move(s));
   return add(Op::broadcast, {x}, std::move(a));
 }
 
@@ -120,15 +120,15 @@ NodeId Graph::transpose(NodeId x, Dims perm) {
 NodeId Graph::slice(NodeId x, Dims start, Dims limit) {
   Attrs a;
   a.dims = std::move(start);
-  a.dims2 = std::move(limit);
+  a.set_dims2(std::move(limit));
   return add(Op::slice, {x}, std::move(a));
 }
 
 NodeId Graph::pad(NodeId x, Dims lo, Dims hi, double value) {
   Attrs a;
   a.dims = std::move(lo);
-  a.dims2 = std::move(hi);
-  a.value = value;
+  a.set_dims2(std::move(hi));
+  a.set_value(value);
   return add(Op::pad, {x}, std::move(a));
 }
 

@@ -53,10 +53,31 @@ std::string_view reduce_name(ReduceKind k) {
   return names[size_t(k)];
 }
 
+const Dims& Attrs::dims2() const {
+  static const Dims none;
+  return rare_ ? rare_->dims2 : none;
+}
+
+const std::shared_ptr<const Tensor>& Attrs::literal() const {
+  static const std::shared_ptr<const Tensor> none;
+  return rare_ ? rare_->literal : none;
+}
+
+const std::shared_ptr<const Graph>& Attrs::body() const {
+  static const std::shared_ptr<const Graph> none;
+  return rare_ ? rare_->body : none;
+}
+
+RareAttrs& Attrs::own_rare() {
+  if (!rare_) rare_ = std::make_shared<RareAttrs>();
+  else if (rare_.use_count() > 1) rare_ = std::make_shared<RareAttrs>(*rare_);
+  return *rare_;
+}
+
 bool Attrs::operator==(const Attrs& o) const {
-  return dims == o.dims && dims2 == o.dims2 && axis == o.axis && flag_a == o.flag_a &&
-         flag_b == o.flag_b && value == o.value && to == o.to && literal == o.literal &&
-         body == o.body;
+  if (dims != o.dims || axis != o.axis || flag_a != o.flag_a || flag_b != o.flag_b || to != o.to) return false;
+  return rare_ == o.rare_ || (dims2() == o.dims2() && value() == o.value() && literal() == o.literal() &&
+                              body() == o.body());
 }
 
 }  // namespace tpu

@@ -40,19 +40,40 @@ enum class ReduceKind : uint8_t { sum, max, min };
 std::string_view cmp_name(Cmp c);
 std::string_view reduce_name(ReduceKind k);
 
+// The attributes only a few ops carry: out of line, shared by the copies of a node (graph
+// nodes are many, and most carry none of these).
+struct RareAttrs {
+  Dims dims2;                             // slice limit / pad high / window padding
+  double value = 0;                       // pad value
+  std::shared_ptr<const Tensor> literal;  // constant payload
+  std::shared_ptr<const Graph> body;      // fusion: the fused elementwise computation
+};
+
 // Attributes, interpreted per op (documented on each op's builder in ir/graph.h).
 struct Attrs {
   Dims dims;   // axes / permutation / broadcast dims / slice start / pad low
-  Dims dims2;  // slice limit / pad high
   int64_t axis = 0;            // concat, gather, argmax, iota axis; compare dir; reduce kind
-  double value = 0;            // pad value
-  std::shared_ptr<const Tensor> literal;  // constant payload
-  std::shared_ptr<const Graph> body;      // fusion: the fused elementwise computation
+
+  const Dims& dims2() const;
+  double value() const { return rare_ ? rare_->value : 0; }
+  const std::shared_ptr<const Tensor>& literal() const;
+  const std::shared_ptr<const Graph>& body() const;
+  void set_dims2(Dims d) { own_rare().dims2 = std::move(d); }
+  void set_value(double v) { own_rare().value = v; }
+  void set_literal(std::shared_ptr<const Tensor> t) { own_rare().literal = std::move(t); }
+  void set_body(std::shared_ptr<const Graph> b) { own_rare().body = std::move(b); }
+  bool has_rare() const { return bool(rare_); }  // holds any of the above (heap memory)
+  bool operator==(const Attrs& o) const;
+
+ private:
+  RareAttrs& own_rare();  // copy on write: other nodes may share rare_
+  std::shared_ptr<RareAttrs> rare_;
+
+ public:
   // The one-byte fields last, packed together (graph nodes are many: padding adds up).
   bool flag_a = false;         // dot: transpose lhs
   bool flag_b = false;         // dot: transpose rhs
   DType to = DType::f32;       // convert target
-  bool operator==(const Attrs& o) const;
 };
 
 }  // namespace tpu

@@ -34,17 +34,17 @@ std::string attrs_text(const Node& n) {
   const Attrs& a = n.attrs;
   std::string s;
   if (!a.dims.empty()) s += " dims=" + list(a.dims);
-  if (!a.dims2.empty()) s += " dims2=" + list(a.dims2);
+  if (!a.dims2().empty()) s += " dims2=" + list(a.dims2());
   if (a.axis != 0) s += " axis=" + std::to_string(a.axis);
   if (a.flag_a) s += " ta";
   if (a.flag_b) s += " tb";
-  if (a.value != 0) s += " value=" + number(a.value, 17);
+  if (a.value() != 0) s += " value=" + number(a.value(), 17);
   if (a.to != DType::f32) s += " to=" + std::string(name_of(a.to));
-  if (a.literal) {
+  if (a.literal()) {
     s += " literal=[";
-    const bool integral = !is_float(a.literal->dtype());
-    for (int64_t i = 0; i < a.literal->size(); ++i)
-      s += (i ? "," : "") + (integral ? std::to_string(int64_t(a.literal->get(i))) : number(a.literal->get(i), 9));
+    const bool integral = !is_float(a.literal()->dtype());
+    for (int64_t i = 0; i < a.literal()->size(); ++i)
+      s += (i ? "," : "") + (integral ? std::to_string(int64_t(a.literal()->get(i))) : number(a.literal()->get(i), 9));
     s += "]";
   }
   return s;
@@ -59,11 +59,11 @@ void print_nodes(const Graph& g, std::ostringstream& out, const std::string& ind
     out << indent << "%" << id << " = " << op_name(n.op) << " " << type_str(n.dtype, n.shape);
     for (size_t i = 0; i < n.in.size(); ++i) out << (i ? ", %" : " %") << n.in[i];
     out << attrs_text(n);
-    if (n.attrs.body) out << " {";
+    if (n.attrs.body()) out << " {";
     if (n.loc >= 0) out << "  # " << g.locations[size_t(n.loc)];
     out << "\n";
-    if (n.attrs.body) {
-      print_nodes(*n.attrs.body, out, indent + "  ");
+    if (n.attrs.body()) {
+      print_nodes(*n.attrs.body(), out, indent + "  ");
       out << indent << "}\n";
     }
   }
@@ -200,11 +200,11 @@ std::shared_ptr<const Tensor> parse_literal(LineParser& p, DType type, const Sha
 
 void parse_attr(LineParser& p, std::string_view key, Attrs& a, DType type, const Shape& shape) {
   if (key == "dims") a.dims = p.int_list();
-  else if (key == "dims2") a.dims2 = p.int_list();
+  else if (key == "dims2") a.set_dims2(p.int_list());
   else if (key == "axis") a.axis = p.integer();
-  else if (key == "value") a.value = p.real();
+  else if (key == "value") a.set_value(p.real());
   else if (key == "to") a.to = p.dtype();
-  else if (key == "literal") a.literal = parse_literal(p, type, shape);
+  else if (key == "literal") a.set_literal(parse_literal(p, type, shape));
   else p.fail("unknown attribute '" + std::string(key) + "'");
 }
 
@@ -241,7 +241,7 @@ void parse_node(Graph& g, LineParser& p, Lines& lines) {
     if (p.eat("{")) {
       if (lines.depth == kMaxBodyDepth) p.fail("fusion bodies nested deeper than " + std::to_string(kMaxBodyDepth));
       ++lines.depth;
-      a.body = std::make_shared<const Graph>(parse_block(lines, true));
+      a.set_body(std::make_shared<const Graph>(parse_block(lines, true)));
       --lines.depth;
       continue;
     }

@@ -32,14 +32,14 @@ Window2D input_grad_window(const Window2D& w, std::array<int64_t, 2> in, std::ar
 void set_window(Attrs& a, const Window2D& w) {
   a.dims = {w.size[0], w.size[1], w.stride[0], w.stride[1],
             w.lhs_dilation[0], w.lhs_dilation[1], w.rhs_dilation[0], w.rhs_dilation[1]};
-  a.dims2 = {w.pad_lo[0], w.pad_hi[0], w.pad_lo[1], w.pad_hi[1]};
+  a.set_dims2({w.pad_lo[0], w.pad_hi[0], w.pad_lo[1], w.pad_hi[1]});
 }
 
 bool window_ok(const Attrs& a) {
-  if (a.dims.size() != 8 || a.dims2.size() != 4) return false;
+  if (a.dims.size() != 8 || a.dims2().size() != 4) return false;
   for (int64_t d : a.dims)
     if (d < 1 || d > kMaxWindowAttr) return false;
-  for (int64_t d : a.dims2)
+  for (int64_t d : a.dims2())
     if (d < -kMaxWindowAttr || d > kMaxWindowAttr) return false;
   return true;
 }
@@ -51,8 +51,8 @@ Window2D window_of(const Attrs& a) {
     w.stride[i] = a.dims[size_t(2 + i)];
     w.lhs_dilation[i] = a.dims[size_t(4 + i)];
     w.rhs_dilation[i] = a.dims[size_t(6 + i)];
-    w.pad_lo[i] = a.dims2[size_t(2 * i)];
-    w.pad_hi[i] = a.dims2[size_t(2 * i + 1)];
+    w.pad_lo[i] = a.dims2()[size_t(2 * i)];
+    w.pad_hi[i] = a.dims2()[size_t(2 * i + 1)];
   }
   return w;
 }

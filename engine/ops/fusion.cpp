@@ -17,10 +17,10 @@ namespace {
 constexpr int64_t kBlock = 4096;        // elements per block (a multiple of every SIMD width)
 constexpr int64_t kBlocksPerTask = 8;   // blocks per parallel task
 
-const Graph& body_of(const Node& n) { return *n.attrs.body; }
+const Graph& body_of(const Node& n) { return *n.attrs.body(); }
 
 std::string shape_fusion(const Graph& g, Node& n) {
-  if (!n.attrs.body || n.attrs.body->outputs.size() != 1) return "fusion without a body";
+  if (!n.attrs.body() || n.attrs.body()->outputs.size() != 1) return "fusion without a body";
   const Graph& body = body_of(n);
   if (body.params.size() != n.in.size()) return "fusion: body takes " + std::to_string(body.params.size()) + " inputs, given " + std::to_string(n.in.size());
   for (size_t i = 0; i < n.in.size(); ++i) {
@@ -159,7 +159,7 @@ void run_blocks(const Node& n, std::span<const Tensor* const> in, Tensor& out, i
       Tensor& view = st.views[size_t(id)];
       if (node.shape != out.shape() && (node.op == Op::constant || node.op == Op::parameter)) continue;
       if (node.op == Op::constant) {  // a scalar group's constant operand
-        view.rebind(const_cast<std::byte*>(node.attrs.literal->raw()));
+        view.rebind(const_cast<std::byte*>(node.attrs.literal()->raw()));
         continue;
       }
       if (node.op == Op::parameter) {
@@ -169,7 +169,7 @@ void run_blocks(const Node& n, std::span<const Tensor* const> in, Tensor& out, i
       if (id == root) view.rebind(out.raw() + start * es);
       if (node.op == Op::broadcast) {
         const Node& src = body.at(node.in[0]);
-        const Tensor& s = src.op == Op::constant ? *src.attrs.literal : *in[size_t(st.param_index[size_t(node.in[0])])];
+        const Tensor& s = src.op == Op::constant ? *src.attrs.literal() : *in[size_t(st.param_index[size_t(node.in[0])])];
         // A scalar's block holds the same values for every block: fill it once per call.
         if (s.size() != 1 || blk == first || id == root) broadcast_block(node, s, start, len, view.raw());
         continue;

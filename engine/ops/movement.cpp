@@ -21,9 +21,9 @@ std::string shape_parameter(const Graph&, Node& n) {
   return "";
 }
 std::string shape_constant(const Graph&, Node& n) {
-  if (!n.attrs.literal) return "constant without a value";
-  n.dtype = n.attrs.literal->dtype();
-  n.shape = n.attrs.literal->shape();
+  if (!n.attrs.literal()) return "constant without a value";
+  n.dtype = n.attrs.literal()->dtype();
+  n.shape = n.attrs.literal()->shape();
   return "";
 }
 std::string shape_iota(const Graph& g, Node& n) {
@@ -36,7 +36,7 @@ void no_kernel(const Node& n, std::span<const Tensor* const>, Tensor&) {
   throw Error(std::string(op_name(n.op)) + " has no kernel: the executor binds it");
 }
 void ref_constant(const Node& n, std::span<const Tensor* const>, Tensor& out) {
-  std::memcpy(out.raw(), n.attrs.literal->raw(), out.bytes());
+  std::memcpy(out.raw(), n.attrs.literal()->raw(), out.bytes());
 }
 void ref_iota(const Node& n, std::span<const Tensor* const>, Tensor& out) {
   auto st = strides_of(n.shape);
@@ -49,7 +49,7 @@ Cost cost_free(const Graph&, const Node&) { return {}; }
 std::string shape_broadcast(const Graph& g, Node& n) {
   const Node& x = g.at(n.in.at(0));
   const auto& dims = n.attrs.dims;
-  const Shape& to = n.attrs.dims2;
+  const Shape& to = n.attrs.dims2();
   bool ok = dims.size() == x.shape.size() && valid_axes(dims, to.size());
   for (size_t i = 0; ok && i < dims.size(); ++i) ok = x.shape[i] == to[size_t(dims[i])];
   if (!ok) return "cannot broadcast " + type_of(g, n.in[0]) + " to " + dims_str(to) + " along " + dims_str(dims);
@@ -148,7 +148,7 @@ void grad_transpose(GradContext& c) {
 std::string shape_slice(const Graph& g, Node& n) {
   const Node& x = g.at(n.in.at(0));
   const auto& lo = n.attrs.dims;
-  const auto& hi = n.attrs.dims2;
+  const auto& hi = n.attrs.dims2();
   bool ok = lo.size() == x.shape.size() && hi.size() == x.shape.size();
   for (size_t i = 0; ok && i < lo.size(); ++i) ok = 0 <= lo[i] && lo[i] <= hi[i] && hi[i] <= x.shape[i];
   if (!ok) return "slice " + dims_str(lo) + ".." + dims_str(hi) + " out of range for " + type_of(g, n.in[0]);
@@ -169,7 +169,7 @@ void grad_slice(GradContext& c) {
   const Node& n = c.n();
   const Shape& xs = c.g.at(c.in(0)).shape;
   Dims hi;
-  for (size_t i = 0; i < xs.size(); ++i) hi.push_back(xs[i] - n.attrs.dims2[i]);
+  for (size_t i = 0; i < xs.size(); ++i) hi.push_back(xs[i] - n.attrs.dims2()[i]);
   c.give(0, c.g.pad(c.out_grad, n.attrs.dims, hi, 0));
 }
 
@@ -177,7 +177,7 @@ void grad_slice(GradContext& c) {
 std::string shape_pad(const Graph& g, Node& n) {
   const Node& x = g.at(n.in.at(0));
   const auto& lo = n.attrs.dims;
-  const auto& hi = n.attrs.dims2;
+  const auto& hi = n.attrs.dims2();
   bool ok = lo.size() == x.shape.size() && hi.size() == x.shape.size();
   // Bounded so that the padded size cannot overflow (the result is checked by Graph::add).
   for (size_t i = 0; ok && i < lo.size(); ++i) ok = 0 <= lo[i] && lo[i] <= kMaxElements && 0 <= hi[i] && hi[i] <= kMaxElements;
@@ -187,7 +187,7 @@ std::string shape_pad(const Graph& g, Node& n) {
   return "";
 }
 void ref_pad(const Node& n, std::span<const Tensor* const> in, Tensor& out) {
-  for (int64_t i = 0, m = out.size(); i < m; ++i) out.set(i, n.attrs.value);
+  for (int64_t i = 0, m = out.size(); i < m; ++i) out.set(i, n.attrs.value());
   auto dst = strides_of(n.shape);
   int64_t offset = 0;
   for (size_t i = 0; i < dst.size(); ++i) offset += n.attrs.dims[i] * dst[i];

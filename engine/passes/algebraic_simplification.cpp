@@ -14,10 +14,10 @@ namespace {
 bool splat(const Graph& g, NodeId id, double& value) {
   const Node& n = g.at(id);
   if (n.op == Op::broadcast) return splat(g, n.in[0], value);
-  if (n.op != Op::constant || n.attrs.literal->size() == 0) return false;
-  value = n.attrs.literal->get(0);
-  for (int64_t i = 1; i < n.attrs.literal->size(); ++i)
-    if (n.attrs.literal->get(i) != value) return false;
+  if (n.op != Op::constant || n.attrs.literal()->size() == 0) return false;
+  value = n.attrs.literal()->get(0);
+  for (int64_t i = 1; i < n.attrs.literal()->size(); ++i)
+    if (n.attrs.literal()->get(i) != value) return false;
   return true;
 }
 

@@ -44,7 +44,7 @@ bool foldable(const Node& node, const Graph& out, Map map) {
 template <class Map>
 Tensor fold(const Node& node, const Graph& out, Map map) {
   std::vector<const Tensor*> inputs;
-  for (NodeId i : node.in) inputs.push_back(out.at(map(i)).attrs.literal.get());
+  for (NodeId i : node.in) inputs.push_back(out.at(map(i)).attrs.literal().get());
   Tensor value(node.dtype, node.shape);
   kernel_for(node.op)(node, inputs, value);
   return value;
@@ -61,7 +61,7 @@ NodeId fold_in_place(Graph& g, NodeId n, bool& changed) {
     Tensor value = fold(node, g, same);
     if (is_splat(value)) return n;
     Attrs a;
-    a.literal = std::make_shared<const Tensor>(std::move(value));
+    a.set_literal(std::make_shared<const Tensor>(std::move(value)));
     node = Node{Op::constant, node.dtype, node.shape, {}, std::move(a), node.loc};
     changed = true;
   }

@@ -137,7 +137,7 @@ class Outliner {
     NodeId root = gr_.root[size_t(group)];
     body_->outputs = {local_[size_t(root)]};
     Attrs a;
-    a.body = body_;
+    a.set_body(body_);
     rw_.at_location_of(root);
     rw_.set(root, rw_.out().add(Op::fusion, inputs_, std::move(a)));
   }

@@ -6,12 +6,12 @@ namespace tpu {
 
 namespace {
 
-// A node that owns no heap memory (short lists inline, no literal or body) is copied out of the
+// A node that owns no heap memory (short lists inline, no rare attributes) is copied out of the
 // source rather than moved: a move writes to the source node too, and on a deep graph all
 // those dirtied lines go back to memory before the source is freed.
 Node take_from(Node& n) {
-  const bool owns_heap = n.attrs.literal || n.attrs.body || !n.shape.is_inline() || !n.in.is_inline() ||
-                         !n.attrs.dims.is_inline() || !n.attrs.dims2.is_inline();
+  const bool owns_heap =
+      n.attrs.has_rare() || !n.shape.is_inline() || !n.in.is_inline() || !n.attrs.dims.is_inline();
   if (owns_heap) return std::move(n);
   return n;
 }

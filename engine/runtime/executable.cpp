@@ -377,7 +377,7 @@ std::vector<Tensor> Executable::run(std::span<const Tensor> args) const {
   }
   for (NodeId n = 0; n < NodeId(g.nodes.size()); ++n)
     if (g.at(n).op == Op::constant)
-      for (int r = 0; r < R; ++r) values[size_t(r)][size_t(n)] = *g.at(n).attrs.literal;
+      for (int r = 0; r < R; ++r) values[size_t(r)][size_t(n)] = *g.at(n).attrs.literal();
 
   // Per-replica results are written straight into their rows of a stacked tensor.
   std::vector<Tensor> stacked(g.nodes.size());

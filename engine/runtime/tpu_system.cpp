@@ -51,7 +51,7 @@ std::vector<Held> held_buffers(const Executable& exe, const std::vector<std::str
     const Node& node = g.at(n);
     // A fusion is named by the op whose result it stores.
     std::string op = node.op == Op::fusion
-                         ? std::string(op_name(node.attrs.body->at(node.attrs.body->outputs[0]).op)) + " (fused)"
+                         ? std::string(op_name(node.attrs.body()->at(node.attrs.body()->outputs[0]).op)) + " (fused)"
                          : std::string(op_name(node.op));
     return loc.empty() ? op : op + " at " + loc;
   };

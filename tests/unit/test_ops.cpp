@@ -56,7 +56,7 @@ NodeId fused_chain(Graph& g, const std::vector<NodeId>& x) {
   NodeId t = body->unary(Op::tanh, body->binary(Op::mul, px, body->broadcast(pb, {5, 3000}, {1})));
   body->outputs = {body->binary(Op::add, t, body->full(DType::f32, {5, 3000}, 0.5))};
   Attrs a;
-  a.body = body;
+  a.set_body(body);
   return g.add(Op::fusion, {x[0], x[1]}, a);
 }
 

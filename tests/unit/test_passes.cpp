@@ -116,7 +116,7 @@ TEST_CASE("elementwise fusion recomputes a cheap op read by two groups instead o
     ++fusions;
     CHECK(n.in[0] == 0);  // each reads x itself
     int adds = 0;
-    for (const Node& b : n.attrs.body->nodes) adds += b.op == Op::add;
+    for (const Node& b : n.attrs.body()->nodes) adds += b.op == Op::add;
     CHECK(adds == 1);
   }
   CHECK(fusions == 2);
