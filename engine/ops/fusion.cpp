@@ -7,6 +7,7 @@
 #include <memory>
 #include <new>
 
+#include "ops/fusion.h"
 #include "ops/kernel_util.h"
 #include "runtime/thread_pool.h"
 
@@ -182,11 +183,8 @@ void run_blocks(const Node& n, std::span<const Tensor* const> in, Tensor& out, i
 }
 
 void fast_fusion(const Node& n, std::span<const Tensor* const> in, Tensor& out) {
-  const int64_t blocks = (out.size() + kBlock - 1) / kBlock;
-  const int64_t tasks = (blocks + kBlocksPerTask - 1) / kBlocksPerTask;
-  parallel_for(tasks, [&](int64_t t) {
-    run_blocks(n, in, out, t * kBlocksPerTask, std::min(blocks, (t + 1) * kBlocksPerTask));
-  });
+  const FusionCall call{&n, in, &out};
+  run_fusions_in_lockstep({&call, 1});
 }
 
 Cost cost_fusion(const Graph& g, const Node& n) {
@@ -198,6 +196,16 @@ Cost cost_fusion(const Graph& g, const Node& n) {
 }
 
 }  // namespace
+
+void run_fusions_in_lockstep(std::span<const FusionCall> calls) {
+  const int64_t size = calls.front().out->size();
+  const int64_t blocks = (size + kBlock - 1) / kBlock;
+  const int64_t tasks = (blocks + kBlocksPerTask - 1) / kBlocksPerTask;
+  parallel_for(tasks, [&](int64_t t) {
+    for (const FusionCall& c : calls)
+      run_blocks(*c.node, c.in, *c.out, t * kBlocksPerTask, std::min(blocks, (t + 1) * kBlocksPerTask));
+  });
+}
 
 extern const OpInfo fusion_row = {Op::fusion, shape_fusion, ref_fusion, fast_fusion, nullptr, cost_fusion};
 

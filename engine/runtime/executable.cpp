@@ -9,7 +9,9 @@
 
 #include "core/error.h"
 #include "ops/collective.h"
+#include "ops/fusion.h"
 #include "passes/pass.h"
+#include "runtime/lockstep.h"
 #include "runtime/thread_pool.h"
 
 namespace tpu {
@@ -179,6 +181,11 @@ void Executable::plan(const CompileOptions& options) {
   std::vector<NodeId> order(size_t(first.back()));
   for (NodeId n = 0; n < NodeId(count); ++n)
     if (slot[size_t(n)] >= 0) order[size_t(first[size_t(slot[size_t(n)])]++)] = n;
+  std::vector<int32_t> runs(order.size(), 0);
+  if (!options.reference_kernels && options.lockstep) {
+    order = sink_into_readers(g, order, slot);
+    runs = lockstep_runs(g, order, slot);
+  }
 
   // Storage owners: a reshape shares its operand's storage.
   std::vector<NodeId> owner(count);
@@ -220,6 +227,12 @@ void Executable::plan(const CompileOptions& options) {
     }
   }
 
+  // A run in lock-step reads its operands until its last member has run.
+  for (size_t k = 0; k < order.size(); ++k)
+    for (int32_t j = 0; j < runs[k]; ++j)
+      for (NodeId i : g.at(order[k + size_t(j)]).in)
+        last_use[size_t(owner[size_t(i)])] = std::max(last_use[size_t(owner[size_t(i)])], int32_t(k) + runs[k] - 1);
+
   // Replicas run their steps concurrently, each at its own pace: a value they all read (an
   // invariant one, an all_reduce result) gets an arena of its own, or replica 0 could reuse its
   // space while another replica still reads it.
@@ -239,8 +252,24 @@ void Executable::plan(const CompileOptions& options) {
   for (NodeId d : dot_of)
     if (d >= 0) summed[size_t(d)] = true;
   phases_.assign(size_t(phases), Phase{});
-  for (NodeId n : order) {
+  std::vector<int32_t> arg_of(count, -1);
+  for (size_t p = 0; p < g.params.size(); ++p) arg_of[size_t(g.params[p])] = int32_t(p);
+  auto where = [&](NodeId n) {
+    const NodeId o = owner[size_t(n)];
+    const size_t bytes = exact_bytes(g.at(o));
+    if (planned[size_t(o)]) return BufferRange{-1, offset[size_t(o)], offset[size_t(o)] + bytes};
+    if (planned_shared[size_t(o)]) return BufferRange{-2, offset[size_t(o)], offset[size_t(o)] + bytes};
+    const int32_t arg = donated_into[size_t(o)] >= 0 ? donated_into[size_t(o)] : arg_of[size_t(o)];
+    if (arg >= 0) return BufferRange{arg, 0, bytes};
+    return BufferRange{-3 - int64_t(o), 0, bytes};  // a buffer of its own
+  };
+  for (size_t k = 0; k < order.size(); ++k)
+    if (runs[k] > 0 && !lockstep_safe(g, std::span(order).subspan(k, size_t(runs[k])), where)) runs[k] = 0;
+  for (size_t k = 0; k < order.size(); ++k) {
+    const NodeId n = order[k];
     Step st{n, Step::Place::fresh};
+    st.lockstep = runs[k];
+    lockstep_fusions_ += size_t(runs[k]);
     st.dot = dot_of[size_t(n)];
     if (owner[size_t(n)] != n) st.place = Step::Place::alias;
     else if (planned[size_t(n)]) st.place = Step::Place::arena, st.offset = offset[size_t(n)];
@@ -300,15 +329,14 @@ void run_kernel(const Graph& g, NodeId id, F f) {
 
 }  // namespace
 
-// Runs one step on `replica`'s values. Results that differ per replica are written into their
-// rows of the stacked result.
-void Executable::run_step(const Step& s, std::vector<Tensor>& values, std::span<const Tensor> args, int replica,
-                          std::vector<Tensor>& results) const {
-  const Graph& g = graph_;
-  const Node& node = g.at(s.node);
+// Points values[s.node] at the storage the plan gave it on `replica`. Results that differ per
+// replica are written into their rows of the stacked result.
+bool Executable::place_output(const Step& s, std::vector<Tensor>& values, std::span<const Tensor> args, int replica,
+                              std::vector<Tensor>& results) const {
+  const Node& node = graph_.at(s.node);
   Tensor& out = values[size_t(s.node)];
   switch (s.place) {
-    case Step::Place::alias: out = values[size_t(node.in[0])].reshaped(node.shape); return;
+    case Step::Place::alias: out = values[size_t(node.in[0])].reshaped(node.shape); return false;
     case Step::Place::arena: out = Tensor::borrow(node.dtype, node.shape, arenas_[size_t(replica)].raw() + s.offset); break;
     case Step::Place::shared: out = Tensor::borrow(node.dtype, node.shape, shared_arena_.raw() + s.offset); break;
     case Step::Place::donated: out = args[size_t(s.arg)].view(node.dtype, node.shape); break;
@@ -318,11 +346,39 @@ void Executable::run_step(const Step& s, std::vector<Tensor>& values, std::span<
                 : Tensor(node.dtype, node.shape, Tensor::Uninitialized{});
       break;
   }
+  return true;
+}
+
+size_t Executable::run_steps(std::span<const Step> steps, size_t i, std::vector<Tensor>& values,
+                             std::span<const Tensor> args, int replica, std::vector<Tensor>& results) const {
+  const Graph& g = graph_;
+  const Step& s = steps[i];
+  if (s.lockstep > 0) {
+    const auto run = steps.subspan(i, size_t(s.lockstep));
+    for (const Step& m : run) place_output(m, values, args, replica, results);
+    // Operand lists per member, in one reused array: no allocation per step.
+    thread_local std::vector<const Tensor*> operands;
+    thread_local std::vector<FusionCall> calls;
+    operands.clear();
+    calls.clear();
+    for (const Step& m : run)
+      for (NodeId in : g.at(m.node).in) operands.push_back(&values[size_t(in)]);
+    size_t at = 0;
+    for (const Step& m : run) {
+      const size_t n = g.at(m.node).in.size();
+      calls.push_back({&g.at(m.node), std::span<const Tensor* const>(operands).subspan(at, n), &values[size_t(m.node)]});
+      at += n;
+    }
+    run_kernel(g, s.node, [&] { run_fusions_in_lockstep(calls); });
+    return run.size();
+  }
+  if (!place_output(s, values, args, replica, results)) return 1;
   thread_local std::vector<const Tensor*> inputs;  // reused: no allocation per step
   inputs.clear();
-  for (NodeId i : node.in) inputs.push_back(&values[size_t(i)]);
-  Kernel k = reference_kernels_ ? op_info(node.op).reference : kernel_for(node.op);
-  run_kernel(g, s.node, [&] { k(node, inputs, out); });
+  for (NodeId in : g.at(s.node).in) inputs.push_back(&values[size_t(in)]);
+  Kernel k = reference_kernels_ ? op_info(g.at(s.node).op).reference : kernel_for(g.at(s.node).op);
+  run_kernel(g, s.node, [&] { k(g.at(s.node), inputs, values[size_t(s.node)]); });
+  return 1;
 }
 
 // Combines the replicas' values into replica 0's, then every replica reads that one.
@@ -389,12 +445,13 @@ std::vector<Tensor> Executable::run(std::span<const Tensor> args) const {
     }
 
   for (const Phase& ph : phases_) {
-    for (const Step& s : ph.once) {
-      run_step(s, values[0], args, 0, stacked);
-      for (int r = 1; r < R; ++r) values[size_t(r)][size_t(s.node)] = values[0][size_t(s.node)];
+    for (size_t i = 0; i < ph.once.size();) {
+      const size_t end = i + run_steps(ph.once, i, values[0], args, 0, stacked);
+      for (; i < end; ++i)
+        for (int r = 1; r < R; ++r) values[size_t(r)][size_t(ph.once[i].node)] = values[0][size_t(ph.once[i].node)];
     }
     parallel_for(R, [&](int64_t r) {
-      for (const Step& s : ph.each) run_step(s, values[size_t(r)], args, int(r), stacked);
+      for (size_t i = 0; i < ph.each.size();) i += run_steps(ph.each, i, values[size_t(r)], args, int(r), stacked);
     });
     for (const Step& s : ph.reduce) run_reduce(s, values);
   }

@@ -19,6 +19,7 @@ namespace tpu {
 struct CompileOptions {
   bool reference_kernels = false;  // run every op on its reference kernel (tests)
   bool optimize = true;            // run the pass pipeline
+  bool lockstep = true;            // run fusions of one shape in lock-step (runtime/lockstep.h)
   std::vector<bool> donated;       // per parameter: its buffer may receive a result
   // Replicated execution (SPMD): the graph is one replica's program. Sharded parameters get
   // rows [r*b, (r+1)*b) of their argument on replica r (b = the parameter's leading dim);
@@ -47,6 +48,8 @@ class Executable {
   const MemoryPlan& shared_memory_plan() const { return shared_plan_; }
   size_t planned_bytes() const { return plan_.arena_bytes + shared_plan_.arena_bytes; }
   size_t num_kernels() const { return kernels_; }
+  // Fusions that run in lock-step with others (runtime/lockstep.h).
+  size_t lockstep_fusions() const { return lockstep_fusions_; }
   // Parameters whose buffers receive a result.
   const std::vector<int32_t>& donated_args() const { return donated_args_; }
   // HBM a core needs under the tile-padding model: parameters, peak intermediates, results.
@@ -60,6 +63,7 @@ class Executable {
     size_t offset = 0;   // arena or shared
     int32_t arg = -1;    // donated: the parameter index
     NodeId dot = -1;     // an all_reduce of a per-replica dot that it computes itself
+    int32_t lockstep = 0;  // > 0: the first of that many fusions run in lock-step
   };
   // Steps between two rounds of all_reduce: the replica-invariant ones run once, then the
   // per-replica ones on every replica (in parallel), then the all_reduces. A per-replica dot
@@ -69,14 +73,19 @@ class Executable {
     std::vector<Step> once, each, reduce;
   };
   void plan(const CompileOptions& options);
-  void run_step(const Step& s, std::vector<Tensor>& values, std::span<const Tensor> args, int replica,
-                std::vector<Tensor>& results) const;
+  // Points values[s.node] at its storage; false for an alias (a reshape: nothing to compute).
+  bool place_output(const Step& s, std::vector<Tensor>& values, std::span<const Tensor> args, int replica,
+                    std::vector<Tensor>& results) const;
+  // Runs steps[i] (or the lock-step run it starts); returns how many steps that was.
+  size_t run_steps(std::span<const Step> steps, size_t i, std::vector<Tensor>& values, std::span<const Tensor> args,
+                   int replica, std::vector<Tensor>& results) const;
   void run_reduce(const Step& s, std::vector<std::vector<Tensor>>& values) const;
 
   Graph graph_;
   bool reference_kernels_ = false;
   std::vector<Phase> phases_;
   size_t kernels_ = 0;
+  size_t lockstep_fusions_ = 0;
   int replicas_ = 1;
   std::vector<bool> invariant_;  // per node: the same on every replica
   std::vector<bool> sharded_;    // per parameter

@@ -1,0 +1,103 @@
+#include "runtime/lockstep.h"
+
+namespace tpu {
+
+namespace {
+
+bool is_candidate(const Node& n) { return n.op == Op::fusion && num_elements(n.shape) >= kLockStepMinElements; }
+
+// Reader r reads every operand that is x element by element: r is a fusion of x's shape and
+// no broadcast in its body reads the parameter x is passed as (a same-shape broadcast would
+// read all of x, not r's range of it).
+bool reads_in_step(const Graph& g, const Node& r, NodeId x) {
+  if (!is_candidate(r) || r.shape != g.at(x).shape) return false;
+  const Graph& body = *r.attrs.body();
+  for (size_t i = 0; i < r.in.size(); ++i) {
+    if (r.in[i] != x) continue;
+    const NodeId param = body.params[i];
+    for (const Node& b : body.nodes)
+      if (b.op == Op::broadcast && b.in[0] == param) return false;
+  }
+  return true;
+}
+
+}  // namespace
+
+std::vector<NodeId> sink_into_readers(const Graph& g, std::span<const NodeId> order, std::span<const int32_t> slot) {
+  const size_t count = g.nodes.size();
+  std::vector<int32_t> pos(count, -1);
+  for (size_t k = 0; k < order.size(); ++k) pos[size_t(order[k])] = int32_t(k);
+  // The first scheduled reader of each sinkable fusion (-1: it stays); a reader outside the
+  // schedule (a graph output only) leaves it alone.
+  std::vector<NodeId> first_reader(count, -1);
+  std::vector<bool> stays(count, false);
+  for (NodeId r : order)
+    for (NodeId i : g.at(r).in) {
+      if (stays[size_t(i)] || pos[size_t(i)] < 0 || !is_candidate(g.at(i))) continue;
+      if (slot[size_t(r)] != slot[size_t(i)] || !reads_in_step(g, g.at(r), i)) {
+        stays[size_t(i)] = true;
+        continue;
+      }
+      if (first_reader[size_t(i)] < 0) first_reader[size_t(i)] = r;
+    }
+  // Deferred fusions wait on their first reader, in their own order; pulling one in pulls in
+  // those waiting on it first.
+  std::vector<std::vector<NodeId>> waiting(count);
+  for (NodeId n : order)
+    if (!stays[size_t(n)] && first_reader[size_t(n)] >= 0) waiting[size_t(first_reader[size_t(n)])].push_back(n);
+  std::vector<NodeId> out;
+  out.reserve(order.size());
+  auto emit = [&](auto& self, NodeId n) -> void {
+    for (NodeId w : waiting[size_t(n)]) self(self, w);
+    out.push_back(n);
+  };
+  for (NodeId n : order)
+    if (stays[size_t(n)] || first_reader[size_t(n)] < 0) emit(emit, n);
+  return out;
+}
+
+std::vector<int32_t> lockstep_runs(const Graph& g, std::span<const NodeId> order, std::span<const int32_t> slot) {
+  std::vector<int32_t> runs(order.size(), 0);
+  std::vector<bool> in_run(g.nodes.size(), false);
+  size_t start = 0;
+  auto close = [&](size_t end) {
+    if (end - start > 1) runs[start] = int32_t(end - start);
+    for (size_t k = start; k < end; ++k) in_run[size_t(order[k])] = false;
+    start = end;
+  };
+  for (size_t k = 0; k < order.size(); ++k) {
+    const Node& n = g.at(order[k]);
+    bool joins = k > start && is_candidate(n) && slot[size_t(order[k])] == slot[size_t(order[start])] &&
+                 n.shape == g.at(order[start]).shape;
+    for (NodeId i : n.in)
+      if (joins && in_run[size_t(i)] && !reads_in_step(g, n, i)) joins = false;
+    if (!joins) close(k);
+    if (is_candidate(n)) in_run[size_t(order[k])] = true;
+    else close(k + 1);
+  }
+  close(order.size());
+  return runs;
+}
+
+bool lockstep_safe(const Graph& g, std::span<const NodeId> members, const std::function<BufferRange(NodeId)>& where) {
+  auto overlap = [](const BufferRange& a, const BufferRange& b) {
+    return a.space == b.space && a.begin < b.end && b.begin < a.end;
+  };
+  auto same = [](const BufferRange& a, const BufferRange& b) {
+    return a.space == b.space && a.begin == b.begin && a.end == b.end;
+  };
+  for (size_t w = 0; w < members.size(); ++w) {
+    const BufferRange out = where(members[w]);
+    for (size_t m = 0; m < members.size(); ++m) {
+      const Node& node = g.at(members[m]);
+      if (m != w && overlap(out, where(members[m]))) return false;
+      for (NodeId i : node.in) {
+        const BufferRange in = where(i);
+        if (overlap(out, in) && !(same(out, in) && reads_in_step(g, node, i))) return false;
+      }
+    }
+  }
+  return true;
+}
+
+}  // namespace tpu

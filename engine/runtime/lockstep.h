@@ -1,0 +1,42 @@
+// Lock-step fusions: elementwise fusions of one shape that run back to back in the schedule are
+// evaluated together, range by range (each parallel task runs its range of blocks for every
+// one of them in turn), so a fusion reading an earlier one's result, or the same operand,
+// finds that range still in cache. Adam's three updates per weight (m, v, then the weight
+// from both) read 7 weight-sized tensors this way instead of 10 from memory.
+//
+// The scheduler first moves a fusion whose readers are all such fusions to just before the
+// first of them (so m and v land next to the weight update), then cuts runs. Results are
+// bitwise those of running the fusions one after the other: every element is computed by the
+// same block evaluation either way.
+#pragma once
+#include <cstddef>
+#include <functional>
+#include <span>
+#include <vector>
+
+#include "ir/graph.h"
+
+namespace tpu {
+
+// Fusions smaller than this gain nothing: their operands stay in cache anyway.
+constexpr int64_t kLockStepMinElements = int64_t(1) << 16;
+
+// `order` with each fusion whose readers are all lock-step candidates of its own shape and
+// slot (slot[n]: the schedule class of n; readers of other classes stay apart) moved to just
+// before its first reader.
+std::vector<NodeId> sink_into_readers(const Graph& g, std::span<const NodeId> order, std::span<const int32_t> slot);
+
+// runs[k] > 0 where a run of that many lock-step fusions starts at order[k], else 0.
+std::vector<int32_t> lockstep_runs(const Graph& g, std::span<const NodeId> order, std::span<const int32_t> slot);
+
+// Where a value lives: a space (an arena, an argument's buffer, a buffer of its own) and a
+// byte range in it.
+struct BufferRange {
+  int64_t space;
+  size_t begin, end;
+};
+// True when `members` (a run) may run in lock-step: wherever a member's result overlaps a
+// buffer another member reads or writes, it is that same buffer, read element by element.
+bool lockstep_safe(const Graph& g, std::span<const NodeId> members, const std::function<BufferRange(NodeId)>& where);
+
+}  // namespace tpu

@@ -1,0 +1,143 @@
+// Lock-step fusions (runtime/lockstep.h): Adam's updates of one weight run range by range,
+// with results bitwise those of the reference kernels; runs are cut where buffers would clash.
+#include <doctest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <functional>
+
+#include "passes/pass.h"
+#include "runtime/executable.h"
+#include "runtime/lockstep.h"
+#include "runtime/thread_pool.h"
+
+using namespace tpu;
+
+namespace {
+
+// w, m, v, g [256, 512] and a step size: Adam's three updates, with a reduction of g between
+// m' and v' in graph order (so the scheduler has to bring them together).
+Graph adam_update() {
+  Graph g;
+  const Shape s{256, 512};
+  NodeId w = g.parameter(DType::f32, s), m = g.parameter(DType::f32, s), v = g.parameter(DType::f32, s);
+  NodeId grad = g.parameter(DType::f32, s), alpha = g.parameter(DType::f32, {});
+  auto times = [&](NodeId x, double c) { return g.binary(Op::mul, x, g.full(DType::f32, s, c)); };
+  NodeId m2 = g.binary(Op::add, times(m, 0.9), times(grad, 0.1));
+  NodeId norm = g.reduce(grad, {0, 1}, ReduceKind::sum);
+  NodeId v2 = g.binary(Op::add, times(v, 0.999), times(g.binary(Op::mul, grad, grad), 0.001));
+  NodeId step = g.binary(Op::div, g.binary(Op::mul, g.broadcast(alpha, s, {}), m2),
+                         g.binary(Op::add, g.unary(Op::sqrt, v2), g.full(DType::f32, s, 1e-7)));
+  g.outputs = {g.binary(Op::sub, w, step), m2, v2, norm};
+  return g;
+}
+
+std::vector<Tensor> adam_inputs() {
+  std::vector<Tensor> args;
+  for (int a = 0; a < 4; ++a) {
+    Tensor t(DType::f32, {256, 512});
+    for (int64_t i = 0; i < t.size(); ++i) t.set(i, a == 2 ? 1 + std::cos(double(i + a)) : std::sin(double(i * (a + 1))));
+    args.push_back(t);
+  }
+  Tensor alpha(DType::f32, {});
+  alpha.set(0, 1e-3);
+  args.push_back(alpha);
+  return args;
+}
+
+std::vector<Tensor> copies(const std::vector<Tensor>& ts) {
+  std::vector<Tensor> out;
+  for (const Tensor& t : ts) {
+    Tensor c(t.dtype(), t.shape());
+    std::memcpy(c.raw(), t.raw(), t.bytes());
+    out.push_back(c);
+  }
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("Adam's three updates of a weight run in lock-step, bitwise as one after the other") {
+  CompileOptions lockstep;
+  lockstep.donated = {true, true, true, false, false};  // w, m, v updated in place
+  Executable exe = Executable::compile(adam_update(), lockstep);
+  CHECK(exe.lockstep_fusions() == 3);
+  CompileOptions apart = lockstep;
+  apart.lockstep = false;
+  Executable sequential = Executable::compile(adam_update(), apart);
+  CHECK(sequential.lockstep_fusions() == 0);
+
+  const std::vector<Tensor> inputs = adam_inputs();
+  for (int threads : {1, 2}) {
+    set_num_threads(threads);
+    std::vector<Tensor> got = exe.run(copies(inputs)), want = sequential.run(copies(inputs));
+    REQUIRE(got.size() == 4);
+    for (size_t i = 0; i < got.size(); ++i) CHECK_MESSAGE(std::memcmp(got[i].raw(), want[i].raw(), got[i].bytes()) == 0, i);
+    CHECK(got[0].get(7) != inputs[0].get(7));  // the weight moved
+  }
+  set_num_threads(0);
+}
+
+namespace {
+
+// The fused Adam graph, its scheduled nodes in graph order (every op but parameters and
+// constants) and the fusions computing m', v' and the new weight.
+struct Fused {
+  Graph g;
+  std::vector<NodeId> order, fusions;
+};
+Fused fused_adam() {
+  Fused f{run_pipeline(adam_update(), {}), {}, {}};
+  for (NodeId n = 0; n < NodeId(f.g.nodes.size()); ++n) {
+    const Op op = f.g.at(n).op;
+    if (op == Op::parameter || op == Op::constant) continue;
+    f.order.push_back(n);
+    if (op == Op::fusion && f.g.at(n).shape == Shape{256, 512}) f.fusions.push_back(n);
+  }
+  return f;
+}
+
+}  // namespace
+
+TEST_CASE("the scheduler moves m' and v' next to the weight update and makes them one run") {
+  Fused f = fused_adam();
+  REQUIRE(f.fusions.size() == 3);
+  const std::vector<int32_t> slot(f.g.nodes.size(), 0);
+  for (int32_t run : lockstep_runs(f.g, f.order, slot)) CHECK(run < 3);  // the reduce sits between m' and v'
+  const std::vector<NodeId> order = sink_into_readers(f.g, f.order, slot);
+  REQUIRE(order.size() == f.order.size());
+  const auto at = std::find(order.begin(), order.end(), f.fusions[0]) - order.begin();
+  REQUIRE(at + 3 <= std::ptrdiff_t(order.size()));
+  CHECK(std::vector<NodeId>(order.begin() + at, order.begin() + at + 3) == f.fusions);
+  const std::vector<int32_t> runs = lockstep_runs(f.g, order, slot);
+  CHECK(runs[size_t(at)] == 3);
+  // Another schedule class keeps a reader apart.
+  std::vector<int32_t> split = slot;
+  split[size_t(f.fusions[2])] = 1;
+  const std::vector<NodeId> kept = sink_into_readers(f.g, f.order, split);
+  CHECK(kept == f.order);
+}
+
+TEST_CASE("a run is safe only where overlapping buffers are the same one, read in step") {
+  Fused f = fused_adam();
+  REQUIRE(f.fusions.size() == 3);
+  const Graph& g = f.g;
+  // Every value its own buffer; the weight update (fusions[2]) may write into w's (parameter 0).
+  std::function<BufferRange(NodeId)> own = [&](NodeId n) {
+    return BufferRange{n == f.fusions[2] ? 0 : -3 - int64_t(n), 0, 512 * 1024};
+  };
+  auto w_buffer = [&](NodeId n) { return n == g.params[0] ? BufferRange{0, 0, 512 * 1024} : own(n); };
+  CHECK(lockstep_safe(g, f.fusions, w_buffer));
+  // m' lands in the arena where the gradient is, shifted by one row: the weight update would
+  // read gradient rows that m' already overwrote.
+  auto shifted = [&](NodeId n) {
+    if (n == g.params[3]) return BufferRange{-1, 0, 512 * 1024};
+    if (n == f.fusions[0]) return BufferRange{-1, 2048, 2048 + 512 * 1024};
+    return w_buffer(n);
+  };
+  CHECK_FALSE(lockstep_safe(g, f.fusions, shifted));
+  // Two results in one buffer.
+  auto shared_result = [&](NodeId n) { return n == f.fusions[1] ? own(f.fusions[0]) : w_buffer(n); };
+  CHECK_FALSE(lockstep_safe(g, f.fusions, shared_result));
+}
