@@ -125,15 +125,31 @@ UNARY_REF(abs, v < 0 ? -v : v)
     auto x = in_array(in[0]);                                                     \
     out_array(o) = expr;                                                          \
   }
-UNARY_FAST(neg, -x)
 UNARY_FAST(exp, x.exp())
 UNARY_FAST(log, x.log())
-UNARY_FAST(sqrt, x.sqrt())
 UNARY_FAST(rsqrt, x.rsqrt())
 UNARY_FAST(tanh, x.tanh())
 UNARY_FAST(logistic, x.logistic())
 UNARY_FAST(abs, x.abs())
 #undef UNARY_FAST
+
+// neg flips the sign bit, zeros and NaNs included, like the reference (Eigen's vector negation
+// is 0 - x, which turns -0 into +0 and +0 into +0).
+void fast_neg(const Node& n, std::span<const Tensor* const> in, Tensor& o) {
+  if (in[0]->dtype() != DType::f32) return ref_neg(n, in, o);
+  const float* x = in[0]->data<float>();
+  float* out = o.data<float>();
+  for (int64_t i = 0, m = o.size(); i < m; ++i) out[i] = -x[i];
+}
+
+// sqrt as IEEE's correctly rounded square root, like the reference (Eigen's vector sqrt is an
+// approximation with one Newton step under its fast-math default, off by an ulp at times).
+void fast_sqrt(const Node& n, std::span<const Tensor* const> in, Tensor& o) {
+  if (in[0]->dtype() != DType::f32) return ref_sqrt(n, in, o);
+  const float* x = in[0]->data<float>();
+  float* out = o.data<float>();
+  for (int64_t i = 0, m = o.size(); i < m; ++i) out[i] = std::sqrt(x[i]);
+}
 
 template <class T>
 T int_floor_div(T a, T b) {

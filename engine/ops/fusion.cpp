@@ -8,6 +8,7 @@
 #include <new>
 
 #include "ops/fusion.h"
+#include "ops/fusion_program.h"
 #include "ops/kernel_util.h"
 #include "runtime/thread_pool.h"
 
@@ -201,9 +202,17 @@ void run_fusions_in_lockstep(std::span<const FusionCall> calls) {
   const int64_t size = calls.front().out->size();
   const int64_t blocks = (size + kBlock - 1) / kBlock;
   const int64_t tasks = (blocks + kBlocksPerTask - 1) / kBlocksPerTask;
+  thread_local std::vector<const FusionProgram*> reused;  // no allocation per step
+  std::vector<const FusionProgram*>& programs = reused;    // this thread's, in every task
+  programs.clear();
+  for (const FusionCall& c : calls) programs.push_back(fusion_program(*c.node));
   parallel_for(tasks, [&](int64_t t) {
-    for (const FusionCall& c : calls)
-      run_blocks(*c.node, c.in, *c.out, t * kBlocksPerTask, std::min(blocks, (t + 1) * kBlocksPerTask));
+    const int64_t first = t * kBlocksPerTask, last = std::min(blocks, (t + 1) * kBlocksPerTask);
+    for (size_t k = 0; k < calls.size(); ++k) {
+      const FusionCall& c = calls[k];
+      if (programs[k]) programs[k]->run(c.in, *c.out, first * kBlock, std::min(size, last * kBlock));
+      else run_blocks(*c.node, c.in, *c.out, first, last);
+    }
   });
 }
 

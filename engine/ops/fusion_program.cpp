@@ -1,0 +1,285 @@
+#include "ops/fusion_program.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <memory>
+#include <mutex>
+#include <type_traits>
+#include <unordered_map>
+
+namespace tpu {
+
+namespace {
+
+using Code = FusionProgram::Code;
+using Instr = FusionProgram::Instr;
+
+constexpr int64_t kChunk = 64;  // elements per register: four AVX-512 vectors
+
+bool is_f32(const Node& n) { return n.dtype == DType::f32; }
+bool is_bool(const Node& n) { return n.dtype == DType::boolean; }
+
+// The instruction for a broadcast of operand `src` (a parameter or a scalar constant) to the
+// result's shape, or nullopt when its pattern is not one the program takes.
+std::optional<Instr> broadcast_instr(const Graph& body, const Node& b, int32_t dst, const std::vector<int32_t>& param_of) {
+  const Node& src = body.at(b.in[0]);
+  if (!is_f32(src) && !is_bool(src)) return std::nullopt;
+  Instr in{is_bool(src) ? Code::splat_bool : Code::splat};
+  in.dst = dst;
+  if (src.op == Op::constant) {
+    if (src.shape.size() != 0 || !is_f32(src)) return std::nullopt;
+    in.value = float(src.attrs.literal()->get(0));
+    return in;
+  }
+  if (src.op != Op::parameter) return std::nullopt;
+  in.param = param_of[size_t(b.in[0])];
+  const int64_t src_n = num_elements(src.shape), out_n = num_elements(b.shape);
+  if (src_n == 1) return in;
+  if (is_bool(src)) return std::nullopt;
+  const auto& dims = b.attrs.dims;
+  const size_t r = b.shape.size(), k = dims.size();
+  bool trailing = true, leading = true;
+  for (size_t i = 0; i < k; ++i) {
+    trailing = trailing && dims[i] == int64_t(r - k + i);
+    leading = leading && dims[i] == int64_t(i);
+  }
+  if (trailing) return in.code = Code::repeat, in.n = src_n, in;
+  if (leading) return in.code = Code::spread, in.n = out_n / src_n, in;
+  return std::nullopt;
+}
+
+std::optional<Instr> op_instr(const Graph& body, const Node& n, int32_t dst) {
+  Instr in{Code::add};
+  in.dst = dst;
+  in.a = n.in.size() > 0 ? n.in[0] : -1;
+  in.b = n.in.size() > 1 ? n.in[1] : -1;
+  in.c = n.in.size() > 2 ? n.in[2] : -1;
+  auto all_f32 = [&] {
+    for (NodeId i : n.in)
+      if (!is_f32(body.at(i))) return false;
+    return is_f32(n);
+  };
+  switch (n.op) {
+    case Op::add: in.code = Code::add; return all_f32() ? std::optional(in) : std::nullopt;
+    case Op::sub: in.code = Code::sub; return all_f32() ? std::optional(in) : std::nullopt;
+    case Op::mul: in.code = Code::mul; return all_f32() ? std::optional(in) : std::nullopt;
+    case Op::div: in.code = Code::div; return all_f32() ? std::optional(in) : std::nullopt;
+    case Op::max: in.code = Code::max; return all_f32() ? std::optional(in) : std::nullopt;
+    case Op::min: in.code = Code::min; return all_f32() ? std::optional(in) : std::nullopt;
+    case Op::neg: in.code = Code::neg; return all_f32() ? std::optional(in) : std::nullopt;
+    case Op::abs: in.code = Code::abs; return all_f32() ? std::optional(in) : std::nullopt;
+    case Op::sqrt: in.code = Code::sqrt; return all_f32() ? std::optional(in) : std::nullopt;
+    case Op::compare:
+      in.code = Code::compare, in.cmp = uint8_t(n.attrs.axis);
+      return is_f32(body.at(n.in[0])) && is_f32(body.at(n.in[1])) ? std::optional(in) : std::nullopt;
+    case Op::select:
+      in.code = Code::select;
+      return is_bool(body.at(n.in[0])) && is_f32(n) && is_f32(body.at(n.in[1])) && is_f32(body.at(n.in[2]))
+                 ? std::optional(in)
+                 : std::nullopt;
+    case Op::convert:
+      in.code = Code::bool_to_f32;
+      return is_bool(body.at(n.in[0])) && is_f32(n) ? std::optional(in) : std::nullopt;
+    default:
+      return std::nullopt;
+  }
+}
+
+// A chunk's registers: f32 values and masks (-1 true, 0 false) of every body node, and where
+// each f32 value is read from (its register, or straight from an operand or the result).
+struct Registers {
+  std::vector<float> f;
+  std::vector<int32_t> m;
+  std::vector<const float*> at;
+  void size_for(int32_t count) {
+    f.resize(size_t(count) * kChunk);
+    m.resize(size_t(count) * kChunk);
+    at.resize(size_t(count));
+  }
+  float* f_of(int32_t r) { return f.data() + int64_t(r) * kChunk; }
+  int32_t* m_of(int32_t r) { return m.data() + int64_t(r) * kChunk; }
+};
+
+// Operands of the leaf instructions for the chunk at element i: pointers into the operands
+// where their elements lie in order, else the elements copied into the register.
+template <class N>
+void load_chunk(const Instr& x, std::span<const Tensor* const> in, Registers& r, int64_t i, N len) {
+  const int64_t n = len;
+  float* d = r.f_of(x.dst);
+  switch (x.code) {
+    case Code::load: r.at[size_t(x.dst)] = in[size_t(x.param)]->data<float>() + i; return;
+    case Code::load_bool: {
+      const uint8_t* s = in[size_t(x.param)]->data<uint8_t>() + i;
+      int32_t* m = r.m_of(x.dst);
+      for (int64_t l = 0; l < len; ++l) m[l] = s[l] ? -1 : 0;
+      return;
+    }
+    case Code::repeat: {
+      const float* s = in[size_t(x.param)]->data<float>();
+      if (i % x.n + n <= x.n) {
+        r.at[size_t(x.dst)] = s + i % x.n;
+        return;
+      }
+      for (int64_t l = 0, j = i % x.n; l < n; ++l, j = j + 1 == x.n ? 0 : j + 1) d[l] = s[j];
+      break;
+    }
+    case Code::spread: {
+      const float* s = in[size_t(x.param)]->data<float>();
+      if (i / x.n == (i + n - 1) / x.n) {
+        std::fill_n(d, n, s[i / x.n]);
+        break;
+      }
+      for (int64_t l = 0, q = i / x.n, j = i % x.n; l < n; ++l) {
+        d[l] = s[q];
+        if (++j == x.n) j = 0, ++q;
+      }
+      break;
+    }
+    default: return;  // splats are filled once per run
+  }
+  r.at[size_t(x.dst)] = d;
+}
+
+// One chunk of `len` elements from element i. N is the lane count: the constant kChunk for
+// whole chunks (the loops then compile to vector code), a run-time count for the last one.
+// The instruction computing `root` writes to `result` when that is given.
+template <class N>
+void run_chunk(std::span<const Instr> code, std::span<const Tensor* const> in, Registers& r, int64_t i, N len,
+               int32_t root, float* result) {
+  for (const Instr& x : code) {
+    if (x.code <= Code::spread) {
+      load_chunk(x, in, r, i, len);
+      continue;
+    }
+    float* d = x.dst == root && result ? result : r.f_of(x.dst);
+    const float* a = r.at[size_t(x.a)];
+    const float* b = x.b >= 0 ? r.at[size_t(x.b)] : nullptr;
+    switch (x.code) {
+      case Code::add: for (int64_t l = 0; l < len; ++l) d[l] = a[l] + b[l]; break;
+      case Code::sub: for (int64_t l = 0; l < len; ++l) d[l] = a[l] - b[l]; break;
+      case Code::mul: for (int64_t l = 0; l < len; ++l) d[l] = a[l] * b[l]; break;
+      case Code::div: for (int64_t l = 0; l < len; ++l) d[l] = a[l] / b[l]; break;
+      case Code::max: for (int64_t l = 0; l < len; ++l) d[l] = a[l] > b[l] || a[l] != a[l] ? a[l] : b[l]; break;
+      case Code::min: for (int64_t l = 0; l < len; ++l) d[l] = a[l] < b[l] || a[l] != a[l] ? a[l] : b[l]; break;
+      case Code::neg: for (int64_t l = 0; l < len; ++l) d[l] = -a[l]; break;
+      case Code::abs: for (int64_t l = 0; l < len; ++l) d[l] = std::fabs(a[l]); break;
+      case Code::sqrt: for (int64_t l = 0; l < len; ++l) d[l] = std::sqrt(a[l]); break;
+      case Code::select: {
+        const int32_t* p = r.m_of(x.a);
+        const float *t = r.at[size_t(x.b)], *f = r.at[size_t(x.c)];
+        for (int64_t l = 0; l < len; ++l) d[l] = p[l] ? t[l] : f[l];
+        break;
+      }
+      case Code::bool_to_f32: {
+        const int32_t* p = r.m_of(x.a);
+        for (int64_t l = 0; l < len; ++l) d[l] = p[l] ? 1.0f : 0.0f;
+        break;
+      }
+      case Code::compare: {
+        int32_t* m = r.m_of(x.dst);
+        switch (Cmp(x.cmp)) {
+          case Cmp::lt: for (int64_t l = 0; l < len; ++l) m[l] = a[l] < b[l] ? -1 : 0; break;
+          case Cmp::le: for (int64_t l = 0; l < len; ++l) m[l] = a[l] <= b[l] ? -1 : 0; break;
+          case Cmp::gt: for (int64_t l = 0; l < len; ++l) m[l] = a[l] > b[l] ? -1 : 0; break;
+          case Cmp::ge: for (int64_t l = 0; l < len; ++l) m[l] = a[l] >= b[l] ? -1 : 0; break;
+          case Cmp::eq: for (int64_t l = 0; l < len; ++l) m[l] = a[l] == b[l] ? -1 : 0; break;
+          case Cmp::ne: for (int64_t l = 0; l < len; ++l) m[l] = a[l] != b[l] ? -1 : 0; break;
+        }
+        continue;
+      }
+      default: continue;
+    }
+    r.at[size_t(x.dst)] = d;
+  }
+}
+
+}  // namespace
+
+std::optional<FusionProgram> FusionProgram::compile(const Graph& body) {
+  if (body.outputs.size() != 1) return std::nullopt;
+  const NodeId root = body.outputs[0];
+  const Shape& shape = body.at(root).shape;
+  std::vector<int32_t> param_of(body.nodes.size(), -1);
+  for (size_t i = 0; i < body.params.size(); ++i) param_of[size_t(body.params[i])] = int32_t(i);
+  FusionProgram p;
+  p.registers_ = int32_t(body.nodes.size());
+  p.result_ = root;
+  p.bool_result_ = is_bool(body.at(root));
+  if (!is_f32(body.at(root)) && !p.bool_result_) return std::nullopt;
+  for (NodeId id = 0; id < NodeId(body.nodes.size()); ++id) {
+    const Node& n = body.at(id);
+    std::optional<Instr> in;
+    if (n.op == Op::parameter || n.op == Op::constant) {
+      if (n.shape != shape) continue;  // read through a broadcast
+      if (n.op == Op::constant && is_f32(n) && num_elements(n.shape) == 1) {
+        in = Instr{Code::splat};
+        in->value = float(n.attrs.literal()->get(0));
+      } else if (n.op == Op::parameter && (is_f32(n) || is_bool(n))) {
+        in = Instr{is_bool(n) ? Code::load_bool : Code::load};
+        in->param = param_of[size_t(id)];
+      }
+    } else if (n.op == Op::broadcast) {
+      in = broadcast_instr(body, n, id, param_of);
+    } else {
+      in = op_instr(body, n, id);
+    }
+    if (!in) return std::nullopt;
+    in->dst = id;
+    p.code_.push_back(*in);
+  }
+  return p;
+}
+
+void FusionProgram::run(std::span<const Tensor* const> in, Tensor& out, int64_t begin, int64_t end) const {
+  thread_local Registers r;
+  r.size_for(registers_);
+  // Splats hold the same values in every chunk: filled once.
+  for (const Instr& x : code_) {
+    if (x.code == Code::splat) {
+      const float v = x.param >= 0 ? in[size_t(x.param)]->data<float>()[0] : x.value;
+      std::fill_n(r.f_of(x.dst), kChunk, v);
+      r.at[size_t(x.dst)] = r.f_of(x.dst);
+    } else if (x.code == Code::splat_bool) {
+      std::fill_n(r.m_of(x.dst), kChunk, in[size_t(x.param)]->data<uint8_t>()[0] ? -1 : 0);
+    }
+  }
+  for (int64_t i = begin; i < end; i += kChunk) {
+    const int64_t len = std::min(kChunk, end - i);
+    // An f32 result is computed straight into the output (copied there when the root is a
+    // leaf); a bool one is a mask, stored as bytes.
+    float* result = bool_result_ ? nullptr : out.data<float>() + i;
+    if (len == kChunk) run_chunk(code_, in, r, i, std::integral_constant<int64_t, kChunk>(), result_, result);
+    else run_chunk(code_, in, r, i, len, result_, result);
+    if (result && r.at[size_t(result_)] != result) std::copy_n(r.at[size_t(result_)], len, result);
+    if (bool_result_) {
+      const int32_t* m = r.m_of(result_);
+      uint8_t* o = out.data<uint8_t>() + i;
+      for (int64_t l = 0; l < len; ++l) o[l] = m[l] ? 1 : 0;
+    }
+  }
+}
+
+const FusionProgram* fusion_program(const Node& fusion) {
+  // Keyed by the body's address; the weak pointer tells a body that died (and left its address
+  // to another) from the one the entry was made for.
+  struct Entry {
+    std::weak_ptr<const Graph> body;
+    std::optional<FusionProgram> program;
+  };
+  static std::mutex mu;
+  static std::unordered_map<const Graph*, std::unique_ptr<Entry>> cache;
+  static size_t swept_at = 0;
+  const std::shared_ptr<const Graph>& body = fusion.attrs.body();
+  std::lock_guard lock(mu);
+  std::unique_ptr<Entry>& e = cache[body.get()];
+  if (!e || e->body.expired()) e = std::make_unique<Entry>(Entry{body, FusionProgram::compile(*body)});
+  const FusionProgram* p = e->program ? &*e->program : nullptr;
+  if (cache.size() > 2 * swept_at + 256) {  // drop the entries of dead bodies now and then
+    std::erase_if(cache, [](const auto& kv) { return kv.second->body.expired(); });
+    swept_at = cache.size();
+  }
+  return p;
+}
+
+}  // namespace tpu

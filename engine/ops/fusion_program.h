@@ -1,0 +1,52 @@
+// A fusion body as straight-line code over chunks of 64 elements: every op of the body for one
+// chunk at a time, in register-sized arrays, where the block evaluation (ops/fusion.cpp) makes
+// one pass over a 4096-element block per op. Only bodies whose every op is one IEEE operation
+// per element (add, sub, mul, div, max, min, neg, abs, sqrt), a comparison, a selection or a
+// bool->f32 conversion, over f32 and bool values, are taken: each element then comes out
+// bitwise as the block evaluation computes it.
+#pragma once
+#include <cstdint>
+#include <optional>
+#include <span>
+#include <vector>
+
+#include "core/tensor.h"
+#include "ir/graph.h"
+
+namespace tpu {
+
+class FusionProgram {
+ public:
+  // nullopt when the body holds an op or a dtype the program does not take.
+  static std::optional<FusionProgram> compile(const Graph& body);
+  // Elements [begin, end) of the result.
+  void run(std::span<const Tensor* const> in, Tensor& out, int64_t begin, int64_t end) const;
+
+  enum class Code : uint8_t {
+    load, load_bool,          // an operand of the result's shape (f32, bool)
+    splat, splat_bool,        // a scalar operand or constant
+    repeat, spread,           // a broadcast operand: repeating every `n` elements, or each spanning `n`
+    add, sub, mul, div, max, min, neg, abs, sqrt,
+    compare, select, bool_to_f32,
+  };
+  struct Instr {
+    Code code;
+    uint8_t cmp = 0;          // compare: a Cmp
+    int32_t dst = 0, a = -1, b = -1, c = -1;
+    int32_t param = -1;       // load/splat/broadcast: the operand index (-1: a constant)
+    float value = 0;          // a constant splat
+    int64_t n = 0;            // repeat / spread period
+  };
+
+ private:
+  std::vector<Instr> code_;
+  int32_t registers_ = 0;
+  int32_t result_ = 0;
+  bool bool_result_ = false;
+};
+
+// The program of a fusion node's body, compiled on first use and kept while the body lives;
+// null when the body does not fit the program's form.
+const FusionProgram* fusion_program(const Node& fusion);
+
+}  // namespace tpu

@@ -1,0 +1,125 @@
+// Fusion programs (ops/fusion_program.h): a fused body evaluated chunk by chunk gives the bits
+// of its ops run one by one on the fast kernels (unfused), for every op and broadcast it takes,
+// at sizes with a partial last chunk, with NaNs, infinities and signed zeros in the operands
+// (any NaN stands for any other);
+// a body it does not take runs on the block evaluation with the same results.
+#include <doctest.h>
+
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <random>
+#include <string>
+
+#include "ops/fusion_program.h"
+#include "runtime/executable.h"
+#include "runtime/thread_pool.h"
+
+using namespace tpu;
+
+namespace {
+
+// Values of every kind: ordinary ones of both signs, zeros of both signs, NaN, infinities.
+Tensor operand(const Shape& s, uint32_t seed) {
+  Tensor t(DType::f32, s);
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<float> unit(-2, 2);
+  const float special[] = {0.0f, -0.0f, std::numeric_limits<float>::quiet_NaN(), std::numeric_limits<float>::infinity(),
+                           -std::numeric_limits<float>::infinity(), 1e-40f};
+  float* p = t.data<float>();
+  for (int64_t i = 0; i < t.size(); ++i) p[i] = rng() % 17 == 0 ? special[rng() % 6] : unit(rng);
+  return t;
+}
+
+struct Case {
+  const char* name;
+  bool programmed;  // the fused body is one the program takes
+  // Builds the graph on parameters x, y [M, N], bias [N], row [M], scalar a, flag (bool scalar).
+  std::function<NodeId(Graph&, NodeId x, NodeId y, NodeId bias, NodeId row, NodeId a, NodeId flag)> build;
+};
+
+std::vector<Case> cases() {
+  using G = Graph&;
+  return {
+      {"arithmetic", true, [](G g, NodeId x, NodeId y, NodeId, NodeId, NodeId, NodeId) {
+         NodeId s = g.binary(Op::add, g.binary(Op::mul, x, y), g.binary(Op::sub, x, y));
+         return g.binary(Op::div, s, g.unary(Op::neg, y));
+       }},
+      {"max", true, [](G g, NodeId x, NodeId y, NodeId, NodeId, NodeId, NodeId) {
+         return g.binary(Op::add, g.binary(Op::max, x, y), g.full(DType::f32, g.at(x).shape, 1));
+       }},
+      {"min", true, [](G g, NodeId x, NodeId y, NodeId, NodeId, NodeId, NodeId) {
+         return g.binary(Op::add, g.binary(Op::min, x, y), g.full(DType::f32, g.at(x).shape, 1));
+       }},
+      {"abs_sqrt", true, [](G g, NodeId x, NodeId y, NodeId, NodeId, NodeId, NodeId) {
+         return g.binary(Op::mul, g.unary(Op::sqrt, x), g.unary(Op::abs, y));
+       }},
+      {"compare_select_convert", true, [](G g, NodeId x, NodeId y, NodeId, NodeId, NodeId, NodeId) {
+         NodeId gt = g.compare(Cmp::gt, x, y), ne = g.compare(Cmp::ne, x, y), le = g.compare(Cmp::le, y, x);
+         NodeId s = g.select(gt, x, g.select(le, y, g.convert(ne, DType::f32)));
+         return g.binary(Op::add, s, g.convert(g.compare(Cmp::eq, x, x), DType::f32));
+       }},
+      {"bool_result", true, [](G g, NodeId x, NodeId y, NodeId, NodeId, NodeId, NodeId) {
+         return g.compare(Cmp::lt, g.binary(Op::add, x, y), g.binary(Op::mul, x, y));
+       }},
+      {"broadcasts", true, [](G g, NodeId x, NodeId, NodeId bias, NodeId row, NodeId a, NodeId flag) {
+         const Shape& s = g.at(x).shape;
+         NodeId t = g.binary(Op::mul, g.broadcast(bias, s, {1}), g.broadcast(row, s, {0}));
+         NodeId u = g.binary(Op::sub, g.binary(Op::add, x, t), g.binary(Op::mul, g.broadcast(a, s, {}), x));
+         return g.select(g.broadcast(flag, s, {}), g.binary(Op::add, u, g.full(DType::f32, s, 0.25)), x);
+       }},
+      {"adam_update", true, [](G g, NodeId x, NodeId y, NodeId, NodeId, NodeId a, NodeId) {
+         const Shape& s = g.at(x).shape;
+         NodeId v = g.binary(Op::mul, y, y);
+         NodeId step = g.binary(Op::div, g.binary(Op::mul, g.broadcast(a, s, {}), x),
+                                g.binary(Op::add, g.unary(Op::sqrt, v), g.full(DType::f32, s, 1e-7)));
+         return g.binary(Op::sub, x, step);
+       }},
+      {"not_taken_exp", false, [](G g, NodeId x, NodeId y, NodeId, NodeId, NodeId, NodeId) {
+         return g.binary(Op::add, g.unary(Op::exp, x), y);
+       }},
+  };
+}
+
+}  // namespace
+
+TEST_CASE("fusion programs give the bits of the unfused fast kernels") {
+  for (const Shape& s : {Shape{37, 61}, Shape{300, 130}, Shape{1, 64}, Shape{3, 5}}) {
+    for (const Case& c : cases()) {
+      CAPTURE(std::string(c.name));
+      CAPTURE(s[0]);
+      Graph g;
+      NodeId x = g.parameter(DType::f32, s), y = g.parameter(DType::f32, s);
+      NodeId bias = g.parameter(DType::f32, {s[1]}), row = g.parameter(DType::f32, {s[0]});
+      NodeId a = g.parameter(DType::f32, {}), flag = g.parameter(DType::boolean, {});
+      g.outputs = {c.build(g, x, y, bias, row, a, flag)};
+      CompileOptions fused, unfused;
+      unfused.optimize = false;
+      Executable exe = Executable::compile(g, fused), plain = Executable::compile(g, unfused);
+      size_t programs = 0, fusions = 0;
+      for (const Node& n : exe.graph().nodes)
+        if (n.op == Op::fusion) ++fusions, programs += fusion_program(n) != nullptr;
+      REQUIRE(fusions == 1);
+      CHECK(programs == (c.programmed ? 1u : 0u));
+      Tensor flag_on(DType::boolean, {});
+      flag_on.set(0, 1);
+      Tensor scale(DType::f32, {});
+      scale.set(0, 0.75);
+      const std::vector<Tensor> args = {operand(s, 1), operand(s, 2), operand({s[1]}, 3), operand({s[0]}, 4), scale, flag_on};
+      for (int threads : {1, 2}) {
+        set_num_threads(threads);
+        const Tensor got = exe.run(args)[0], want = plain.run(args)[0];
+        REQUIRE(got.same_type(want));
+        // Bit for bit, but any NaN for a NaN: IEEE leaves open which operand's NaN a sum of two
+        // NaNs passes on, and the compiler may swap a sum's operands.
+        for (int64_t i = 0; i < got.size(); ++i) {
+          const double u = got.get(i), v = want.get(i);
+          const bool same = std::memcmp(got.raw() + i * int64_t(size_of(got.dtype())),
+                                        want.raw() + i * int64_t(size_of(got.dtype())), size_of(got.dtype())) == 0;
+          if (!same && !(std::isnan(u) && std::isnan(v))) FAIL_CHECK(c.name << " element " << i << ": " << u << " vs " << v);
+        }
+      }
+      set_num_threads(0);
+    }
+  }
+}
