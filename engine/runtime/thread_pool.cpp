@@ -3,6 +3,7 @@
 #include "runtime/signals.h"
 
 #include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <exception>
 #include <mutex>
@@ -16,6 +17,26 @@ namespace {
 // Set while a thread runs a task: a parallel_for inside a task runs serially on that thread
 // (replicas already fill the pool; nesting would oversubscribe or deadlock).
 thread_local bool in_task = false;
+
+// Regions come back to back in a step (tens of them, often well under a millisecond each), so
+// waking a sleeping thread through the kernel for each one would cost more than some of them
+// take: a worker that finished a region spins for a while on the generation counter before it
+// sleeps, the caller wakes sleepers only when there are any, and it spins on the workers'
+// completion before it sleeps itself.
+constexpr auto kSpin = std::chrono::microseconds(100);
+
+// Calls `done` until it returns true or kSpin has passed; returns its last answer.
+template <class F>
+bool spin_until(F done) {
+  const auto until = std::chrono::steady_clock::now() + kSpin;
+  for (int i = 0;; ++i) {
+    if (done()) return true;
+    if ((i & 63) == 63 && std::chrono::steady_clock::now() > until) return false;
+#if defined(__x86_64__) || defined(__i386__)
+    __builtin_ia32_pause();
+#endif
+  }
+}
 
 class Pool {
  public:
@@ -36,6 +57,7 @@ class Pool {
       return;
     }
     std::unique_lock lock(run_mutex_);  // one parallel region at a time
+    bool wake = false;
     {
       std::lock_guard g(m_);
       task_ = &task;
@@ -43,14 +65,19 @@ class Pool {
       count_ = count;
       pending_ = count;
       error_ = nullptr;
-      ++generation_;
+      generation_.fetch_add(1, std::memory_order_release);
+      wake = sleeping_ > 0;
     }
-    cv_.notify_all();
+    if (wake) cv_.notify_all();
     drain();
     // Every worker must have left drain() too: one still inside could take an index of the
     // next region while it is being set up.
+    auto finished = [&] { return pending_.load() == 0 && active_.load() == 0; };
+    spin_until(finished);
+    // Under the lock: a worker that joined after the spin saw none is waited for, and one that
+    // comes later finds no task.
     std::unique_lock g(m_);
-    done_cv_.wait(g, [&] { return pending_ == 0 && active_ == 0; });
+    done_cv_.wait(g, finished);
     task_ = nullptr;
     if (error_) std::rethrow_exception(error_);
   }
@@ -69,10 +96,7 @@ class Pool {
         std::lock_guard g(m_);
         if (!error_) error_ = std::current_exception();
       }
-      if (pending_.fetch_sub(1) == 1) {
-        std::lock_guard g(m_);
-        done_cv_.notify_all();
-      }
+      pending_.fetch_sub(1);
     }
   }
 
@@ -80,11 +104,17 @@ class Pool {
     block_async_signals();
     uint64_t seen = 0;
     for (;;) {
+      spin_until([&] { return generation_.load(std::memory_order_acquire) != seen || stopping_.load(); });
       {
         std::unique_lock g(m_);
-        cv_.wait(g, [&] { return stopping_ || (generation_ != seen && task_); });
+        if (generation_ == seen && !stopping_) {
+          ++sleeping_;
+          cv_.wait(g, [&] { return stopping_ || generation_ != seen; });
+          --sleeping_;
+        }
         if (stopping_) return;
         seen = generation_;
+        if (!task_) continue;  // the region already ended
         ++active_;
       }
       drain();
@@ -107,12 +137,13 @@ class Pool {
   std::vector<std::thread> workers_;
   std::mutex run_mutex_, m_;
   std::condition_variable cv_, done_cv_;
-  const std::function<void(int64_t)>* task_ = nullptr;
+  const std::function<void(int64_t)>* task_ = nullptr;  // guarded by m_
   std::atomic<int64_t> next_{0}, pending_{0};
   int64_t count_ = 0;
-  int active_ = 0;  // workers inside drain(); guarded by m_
-  uint64_t generation_ = 0;
-  bool stopping_ = false;
+  std::atomic<int> active_{0};  // workers inside drain(); changed under m_
+  int sleeping_ = 0;            // workers waiting on cv_; guarded by m_
+  std::atomic<uint64_t> generation_{0};  // changed under m_
+  std::atomic<bool> stopping_{false};    // changed under m_
   std::exception_ptr error_;
 };
 
