@@ -260,25 +260,50 @@ void FusionProgram::run(std::span<const Tensor* const> in, Tensor& out, int64_t 
   }
 }
 
-const FusionProgram* fusion_program(const Node& fusion) {
-  // Keyed by the body's address; the weak pointer tells a body that died (and left its address
-  // to another) from the one the entry was made for.
-  struct Entry {
-    std::weak_ptr<const Graph> body;
-    std::optional<FusionProgram> program;
-  };
+namespace {
+
+// Keyed by the body's address; the weak pointer tells a body that died (and left its address
+// to another) from the one the entry was made for.
+struct CacheEntry {
+  std::weak_ptr<const Graph> body;
+  std::unique_ptr<const FusionProgram> program;  // null: the body does not fit
+};
+
+const FusionProgram* shared_lookup(const std::shared_ptr<const Graph>& body) {
   static std::mutex mu;
-  static std::unordered_map<const Graph*, std::unique_ptr<Entry>> cache;
+  static std::unordered_map<const Graph*, CacheEntry> cache;
   static size_t swept_at = 0;
-  const std::shared_ptr<const Graph>& body = fusion.attrs.body();
   std::lock_guard lock(mu);
-  std::unique_ptr<Entry>& e = cache[body.get()];
-  if (!e || e->body.expired()) e = std::make_unique<Entry>(Entry{body, FusionProgram::compile(*body)});
-  const FusionProgram* p = e->program ? &*e->program : nullptr;
+  CacheEntry& e = cache[body.get()];
+  if (e.body.expired()) {
+    std::optional<FusionProgram> p = FusionProgram::compile(*body);
+    e = {body, p ? std::make_unique<const FusionProgram>(std::move(*p)) : nullptr};
+  }
+  const FusionProgram* found = e.program.get();
   if (cache.size() > 2 * swept_at + 256) {  // drop the entries of dead bodies now and then
-    std::erase_if(cache, [](const auto& kv) { return kv.second->body.expired(); });
+    std::erase_if(cache, [](const auto& kv) { return kv.second.body.expired(); });
     swept_at = cache.size();
   }
+  return found;
+}
+
+}  // namespace
+
+const FusionProgram* fusion_program(const Node& fusion) {
+  // Each thread keeps what it looked up: replicas run fusions on several threads at once, and
+  // the shared cache's lock would be taken for every fusion of every step. A program lives as
+  // long as its body, so a live body's entry here is valid.
+  struct Seen {
+    std::weak_ptr<const Graph> body;
+    const FusionProgram* program;
+  };
+  thread_local std::unordered_map<const Graph*, Seen> seen;
+  const std::shared_ptr<const Graph>& body = fusion.attrs.body();
+  auto it = seen.find(body.get());
+  if (it != seen.end() && !it->second.body.expired()) return it->second.program;
+  if (seen.size() > 4096) std::erase_if(seen, [](const auto& kv) { return kv.second.body.expired(); });
+  const FusionProgram* p = shared_lookup(body);
+  seen[body.get()] = {body, p};
   return p;
 }
 
