@@ -1,7 +1,12 @@
 // Leaf and data-movement rows: parameter, constant, iota, broadcast, reshape, transpose,
 // slice, pad, concat, gather, scatter_add.
 #include <algorithm>
+#include <cstdint>
 #include <cstring>
+
+#ifdef __AVX__
+#include <immintrin.h>
+#endif
 
 #include "ops/kernel_util.h"
 #include "runtime/thread_pool.h"
@@ -110,8 +115,35 @@ void ref_transpose(const Node& n, std::span<const Tensor* const> in, Tensor& out
 // Swapping the last two dims (the transposed weights of passes/dot_layout.cpp): each task
 // takes kTile rows of the operand and writes kTile-float runs of the result (whole cache
 // lines, so no line is written by two tasks), in square tiles that keep reads and writes
-// within a few lines. Other permutations take the reference kernel.
+// within a few lines. 4-byte elements go through 8x8 blocks in vector registers where the
+// CPU has AVX; other permutations take the reference kernel.
 constexpr int64_t kTile = 16;
+
+// dst[j][i] = src[i][j] for an 8x8 block of 4-byte elements (row strides in elements).
+void transpose_8x8(const uint32_t* src, int64_t src_stride, uint32_t* dst, int64_t dst_stride) {
+#ifdef __AVX__
+  __m256 r[8], t[8];
+  for (int i = 0; i < 8; ++i) r[i] = _mm256_loadu_ps(reinterpret_cast<const float*>(src + i * src_stride));
+  for (int i = 0; i < 8; i += 2) {  // pairs of rows interleaved
+    t[i] = _mm256_unpacklo_ps(r[i], r[i + 1]);
+    t[i + 1] = _mm256_unpackhi_ps(r[i], r[i + 1]);
+  }
+  for (int i = 0; i < 8; i += 4) {  // then pairs of pairs
+    r[i] = _mm256_shuffle_ps(t[i], t[i + 2], 0x44);
+    r[i + 1] = _mm256_shuffle_ps(t[i], t[i + 2], 0xEE);
+    r[i + 2] = _mm256_shuffle_ps(t[i + 1], t[i + 3], 0x44);
+    r[i + 3] = _mm256_shuffle_ps(t[i + 1], t[i + 3], 0xEE);
+  }
+  for (int i = 0; i < 4; ++i) {  // then the 128-bit halves
+    t[i] = _mm256_permute2f128_ps(r[i], r[i + 4], 0x20);
+    t[i + 4] = _mm256_permute2f128_ps(r[i], r[i + 4], 0x31);
+  }
+  for (int j = 0; j < 8; ++j) _mm256_storeu_ps(reinterpret_cast<float*>(dst + j * dst_stride), t[j]);
+#else
+  for (int j = 0; j < 8; ++j)
+    for (int i = 0; i < 8; ++i) dst[j * dst_stride + i] = src[i * src_stride + j];
+#endif
+}
 
 template <class T>
 void transpose_tiles(const T* x, T* out, int64_t batch, int64_t rows, int64_t cols) {
@@ -120,9 +152,20 @@ void transpose_tiles(const T* x, T* out, int64_t batch, int64_t rows, int64_t co
     const int64_t p = t / row_tiles, i0 = (t % row_tiles) * kTile, i1 = std::min(rows, i0 + kTile);
     const T* src = x + p * rows * cols;
     T* dst = out + p * rows * cols;
-    for (int64_t j0 = 0; j0 < cols; j0 += kTile)
-      for (int64_t j = j0, j1 = std::min(cols, j0 + kTile); j < j1; ++j)
+    for (int64_t j0 = 0; j0 < cols; j0 += kTile) {
+      const int64_t j1 = std::min(cols, j0 + kTile);
+      if constexpr (sizeof(T) == 4) {
+        if (i1 - i0 == kTile && j1 - j0 == kTile) {
+          for (int64_t i = i0; i < i1; i += 8)
+            for (int64_t j = j0; j < j1; j += 8)
+              transpose_8x8(reinterpret_cast<const uint32_t*>(src + i * cols + j), cols,
+                            reinterpret_cast<uint32_t*>(dst + j * rows + i), rows);
+          continue;
+        }
+      }
+      for (int64_t j = j0; j < j1; ++j)
         for (int64_t i = i0; i < i1; ++i) dst[j * rows + i] = src[i * cols + j];
+    }
   });
 }
 
