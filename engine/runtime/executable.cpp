@@ -450,8 +450,17 @@ std::vector<Tensor> Executable::run(std::span<const Tensor> args) const {
       for (; i < end; ++i)
         for (int r = 1; r < R; ++r) values[size_t(r)][size_t(ph.once[i].node)] = values[0][size_t(ph.once[i].node)];
     }
-    parallel_for(R, [&](int64_t r) {
-      for (size_t i = 0; i < ph.each.size();) i += run_steps(ph.each, i, values[size_t(r)], args, int(r), stacked);
+    // Each thread takes a run of replicas and steps them op by op (each op for all of them,
+    // then the next): the replicas read the same weights, which then stay in the thread's
+    // cache from one replica to the next. Every replica computes exactly what it would alone.
+    const int64_t groups = std::min<int64_t>(R, num_threads());
+    parallel_for(groups, [&](int64_t group) {
+      const int first = int(group * R / groups), last = int((group + 1) * R / groups);
+      for (size_t i = 0; i < ph.each.size();) {
+        size_t ran = 1;
+        for (int r = first; r < last; ++r) ran = run_steps(ph.each, i, values[size_t(r)], args, r, stacked);
+        i += ran;
+      }
     });
     for (const Step& s : ph.reduce) run_reduce(s, values);
   }
