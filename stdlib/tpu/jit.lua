@@ -326,7 +326,8 @@ end
 
 -- Runs fn as one program per replica (SPMD): arguments whose entry in `shard` is true are
 -- split along their first axis, one part per replica; the others are the same everywhere.
--- Returns the results, and per result leaf whether it came back stacked [replicas, ...].
+-- Returns per result leaf whether it came back stacked [replicas, ...], the results' spec and
+-- the result leaves.
 function Jitted:run_replicated(replicas, shard, ...)
   local args = table.pack(...)
   local leaves, spec, key = M.flatten(args)
@@ -334,21 +335,20 @@ function Jitted:run_replicated(replicas, shard, ...)
     error(core.user_where() .. "strategy:run inside a traced function is not supported; call it from the host loop", 0)
   end
   check_runnable(self, leaves)
-  local sharded = {}
-  for i = 1, args.n do
-    for _ = 1, #M.flatten(args[i]) do sharded[#sharded + 1] = shard[i] or false end
-  end
-  key = key .. " |replicas=" .. replicas .. " shard=" .. table.concat((function()
-    local s = {}
-    for i, v in ipairs(sharded) do s[i] = v and "1" or "0" end
-    return s
-  end)(), "")
+  local flags = {}
+  for i = 1, args.n do flags[i] = shard[i] and "1" or "0" end
+  key = key .. " |replicas=" .. replicas .. " shard=" .. table.concat(flags)
   local entry = self.cache[key]
   if entry then
     self.cache_hits = self.cache_hits + 1
   else
+    local sharded = {}  -- per leaf
+    for i = 1, args.n do
+      for _ = 1, #M.flatten(args[i]) do sharded[#sharded + 1] = shard[i] or false end
+    end
     self.depth = core.trace_depth()
     entry = compile(self, spec, leaves, args, false, {replicas = replicas, sharded = sharded})
+    entry.per_replica = entry.exe:per_replica()
     self.cache[key] = entry
     note_signature(self, leaves, args)
   end
@@ -356,8 +356,7 @@ function Jitted:run_replicated(replicas, shard, ...)
   local results = entry.exe:run(leaves)
   self.executions = self.executions + 1
   self.run_ms = self.run_ms + (core.now() - t0) * 1000
-  local outs = M.unflatten(entry.spec, results)
-  return outs, entry.exe:per_replica(), entry.spec, results
+  return entry.per_replica, entry.spec, results
 end
 
 function Jitted:stats()

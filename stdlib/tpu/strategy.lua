@@ -107,7 +107,7 @@ function Strategy:run(fn, ...)
       args[i] = args[i].value
     end
   end
-  local _, per_replica, spec, results = f:run_replicated(self.local_replicas, shard, table.unpack(args, 1, args.n))
+  local per_replica, spec, results = f:run_replicated(self.local_replicas, shard, table.unpack(args, 1, args.n))
   -- Results that differ per replica come back stacked [replicas, ...]: wrap them.
   for i, flag in ipairs(per_replica) do
     if flag then results[i] = PerReplica(results[i], self.local_replicas, true) end
