@@ -1,6 +1,7 @@
 #include "ops/fusion_program.h"
 
 #include <algorithm>
+#include <bit>
 #include <cmath>
 #include <cstring>
 #include <memory>
@@ -19,6 +20,16 @@ constexpr int64_t kChunk = 64;  // elements per register: four AVX-512 vectors
 
 bool is_f32(const Node& n) { return n.dtype == DType::f32; }
 bool is_bool(const Node& n) { return n.dtype == DType::boolean; }
+bool is_bf16(const Node& n) { return n.dtype == DType::bf16; }
+
+// x rounded to the nearest bf16 (ties to even; NaNs stay quiet NaNs), as an f32: the rounding
+// of kernels/convert.h's round_to_bf16.
+float rounded_to_bf16(float x) {
+  const uint32_t u = std::bit_cast<uint32_t>(x);
+  const uint32_t rounded = (u + 0x7fffu + ((u >> 16) & 1u)) >> 16;
+  const uint32_t quiet_nan = (u >> 16) | 0x40u;
+  return std::bit_cast<float>(((u & 0x7fffffffu) > 0x7f800000u ? quiet_nan : rounded) << 16);
+}
 
 // The instruction for a broadcast of operand `src` (a parameter or a scalar constant) to the
 // result's shape, or nullopt when its pattern is not one the program takes.
@@ -78,9 +89,13 @@ std::optional<Instr> op_instr(const Graph& body, const Node& n, int32_t dst) {
       return is_bool(body.at(n.in[0])) && is_f32(n) && is_f32(body.at(n.in[1])) && is_f32(body.at(n.in[2]))
                  ? std::optional(in)
                  : std::nullopt;
-    case Op::convert:
-      in.code = Code::bool_to_f32;
-      return is_bool(body.at(n.in[0])) && is_f32(n) ? std::optional(in) : std::nullopt;
+    case Op::convert: {
+      const Node& from = body.at(n.in[0]);
+      if (is_bool(from) && is_f32(n)) return in.code = Code::bool_to_f32, in;
+      if (is_bf16(from) && is_f32(n)) return in.code = Code::bf16_to_f32, in;
+      if (is_f32(from) && is_bf16(n)) return in.code = Code::f32_to_bf16, in;
+      return std::nullopt;
+    }
     default:
       return std::nullopt;
   }
@@ -114,6 +129,11 @@ void load_chunk(const Instr& x, std::span<const Tensor* const> in, Registers& r,
       int32_t* m = r.m_of(x.dst);
       for (int64_t l = 0; l < len; ++l) m[l] = s[l] ? -1 : 0;
       return;
+    }
+    case Code::load_bf16: {
+      const uint16_t* s = in[size_t(x.param)]->data<uint16_t>() + i;
+      for (int64_t l = 0; l < len; ++l) d[l] = std::bit_cast<float>(uint32_t(s[l]) << 16);
+      break;
     }
     case Code::repeat: {
       const float* s = in[size_t(x.param)]->data<float>();
@@ -176,6 +196,8 @@ void run_chunk(std::span<const Instr> code, std::span<const Tensor* const> in, R
         for (int64_t l = 0; l < len; ++l) d[l] = p[l] ? 1.0f : 0.0f;
         break;
       }
+      case Code::bf16_to_f32: for (int64_t l = 0; l < len; ++l) d[l] = a[l]; break;  // held exactly
+      case Code::f32_to_bf16: for (int64_t l = 0; l < len; ++l) d[l] = rounded_to_bf16(a[l]); break;
       case Code::compare: {
         int32_t* m = r.m_of(x.dst);
         switch (Cmp(x.cmp)) {
@@ -205,8 +227,8 @@ std::optional<FusionProgram> FusionProgram::compile(const Graph& body) {
   FusionProgram p;
   p.registers_ = int32_t(body.nodes.size());
   p.result_ = root;
-  p.bool_result_ = is_bool(body.at(root));
-  if (!is_f32(body.at(root)) && !p.bool_result_) return std::nullopt;
+  p.result_type_ = body.at(root).dtype;
+  if (!is_f32(body.at(root)) && !is_bool(body.at(root)) && !is_bf16(body.at(root))) return std::nullopt;
   for (NodeId id = 0; id < NodeId(body.nodes.size()); ++id) {
     const Node& n = body.at(id);
     std::optional<Instr> in;
@@ -215,8 +237,8 @@ std::optional<FusionProgram> FusionProgram::compile(const Graph& body) {
       if (n.op == Op::constant && is_f32(n) && num_elements(n.shape) == 1) {
         in = Instr{Code::splat};
         in->value = float(n.attrs.literal()->get(0));
-      } else if (n.op == Op::parameter && (is_f32(n) || is_bool(n))) {
-        in = Instr{is_bool(n) ? Code::load_bool : Code::load};
+      } else if (n.op == Op::parameter && (is_f32(n) || is_bool(n) || is_bf16(n))) {
+        in = Instr{is_bool(n) ? Code::load_bool : is_bf16(n) ? Code::load_bf16 : Code::load};
         in->param = param_of[size_t(id)];
       }
     } else if (n.op == Op::broadcast) {
@@ -247,15 +269,19 @@ void FusionProgram::run(std::span<const Tensor* const> in, Tensor& out, int64_t 
   for (int64_t i = begin; i < end; i += kChunk) {
     const int64_t len = std::min(kChunk, end - i);
     // An f32 result is computed straight into the output (copied there when the root is a
-    // leaf); a bool one is a mask, stored as bytes.
-    float* result = bool_result_ ? nullptr : out.data<float>() + i;
+    // leaf); a bool one is a mask and a bf16 one an f32 of a bf16 value, stored as such.
+    float* result = result_type_ == DType::f32 ? out.data<float>() + i : nullptr;
     if (len == kChunk) run_chunk(code_, in, r, i, std::integral_constant<int64_t, kChunk>(), result_, result);
     else run_chunk(code_, in, r, i, len, result_, result);
     if (result && r.at[size_t(result_)] != result) std::copy_n(r.at[size_t(result_)], len, result);
-    if (bool_result_) {
+    if (result_type_ == DType::boolean) {
       const int32_t* m = r.m_of(result_);
       uint8_t* o = out.data<uint8_t>() + i;
       for (int64_t l = 0; l < len; ++l) o[l] = m[l] ? 1 : 0;
+    } else if (result_type_ == DType::bf16) {
+      const float* v = r.at[size_t(result_)];
+      uint16_t* o = out.data<uint16_t>() + i;
+      for (int64_t l = 0; l < len; ++l) o[l] = uint16_t(std::bit_cast<uint32_t>(v[l]) >> 16);
     }
   }
 }

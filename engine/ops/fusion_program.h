@@ -2,8 +2,9 @@
 // chunk at a time, in register-sized arrays, where the block evaluation (ops/fusion.cpp) makes
 // one pass over a 4096-element block per op. Only bodies whose every op is one IEEE operation
 // per element (add, sub, mul, div, max, min, neg, abs, sqrt), a comparison, a selection or a
-// bool->f32 conversion, over f32 and bool values, are taken: each element then comes out
-// bitwise as the block evaluation computes it.
+// conversion between f32 and bool or bf16, over f32 values (bf16 and bool ones only as
+// operands, conversions and the result), are taken: each element then comes out bitwise as
+// the block evaluation computes it. A bf16 value is held as the f32 of the same value.
 #pragma once
 #include <cstdint>
 #include <optional>
@@ -23,11 +24,11 @@ class FusionProgram {
   void run(std::span<const Tensor* const> in, Tensor& out, int64_t begin, int64_t end) const;
 
   enum class Code : uint8_t {
-    load, load_bool,          // an operand of the result's shape (f32, bool)
+    load, load_bool, load_bf16,  // an operand of the result's shape (f32, bool, bf16)
     splat, splat_bool,        // a scalar operand or constant
     repeat, spread,           // a broadcast operand: repeating every `n` elements, or each spanning `n`
     add, sub, mul, div, max, min, neg, abs, sqrt,
-    compare, select, bool_to_f32,
+    compare, select, bool_to_f32, bf16_to_f32, f32_to_bf16,
   };
   struct Instr {
     Code code;
@@ -42,7 +43,7 @@ class FusionProgram {
   std::vector<Instr> code_;
   int32_t registers_ = 0;
   int32_t result_ = 0;
-  bool bool_result_ = false;
+  DType result_type_ = DType::f32;
 };
 
 // The program of a fusion node's body, compiled on first use and kept while the body lives;

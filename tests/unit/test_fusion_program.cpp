@@ -123,3 +123,31 @@ TEST_CASE("fusion programs give the bits of the unfused fast kernels") {
     }
   }
 }
+
+TEST_CASE("fusion programs convert to and from bf16 with the kernels' rounding") {
+  for (const Shape& s : {Shape{37, 61}, Shape{300, 130}}) {
+    Graph g;
+    NodeId x = g.parameter(DType::f32, s), h = g.parameter(DType::bf16, s);
+    NodeId wide = g.convert(h, DType::f32);
+    // f32 -> bf16 -> f32 (a rounding), arithmetic on the widened bf16, a bf16 result.
+    NodeId rounded = g.convert(g.convert(g.binary(Op::mul, x, wide), DType::bf16), DType::f32);
+    g.outputs = {g.convert(g.binary(Op::add, rounded, x), DType::bf16)};
+    CompileOptions unfused;
+    unfused.optimize = false;
+    Executable exe = Executable::compile(g, {}), plain = Executable::compile(g, unfused);
+    size_t programs = 0;
+    for (const Node& n : exe.graph().nodes)
+      if (n.op == Op::fusion) programs += fusion_program(n) != nullptr;
+    CHECK(programs == 1);
+    Tensor hb(DType::bf16, s);
+    const Tensor hf = operand(s, 9);
+    for (int64_t i = 0; i < hb.size(); ++i) hb.data<uint16_t>()[i] = f32_to_bf16(hf.data<float>()[i]);
+    const std::vector<Tensor> args = {operand(s, 8), hb};
+    const Tensor got = exe.run(args)[0], want = plain.run(args)[0];
+    REQUIRE(got.same_type(want));
+    for (int64_t i = 0; i < got.size(); ++i) {
+      const uint16_t u = got.data<uint16_t>()[i], v = want.data<uint16_t>()[i];
+      if (u != v && !(std::isnan(got.get(i)) && std::isnan(want.get(i)))) FAIL_CHECK("element " << i << ": " << got.get(i) << " vs " << want.get(i));
+    }
+  }
+}
