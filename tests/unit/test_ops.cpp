@@ -573,7 +573,8 @@ TEST_CASE("f32 reduce over consecutive axes: the fast kernel gives the reference
   };
   const std::vector<Case> cases = {{{64, 128}, {0}},      {{64, 128}, {1}},    {{8, 32, 64}, {1}},
                                    {{8, 32, 64}, {0, 1}}, {{8, 32, 64}, {1, 2}}, {{3, 4, 50, 700}, {1, 2}},
-                                   {{5000, 3}, {0}},      {{2, 9000}, {1}}};
+                                   {{5000, 3}, {0}},      {{2, 9000}, {1}},    {{37, 200}, {1}},
+                                   {{2000, 4, 3}, {1}}};
   std::mt19937 rng(3);
   std::uniform_real_distribution<float> u(-2, 2);
   for (const Case& c : cases)
