@@ -15,6 +15,7 @@ namespace {
 
 using Code = FusionProgram::Code;
 using Instr = FusionProgram::Instr;
+using Gather = FusionProgram::Gather;
 
 constexpr int64_t kChunk = 64;  // elements per register: four AVX-512 vectors
 
@@ -33,7 +34,22 @@ float rounded_to_bf16(float x) {
 
 // The instruction for a broadcast of operand `src` (a parameter or a scalar constant) to the
 // result's shape, or nullopt when its pattern is not one the program takes.
-std::optional<Instr> broadcast_instr(const Graph& body, const Node& b, int32_t dst, const std::vector<int32_t>& param_of) {
+// The element map of broadcast b (rank at most kMaxRank).
+Gather gather_of(const Node& b, const Shape& src) {
+  Gather m;
+  m.rank = int(b.shape.size());
+  int64_t stride = 1;
+  for (int d = m.rank; d-- > 0;) m.shape[d] = b.shape[size_t(d)], m.out_stride[d] = stride, stride *= b.shape[size_t(d)];
+  stride = 1;
+  for (size_t k = src.size(); k-- > 0;) {
+    m.src_stride[b.attrs.dims[k]] = src[k] == 1 ? 0 : stride;
+    stride *= src[k];
+  }
+  return m;
+}
+
+std::optional<Instr> broadcast_instr(const Graph& body, const Node& b, int32_t dst, const std::vector<int32_t>& param_of,
+                                     std::vector<Gather>& gathers) {
   const Node& src = body.at(b.in[0]);
   if (!is_f32(src) && !is_bool(src)) return std::nullopt;
   Instr in{is_bool(src) ? Code::splat_bool : Code::splat};
@@ -57,7 +73,9 @@ std::optional<Instr> broadcast_instr(const Graph& body, const Node& b, int32_t d
   }
   if (trailing) return in.code = Code::repeat, in.n = src_n, in;
   if (leading) return in.code = Code::spread, in.n = out_n / src_n, in;
-  return std::nullopt;
+  if (r > size_t(FusionProgram::kMaxRank)) return std::nullopt;
+  gathers.push_back(gather_of(b, src.shape));
+  return in.code = Code::gather, in.n = int64_t(gathers.size()) - 1, in;
 }
 
 std::optional<Instr> op_instr(const Graph& body, const Node& n, int32_t dst) {
@@ -118,8 +136,32 @@ struct Registers {
 
 // Operands of the leaf instructions for the chunk at element i: pointers into the operands
 // where their elements lie in order, else the elements copied into the register.
+// Elements [i, i + n) of a broadcast through map m: a pointer into the source when they lie
+// in order in one row of the innermost dim, a splat when that dim is the broadcast one, else
+// element by element (an odometer over the dims).
+const float* gather_chunk(const Gather& m, const float* src, int64_t i, int64_t n, float* d) {
+  int64_t idx[FusionProgram::kMaxRank], off = 0;
+  for (int k = 0; k < m.rank; ++k) idx[k] = (i / m.out_stride[k]) % m.shape[k], off += idx[k] * m.src_stride[k];
+  const int last = m.rank - 1;
+  if (idx[last] + n <= m.shape[last]) {
+    if (m.src_stride[last] == 1) return src + off;
+    if (m.src_stride[last] == 0) return std::fill_n(d, n, src[off]), d;
+  }
+  for (int64_t l = 0; l < n; ++l) {
+    d[l] = src[off];
+    for (int k = last; k >= 0; --k) {  // the next element's index
+      off += m.src_stride[k];
+      if (++idx[k] < m.shape[k]) break;
+      off -= m.src_stride[k] * m.shape[k];
+      idx[k] = 0;
+    }
+  }
+  return d;
+}
+
 template <class N>
-void load_chunk(const Instr& x, std::span<const Tensor* const> in, Registers& r, int64_t i, N len) {
+void load_chunk(const Instr& x, std::span<const Gather> gathers, std::span<const Tensor* const> in, Registers& r,
+                int64_t i, N len) {
   const int64_t n = len;
   float* d = r.f_of(x.dst);
   switch (x.code) {
@@ -156,6 +198,9 @@ void load_chunk(const Instr& x, std::span<const Tensor* const> in, Registers& r,
       }
       break;
     }
+    case Code::gather:
+      r.at[size_t(x.dst)] = gather_chunk(gathers[size_t(x.n)], in[size_t(x.param)]->data<float>(), i, n, d);
+      return;
     default: return;  // splats are filled once per run
   }
   r.at[size_t(x.dst)] = d;
@@ -165,11 +210,11 @@ void load_chunk(const Instr& x, std::span<const Tensor* const> in, Registers& r,
 // whole chunks (the loops then compile to vector code), a run-time count for the last one.
 // The instruction computing `root` writes to `result` when that is given.
 template <class N>
-void run_chunk(std::span<const Instr> code, std::span<const Tensor* const> in, Registers& r, int64_t i, N len,
-               int32_t root, float* result) {
+void run_chunk(std::span<const Instr> code, std::span<const Gather> gathers, std::span<const Tensor* const> in,
+               Registers& r, int64_t i, N len, int32_t root, float* result) {
   for (const Instr& x : code) {
-    if (x.code <= Code::spread) {
-      load_chunk(x, in, r, i, len);
+    if (x.code <= Code::gather) {
+      load_chunk(x, gathers, in, r, i, len);
       continue;
     }
     float* d = x.dst == root && result ? result : r.f_of(x.dst);
@@ -242,7 +287,7 @@ std::optional<FusionProgram> FusionProgram::compile(const Graph& body) {
         in->param = param_of[size_t(id)];
       }
     } else if (n.op == Op::broadcast) {
-      in = broadcast_instr(body, n, id, param_of);
+      in = broadcast_instr(body, n, id, param_of, p.gathers_);
     } else {
       in = op_instr(body, n, id);
     }
@@ -271,8 +316,8 @@ void FusionProgram::run(std::span<const Tensor* const> in, Tensor& out, int64_t 
     // An f32 result is computed straight into the output (copied there when the root is a
     // leaf); a bool one is a mask and a bf16 one an f32 of a bf16 value, stored as such.
     float* result = result_type_ == DType::f32 ? out.data<float>() + i : nullptr;
-    if (len == kChunk) run_chunk(code_, in, r, i, std::integral_constant<int64_t, kChunk>(), result_, result);
-    else run_chunk(code_, in, r, i, len, result_, result);
+    if (len == kChunk) run_chunk(code_, gathers_, in, r, i, std::integral_constant<int64_t, kChunk>(), result_, result);
+    else run_chunk(code_, gathers_, in, r, i, len, result_, result);
     if (result && r.at[size_t(result_)] != result) std::copy_n(r.at[size_t(result_)], len, result);
     if (result_type_ == DType::boolean) {
       const int32_t* m = r.m_of(result_);

@@ -27,6 +27,7 @@ class FusionProgram {
     load, load_bool, load_bf16,  // an operand of the result's shape (f32, bool, bf16)
     splat, splat_bool,        // a scalar operand or constant
     repeat, spread,           // a broadcast operand: repeating every `n` elements, or each spanning `n`
+    gather,                   // any other broadcast of an operand: gathers_[n] maps the elements
     add, sub, mul, div, max, min, neg, abs, sqrt,
     compare, select, bool_to_f32, bf16_to_f32, f32_to_bf16,
   };
@@ -36,11 +37,19 @@ class FusionProgram {
     int32_t dst = 0, a = -1, b = -1, c = -1;
     int32_t param = -1;       // load/splat/broadcast: the operand index (-1: a constant)
     float value = 0;          // a constant splat
-    int64_t n = 0;            // repeat / spread period
+    int64_t n = 0;            // repeat / spread period; gather: its map
+  };
+  // Where a broadcast's elements come from: the source offset of result element i is the sum
+  // over dims of ((i / out_stride) % shape) * src_stride, src_stride 0 along broadcast dims.
+  static constexpr int kMaxRank = 8;
+  struct Gather {
+    int rank = 0;
+    int64_t shape[kMaxRank] = {}, out_stride[kMaxRank] = {}, src_stride[kMaxRank] = {};
   };
 
  private:
   std::vector<Instr> code_;
+  std::vector<Gather> gathers_;
   int32_t registers_ = 0;
   int32_t result_ = 0;
   DType result_type_ = DType::f32;

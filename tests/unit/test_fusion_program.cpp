@@ -151,3 +151,27 @@ TEST_CASE("fusion programs convert to and from bf16 with the kernels' rounding")
     }
   }
 }
+
+TEST_CASE("fusion programs read broadcasts along any dims, chunks crossing rows included") {
+  for (const Shape& s : {Shape{6, 128, 64}, Shape{5, 7, 30}, Shape{3, 40, 1}}) {
+    Graph g;
+    NodeId x = g.parameter(DType::f32, s);
+    NodeId outer_inner = g.parameter(DType::f32, {s[0], s[2]}), middle = g.parameter(DType::f32, {s[1]});
+    NodeId t = g.binary(Op::mul, x, g.broadcast(outer_inner, s, {0, 2}));
+    g.outputs = {g.binary(Op::sub, t, g.broadcast(middle, s, {1}))};
+    CompileOptions unfused;
+    unfused.optimize = false;
+    Executable exe = Executable::compile(g, {}), plain = Executable::compile(g, unfused);
+    size_t programs = 0;
+    for (const Node& n : exe.graph().nodes)
+      if (n.op == Op::fusion) programs += fusion_program(n) != nullptr;
+    CHECK(programs == 1);
+    const std::vector<Tensor> args = {operand(s, 11), operand({s[0], s[2]}, 12), operand({s[1]}, 13)};
+    const Tensor got = exe.run(args)[0], want = plain.run(args)[0];
+    for (int64_t i = 0; i < got.size(); ++i) {
+      const double u = got.get(i), v = want.get(i);
+      if (std::memcmp(got.data<float>() + i, want.data<float>() + i, 4) != 0 && !(std::isnan(u) && std::isnan(v)))
+        FAIL_CHECK(shape_str(s) << " element " << i << ": " << u << " vs " << v);
+    }
+  }
+}
