@@ -6,6 +6,7 @@
 
 #include "kernels/convert.h"
 #include "kernels/gemm.h"
+#include "kernels/simd.h"
 #include "ops/collective.h"
 #include "ops/kernel_util.h"
 #include "runtime/thread_pool.h"
@@ -221,13 +222,50 @@ void reduce_block(const float* x, float* out, const Runs& r, int64_t i0, int64_t
 
 // Reductions over the last axis ([outer, len], inner 1): eight rows at a time, one double
 // accumulator each, so eight chains of dependent additions run side by side instead of one.
+#ifdef __AVX__
+template <ReduceKind K>
+__m256d combine4(__m256d r, __m256d v) {  // combine<K> on four lanes
+  if constexpr (K == ReduceKind::sum) {
+    return _mm256_add_pd(r, v);
+  } else {
+    const __m256d better = _mm256_cmp_pd(v, r, K == ReduceKind::max ? _CMP_GT_OQ : _CMP_LT_OQ);
+    return _mm256_blendv_pd(r, v, _mm256_or_pd(better, _mm256_cmp_pd(v, v, _CMP_UNORD_Q)));
+  }
+}
+
+// Eight rows' accumulators from element k0 on, in blocks of 8 elements: the block is
+// transposed in registers so that each step adds one element of all eight rows at once.
+// Returns the first element not taken.
+template <ReduceKind K>
+int64_t reduce_8_rows_blocks(const float* x, int64_t len, double (&acc)[8]) {
+  __m256d lo = _mm256_loadu_pd(acc), hi = _mm256_loadu_pd(acc + 4);
+  int64_t k = 0;
+  for (; k + 8 <= len; k += 8) {
+    __m256 r[8];
+    for (int l = 0; l < 8; ++l) r[l] = _mm256_loadu_ps(x + l * len + k);
+    simd::transpose8x8(r);
+    for (int j = 0; j < 8; ++j) {
+      lo = combine4<K>(lo, _mm256_cvtps_pd(_mm256_castps256_ps128(r[j])));
+      hi = combine4<K>(hi, _mm256_cvtps_pd(_mm256_extractf128_ps(r[j], 1)));
+    }
+  }
+  _mm256_storeu_pd(acc, lo);
+  _mm256_storeu_pd(acc + 4, hi);
+  return k;
+}
+#endif
+
 template <ReduceKind K>
 void reduce_rows(const float* x, float* out, int64_t rows, int64_t len, double init) {
   int64_t o = 0;
   for (; o + 8 <= rows; o += 8) {
     double acc[8];
     for (double& a : acc) a = init;
-    for (int64_t k = 0; k < len; ++k)
+    int64_t k = 0;
+#ifdef __AVX__
+    k = reduce_8_rows_blocks<K>(x + o * len, len, acc);
+#endif
+    for (; k < len; ++k)
       for (int64_t l = 0; l < 8; ++l) acc[l] = combine<K>(acc[l], double(x[(o + l) * len + k]));
     for (int64_t l = 0; l < 8; ++l) out[o + l] = float(acc[l]);
   }

@@ -4,10 +4,8 @@
 #include <cstdint>
 #include <cstring>
 
-#ifdef __AVX__
-#include <immintrin.h>
-#endif
 
+#include "kernels/simd.h"
 #include "ops/kernel_util.h"
 #include "runtime/thread_pool.h"
 
@@ -122,23 +120,10 @@ constexpr int64_t kTile = 16;
 // dst[j][i] = src[i][j] for an 8x8 block of 4-byte elements (row strides in elements).
 void transpose_8x8(const uint32_t* src, int64_t src_stride, uint32_t* dst, int64_t dst_stride) {
 #ifdef __AVX__
-  __m256 r[8], t[8];
+  __m256 r[8];
   for (int i = 0; i < 8; ++i) r[i] = _mm256_loadu_ps(reinterpret_cast<const float*>(src + i * src_stride));
-  for (int i = 0; i < 8; i += 2) {  // pairs of rows interleaved
-    t[i] = _mm256_unpacklo_ps(r[i], r[i + 1]);
-    t[i + 1] = _mm256_unpackhi_ps(r[i], r[i + 1]);
-  }
-  for (int i = 0; i < 8; i += 4) {  // then pairs of pairs
-    r[i] = _mm256_shuffle_ps(t[i], t[i + 2], 0x44);
-    r[i + 1] = _mm256_shuffle_ps(t[i], t[i + 2], 0xEE);
-    r[i + 2] = _mm256_shuffle_ps(t[i + 1], t[i + 3], 0x44);
-    r[i + 3] = _mm256_shuffle_ps(t[i + 1], t[i + 3], 0xEE);
-  }
-  for (int i = 0; i < 4; ++i) {  // then the 128-bit halves
-    t[i] = _mm256_permute2f128_ps(r[i], r[i + 4], 0x20);
-    t[i + 4] = _mm256_permute2f128_ps(r[i], r[i + 4], 0x31);
-  }
-  for (int j = 0; j < 8; ++j) _mm256_storeu_ps(reinterpret_cast<float*>(dst + j * dst_stride), t[j]);
+  simd::transpose8x8(r);
+  for (int j = 0; j < 8; ++j) _mm256_storeu_ps(reinterpret_cast<float*>(dst + j * dst_stride), r[j]);
 #else
   for (int j = 0; j < 8; ++j)
     for (int i = 0; i < 8; ++i) dst[j * dst_stride + i] = src[i * src_stride + j];
