@@ -32,8 +32,6 @@ float rounded_to_bf16(float x) {
   return std::bit_cast<float>(((u & 0x7fffffffu) > 0x7f800000u ? quiet_nan : rounded) << 16);
 }
 
-// The instruction for a broadcast of operand `src` (a parameter or a scalar constant) to the
-// result's shape, or nullopt when its pattern is not one the program takes.
 // The element map of broadcast b (rank at most kMaxRank).
 Gather gather_of(const Node& b, const Shape& src) {
   Gather m;
@@ -48,6 +46,8 @@ Gather gather_of(const Node& b, const Shape& src) {
   return m;
 }
 
+// The instruction for a broadcast of operand `src` (a parameter or a scalar constant) to the
+// result's shape, or nullopt when its pattern is not one the program takes.
 std::optional<Instr> broadcast_instr(const Graph& body, const Node& b, int32_t dst, const std::vector<int32_t>& param_of,
                                      std::vector<Gather>& gathers) {
   const Node& src = body.at(b.in[0]);
@@ -134,8 +134,6 @@ struct Registers {
   int32_t* m_of(int32_t r) { return m.data() + int64_t(r) * kChunk; }
 };
 
-// Operands of the leaf instructions for the chunk at element i: pointers into the operands
-// where their elements lie in order, else the elements copied into the register.
 // Elements [i, i + n) of a broadcast through map m: a pointer into the source when they lie
 // in order in one row of the innermost dim, a splat when that dim is the broadcast one, else
 // element by element (an odometer over the dims).
@@ -159,6 +157,8 @@ const float* gather_chunk(const Gather& m, const float* src, int64_t i, int64_t 
   return d;
 }
 
+// Operands of the leaf instructions for the chunk at element i: pointers into the operands
+// where their elements lie in order, else the elements copied into the register.
 template <class N>
 void load_chunk(const Instr& x, std::span<const Gather> gathers, std::span<const Tensor* const> in, Registers& r,
                 int64_t i, N len) {

@@ -1,7 +1,5 @@
 #include "runtime/thread_pool.h"
 
-#include "runtime/signals.h"
-
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
@@ -9,6 +7,8 @@
 #include <mutex>
 #include <thread>
 #include <vector>
+
+#include "runtime/signals.h"
 
 namespace tpu {
 

@@ -81,26 +81,46 @@ std::vector<Case> cases() {
   };
 }
 
+// g compiled with the pipeline (fused) and without it (each op on its fast kernel), and how
+// many of the fused graph's fusions run as programs.
+struct Compiled {
+  Executable fused, plain;
+  size_t fusions = 0, programs = 0;
+};
+Compiled compile_both(const Graph& g) {
+  CompileOptions unfused;
+  unfused.optimize = false;
+  Compiled c{Executable::compile(g), Executable::compile(g, unfused)};
+  for (const Node& n : c.fused.graph().nodes)
+    if (n.op == Op::fusion) ++c.fusions, c.programs += fusion_program(n) != nullptr;
+  return c;
+}
+
+// Bit for bit, but any NaN for a NaN: IEEE leaves open which operand's NaN a sum of two NaNs
+// passes on, and the compiler may swap a sum's operands.
+void check_same_bits(const Tensor& got, const Tensor& want, const std::string& what) {
+  REQUIRE(got.same_type(want));
+  const int64_t es = int64_t(size_of(got.dtype()));
+  for (int64_t i = 0; i < got.size(); ++i) {
+    const double u = got.get(i), v = want.get(i);
+    if (std::memcmp(got.raw() + i * es, want.raw() + i * es, size_t(es)) != 0 && !(std::isnan(u) && std::isnan(v)))
+      FAIL_CHECK(what << " element " << i << ": " << u << " vs " << v);
+  }
+}
+
 }  // namespace
 
 TEST_CASE("fusion programs give the bits of the unfused fast kernels") {
   for (const Shape& s : {Shape{37, 61}, Shape{300, 130}, Shape{1, 64}, Shape{3, 5}}) {
     for (const Case& c : cases()) {
-      CAPTURE(std::string(c.name));
-      CAPTURE(s[0]);
       Graph g;
       NodeId x = g.parameter(DType::f32, s), y = g.parameter(DType::f32, s);
       NodeId bias = g.parameter(DType::f32, {s[1]}), row = g.parameter(DType::f32, {s[0]});
       NodeId a = g.parameter(DType::f32, {}), flag = g.parameter(DType::boolean, {});
       g.outputs = {c.build(g, x, y, bias, row, a, flag)};
-      CompileOptions fused, unfused;
-      unfused.optimize = false;
-      Executable exe = Executable::compile(g, fused), plain = Executable::compile(g, unfused);
-      size_t programs = 0, fusions = 0;
-      for (const Node& n : exe.graph().nodes)
-        if (n.op == Op::fusion) ++fusions, programs += fusion_program(n) != nullptr;
-      REQUIRE(fusions == 1);
-      CHECK(programs == (c.programmed ? 1u : 0u));
+      Compiled both = compile_both(g);
+      REQUIRE(both.fusions == 1);
+      CHECK(both.programs == (c.programmed ? 1u : 0u));
       Tensor flag_on(DType::boolean, {});
       flag_on.set(0, 1);
       Tensor scale(DType::f32, {});
@@ -108,16 +128,7 @@ TEST_CASE("fusion programs give the bits of the unfused fast kernels") {
       const std::vector<Tensor> args = {operand(s, 1), operand(s, 2), operand({s[1]}, 3), operand({s[0]}, 4), scale, flag_on};
       for (int threads : {1, 2}) {
         set_num_threads(threads);
-        const Tensor got = exe.run(args)[0], want = plain.run(args)[0];
-        REQUIRE(got.same_type(want));
-        // Bit for bit, but any NaN for a NaN: IEEE leaves open which operand's NaN a sum of two
-        // NaNs passes on, and the compiler may swap a sum's operands.
-        for (int64_t i = 0; i < got.size(); ++i) {
-          const double u = got.get(i), v = want.get(i);
-          const bool same = std::memcmp(got.raw() + i * int64_t(size_of(got.dtype())),
-                                        want.raw() + i * int64_t(size_of(got.dtype())), size_of(got.dtype())) == 0;
-          if (!same && !(std::isnan(u) && std::isnan(v))) FAIL_CHECK(c.name << " element " << i << ": " << u << " vs " << v);
-        }
+        check_same_bits(both.fused.run(args)[0], both.plain.run(args)[0], std::string(c.name) + " on " + shape_str(s));
       }
       set_num_threads(0);
     }
@@ -132,23 +143,13 @@ TEST_CASE("fusion programs convert to and from bf16 with the kernels' rounding")
     // f32 -> bf16 -> f32 (a rounding), arithmetic on the widened bf16, a bf16 result.
     NodeId rounded = g.convert(g.convert(g.binary(Op::mul, x, wide), DType::bf16), DType::f32);
     g.outputs = {g.convert(g.binary(Op::add, rounded, x), DType::bf16)};
-    CompileOptions unfused;
-    unfused.optimize = false;
-    Executable exe = Executable::compile(g, {}), plain = Executable::compile(g, unfused);
-    size_t programs = 0;
-    for (const Node& n : exe.graph().nodes)
-      if (n.op == Op::fusion) programs += fusion_program(n) != nullptr;
-    CHECK(programs == 1);
+    Compiled both = compile_both(g);
+    CHECK(both.programs == 1);
     Tensor hb(DType::bf16, s);
     const Tensor hf = operand(s, 9);
     for (int64_t i = 0; i < hb.size(); ++i) hb.data<uint16_t>()[i] = f32_to_bf16(hf.data<float>()[i]);
     const std::vector<Tensor> args = {operand(s, 8), hb};
-    const Tensor got = exe.run(args)[0], want = plain.run(args)[0];
-    REQUIRE(got.same_type(want));
-    for (int64_t i = 0; i < got.size(); ++i) {
-      const uint16_t u = got.data<uint16_t>()[i], v = want.data<uint16_t>()[i];
-      if (u != v && !(std::isnan(got.get(i)) && std::isnan(want.get(i)))) FAIL_CHECK("element " << i << ": " << got.get(i) << " vs " << want.get(i));
-    }
+    check_same_bits(both.fused.run(args)[0], both.plain.run(args)[0], shape_str(s));
   }
 }
 
@@ -159,19 +160,9 @@ TEST_CASE("fusion programs read broadcasts along any dims, chunks crossing rows 
     NodeId outer_inner = g.parameter(DType::f32, {s[0], s[2]}), middle = g.parameter(DType::f32, {s[1]});
     NodeId t = g.binary(Op::mul, x, g.broadcast(outer_inner, s, {0, 2}));
     g.outputs = {g.binary(Op::sub, t, g.broadcast(middle, s, {1}))};
-    CompileOptions unfused;
-    unfused.optimize = false;
-    Executable exe = Executable::compile(g, {}), plain = Executable::compile(g, unfused);
-    size_t programs = 0;
-    for (const Node& n : exe.graph().nodes)
-      if (n.op == Op::fusion) programs += fusion_program(n) != nullptr;
-    CHECK(programs == 1);
+    Compiled both = compile_both(g);
+    CHECK(both.programs == 1);
     const std::vector<Tensor> args = {operand(s, 11), operand({s[0], s[2]}, 12), operand({s[1]}, 13)};
-    const Tensor got = exe.run(args)[0], want = plain.run(args)[0];
-    for (int64_t i = 0; i < got.size(); ++i) {
-      const double u = got.get(i), v = want.get(i);
-      if (std::memcmp(got.data<float>() + i, want.data<float>() + i, 4) != 0 && !(std::isnan(u) && std::isnan(v)))
-        FAIL_CHECK(shape_str(s) << " element " << i << ": " << u << " vs " << v);
-    }
+    check_same_bits(both.fused.run(args)[0], both.plain.run(args)[0], shape_str(s));
   }
 }
