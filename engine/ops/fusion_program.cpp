@@ -9,6 +9,8 @@
 #include <type_traits>
 #include <unordered_map>
 
+#include "core/error.h"
+
 namespace tpu {
 
 namespace {
@@ -71,7 +73,7 @@ std::optional<Instr> broadcast_instr(const Graph& body, const Node& b, int32_t d
     trailing = trailing && dims[i] == int64_t(r - k + i);
     leading = leading && dims[i] == int64_t(i);
   }
-  if (trailing) return in.code = Code::repeat, in.n = src_n, in;
+  if (trailing) return in.code = kChunk % src_n == 0 ? Code::tiled : Code::repeat, in.n = src_n, in;
   if (leading) return in.code = Code::spread, in.n = out_n / src_n, in;
   if (r > size_t(FusionProgram::kMaxRank)) return std::nullopt;
   gathers.push_back(gather_of(b, src.shape));
@@ -201,7 +203,7 @@ void load_chunk(const Instr& x, std::span<const Gather> gathers, std::span<const
     case Code::gather:
       r.at[size_t(x.dst)] = gather_chunk(gathers[size_t(x.n)], in[size_t(x.param)]->data<float>(), i, n, d);
       return;
-    default: return;  // splats are filled once per run
+    default: return;  // splats and tiled operands are filled once per run
   }
   r.at[size_t(x.dst)] = d;
 }
@@ -299,9 +301,10 @@ std::optional<FusionProgram> FusionProgram::compile(const Graph& body) {
 }
 
 void FusionProgram::run(std::span<const Tensor* const> in, Tensor& out, int64_t begin, int64_t end) const {
+  if (begin % kChunk != 0) throw Error("fusion program: a run must start at a multiple of 64 elements");
   thread_local Registers r;
   r.size_for(registers_);
-  // Splats hold the same values in every chunk: filled once.
+  // Splats and tiled operands hold the same values in every chunk: filled once.
   for (const Instr& x : code_) {
     if (x.code == Code::splat) {
       const float v = x.param >= 0 ? in[size_t(x.param)]->data<float>()[0] : x.value;
@@ -309,6 +312,10 @@ void FusionProgram::run(std::span<const Tensor* const> in, Tensor& out, int64_t 
       r.at[size_t(x.dst)] = r.f_of(x.dst);
     } else if (x.code == Code::splat_bool) {
       std::fill_n(r.m_of(x.dst), kChunk, in[size_t(x.param)]->data<uint8_t>()[0] ? -1 : 0);
+    } else if (x.code == Code::tiled) {  // every chunk starts at a multiple of kChunk
+      const float* src = in[size_t(x.param)]->data<float>();
+      for (int64_t l = 0; l < kChunk; ++l) r.f_of(x.dst)[l] = src[l % x.n];
+      r.at[size_t(x.dst)] = r.f_of(x.dst);
     }
   }
   for (int64_t i = begin; i < end; i += kChunk) {

@@ -20,12 +20,13 @@ class FusionProgram {
  public:
   // nullopt when the body holds an op or a dtype the program does not take.
   static std::optional<FusionProgram> compile(const Graph& body);
-  // Elements [begin, end) of the result.
+  // Elements [begin, end) of the result; begin a multiple of 64 (chunks start there).
   void run(std::span<const Tensor* const> in, Tensor& out, int64_t begin, int64_t end) const;
 
   enum class Code : uint8_t {
     load, load_bool, load_bf16,  // an operand of the result's shape (f32, bool, bf16)
     splat, splat_bool,        // a scalar operand or constant
+    tiled,                    // an operand repeating every `n` elements, n dividing a chunk: the same in every chunk
     repeat, spread,           // a broadcast operand: repeating every `n` elements, or each spanning `n`
     gather,                   // any other broadcast of an operand: gathers_[n] maps the elements
     add, sub, mul, div, max, min, neg, abs, sqrt,
