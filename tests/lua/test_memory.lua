@@ -30,6 +30,20 @@ return {
     check.is_true(grown < 200, string.format("resident memory grew by %.0f MiB", grown))
   end,
 
+  ["collectgarbage() gives the freed heap back to the kernel"] = function()
+    -- 200 tensors of 1 MiB (under the size that glibc maps on its own), all alive at once, then
+    -- dropped: the heap keeps their pages until a full collection hands them back.
+    collectgarbage()
+    local before = rss_mib()
+    local keep = {}
+    for i = 1, 200 do keep[i] = tpu.ones {256, 1024} end
+    check.is_true(rss_mib() - before > 150, "the tensors are resident")
+    keep = nil
+    collectgarbage()
+    local left = rss_mib() - before
+    check.is_true(left < 50, string.format("%.0f MiB stayed resident after collectgarbage()", left))
+  end,
+
   ["a 5-fold loop ends with the HBM in use after fold 1"] = function()
     local k = tpu.random.key(5)
     local x = tpu.random.normal(k, {64, 8})
