@@ -288,11 +288,7 @@ std::vector<Tensor> eager_eval(const std::vector<Operand>& operands, DType numbe
   // one tensor never changes another.
   for (Tensor& t : out)
     for (const Tensor& a : args)
-      if (t.raw() == a.raw()) {
-        Tensor copy(t.dtype(), t.shape(), Tensor::Uninitialized{});
-        std::memcpy(copy.raw(), t.raw(), t.bytes());
-        t = copy;
-      }
+      if (t.raw() == a.raw()) t = t.copy();
   return out;
 }
 

@@ -199,6 +199,11 @@ int l_exe_run(lua_State* L) {
     args.push_back(t->value);
     lua_pop(L, 1);
   }
+  // A donated buffer is overwritten with results. One held by more than this Lua tensor and
+  // `args` is shared (a batch that is a view of its data set, an argument passed twice): that
+  // argument is donated as a copy, so donating one tensor never changes another.
+  for (int32_t p : e->exe->donated_args())
+    if (args[size_t(p)].buffer_holders() > 2) args[size_t(p)] = args[size_t(p)].copy();
   std::string error;
   try {
     std::vector<Tensor> out = e->exe->run(args);

@@ -2,6 +2,7 @@
 
 #include <atomic>
 #include <cstdlib>
+#include <cstring>
 #include <new>
 
 namespace tpu {
@@ -55,6 +56,12 @@ Tensor Tensor::rows(int64_t first, int64_t count) const {
   const int64_t row_bytes = shape_[0] ? int64_t(bytes()) / shape_[0] : 0;
   t.data_ = std::shared_ptr<std::byte[]>(data_, data_.get() + first * row_bytes);
   return t;
+}
+
+Tensor Tensor::copy() const {
+  Tensor c(dtype_, shape_, Uninitialized{});
+  if (bytes()) std::memcpy(c.raw(), raw(), bytes());
+  return c;
 }
 
 Tensor Tensor::view(DType t, Shape s) const {

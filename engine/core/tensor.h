@@ -41,6 +41,10 @@ class Tensor {
   // Same buffer seen with another type; the view must fit in this tensor's bytes.
   Tensor view(DType t, Shape s) const;
   bool same_type(const Tensor& o) const { return dtype_ == o.dtype_ && shape_ == o.shape_; }
+  // The same values in a buffer of its own.
+  Tensor copy() const;
+  // How many tensors hold this buffer or a view of it (rows, reshapes, this one included).
+  long buffer_holders() const { return data_.use_count(); }
 
   // Scalar reading and writing in any dtype, through double (reference kernels and tests).
   double get(int64_t i) const;

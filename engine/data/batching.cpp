@@ -6,11 +6,22 @@
 
 namespace tpu {
 
+namespace {
+// Whether indices are first, first + 1, ... within [0, rows): rows a view can take as they are.
+bool consecutive(std::span<const int64_t> indices, int64_t rows) {
+  if (indices.empty() || indices.front() < 0 || indices.back() >= rows) return false;
+  for (size_t i = 1; i < indices.size(); ++i)
+    if (indices[i] != indices[i - 1] + 1) return false;
+  return true;
+}
+}  // namespace
+
 Tensor gather_rows(const Tensor& t, std::span<const int64_t> indices) {
   if (t.rank() == 0) throw Error("gather_rows: a scalar has no rows");
   Shape shape = t.shape();
   const int64_t rows = shape[0];
   shape[0] = int64_t(indices.size());
+  if (consecutive(indices, rows)) return t.rows(indices.front(), int64_t(indices.size()));
   Tensor out(t.dtype(), shape, Tensor::Uninitialized{});
   const size_t row_bytes = rows == 0 ? 0 : t.bytes() / size_t(rows);
   for (size_t i = 0; i < indices.size(); ++i) {

@@ -10,7 +10,8 @@
 
 namespace tpu {
 
-// Row i of the result is row indices[i] of t (0-based, along the first dimension).
+// Row i of the result is row indices[i] of t (0-based, along the first dimension). Consecutive
+// indices (a batch of unshuffled data) give a view of t's buffer instead of a copy.
 Tensor gather_rows(const Tensor& t, std::span<const int64_t> indices);
 
 // Stacks tensors of one dtype and rank into [items, shape...]; each is placed at the start of

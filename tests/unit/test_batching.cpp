@@ -45,6 +45,20 @@ TEST_CASE("gather_rows copies rows in the order of the indices") {
   CHECK_THROWS_AS(tpu::gather_rows(iota(DType::f32, {}), std::vector<int64_t>{0}), tpu::Error);
 }
 
+TEST_CASE("gather_rows of consecutive rows is a view of the tensor's buffer") {
+  Tensor t = iota(DType::f32, {5, 3});
+  Tensor g = tpu::gather_rows(t, std::vector<int64_t>{1, 2, 3});
+  CHECK(g.shape() == Shape{3, 3});
+  CHECK(values(g) == std::vector<double>{3, 4, 5, 6, 7, 8, 9, 10, 11});
+  CHECK(g.raw() == t.raw() + 3 * sizeof(float));
+  CHECK(t.buffer_holders() == 2);
+  // Not consecutive, or running past the end: copied, or refused.
+  CHECK(tpu::gather_rows(t, std::vector<int64_t>{1, 3}).raw() != t.raw() + 3 * sizeof(float));
+  CHECK(tpu::gather_rows(t, std::vector<int64_t>{2, 1}).buffer_holders() == 1);
+  CHECK_THROWS_WITH_AS(tpu::gather_rows(t, std::vector<int64_t>{4, 5}), "gather_rows: index 5 is out of range for 5 rows", tpu::Error);
+  CHECK_THROWS_AS(tpu::gather_rows(t, std::vector<int64_t>{-1, 0}), tpu::Error);
+}
+
 TEST_CASE("pad_stack pads every item at the end of each dimension") {
   std::vector<Tensor> items{iota(DType::i32, {3}, 1), iota(DType::i32, {1}, 7), iota(DType::i32, {0})};
   Tensor p = tpu::pad_stack(items, {4}, -1);
