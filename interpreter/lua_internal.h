@@ -31,7 +31,6 @@ struct LuaTensor {
   uint64_t trace_id = 0;
   NodeId node = -1;
   std::string donated_to;  // set when a jitted function took this tensor's buffer
-  size_t charged_bytes = 0;  // counted in the collector's pacing (lua_tensor.cpp)
   DType dtype() const;
   const Shape& shape() const;
   bool traced() const { return trace_id != 0; }

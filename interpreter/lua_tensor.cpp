@@ -49,30 +49,29 @@ LuaTensor* new_tensor(lua_State* L) {
 
 // Lua's collector sees a tensor as its small userdata, not its buffer: a loop that makes large
 // tensors (the batches of an epoch, say) grows the process by every dead one until the
-// collector happens to run, and each new buffer costs fresh pages. So the bytes of pushed
-// tensors pace full collections: one whenever as many bytes were pushed as were alive after the
-// last one (at least kMinCollectBytes). With a small Lua heap a collection takes ~0.1 ms.
+// collector happens to run, and each new buffer costs fresh pages. So the bytes of new buffers
+// pace full collections: one whenever as many were allocated as were in use after the last one
+// (at least kMinCollectBytes). A tensor that allocates nothing (a donated buffer reused by a
+// step's result, a batch that is a view of its data set) does not hasten one. With a small Lua
+// heap a collection takes ~0.1 ms.
 namespace {
-constexpr size_t kMinCollectBytes = size_t(64) << 20;
-size_t live_tensor_bytes = 0;
-size_t pushed_since_collect = 0;
-size_t collect_after = kMinCollectBytes;
+constexpr int64_t kMinCollectBytes = int64_t(64) << 20;
+int64_t allocated_at_collect = 0;
+int64_t collect_after = kMinCollectBytes;
 
-void charge(lua_State* L, LuaTensor* t) {
-  t->charged_bytes = t->value.bytes();
-  live_tensor_bytes += t->charged_bytes;
-  pushed_since_collect += t->charged_bytes;
-  if (pushed_since_collect < collect_after) return;
+void pace_collector(lua_State* L) {
+  if (tensor_memory().allocated - allocated_at_collect < collect_after) return;
   lua_gc(L, LUA_GCCOLLECT);
-  pushed_since_collect = 0;
-  collect_after = std::max(kMinCollectBytes, live_tensor_bytes);
+  const TensorMemory m = tensor_memory();
+  allocated_at_collect = m.allocated;
+  collect_after = std::max(kMinCollectBytes, m.in_use);
 }
 }  // namespace
 
 void push_tensor(lua_State* L, Tensor t) {
   LuaTensor* lt = new_tensor(L);
   lt->value = std::move(t);
-  charge(L, lt);
+  pace_collector(L);
 }
 
 void push_traced(lua_State* L, uint64_t trace_id, NodeId node) {
@@ -418,7 +417,6 @@ int l_index(lua_State* L) {
 
 int l_gc(lua_State* L) {
   auto* t = static_cast<LuaTensor*>(luaL_checkudata(L, 1, kTensorMeta));
-  live_tensor_bytes -= std::min(live_tensor_bytes, t->charged_bytes);
   t->~LuaTensor();
   return 0;
 }

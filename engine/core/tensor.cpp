@@ -8,7 +8,7 @@
 namespace tpu {
 
 namespace {
-std::atomic<int64_t> live_bytes{0}, peak_bytes{0};
+std::atomic<int64_t> live_bytes{0}, peak_bytes{0}, allocated_bytes{0};
 
 std::shared_ptr<std::byte[]> allocate(size_t bytes, bool zero = true) {
   size_t rounded = (bytes + 63) / 64 * 64;
@@ -16,6 +16,7 @@ std::shared_ptr<std::byte[]> allocate(size_t bytes, bool zero = true) {
   void* p = std::aligned_alloc(64, rounded);
   if (!p) throw std::bad_alloc();
   if (zero) std::memset(p, 0, rounded);
+  allocated_bytes += int64_t(rounded);
   int64_t now = live_bytes += int64_t(rounded);
   for (int64_t peak = peak_bytes; now > peak && !peak_bytes.compare_exchange_weak(peak, now);) {
   }
@@ -26,7 +27,7 @@ std::shared_ptr<std::byte[]> allocate(size_t bytes, bool zero = true) {
 }
 }  // namespace
 
-TensorMemory tensor_memory() { return {live_bytes.load(), peak_bytes.load()}; }
+TensorMemory tensor_memory() { return {live_bytes.load(), peak_bytes.load(), allocated_bytes.load()}; }
 void reset_peak_tensor_memory() { peak_bytes = live_bytes.load(); }
 
 Tensor::Tensor(DType dtype, Shape shape)

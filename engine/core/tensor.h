@@ -77,6 +77,7 @@ std::string type_str(DType t, const Shape& s);  // "f32[8,10]"
 struct TensorMemory {
   int64_t in_use;
   int64_t peak;
+  int64_t allocated;  // every buffer's bytes since start, freed ones included
 };
 TensorMemory tensor_memory();
 void reset_peak_tensor_memory();
