@@ -289,7 +289,8 @@ local function make_train_step(model, c, layout)
     return objective, aux
   end
   local grad_fn = t.value_and_grad(loss_of, {argnums = 1, has_aux = true, name = "train_step.grad"})
-  return t.jit(function(tparams, opt_state, frozen, x, y, w, key)
+  return t.jit(function(tparams, opt_state, frozen, x, y, w, dropout_key, step)
+    local key = dropout_key:fold_in(step)
     local count = reduce(w:sum())
     local _, aux, grads = with_params(model, model:parameters(), grad_fn, tparams, frozen, x, y, w, key, count)
     for i, g in ipairs(grads) do grads[i] = reduce(g) end
@@ -459,15 +460,16 @@ end
 
 ---------------------------------------------------------------- fit
 
--- The random key of the next train step: the seed's key folded with a step count that goes on
--- across fit calls. A key is a tensor leaf of the step's arguments, so it never recompiles.
+-- The random key of the next train step is the seed's key folded with a step count that goes
+-- on across fit calls; the step folds it in (a host fold_in cost more than the fused one). Both
+-- are tensor leaves of the step's arguments, so a new step never recompiles.
 local function step_key(model)
   if not model.dropout_key then
     local seed = require("tpu.nn.initializers").seed()
     model.dropout_key = tpu().random.key(seed):split(2)[2]
   end
   model.train_steps = (model.train_steps or 0) + 1
-  return model.dropout_key:fold_in(model.train_steps)
+  return model.dropout_key, tpu().tensor(model.train_steps, {dtype = "i32"})
 end
 
 -- One epoch; `start` continues one that a checkpoint stopped inside ({batch=, sums=, iter=}).
