@@ -195,6 +195,19 @@ int l_gather_rows(lua_State* L) {
   }));
 }
 
+// core.row_range(tensor, first, count) -> tensor [count, ...]: rows first .. first + count - 1
+// (0-based), a view of the tensor's buffer (an unshuffled batch, without an index list).
+int l_row_range(lua_State* L) {
+  LuaTensor* t = test_tensor(L, 1);
+  if (!t || t->traced() || t->value.rank() == 0) return luaL_argerror(L, 1, "a concrete tensor with rows");
+  const lua_Integer first = luaL_checkinteger(L, 2), count = luaL_checkinteger(L, 3);
+  if (first < 0 || count < 0 || first + count > t->value.shape()[0])
+    return luaL_error(L, "row_range: rows %d to %d are out of range for %d rows", int(first),
+                      int(first + count - 1), int(t->value.shape()[0]));
+  push_tensor(L, t->value.rows(first, count));
+  return 1;
+}
+
 // ---- files ----
 
 // core.regular_files(dir) -> sorted names of the regular files in dir (not symbolic links,
@@ -216,7 +229,8 @@ int l_regular_files(lua_State* L) {
 
 const luaL_Reg data_functions[] = {
     {"read_idx", l_read_idx},   {"read_npy", l_read_npy},           {"read_csv", l_read_csv},
-    {"pad_stack", l_pad_stack}, {"gather_rows", l_gather_rows}, {"regular_files", l_regular_files},
+    {"pad_stack", l_pad_stack}, {"gather_rows", l_gather_rows}, {"row_range", l_row_range},
+    {"regular_files", l_regular_files},
     {nullptr, nullptr},
 };
 

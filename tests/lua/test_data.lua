@@ -243,6 +243,25 @@ tests["batch sizes with and without drop_remainder"] = function()
   check.eq(collect(data.range(6):batch(2):batch(2)), {{{0, 1}, {2, 3}}, {{4, 5}}})
 end
 
+tests["unshuffled batches of tensors are runs of rows, the same as gathered ones"] = function()
+  local x = tpu.arange(14):reshape {7, 2}
+  local y = {ids = tpu.arange(7) * 10, mask = tpu.arange(7):cast("f32")}
+  local ds = data.from_tensors {x, y}
+  for _, b in ipairs {1, 2, 3, 7, 9} do
+    for _, drop in ipairs {false, true} do
+      local opts = {drop_remainder = drop}
+      -- take(7) leaves the elements as they are but hands out an index list to gather.
+      local runs, gathered = ds:batch(b, opts), ds:take(7):batch(b, opts)
+      local a, g = {}, {}
+      for bx, by in runs:iter() do a[#a + 1] = {bx:totable(), by.ids:totable(), by.mask:totable()} end
+      for bx, by in gathered:iter() do g[#g + 1] = {bx:totable(), by.ids:totable(), by.mask:totable()} end
+      check.eq(a, g, string.format("batch(%d), drop_remainder = %s", b, drop))
+      check.eq(#a, drop and 7 // b or (7 + b - 1) // b)
+    end
+  end
+  check.eq(collect(data.from_tensors(tpu.arange(5)):batch(2):cycle():take(4)), {{0, 1}, {2, 3}, {4}, {0, 1}})
+end
+
 tests["batch element_spec marks a possibly smaller last batch"] = function()
   local ds = data.from_tensors {tpu.zeros({10, 28, 28}, {dtype = "u8"}), tpu.zeros({10}, {dtype = "u8"})}
   local x, y = ds:batch(4):element_spec()

@@ -13,6 +13,8 @@
 --   _indices(epoch)       (indexed nodes) a stream of 0-based source indices; shuffle, take,
 --                         skip, shard, filter and cycle work on those integers, and batch then
 --                         gathers a whole batch with one copy per tensor.
+--   _index_range(epoch)   (indexed nodes) first, count when the indices are first, first + 1,
+--                         ... (the source as it is): batch then takes views of row runs.
 --   _elements(epoch, ctx) a stream of elements. ctx.prefetch = n asks a batch below to gather
 --                         on a background thread (prefetch); element-wise nodes pass ctx on.
 --   _count(), _spec()     cardinality and element spec.
@@ -35,6 +37,7 @@ end
 ---------------------------------------------------------------- node defaults
 
 function Dataset:_indexed() return nil end
+function Dataset:_index_range() return nil end
 
 -- Elements of an indexed node: its source's element at each index.
 function Dataset:_elements(epoch)
@@ -106,6 +109,8 @@ function SourceDataset:_indices()
     end
   end
 end
+
+function SourceDataset:_index_range() return 0, self._source.n end
 
 function SourceDataset:_count() return self._source.n end
 

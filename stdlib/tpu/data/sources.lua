@@ -4,7 +4,8 @@
 -- A source has: n (element count), get(i) -> element, spec() -> list of component specs, and
 -- when it can batch faster than stacking elements one by one, gather(indices) -> batched
 -- element. Indices are 0-based; an element is a list of components. A TensorSource also
--- has `components`, read by the background gather of prefetch.
+-- has `components`, read by the background gather of prefetch, and rows(first, count), the
+-- batch of consecutive elements.
 -- find_files locates the files of a data set on disk.
 local class = require "tpu.class"
 local structure = require "tpu.data.structure"
@@ -41,6 +42,12 @@ end
 function TensorSource:gather(indices)
   local gather_rows = tpu.core.gather_rows
   return structure.map(self.components, function(t) return gather_rows(t, indices) end)
+end
+
+-- Elements first .. first + count - 1 batched: views of the tensors' rows, no copy.
+function TensorSource:rows(first, count)
+  local row_range = tpu.core.row_range
+  return structure.map(self.components, function(t) return row_range(t, first, count) end)
 end
 
 function TensorSource:spec()

@@ -24,15 +24,28 @@ function Batch:_groups(next_item)
 end
 
 -- Batches of an in-memory source: one gather per tensor, on a background thread when a
--- prefetch downstream asks for it (ctx.prefetch) and the source holds tensors.
+-- prefetch downstream asks for it (ctx.prefetch) and the source holds tensors. Otherwise
+-- indices that are a run of the source's elements give views of row runs, without index lists.
 function Batch:_gathered(source, epoch, ctx)
   local groups = self:_groups(self._parent:_indices(epoch))
   if ctx.prefetch and source.components then
     return prefetching.batches(source, groups, ctx.prefetch, ctx)
   end
+  local first, count = self._parent:_index_range(epoch)
+  if first and source.rows then return self:_row_runs(source, first, count) end
   return function()
     local indices = groups()
     if indices then return source:gather(indices) end
+  end
+end
+
+function Batch:_row_runs(source, first, count)
+  local n, drop, stop = self._n, self._drop, first + count
+  return function()
+    local k = math.min(n, stop - first)
+    if k <= 0 or (drop and k < n) then return nil end
+    first = first + k
+    return source:rows(first - k, k)
   end
 end
 
