@@ -103,6 +103,7 @@ void register_tensor_ops(lua_State* L, int methods, int core);
 void register_nn_ops(lua_State* L, int methods);  // conv2d and pools (lua_nn_ops.cpp)
 void register_trace_functions(lua_State* L, int core);
 void register_random_functions(lua_State* L, int core);
+void register_signature_functions(lua_State* L, int core);  // jit signatures (lua_signature.cpp)
 void register_system_functions(lua_State* L, int core);
 void register_mpi_functions(lua_State* L, int core);
 std::string format_tensor(const Tensor& t);

@@ -605,6 +605,7 @@ int luaopen_tpu_core(lua_State* L) {
   register_tensor_ops(L, methods, core);
   register_trace_functions(L, core);
   register_random_functions(L, core);
+  register_signature_functions(L, core);
   register_system_functions(L, core);
   register_mpi_functions(L, core);
   register_data_functions(L, core);

@@ -4,6 +4,9 @@
 local core = require "tpu.core"
 local is_tensor = core.is_tensor
 local type_key = core.type_key  -- a tensor's part of a signature: "f32[256,784]"
+-- leaves, key, any traced, any shape-only of an argument tree: flatten's leaves and key, walked
+-- in C (a call of a jitted function needs no spec unless it compiles).
+local signature = core.signature
 
 local M = {}
 local all_functions = setmetatable({}, {__mode = "k"})
@@ -305,14 +308,15 @@ end
 
 function Jitted:__call(...)
   local args = table.pack(...)
-  local leaves, spec, key = M.flatten(args)
-  if any_traced(leaves) then return self.fn(...) end  -- inside another trace: inline
-  check_runnable(self, leaves)
+  local leaves, key, traced, shape_only = signature(args, ShapeDtype)
+  if traced then return self.fn(...) end  -- inside another trace: inline
+  if shape_only then check_runnable(self, leaves) end
   local entry = self.cache[key]
   if entry then
     self.cache_hits = self.cache_hits + 1
   else
     self.depth = core.trace_depth()
+    local _, spec = M.flatten(args)
     entry = compile(self, spec, leaves, args)
     self.cache[key] = entry
     note_signature(self, leaves, args)
@@ -330,11 +334,11 @@ end
 -- the result leaves.
 function Jitted:run_replicated(replicas, shard, ...)
   local args = table.pack(...)
-  local leaves, spec, key = M.flatten(args)
-  if any_traced(leaves) then
+  local leaves, key, traced, shape_only = signature(args, ShapeDtype)
+  if traced then
     error(core.user_where() .. "strategy:run inside a traced function is not supported; call it from the host loop", 0)
   end
-  check_runnable(self, leaves)
+  if shape_only then check_runnable(self, leaves) end
   local flags = {}
   for i = 1, args.n do flags[i] = shard[i] and "1" or "0" end
   key = key .. " |replicas=" .. replicas .. " shard=" .. table.concat(flags)
@@ -347,6 +351,7 @@ function Jitted:run_replicated(replicas, shard, ...)
       for _ = 1, #M.flatten(args[i]) do sharded[#sharded + 1] = shard[i] or false end
     end
     self.depth = core.trace_depth()
+    local _, spec = M.flatten(args)
     entry = compile(self, spec, leaves, args, false, {replicas = replicas, sharded = sharded})
     entry.per_replica = entry.exe:per_replica()
     self.cache[key] = entry

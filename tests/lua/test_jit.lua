@@ -104,4 +104,37 @@ return {
     check.eq(f:stats().compiles, 5)
     check.eq(f:stats().cache_hits, 1)
   end,
+
+  ["core.signature gives flatten's leaves and key, walked in C"] = function()
+    local jit = require "tpu.jit"
+    local t, u = tpu.ones {2, 3}, tpu.zeros({4}, {dtype = "i32"})
+    local shape_dtype = getmetatable(tpu.shape_dtype {1})
+    local trees = {
+      table.pack(t, {t, u}, nil, 3, "x"),  -- a packed argument list with a hole
+      {a = t, b = {u, {c = t}}, [1] = u, [2.5] = "s", [-1] = false, [true] = 1},
+      {t, nil, u}, {}, {{}, {{}}}, {1, 2, x = 3}, {z = 1, a = 2, m = {3}},
+      tpu.random.key(1),
+      {k = tpu.random.key(2), s = tpu.shape_dtype({4, 5}, "bf16")},
+    }
+    for i, v in ipairs(trees) do
+      local leaves, _, key = jit.flatten(v)
+      local c_leaves, c_key, traced, shape_only = tpu.core.signature(v, shape_dtype)
+      check.eq(c_key, key, "tree " .. i)
+      check.eq(#c_leaves, #leaves, "tree " .. i)
+      for j = 1, #leaves do check.is_true(rawequal(c_leaves[j], leaves[j]), "tree " .. i .. ", leaf " .. j) end
+      check.eq(traced, false)
+      check.eq(shape_only, i == #trees)
+    end
+    local seen
+    tpu.jit(function(x)
+      seen = table.pack(tpu.core.signature({x, t}, shape_dtype))
+      return x
+    end)(t)
+    check.eq(seen[2], "[2 f32[2,3] f32[2,3] ]")
+    check.eq(seen[3], true, "a traced leaf")
+    local f = tpu.jit(function(w) return w * 2 end, {donate_argnums = 1, name = "twice"})
+    local w = tpu.ones {2}
+    f(w)
+    check.raises(function() return f(w) end, "donated to jit 'twice'")
+  end,
 }

@@ -1,0 +1,191 @@
+// core.signature(v, shape_dtype_meta) -> leaves, key, any_traced, any_shape_only: the tensor
+// leaves of the argument tree v and its signature, the cache key of a tpu.jit call. The same
+// walk as jit.lua's flatten (which also builds the spec to rebuild a tree) and the same key
+// text, done here because a train step calls it on every step with dozens of leaves: the
+// Lua walk cost ~1 us a leaf.
+#include <algorithm>
+#include <string>
+#include <vector>
+
+#include "lua_internal.h"
+
+namespace tpu {
+namespace {
+
+struct Walk {
+  lua_State* L;
+  int leaves;           // stack index of the leaves table
+  int shape_dtype;      // stack index of the ShapeDtype metatable (or nil)
+  std::string key;
+  lua_Integer count = 0;
+  bool any_traced = false, any_shape_only = false, any_donated = false;
+
+  void piece(std::string_view s) {
+    if (!key.empty()) key += ' ';
+    key += s;
+  }
+  void add_leaf(int v) {
+    lua_pushvalue(L, v);
+    lua_rawseti(L, leaves, ++count);
+  }
+  void value(int v);
+  void shape_only(int v);
+  void object(int v);
+  void table(int v);
+};
+
+std::string lua_string(lua_State* L, int v) {  // tostring(v)
+  size_t n = 0;
+  const char* s = luaL_tolstring(L, v, &n);
+  std::string out(s, n);
+  lua_pop(L, 1);
+  return out;
+}
+
+void Walk::value(int v) {
+  v = lua_absindex(L, v);
+  luaL_checkstack(L, 8, "argument tree too deep");
+  if (LuaTensor* t = test_tensor(L, v)) {
+    any_donated = any_donated || !t->donated_to.empty();
+    any_traced = any_traced || t->traced();
+    add_leaf(v);
+    piece(type_str(t->dtype(), t->shape()));
+    return;
+  }
+  if (lua_type(L, v) == LUA_TTABLE && lua_getmetatable(L, v)) {
+    const bool is_shape = lua_rawequal(L, -1, shape_dtype);
+    lua_pop(L, 1);
+    if (is_shape) return shape_only(v);
+    lua_getmetatable(L, v);
+    const bool is_tree = lua_getfield(L, -1, "__tpu_tree") != LUA_TNIL;
+    lua_pop(L, 2);
+    if (is_tree) return object(v);
+  } else if (lua_type(L, v) == LUA_TTABLE) {
+    return table(v);
+  }
+  piece(std::string(luaL_typename(L, v)) + ":" + lua_string(L, v));
+}
+
+// A tpu.shape_dtype leaf: "f32[8,16]".
+void Walk::shape_only(int v) {
+  any_shape_only = true;
+  add_leaf(v);
+  lua_getfield(L, v, "dtype");
+  std::string s = lua_string(L, -1) + "[";
+  lua_pop(L, 1);
+  lua_getfield(L, v, "shape");
+  const lua_Integer n = luaL_len(L, -1);
+  for (lua_Integer i = 1; i <= n; ++i) {
+    lua_geti(L, -1, i);
+    s += (i > 1 ? "," : "") + lua_string(L, -1);
+    lua_pop(L, 1);
+  }
+  lua_pop(L, 1);
+  piece(s + "]");
+}
+
+// An object with a tree protocol: mt.__tpu_tree(v) gives its children as a plain table.
+void Walk::object(int v) {
+  lua_getmetatable(L, v);
+  const int mt = lua_gettop(L);
+  lua_getfield(L, mt, "__name");
+  piece((lua_isnil(L, -1) ? std::string("object") : lua_string(L, -1)) + "<");
+  lua_pop(L, 1);
+  lua_getfield(L, mt, "__tpu_tree");
+  lua_pushvalue(L, v);
+  lua_call(L, 1, 1);
+  value(-1);
+  lua_pop(L, 2);
+  piece(">");
+}
+
+// Whether table key a sorts before b as jit.lua's sorted_keys orders them: by type name, then
+// numbers and strings by <, anything else by tostring.
+bool key_before(lua_State* L, int a, int b) {
+  const int ta = lua_type(L, a), tb = lua_type(L, b);
+  if (ta != tb) return std::string_view(lua_typename(L, ta)) < std::string_view(lua_typename(L, tb));
+  if (ta == LUA_TNUMBER || ta == LUA_TSTRING) return lua_compare(L, a, b, LUA_OPLT);
+  return lua_string(L, a) < lua_string(L, b);
+}
+
+void Walk::table(int v) {
+  const lua_Integer n = lua_Integer(lua_rawlen(L, v));
+  lua_Integer keys = 0;
+  for (lua_pushnil(L); lua_next(L, v); lua_pop(L, 1)) ++keys;
+  bool list = keys == n;
+  for (lua_Integer i = 1; list && i <= n; ++i) {
+    list = lua_rawgeti(L, v, i) != LUA_TNIL;
+    lua_pop(L, 1);
+  }
+  if (list) {  // the keys are 1..n: the count says it all
+    piece("[" + std::to_string(n));
+    for (lua_Integer i = 1; i <= n; ++i) {
+      lua_rawgeti(L, v, i);
+      value(-1);
+      lua_pop(L, 1);
+    }
+    piece("]");
+    return;
+  }
+  lua_createtable(L, int(keys), 0);  // the keys, sorted through their positions in it
+  const int names = lua_gettop(L);
+  lua_Integer k = 0;
+  for (lua_pushnil(L); lua_next(L, v); lua_pop(L, 1)) {
+    lua_pushvalue(L, -2);
+    lua_rawseti(L, names, ++k);
+  }
+  std::vector<lua_Integer> order(static_cast<size_t>(keys));
+  for (size_t i = 0; i < order.size(); ++i) order[i] = lua_Integer(i + 1);
+  std::sort(order.begin(), order.end(), [&](lua_Integer a, lua_Integer b) {
+    lua_rawgeti(L, names, a);
+    lua_rawgeti(L, names, b);
+    const bool before = key_before(L, -2, -1);
+    lua_pop(L, 2);
+    return before;
+  });
+  piece("{");
+  for (lua_Integer i : order) {
+    lua_rawgeti(L, names, i);
+    piece(lua_string(L, -1) + "=");
+    lua_rawget(L, v);
+    value(-1);
+    lua_pop(L, 1);
+  }
+  lua_pop(L, 1);
+  piece("}");
+}
+
+int l_signature(lua_State* L) {
+  lua_settop(L, 2);
+  lua_newtable(L);
+  lua_Integer leaves = 0;
+  bool donated = false;
+  {
+    Walk w{L, 3, 2, {}};
+    w.value(1);
+    lua_pushlstring(L, w.key.data(), w.key.size());
+    lua_pushboolean(L, w.any_traced);
+    lua_pushboolean(L, w.any_shape_only);
+    leaves = w.count;
+    donated = w.any_donated;
+  }
+  // Using a donated tensor is an error, raised here once the walk's strings are gone.
+  for (lua_Integer i = 1; donated && i <= leaves; ++i) {
+    lua_rawgeti(L, 3, i);
+    if (test_tensor(L, -1)) check_tensor(L, -1);
+    lua_pop(L, 1);
+  }
+  return 4;
+}
+
+const luaL_Reg kFunctions[] = {{"signature", l_signature}, {nullptr, nullptr}};
+
+}  // namespace
+
+void register_signature_functions(lua_State* L, int core) {
+  lua_pushvalue(L, core);
+  luaL_setfuncs(L, kFunctions, 0);
+  lua_pop(L, 1);
+}
+
+}  // namespace tpu
