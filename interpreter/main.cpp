@@ -24,6 +24,7 @@
 
 #include "cli.h"
 #include "interpreter.h"
+#include "runtime/float_mode.h"
 
 namespace {
 
@@ -310,6 +311,7 @@ void keep_freed_memory() {
 }  // namespace
 
 int main(int argc, char** argv) {
+  tpu::flush_subnormals();  // first: every thread started later inherits it
   keep_freed_memory();
   Command cmd;
   try {

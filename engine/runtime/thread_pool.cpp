@@ -8,6 +8,7 @@
 #include <thread>
 #include <vector>
 
+#include "runtime/float_mode.h"
 #include "runtime/signals.h"
 
 namespace tpu {
@@ -102,6 +103,7 @@ class Pool {
 
   void work() {
     block_async_signals();
+    flush_subnormals();
     uint64_t seen = 0;
     for (;;) {
       spin_until([&] { return generation_.load(std::memory_order_acquire) != seen || stopping_.load(); });

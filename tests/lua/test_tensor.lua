@@ -115,6 +115,14 @@ return {
     check.is_true(long:find("...", 1, true) ~= nil)
   end,
 
+  ["subnormal results and inputs flush to zero, as on a TPU"] = function()
+    check.eq((tpu.tensor {1e-30, 2} * 1e-10):totable()[1], 0.0)
+    local tiny = tpu.tensor {1e-30} * 1e-7  -- 1e-37: small normal floats still count
+    check.is_true(tiny:item() > 0)
+    local f = tpu.jit(function(x, y) return x:matmul(y) end)
+    check.eq(f(tpu.full({2, 8}, 1e-20), tpu.full({8, 2}, 1e-20)):totable(), {{0, 0}, {0, 0}})
+  end,
+
   ["random numbers are stateless and reproducible"] = function()
     local k = tpu.random.key(42)
     local a = tpu.random.uniform(k, {1000})

@@ -93,7 +93,10 @@ TEST_CASE("f32 -> bf16 rounds to nearest even and keeps NaN, in the kernel and t
     wrong += fast.data<uint16_t>()[i] != want || bulk[size_t(i)] != want;
     const bool nan = (u & 0x7fffffffu) > 0x7f800000u;
     nan_lost += nan != std::isnan(bf16_to_f32(want));
-    if (!nan && (u & 0xffffu)) {  // not exact: the nearer of the neighbours below and above
+    // Not exact: the nearer of the neighbours below and above. Measured in float arithmetic,
+    // which reads a subnormal as zero (tputrain flushes subnormals), so only for normal values.
+    const bool subnormal = (u & 0x7f800000u) == 0;
+    if (!nan && !subnormal && (u & 0xffffu)) {
       const double v = std::bit_cast<float>(u), r = bf16_to_f32(want);
       const double down = bf16_to_f32(uint16_t(u >> 16)), up = bf16_to_f32(uint16_t((u >> 16) + 1));
       not_nearest += std::isfinite(r) && std::fabs(r - v) > std::fabs(v - (r == down ? up : down));
