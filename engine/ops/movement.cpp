@@ -111,11 +111,12 @@ void ref_transpose(const Node& n, std::span<const Tensor* const> in, Tensor& out
   dispatch(out.dtype(), [&]<class T>() { copy_strided(out.data<T>(), dst, in[0]->data<T>(), src, n.shape); });
 }
 // Swapping the last two dims (the transposed weights of passes/dot_layout.cpp): each task
-// takes kTile columns of the operand, that is kTile whole rows of the result, in square
-// tiles: the result's rows fill front to back while the operand is read in 64-byte strips. (Tasks over the operand's rows instead wrote every result
-// row in scattered 64-byte pieces, at half the speed: 512x512, 112 against 52 us on a core.)
-// 4-byte elements go through 8x8 blocks in vector registers where the CPU has AVX; other
-// permutations take the reference kernel.
+// takes kTile columns of the operand, that is kTile rows of the result, in square tiles: the
+// result's rows fill front to back while the operand is read in 64-byte strips. (Tasks over
+// the operand's rows instead wrote every result row in scattered 64-byte pieces, at half the
+// speed: 512x512, 112 against 52 us on a core.) A narrow operand (few column tiles) also
+// splits its rows, so every thread gets work. 4-byte elements go through 8x8 blocks in vector
+// registers where the CPU has AVX; other permutations take the reference kernel.
 constexpr int64_t kTile = 16;
 
 // dst[j][i] = src[i][j] for an 8x8 block of 4-byte elements (row strides in elements).
@@ -133,13 +134,17 @@ void transpose_8x8(const uint32_t* src, int64_t src_stride, uint32_t* dst, int64
 
 template <class T>
 void transpose_tiles(const T* x, T* out, int64_t batch, int64_t rows, int64_t cols) {
-  const int64_t col_tiles = (cols + kTile - 1) / kTile;
-  parallel_for(batch * col_tiles, [&](int64_t t) {
-    const int64_t p = t / col_tiles, j0 = (t % col_tiles) * kTile, j1 = std::min(cols, j0 + kTile);
+  const int64_t col_tiles = (cols + kTile - 1) / kTile, row_tiles = (rows + kTile - 1) / kTile;
+  const int64_t wanted = 4 * int64_t(num_threads()), column_tasks = std::max<int64_t>(batch * col_tiles, 1);
+  const int64_t row_parts = std::clamp<int64_t>(wanted / column_tasks, 1, std::max<int64_t>(row_tiles, 1));
+  const int64_t part_rows = (row_tiles + row_parts - 1) / row_parts * kTile;
+  parallel_for(batch * col_tiles * row_parts, [&](int64_t t) {
+    const int64_t p = t / (col_tiles * row_parts), j0 = t / row_parts % col_tiles * kTile, j1 = std::min(cols, j0 + kTile);
+    const int64_t first = t % row_parts * part_rows, last = std::min(rows, first + part_rows);
     const T* src = x + p * rows * cols;
     T* dst = out + p * rows * cols;
-    for (int64_t i0 = 0; i0 < rows; i0 += kTile) {
-      const int64_t i1 = std::min(rows, i0 + kTile);
+    for (int64_t i0 = first; i0 < last; i0 += kTile) {
+      const int64_t i1 = std::min(last, i0 + kTile);
       if constexpr (sizeof(T) == 4) {
         if (i1 - i0 == kTile && j1 - j0 == kTile) {
           for (int64_t j = j0; j < j1; j += 8)

@@ -109,6 +109,8 @@ const std::vector<OpCase>& cases() {
       {"reshape", {{f, {2, 6}}}, [](Graph& g, V x) { return g.reshape(x[0], {3, 4}); }},
       {"transpose", {{f, {2, 3, 4}}}, [](Graph& g, V x) { return g.transpose(x[0], {2, 0, 1}); }},
       {"transpose_last_two", {{f, {2, 40, 33}}}, [](Graph& g, V x) { return g.transpose(x[0], {0, 2, 1}); }},
+      // Narrow and tall: the kernel splits the rows too (a partial part and a partial tile).
+      {"transpose_narrow", {{f, {203, 20}}}, [](Graph& g, V x) { return g.transpose(x[0], {1, 0}); }, false},
       {"slice", {{f, {4, 5}}}, [](Graph& g, V x) { return g.slice(x[0], {1, 2}, {3, 5}); }},
       {"pad", {{f, {2, 3}}}, [](Graph& g, V x) { return g.pad(x[0], {1, 0}, {2, 1}, 0.5); }},
       {"concat", {{f, {2, 3}}, {f, {2, 2}}}, [](Graph& g, V x) { return g.concat({x[0], x[1]}, 1); }},
