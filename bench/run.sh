@@ -5,7 +5,7 @@
 # so machine noise hits both, then prints one table (bench/report.py; README explains the
 # columns). A configuration that fails shows "n/a" and the reason below the table.
 #
-#   bench/run.sh                      # short defaults: about 10 minutes on a quiet 2-core machine
+#   bench/run.sh                      # short defaults: about a minute on a quiet 2-core machine
 #   bench/run.sh --long               # 5x the timed and profiled steps
 #   bench/run.sh --models mlp,cnn --precisions f32 --rounds 3 --scale 2 --threads 2
 #
