@@ -20,6 +20,7 @@ using PassFn = PassResult (*)(Graph g);
 struct Pass {
   const char* name;
   PassFn run;
+  bool idempotent = false;  // a second run right after one changes nothing
 };
 
 PassResult dead_code_elimination(Graph g);
@@ -38,6 +39,9 @@ struct PipelineOptions {
 
 // The compile pipeline: dot layout, cleanup passes to a fixed point, then fusion, then DCE.
 Graph run_pipeline(Graph g, const PipelineOptions& options = {});
+
+// The cleanup passes the pipeline runs to a fixed point, in order.
+std::span<const Pass> cleanup_passes();
 
 // Users of each node (ids of the nodes that read it, each once, in order), in one flat array
 // (a vector per node cost an allocation per node on deep graphs).

@@ -1,8 +1,12 @@
 // The compile pipeline. Dot layout, then cleanup passes in rounds until none changes the graph
-// (each is linear in the graph, and rounds are capped), then fusion, then a last DCE.
+// (each is linear in the graph, and rounds are capped), then fusion, then a last DCE. A cleanup
+// pass is skipped while the graph is as its last run left it and that run changed nothing or
+// the pass is idempotent: the graph is the same as if it had run.
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <iterator>
+#include <vector>
 
 #include "passes/pass.h"
 
@@ -12,10 +16,13 @@ namespace {
 const Pass kCleanup[] = {
     {"constant_folding", constant_folding},
     {"algebraic_simplification", algebraic_simplification},
-    {"common_subexpression_elimination", common_subexpression_elimination},
-    {"dead_code_elimination", dead_code_elimination},
+    // One forward pass merges a node's duplicates after its operands', so none are left.
+    {"common_subexpression_elimination", common_subexpression_elimination, true},
+    {"dead_code_elimination", dead_code_elimination, true},
 };
 }  // namespace
+
+std::span<const Pass> cleanup_passes() { return kCleanup; }
 
 namespace {
 // TPUTRAIN_DEBUG=2 prints each pass's time and the graph size after it.
@@ -44,9 +51,20 @@ Graph run_pipeline(Graph g, const PipelineOptions& options) {
     return r.changed;
   };
   step({"dot_layout", dot_layout});  // first: CSE then shares a transpose among its readers
+  // The graph's version after each cleanup pass last ran (versions count changes), and
+  // whether that run changed it.
+  int64_t version = 0;
+  std::vector<int64_t> ran_at(std::size(kCleanup), -1);
+  std::vector<bool> ran_changed(std::size(kCleanup), false);
   for (int round = 0; round < options.max_rounds; ++round) {
     bool changed = false;
-    for (const Pass& p : kCleanup) changed |= step(p);
+    for (size_t i = 0; i < std::size(kCleanup); ++i) {
+      if (ran_at[i] == version && (kCleanup[i].idempotent || !ran_changed[i])) continue;
+      ran_changed[i] = step(kCleanup[i]);
+      version += ran_changed[i] ? 1 : 0;
+      ran_at[i] = version;
+      changed = changed || ran_changed[i];
+    }
     if (!changed) break;
   }
   step({"elementwise_fusion", elementwise_fusion});

@@ -122,6 +122,34 @@ TEST_CASE("elementwise fusion recomputes a cheap op read by two groups instead o
   CHECK(fusions == 2);
 }
 
+TEST_CASE("a cleanup pass marked idempotent changes nothing when it runs again right away") {
+  // The pipeline skips such a pass while the graph is as it left it. Chains whose duplicates
+  // and dead ends only appear once their operands are merged or dropped.
+  const char* graphs[] = {
+      "graph g\n%0 = parameter f32[2] dims=[2]\n%1 = exp f32[2] %0\n%2 = exp f32[2] %0\n%3 = neg f32[2] %1\n"
+      "%4 = neg f32[2] %2\n%5 = add f32[2] %3, %4\n%6 = add f32[2] %4, %3\n%7 = mul f32[2] %5, %6\n"
+      "%8 = exp f32[2] %7\n%9 = neg f32[2] %8\nreturn %7\n",
+      "graph g\n%0 = parameter f32[2] dims=[2]\n%1 = exp f32[2] %0\n%2 = neg f32[2] %1\n%3 = tanh f32[2] %2\n"
+      "%4 = constant f32[] literal=[2]\n%5 = constant f32[] literal=[2]\n%6 = broadcast f32[2] %4 dims2=[2]\n"
+      "%7 = broadcast f32[2] %5 dims2=[2]\n%8 = mul f32[2] %0, %6\n%9 = mul f32[2] %0, %7\nreturn %8, %9\n",
+  };
+  int idempotent = 0;
+  for (const Pass& p : cleanup_passes()) {
+    if (!p.idempotent) continue;
+    ++idempotent;
+    for (const char* text : graphs) {
+      INFO(std::string(p.name) << " on\n" << std::string(text));
+      PassResult once = p.run(parse_graph(text));
+      CHECK(once.changed);
+      const std::string printed = print_graph(once.graph);
+      PassResult twice = p.run(std::move(once.graph));
+      CHECK_FALSE(twice.changed);
+      CHECK(print_graph(twice.graph) == printed);
+    }
+  }
+  CHECK(idempotent == 2);  // CSE and DCE
+}
+
 TEST_CASE("the pipeline preserves results bitwise and shrinks the graph") {
   Graph g = parse_graph(
       "graph g\n%0 = parameter f32[64,300] dims=[64,300]\n%1 = parameter f32[300] dims=[300]\n"
