@@ -3,7 +3,6 @@
 #include "interpreter.h"
 
 #include <lua.hpp>
-#include <malloc.h>
 
 #include <cstdio>
 #include <cstdlib>
@@ -12,6 +11,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "host_allocator.h"
 #include "lua_tensor.h"
 #include "runtime/thread_pool.h"
 #include "stdlib_embedded.h"
@@ -139,7 +139,7 @@ int l_collectgarbage(lua_State* L) {
   lua_pushvalue(L, lua_upvalueindex(1));
   lua_insert(L, 1);
   lua_call(L, lua_gettop(L) - 1, LUA_MULTRET);
-  if (full) malloc_trim(0);
+  if (full) release_free_host_memory();
   return lua_gettop(L);
 }
 

@@ -1,7 +1,6 @@
 // The `tputrain` command line (DESIGN section 2): parses options into tpu::Options and runs a
 // script, -e chunks, standard input, the REPL or the golden test runner.
 // Exit status: 0 success, 1 script error, 2 usage error.
-#include <malloc.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -23,6 +22,7 @@
 #include <lua.hpp>
 
 #include "cli.h"
+#include "host_allocator.h"
 #include "interpreter.h"
 #include "runtime/float_mode.h"
 
@@ -298,21 +298,11 @@ std::string self_exe(const char* argv0) {
   return ec ? std::string(argv0) : p.string();
 }
 
-// A training step frees and allocates the same large buffers every time (results, batches).
-// glibc would hand them back to the kernel and take fresh zeroed pages again each step (a page
-// fault per 4 KiB); keeping freed memory in the heap avoids that churn. Blocks of 32 MiB and
-// more (a whole data set being converted, say) still come from and go back to the kernel, or
-// the temporaries of preparing the data would stay resident for the whole run.
-void keep_freed_memory() {
-  mallopt(M_MMAP_THRESHOLD, 32 << 20);
-  mallopt(M_TRIM_THRESHOLD, 1 << 30);
-}
-
 }  // namespace
 
 int main(int argc, char** argv) {
   tpu::flush_subnormals();  // first: every thread started later inherits it
-  keep_freed_memory();
+  tpu::tune_host_allocator();
   Command cmd;
   try {
     cmd = parse_command_line(std::span<char* const>(argv + 1, size_t(argc - 1)));

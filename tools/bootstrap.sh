@@ -9,7 +9,7 @@ cd "$(dirname "${BASH_SOURCE[0]}")/.."
 # nlohmann-json3-dev: the safetensors header; python3-numpy: the independent safetensors
 # reader/writer of the interchange test.
 packages=(build-essential cmake pkg-config liblua5.4-dev libeigen3-dev doctest-dev libedit-dev
-          zlib1g-dev libdnnl-dev nlohmann-json3-dev python3-numpy dataset-fashion-mnist
+          zlib1g-dev libdnnl-dev libjemalloc-dev nlohmann-json3-dev python3-numpy dataset-fashion-mnist
           fortunes fortunes-de fortunes-it fortunes-es fortunes-br
           libopenmpi-dev openmpi-bin)
 [[ ${1:-} == --bench ]] && packages+=(python3-torch libopenblas0-pthread)

@@ -1,0 +1,43 @@
+// jemalloc keeps small objects of one size class together in slabs, where glibc interleaves
+// sizes and consolidates free chunks on large requests: a deep graph's compile (hundreds of
+// thousands of nodes, operand lists and fusion bodies made and freed) ran ~15% faster on
+// jemalloc at 10000 layers, and grew closer to linearly with depth.
+#include "host_allocator.h"
+
+#ifdef TPU_HAVE_JEMALLOC
+#include <jemalloc/jemalloc.h>
+#else
+#include <malloc.h>
+#endif
+
+namespace tpu {
+
+#ifdef TPU_HAVE_JEMALLOC
+
+// jemalloc already reuses freed extents and purges unused pages only after they stay unused
+// for seconds (dirty_decay_ms): nothing to set.
+void tune_host_allocator() {}
+
+void release_free_host_memory() {
+  // Purge every arena: "arena.<MALLCTL_ARENAS_ALL>.purge".
+  static_assert(MALLCTL_ARENAS_ALL == 4096);
+  mallctl("arena.4096.purge", nullptr, nullptr, nullptr, 0);
+}
+
+#else
+
+// A training step frees and allocates the same large buffers every time (results, batches).
+// glibc would hand them back to the kernel and take fresh zeroed pages again each step (a page
+// fault per 4 KiB); keeping freed memory in the heap avoids that churn. Blocks of 32 MiB and
+// more (a whole data set being converted, say) still come from and go back to the kernel, or
+// the temporaries of preparing the data would stay resident for the whole run.
+void tune_host_allocator() {
+  mallopt(M_MMAP_THRESHOLD, 32 << 20);
+  mallopt(M_TRIM_THRESHOLD, 1 << 30);
+}
+
+void release_free_host_memory() { malloc_trim(0); }
+
+#endif
+
+}  // namespace tpu
