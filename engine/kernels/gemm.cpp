@@ -117,10 +117,11 @@ float* panel_scratch(int64_t n) {
 
 Bf16Gemm default_bf16_gemm() {
   if (!onednn_available()) return Bf16Gemm::widen_eigen;
-  if (onednn_native_bf16()) return Bf16Gemm::onednn;
-  // Without bf16 instructions oneDNN emulates them at a fraction of its f32 rate, while
-  // widening to f32 costs one pass over the operands and then runs at the f32 rate, where
-  // oneDNN beats Eigen (bench/gemm.cpp).
+  if (onednn_fast_bf16()) return Bf16Gemm::onednn;
+  // Without bf16 instructions oneDNN emulates them at a fraction of its f32 rate, and some
+  // CPUs run them slower than f32 FMAs (onednn_fast_bf16), while widening to f32 costs one
+  // pass over the operands and then runs at the f32 rate, where oneDNN beats Eigen
+  // (bench/gemm.cpp).
   return Bf16Gemm::widen_onednn;
 }
 

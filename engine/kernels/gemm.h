@@ -40,8 +40,10 @@ void gemm_bf16(const GemmShape& s, const uint16_t* a, const uint16_t* b, float* 
 
 std::string_view bf16_gemm_name(Bf16Gemm way);
 bool bf16_gemm_available(Bf16Gemm way);  // the oneDNN ways need a build with oneDNN
-// The way gemm_bf16 uses: oneDNN where the CPU has bf16 instructions (AVX512_BF16, AMX),
-// else the fastest measured without them. set_bf16_gemm is for tests and benchmarks.
+// The way gemm_bf16 uses, and with it the bf16 convolutions (oneDNN's bf16 ones only with
+// Bf16Gemm::onednn): oneDNN's bf16 primitives where they outrun f32 ones (onednn_fast_bf16:
+// AMX, or AMD's AVX512_BF16), else the fastest measured without them. set_bf16_gemm is for
+// tests and benchmarks.
 Bf16Gemm bf16_gemm();
 void set_bf16_gemm(Bf16Gemm way);  // throws tpu::Error when not available
 

@@ -114,6 +114,18 @@ bool onednn_native_bf16() {
   return (unsigned(dnnl::get_effective_cpu_isa()) & bf16) == bf16;
 }
 
+// With AMX tiles, and on AMD's AVX512_BF16 cores (Zen 4), whose bf16 dot products run at twice
+// the f32 FMA rate. Intel cores with AVX512_BF16 but without AMX (none, or hidden by the
+// hypervisor) run VDPBF16PS at half the f32 FMA rate (bench/fma_peak.cpp on 2 such cores: 171
+// against 351 GFLOP/s): there the f32 primitives on widened operands win (the CNN's bf16 step
+// 3.9k -> 5.9k samples/s, the MLP's 36k -> 49k). The products are the same exact ones.
+bool onednn_fast_bf16() {
+  if (!onednn_native_bf16()) return false;
+  const unsigned amx = unsigned(dnnl::cpu_isa::avx512_core_amx);
+  if ((unsigned(dnnl::get_effective_cpu_isa()) & amx) == amx) return true;
+  return !__builtin_cpu_is("intel");
+}
+
 std::string onednn_report() {
   const dnnl_version_t* v = dnnl_version();
   std::string isa;
@@ -127,7 +139,7 @@ std::string onednn_report() {
     default: isa = "other"; break;
   }
   return "oneDNN " + std::to_string(v->major) + "." + std::to_string(v->minor) + "." + std::to_string(v->patch) +
-         ", ISA " + isa + ", native bf16: " + (onednn_native_bf16() ? "yes" : "no") +
+         ", ISA " + isa + ", native bf16: " + (onednn_native_bf16() ? onednn_fast_bf16() ? "yes" : "yes (slower than f32)" : "no") +
          ", primitives failing their self-check: " + std::to_string(onednn_primitives_rejected());
 }
 
@@ -138,8 +150,21 @@ std::string onednn_report() {
 namespace tpu {
 bool onednn_available() { return false; }
 bool onednn_native_bf16() { return false; }
+bool onednn_fast_bf16() { return false; }
 size_t onednn_primitives_created() { return 0; }
 size_t onednn_primitives_rejected() { return 0; }
+// With AMX tiles, and on AMD's AVX512_BF16 cores (Zen 4), whose bf16 dot products run at twice
+// the f32 FMA rate. Intel cores with AVX512_BF16 but without AMX (none, or hidden by the
+// hypervisor) run VDPBF16PS at half the f32 FMA rate (bench/fma_peak.cpp on 2 such cores: 171
+// against 351 GFLOP/s): there the f32 primitives on widened operands win (the CNN's bf16 step
+// 3.9k -> 5.9k samples/s, the MLP's 36k -> 49k). The products are the same exact ones.
+bool onednn_fast_bf16() {
+  if (!onednn_native_bf16()) return false;
+  const unsigned amx = unsigned(dnnl::cpu_isa::avx512_core_amx);
+  if ((unsigned(dnnl::get_effective_cpu_isa()) & amx) == amx) return true;
+  return !__builtin_cpu_is("intel");
+}
+
 std::string onednn_report() { return "oneDNN: not in this build"; }
 }  // namespace tpu
 

@@ -12,6 +12,7 @@
 #include <optional>
 
 #include "kernels/convert.h"
+#include "kernels/gemm.h"
 #include "kernels/onednn_conv.h"
 #include "ops/f32_compute.h"
 #include "ops/kernel_util.h"
@@ -278,18 +279,21 @@ const uint16_t* narrowed(const float* src, int64_t n, int slot) {
 constexpr int64_t kMinBf16Channels = 8;
 
 // Operands that are all exactly bf16 values (the mixed_bfloat16 policy rounds them, and the
-// gradients that flow back through its casts) on a CPU with bf16 dot-product instructions:
-// the bf16 conv makes the same exact products and f32 sums at twice the f32 rate (those
-// instructions flush subnormal bf16 values, below 2^-126, to zero, as the bf16 dot does).
+// gradients that flow back through its casts), where bf16 products take oneDNN's bf16
+// primitives (bf16_gemm(), kernels/gemm.h): the bf16 conv makes the same exact products and
+// f32 sums at up to twice the f32 rate (those instructions flush subnormal bf16 values, below
+// 2^-126, to zero, as the bf16 dot does).
+bool bf16_convs() { return bf16_gemm() == Bf16Gemm::onednn && onednn_native_bf16(); }
+
 bool bf16_exact_conv(const ConvShape& s, const float* x, const float* w, float* y) {
-  if (!onednn_native_bf16() || s.ci < kMinBf16Channels) return false;
+  if (!bf16_convs() || s.ci < kMinBf16Channels) return false;
   const uint16_t* wb = narrowed(w, s.kh * s.kw * s.ci * s.co, 1);
   const uint16_t* xb = wb ? narrowed(x, s.n * s.h * s.w * s.ci, 0) : nullptr;
   return xb && onednn_conv_bf16(s, xb, wb, y);
 }
 
 bool bf16_exact_filter_grad(const ConvShape& s, const float* x, const float* dy, float* dw) {
-  if (!onednn_native_bf16() || s.ci < kMinBf16Channels) return false;
+  if (!bf16_convs() || s.ci < kMinBf16Channels) return false;
   const uint16_t* dyb = narrowed(dy, s.n * s.ho * s.wo * s.co, 1);
   const uint16_t* xb = dyb ? narrowed(x, s.n * s.h * s.w * s.ci, 0) : nullptr;
   return xb && onednn_conv_filter_grad_bf16(s, xb, dyb, dw);

@@ -1,6 +1,6 @@
 // The bf16 compute path: the f32 <-> bf16 casts, bf16 dots with f32 sums (every GEMM way
 // this build has) against f32 references on the MLP's shapes, their gradients, determinism
-// across thread counts, the dot result type in the IR text.
+// across thread counts, the dot result type in the IR text; bf16-exact convs under every way.
 #include <doctest.h>
 
 #include <bit>
@@ -165,6 +165,39 @@ TEST_CASE("bf16 GEMM agrees with the f32 reference within bf16 tolerance on the 
       CHECK(bad_bf16 == 0);
       CHECK(std::sqrt(err2 / ref2) < std::ldexp(1.0, -7));  // typical: well under one rounding
     }
+  }
+}
+
+// Small integers are exact bf16 values and keep every sum exact, so each way (oneDNN's bf16
+// convs under Bf16Gemm::onednn, f32 ones otherwise) must give the reference's values.
+TEST_CASE("convs of exactly-bf16 operands match the reference under every bf16 way") {
+  auto small_ints = [](Shape s, uint32_t seed) {
+    std::mt19937 rng(seed);
+    std::uniform_int_distribution<int> u(-4, 4);
+    Tensor x(DType::f32, std::move(s));
+    for (int64_t i = 0; i < x.size(); ++i) x.set(i, u(rng));
+    return x;
+  };
+  Window2D same;
+  same.pad_lo = {1, 1}, same.pad_hi = {1, 1};
+  Graph g;
+  NodeId x = g.parameter(DType::f32, {8, 12, 12, 16});
+  NodeId w = g.parameter(DType::f32, {3, 3, 16, 8});
+  NodeId dy = g.parameter(DType::f32, {8, 12, 12, 8});
+  Window2D grad = same;
+  grad.size = {3, 3};
+  g.outputs = {g.conv(x, w, same), g.conv_filter_grad(x, dy, grad)};
+  REQUIRE(verify_graph(g).empty());
+  std::vector<Tensor> args = {small_ints({8, 12, 12, 16}, 1), small_ints({3, 3, 16, 8}, 2), small_ints({8, 12, 12, 8}, 3)};
+  CompileOptions reference;
+  reference.reference_kernels = true;
+  const std::vector<Tensor> want = Executable::compile(g, reference).run(args);
+  Ways ways;
+  for (Bf16Gemm way : ways.all) {
+    set_bf16_gemm(way);
+    INFO(bf16_gemm_name(way));
+    const std::vector<Tensor> got = Executable::compile(g).run(args);
+    for (size_t i = 0; i < got.size(); ++i) CHECK(std::memcmp(got[i].raw(), want[i].raw(), got[i].bytes()) == 0);
   }
 }
 
