@@ -4,8 +4,13 @@
 // its shape; broadcasts and scalar constants are cloned into each group that reads them, and
 // so is a cheap op that reads one tensor and feeds several groups (a bias add read by the
 // activation and by its gradient): recomputing it costs less than writing and reading it.
+// Identical bodies are one body, shared by their fusion nodes.
+#include <memory>
 #include <span>
+#include <unordered_map>
+#include <vector>
 
+#include "ir/node_equality.h"
 #include "passes/pass.h"
 #include "passes/rewriter.h"
 
@@ -121,23 +126,56 @@ Members members_of(const Graph& g, const Groups& gr) {
   return m;
 }
 
+// One body for each distinct fused computation: the layers of a deep model fuse into the same
+// few bodies again and again (a 10000-layer MLP's 30000 fusions into ~10000 bodies, its
+// forward ones differing only in a constant), and each body is a graph of its own, with a
+// fusion program compiled for it at its first run.
+class Bodies {
+ public:
+  std::shared_ptr<const Graph> intern(const Graph& body) {
+    std::vector<std::shared_ptr<const Graph>>& same_hash = by_hash_[hash(body)];
+    for (const std::shared_ptr<const Graph>& b : same_hash)
+      if (same(*b, body)) return b;
+    same_hash.push_back(std::make_shared<const Graph>(body));
+    return same_hash.back();
+  }
+
+ private:
+  static size_t hash(const Graph& body) {
+    size_t h = body.nodes.size();
+    for (const Node& n : body.nodes) h = hash_mix(h, hash_node(n));
+    for (NodeId o : body.outputs) h = hash_mix(h, size_t(o));
+    return h;
+  }
+  static bool same(const Graph& a, const Graph& b) {
+    if (a.nodes.size() != b.nodes.size() || a.params != b.params || a.outputs != b.outputs) return false;
+    for (size_t i = 0; i < a.nodes.size(); ++i)
+      if (!same_node(a.nodes[i], b.nodes[i])) return false;
+    return true;
+  }
+
+  std::unordered_map<size_t, std::vector<std::shared_ptr<const Graph>>> by_hash_;
+};
+
 // Builds the body of group `id` and emits the fusion node in place of its root.
 class Outliner {
  public:
   Outliner(const Graph& g, const Groups& gr, Rewriter& rw)
-      : g_(g), gr_(gr), rw_(rw), local_(g.nodes.size(), -1) {}
+      : g_(g), gr_(gr), rw_(rw), local_(g.nodes.size(), -1) {
+    body_.name = "fused";
+  }
 
   void emit(int32_t group, std::span<const NodeId> members) {
-    body_ = std::make_shared<Graph>();
-    body_->name = "fused";
+    body_.nodes.truncate(0);  // built in one graph, its nodes' memory reused from body to body
+    body_.params.clear();
     for (NodeId id : touched_) local_[size_t(id)] = -1;
     touched_.clear();
     inputs_.clear();
-    for (NodeId m : members) remember(m, body_->add(g_.at(m).op, local_inputs(m, group), g_.at(m).attrs));
+    for (NodeId m : members) remember(m, body_.add(g_.at(m).op, local_inputs(m, group), g_.at(m).attrs));
     NodeId root = gr_.root[size_t(group)];
-    body_->outputs = {local_[size_t(root)]};
+    body_.outputs = {local_[size_t(root)]};
     Attrs a;
-    a.set_body(body_);
+    a.set_body(bodies_.intern(body_));
     rw_.at_location_of(root);
     rw_.set(root, rw_.out().add(Op::fusion, inputs_, std::move(a)));
   }
@@ -160,9 +198,9 @@ class Outliner {
     NodeId made;
     const Node& n = g_.at(id);
     if (gr_.of[size_t(id)] == kRecomputed || (gr_.of[size_t(id)] != group && clonable(g_, id))) {
-      made = body_->add(n.op, local_inputs(id, group), n.attrs);
+      made = body_.add(n.op, local_inputs(id, group), n.attrs);
     } else {
-      made = body_->parameter(n.dtype, n.shape);
+      made = body_.parameter(n.dtype, n.shape);
       inputs_.push_back(rw_.map(id));
     }
     remember(id, made);
@@ -172,7 +210,8 @@ class Outliner {
   const Graph& g_;
   const Groups& gr_;
   Rewriter& rw_;
-  std::shared_ptr<Graph> body_;
+  Graph body_;
+  Bodies bodies_;
   // Body node of each node of g in the group being built (-1: none yet); reset through
   // touched_, so building a group costs its own size, not the graph's.
   std::vector<NodeId> local_;

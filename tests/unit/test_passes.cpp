@@ -122,6 +122,46 @@ TEST_CASE("elementwise fusion recomputes a cheap op read by two groups instead o
   CHECK(fusions == 2);
 }
 
+TEST_CASE("elementwise fusion gives identical fused computations one shared body") {
+  // tanh(x + 1) on two parameters and tanh(x + 2) on a third: the first two fuse into the
+  // same body, the third into its own (its constant differs).
+  std::string in = "graph g\n%0 = parameter f32[4] dims=[4]\n%1 = parameter f32[4] dims=[4] axis=1\n"
+                   "%2 = parameter f32[4] dims=[4] axis=2\n%3 = constant f32[] literal=[1]\n"
+                   "%4 = constant f32[] literal=[2]\n";
+  int next = 5;
+  std::vector<int> results;
+  for (auto [x, c] : {std::pair{0, 3}, {1, 3}, {2, 4}}) {
+    const int b = next++, a = next++, t = next++;
+    in += "%" + std::to_string(b) + " = broadcast f32[4] %" + std::to_string(c) + " dims2=[4]\n";
+    in += "%" + std::to_string(a) + " = add f32[4] %" + std::to_string(x) + ", %" + std::to_string(b) + "\n";
+    in += "%" + std::to_string(t) + " = tanh f32[4] %" + std::to_string(a) + "\n";
+    results.push_back(t);
+  }
+  in += "return %" + std::to_string(results[0]) + ", %" + std::to_string(results[1]) + ", %" +
+        std::to_string(results[2]) + "\n";
+  PassResult r = elementwise_fusion(parse_graph(in));
+  CHECK(r.changed);
+  CHECK(verify_graph(r.graph).empty());
+  std::vector<const Graph*> bodies;
+  for (NodeId o : r.graph.outputs) {
+    REQUIRE(r.graph.at(o).op == Op::fusion);
+    bodies.push_back(r.graph.at(o).attrs.body().get());
+  }
+  CHECK(bodies[0] == bodies[1]);
+  CHECK(bodies[0] != bodies[2]);
+  // Shared or not, each fusion computes its own value.
+  Executable exe = Executable::compile(parse_graph(in));
+  std::vector<Tensor> args;
+  for (int k = 0; k < 3; ++k) {
+    args.emplace_back(DType::f32, Shape{4});
+    for (int64_t i = 0; i < 4; ++i) args.back().set(i, 0.25 * double(k + i));
+  }
+  std::vector<Tensor> out = exe.run(args);
+  for (int k = 0; k < 3; ++k)
+    for (int64_t i = 0; i < 4; ++i)
+      CHECK(out[size_t(k)].get(i) == doctest::Approx(std::tanh(0.25 * double(k + i) + (k == 2 ? 2 : 1))).epsilon(1e-6));
+}
+
 TEST_CASE("a cleanup pass marked idempotent changes nothing when it runs again right away") {
   // The pipeline skips such a pass while the graph is as it left it. Chains whose duplicates
   // and dead ends only appear once their operands are merged or dropped.

@@ -1,0 +1,41 @@
+#include "ir/node_equality.h"
+
+#include <cstring>
+#include <functional>
+
+namespace tpu {
+
+namespace {
+
+constexpr int64_t kCompareConstantsUpTo = 64;  // elements; larger constants compare by identity
+
+bool small_literal(const Attrs& a) { return a.literal() && a.literal()->size() <= kCompareConstantsUpTo; }
+
+bool same_literal(const Attrs& a, const Attrs& b) {
+  if (a.literal() == b.literal()) return true;
+  if (!small_literal(a) || !small_literal(b) || !a.literal()->same_type(*b.literal())) return false;
+  return std::memcmp(a.literal()->raw(), b.literal()->raw(), a.literal()->bytes()) == 0;
+}
+
+}  // namespace
+
+bool same_node(const Node& a, const Node& b) {
+  if (a.op != b.op || a.dtype != b.dtype || a.shape != b.shape || a.in != b.in) return false;
+  const Attrs &x = a.attrs, &y = b.attrs;
+  return x.dims == y.dims && x.dims2() == y.dims2() && x.axis == y.axis && x.flag_a == y.flag_a &&
+         x.flag_b == y.flag_b && x.value() == y.value() && x.to == y.to && x.body() == y.body() && same_literal(x, y);
+}
+
+size_t hash_node(const Node& n) {
+  size_t h = hash_mix(size_t(n.op), size_t(n.dtype));
+  for (NodeId i : n.in) h = hash_mix(h, size_t(i));
+  for (int64_t d : n.attrs.dims) h = hash_mix(h, size_t(d));
+  for (int64_t d : n.attrs.dims2()) h = hash_mix(h, size_t(d));
+  h = hash_mix(h, size_t(n.attrs.axis));
+  if (small_literal(n.attrs))
+    for (int64_t i = 0; i < n.attrs.literal()->size(); ++i)
+      h = hash_mix(h, std::hash<double>()(n.attrs.literal()->get(i)));
+  return h;
+}
+
+}  // namespace tpu
