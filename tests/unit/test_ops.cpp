@@ -153,8 +153,9 @@ const std::vector<OpCase>& cases() {
       // any summation order gives the reference's values; near_256 keeps it on the f32 kernels.
       {"conv_batch_chunks", {{f, {9, 20, 20, 8}}, {f, {3, 3, 8, 16}}},
        [](Graph& g, V x) { return g.conv(x[0], x[1], window({1, 1}, {1, 1}, {1, 1})); }, false},
-      // Operands that are exactly bf16 values take the bf16 conv where the CPU has it; small
-      // integers keep the sums exact. Over 2^16 input elements: checked in several tasks.
+      // Operands that are exactly bf16 values take the bf16 conv where bf16 products run on
+      // oneDNN's bf16 primitives (test_bf16.cpp tries every way); small integers keep the sums
+      // exact. Over 2^16 input elements: checked in several tasks.
       {"conv_bf16_exact_operands", {{f, {16, 24, 24, 8}, Fill::small_int}, {f, {3, 3, 8, 16}, Fill::small_int}},
        [](Graph& g, V x) { return g.conv(x[0], x[1], window({1, 1}, {1, 1}, {1, 1})); }, false},
       {"conv_filter_grad_batch_chunks", {{f, {9, 20, 20, 8}, Fill::near_256}, {f, {9, 20, 20, 16}, Fill::small_int}},
