@@ -37,6 +37,10 @@ const Case kCases[] = {
     {"256x512x512tb", {1, 256, 512, 512, false, true}},
     {"512x256x512ta", {1, 512, 256, 512, true, false}},
     {"784x256x512ta", {1, 784, 256, 512, true, false}},
+    // The CNN's dense layer (3136 -> 128 at batch 128): forward, dx = dy w^T, dw = x^T dy.
+    {"128x3136x128", {1, 128, 3136, 128, false, false}},
+    {"128x128x3136tb", {1, 128, 128, 3136, false, true}},
+    {"3136x128x128ta", {1, 3136, 128, 128, true, false}},
 };
 
 struct Timing {

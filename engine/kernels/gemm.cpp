@@ -2,6 +2,7 @@
 
 #include <Eigen/Core>
 #include <algorithm>
+#include <array>
 #include <atomic>
 #include <vector>
 
@@ -24,26 +25,59 @@ using Mat = Eigen::Map<RowMajor>;
 constexpr int64_t kEigenPanel = 128;
 constexpr int64_t kOnednnPanel = 256;
 
-// Runs f(p, j0, w) for every batch element p and panel [j0, j0 + w) across the pool.
+// A product whose output is a single panel is split into row blocks as well: otherwise a
+// large product of few columns (the CNN's 3136 -> 128 dense layer, a transformer's 64-wide
+// projections) ran on one thread. Like the panels, the blocks follow from the shape alone, so
+// the arithmetic is the same on any number of threads.
+constexpr int64_t kSplitRowsFrom = int64_t(1) << 24;  // FLOPs of a product worth splitting
+constexpr int64_t kRowBlocks = 4;
+constexpr int64_t kMinBlockRows = 64;  // each block re-packs B: fewer rows lose more than they gain
+
+// Rows [i0, i0 + h) and columns [j0, j0 + w) of one batch element's output.
+struct Tile {
+  int64_t i0, h, j0, w;
+};
+
+int64_t rows_per_block(const GemmShape& s, int64_t panels) {
+  if (panels > 1 || 2 * s.m * s.k * s.n < kSplitRowsFrom) return std::max<int64_t>(s.m, 1);
+  const int64_t rows = std::max(kMinBlockRows, (s.m + kRowBlocks - 1) / kRowBlocks);
+  return (rows + 15) / 16 * 16;
+}
+
+// The heights of a product's row blocks: the full one and the last one.
+std::array<int64_t, 2> block_heights(const GemmShape& s, int64_t width) {
+  const int64_t rows = rows_per_block(s, (s.n + width - 1) / width);
+  return {rows, s.m % rows ? s.m % rows : rows};
+}
+
+// Runs f(p, tile) for every batch element p and tile of panel width `width` across the pool.
 template <class F>
-void for_each_panel(const GemmShape& s, int64_t width, F f) {
+void for_each_tile(const GemmShape& s, int64_t width, F f) {
   const int64_t panels = (s.n + width - 1) / width;
-  parallel_for(s.batch * panels, [&](int64_t t) {
-    const int64_t p = t / panels, j0 = (t % panels) * width;
-    f(p, j0, std::min(width, s.n - j0));
+  const int64_t rows = rows_per_block(s, panels), blocks = (s.m + rows - 1) / rows;
+  parallel_for(s.batch * blocks * panels, [&](int64_t t) {
+    const int64_t p = t / (blocks * panels), i0 = t / panels % blocks * rows, j0 = t % panels * width;
+    f(p, Tile{i0, std::min(rows, s.m - i0), j0, std::min(width, s.n - j0)});
   });
 }
 
-// One panel of one batch element with Eigen.
-void eigen_panel(const GemmShape& s, const float* a_data, const float* b_data, float* c_data, int64_t j0, int64_t w) {
+// One tile of one batch element with Eigen.
+void eigen_tile(const GemmShape& s, const float* a_data, const float* b_data, float* c_data, Tile t) {
   ConstMat a(a_data, s.ta ? s.k : s.m, s.ta ? s.m : s.k);
   ConstMat b(b_data, s.tb ? s.n : s.k, s.tb ? s.k : s.n);
   Mat c(c_data, s.m, s.n);
-  auto out = c.middleCols(j0, w);
-  if (!s.ta && !s.tb) out.noalias() = a * b.middleCols(j0, w);
-  else if (s.ta && !s.tb) out.noalias() = a.transpose() * b.middleCols(j0, w);
-  else if (!s.ta && s.tb) out.noalias() = a * b.transpose().middleCols(j0, w);
-  else out.noalias() = a.transpose() * b.transpose().middleCols(j0, w);
+  auto out = c.block(t.i0, t.j0, t.h, t.w);
+  if (!s.ta && !s.tb) out.noalias() = a.middleRows(t.i0, t.h) * b.middleCols(t.j0, t.w);
+  else if (s.ta && !s.tb) out.noalias() = a.middleCols(t.i0, t.h).transpose() * b.middleCols(t.j0, t.w);
+  else if (!s.ta && s.tb) out.noalias() = a.middleRows(t.i0, t.h) * b.transpose().middleCols(t.j0, t.w);
+  else out.noalias() = a.middleCols(t.i0, t.h).transpose() * b.transpose().middleCols(t.j0, t.w);
+}
+
+// One tile with oneDNN: the operands of rows [i0, i0 + h) and columns [j0, j0 + w).
+template <class T>
+void onednn_tile(MatmulInput in, const GemmShape& s, const T* a, const T* b, float* c, Tile t) {
+  const T* rows = a + (s.ta ? t.i0 : t.i0 * s.k);
+  onednn_matmul_tile(in, s, rows, b, c + t.i0 * s.n, t.h, t.j0, t.w);
 }
 
 // The widened (f32) copies of bf16 operands, per calling thread, reused from call to call.
@@ -69,11 +103,14 @@ Widened& widen_operands(const GemmShape& s, const uint16_t* a, const uint16_t* b
   return w;
 }
 
-// Whether oneDNN has an implementation for both panel widths of `s` (full and the last one):
-// checked before anything is written.
+// Whether oneDNN has an implementation for every tile size of `s` (full and last row blocks,
+// full and last panels): checked before anything is written.
 bool onednn_panels(MatmulInput in, const GemmShape& s) {
-  return onednn_matmul_supported(in, s, std::min(kOnednnPanel, s.n)) &&
-         onednn_matmul_supported(in, s, s.n % kOnednnPanel ? s.n % kOnednnPanel : std::min(kOnednnPanel, s.n));
+  const int64_t widths[] = {std::min(kOnednnPanel, s.n), s.n % kOnednnPanel ? s.n % kOnednnPanel : std::min(kOnednnPanel, s.n)};
+  for (int64_t h : block_heights(s, kOnednnPanel))
+    for (int64_t w : widths)
+      if (!onednn_matmul_supported(in, s, h, w)) return false;
+  return true;
 }
 
 // oneDNN panels; false when oneDNN has no implementation for the shape.
@@ -85,25 +122,25 @@ bool onednn_gemm(MatmulInput in, const GemmShape& s, const T* a, const T* b, flo
     return true;
   }
   if (!onednn_panels(in, s)) return false;
-  for_each_panel(s, kOnednnPanel, [&](int64_t p, int64_t j0, int64_t w) {
-    onednn_matmul_panel(in, s, a + p * s.m * s.k, b + p * s.k * s.n, c + p * s.m * s.n, j0, w);
+  for_each_tile(s, kOnednnPanel, [&](int64_t p, Tile t) {
+    onednn_tile(in, s, a + p * s.m * s.k, b + p * s.k * s.n, c + p * s.m * s.n, t);
   });
   return true;
 }
 
-// One f32 panel of batch element 0 (the caller offsets the pointers), exactly as gemm_f32
+// One f32 tile of batch element 0 (the caller offsets the pointers), exactly as gemm_f32
 // computes it: oneDNN when `onednn`, else Eigen.
-void f32_panel(bool onednn, const GemmShape& s, const float* a, const float* b, float* c, int64_t j0, int64_t w) {
-  if (onednn) onednn_matmul_panel(MatmulInput::f32, s, a, b, c, j0, w);
-  else eigen_panel(s, a, b, c, j0, w);
+void f32_tile(bool onednn, const GemmShape& s, const float* a, const float* b, float* c, Tile t) {
+  if (onednn) onednn_tile(MatmulInput::f32, s, a, b, c, t);
+  else eigen_tile(s, a, b, c, t);
 }
 
-// c[i, j0 + j] += t[i, j0 + j] for the panel's columns (row stride n), one f32 rounding each.
-void add_panel(const float* t, float* c, int64_t m, int64_t n, int64_t j0, int64_t w) {
-  for (int64_t i = 0; i < m; ++i) {
-    const float* src = t + i * n + j0;
-    float* dst = c + i * n + j0;
-    for (int64_t j = 0; j < w; ++j) dst[j] = dst[j] + src[j];
+// c += t over the tile (row stride n), one f32 rounding each.
+void add_tile(const float* t, float* c, int64_t n, Tile tile) {
+  for (int64_t i = tile.i0; i < tile.i0 + tile.h; ++i) {
+    const float* src = t + i * n + tile.j0;
+    float* dst = c + i * n + tile.j0;
+    for (int64_t j = 0; j < tile.w; ++j) dst[j] = dst[j] + src[j];
   }
 }
 
@@ -133,8 +170,8 @@ std::atomic<Bf16Gemm>& chosen() {
 }  // namespace
 
 void gemm_f32_eigen(const GemmShape& s, const float* a, const float* b, float* c) {
-  for_each_panel(s, kEigenPanel, [&](int64_t p, int64_t j0, int64_t w) {
-    eigen_panel(s, a + p * s.m * s.k, b + p * s.k * s.n, c + p * s.m * s.n, j0, w);
+  for_each_tile(s, kEigenPanel, [&](int64_t p, Tile t) {
+    eigen_tile(s, a + p * s.m * s.k, b + p * s.k * s.n, c + p * s.m * s.n, t);
   });
 }
 
@@ -157,14 +194,14 @@ void gemm_f32_sum(const GemmShape& s, std::span<const float* const> a, std::span
   if (s.batch == 0 || s.n == 0 || s.m == 0) return;
   if (s.k == 0) return std::fill(c, c + s.batch * s.m * s.n, 0.0f);  // as gemm_f32
   const bool onednn = onednn_available() && onednn_panels(MatmulInput::f32, s);
-  for_each_panel(s, onednn ? kOnednnPanel : kEigenPanel, [&](int64_t p, int64_t j0, int64_t w) {
+  for_each_tile(s, onednn ? kOnednnPanel : kEigenPanel, [&](int64_t p, Tile tile) {
     const int64_t ao = p * s.m * s.k, bo = p * s.k * s.n;
     float* out = c + p * s.m * s.n;
-    f32_panel(onednn, s, a[0] + ao, b[0] + bo, out, j0, w);
+    f32_tile(onednn, s, a[0] + ao, b[0] + bo, out, tile);
     float* t = panel_scratch(s.m * s.n);
     for (size_t r = 1; r < a.size(); ++r) {
-      f32_panel(onednn, s, a[r] + ao, b[r] + bo, t, j0, w);
-      add_panel(t, out, s.m, s.n, j0, w);
+      f32_tile(onednn, s, a[r] + ao, b[r] + bo, t, tile);
+      add_tile(t, out, s.n, tile);
     }
   });
 }

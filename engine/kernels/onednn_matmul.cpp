@@ -18,10 +18,11 @@ namespace {
 
 using namespace onednn;
 
-// A panel: C[M, w] (row stride N) = A[M, K] (strides per ta) x B[K, w] (strides per tb).
+// A tile: C[M, w] (row stride N) = A[M, K] (strides per ta; a transposed A's row stride is
+// lda, the whole product's M) x B[K, w] (strides per tb).
 struct Key {
   MatmulInput in;
-  int64_t m, k, w, n;
+  int64_t m, k, w, n, lda;
   bool ta, tb;
   auto operator<=>(const Key&) const = default;
 };
@@ -37,8 +38,8 @@ void execute(const Entry& e, const void* a, const void* b, float* c) { run(e.cal
 // Library implementations for some layouts and CPUs compute wrong results without any
 // error; a primitive that fails here is not used (the caller falls back to f32 paths).
 bool self_check(const Key& key, const Entry& e) {
-  const int64_t lda = key.ta ? key.m : key.k, ldb = key.tb ? key.k : key.n;
-  const int64_t a_len = key.m * key.k, b_len = key.k == 0 ? 0 : key.tb ? key.w * key.k : (key.k - 1) * key.n + key.w;
+  const int64_t lda = key.ta ? key.lda : key.k, ldb = key.tb ? key.k : key.n;
+  const int64_t a_len = key.k == 0 ? 0 : key.ta ? (key.k - 1) * lda + key.m : key.m * key.k, b_len = key.k == 0 ? 0 : key.tb ? key.w * key.k : (key.k - 1) * key.n + key.w;
   const size_t es = key.in == MatmulInput::bf16 ? 2 : 4;
   std::vector<float> a(static_cast<size_t>(a_len)), b(static_cast<size_t>(b_len));
   for (int64_t i = 0; i < a_len; ++i) a[size_t(i)] = probe_value(uint32_t(i));
@@ -77,7 +78,7 @@ std::shared_ptr<const Entry> make_entry(const Key& key) {
   auto e = std::make_shared<Entry>();
   const auto dt = key.in == MatmulInput::bf16 ? memory::data_type::bf16 : memory::data_type::f32;
   // Strides of the logical [M,K] / [K,w] views of the stored row-major operands.
-  const memory::desc a({key.m, key.k}, dt, key.ta ? memory::dims{1, key.m} : memory::dims{key.k, 1});
+  const memory::desc a({key.m, key.k}, dt, key.ta ? memory::dims{1, key.lda} : memory::dims{key.k, 1});
   const memory::desc b({key.k, key.w}, dt, key.tb ? memory::dims{1, key.k} : memory::dims{key.n, 1});
   const memory::desc c({key.m, key.w}, memory::data_type::f32, memory::dims{key.n, 1});
   try {
@@ -104,15 +105,15 @@ std::shared_ptr<const Entry> lookup(const Key& key) {
 
 }  // namespace
 
-bool onednn_matmul_supported(MatmulInput in, const GemmShape& s, int64_t w) {
+bool onednn_matmul_supported(MatmulInput in, const GemmShape& s, int64_t h, int64_t w) {
   run_single_threaded();  // before a primitive is made: it keeps the thread count it sees
-  return lookup({in, s.m, s.k, w, s.n, s.ta, s.tb})->ok;
+  return lookup({in, h, s.k, w, s.n, s.m, s.ta, s.tb})->ok;
 }
 
-bool onednn_matmul_panel(MatmulInput in, const GemmShape& s, const void* a, const void* b, float* c, int64_t j0,
-                         int64_t w) {
+bool onednn_matmul_tile(MatmulInput in, const GemmShape& s, const void* a, const void* b, float* c, int64_t h,
+                        int64_t j0, int64_t w) {
   run_single_threaded();
-  std::shared_ptr<const Entry> e = lookup({in, s.m, s.k, w, s.n, s.ta, s.tb});
+  std::shared_ptr<const Entry> e = lookup({in, h, s.k, w, s.n, s.m, s.ta, s.tb});
   if (!e->ok) return false;
   const size_t es = in == MatmulInput::bf16 ? 2 : 4;
   execute(*e, a, static_cast<const std::byte*>(b) + size_t(j0 * (s.tb ? s.k : 1)) * es, c + j0);
@@ -124,8 +125,10 @@ bool onednn_matmul_panel(MatmulInput in, const GemmShape& s, const void* a, cons
 #else  // no oneDNN in this build
 
 namespace tpu {
-bool onednn_matmul_supported(MatmulInput, const GemmShape&, int64_t) { return false; }
-bool onednn_matmul_panel(MatmulInput, const GemmShape&, const void*, const void*, float*, int64_t, int64_t) { return false; }
+bool onednn_matmul_supported(MatmulInput, const GemmShape&, int64_t, int64_t) { return false; }
+bool onednn_matmul_tile(MatmulInput, const GemmShape&, const void*, const void*, float*, int64_t, int64_t, int64_t) {
+  return false;
+}
 }  // namespace tpu
 
 #endif

@@ -12,11 +12,13 @@ namespace tpu {
 // Element type of the operands; the result is always f32.
 enum class MatmulInput : uint8_t { f32, bf16 };
 
-// Whether oneDNN has an implementation for panels of width w of `s` (makes the primitive).
-bool onednn_matmul_supported(MatmulInput in, const GemmShape& s, int64_t w);
-// Columns [j0, j0 + w) of C for batch element 0 of `s` (the caller offsets the pointers).
-// Returns false when oneDNN has no implementation for this shape (nothing is written).
-bool onednn_matmul_panel(MatmulInput in, const GemmShape& s, const void* a, const void* b, float* c, int64_t j0,
-                         int64_t w);
+// Whether oneDNN has an implementation for tiles of h rows and w columns of `s` (makes the
+// primitive).
+bool onednn_matmul_supported(MatmulInput in, const GemmShape& s, int64_t h, int64_t w);
+// Columns [j0, j0 + w) of h rows of C for batch element 0 of `s`: a and c point at the tile's
+// first row of A (a column, when transposed) and of C; b at B. Returns false when oneDNN has no
+// implementation for this shape (nothing is written).
+bool onednn_matmul_tile(MatmulInput in, const GemmShape& s, const void* a, const void* b, float* c, int64_t h,
+                        int64_t j0, int64_t w);
 
 }  // namespace tpu

@@ -375,7 +375,7 @@ TEST_CASE("gemm_f32_sum has the bits of gemm_f32 on each part added in part orde
   for (GemmShape s : {GemmShape{1, 784, 32, 512, true, false}, GemmShape{1, 64, 16, 300, true, false},
                       GemmShape{2, 37, 20, 50, true, false}, GemmShape{1, 9, 0, 5, true, false},
                       GemmShape{3, 40, 24, 130, false, true}, GemmShape{2, 33, 17, 10, true, true},
-                      GemmShape{1, 8, 512, 512, false, false}}) {
+                      GemmShape{1, 8, 512, 512, false, false}, GemmShape{1, 200, 700, 130, false, false}}) {
     CAPTURE(s.m);
     CAPTURE(s.n);
     const size_t parts = 5, a_len = size_t(s.batch * s.m * s.k), b_len = size_t(s.batch * s.k * s.n);
@@ -400,6 +400,45 @@ TEST_CASE("gemm_f32_sum has the bits of gemm_f32 on each part added in part orde
       CHECK(std::memcmp(got.data(), expected.data(), c_len * sizeof(float)) == 0);
     }
     set_num_threads(0);
+  }
+}
+
+// Products whose output is a single column panel but large enough to split into row blocks
+// (the last one shorter), plain, with either operand transposed, batched; on oneDNN and on
+// Eigen: within f32 rounding of the exact sums, and the same bits on 1 and 2 threads.
+TEST_CASE("f32 GEMM split into row blocks: within f32 rounding of the exact sums, at any thread count") {
+  std::mt19937 rng(5);
+  std::uniform_real_distribution<float> u(-1, 1);
+  using Gemm = void (*)(const GemmShape&, const float*, const float*, float*);
+  const Gemm ways[] = {gemm_f32, gemm_f32_eigen};
+  for (GemmShape s : {GemmShape{1, 200, 700, 130, false, false}, GemmShape{1, 1000, 96, 100, true, false},
+                      GemmShape{2, 150, 300, 200, false, true}}) {
+    CAPTURE(s.m);
+    std::vector<float> a(size_t(s.batch * s.k * s.m)), b(size_t(s.batch * s.k * s.n));
+    for (float& x : a) x = u(rng);
+    for (float& x : b) x = u(rng);
+    for (Gemm gemm : ways) {
+      std::vector<float> one(size_t(s.batch * s.m * s.n)), two(one.size());
+      set_num_threads(1);
+      gemm(s, a.data(), b.data(), one.data());
+      set_num_threads(2);
+      gemm(s, a.data(), b.data(), two.data());
+      set_num_threads(0);
+      CHECK(std::memcmp(one.data(), two.data(), one.size() * sizeof(float)) == 0);
+      for (int64_t p = 0; p < s.batch; ++p)
+        for (int64_t i = 0; i < s.m; i += 7)
+          for (int64_t j = 0; j < s.n; ++j) {
+            double sum = 0, mag = 0;
+            for (int64_t q = 0; q < s.k; ++q) {
+              const float x = a[size_t(p * s.m * s.k + (s.ta ? q * s.m + i : i * s.k + q))];
+              const float y = b[size_t(p * s.k * s.n + (s.tb ? j * s.k + q : q * s.n + j))];
+              sum += double(x) * double(y);
+              mag += std::abs(double(x) * double(y));
+            }
+            const double got = one[size_t((p * s.m + i) * s.n + j)];
+            REQUIRE(std::abs(got - sum) <= double(s.k + 2) * 0x1p-23 * mag + 1e-30);
+          }
+    }
   }
 }
 
