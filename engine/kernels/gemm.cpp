@@ -105,7 +105,7 @@ Widened& widen_operands(const GemmShape& s, const uint16_t* a, const uint16_t* b
 
 // Whether oneDNN has an implementation for every tile size of `s` (full and last row blocks,
 // full and last panels): checked before anything is written.
-bool onednn_panels(MatmulInput in, const GemmShape& s) {
+bool onednn_tiles_supported(MatmulInput in, const GemmShape& s) {
   const int64_t widths[] = {std::min(kOnednnPanel, s.n), s.n % kOnednnPanel ? s.n % kOnednnPanel : std::min(kOnednnPanel, s.n)};
   for (int64_t h : block_heights(s, kOnednnPanel))
     for (int64_t w : widths)
@@ -113,7 +113,7 @@ bool onednn_panels(MatmulInput in, const GemmShape& s) {
   return true;
 }
 
-// oneDNN panels; false when oneDNN has no implementation for the shape.
+// oneDNN tiles; false when oneDNN has no implementation for the shape.
 template <class T>
 bool onednn_gemm(MatmulInput in, const GemmShape& s, const T* a, const T* b, float* c) {
   if (s.batch == 0 || s.n == 0 || s.m == 0) return true;
@@ -121,7 +121,7 @@ bool onednn_gemm(MatmulInput in, const GemmShape& s, const T* a, const T* b, flo
     std::fill(c, c + s.batch * s.m * s.n, 0.0f);
     return true;
   }
-  if (!onednn_panels(in, s)) return false;
+  if (!onednn_tiles_supported(in, s)) return false;
   for_each_tile(s, kOnednnPanel, [&](int64_t p, Tile t) {
     onednn_tile(in, s, a + p * s.m * s.k, b + p * s.k * s.n, c + p * s.m * s.n, t);
   });
@@ -193,7 +193,7 @@ void gemm_f32_sum(const GemmShape& s, std::span<const float* const> a, std::span
   if (small_k_gemm_applies(s)) return small_k_gemm_sum(s, a, b, c);
   if (s.batch == 0 || s.n == 0 || s.m == 0) return;
   if (s.k == 0) return std::fill(c, c + s.batch * s.m * s.n, 0.0f);  // as gemm_f32
-  const bool onednn = onednn_available() && onednn_panels(MatmulInput::f32, s);
+  const bool onednn = onednn_available() && onednn_tiles_supported(MatmulInput::f32, s);
   for_each_tile(s, onednn ? kOnednnPanel : kEigenPanel, [&](int64_t p, Tile tile) {
     const int64_t ao = p * s.m * s.k, bo = p * s.k * s.n;
     float* out = c + p * s.m * s.n;

@@ -39,7 +39,8 @@ void execute(const Entry& e, const void* a, const void* b, float* c) { run(e.cal
 // error; a primitive that fails here is not used (the caller falls back to f32 paths).
 bool self_check(const Key& key, const Entry& e) {
   const int64_t lda = key.ta ? key.lda : key.k, ldb = key.tb ? key.k : key.n;
-  const int64_t a_len = key.k == 0 ? 0 : key.ta ? (key.k - 1) * lda + key.m : key.m * key.k, b_len = key.k == 0 ? 0 : key.tb ? key.w * key.k : (key.k - 1) * key.n + key.w;
+  const int64_t a_len = key.k == 0 ? 0 : key.ta ? (key.k - 1) * lda + key.m : key.m * key.k;
+  const int64_t b_len = key.k == 0 ? 0 : key.tb ? key.w * key.k : (key.k - 1) * key.n + key.w;
   const size_t es = key.in == MatmulInput::bf16 ? 2 : 4;
   std::vector<float> a(static_cast<size_t>(a_len)), b(static_cast<size_t>(b_len));
   for (int64_t i = 0; i < a_len; ++i) a[size_t(i)] = probe_value(uint32_t(i));
