@@ -133,7 +133,20 @@ int exit_status(int lua_status) {
 // heap's free memory back to the kernel. The process keeps freed memory for the step loop
 // (main.cpp), so a script that drops a large working set (the temporaries of preparing a data
 // set) gives it back this way instead of carrying it through training.
+// The arguments are checked here, as Lua's collectgarbage checks them, so that a bad one is
+// reported against this function (named `collectgarbage`): the wrapped original, called from C,
+// has no name to report.
+void check_collectgarbage_args(lua_State* L) {
+  static const char* const options[] = {"stop",     "restart",      "collect",     "count",
+                                        "step",     "setpause",     "setstepmul",  "isrunning",
+                                        "generational", "incremental", nullptr};
+  const int option = luaL_checkoption(L, 1, "collect", options);
+  const int integer_args = option == 4 || option == 5 || option == 6 ? 1 : option == 8 ? 2 : option == 9 ? 3 : 0;
+  for (int i = 0; i < integer_args; ++i) (void)luaL_optinteger(L, 2 + i, 0);
+}
+
 int l_collectgarbage(lua_State* L) {
+  check_collectgarbage_args(L);
   const bool full =
       lua_isnoneornil(L, 1) || (lua_type(L, 1) == LUA_TSTRING && std::strcmp(lua_tostring(L, 1), "collect") == 0);
   lua_pushvalue(L, lua_upvalueindex(1));
