@@ -24,16 +24,24 @@ namespace {
 template <class F>
 int guarded_read(lua_State* L, F body) { return guarded(L, body, "out of memory while reading data"); }
 
+// The data read and batched here is a data set's: it stays on the host, outside the HBM count.
+// (The scope never spans a Lua call, which may leave by longjmp.)
+template <class F>
+Tensor on_host(F make) {
+  HostAllocationScope host;
+  return make();
+}
+
 // ---- readers ----
 
 int l_read_idx(lua_State* L) {
   const char* path = luaL_checkstring(L, 1);
-  return finish(L, guarded_read(L, [&] { push_tensor(L, read_idx(path)); return 1; }));
+  return finish(L, guarded_read(L, [&] { push_tensor(L, on_host([&] { return read_idx(path); })); return 1; }));
 }
 
 int l_read_npy(lua_State* L) {
   const char* path = luaL_checkstring(L, 1);
-  return finish(L, guarded_read(L, [&] { push_tensor(L, read_npy(path)); return 1; }));
+  return finish(L, guarded_read(L, [&] { push_tensor(L, on_host([&] { return read_npy(path); })); return 1; }));
 }
 
 // Options are checked by the stdlib (tpu.data.csv); these readers only refuse what they cannot use.
@@ -116,7 +124,8 @@ void push_strings(lua_State* L, const std::vector<std::string>& v) {
 int l_read_csv(lua_State* L) {
   const char* path = luaL_checkstring(L, 1);
   return finish(L, guarded_read(L, [&] {
-    CsvData d = read_csv(path, csv_options(L, 2));
+    const CsvOptions options = csv_options(L, 2);
+    CsvData d = [&] { HostAllocationScope host; return read_csv(path, options); }();
     push_tensor(L, std::move(d.features));
     if (d.labels) push_tensor(L, std::move(*d.labels));
     else lua_pushnil(L);
@@ -179,7 +188,8 @@ int l_pad_stack(lua_State* L) {
   const double value = luaL_optnumber(L, 3, 0);
   return finish(L, guarded_read(L, [&] {
     std::vector<Tensor> items = tensor_list(L, 1);
-    push_tensor(L, pad_stack(items, int_list(L, 2), value));
+    const Shape shape = int_list(L, 2);
+    push_tensor(L, on_host([&] { return pad_stack(items, shape, value); }));
     return 1;
   }));
 }
@@ -190,7 +200,8 @@ int l_gather_rows(lua_State* L) {
   LuaTensor* t = test_tensor(L, 1);
   if (!t || t->traced()) return luaL_argerror(L, 1, "a concrete tensor");
   return finish(L, guarded_read(L, [&] {
-    push_tensor(L, gather_rows(t->value, row_indices(L, 2, "gather_rows")));
+    const std::vector<int64_t> indices = row_indices(L, 2, "gather_rows");
+    push_tensor(L, on_host([&] { return gather_rows(t->value, indices); }));
     return 1;
   }));
 }

@@ -46,7 +46,7 @@ void Walk::value(int v) {
   v = lua_absindex(L, v);
   luaL_checkstack(L, 8, "argument tree too deep");
   if (LuaTensor* t = test_tensor(L, v)) {
-    any_donated = any_donated || !t->donated_to.empty();
+    any_donated = any_donated || !t->donated_to.empty() || t->value.released();
     any_traced = any_traced || t->traced();
     add_leaf(v);
     piece(type_str(t->dtype(), t->shape()));
@@ -169,7 +169,7 @@ int l_signature(lua_State* L) {
     leaves = w.count;
     donated = w.any_donated;
   }
-  // Using a donated tensor is an error, raised here once the walk's strings are gone.
+  // Using a donated or released tensor is an error, raised here once the walk's strings are gone.
   for (lua_Integer i = 1; donated && i <= leaves; ++i) {
     lua_rawgeti(L, 3, i);
     if (test_tensor(L, -1)) check_tensor(L, -1);

@@ -123,16 +123,27 @@ int l_list_dir(lua_State* L) {
   return 1;
 }
 
-// core.memory() -> bytes in use, peak bytes (of live tensor buffers); core.reset_peak()
+// core.memory() -> device bytes in use, device peak, host bytes (of live tensor buffers);
+// core.reset_peak(); core.release_device_buffers() (tpu.reset); core.to_host(t) (data sets).
 int l_memory(lua_State* L) {
   TensorMemory m = tensor_memory();
   lua_pushinteger(L, m.in_use);
   lua_pushinteger(L, m.peak);
-  return 2;
+  lua_pushinteger(L, m.host_in_use);
+  return 3;
 }
 int l_reset_peak(lua_State*) {
   reset_peak_tensor_memory();
   return 0;
+}
+int l_release_device_buffers(lua_State*) {
+  release_device_buffers();
+  return 0;
+}
+int l_to_host(lua_State* L) {
+  check_concrete(L, 1).move_to_host();
+  lua_settop(L, 1);
+  return 1;
 }
 
 const luaL_Reg kFunctions[] = {{"now", l_now},
@@ -140,6 +151,8 @@ const luaL_Reg kFunctions[] = {{"now", l_now},
                                {"list_dir", l_list_dir},
                                {"memory", l_memory},
                                {"reset_peak", l_reset_peak},
+                               {"release_device_buffers", l_release_device_buffers},
+                               {"to_host", l_to_host},
                                {"interrupted", l_interrupted},
                                {"defer_interrupts", l_defer_interrupts},
                                {nullptr, nullptr}};

@@ -64,7 +64,7 @@ void pace_collector(lua_State* L) {
   lua_gc(L, LUA_GCCOLLECT);
   const TensorMemory m = tensor_memory();
   allocated_at_collect = m.allocated;
-  collect_after = std::max(kMinCollectBytes, m.in_use);
+  collect_after = std::max(kMinCollectBytes, m.live);
 }
 }  // namespace
 
@@ -88,6 +88,9 @@ LuaTensor* check_tensor(lua_State* L, int arg) {
   if (!t->donated_to.empty())
     raise_user_error(L, "this tensor was donated to jit '" + t->donated_to +
                             "', which reused its buffer for a result; use the function's results instead");
+  if (t->value.released())
+    raise_user_error(L, "this tensor's device buffer was released by tpu.reset(); make it again after the reset "
+                        "(data sets stay on the host and are kept)");
   return t;
 }
 

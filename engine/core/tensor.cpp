@@ -8,7 +8,38 @@
 namespace tpu {
 
 namespace {
-std::atomic<int64_t> live_bytes{0}, peak_bytes{0}, allocated_bytes{0};
+// live: every buffer's bytes (paces Lua's collector); device/host: the same split by place.
+std::atomic<int64_t> live_bytes{0}, allocated_bytes{0};
+std::atomic<int64_t> device_bytes{0}, device_peak{0}, host_bytes{0};
+// Device buffers are stamped with the epoch they were made in; tpu.reset() starts a new one.
+std::atomic<uint32_t> device_epoch{1};
+constexpr uint32_t kHostEpoch = 0;
+thread_local bool allocate_on_host = false;
+
+void raise_peak(int64_t now) {
+  for (int64_t peak = device_peak; now > peak && !device_peak.compare_exchange_weak(peak, now);) {
+  }
+}
+
+// Where a buffer lives, kept in its shared_ptr's deleter so that views (rows, reshapes) share
+// it: on the host (data sets read from files and their batches) or on the simulated device,
+// where every computed value, parameter and arena lives. A device buffer of an older epoch
+// was released by tpu.reset(): no longer counted, and a tensor over it must not be used.
+struct BufferRelease {
+  int64_t bytes;
+  std::atomic<uint32_t> epoch;
+
+  BufferRelease(int64_t b, uint32_t e) : bytes(b), epoch(e) {}
+  BufferRelease(const BufferRelease& o) : bytes(o.bytes), epoch(o.epoch.load()) {}
+
+  void operator()(std::byte* q) const {
+    live_bytes -= bytes;
+    const uint32_t e = epoch.load();
+    if (e == kHostEpoch) host_bytes -= bytes;
+    else if (e == device_epoch.load()) device_bytes -= bytes;
+    std::free(q);
+  }
+};
 
 std::shared_ptr<std::byte[]> allocate(size_t bytes, bool zero = true) {
   size_t rounded = (bytes + 63) / 64 * 64;
@@ -17,18 +48,43 @@ std::shared_ptr<std::byte[]> allocate(size_t bytes, bool zero = true) {
   if (!p) throw std::bad_alloc();
   if (zero) std::memset(p, 0, rounded);
   allocated_bytes += int64_t(rounded);
-  int64_t now = live_bytes += int64_t(rounded);
-  for (int64_t peak = peak_bytes; now > peak && !peak_bytes.compare_exchange_weak(peak, now);) {
-  }
-  return std::shared_ptr<std::byte[]>(static_cast<std::byte*>(p), [rounded](std::byte* q) {
-    live_bytes -= int64_t(rounded);
-    std::free(q);
-  });
+  live_bytes += int64_t(rounded);
+  if (allocate_on_host) host_bytes += int64_t(rounded);
+  else raise_peak(device_bytes += int64_t(rounded));
+  const uint32_t epoch = allocate_on_host ? kHostEpoch : device_epoch.load();
+  return std::shared_ptr<std::byte[]>(static_cast<std::byte*>(p), BufferRelease(int64_t(rounded), epoch));
 }
 }  // namespace
 
-TensorMemory tensor_memory() { return {live_bytes.load(), peak_bytes.load(), allocated_bytes.load()}; }
-void reset_peak_tensor_memory() { peak_bytes = live_bytes.load(); }
+HostAllocationScope::HostAllocationScope() : previous_(allocate_on_host) { allocate_on_host = true; }
+HostAllocationScope::~HostAllocationScope() { allocate_on_host = previous_; }
+
+TensorMemory tensor_memory() {
+  return {device_bytes.load(), device_peak.load(), host_bytes.load(), live_bytes.load(), allocated_bytes.load()};
+}
+void reset_peak_tensor_memory() { device_peak = device_bytes.load(); }
+
+void release_device_buffers() {
+  ++device_epoch;
+  device_bytes = 0;
+  device_peak = 0;
+}
+
+bool Tensor::released() const {
+  const BufferRelease* r = std::get_deleter<BufferRelease>(data_);
+  if (!r) return false;
+  const uint32_t e = r->epoch.load();
+  return e != kHostEpoch && e != device_epoch.load();
+}
+
+void Tensor::move_to_host() const {
+  BufferRelease* r = std::get_deleter<BufferRelease>(data_);
+  if (!r) return;
+  uint32_t e = device_epoch.load();
+  if (!r->epoch.compare_exchange_strong(e, kHostEpoch)) return;  // on the host, or released
+  device_bytes -= r->bytes;
+  host_bytes += r->bytes;
+}
 
 Tensor::Tensor(DType dtype, Shape shape)
     : dtype_(dtype), shape_(std::move(shape)), data_(allocate(bytes())) {}

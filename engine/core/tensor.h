@@ -46,6 +46,12 @@ class Tensor {
   // How many tensors hold this buffer or a view of it (rows, reshapes, this one included).
   long buffer_holders() const { return data_.use_count(); }
 
+  // Buffers live on the simulated device unless moved to the host (data sets and their
+  // batches), which does not count as HBM in use. A device buffer is released by
+  // release_device_buffers() (tpu.reset()); a tensor over a released buffer must not be used.
+  void move_to_host() const;
+  bool released() const;
+
   // Scalar reading and writing in any dtype, through double (reference kernels and tests).
   double get(int64_t i) const;
   void set(int64_t i, double v);
@@ -73,13 +79,32 @@ inline float bf16_to_f32(uint16_t h) {
 
 std::string type_str(DType t, const Shape& s);  // "f32[8,10]"
 
-// Bytes held by live tensor buffers (arenas included): what the simulated TPU memory holds.
+// Bytes held by live tensor buffers: on the simulated device (arenas included; what TPU memory
+// holds), on the host, and in all.
 struct TensorMemory {
-  int64_t in_use;
-  int64_t peak;
-  int64_t allocated;  // every buffer's bytes since start, freed ones included
+  int64_t in_use;       // device
+  int64_t peak;         // device, since the last reset_peak_tensor_memory()
+  int64_t host_in_use;  // data sets on the host
+  int64_t live;         // every buffer, wherever it is
+  int64_t allocated;    // every buffer's bytes since start, freed ones included
 };
 TensorMemory tensor_memory();
 void reset_peak_tensor_memory();
+// Releases every device buffer (tpu.reset()): none counts as in use any more, and tensors over
+// them report released(). Their host memory is freed when their last holder goes.
+void release_device_buffers();
+
+// While one lives, the calling thread's new buffers are made on the host: data readers, the
+// input pipeline's batches.
+class HostAllocationScope {
+ public:
+  HostAllocationScope();
+  ~HostAllocationScope();
+  HostAllocationScope(const HostAllocationScope&) = delete;
+  HostAllocationScope& operator=(const HostAllocationScope&) = delete;
+
+ private:
+  bool previous_;
+};
 
 }  // namespace tpu

@@ -16,6 +16,7 @@ double ms_since(std::chrono::steady_clock::time_point t0) {
 BatchPrefetcher::BatchPrefetcher(std::vector<Tensor> sources, size_t depth)
     : sources_(std::move(sources)), depth_(depth < 1 ? 1 : depth), thread_([this] {
         block_async_signals();
+        HostAllocationScope host;  // batches of a data set, on the host
         run();
       }) {}
 

@@ -34,27 +34,30 @@ function tpu.all_reduce(x, op)
   return core.all_reduce(x, op or "sum")
 end
 
--- One table per core: {bytes_in_use=, peak_bytes_in_use=, bytes_limit=}. Garbage is
--- collected first, so dropped models and tensors do not count.
+-- One table per core: {bytes_in_use=, peak_bytes_in_use=, bytes_limit=, host_bytes=}: device
+-- buffers (parameters, optimizer state, computed values, compiled steps' arenas) count as HBM in
+-- use; data sets live on the host (host_bytes, the same in every table). Garbage is collected
+-- first, so dropped models and tensors do not count.
 function tpu.memory_stats()
   collectgarbage("collect")
   collectgarbage("collect")
-  local in_use, peak = core.memory()
+  local in_use, peak, host = core.memory()
   local current = package.loaded["tpu.strategy"] and package.loaded["tpu.strategy"].current()
   local cores = current and current.local_replicas or 1
   local limit = require("tpu.device").spec().hbm_bytes
   local stats = {}
-  for i = 1, cores do stats[i] = {bytes_in_use = in_use, peak_bytes_in_use = peak, bytes_limit = limit} end
+  for i = 1, cores do stats[i] = {bytes_in_use = in_use, peak_bytes_in_use = peak, bytes_limit = limit, host_bytes = host} end
   return stats
 end
 
--- Frees every device buffer the runtime holds: compiled graphs and their arenas; tensors the
--- program still references stay. HBM in use returns to its baseline.
+-- Frees every device buffer: compiled graphs and their arenas, parameters, optimizer state and
+-- every computed tensor; a tensor the program still holds then raises when used. Data sets stay
+-- on the host. HBM in use returns to zero.
 function tpu.reset()
   jit.clear_caches()
   collectgarbage("collect")
   collectgarbage("collect")
-  core.reset_peak()
+  core.release_device_buffers()
 end
 
 -- Libraries load on first use, which keeps start-up fast.

@@ -6,6 +6,7 @@ local function fold(x, y)
   local model = tpu.nn.Sequential {tpu.nn.Dense(32, {activation = "relu"}), tpu.nn.Dense(3)}
   model:compile {optimizer = tpu.optim.Adam {lr = 1e-2}, loss = "sparse_categorical_crossentropy", metrics = {"accuracy"}}
   model:fit(tpu.data.from_tensors {x, y}:batch(16), {epochs = 2, verbose = 0})
+  return model
 end
 
 -- The process's resident memory in MiB.
@@ -51,23 +52,50 @@ return {
     local k = tpu.random.key(5)
     local x = tpu.random.normal(k, {64, 8})
     local y = (tpu.random.uniform(k:fold_in(1), {64}) * 3):cast("i32")
-    local after = {}
+    local during, after = {}, {}
     for i = 1, 5 do
-      fold(x, y)
+      local model = fold(x, y)
+      during[i] = tpu.memory_stats()[1].bytes_in_use
+      model = nil
       after[i] = tpu.memory_stats()[1].bytes_in_use
     end
     check.eq(after[5], after[1], "bytes in use after fold 5 vs fold 1")
-    check.is_true(after[1] > 0)
+    check.eq(during[5], during[1], "bytes in use with fold 5's model vs fold 1's")
+    check.is_true(during[1] > after[1], "the model's parameters and optimizer state are on the device")
   end,
 
-  ["memory_stats has the per-core byte counts and reset returns to the baseline"] = function()
+  ["memory_stats counts device buffers; a data set stays on the host"] = function()
+    tpu.reset()
     local base = tpu.memory_stats()[1]
     check.is_true(base.bytes_limit == 16 * 1024 ^ 3 or base.bytes_limit > 0)
+    check.eq(base.bytes_in_use, 0)
+    local x = tpu.ones {1000, 250}  -- 1 MB, made on the device
+    check.eq(tpu.memory_stats()[1].bytes_in_use, 1000000)
+    local ds = tpu.data.from_tensors {x}
+    local moved = tpu.memory_stats()[1]
+    check.eq(moved.bytes_in_use, 0, "a data set's tensors live on the host")
+    check.eq(moved.host_bytes - base.host_bytes, 1000000)
     local f = tpu.jit(function(a) return (a * 2):exp() end)
     local held = f(tpu.ones {256, 256})
-    check.is_true(tpu.memory_stats()[1].bytes_in_use > base.bytes_in_use)
+    check.is_true(tpu.memory_stats()[1].bytes_in_use >= 256 * 256 * 4)
+    check.is_true(tpu.memory_stats()[1].peak_bytes_in_use >= tpu.memory_stats()[1].bytes_in_use)
     held = nil
     tpu.reset()
-    check.eq(tpu.memory_stats()[1].bytes_in_use, base.bytes_in_use)
+    check.eq(tpu.memory_stats()[1].bytes_in_use, 0)
+    check.eq(ds:cardinality(), 1000)
+  end,
+
+  ["a device tensor used after tpu.reset() raises; data sets and file data are kept"] = function()
+    local params = tpu.ones {4, 4}
+    local batch = tpu.zeros {8, 4}
+    local ds = tpu.data.from_tensors {batch}:batch(4)
+    tpu.reset()
+    check.raises(function() return params + 1 end, "released by tpu.reset()")
+    check.raises(function() return params:totable() end, "released by tpu.reset()")
+    check.raises(function() return tpu.jit(function(a) return a * 2 end)(params) end, "released by tpu.reset()")
+    local n = 0
+    for b in ds:iter() do n = n + b.shape[1] end
+    check.eq(n, 8)
+    check.eq((batch + 1):sum():item(), 32)
   end,
 }

@@ -22,12 +22,14 @@ local TensorSource = class("TensorSource")
 M.TensorSource = TensorSource
 
 -- components: a list of structures of concrete tensors sharing their first dimension (checked
--- by the caller with check_components).
+-- by the caller with check_components). A data set lives on the host, so its tensors move
+-- there: they no longer count as HBM in use, and tpu.reset() keeps them.
 function TensorSource:__init(components)
   self.components = components
   self.arity = #components
   structure.walk(components, function(t)
     self.n = self.n or t.shape[1]
+    tpu.core.to_host(t)
   end)
 end
 
