@@ -123,7 +123,7 @@ int message_handler(lua_State* L) {
   return 1;
 }
 
-// 0 ok; 130 when the error came after Ctrl-C; 1 for any other error.
+// 0 ok; 128 + the signal when the error came after SIGINT, SIGTERM or SIGHUP; 1 for any other error.
 int exit_status(int lua_status) {
   if (lua_status == LUA_OK) return 0;
   return interrupted() ? interrupted_status() : 1;

@@ -54,9 +54,11 @@ class Interpreter {
   lua_State* L_ = nullptr;
 };
 
-// Ctrl-C while a script runs (lua_system.cpp): the first one interrupts the Lua code (or, where
-// the stdlib polls core.interrupted(), ends it at the next safe point); run_file and run_string
-// then return 130. A second one exits with 130 at once, except while a file is being written.
+// SIGINT, SIGTERM and SIGHUP while a script runs (lua_system.cpp): the first one interrupts the
+// Lua code (or, where the stdlib polls core.interrupted(), ends it at the next safe point);
+// run_file and run_string then return interrupted_status(), 128 + the signal. A second one
+// exits at once with 128 + its number (stdout and every open file flushed), except while a
+// file is being written: then once it is complete.
 void install_interrupt_handler(lua_State* L);
 bool interrupted();
 int interrupted_status();

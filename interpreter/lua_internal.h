@@ -91,7 +91,7 @@ void push_shape(lua_State* L, const Shape& s);
 DType check_dtype(lua_State* L, int arg);
 DType opt_dtype_field(lua_State* L, int arg, DType def);
 
-// Held while a file is written: a second Ctrl-C waits for the file to be complete.
+// Held while a file is written: a second signal waits for the file to be complete.
 struct InterruptShield {
   InterruptShield();
   ~InterruptShield();

@@ -1,6 +1,7 @@
 // Host facilities the stdlib needs and plain Lua lacks: a monotonic clock, terminal
-// detection, directory listing, Ctrl-C.
+// detection, directory listing, SIGINT / SIGTERM / SIGHUP.
 #include <dirent.h>
+#include <semaphore.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -8,8 +9,10 @@
 #include <cerrno>
 #include <chrono>
 #include <csignal>
+#include <cstdio>
 #include <cstring>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "interpreter.h"
@@ -18,52 +21,81 @@
 
 namespace tpu {
 
-// ---- Ctrl-C (SIGINT) ------------------------------------------------------------------------
+// ---- SIGINT, SIGTERM, SIGHUP (DESIGN section 11) ---------------------------------------------
 //
-// The first Ctrl-C sets a flag. Code that stops cleanly by itself (fit, between steps) polls it
-// with core.interrupted() between core.defer_interrupts(true) and (false); elsewhere the running Lua code
-// raises "interrupted (Ctrl-C)" at its next instruction. A second Ctrl-C ends the
-// process at once with status 130, but never in the middle of writing a file
-// (InterruptShield): then as soon as the file is complete.
+// The first signal requests a stop (request_stop). Code that stops cleanly by itself (fit,
+// between steps) polls it with core.interrupted() between core.defer_interrupts(true) and
+// (false), and the tracer and compiler poll it too; elsewhere the running Lua code raises
+// "interrupted (SIGTERM)" at its next instruction. The script then exits with 128 + the signal.
+// A second signal ends the process at once with 128 + its number, but never in the middle of
+// writing a file (InterruptShield): then as soon as the file is complete. That exit runs on a
+// thread of its own, because flushing stdio buffers is not safe inside a handler.
 
 namespace {
 
-constexpr int kInterruptedStatus = 130;  // 128 + SIGINT, what shells report
+constexpr int kStopSignals[] = {SIGINT, SIGTERM, SIGHUP};
 
-std::atomic<int> interrupt_count{0};
+std::atomic<int> signal_count{0};
+std::atomic<int> second_signal{0};
 std::atomic<int> deferring{0};
 std::atomic<int> shielded{0};
-std::atomic<bool> exit_pending{false};
 lua_State* interrupt_state = nullptr;
+sem_t exit_request;
 
-// Raises "script.lua:12: interrupted (Ctrl-C)" (no C++ object is alive when lua_error unwinds).
+// Raises "script.lua:12: interrupted (SIGTERM)" (no C++ object is alive when lua_error unwinds).
 void raise_interrupt(lua_State* L, lua_Debug*) {
   lua_sethook(L, nullptr, 0, 0);
   {
-    std::string message = user_where(L) + "interrupted (Ctrl-C)";
+    std::string message = user_where(L) + "interrupted (" + signal_label(stop_signal()) + ")";
     lua_pushlstring(L, message.data(), message.size());
   }
   lua_error(L);
 }
 
-void on_sigint(int) {
-  if (interrupt_count.fetch_add(1) > 0) {
-    if (shielded.load() == 0) ::_exit(kInterruptedStatus);
-    exit_pending = true;
+// The exit thread: after a second signal and once no file is being written, flushes every
+// stream (stdout, the logs' files), says why on stderr and exits.
+void exit_on_second_signal() {
+  while (sem_wait(&exit_request) != 0) {
+  }
+  while (shielded.load() > 0) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  const int sig = second_signal.load();
+  std::fflush(nullptr);
+  std::fprintf(stderr, "tputrain: interrupted again (%s), exiting at once\n", signal_label(sig));
+  std::fflush(stderr);
+  ::_exit(128 + sig);
+}
+
+void start_exit_thread() {
+  sem_init(&exit_request, 0, 0);
+  sigset_t all, previous;
+  sigfillset(&all);
+  pthread_sigmask(SIG_BLOCK, &all, &previous);  // the thread starts with every signal blocked
+  std::thread(exit_on_second_signal).detach();
+  pthread_sigmask(SIG_SETMASK, &previous, nullptr);
+}
+
+void on_signal(int sig) {
+  if (signal_count.fetch_add(1) > 0) {
+    int none = 0;
+    if (second_signal.compare_exchange_strong(none, sig)) sem_post(&exit_request);
     return;
   }
+  request_stop(sig);
   if (deferring.load() == 0 && interrupt_state) {
     lua_sethook(interrupt_state, raise_interrupt, LUA_MASKCALL | LUA_MASKRET | LUA_MASKCOUNT, 1);
   }
 }
 
-// core.interrupted() -> true after Ctrl-C
+// core.interrupted() -> false, or true and the signal's label ("Ctrl-C", "SIGTERM", "SIGHUP")
 int l_interrupted(lua_State* L) {
-  lua_pushboolean(L, interrupt_count.load() > 0);
-  return 1;
+  const int sig = stop_signal();
+  lua_pushboolean(L, sig != 0);
+  if (sig == 0) return 1;
+  lua_pushstring(L, signal_label(sig));
+  return 2;
 }
 
-// core.defer_interrupts(on): calls nest. While deferred, Ctrl-C only sets the flag that
+// core.defer_interrupts(on): calls nest. While deferred, a signal only sets the flag that
 // core.interrupted() reads (tpu/interrupt.lua raises it when the deferral ends).
 int l_defer_interrupts(lua_State* L) {
   if (lua_toboolean(L, 1)) deferring.fetch_add(1);
@@ -75,18 +107,18 @@ int l_defer_interrupts(lua_State* L) {
 
 void install_interrupt_handler(lua_State* L) {
   interrupt_state = L;
-  install_signal_handler(SIGINT, on_sigint);
+  static const bool started = (start_exit_thread(), true);
+  (void)started;
+  for (int sig : kStopSignals) install_signal_handler(sig, on_signal);
 }
 
-bool interrupted() { return interrupt_count.load() > 0; }
+bool interrupted() { return stop_signal() != 0; }
 
-int interrupted_status() { return kInterruptedStatus; }
+int interrupted_status() { return 128 + stop_signal(); }
 
 InterruptShield::InterruptShield() { shielded.fetch_add(1); }
 
-InterruptShield::~InterruptShield() {
-  if (shielded.fetch_sub(1) == 1 && exit_pending.load()) ::_exit(kInterruptedStatus);
-}
+InterruptShield::~InterruptShield() { shielded.fetch_sub(1); }
 
 namespace {
 

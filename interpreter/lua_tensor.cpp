@@ -10,6 +10,7 @@
 #include "lua_internal.h"
 #include "lua_io.h"
 #include "runtime/executable.h"
+#include "runtime/signals.h"
 
 namespace tpu {
 
@@ -302,6 +303,7 @@ int apply_op_multi(lua_State* L, const std::vector<Operand>& operands, DType num
   std::string error;
   try {
     if (tr) {
+      poll_stop("tracing");  // a signal stops a long trace inside fit (DESIGN section 11)
       Graph& g = tr->graph;
       std::string where = user_where(L);
       if (where.size() > 2) where.resize(where.size() - 2);  // drop ": "

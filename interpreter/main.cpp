@@ -1,6 +1,6 @@
 // The `tputrain` command line (DESIGN section 2): parses options into tpu::Options and runs a
 // script, -e chunks, standard input, the REPL or the golden test runner.
-// Exit status: 0 success, 1 script error, 2 usage error.
+// Exit status: 0 success, 1 script error, 2 usage error, 128 + N after signal N.
 #include <unistd.h>
 
 #include <cerrno>
@@ -61,7 +61,8 @@ environment:
   TPUTRAIN_DEBUG=1       show Lua tracebacks with errors (2: also each pass's time)
   TPUTRAIN_OPT=0         like --no-opt
 
-exit status: 0 success, 1 script error, 2 usage error
+exit status: 0 success, 1 script error, 2 usage error; after SIGINT, SIGTERM or SIGHUP
+             128 + the signal (130, 143, 129): fit stops after its current step
 )usage";
 
 struct UsageError {

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "passes/pass.h"
+#include "runtime/signals.h"
 
 namespace tpu {
 
@@ -39,6 +40,7 @@ Graph run_pipeline(Graph g, const PipelineOptions& options) {
   if (options.observe) options.observe("input", g);
   if (!options.enabled) return g;
   auto step = [&](const Pass& p) {
+    poll_stop("compiling");  // a signal stops a long compile (DESIGN section 11)
     auto t0 = std::chrono::steady_clock::now();
     const size_t before = g.nodes.size();
     PassResult r = p.run(std::move(g));

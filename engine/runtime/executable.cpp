@@ -12,6 +12,7 @@
 #include "ops/fusion.h"
 #include "passes/pass.h"
 #include "runtime/lockstep.h"
+#include "runtime/signals.h"
 #include "runtime/thread_pool.h"
 
 namespace tpu {
@@ -94,6 +95,7 @@ Executable Executable::compile(Graph g, CompileOptions options) {
     timer.done("verify result", exe.graph_.nodes.size());
   }
   exe.reference_kernels_ = options.reference_kernels;
+  poll_stop("compiling");
   exe.plan(options);
   timer.done("plan", exe.graph_.nodes.size());
   return exe;
@@ -209,6 +211,7 @@ void Executable::plan(const CompileOptions& options) {
   std::vector<int32_t> donated_into(count, -1);
   std::vector<bool> taken(g.params.size(), false);
   for (NodeId o : g.outputs) {
+    poll_stop("compiling");  // this search takes seconds for a model of 30,000 layers
     const Node& on = g.at(o);
     if (is_leaf(on.op) || owner[size_t(o)] != o || donated_into[size_t(o)] >= 0 || !invariant_[size_t(o)]) continue;
     for (size_t p = 0; p < g.params.size() && p < options.donated.size(); ++p) {

@@ -3,11 +3,17 @@
 #include <pthread.h>
 
 #include <array>
+#include <atomic>
 #include <cstddef>
+#include <string>
+
+#include "core/error.h"
 
 namespace tpu {
 
 namespace {
+
+std::atomic<int> requested_signal{0};
 
 // One alternate stack, for the first thread that installs a handler (the main thread): static
 // storage, so it outlives every handler call, during exit too.
@@ -42,6 +48,28 @@ void block_async_signals() {
   for (int sig : {SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2, SIGALRM, SIGPROF, SIGWINCH, SIGCHLD})
     sigaddset(&set, sig);
   pthread_sigmask(SIG_BLOCK, &set, nullptr);
+}
+
+void request_stop(int sig) {
+  int none = 0;
+  requested_signal.compare_exchange_strong(none, sig);
+}
+
+int stop_signal() { return requested_signal.load(std::memory_order_relaxed); }
+
+void clear_stop_request() { requested_signal = 0; }
+
+void poll_stop(const char* doing) {
+  if (int sig = stop_signal()) throw Error(std::string("interrupted (") + signal_label(sig) + ") while " + doing);
+}
+
+const char* signal_label(int sig) {
+  switch (sig) {
+    case SIGINT: return "Ctrl-C";
+    case SIGTERM: return "SIGTERM";
+    case SIGHUP: return "SIGHUP";
+    default: return "a signal";
+  }
 }
 
 }  // namespace tpu

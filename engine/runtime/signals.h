@@ -1,4 +1,6 @@
-// Where signal handlers run. oneDNN 2.6's JIT f32 GEMM (the one Debian 12 ships) points rsp
+// Where signal handlers run, and the stop request they leave for the engine.
+//
+// Handlers run oneDNN 2.6's JIT f32 GEMM (the one Debian 12 ships) points rsp
 // into its heap workspace while it runs: a signal frame the kernel pushes there overwrites heap
 // memory, and the process later dies in free(). So handlers run on an alternate stack, and
 // only the main thread takes asynchronous signals (the threads we start block them).
@@ -16,5 +18,16 @@ void restore_signal_handler(int sig, const struct sigaction& previous);
 // Blocks SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2, SIGALRM, SIGPROF, SIGWINCH and
 // SIGCHLD in the calling thread; every thread tputrain starts calls it first.
 void block_async_signals();
+
+// A stop request (SIGINT, SIGTERM or SIGHUP, DESIGN section 11): the interpreter's handler
+// calls request_stop (async-signal-safe); the tracer and the compiler call poll_stop at safe
+// points, which throws tpu::Error("interrupted (SIGTERM) while <doing>") once one was made.
+// The first signal stays: the stop names it.
+void request_stop(int sig);
+int stop_signal();  // the first signal requested, 0 = none
+void clear_stop_request();  // for tests
+void poll_stop(const char* doing);
+// "Ctrl-C" for SIGINT, else the signal's name ("SIGTERM", "SIGHUP").
+const char* signal_label(int sig);
 
 }  // namespace tpu

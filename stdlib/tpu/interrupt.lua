@@ -1,9 +1,11 @@
--- Ctrl-C in loops that must stop at a safe point (fit: between steps, never while a checkpoint
--- is being written). The first Ctrl-C only sets a flag while the loop runs inside
+-- SIGINT (Ctrl-C), SIGTERM and SIGHUP in loops that must stop at a safe point (fit: between
+-- steps, never while a checkpoint is being written). The first signal only sets a flag while
+-- the loop runs inside
 --   local _ <close> = interrupt.deferred()
 -- and the loop calls interrupt.check(...) where stopping is safe. The script then ends with
--- exit status 130 (as shells report Ctrl-C). Outside such loops Ctrl-C interrupts the Lua code
--- at once; a second Ctrl-C always ends the process (once the file being written is complete).
+-- exit status 128 + the signal (130, 143, 129, as shells report them). Outside such loops the
+-- signal interrupts the Lua code at once; a second one always ends the process (once the file
+-- being written is complete).
 local M = {}
 
 local function core() return require("tpu").core end
@@ -14,7 +16,8 @@ end
 
 local closer = setmetatable({}, {__close = function(_, err)
   core().defer_interrupts(false)
-  if err == nil and core().interrupted() then fail("interrupted (Ctrl-C)") end
+  local interrupted, label = core().interrupted()
+  if err == nil and interrupted then fail("interrupted (%s)", label) end
 end})
 
 function M.deferred()
@@ -24,10 +27,11 @@ end
 
 function M.requested() return core().interrupted() end
 
--- Raises "<what>: interrupted (Ctrl-C) <detail>" when Ctrl-C was pressed.
+-- Raises "<what>: interrupted (SIGTERM) <detail>" when a signal came ("Ctrl-C" for SIGINT).
 function M.check(what, detail, ...)
-  if not core().interrupted() then return end
-  fail("%s: interrupted (Ctrl-C)%s", what, detail and " " .. string.format(detail, ...) or "")
+  local interrupted, label = core().interrupted()
+  if not interrupted then return end
+  fail("%s: interrupted (%s)%s", what, label, detail and " " .. string.format(detail, ...) or "")
 end
 
 return M

@@ -1,5 +1,6 @@
--- Tests of Ctrl-C (SIGINT) in scripts: it interrupts running Lua code with exit status 130, and
--- loops inside tpu.interrupt.deferred() stop where they check for it.
+-- Tests of SIGINT (Ctrl-C), SIGTERM and SIGHUP in scripts: each interrupts running Lua code with
+-- exit status 128 + the signal, loops inside tpu.interrupt.deferred() stop where they check for
+-- it, tracing stops at once, a second signal exits at once; stdout is flushed every time.
 local check = require "check"
 
 local T = {}
@@ -7,21 +8,28 @@ local T = {}
 local files = require "files"
 local sh, tmpdir, write, read = files.sh, files.tmpdir, files.write, files.read
 
--- Runs the script in the background, sends SIGINT once it created dir/started; returns the
--- exit status and stderr.
-local function interrupt(dir, script)
+-- Runs the script in the background (stdout and stderr to files), sends each of `signals`
+-- (default {"INT"}, 0.3 s apart) once it created dir/started; returns the exit status, stderr,
+-- stdout and the seconds from the first signal to the exit.
+local function interrupt(dir, script, signals)
   write(dir .. "/s.lua", script)
-  local shell = io.popen(string.format("%q %q %q 2>%q & echo $!; wait $!; echo $?", arg[-1], dir .. "/s.lua", dir,
-    dir .. "/err"))
+  local shell = io.popen(string.format("%q %q %q >%q 2>%q & echo $!; wait $!; echo $?", arg[-1], dir .. "/s.lua", dir,
+    dir .. "/out", dir .. "/err"))
   local pid = shell:read("n")
   for _ = 1, 400 do
     if read(dir .. "/started") then break end
     sh("sleep 0.05")
   end
-  sh("kill -INT " .. pid)
+  local now = require("tpu").core.now
+  local t0 = now()
+  for i, sig in ipairs(signals or {"INT"}) do
+    if i > 1 then sh("sleep 0.3") end
+    sh("kill -" .. sig .. " " .. pid)
+  end
   local code = shell:read("n")
+  local seconds = now() - t0
   shell:close()
-  return code, read(dir .. "/err")
+  return code, read(dir .. "/err"), read(dir .. "/out"), seconds
 end
 
 local BUSY = [[
@@ -79,6 +87,92 @@ function T.deferred_loops_stop_where_they_check()
   local code, err = interrupt(dir, DEFERRED)
   check.eq(code, 130)
   check.is_true(err:find("s.lua:9: loop: interrupted (Ctrl-C) after some rounds", 1, true) ~= nil, err)
+  sh("rm -rf " .. dir)
+end
+
+-- SIGTERM (timeout, Slurm, Kubernetes) in fit: the step ends, fit stops naming it, stdout
+-- (a file here, so fully buffered) is flushed, exit status 143.
+local FIT = [[
+local tpu = require "tpu"
+local nn, data = tpu.nn, tpu.data
+print("training")
+local model = nn.Sequential {nn.Dense(2)}
+model:compile {optimizer = "sgd", loss = "sparse_categorical_crossentropy"}
+local started = {on_train_batch_end = function() io.open(arg[1] .. "/started", "w"):close() end}
+model:fit(data.from_tensors {tpu.zeros {64, 3}, tpu.zeros({64}, {dtype = "i32"})}:batch(16),
+  {epochs = 100000, verbose = 0, callbacks = {started}})
+]]
+
+function T.sigterm_stops_fit_after_a_step_and_flushes_stdout()
+  local dir = tmpdir()
+  local code, err, out = interrupt(dir, FIT, {"TERM"})
+  check.eq(code, 143)
+  check.is_true(err:find("^[^\n]*s%.lua:7: fit: interrupted %(SIGTERM%) after step %d+ %(epoch %d+, batch %d+%)\n$") ~= nil, err)
+  check.eq(out, "training\n")
+  sh("rm -rf " .. dir)
+end
+
+-- SIGHUP outside fit: the Lua code stops at once with a message; exit status 129.
+function T.sighup_interrupts_a_script_with_status_129()
+  local dir = tmpdir()
+  local code, err, out = interrupt(dir, "print('busy')\n" .. PURE_LUA, {"HUP"})
+  check.eq(code, 129)
+  check.is_true(err:find("s.lua:[56]: interrupted %(SIGHUP%)") ~= nil, err)
+  check.eq(out, "busy\n")
+  sh("rm -rf " .. dir)
+end
+
+-- A loop that never reaches a safe point: the second signal ends it at once, with a message,
+-- stdout flushed, and the status of that signal.
+local STUCK = [[
+local interrupt = require "tpu.interrupt"
+print("waiting")
+local _ <close> = interrupt.deferred()
+io.open(arg[1] .. "/started", "w"):close()
+while true do end
+]]
+
+function T.a_second_signal_exits_at_once()
+  local dir = tmpdir()
+  local code, err, out = interrupt(dir, STUCK, {"TERM", "INT"})
+  check.eq(code, 130)
+  check.eq(err, "tputrain: interrupted again (Ctrl-C), exiting at once\n")
+  check.eq(out, "waiting\n")
+  sh("rm -rf " .. dir)
+end
+
+-- A trace that would not end (as a very deep model's) stops within a second inside fit.
+local TRACE = [[
+local tpu = require "tpu"
+local interrupt = require "tpu.interrupt"
+local _ <close> = interrupt.deferred()
+local f = tpu.jit(function(x)
+  io.open(arg[1] .. "/started", "w"):close()
+  while true do x = x * 0.5 + 1 end
+end)
+f(tpu.ones {4})
+]]
+
+function T.a_signal_stops_tracing_within_a_second()
+  local dir = tmpdir()
+  local code, err, _, seconds = interrupt(dir, TRACE, {"TERM"})
+  check.eq(code, 143)
+  check.is_true(err:find("s.lua:6: interrupted (SIGTERM) while tracing", 1, true) ~= nil, err)
+  check.is_true(seconds < 1, seconds .. " s")
+  sh("rm -rf " .. dir)
+end
+
+-- Every other way out flushes stdout too (a file here, so fully buffered): the end of the
+-- script, an error, os.exit with and without closing the state.
+function T.every_exit_path_flushes_stdout()
+  local dir = tmpdir()
+  for _, case in ipairs {{"", 0}, {"error('boom')", 1}, {"os.exit(3)", 3}, {"os.exit(false, true)", 1}} do
+    write(dir .. "/s.lua", "io.write('partial line') print(' and more')\n" .. case[1])
+    local shell = io.popen(string.format("%q %q >%q 2>/dev/null; echo $?", arg[-1], dir .. "/s.lua", dir .. "/out"))
+    check.eq(shell:read("n"), case[2], case[1])
+    shell:close()
+    check.eq(read(dir .. "/out"), "partial line and more\n", case[1])
+  end
   sh("rm -rf " .. dir)
 end
 

@@ -1,6 +1,7 @@
 // Signals and compute threads: a handler installed with install_signal_handler runs on the
 // alternate stack, so signals that land in the middle of a oneDNN f32 GEMM leave the heap
 // intact; the pool's workers block asynchronous signals, so those land on the main thread only.
+// A stop request (SIGINT, SIGTERM, SIGHUP) stops the compiler between its passes.
 #include <doctest.h>
 #include <pthread.h>
 
@@ -11,7 +12,10 @@
 #include <thread>
 #include <vector>
 
+#include "core/error.h"
+#include "ir/graph.h"
 #include "kernels/gemm.h"
+#include "runtime/executable.h"
 #include "runtime/signals.h"
 #include "runtime/thread_pool.h"
 
@@ -80,4 +84,18 @@ TEST_CASE("the pool's workers block asynchronous signals") {
   set_num_threads(0);
   CHECK(workers_seen == 1);
   CHECK(workers_blocking == 1);
+}
+
+TEST_CASE("a stop request stops compiling, naming the signal") {
+  const std::string text = "graph g\n%0 = parameter f32[2] dims=[2]\n%1 = exp f32[2] %0\nreturn %1\n";
+  CHECK_NOTHROW(Executable::compile(parse_graph(text), {}));
+  request_stop(SIGTERM);
+  request_stop(SIGINT);  // the first signal stays
+  CHECK(stop_signal() == SIGTERM);
+  CHECK_THROWS_WITH_AS(Executable::compile(parse_graph(text), {}), "interrupted (SIGTERM) while compiling", Error);
+  clear_stop_request();
+  request_stop(SIGINT);
+  CHECK_THROWS_WITH_AS(poll_stop("tracing"), "interrupted (Ctrl-C) while tracing", Error);
+  clear_stop_request();
+  CHECK_NOTHROW(Executable::compile(parse_graph(text), {}));
 }

@@ -452,7 +452,8 @@ local function callback(cbs, hook, ...)
   end
 end
 
--- Ends fit after Ctrl-C: between steps, after the callbacks (so a checkpoint is complete).
+-- Ends fit after SIGINT (Ctrl-C), SIGTERM or SIGHUP: between steps, after the callbacks (so a
+-- checkpoint is complete).
 local function check_interrupt(model)
   local p = model.fit_progress
   interrupt.check("fit", "after step %d (epoch %d, batch %d)", model.train_steps or 0, p.epoch, p.batch)
