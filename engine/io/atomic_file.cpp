@@ -4,8 +4,10 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cerrno>
+#include <csignal>
 #include <cstring>
 #include <filesystem>
 #include <utility>
@@ -23,11 +25,60 @@ std::string directory_of(const std::string& path) {
   return dir.empty() ? "." : dir;
 }
 
+// This host's name, as a part of file names.
+const std::string& host_name() {
+  static const std::string name = [] {
+    char buf[256] = {};
+    if (::gethostname(buf, sizeof buf - 1) != 0 || !buf[0]) return std::string("host");
+    std::string s = buf;
+    for (char& c : s)
+      if (c == '/') c = '_';
+    return s;
+  }();
+  return name;
+}
+
+// ".ckpt.safetensors.tmp-": every temporary name of `path` starts so.
+std::string temp_prefix(const std::string& path) {
+  return "." + std::filesystem::path(path).filename().string() + ".tmp-";
+}
+
+// "<dir>/.<name>.tmp-<host>-<pid>-<n>": the host and PID say whose file it is.
 std::string temp_name(const std::string& path) {
-  std::filesystem::path p(path);
-  std::string base = "." + p.filename().string() + ".tmp-" + std::to_string(::getpid()) + "-" +
-                     std::to_string(temp_counter++);
-  return (p.parent_path() / base).string();
+  std::string base =
+      temp_prefix(path) + host_name() + "-" + std::to_string(::getpid()) + "-" + std::to_string(temp_counter++);
+  return (std::filesystem::path(path).parent_path() / base).string();
+}
+
+bool all_digits(std::string_view s) {
+  return !s.empty() && s.size() < 10 && std::all_of(s.begin(), s.end(), [](char c) { return c >= '0' && c <= '9'; });
+}
+
+// The writer's PID when `rest` (a temporary name after its prefix) is "<host>-<pid>-<n>" of this
+// host, or "<pid>-<n>" (the names of earlier versions); else 0.
+pid_t temp_writer(std::string_view rest) {
+  const size_t n_at = rest.rfind('-');
+  if (n_at == std::string_view::npos || !all_digits(rest.substr(n_at + 1))) return 0;
+  const size_t pid_end = n_at;
+  const size_t dash = rest.substr(0, pid_end).rfind('-');
+  const size_t pid_at = dash == std::string_view::npos ? 0 : dash + 1;
+  const std::string_view host = pid_at == 0 ? "" : rest.substr(0, pid_at - 1);
+  const std::string_view pid = rest.substr(pid_at, pid_end - pid_at);
+  if (!all_digits(pid) || (pid_at != 0 && host != host_name())) return 0;
+  return pid_t(std::stol(std::string(pid)));
+}
+
+// Removes the temporary files of `path` whose writers died (killed during a save): they would
+// pile up. A file of a live process (another rank saving) or of another host stays.
+void remove_stale_temps(const std::string& path) {
+  const std::string prefix = temp_prefix(path);
+  std::error_code ec;
+  for (const auto& entry : std::filesystem::directory_iterator(directory_of(path), ec)) {
+    const std::string name = entry.path().filename().string();
+    if (!name.starts_with(prefix)) continue;
+    const pid_t pid = temp_writer(std::string_view(name).substr(prefix.size()));
+    if (pid > 0 && pid != ::getpid() && ::kill(pid, 0) != 0 && errno == ESRCH) ::unlink(entry.path().c_str());
+  }
 }
 
 // The reason a file in `dir` could not be created, for the user.
@@ -54,6 +105,7 @@ AtomicFile::AtomicFile(std::string path) : path_(std::move(path)) {
   std::error_code ec;
   if (path_.empty()) throw Error("cannot write a file with an empty name");
   if (std::filesystem::is_directory(path_, ec)) fail("it is a directory", 0);
+  remove_stale_temps(path_);
   for (int attempt = 0; fd_ < 0; ++attempt) {
     temp_ = temp_name(path_);
     fd_ = ::open(temp_.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);

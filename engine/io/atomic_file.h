@@ -1,14 +1,15 @@
 // Writing a file so that a crash at any moment leaves either the previous file or the complete
 // new one, never a mixture.
 //
-//   tpu::AtomicFile out("run/ckpt.safetensors");  // creates run/.ckpt.safetensors.tmp-<pid>-<n>
+//   tpu::AtomicFile out("run/ckpt.safetensors");  // creates run/.ckpt.safetensors.tmp-<host>-<pid>-<n>
 //   out.write(header);
 //   out.write(data);
 //   out.commit();  // fsync the data, rename over the target, fsync the directory
 //
 // The temporary file lives in the target's directory (a rename is atomic only within one file
 // system) and is removed when the object dies uncommitted (an exception on the way). A process
-// killed with SIGKILL leaves its temporary file behind; the target is untouched. Every failure
+// killed with SIGKILL leaves its temporary file behind, the target untouched; the next
+// AtomicFile of that path removes it (the host and PID in the name show its writer is dead). Every failure
 // throws tpu::Error naming the target path and the system's reason.
 #pragma once
 #include <cstddef>

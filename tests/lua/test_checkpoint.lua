@@ -22,6 +22,14 @@ local function exe()
   return path
 end
 
+-- The first line a shell command prints.
+local function command_line(cmd)
+  local p = io.popen(cmd)
+  local line = p:read("l")
+  p:close()
+  return line
+end
+
 local function bits_equal(a, b)
   return a.dtype == b.dtype and check.show(a.shape) == check.show(b.shape)
     and check.show(a:totable()) == check.show(b:totable())
@@ -321,6 +329,26 @@ function T.kill_9_while_writing_leaves_a_loadable_checkpoint()
   local distinct = 0
   for _ in pairs(steps_seen) do distinct = distinct + 1 end
   check.is_true(distinct >= rounds, "every writer saved: " .. distinct .. " distinct checkpoints")
+  -- The killed writers' temporary files go at the next save.
+  ckpt.save(dir .. "/ckpt.safetensors", {w = tpu.zeros {1}, step = 0})
+  check.eq(command_line("ls -a " .. dir .. " | grep -c tmp-"), "0")
+  rmdir(dir)
+end
+
+-- The temporary files of saves whose writers died go at the next save of the path; those of a
+-- live process (another rank saving: here PID 1) or of another host stay, as do other paths'.
+function T.a_save_removes_the_temporary_files_of_dead_writers()
+  local dir = tmpdir()
+  local host, dead = command_line("hostname"), command_line("sh -c 'echo $$'")
+  local function temp(writer) return dir .. "/.c.safetensors.tmp-" .. writer end
+  local stale = {temp(host .. "-" .. dead .. "-0"), temp(dead .. "-3")}  -- also the older names
+  local kept = {temp(host .. "-1-0"), temp("elsewhere-" .. dead .. "-0"), temp(host .. "-x-0"),
+    dir .. "/.d.safetensors.tmp-" .. host .. "-" .. dead .. "-0"}
+  for _, p in ipairs(stale) do write(p, "partial") end
+  for _, p in ipairs(kept) do write(p, "partial") end
+  ckpt.save_tensors(dir .. "/c.safetensors", {w = tpu.zeros {2}})
+  for _, p in ipairs(stale) do check.eq(files.read(p), nil, p) end
+  for _, p in ipairs(kept) do check.eq(files.read(p), "partial", p) end
   rmdir(dir)
 end
 
