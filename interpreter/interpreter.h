@@ -67,4 +67,9 @@ int interrupted_status();
 // unless TPUTRAIN_DEBUG is set).
 void print_error(const std::string& message);
 
+// Under multi_worker{}: tells the other ranks this one's script ended with `exit_status`, waits
+// for theirs and ends MPI (lua_mpi.cpp). Returns the process's exit status: 1 when another rank
+// failed, else exit_status. Called once the script is done.
+int end_workers(int exit_status);
+
 }  // namespace tpu

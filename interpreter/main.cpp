@@ -277,7 +277,7 @@ int run(const Command& cmd) {
     rc = repl ? tpu::run_repl(interp) : interp.run_string(read_stdin(), "=stdin");
   }
   interp.finish();
-  return rc;
+  return tpu::end_workers(rc);
 }
 
 // `tputrain plot LOG.csv OUT.svg` runs the stdlib's tpu.plot.csv.

@@ -318,6 +318,7 @@ function Jitted:__call(...)
     self.depth = core.trace_depth()
     local _, spec = M.flatten(args)
     entry = compile(self, spec, leaves, args)
+    if M.before_first_run then M.before_first_run(self.name, entry.exe, leaves, leaf_labels(self, args)) end
     self.cache[key] = entry
     note_signature(self, leaves, args)
   end
@@ -354,6 +355,7 @@ function Jitted:run_replicated(replicas, shard, ...)
     local _, spec = M.flatten(args)
     entry = compile(self, spec, leaves, args, false, {replicas = replicas, sharded = sharded})
     entry.per_replica = entry.exe:per_replica()
+    if M.before_first_run then M.before_first_run(self.name, entry.exe, leaves, leaf_labels(self, args)) end
     self.cache[key] = entry
     note_signature(self, leaves, args)
   end
@@ -411,6 +413,10 @@ function M.cost_nodes(fn, name, ...)
   self.depth = core.trace_depth()
   return compile(self, spec, leaves, args, true).exe:nodes()
 end
+
+-- before_first_run(name, exe, leaves, labels), when set (multi_worker{}), sees every step
+-- compiled to run on the host's data before it first runs.
+M.before_first_run = nil
 
 function M.jit(fn, opts)
   if type(fn) ~= "function" and not (type(fn) == "table" and getmetatable(fn) and getmetatable(fn).__call) then

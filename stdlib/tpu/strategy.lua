@@ -54,6 +54,7 @@ end
 function Strategy:is_chief() return self.rank == 0 end
 
 local current  -- the strategy whose scope is open
+local current_worker  -- the multi_worker{} strategy of this process, when there are several ranks
 
 -- `local _ <close> = strategy:scope()`: layers and models built inside belong to it.
 function Strategy:scope()
@@ -154,6 +155,107 @@ end
 
 function M.TPU(opts) return Strategy(opts) end
 
+---------------------------------------------------------------- multi-worker agreement
+
+-- Fields travel as {name, value} string pairs, each packed with its length.
+local function encode(fields)
+  local out = {}
+  for i, f in ipairs(fields) do out[i] = string.pack(">s4s4", f[1], tostring(f[2])) end
+  return table.concat(out)
+end
+
+local function decode(s)
+  local fields, pos = {}, 1
+  while pos <= #s do
+    local name, value
+    name, value, pos = string.unpack(">s4s4", s, pos)
+    fields[#fields + 1] = {name, value}
+  end
+  return fields
+end
+
+local function lines(s)
+  local out = {}
+  for l in (s .. "\n"):gmatch("(.-)\n") do out[#out + 1] = l end
+  return out
+end
+
+-- A graph's line without its source location ("  # file:line"), which may differ harmlessly.
+local function bare(line) return (line:gsub("[ \t]*#[^\n]*", "")) end
+
+local function same(fa, fb)
+  if not fa or not fb or fa[1] ~= fb[1] then return fa == fb end
+  if fa[1] == "graph" then return bare(fa[2]) == bare(fb[2]) end
+  return fa[2] == fb[2]
+end
+
+-- A graph line as the error shows it: a fusion names the ops it fuses, the source comes last.
+local function shown_line(all, k)
+  local line = all[k]
+  if not line then return "(end)" end
+  local loc = line:match("#%s*(.-)%s*$")
+  line = bare(line)
+  if line:find("{$") then
+    local ops = {}
+    for j = k + 1, #all do
+      local op = all[j]:match("^%s+%%%d+ = (%S+)")
+      if not op then break end
+      if op ~= "parameter" and op ~= "constant" and op ~= "broadcast" then ops[#ops + 1] = op end
+    end
+    line = line .. " " .. table.concat(ops, ", ") .. " }"
+  end
+  return loc and line .. " (" .. loc .. ")" or line
+end
+
+-- How field i of two ranks reads: "epochs 3"; for a graph its first line that differs,
+-- "graph line 12: %5 = tanh f32[16,64] %4 (model.lua:7)".
+local function difference(a, b, i)
+  local what_a, what_b = a[1][2], b[1][2]
+  if i == 1 then return what_a, what_b end
+  local fa, fb = a[i] or {"nothing more", ""}, b[i] or {"nothing more", ""}
+  if fa[1] == "graph" and fb[1] == "graph" then
+    local la, lb = lines(fa[2]), lines(fb[2])
+    local k = 1
+    while la[k] and lb[k] and bare(la[k]) == bare(lb[k]) do k = k + 1 end
+    return string.format("%s with graph line %d: %s", what_a, k, shown_line(la, k)),
+           string.format("graph line %d: %s", k, shown_line(lb, k))
+  end
+  local function show(f) return f[2] == "" and f[1] or f[1] .. " " .. f[2] end
+  return what_a .. " with " .. show(fa), show(fb)
+end
+
+-- Every rank compares `fields` (a list of {name, value}, the first {"", what}) with every other
+-- rank's; where one differs from rank 0's, every rank fails naming the first field that differs.
+function Strategy:agree(fields)
+  if self.workers == 1 then return end
+  local all = core.mpi_allgather(encode(fields), "comparing its " .. fields[1][2] .. " with the other ranks'")
+  local ours = decode(all[1])
+  for r = 2, #all do
+    local theirs = decode(all[r])
+    local i = 1
+    while (theirs[i] or ours[i]) and same(theirs[i], ours[i]) do i = i + 1 end
+    if theirs[i] or ours[i] then
+      local a, b = difference(theirs, ours, i)
+      fail("multi_worker: ranks differ: rank %d compiled %s, rank 0 compiled %s\n" ..
+        "  Every rank must build the same model and train it with the same options; only the data's values may differ.",
+        r - 1, a, b)
+    end
+  end
+end
+
+-- The fingerprint of a compiled step that all-reduces across the ranks: its name, batch,
+-- argument shapes and graph (without source lines, which may differ harmlessly).
+local function agree_on_step(name, exe, leaves, labels)
+  local text = exe:text()
+  if not text:find(" all_reduce ", 1, true) then return end  -- runs alone on this rank
+  local fields = {{"", "step '" .. name .. "'"}, {"batch", tostring(jit.leading_batch(leaves))}}
+  for i, t in ipairs(leaves) do
+    fields[#fields + 1] = {labels[i] or ("argument " .. i), string.format("%s[%s]", t.dtype, table.concat(t.shape, ","))}
+  end
+  fields[#fields + 1] = {"graph", (text:gsub("^[^\n]*\n", ""))}
+  current_worker:agree(fields)
+end
+
 -- multi_worker{cores=} under `mpirun -np K tputrain script.lua`: one process per worker, each
 -- with its own cores; all-reduces span the processes (summed in rank order, so every worker
 -- holds the same weights); each worker takes its rows of every global batch; only rank 0
@@ -162,6 +264,10 @@ function M.multi_worker(opts)
   opts = opts or {}
   local rank, size = core.mpi_init()
   local s = Strategy {cores = opts.cores or 1, version = opts.version, workers = size, rank = rank}
+  if size > 1 then
+    current_worker = s
+    jit.before_first_run = agree_on_step
+  end
   if rank ~= 0 then
     print = function() end
     io.write = function() return io.stdout end

@@ -1,6 +1,7 @@
 -- Multi-worker training under mpirun (OpenMPI): 2 ranks x 1 core end with weights bitwise
 -- equal to 1 process x 2 cores, with a hand-written step and with fit; a rank that dies stops
--- the others within 60 s, named.
+-- the others within 60 s, named. Ranks that compiled different steps, or run different numbers
+-- of them, stop within seconds, each saying what differs, with exit status 1 on every rank.
 local tpu = require "tpu"
 local check = require "check"
 
@@ -18,6 +19,42 @@ end
 local function mpirun(extra, file)
   local root = io.popen("id -u"):read("l") == "0" and " --allow-run-as-root" or ""
   return string.format("timeout 90 mpirun%s --oversubscribe -np 2 %s %s %s", root, exe, file or script, extra or "")
+end
+
+-- Runs tests/lua/mpi/differ.lua (or `file`) on 2 ranks with `extra` arguments; returns per
+-- rank (index rank + 1) {out=, err=, status=} and the seconds it took.
+local function per_rank(extra, file)
+  local dir = os.tmpname()
+  os.remove(dir)
+  assert(os.execute("mkdir " .. dir))
+  local rank_cmd = string.format("%s %s %s >%s/out.$OMPI_COMM_WORLD_RANK 2>%s/err.$OMPI_COMM_WORLD_RANK; echo $? >%s/status.$OMPI_COMM_WORLD_RANK",
+    exe, file or (here .. "/mpi/differ.lua"), extra, dir, dir, dir)
+  local root = io.popen("id -u"):read("l") == "0" and " --allow-run-as-root" or ""
+  local t0 = tpu.core.now()
+  run(string.format("timeout 90 mpirun%s --oversubscribe -np 2 sh -c '%s'", root, rank_cmd))
+  local took = tpu.core.now() - t0
+  local ranks = {}
+  for r = 0, 1 do
+    local function slurp(name)
+      local f = io.open(string.format("%s/%s.%d", dir, name, r))
+      local text = f and f:read("a") or ""
+      if f then f:close() end
+      return text
+    end
+    ranks[r + 1] = {out = slurp("out"), err = slurp("err"), status = tonumber(slurp("status"))}
+  end
+  os.execute("rm -r " .. dir)
+  return ranks, took
+end
+
+-- Both ranks fail within seconds, each with `message` (a Lua pattern) on stderr.
+local function both_fail(ranks, took, message, plain)
+  check.is_true(took < 20, string.format("took %.1f s", took))
+  for r, rank in ipairs(ranks) do
+    check.eq(rank.status, 1, "rank " .. (r - 1) .. ": " .. rank.err)
+    check.is_true(rank.err:find(message, 1, plain) ~= nil, "rank " .. (r - 1) .. ": " .. rank.err)
+    check.is_true(not rank.err:find("MPI_ERR") and not rank.err:find("died"), rank.err)
+  end
 end
 
 local function usable()
@@ -46,6 +83,45 @@ return {
     check.eq(multi:match("weights [^\n]*"), single, multi)
     local _, count = multi:gsub("weights ", "")
     check.eq(count, 1, "only rank 0 prints")
+  end,
+
+  ["ranks that build different activations stop before the first step, saying where"] = function()
+    if not usable() then return print("skipped: no MPI") end
+    local ranks, took = per_rank("activation")
+    both_fail(ranks, took, "differ%.lua:18: multi_worker: ranks differ: rank 1 compiled step 'train_step' with graph line %d+: "
+      .. "[^\n]*tanh[^\n]*, rank 0 compiled graph line %d+: ")
+    check.eq(ranks[1].out, "", "nothing trained")
+  end,
+
+  ["ranks whose parameters differ in size stop with both shapes, not an MPI truncation"] = function()
+    if not usable() then return print("skipped: no MPI") end
+    local ranks, took = per_rank("size")
+    both_fail(ranks, took, "differ.lua:18: multi_worker: ranks differ: rank 1 compiled step 'train_step' with "
+      .. "argument 1 (tparams), tensor 1 of 4 f32[8,32], rank 0 compiled argument 1 (tparams), tensor 1 of 4 f32[8,16]\n", true)
+  end,
+
+  ["ranks that fit for different epochs stop at once, and none is reported dead"] = function()
+    if not usable() then return print("skipped: no MPI") end
+    local ranks, took = per_rank("epochs")
+    both_fail(ranks, took, "differ%.lua:18: multi_worker: ranks differ: rank 1 compiled fit with epochs 3, rank 0 compiled epochs 2\n")
+  end,
+
+  ["ranks that build the same model train, and only rank 0 prints"] = function()
+    if not usable() then return print("skipped: no MPI") end
+    local ranks = per_rank("same")
+    check.eq({ranks[1].status, ranks[2].status}, {0, 0}, ranks[1].err .. ranks[2].err)
+    check.eq({ranks[1].out, ranks[2].out}, {"trained\n", ""})
+    check.eq(ranks[1].err .. ranks[2].err, "")
+  end,
+
+  ["a rank that finished its loop early is named as finished, not dead, within seconds"] = function()
+    if not usable() then return print("skipped: no MPI") end
+    local ranks, took = per_rank("multi fewer", script)
+    check.is_true(took < 20, string.format("took %.1f s", took))
+    check.is_true(ranks[1].err:find("same_weights.lua:%d+: multi_worker: rank 1 finished its script while rank 0 was "
+      .. "in all%-reduce #%d+; every rank must run the same steps") ~= nil, ranks[1].err)
+    check.is_true(ranks[2].err:find("multi_worker: rank 0 stopped with an error", 1, true) ~= nil, ranks[2].err)
+    check.eq({ranks[1].status, ranks[2].status}, {1, 1})
   end,
 
   ["a rank that dies stops the job with its rank named"] = function()

@@ -553,6 +553,8 @@ function M:fit(data, opts)
     if replicas(c) > 1 and is_dataset(ds) then c.strategy:distribute(ds) end
   end
   local steps = epoch_steps(data, opts)
+  c.strategy:agree {{"", "fit"}, {"epochs", epochs}, {"first epoch", start.epoch + 1},  -- multi_worker
+                    {"steps per epoch", steps or "unknown"}}
   cbs = require("tpu.callbacks").prepare(cbs, self, {epochs = epochs, steps = steps, verbose = verbose,
     train_data = data, validation_data = opts.validation_data})
   local _ <close> = interrupt.deferred()

@@ -1,5 +1,6 @@
 -- Trains a linear model under multi_worker{} (run with mpirun -np 2) or TPU{cores=2} (plain
--- run with "single"), printing the weights with every bit, so a test can compare them.
+-- run with "single"), printing the weights with every bit, so a test can compare them. With
+-- "multi die" rank 1 kills itself after 5 steps; with "multi fewer" it stops after 10 of 30.
 local tpu = require "tpu"
 local s = arg[1] == "single" and tpu.strategy.TPU {cores = 2} or tpu.strategy.multi_worker {}
 local k = tpu.random.key(11)
@@ -11,7 +12,7 @@ local step = tpu.jit(function(w, xb, yb)
   return w - 0.02 * tpu.all_reduce(g) / n, tpu.all_reduce(loss, "mean")
 end)
 local w = tpu.zeros {5, 1}
-for i = 1, 30 do
+for i = 1, (arg[2] == "fewer" and s.rank == 1) and 10 or 30 do
   w = s:run(step, w, s:shard(x), s:shard(y))
   if arg[2] == "die" and s.rank == 1 and i == 5 then os.execute("kill -9 $PPID") end
 end
