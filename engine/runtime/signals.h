@@ -1,6 +1,6 @@
 // Where signal handlers run, and the stop request they leave for the engine.
 //
-// Handlers run oneDNN 2.6's JIT f32 GEMM (the one Debian 12 ships) points rsp
+// Handlers run on an alternate stack: oneDNN 2.6's JIT f32 GEMM (the one Debian 12 ships) points rsp
 // into its heap workspace while it runs: a signal frame the kernel pushes there overwrites heap
 // memory, and the process later dies in free(). So handlers run on an alternate stack, and
 // only the main thread takes asynchronous signals (the threads we start block them).
