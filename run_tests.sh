@@ -6,18 +6,28 @@ cd "$(dirname "${BASH_SOURCE[0]}")"
 tools/bootstrap.sh
 
 log=$(mktemp)
-trap 'rm -f "$log"' EXIT
+junit=$(mktemp)
+trap 'rm -f "$log" "$junit"' EXIT
 rc=0
-ctest --test-dir build --output-on-failure --no-tests=error 2>&1 | tee "$log" || rc=$?
+# The JUnit report keeps each target's whole output (passed ones too), which holds its counts.
+ctest --test-dir build --output-on-failure --no-tests=error --output-junit "$junit" \
+  --test-output-size-passed 16777216 --test-output-size-failed 16777216 2>&1 | tee "$log" || rc=$?
 
-# ctest's summary: "75% tests passed, 1 tests failed out of 4".
-summary=$(grep -E '^[0-9]+% tests passed, [0-9]+ tests? failed out of [0-9]+' "$log" | tail -n 1 || true)
-if [[ $summary =~ ([0-9]+)\ tests?\ failed\ out\ of\ ([0-9]+) ]]; then
-  failed=${BASH_REMATCH[1]}
-  total=${BASH_REMATCH[2]}
-  echo "$((total - failed)) passed, $failed failed"
-else
-  echo "0 passed, 0 failed"
-  ((rc != 0)) || rc=1
-fi
+# The last line counts individual tests: doctest's test cases, then the Lua tests and the golden
+# scripts (each runner ends with "N passed, N failed"). A target that failed without its counts
+# (a crash) counts as one failure.
+python3 - "$junit" <<'PY' || rc=1
+import re, sys, xml.etree.ElementTree as ET
+passed = failed = 0
+for case in ET.parse(sys.argv[1]).iter("testcase"):
+    out = case.findtext("system-out") or ""
+    counts = re.findall(r"test cases:\s*\d+\s*\|\s*(\d+) passed\s*\|\s*(\d+) failed", out) or \
+             re.findall(r"^(\d+) passed, (\d+) failed$", out, re.M)
+    ok = case.get("status") == "run" and case.find("failure") is None
+    p, f = map(int, counts[-1]) if counts else (0, 0)
+    passed += p
+    failed += f if (ok or f > 0) else f + 1
+print(f"{passed} passed, {failed} failed")
+sys.exit(0 if failed == 0 else 1)
+PY
 exit "$rc"

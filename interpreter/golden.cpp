@@ -27,6 +27,7 @@
 
 #include "cli.h"
 #include "core/error.h"
+#include "io/atomic_file.h"
 
 extern char** environ;
 
@@ -409,10 +410,17 @@ std::string read_file(const fs::path& p) {
   return s.str();
 }
 
+// An expectation file --update may replace: never a symbolic link, whose target (anywhere on
+// the machine) it would overwrite or leave stale.
+void refuse_link(const fs::path& p) {
+  if (fs::is_symlink(fs::symlink_status(p)))
+    throw Error(p.string() + " is a symbolic link; --update writes only regular files (replace the link with a copy to update it)");
+}
+
+// Replaces p whole (a crash leaves the old file or the new one).
 void write_file(const fs::path& p, const std::string& text) {
-  std::ofstream out(p, std::ios::binary | std::ios::trunc);
-  out << text;
-  if (!out) throw Error("cannot write " + p.string());
+  refuse_link(p);
+  write_file_atomic(p.string(), text);
 }
 
 // The outcome of one script: why it failed (empty when it passed) and what to show.
@@ -428,6 +436,8 @@ Verdict judge(const Script& s, const golden::Run& run, bool update) {
   std::string out = golden::mask(run.out), err = golden::mask(run.err);
   bool failed = run.exit_code != 0;
   if (update) {
+    refuse_link(out_file);
+    refuse_link(err_file);
     write_file(out_file, out);
     if (failed) write_file(err_file, err);
     else fs::remove(err_file);

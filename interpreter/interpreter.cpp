@@ -251,8 +251,12 @@ Interpreter::Eval Interpreter::eval_repl(const std::string& code) {
   }
   if (call_protected(0, LUA_MULTRET) != LUA_OK) return Eval::error;
   int n = lua_gettop(L_) - top;
-  if (n > 0) {  // print the values with the global print (tab-separated, through tostring)
-    lua_getglobal(L_, "print");
+  if (n > 0) {  // print the values tab-separated, tables as constructors (tpu/repl.lua)
+    lua_getglobal(L_, "require");
+    lua_pushstring(L_, "tpu.repl");
+    if (call_protected(1, 1) != LUA_OK) return Eval::error;
+    lua_getfield(L_, -1, "print");
+    lua_remove(L_, -2);
     lua_insert(L_, top + 1);
     if (call_protected(n, 0) != LUA_OK) return Eval::error;
   }

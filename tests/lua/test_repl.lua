@@ -1,0 +1,46 @@
+-- The REPL: what it prints for the values of an expression (tpu/repl.lua), and a session on a
+-- terminal (a pseudo-terminal made by script(1), so that tputrain starts its REPL).
+local tpu = require "tpu"
+local check = require "check"
+local files = require "files"
+local repl = require "tpu.repl"
+
+return {
+  ["tables print as constructors"] = function()
+    check.eq(repl.format({28, 28, 1}), "{28, 28, 1}")
+    check.eq(repl.format({"s", a = 1, b = {2, 3}}), '{"s", a = 1, b = {2, 3}}')
+    check.eq(repl.format({[10] = true, ["two words"] = "x"}), '{[10] = true, ["two words"] = "x"}')
+    check.eq(repl.format({}), "{}")
+    check.eq(repl.format("plain"), "plain")
+    check.eq(repl.format(nil), "nil")
+  end,
+
+  ["deep, long and cyclic tables are cut"] = function()
+    check.eq(repl.format({{{{1}}}}), "{{{{...}}}}")
+    local t = {}
+    t.self = t
+    check.eq(repl.format(t), "{self = <cycle>}")
+    local long = {}
+    for i = 1, 100 do long[i] = i end
+    local text = repl.format(long)
+    check.is_true(text:match(", 40, %.%.%.}$") ~= nil, text)
+  end,
+
+  ["values with __tostring print through it"] = function()
+    check.eq(repl.format(tpu.ones {2}), tostring(tpu.ones {2}))
+    check.eq(repl.format(setmetatable({}, {__tostring = function() return "mine" end})), "mine")
+  end,
+
+  ["a terminal session prints =x.shape as {28, 28, 1}"] = function()
+    if not files.sh("command -v script >/dev/null") then return end  -- util-linux's script(1)
+    local input, out = os.tmpname(), os.tmpname()
+    files.write(input, "x = tpu.zeros{28, 28, 1}\n=x.shape\n1, 'two', {k = 'v'}\n")
+    local cmd = string.format("TERM=dumb script -qec %q /dev/null <%q >%q 2>&1", arg[-1], input, out)
+    check.is_true(files.sh(cmd), "the session failed")
+    local text = files.must_read(out):gsub("\r", "")
+    os.remove(input)
+    os.remove(out)
+    check.is_true(text:find("\n{28, 28, 1}\n", 1, true) ~= nil, text)
+    check.is_true(text:find('\n1\ttwo\t{k = "v"}\n', 1, true) ~= nil, text)
+  end,
+}
