@@ -31,15 +31,9 @@ local M = {}
 
 local function core() return require("tpu").core end
 
-local function fail(fmt, ...)
-  error(core().user_where() .. string.format(fmt, ...), 0)
-end
+local fail = require("tpu.errors").fail
 
-local function show(v)
-  if type(v) == "string" then return string.format("%q", v) end
-  if v ~= v then return "nan" end
-  return tostring(v)
-end
+local show = require("tpu.errors").show
 
 ---------------------------------------------------------------- base class
 

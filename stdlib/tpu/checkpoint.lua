@@ -44,9 +44,7 @@ local FORMAT_CHECKPOINT = "checkpoint/1"
 local function tpu() return require "tpu" end
 local function core() return require("tpu").core end
 
-local function fail(fmt, ...)
-  error(core().user_where() .. string.format(fmt, ...), 0)
-end
+local fail = require("tpu.errors").fail
 
 local function is_tensor(v) return core().is_tensor(v) end
 

@@ -10,9 +10,7 @@ local M = {}
 
 local function core() return require("tpu").core end
 
-local function fail(fmt, ...)
-  error(core().user_where() .. string.format(fmt, ...), 0)
-end
+local fail = require("tpu.errors").fail
 
 local closer = setmetatable({}, {__close = function(_, err)
   core().defer_interrupts(false)

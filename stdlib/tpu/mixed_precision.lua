@@ -37,9 +37,7 @@ end
 local options = package.loaded["tpu.options"] or {}
 local current = options.bf16 and policies.mixed_bfloat16 or policies.float32
 
-local function where()
-  return core.user_where and core.user_where() or ""
-end
+local where = require("tpu.errors").where
 
 function M.set_policy(name)
   local p = type(name) == "string" and policies[name]

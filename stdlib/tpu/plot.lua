@@ -12,9 +12,7 @@ local M = {}
 
 local function core() return require("tpu").core end
 
-local function fail(fmt, ...)
-  error(core().user_where() .. string.format(fmt, ...), 0)
-end
+local fail = require("tpu.errors").fail
 
 local PANEL_W, PANEL_H = 460, 320
 local MARGIN = {left = 64, right = 24, top = 40, bottom = 52}

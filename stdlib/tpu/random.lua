@@ -18,11 +18,11 @@ local function make(data) return setmetatable({data = data}, Key) end
 function Key.__tpu_tree(k) return {k.data} end
 function Key.__tpu_unflatten(children) return make(children[1]) end
 
-local function fail(msg) error(core.user_where() .. msg, 0) end
+local fail = require("tpu.errors").fail
 
 function Key:split(n)
   n = n or 2
-  if math.type(n) ~= "integer" or n < 1 then fail("split needs a positive integer count, got " .. tostring(n)) end
+  if math.type(n) ~= "integer" or n < 1 then fail("split needs a positive integer count, got %s", tostring(n)) end
   local keys = {}
   for i = 1, n do keys[i] = make(core.random_fold(self.data, i)) end
   return keys
@@ -31,7 +31,7 @@ end
 -- data: a Lua integer or an integer scalar tensor (traced inside jit, e.g. the step number).
 function Key:fold_in(data)
   if math.type(data) ~= "integer" and not core.is_tensor(data) then
-    fail("fold_in needs an integer or an integer scalar tensor, got " .. tostring(data))
+    fail("fold_in needs an integer or an integer scalar tensor, got %s", tostring(data))
   end
   return make(core.random_fold(self.data, data, 1000003))
 end
@@ -55,7 +55,7 @@ local random = {}
 -- seed: a Lua integer, or an integer scalar tensor (traced or not; the same key).
 function random.key(seed)
   if math.type(seed) ~= "integer" and not core.is_tensor(seed) then
-    fail("tpu.random.key needs an integer seed, got " .. tostring(seed))
+    fail("tpu.random.key needs an integer seed, got %s", tostring(seed))
   end
   return make(core.random_key(seed))
 end
@@ -65,7 +65,7 @@ function random.is_key(k) return getmetatable(k) == Key end
 local function data_of(k)
   if getmetatable(k) == Key then return k.data end
   if core.is_tensor(k) then return k end  -- a raw i32[2] key tensor (checked by the binding)
-  fail("expected a key from tpu.random.key(seed), got " .. tostring(k))
+  fail("expected a key from tpu.random.key(seed), got %s", tostring(k))
 end
 
 -- Uniform in [minval, maxval) (default [0, 1)).

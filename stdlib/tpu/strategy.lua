@@ -11,7 +11,7 @@ local jit = require "tpu.jit"
 
 local M = {}
 
-local function fail(fmt, ...) error(core.user_where() .. string.format(fmt, ...), 0) end
+local fail = require("tpu.errors").fail
 
 -- A value split across replicas: `value` holds every replica's part along the first axis
 -- (input batches), or stacked [replicas, ...] (per-replica results, `stacked` = true).

@@ -134,7 +134,7 @@ tests["padded_batch errors for elements and options that do not fit"] = function
   check.raises(function() collect(sequences({2}):padded_batch(1, {padded_shapes = {{4, 4}}})) end,
     "padded_batch: padded_shapes[1] has 2 sizes but element 0 has [1] of rank 1 (i32[2])")
   check.raises(function() collect(sequences({2}):padded_batch(1, {padded_shapes = {{{4}}}})) end,
-    "padded_batch: padded_shapes[1] must be a list of sizes (-1 for the longest in the batch), got a table")
+    "padded_batch: padded_shapes[1] must be a list of sizes (-1 for the longest in the batch), got {{...}}")
   check.raises(function() collect(sequences({2}):padded_batch(1, {padded_shapes = {{-3}}})) end,
     "padded_batch: padded_shapes[1] = {-3}: sizes must be >= 0, or -1 for the longest in the batch")
   check.raises(function() collect(sequences({2}):padded_batch(1, {pad_to_multiple_of = {"8"}})) end,

@@ -134,10 +134,10 @@ function T.model_errors()
     "Model: inputs%[1%] %('dense_%d+'%) is not an nn.Input but the output of Dense 'dense_%d+'")
   check.raises(function() nn.Model {inputs = {a, a, b}, outputs = y} end, "Model: input 'in_a' is listed twice")
   check.raises(function() nn.Model {inputs = {a, b}, outputs = rand({2})} end,
-    "Model: outputs must be a symbolic tensor (from nn.Input or a layer called on one) or a list of them, got tensor f32[2]")
+    "Model: outputs must be a symbolic tensor (from nn.Input or a layer called on one) or a list of them, got a tensor f32[2]")
   check.raises(function() nn.Model {inputs = {a, b}, output = y} end, "Model: unknown option 'output'")
   local m = nn.Model {inputs = {a, b}, outputs = y}
-  check.raises(function() m(rand({1, 2})) end, "Model 'model_%d+' expects a list of 2 tensors %(one per input%), got tensor f32%[1,2%]")
+  check.raises(function() m(rand({1, 2})) end, "Model 'model_%d+' expects a list of 2 tensors %(one per input%), got a tensor f32%[1,2%]")
   check.raises(function() m {rand({1, 2}), rand({1, 3})} end, "Model 'model_%d+' expects input 'in_b' of shape %(None, 2%), got f32%[1,3%]")
 end
 

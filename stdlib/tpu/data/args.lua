@@ -5,27 +5,10 @@ local M = {}
 -- "tpu" loads this module, so reach it lazily.
 local tpu = setmetatable({}, {__index = function(_, k) return require("tpu")[k] end})
 
-function M.fail(fmt, ...)
-  error(tpu.core.user_where() .. string.format(fmt, ...), 0)
-end
-
--- "file:line: " of the user's code calling now; errors found later (while iterating) can then
--- point at the call that set the pipeline up: fail_at(where, fmt, ...).
-function M.where() return tpu.core.user_where() end
-
-function M.fail_at(where, fmt, ...)
-  error(where .. string.format(fmt, ...), 0)
-end
-
--- A value as a message shows it: 3, "val", a function, a tensor f32[2,3].
-function M.show(v)
-  if type(v) == "string" then return string.format("%q", v) end
-  if type(v) == "number" or type(v) == "boolean" or v == nil then return tostring(v) end
-  if tpu.is_tensor(v) then
-    return string.format("a tensor %s[%s]", v.dtype, table.concat(v.shape, ","))
-  end
-  return "a " .. type(v)
-end
+-- fail, where, fail_at (errors found while iterating point at the call that set the pipeline
+-- up) and show (a value as a message echoes it) are tpu.errors'.
+local errors = require "tpu.errors"
+M.fail, M.where, M.fail_at, M.show = errors.fail, errors.where, errors.fail_at, errors.show
 
 -- v as an integer >= min, or an error "<where>: <what> must be ..., got <v>".
 function M.integer(v, where, what, min)

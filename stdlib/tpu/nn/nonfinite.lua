@@ -112,10 +112,7 @@ function M.culprit(model, x, key)
     .. "outside the classes, or targets that do not fit the loss)"
 end
 
-local function show(v)
-  if v ~= v then return "nan" end
-  return v > 0 and "inf" or "-inf"
-end
+local show = require("tpu.errors").show
 
 -- Raises the error fit stops with: `loss` is the batch's loss value, `where` = {epoch=, batch=}.
 function M.fail(model, x, loss, where)

@@ -2,18 +2,12 @@
 -- value echoing, shapes and option checks.
 local M = {}
 
+local errors = require "tpu.errors"
+
 local function tpu() return require "tpu" end
 
--- "file:line: " of the user's code, or "" when the core cannot tell.
-function M.where()
-  local core = tpu().core
-  return core and core.user_where and core.user_where() or ""
-end
-
--- Raises a user-facing error: where + formatted message, no extra position.
-function M.fail(fmt, ...)
-  error(M.where() .. string.format(fmt, ...), 0)
-end
+-- "file:line: " of the user's code; fail raises where() .. the formatted message.
+M.where, M.fail = errors.where, errors.fail
 
 function M.is_tensor(v)
   local t = tpu()
@@ -26,18 +20,7 @@ function M.describe(t)
 end
 
 -- Echoes a received value in an error message.
-function M.show(v)
-  if type(v) == "string" then return string.format("%q", v) end
-  if M.is_tensor(v) then return "tensor " .. M.describe(v) end
-  if type(v) ~= "table" then return tostring(v) end
-  local parts = {}
-  for k, x in pairs(v) do
-    if #parts == 6 then parts[#parts + 1] = "..."; break end
-    local key = math.type(k) == "integer" and "" or tostring(k) .. "="
-    parts[#parts + 1] = key .. (type(x) == "table" and not M.is_tensor(x) and "{...}" or M.show(x))
-  end
-  return "{" .. table.concat(parts, ", ") .. "}"
-end
+M.show = errors.show
 
 function M.copy(list)
   local out = {}

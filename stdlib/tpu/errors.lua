@@ -1,0 +1,125 @@
+-- User-facing errors of the Lua libraries, in one place: every message starts with the
+-- user's "file:line: " (stdlib frames are skipped), and argument errors read like Lua's own
+-- (`bad argument #1 to 'sum' (number or {axis=, keepdims=} expected, got string)`).
+-- Needs only tpu.core, so any module may require it without a cycle.
+local core = require "tpu.core"
+
+local M = {}
+
+-- "file:line: " of the user's code calling now, or "" when the core cannot tell. Errors found
+-- later (while iterating a data set) keep it to point at the call that set things up.
+function M.where()
+  return core.user_where and core.user_where() or ""
+end
+
+-- Raises where() .. formatted message, with no position added by Lua.
+function M.fail(fmt, ...)
+  error(M.where() .. string.format(fmt, ...), 0)
+end
+
+-- fail with a position taken earlier by where().
+function M.fail_at(where, fmt, ...)
+  error(where .. string.format(fmt, ...), 0)
+end
+
+local function is_tensor(v) return core.is_tensor(v) end
+
+-- A value as a message echoes it: 3, nan, "val", a function, a tensor f32[2,3], {1, x=2}.
+function M.show(v)
+  local kind = type(v)
+  if kind == "string" then return string.format("%q", v) end
+  if kind == "number" and v ~= v then return "nan" end
+  if kind == "number" or kind == "boolean" or kind == "nil" then return tostring(v) end
+  if is_tensor(v) then return string.format("a tensor %s[%s]", v.dtype, table.concat(v.shape, ",")) end
+  if kind ~= "table" then return "a " .. kind end
+  local parts = {}
+  for k, x in pairs(v) do
+    if #parts == 6 then parts[#parts + 1] = "..."; break end
+    local key = math.type(k) == "integer" and "" or tostring(k) .. "="
+    parts[#parts + 1] = key .. (type(x) == "table" and not is_tensor(x) and "{...}" or M.show(x))
+  end
+  return "{" .. table.concat(parts, ", ") .. "}"
+end
+
+-- The type name Lua's argument errors use: a tensor is "tpu.Tensor", a class instance its name.
+function M.typename(v)
+  local mt = getmetatable(v)
+  if type(mt) == "table" and type(rawget(mt, "__name")) == "string" then return mt.__name end
+  return type(v)
+end
+
+------------------------------------------------------------------ argument checks
+
+-- Raises "<where>bad argument #n to 'fname' (msg)".
+function M.arg_error(n, fname, msg)
+  error(string.format("%sbad argument #%d to '%s' (%s)", M.where(), n, fname, msg), 0)
+end
+
+-- "<expected> expected, got <type>" for argument n.
+function M.type_error(n, fname, expected, v)
+  M.arg_error(n, fname, expected .. " expected, got " .. (v == nil and "no value" or M.typename(v)))
+end
+
+local kinds = {
+  number = function(v) return type(v) == "number" end,
+  integer = function(v) return math.type(v) == "integer" or (math.type(v) == "float" and v == math.floor(v)) end,
+  string = function(v) return type(v) == "string" end,
+  boolean = function(v) return type(v) == "boolean" end,
+  table = function(v) return type(v) == "table" and not is_tensor(v) end,
+  tensor = is_tensor,
+  ["function"] = function(v)
+    local mt = getmetatable(v)
+    return type(v) == "function" or (type(mt) == "table" and mt.__call ~= nil)
+  end,
+}
+
+-- True when v is of the kind ("number", "integer", "string", "boolean", "table", "tensor",
+-- "function"; a callable table counts as a function).
+function M.is(v, kind) return kinds[kind](v) end
+
+-- Argument n of fname must be of `kind` ("integer or nil" accepts nil); returns it.
+function M.check(n, fname, v, kind)
+  local base, optional = kind:match("^(%a+) or nil$")
+  if optional then
+    if v == nil then return nil end
+    kind = base
+  end
+  if not kinds[kind](v) then M.type_error(n, fname, kind, v) end
+  if kind == "integer" then return math.tointeger(v) end
+  return v
+end
+
+-- Option table argument n of fname (nil gives {}): a table whose string keys are all in
+-- `allowed`, e.g. errors.options(2, "sum", opts, {"axis", "keepdims"}). An unknown key is an
+-- error naming it (a typo is never ignored).
+function M.options(n, fname, opts, allowed)
+  if opts == nil then return {} end
+  if not kinds.table(opts) then
+    M.type_error(n, fname, "table {" .. table.concat(allowed, "=, ") .. "=}", opts)
+  end
+  M.check_keys(fname, opts, allowed)
+  return opts
+end
+
+-- Refuses keys of opts that are not in `allowed` (list keys are left to the caller).
+function M.check_keys(fname, opts, allowed)
+  for k in pairs(opts) do
+    if math.type(k) ~= "integer" then
+      local known = false
+      for _, a in ipairs(allowed) do known = known or k == a end
+      if not known then
+        local names = {table.unpack(allowed)}
+        table.sort(names)
+        M.fail("%s: unknown option %s (known options: %s)", fname, M.show(k),
+          #names > 0 and table.concat(names, ", ") or "none")
+      end
+    end
+  end
+end
+
+-- Argument n must be absent: for functions that take no more than n - 1 arguments.
+function M.none(n, fname, v)
+  if v ~= nil then M.arg_error(n, fname, "no value expected, got " .. M.typename(v)) end
+end
+
+return M
