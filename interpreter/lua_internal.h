@@ -80,6 +80,16 @@ int guarded(lua_State* L, F body, const char* out_of_memory = "out of memory") {
 
 inline int finish(lua_State* L, int results) { return results < 0 ? lua_error(L) : results; }
 
+// Argument errors worded like Lua's own libraries ("bad argument #1 to 'sum' (number expected,
+// got string)"), but located at the user's line even when a library function made the call.
+[[noreturn]] void raise_arg_error(lua_State* L, int arg, const std::string& message);
+[[noreturn]] void raise_type_error(lua_State* L, int arg, const std::string& expected);
+// Argument arg is absent/nil or an option table whose string keys are all in `allowed`
+// (a typo is an error naming the key, never ignored). Returns whether it is a table.
+bool check_options(lua_State* L, int arg, std::initializer_list<const char*> allowed);
+// Arguments after `last` must be absent (nil counts as absent).
+void check_no_more(lua_State* L, int last);
+
 // Rule 1 (DESIGN section 5): a Lua branch or conversion on a traced value.
 [[noreturn]] void raise_data_dependent(lua_State* L, const LuaTensor& t, const std::string& what);
 

@@ -134,6 +134,8 @@ int l_conv2d(lua_State* L) {
                             std::to_string(ws[2]));
   Window2D win;
   win.size = {ws[0], ws[1]};
+  check_options(L, 3, {"strides", "dilation", "padding"});
+  check_no_more(L, 3);
   win.stride = opt_pair(L, 3, "conv2d", "strides", {1, 1});
   win.rhs_dilation = opt_pair(L, 3, "conv2d", "dilation", {1, 1});
   set_padding(L, 3, "conv2d", win, {xs[1], xs[2]});
@@ -145,6 +147,8 @@ int l_conv2d(lua_State* L) {
 
 // The pool window from opts (pool_size default 2, strides default pool_size).
 Window2D pool_window(lua_State* L, const char* op, LuaTensor* x) {
+  check_options(L, 2, {"pool_size", "strides", "padding"});
+  check_no_more(L, 2);
   check_nhwc(L, op, x);
   Window2D win;
   win.size = opt_pair(L, 2, op, "pool_size", {2, 2});

@@ -49,7 +49,8 @@ Operand operand_at(lua_State* L, int idx) {
   Operand o;
   if (lua_isnumber(L, idx)) o.number = lua_tonumber(L, idx);
   else if (lua_isboolean(L, idx)) o.number = lua_toboolean(L, idx);
-  else o.tensor = check_tensor(L, idx);
+  else if (is_tensor(L, idx)) o.tensor = check_tensor(L, idx);
+  else raise_type_error(L, idx, "number or tensor");
   return o;
 }
 
@@ -101,6 +102,7 @@ NodeId arith(Graph& g, Arith k, NodeId a, NodeId b) {
 }
 
 int binary_method(lua_State* L, Arith k) {
+  check_no_more(L, 2);
   std::vector<Operand> ops = {operand_at(L, 1), operand_at(L, 2)};
   return apply_op(L, ops, number_dtype_for(ops, L, 1, 2),
                   [k](Graph& g, const std::vector<NodeId>& in) { return arith(g, k, in[0], in[1]); });
@@ -116,6 +118,7 @@ int l_maximum(lua_State* L) { return binary_method(L, Arith::max); }
 int l_minimum(lua_State* L) { return binary_method(L, Arith::min); }
 
 int compare_method(lua_State* L, Cmp c) {
+  check_no_more(L, 2);
   std::vector<Operand> ops = {operand_at(L, 1), operand_at(L, 2)};
   return apply_op(L, ops, number_dtype_for(ops, L, 1, 2), [c](Graph& g, const std::vector<NodeId>& in) {
     auto ab = unify(g, in, promote(g.at(in[0]).dtype, g.at(in[1]).dtype));
@@ -130,6 +133,7 @@ int l_eq(lua_State* L) { return compare_method(L, Cmp::eq); }
 int l_ne(lua_State* L) { return compare_method(L, Cmp::ne); }
 
 int l_where(lua_State* L) {
+  check_no_more(L, 3);
   std::vector<Operand> ops = {operand_at(L, 1), operand_at(L, 2), operand_at(L, 3)};
   std::vector<Operand> values = {ops[1], ops[2]};
   return apply_op(L, ops, number_dtype_for(values, L, 2, 2), [](Graph& g, const std::vector<NodeId>& in) {
@@ -143,8 +147,10 @@ int l_where(lua_State* L) {
   });
 }
 
-int unary_method(lua_State* L, Op op) {
+// `operator`: called as a metamethod (__unm gets its operand twice), so no argument count check.
+int unary_method(lua_State* L, Op op, bool operator_call = false) {
   std::vector<Operand> ops = {{check_tensor(L, 1), 0}};
+  if (!operator_call) check_no_more(L, 1);
   return apply_op(L, ops, DType::f32, [op](Graph& g, const std::vector<NodeId>& in) {
     NodeId x = in[0];
     if (op != Op::neg && op != Op::abs && !is_float(g.at(x).dtype)) x = g.convert(x, DType::f32);
@@ -153,6 +159,7 @@ int unary_method(lua_State* L, Op op) {
   });
 }
 int l_neg(lua_State* L) { return unary_method(L, Op::neg); }
+int l_unm(lua_State* L) { return unary_method(L, Op::neg, true); }
 int l_exp(lua_State* L) { return unary_method(L, Op::exp); }
 int l_log(lua_State* L) { return unary_method(L, Op::log); }
 int l_sqrt(lua_State* L) { return unary_method(L, Op::sqrt); }
@@ -164,6 +171,7 @@ int l_abs(lua_State* L) { return unary_method(L, Op::abs); }
 int l_cast(lua_State* L) {
   LuaTensor* t = check_tensor(L, 1);
   DType to = check_dtype(L, 2);
+  check_no_more(L, 2);
   return apply_op(L, {{t, 0}}, to, [to](Graph& g, const std::vector<NodeId>& in) { return g.convert(in[0], to); });
 }
 
@@ -194,8 +202,8 @@ NodeId matmul(Graph& g, NodeId a, NodeId b, std::optional<DType> to = std::nullo
 int l_matmul(lua_State* L) {
   std::vector<Operand> ops = {{check_tensor(L, 1), 0}, {check_tensor(L, 2), 0}};
   std::optional<DType> to;
-  if (!lua_isnoneornil(L, 3)) {
-    luaL_checktype(L, 3, LUA_TTABLE);
+  check_no_more(L, 3);
+  if (check_options(L, 3, {"to"})) {
     lua_getfield(L, 3, "to");
     if (!lua_isnil(L, -1)) to = check_dtype(L, lua_gettop(L));
     lua_pop(L, 1);
@@ -242,7 +250,8 @@ int l_transpose(lua_State* L) {
   if (lua_isnoneornil(L, 2)) {
     for (int64_t i = rank - 1; i >= 0; --i) perm.push_back(i);
   } else {
-    luaL_checktype(L, 2, LUA_TTABLE);
+    if (!lua_istable(L, 2)) raise_type_error(L, 2, "table of axes");
+    check_no_more(L, 2);
     for (lua_Integer i = 1; i <= luaL_len(L, 2); ++i) {
       lua_geti(L, 2, i);
       perm.push_back(check_axis(L, lua_gettop(L), rank));
@@ -252,10 +261,40 @@ int l_transpose(lua_State* L) {
   return apply_op(L, {{t, 0}}, DType::f32, [perm](Graph& g, const std::vector<NodeId>& in) { return g.transpose(in[0], perm); });
 }
 
-// sum/max/min(axis, keepdims)
+bool has_string_key(lua_State* L, int arg) {
+  lua_pushnil(L);
+  while (lua_next(L, arg)) {
+    lua_pop(L, 1);
+    if (lua_type(L, -1) == LUA_TSTRING) {
+      lua_pop(L, 1);
+      return true;
+    }
+  }
+  return false;
+}
+
+// The (axis, keepdims) of a reduction: t:sum(axis, keepdims) or t:sum{axis=, keepdims=};
+// `axis` is nil (every axis), an axis or a list of them. Leaves them at slots arg, arg + 1.
+void reduce_args(lua_State* L, int arg) {
+  if (lua_istable(L, arg) && has_string_key(L, arg)) {
+    check_options(L, arg, {"axis", "keepdims"});
+    check_no_more(L, arg);
+    lua_settop(L, arg);
+    lua_getfield(L, arg, "axis");
+    lua_getfield(L, arg, "keepdims");
+    lua_remove(L, arg);
+  } else if (!lua_isnoneornil(L, arg) && !lua_isnumber(L, arg) && !lua_istable(L, arg)) {
+    raise_type_error(L, arg, "number or {axis=, keepdims=}");
+  }
+  if (!lua_isnoneornil(L, arg + 1) && !lua_isboolean(L, arg + 1)) raise_type_error(L, arg + 1, "boolean keepdims");
+  check_no_more(L, arg + 1);
+}
+
+// sum/max/min(axis, keepdims) or {axis=, keepdims=}
 int reduce_method(lua_State* L, ReduceKind k) {
   LuaTensor* t = check_tensor(L, 1);
   const Shape shape = t->shape();
+  reduce_args(L, 2);
   std::vector<int64_t> axes = check_axes(L, 2, int64_t(shape.size()));
   bool keep = lua_toboolean(L, 3);
   return apply_op(L, {{t, 0}}, DType::f32, [=](Graph& g, const std::vector<NodeId>& in) {
@@ -273,17 +312,27 @@ int l_sum(lua_State* L) { return reduce_method(L, ReduceKind::sum); }
 int l_max(lua_State* L) { return reduce_method(L, ReduceKind::max); }
 int l_min(lua_State* L) { return reduce_method(L, ReduceKind::min); }
 
+// argmax(axis, keepdims) or {axis=, keepdims=}: one axis, the last by default.
 int l_argmax(lua_State* L) {
   LuaTensor* t = check_tensor(L, 1);
-  int64_t axis = lua_isnoneornil(L, 2) ? int64_t(t->shape().size()) - 1 : check_axis(L, 2, int64_t(t->shape().size()));
+  reduce_args(L, 2);
+  if (lua_istable(L, 2)) raise_type_error(L, 2, "number or {axis=, keepdims=}");
   if (t->shape().empty()) raise_user_error(L, "argmax of a scalar tensor");
-  return apply_op(L, {{t, 0}}, DType::f32, [axis](Graph& g, const std::vector<NodeId>& in) { return g.argmax(in[0], axis); });
+  int64_t axis = lua_isnoneornil(L, 2) ? int64_t(t->shape().size()) - 1 : check_axis(L, 2, int64_t(t->shape().size()));
+  const bool keep = lua_toboolean(L, 3);
+  Shape kept = t->shape();
+  kept[size_t(axis)] = 1;
+  return apply_op(L, {{t, 0}}, DType::f32, [=](Graph& g, const std::vector<NodeId>& in) {
+    NodeId r = g.argmax(in[0], axis);
+    return keep ? g.reshape(r, kept) : r;
+  });
 }
 
 // t:slice{{first, last}, ...}: inclusive 1-based ranges; negative counts from the end.
 int l_slice(lua_State* L) {
   LuaTensor* t = check_tensor(L, 1);
-  luaL_checktype(L, 2, LUA_TTABLE);
+  if (!lua_istable(L, 2)) raise_type_error(L, 2, "table of ranges {{first, last}, ...}");
+  check_no_more(L, 2);
   const Shape shape = t->shape();
   Dims lo(shape.size(), 0), hi = shape;
   lua_Integer n = luaL_len(L, 2);
@@ -329,6 +378,7 @@ NodeId take(Graph& g, NodeId x, NodeId idx, int64_t axis) {
 }
 int l_take(lua_State* L) {
   LuaTensor* t = check_tensor(L, 1);
+  check_no_more(L, 3);
   if (t->shape().empty()) raise_user_error(L, "take from a scalar tensor");
   int64_t axis = lua_isnoneornil(L, 3) ? 0 : check_axis(L, 3, int64_t(t->shape().size()));
   Operand idx = operand_at(L, 2);
@@ -348,7 +398,10 @@ int l_take(lua_State* L) {
 
 int l_one_hot(lua_State* L) {
   LuaTensor* t = check_tensor(L, 1);
-  lua_Integer depth = luaL_checkinteger(L, 2);
+  if (!lua_isinteger(L, 2)) raise_type_error(L, 2, "integer depth");
+  lua_Integer depth = lua_tointeger(L, 2);
+  check_options(L, 3, {"dtype"});
+  check_no_more(L, 3);
   if (depth <= 0) raise_user_error(L, "one_hot: depth must be positive, got " + std::to_string(depth));
   DType dt = opt_dtype_field(L, 3, DType::f32);
   if (!is_integer(t->dtype())) raise_user_error(L, "one_hot needs integer labels, got " + type_str(t->dtype(), t->shape()));
@@ -364,7 +417,8 @@ int l_one_hot(lua_State* L) {
 }
 
 int l_concat(lua_State* L) {
-  luaL_checktype(L, 1, LUA_TTABLE);
+  if (!lua_istable(L, 1)) raise_type_error(L, 1, "list of tensors");
+  check_no_more(L, 2);
   std::vector<Operand> ops;
   for (lua_Integer i = 1; i <= luaL_len(L, 1); ++i) {
     lua_geti(L, 1, i);
@@ -395,7 +449,7 @@ const luaL_Reg kMethods[] = {
 
 const luaL_Reg kMetaOps[] = {{"__add", l_add}, {"__sub", l_sub},   {"__mul", l_mul},
                              {"__div", l_div}, {"__idiv", l_idiv}, {"__mod", l_mod},
-                             {"__pow", l_pow}, {"__unm", l_neg},   {nullptr, nullptr}};
+                             {"__pow", l_pow}, {"__unm", l_unm},   {nullptr, nullptr}};
 
 const luaL_Reg kFunctions[] = {{"where", l_where}, {"concat", l_concat}, {nullptr, nullptr}};
 

@@ -21,6 +21,8 @@ uint64_t mix(uint64_t z) {  // splitmix64's finaliser, as the rng kernel uses
 double opt_number_field(lua_State* L, int arg, const char* name, double def) {
   if (!lua_istable(L, arg)) return def;
   lua_getfield(L, arg, name);
+  if (!lua_isnil(L, -1) && !lua_isnumber(L, -1))
+    raise_user_error(L, std::string(name) + " must be a number, got " + luaL_typename(L, -1));
   double v = luaL_optnumber(L, -1, def);
   lua_pop(L, 1);
   return v;
@@ -29,6 +31,8 @@ double opt_number_field(lua_State* L, int arg, const char* name, double def) {
 bool opt_bool_field(lua_State* L, int arg, const char* name) {
   if (!lua_istable(L, arg)) return false;
   lua_getfield(L, arg, name);
+  if (!lua_isnil(L, -1) && !lua_isboolean(L, -1))
+    raise_user_error(L, std::string(name) + " must be true or false, got " + luaL_typename(L, -1));
   bool v = lua_toboolean(L, -1);
   lua_pop(L, 1);
   return v;
@@ -93,6 +97,7 @@ int l_random_fold(lua_State* L) {
 int l_random_uniform(lua_State* L) {
   LuaTensor* key = check_key(L, 1);
   Shape s = check_shape(L, 2);
+  check_options(L, 3, {"minval", "maxval", "dtype"});
   const double lo = opt_number_field(L, 3, "minval", 0), hi = opt_number_field(L, 3, "maxval", 1);
   const DType dtype = opt_dtype_field(L, 3, DType::f32);
   return apply_op(L, {{key, 0}}, DType::f32, [=](Graph& g, const std::vector<NodeId>& in) {
@@ -108,6 +113,7 @@ int l_random_uniform(lua_State* L) {
 int l_random_normal(lua_State* L) {
   LuaTensor* key = check_key(L, 1);
   Shape s = check_shape(L, 2);
+  check_options(L, 3, {"mean", "stddev", "truncated", "dtype"});
   const double mean = opt_number_field(L, 3, "mean", 0), sd = opt_number_field(L, 3, "stddev", 1);
   const RngKind kind = opt_bool_field(L, 3, "truncated") ? RngKind::truncated_normal : RngKind::normal;
   const DType dtype = opt_dtype_field(L, 3, DType::f32);

@@ -85,7 +85,8 @@ LuaTensor* test_tensor(lua_State* L, int arg) {
   return static_cast<LuaTensor*>(luaL_testudata(L, arg, kTensorMeta));
 }
 LuaTensor* check_tensor(lua_State* L, int arg) {
-  auto* t = static_cast<LuaTensor*>(luaL_checkudata(L, arg, kTensorMeta));
+  LuaTensor* t = test_tensor(L, arg);
+  if (!t) raise_type_error(L, arg, "tensor");
   if (!t->donated_to.empty())
     raise_user_error(L, "this tensor was donated to jit '" + t->donated_to +
                             "', which reused its buffer for a result; use the function's results instead");
@@ -135,6 +136,63 @@ void raise_user_error(lua_State* L, const std::string& message) {
   std::abort();  // lua_error does not return
 }
 
+namespace {
+// The name the running C function was called by, and whether as a method (t:sum: self is
+// argument 1 but the user counts from the first argument after it).
+std::pair<std::string, bool> called_name(lua_State* L) {
+  lua_Debug ar;
+  if (!lua_getstack(L, 0, &ar)) return {"?", false};
+  lua_getinfo(L, "n", &ar);
+  const bool method = ar.namewhat && std::strcmp(ar.namewhat, "method") == 0;
+  return {ar.name ? ar.name : "?", method};
+}
+
+std::string type_name_at(lua_State* L, int arg) {
+  if (luaL_getmetafield(L, arg, "__name") != LUA_TNIL) {
+    std::string name = lua_type(L, -1) == LUA_TSTRING ? lua_tostring(L, -1) : luaL_typename(L, arg);
+    lua_pop(L, 1);
+    return name;
+  }
+  if (lua_type(L, arg) == LUA_TLIGHTUSERDATA) return "light userdata";
+  return lua_isnone(L, arg) ? "no value" : luaL_typename(L, arg);
+}
+}  // namespace
+
+void raise_arg_error(lua_State* L, int arg, const std::string& message) {
+  auto [name, method] = called_name(L);
+  if (method && --arg == 0) raise_user_error(L, "calling '" + name + "' on bad self (" + message + ")");
+  raise_user_error(L, "bad argument #" + std::to_string(arg) + " to '" + name + "' (" + message + ")");
+}
+
+void raise_type_error(lua_State* L, int arg, const std::string& expected) {
+  raise_arg_error(L, arg, expected + " expected, got " + type_name_at(L, arg));
+}
+
+bool check_options(lua_State* L, int arg, std::initializer_list<const char*> allowed) {
+  if (lua_isnoneornil(L, arg)) return false;
+  std::string known;
+  for (const char* a : allowed) known += std::string(known.empty() ? "" : ", ") + a;
+  if (!lua_istable(L, arg)) raise_type_error(L, arg, "option table {" + known + "}");
+  lua_pushnil(L);
+  while (lua_next(L, arg)) {
+    lua_pop(L, 1);
+    if (lua_type(L, -1) != LUA_TSTRING) continue;  // list entries are the caller's to read
+    const char* key = lua_tostring(L, -1);
+    bool ok = false;
+    for (const char* a : allowed) ok = ok || std::strcmp(a, key) == 0;
+    if (!ok) {
+      std::string message = called_name(L).first + ": unknown option '" + key + "' (known options: " + known + ")";
+      raise_user_error(L, message);
+    }
+  }
+  return true;
+}
+
+void check_no_more(lua_State* L, int last) {
+  for (int i = last + 1; i <= lua_gettop(L); ++i)
+    if (!lua_isnil(L, i)) raise_arg_error(L, i, std::string("no value expected, got ") + luaL_typename(L, i));
+}
+
 void raise_data_dependent(lua_State* L, const LuaTensor& t, const std::string& what) {
   Trace* tr = trace_by_id(t.trace_id);
   const bool condition = what.rfind("a Lua comparison", 0) == 0;
@@ -170,7 +228,9 @@ Shape check_shape(lua_State* L, int arg) {
 }
 
 int64_t check_axis(lua_State* L, int arg, int64_t rank) {
-  lua_Integer a = luaL_checkinteger(L, arg);
+  int ok = 0;
+  lua_Integer a = lua_tointegerx(L, arg, &ok);
+  if (!ok) raise_type_error(L, arg, "integer axis");
   int64_t r = a < 0 ? rank + a : a - 1;
   if (a == 0 || r < 0 || r >= rank)
     raise_user_error(L, "axis " + std::to_string(a) + " is out of range for a tensor of rank " +
@@ -208,14 +268,16 @@ void push_shape(lua_State* L, const Shape& s) {
 }
 
 DType check_dtype(lua_State* L, int arg) {
-  const char* name = luaL_checkstring(L, arg);
+  if (lua_type(L, arg) != LUA_TSTRING) raise_type_error(L, arg, "dtype name");
+  const char* name = lua_tostring(L, arg);
   auto t = parse_dtype(name);
   if (!t) raise_user_error(L, std::string("unknown dtype '") + name + "' (expected f32, bf16, i32, u8 or bool)");
   return *t;
 }
 
 DType opt_dtype_field(lua_State* L, int arg, DType def) {
-  if (!lua_istable(L, arg)) return def;
+  if (lua_isnoneornil(L, arg)) return def;
+  if (!lua_istable(L, arg)) raise_type_error(L, arg, "option table {dtype=}");
   lua_getfield(L, arg, "dtype");
   DType t = lua_isnil(L, -1) ? def : check_dtype(L, lua_gettop(L));
   lua_pop(L, 1);
@@ -366,6 +428,8 @@ int l_tensor(lua_State* L) {
     (void)src;
     return 1;
   }
+  check_options(L, 2, {"dtype"});
+  check_no_more(L, 2);
   bool from_bools = lua_isboolean(L, 1);
   DType dt = opt_dtype_field(L, 2, from_bools ? DType::boolean : DType::f32);
   if (lua_isnumber(L, 1) || from_bools) {
@@ -374,7 +438,7 @@ int l_tensor(lua_State* L) {
     push_tensor(L, std::move(t));
     return 1;
   }
-  luaL_checktype(L, 1, LUA_TTABLE);
+  if (!lua_istable(L, 1)) raise_type_error(L, 1, "table, number or boolean");
   Shape shape;
   table_shape(L, 1, shape, 0);
   Tensor t(dt, shape);
@@ -385,6 +449,8 @@ int l_tensor(lua_State* L) {
 }
 
 int fill_with(lua_State* L, double v, int opts) {
+  check_options(L, opts, {"dtype"});
+  check_no_more(L, opts);
   Shape s = check_shape(L, 1);
   Tensor t(opt_dtype_field(L, opts, DType::f32), s);
   if (v != 0)
@@ -398,6 +464,8 @@ int l_full(lua_State* L) { return fill_with(L, luaL_checknumber(L, 2), 3); }
 
 int l_arange(lua_State* L) {
   lua_Integer n = luaL_checkinteger(L, 1);
+  check_options(L, 2, {"dtype"});
+  check_no_more(L, 2);
   if (n < 0) raise_user_error(L, "arange: negative length " + std::to_string(n));
   Tensor t(opt_dtype_field(L, 2, DType::i32), {n});
   for (int64_t i = 0; i < n; ++i) t.set(i, double(i));

@@ -79,8 +79,8 @@ function M.is(v, kind) return kinds[kind](v) end
 
 -- Argument n of fname must be of `kind` ("integer or nil" accepts nil); returns it.
 function M.check(n, fname, v, kind)
-  local base, optional = kind:match("^(%a+) or nil$")
-  if optional then
+  local base = kind:match("^(%a+) or nil$")
+  if base then
     if v == nil then return nil end
     kind = base
   end
@@ -110,7 +110,7 @@ function M.check_keys(fname, opts, allowed)
       if not known then
         local names = {table.unpack(allowed)}
         table.sort(names)
-        M.fail("%s: unknown option %s (known options: %s)", fname, M.show(k),
+        M.fail("%s: unknown option '%s' (known options: %s)", fname, tostring(k),
           #names > 0 and table.concat(names, ", ") or "none")
       end
     end

@@ -1,6 +1,40 @@
 -- Composite tensor operations, built from the primitives of tpu.core (no new kernels).
 local core = require "tpu.core"
+local errors = require "tpu.errors"
 local T = core.Tensor
+
+local function has_string_key(t)
+  for k in pairs(t) do if type(k) == "string" then return true end end
+  return false
+end
+
+-- (axis, keepdims) of fname(t, axis, keepdims) or fname(t, {axis=, keepdims=}), checked as the
+-- reductions in C check theirs (argument numbers count from the one after t, as for methods).
+local function reduce_args(fname, t, axis, keepdims, extra)
+  errors.check(1, fname, t, "tensor")
+  if type(axis) == "table" and has_string_key(axis) then
+    errors.check_keys(fname, axis, {"axis", "keepdims"})
+    errors.none(2, fname, keepdims)
+    axis, keepdims = axis.axis, axis.keepdims
+  elseif axis ~= nil and type(axis) ~= "number" and type(axis) ~= "table" then
+    errors.type_error(1, fname, "number or {axis=, keepdims=}", axis)
+  end
+  if keepdims ~= nil and type(keepdims) ~= "boolean" then errors.type_error(2, fname, "boolean keepdims", keepdims) end
+  errors.none(3, fname, extra)
+  return axis, keepdims
+end
+
+-- The axis of fname(x, axis) or fname(x, {axis=}): the last by default.
+local function axis_arg(fname, x, axis, extra)
+  errors.check(1, fname, x, "tensor")
+  if type(axis) == "table" then
+    errors.check_keys(fname, axis, {"axis"})
+    axis = axis.axis
+  end
+  if axis ~= nil and math.type(axis) ~= "integer" then errors.type_error(1, fname, "integer or {axis=}", axis) end
+  errors.none(2, fname, extra)
+  return axis or -1
+end
 
 local function resolve_axes(t, axis)
   local rank = #t.shape
@@ -15,7 +49,8 @@ local function resolve_axes(t, axis)
   return axes
 end
 
-function T.mean(t, axis, keepdims)
+function T.mean(t, axis, keepdims, extra)
+  axis, keepdims = reduce_args("mean", t, axis, keepdims, extra)
   local count, shape = 1, t.shape
   for _, a in ipairs(resolve_axes(t, axis)) do count = count * (shape[a] or 1) end
   local s = t:sum(axis, keepdims)
@@ -23,35 +58,53 @@ function T.mean(t, axis, keepdims)
   return s / count
 end
 
-function T.square(t) return t * t end
-function T.relu(t) return t:maximum(0) end
+function T.square(t, extra)
+  errors.check(1, "square", t, "tensor")
+  errors.none(1, "square", extra)
+  return t * t
+end
+function T.relu(t, extra)
+  errors.check(1, "relu", t, "tensor")
+  errors.none(1, "relu", extra)
+  return t:maximum(0)
+end
 
 -- tanh approximation, as used by BERT-style models.
-function T.gelu(x)
+function T.gelu(x, extra)
+  errors.check(1, "gelu", x, "tensor")
+  errors.none(1, "gelu", extra)
   local c = math.sqrt(2 / math.pi)
   return 0.5 * x * (1 + ((x + 0.044715 * x * x * x) * c):tanh())
 end
 
-function T.softmax(x, axis)
-  axis = axis or -1
+function T.softmax(x, axis, extra)
+  axis = axis_arg("softmax", x, axis, extra)
   local e = (x - x:max(axis, true)):exp()
   return e / e:sum(axis, true)
 end
 
-function T.log_softmax(x, axis)
-  axis = axis or -1
+function T.log_softmax(x, axis, extra)
+  axis = axis_arg("log_softmax", x, axis, extra)
   local shifted = x - x:max(axis, true)
   return shifted - shifted:exp():sum(axis, true):log()
 end
 
-function T.numel(t)
+function T.numel(t, extra)
+  errors.check(1, "numel", t, "tensor")
+  errors.none(1, "numel", extra)
   local n = 1
   for _, d in ipairs(t.shape) do n = n * d end
   return n
 end
 
 -- tpu.stack(list, axis): a new axis at `axis` (1-based; -1 appends).
-function core.stack(list, axis)
+function core.stack(list, axis, extra)
+  errors.check(1, "stack", list, "table")
+  errors.check(2, "stack", axis, "integer or nil")
+  errors.none(3, "stack", extra)
+  for i, t in ipairs(list) do
+    if not core.is_tensor(t) then errors.arg_error(1, "stack", "list of tensors expected, got " .. errors.show(t) .. " at " .. i) end
+  end
   axis = axis or 1
   local parts = {}
   for i, t in ipairs(list) do

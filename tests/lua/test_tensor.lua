@@ -134,4 +134,25 @@ return {
     check.near(n:mean():item(), 0, 0.1)
     check.near((n * n):mean():item(), 1, 0.1)
   end,
+  ["reductions take {axis=, keepdims=} as well as (axis, keepdims), and nothing else"] = function()
+    local x = tpu.tensor {{1, 2, 3}, {4, 5, 6}}
+    check.eq(x:sum {axis = 2}:totable(), {6, 15})
+    check.eq(x:sum {axis = 1, keepdims = true}.shape, {1, 3})
+    check.eq(x:sum {axis = {1, 2}}:item(), 21)
+    check.eq(x:max {axis = 1}:totable(), {4, 5, 6})
+    check.eq(x:min {axis = -1}:totable(), {1, 4})
+    check.eq(x:mean {axis = 1}:totable(), {2.5, 3.5, 4.5})
+    check.eq(x:mean {axis = 2, keepdims = true}.shape, {2, 1})
+    check.eq(x:argmax {axis = 1}:totable(), {1, 1, 1})
+    check.eq(x:argmax {keepdims = true}.shape, {2, 1})
+    check.eq(tpu.sum(x, {axis = 2}):totable(), {6, 15})
+    check.eq(x:softmax {axis = 1}.shape, {2, 3})
+    check.raises(function() local _ = x:sum {axes = 2} end, "test_tensor.lua:%d+: sum: unknown option 'axes' %(known options: axis, keepdims%)")
+    check.raises(function() local _ = x:mean {axis = 1, keep = true} end, "mean: unknown option 'keep'")
+    check.raises(function() local _ = x:sum("two") end,
+      "test_tensor.lua:%d+: bad argument #1 to 'sum' %(number or {axis=, keepdims=} expected, got string%)")
+    check.raises(function() local _ = x:max(1, 1) end, "bad argument #2 to 'max' %(boolean keepdims expected, got number%)")
+    check.raises(function() local _ = x:sum({axis = 1}, true) end, "bad argument #2 to 'sum' %(no value expected, got boolean%)")
+    check.raises(function() local _ = x:argmax {axis = {1, 2}} end, "bad argument #1 to 'argmax'")
+  end,
 }
