@@ -2,12 +2,19 @@
 -- Each built-in one is the batch mean of a per-example loss, losses.per_example(fn) -> [batch]
 -- f32 tensor; fit weighs those (padding rows weigh 0) and sums them across cores.
 --
---   losses.sparse_categorical_crossentropy(labels, logits)            -- from_logits by default
---   losses.sparse_categorical_crossentropy(labels, probs, {from_logits = false})
---   model:compile{loss = "sparse_categorical_crossentropy", ...}
+--   losses.sparse_categorical_crossentropy(labels, probs)             -- probabilities, as Keras
+--   losses.sparse_categorical_crossentropy(labels, logits, {from_logits = true})
+--   model:compile{loss = "sparse_categorical_crossentropy", ...}     -- Keras's rule, below
+--   model:compile{loss = losses.SparseCategoricalCrossentropy {from_logits = true}, ...}
+-- A loss given to compile by name (or as the built-in function) takes the model's output as
+-- Keras does: when it is the output of a softmax activation (sigmoid for binary_crossentropy)
+-- the activation's input, the logits, are used (no double softmax); otherwise the output is
+-- taken as logits. With from_logits = false an activation's output is read through its logits
+-- too (the same value, without the rounding of log(softmax)).
 -- Labels are 0-based class ids of any integer dtype (u8, i32), shaped like y_pred without its
 -- last axis (a trailing axis of size 1 is accepted too).
 local util = require "tpu.nn.util"
+local errors = require "tpu.errors"
 
 local M = {}
 
@@ -17,10 +24,24 @@ local function f32(x)
   return x.dtype == "f32" and x or x:cast("f32")
 end
 
-local function check_opts(name, opts)
+local function check_opts(name, opts, allowed)
   opts = opts or {}
-  util.check_options({__name = name}, opts, {"from_logits"})
+  util.check_options({__name = name}, opts, allowed or {"from_logits"})
+  if opts.from_logits ~= nil and type(opts.from_logits) ~= "boolean" then
+    util.fail("%s: from_logits must be true or false, got %s", name, util.show(opts.from_logits))
+  end
   return opts
+end
+
+-- The tensor a loss reads and whether it holds logits. from_logits is true, false, or "auto"
+-- (a loss by name): the input of the `activation` (softmax or sigmoid) that made y_pred when
+-- there is one, else y_pred, taken as logits under "auto".
+local function logits(y_pred, from_logits, activation)
+  if from_logits == true then return y_pred, true end
+  local Activation = package.loaded["tpu.nn.Activation"]
+  local z = Activation and Activation.logits_of(y_pred, activation)
+  if z then return z, true end
+  return y_pred, from_logits == "auto"
 end
 
 local function same_shape(a, b)
@@ -44,11 +65,12 @@ local function sparse_labels(name, y_true, y_pred)
 end
 
 local function log_probs(y_pred, from_logits)
-  if from_logits then return f32(y_pred):log_softmax(-1) end
-  return f32(y_pred):maximum(EPS):log()
+  local z, is_logits = logits(y_pred, from_logits, "softmax")
+  if is_logits then return f32(z):log_softmax(-1) end
+  return f32(z):maximum(EPS):log()
 end
 
-local per_example = {}
+local per_example, raw = {}, {}
 
 -- The mean over every axis but the first: one value per example.
 local function per_row(v)
@@ -58,17 +80,52 @@ local function per_row(v)
   return v:mean(axes)
 end
 
--- Registers a built-in loss from its per-example form.
-local function define(name, fn)
-  per_example[name] = fn
-  M[name] = function(y_true, y_pred, opts) return fn(y_true, y_pred, opts):mean() end
-  per_example[M[name]] = fn
+local function check_pair(name, y_true, y_pred, opts, extra, allowed)
+  errors.check(1, name, y_true, "tensor")
+  errors.check(2, name, y_pred, "tensor")
+  errors.none(4, name, extra)
+  return check_opts(name, opts, allowed)
 end
 
-define("sparse_categorical_crossentropy", function(y_true, y_pred, opts)
-  opts = check_opts("sparse_categorical_crossentropy", opts)
+-- Registers a built-in loss from its per-example form fn(y_true, y_pred, from_logits). Called
+-- directly it defaults to from_logits = false; by name (or as this function) in compile,
+-- Keras's rule ("auto").
+local function define(name, fn, allowed)
+  local by_name = function(y_true, y_pred) return fn(y_true, y_pred, "auto") end
+  per_example[name], raw[name] = by_name, fn
+  M[name] = function(y_true, y_pred, opts, extra)
+    opts = check_pair(name, y_true, y_pred, opts, extra, allowed)
+    return fn(y_true, y_pred, opts.from_logits == true):mean()
+  end
+  per_example[M[name]] = by_name
+end
+
+-- A loss object, Keras style: Class{from_logits=} is callable as loss(y_true, y_pred) and
+-- compile uses its per-example form with that from_logits (false by default).
+local function define_class(class_name, name, takes_logits)
+  local Class = {__name = "tpu.losses." .. class_name}
+  Class.__index = Class
+  Class.__call = function(self, y_true, y_pred, extra)
+    check_pair(class_name, y_true, y_pred, nil, extra, {})
+    return self.per_example(y_true, y_pred):mean()
+  end
+  Class.__tostring = function(self)
+    return string.format("%s{from_logits = %s}", class_name, tostring(self.from_logits))
+  end
+  M[class_name] = function(opts, extra)
+    errors.none(2, class_name, extra)
+    opts = errors.options(1, class_name, opts, takes_logits and {"from_logits"} or {})
+    opts = takes_logits and check_opts(class_name, opts) or opts
+    local obj = setmetatable({from_logits = opts.from_logits == true}, Class)
+    local fn = raw[name]
+    obj.per_example = function(y_true, y_pred) return fn(y_true, y_pred, obj.from_logits) end
+    return obj
+  end
+end
+
+define("sparse_categorical_crossentropy", function(y_true, y_pred, from_logits)
   local labels = sparse_labels("sparse_categorical_crossentropy", y_true, y_pred)
-  local logp = log_probs(y_pred, opts.from_logits ~= false)
+  local logp = log_probs(y_pred, from_logits)
   local depth = y_pred.shape[y_pred.ndim]
   return per_row(-(logp * labels:one_hot(depth)):sum(-1))
 end)
@@ -81,19 +138,19 @@ local function check_same(name, y_true, y_pred)
 end
 
 -- One-hot (or soft) targets.
-define("categorical_crossentropy", function(y_true, y_pred, opts)
-  opts = check_opts("categorical_crossentropy", opts)
+define("categorical_crossentropy", function(y_true, y_pred, from_logits)
   check_same("categorical_crossentropy", y_true, y_pred)
-  local logp = log_probs(y_pred, opts.from_logits ~= false)
+  local logp = log_probs(y_pred, from_logits)
   return per_row(-(logp * f32(y_true)):sum(-1))
 end)
 
--- Targets in {0, 1}; from_logits = false by default (sigmoid outputs).
-define("binary_crossentropy", function(y_true, y_pred, opts)
-  opts = check_opts("binary_crossentropy", opts)
+-- Targets in {0, 1}.
+define("binary_crossentropy", function(y_true, y_pred, from_logits)
   check_same("binary_crossentropy", y_true, y_pred)
-  local z, x = f32(y_true), f32(y_pred)
-  if opts.from_logits then
+  local x, is_logits = logits(y_pred, from_logits, "sigmoid")
+  local z = f32(y_true)
+  x = f32(x)
+  if is_logits then
     -- max(x, 0) - x z + log(1 + exp(-|x|)), stable for large |x|
     return per_row(x:relu() - x * z + ((-x:abs()):exp() + 1):log())
   end
@@ -104,9 +161,14 @@ end)
 define("mse", function(y_true, y_pred)
   check_same("mse", y_true, y_pred)
   return per_row((f32(y_pred) - f32(y_true)):square())
-end)
+end, {})
 M.mean_squared_error = M.mse
 per_example.mean_squared_error = per_example.mse
+
+define_class("SparseCategoricalCrossentropy", "sparse_categorical_crossentropy", true)
+define_class("CategoricalCrossentropy", "categorical_crossentropy", true)
+define_class("BinaryCrossentropy", "binary_crossentropy", true)
+define_class("MeanSquaredError", "mse", false)
 
 local names = {"sparse_categorical_crossentropy", "categorical_crossentropy",
                "binary_crossentropy", "mse"}
@@ -114,6 +176,7 @@ local names = {"sparse_categorical_crossentropy", "categorical_crossentropy",
 -- The per-example form of a built-in loss (given by name or function), else nil: a loss of
 -- the user's returns one value for the batch.
 function M.per_example(loss)
+  if type(loss) == "table" and type(rawget(loss, "per_example")) == "function" then return loss.per_example end
   return per_example[loss]
 end
 

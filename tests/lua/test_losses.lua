@@ -12,13 +12,13 @@ local expected = (math.log(math.exp(1) + math.exp(2) + math.exp(3)) - 3 + math.l
 function T.sparse_cce_from_logits_any_integer_labels()
   for _, dtype in ipairs {"u8", "i32"} do
     local y = tpu.tensor({2, 0}, {dtype = dtype})
-    check.near(losses.sparse_categorical_crossentropy(y, tpu.tensor(logits)):item(), expected, 1e-5, dtype)
+    check.near(losses.sparse_categorical_crossentropy(y, tpu.tensor(logits), {from_logits = true}):item(), expected, 1e-5, dtype)
   end
 end
 
 function T.sparse_cce_accepts_trailing_unit_axis()
   local y = tpu.tensor({{2}, {0}}, {dtype = "i32"})
-  check.near(losses.sparse_categorical_crossentropy(y, tpu.tensor(logits)):item(), expected, 1e-5)
+  check.near(losses.sparse_categorical_crossentropy(y, tpu.tensor(logits), {from_logits = true}):item(), expected, 1e-5)
 end
 
 function T.sparse_cce_from_probabilities()
@@ -26,6 +26,8 @@ function T.sparse_cce_from_probabilities()
   local y = tpu.tensor({2, 1}, {dtype = "i32"})
   local v = losses.sparse_categorical_crossentropy(y, probs, {from_logits = false}):item()
   check.near(v, -(math.log(0.5) + math.log(0.25)) / 2, 1e-5)
+  -- called directly, a loss takes probabilities by default, as Keras's do
+  check.near(losses.sparse_categorical_crossentropy(y, probs):item(), v, 0)
 end
 
 function T.sparse_cce_shape_mismatch()
@@ -36,7 +38,7 @@ end
 
 function T.sparse_cce_gradient_is_softmax_minus_onehot()
   local y = tpu.tensor({2, 0}, {dtype = "i32"})
-  local g = tpu.grad(function(z) return losses.sparse_categorical_crossentropy(y, z) end)(tpu.tensor(logits))
+  local g = tpu.grad(function(z) return losses.sparse_categorical_crossentropy(y, z, {from_logits = true}) end)(tpu.tensor(logits))
   local gt = g:totable()
   local s = math.exp(1) + math.exp(2) + math.exp(3)
   check.near(gt[1][3], (math.exp(3) / s - 1) / 2, 1e-4)
@@ -45,7 +47,7 @@ end
 
 function T.categorical_and_binary_and_mse()
   local onehot = tpu.tensor {{0, 0, 1}, {1, 0, 0}}
-  check.near(losses.categorical_crossentropy(onehot, tpu.tensor(logits)):item(), expected, 1e-5)
+  check.near(losses.categorical_crossentropy(onehot, tpu.tensor(logits), {from_logits = true}):item(), expected, 1e-5)
   local z = tpu.tensor {{1}, {0}}
   local p = tpu.tensor {{0.8}, {0.4}}
   check.near(losses.binary_crossentropy(z, p):item(), -(math.log(0.8) + math.log(0.6)) / 2, 1e-5)
@@ -97,6 +99,70 @@ function T.mse_metric()
   local num, den = metrics.mse.partial(tpu.tensor {{1, 2}}, tpu.tensor {{2, 4}})
   check.eq({num:item(), den:item()}, {5, 2})
   check.near(metrics.get("mse")(tpu.tensor {1, 2}, tpu.tensor {2, 4}):item(), 2.5, 1e-6)
+end
+
+-- Keras's rule for a loss by name: a final softmax's (sigmoid's) logits are used, never
+-- softmax(softmax(x)); any other output is taken as logits.
+local function dense_model(activation, units)
+  local model = tpu.nn.Sequential {tpu.nn.Dense(units or 3, {activation = activation})}
+  model:compile {optimizer = "sgd", loss = units == 1 and "binary_crossentropy" or "sparse_categorical_crossentropy"}
+  return model
+end
+
+function T.loss_by_name_reads_the_logits_of_a_final_softmax()
+  local x = tpu.tensor {{1, 2}, {-1, 0.5}, {0, 3}, {2, -2}}
+  local y = tpu.tensor({2, 0, 1, 1}, {dtype = "i32"})
+  local ds = tpu.data.from_tensors {x, y}:batch(4)
+  local plain, soft = dense_model(nil), dense_model("softmax")
+  plain(x)
+  soft(x)
+  soft:set_parameters(plain:parameters())
+  local z = plain(x)
+  local want = losses.sparse_categorical_crossentropy(y, z, {from_logits = true}):item()
+  check.near(plain:evaluate(ds, {verbose = 0}).loss, want, 1e-5)
+  check.near(soft:evaluate(ds, {verbose = 0}).loss, want, 1e-5)
+  -- the same with sigmoid and binary_crossentropy
+  local yb = tpu.tensor {{1}, {0}, {1}, {0}}
+  local dsb = tpu.data.from_tensors {x, yb}:batch(4)
+  local lin, sig = dense_model(nil, 1), dense_model("sigmoid", 1)
+  lin(x)
+  sig(x)
+  sig:set_parameters(lin:parameters())
+  local wantb = losses.binary_crossentropy(yb, lin(x), {from_logits = true}):item()
+  check.near(lin:evaluate(dsb, {verbose = 0}).loss, wantb, 1e-5)
+  check.near(sig:evaluate(dsb, {verbose = 0}).loss, wantb, 1e-5)
+end
+
+function T.loss_objects_take_from_logits()
+  local y = tpu.tensor({2, 0}, {dtype = "i32"})
+  local z = tpu.tensor(logits)
+  check.near(losses.SparseCategoricalCrossentropy {from_logits = true}(y, z):item(), expected, 1e-5)
+  local p = z:softmax()  -- not an activation's output: read as probabilities
+  check.near(losses.SparseCategoricalCrossentropy {}(y, p):item(), expected, 1e-5)
+  check.near(losses.SparseCategoricalCrossentropy()(y, p):item(), expected, 1e-5)
+  local onehot = tpu.tensor {{0, 0, 1}, {1, 0, 0}}
+  check.near(losses.CategoricalCrossentropy {from_logits = true}(onehot, z):item(), expected, 1e-5)
+  check.near(losses.CategoricalCrossentropy {}(onehot, p):item(), expected, 1e-5)
+  local t, q = tpu.tensor {{1}, {0}}, tpu.tensor {{0.8}, {0.4}}
+  local bce = -(math.log(0.8) + math.log(0.6)) / 2
+  check.near(losses.BinaryCrossentropy {}(t, q):item(), bce, 1e-5)
+  local lq = tpu.tensor {{math.log(4)}, {math.log(0.4 / 0.6)}}  -- logits of 0.8 and 0.4
+  check.near(losses.BinaryCrossentropy {from_logits = true}(t, lq):item(), bce, 1e-5)
+  check.near(losses.MeanSquaredError {}(tpu.tensor {1, 2}, tpu.tensor {2, 4}):item(), 2.5, 1e-6)
+  -- in compile, an object keeps its from_logits: false reads a linear output as probabilities
+  local x = tpu.tensor {{0.2, 0.3}, {0.1, 0.4}}
+  local model = tpu.nn.Sequential {tpu.nn.Dense(2)}
+  model:compile {optimizer = "sgd", loss = losses.SparseCategoricalCrossentropy {from_logits = false}}
+  local out = model(x)
+  local yy = tpu.tensor({1, 0}, {dtype = "i32"})
+  local ds = tpu.data.from_tensors {x, yy}:batch(2)
+  check.near(model:evaluate(ds, {verbose = 0}).loss,
+    losses.sparse_categorical_crossentropy(yy, out, {from_logits = false}):item(), 1e-5)
+  check.raises(function() losses.SparseCategoricalCrossentropy {from_logit = true} end,
+    "test_losses.lua:%d+: SparseCategoricalCrossentropy: unknown option 'from_logit' %(known options: from_logits%)")
+  check.raises(function() losses.BinaryCrossentropy {from_logits = 1} end,
+    "BinaryCrossentropy: from_logits must be true or false, got 1")
+  check.raises(function() losses.MeanSquaredError {from_logits = true} end, "MeanSquaredError: unknown option 'from_logits'")
 end
 
 return T

@@ -5,12 +5,31 @@ local util = require "tpu.nn.util"
 
 local Activation = Module:extend("Activation")
 
+-- Output of a softmax or sigmoid activation -> {activation name, its input (the logits)}: a
+-- loss given by name reads the logits (Keras's rule, tpu.losses). Weak keys: an entry lives as
+-- long as the output tensor.
+local made_by = setmetatable({}, {__mode = "k"})
+
+local function remembered(name, fn)
+  return function(x)
+    local y = fn(x)
+    made_by[y] = {name, x}
+    return y
+  end
+end
+
+-- The logits behind y when y is the output of the `name` activation ("softmax", "sigmoid").
+function Activation.logits_of(y, name)
+  local m = made_by[y]
+  return m and m[1] == name and m[2] or nil
+end
+
 Activation.functions = {
   linear = function(x) return x end,
   relu = function(x) return x:relu() end,
   tanh = function(x) return x:tanh() end,
-  sigmoid = function(x) return x:sigmoid() end,
-  softmax = function(x) return x:softmax(-1) end,
+  sigmoid = remembered("sigmoid", function(x) return x:sigmoid() end),
+  softmax = remembered("softmax", function(x) return x:softmax(-1) end),
   gelu = function(x) return x:gelu() end,
 }
 

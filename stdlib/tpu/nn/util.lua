@@ -62,16 +62,7 @@ function M.check_options(obj, opts, allowed)
   if type(opts) ~= "table" then
     M.fail("%s: options must be a table, got %s", obj.__name, M.show(opts))
   end
-  local ok = {}
-  for _, k in ipairs(allowed) do ok[k] = true end
-  for k in pairs(opts) do
-    if not ok[k] and math.type(k) ~= "integer" then
-      local names = M.copy(allowed)
-      table.sort(names)
-      M.fail("%s: unknown option '%s' (known options: %s)", obj.__name, tostring(k),
-        table.concat(names, ", "))
-    end
-  end
+  errors.check_keys(obj.__name, opts, allowed)
 end
 
 local float_dtypes = {f32 = true, bf16 = true}

@@ -27,7 +27,7 @@ return function()
   local step = tpu.jit(function(params, x, y)
     local function loss(p)
       model:set_parameters(p)
-      return tpu.losses.sparse_categorical_crossentropy(y, model(x, {training = true})):mean()
+      return tpu.losses.sparse_categorical_crossentropy(y, model(x, {training = true}), {from_logits = true}):mean()
     end
     local l, grads = tpu.value_and_grad(loss)(params)
     model:set_parameters(weights)
