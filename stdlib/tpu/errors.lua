@@ -48,6 +48,29 @@ function M.typename(v)
   return type(v)
 end
 
+-- True when Lua can print v as an error message (a string, a number, or __tostring).
+local function printable(v)
+  if type(v) == "string" or type(v) == "number" then return true end
+  local mt = getmetatable(v)
+  return type(mt) == "table" and mt.__tostring ~= nil
+end
+
+local function rethrow(where, what, ok, ...)
+  if ok then return ... end
+  local err = ...
+  if not printable(err) then
+    M.fail_at(where, "%s raised an error object that has no __tostring: %s", what, M.show(err))
+  end
+  error(err, 0)
+end
+
+-- fn(...) for a library that calls a user's function later (a data set's map): an error the
+-- function raises passes through unchanged when Lua can print it, else becomes a message that
+-- says what it was, located at `where` (the call that set the function up).
+function M.call(where, what, fn, ...)
+  return rethrow(where, what, pcall(fn, ...))
+end
+
 ------------------------------------------------------------------ argument checks
 
 -- Raises "<where>bad argument #n to 'fname' (msg)".

@@ -9,6 +9,7 @@ local tpu = setmetatable({}, {__index = function(_, k) return require("tpu")[k] 
 -- up) and show (a value as a message echoes it) are tpu.errors'.
 local errors = require "tpu.errors"
 M.fail, M.where, M.fail_at, M.show = errors.fail, errors.where, errors.fail_at, errors.show
+M.call = errors.call
 
 -- v as an integer >= min, or an error "<where>: <what> must be ..., got <v>".
 function M.integer(v, where, what, min)

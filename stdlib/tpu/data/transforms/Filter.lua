@@ -36,7 +36,9 @@ function Filter:_stream(upstream, epoch)
   return function()
     for item in next_item do
       local e = self:_element_of(item)
-      if self:_holds(pred(table.unpack(e, 1, #e))) then return item end
+      if self:_holds(args.call(self._where, "filter: the predicate", pred, table.unpack(e, 1, #e))) then
+        return item
+      end
     end
   end
 end

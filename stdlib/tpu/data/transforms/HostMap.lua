@@ -12,7 +12,7 @@ end
 
 -- The element fn returns: numbers become scalar tensors; tensors and strings stay.
 function HostMap:_apply(e)
-  local out = table.pack(self._fn(table.unpack(e, 1, #e)))
+  local out = table.pack(args.call(self._where, "map: the function", self._fn, table.unpack(e, 1, #e)))
   if out[1] == nil then args.fail_at(self._where, "map: the function returned nothing") end
   return structure.to_element(out, out.n, function(path, v)
     args.fail_at(self._where, "map: result %s is %s; elements hold tensors, numbers, booleans "

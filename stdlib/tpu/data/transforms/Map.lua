@@ -12,7 +12,8 @@ local Map = Dataset:extend("Map")
 function Map:__init(parent, fn, where)
   self._parent, self._desc, self._where = parent, parent._desc .. ":map(fn)", where
   -- Results as a list, so any number of components comes back as one structure.
-  self._fn = tpu.jit(function(...) return {fn(...)} end, {name = "data.map"})
+  self._fn = tpu.jit(function(...) return {args.call(where, "map: the function", fn, ...)} end,
+    {name = "data.map"})
 end
 
 local function string_error(where)
