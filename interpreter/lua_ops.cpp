@@ -220,6 +220,7 @@ int l_reshape(lua_State* L) {
   LuaTensor* t = check_tensor(L, 1);
   Shape want;
   if (lua_istable(L, 2)) {
+    check_no_more(L, 2);
     lua_Integer n = luaL_len(L, 2);
     for (lua_Integer i = 1; i <= n; ++i) {
       lua_geti(L, 2, i);

@@ -551,6 +551,7 @@ int l_tostring(lua_State* L) {
 
 int l_item(lua_State* L) {
   LuaTensor* t = check_tensor(L, 1);
+  check_no_more(L, 1);
   if (t->traced()) raise_data_dependent(L, *t, "item() on");
   if (t->value.size() != 1)
     raise_user_error(L, "item() needs a tensor with one element, got " + type_str(t->dtype(), t->shape()));
@@ -580,6 +581,7 @@ void push_nested(lua_State* L, const Tensor& t, size_t depth, int64_t& pos) {
 
 int l_totable(lua_State* L) {
   LuaTensor* t = check_tensor(L, 1);
+  check_no_more(L, 1);
   if (t->traced()) raise_data_dependent(L, *t, "totable() on");
   int64_t pos = 0;
   push_nested(L, t->value, 0, pos);

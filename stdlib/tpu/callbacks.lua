@@ -398,7 +398,7 @@ function M.csv_logger(opts) return CsvLogger(opts) end
 local LrScheduler = Callback:extend("LrScheduler")
 M.LrScheduler = LrScheduler
 
--- lr_scheduler{fn = function(epoch, lr) return new_lr end, verbose = 0}
+-- lr_scheduler{fn = function(epoch, lr) return new_lr end, verbose = 0} (Keras: schedule = fn)
 -- Before each epoch sets the optimizer's learning rate to fn(epoch, current lr) (epoch counts
 -- from 1). The rate is a tensor of the optimizer state, so changing it never recompiles the
 -- step. At the end of the epoch logs.lr holds the rate used. An optimizer given an
@@ -406,7 +406,9 @@ M.LrScheduler = LrScheduler
 function LrScheduler:__init(opts)
   local who = "lr_scheduler"
   if type(opts) == "function" then opts = {fn = opts} end
-  opts = check_options(who, opts, {"fn", "verbose"})
+  opts = check_options(who, opts, {"fn", "schedule", "verbose"})
+  if opts.fn ~= nil and opts.schedule ~= nil then fail("lr_scheduler: give fn or its Keras name schedule, not both") end
+  opts.fn = opts.fn or opts.schedule
   if type(opts.fn) ~= "function" then
     fail("lr_scheduler: fn must be a function(epoch, lr) returning the new rate, got %s", show(opts.fn))
   end

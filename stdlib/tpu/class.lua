@@ -1,6 +1,9 @@
 -- A tiny class helper: `local Dense = class("Dense", Module)`; `Dense{...}` or `Dense(...)`
 -- calls `Dense:__init(...)`; `Dense:extend("Name")` makes a subclass.
 local function class(name, parent)
+  local errors = require "tpu.errors"
+  errors.check(1, "class", name, "string")
+  if parent ~= nil and type(parent) ~= "table" then errors.type_error(2, "class", "class", parent) end
   local cls = {}
   cls.__index = cls
   cls.__name = name

@@ -85,12 +85,16 @@ function tpu.load(path, opts) return require("tpu.checkpoint").load_tensors(path
 -- (also by an error) are labelled with the name, so reports say which layer made them.
 local scope_closer = setmetatable({}, {__close = function() core.pop_scope() end})
 function tpu.scope(name)
+  require("tpu.errors").check(1, "scope", name, "string")
   core.push_scope(name)
   return scope_closer
 end
 
 -- Warnings go through here (stderr); a script or test may replace it.
-function tpu.warn(message) io.stderr:write(message) end
+function tpu.warn(message)
+  require("tpu.errors").check(1, "warn", message, "string")
+  io.stderr:write(message)
+end
 
 if tpu.options.profile then core.set_op_profiling(true) end
 

@@ -2,6 +2,7 @@
 -- Arguments and results are trees: nested tables whose leaves are tensors (traced) or other
 -- values (static: part of the signature, so a new value means a new compile).
 local core = require "tpu.core"
+local errors = require "tpu.errors"
 local is_tensor = core.is_tensor
 local type_key = core.type_key  -- a tensor's part of a signature: "f32[256,784]"
 -- leaves, key, any traced, any shape-only of an argument tree: flatten's leaves and key, walked
@@ -422,7 +423,7 @@ function M.jit(fn, opts)
   if type(fn) ~= "function" and not (type(fn) == "table" and getmetatable(fn) and getmetatable(fn).__call) then
     error(core.user_where() .. "tpu.jit expects a function, got " .. type(fn), 0)
   end
-  opts = opts or {}
+  opts = errors.options(2, "jit", opts, {"name", "donate_argnums", "optimize"})
   local donate
   if opts.donate_argnums then
     donate = {}
@@ -461,8 +462,15 @@ local function replace_selected(args, argnums, values)
   end
 end
 
+local grad_options = {"argnums", "has_aux", "name"}
+
+local function check_grad_args(fname, fn, opts)
+  errors.check(1, fname, fn, "function")
+  return errors.options(2, fname, opts, grad_options)
+end
+
 function M.value_and_grad(fn, opts)
-  opts = opts or {}
+  opts = check_grad_args("value_and_grad", fn, opts)
   local argnums = opts.argnums or 1
   local has_aux = opts.has_aux
   local function traced(...)
@@ -489,7 +497,7 @@ function M.value_and_grad(fn, opts)
 end
 
 function M.grad(fn, opts)
-  opts = opts or {}
+  opts = check_grad_args("grad", fn, opts)
   local vg = M.value_and_grad(fn, opts)
   return function(...)
     if opts.has_aux then
@@ -505,6 +513,9 @@ end
 -- tpu.cond(pred, f_true, f_false, ...): on a concrete predicate runs one branch; on a traced
 -- one traces both and selects their results elementwise (branches must be side-effect free).
 function M.cond(pred, f_true, f_false, ...)
+  if not is_tensor(pred) and type(pred) ~= "boolean" then errors.type_error(1, "cond", "boolean or tensor", pred) end
+  errors.check(2, "cond", f_true, "function")
+  errors.check(3, "cond", f_false, "function")
   if not core.is_traced(pred) then
     local p = pred
     if is_tensor(p) then p = p:item() end

@@ -8,6 +8,7 @@
 --   metrics.accuracy(labels, logits)   -- scalar f32 tensor
 --   model:compile{metrics = {"accuracy"}, ...}
 local util = require "tpu.nn.util"
+local errors = require "tpu.errors"
 
 local M = {}
 
@@ -22,6 +23,8 @@ Metric.__call = function(self, y_true, y_pred)
     end
     return self.configure(y_true)
   end
+  errors.check(1, self.name, y_true, "tensor")
+  errors.check(2, self.name, y_pred, "tensor")
   local num, den = self.partial(y_true, y_pred)
   return num / den
 end

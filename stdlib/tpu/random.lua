@@ -18,7 +18,8 @@ local function make(data) return setmetatable({data = data}, Key) end
 function Key.__tpu_tree(k) return {k.data} end
 function Key.__tpu_unflatten(children) return make(children[1]) end
 
-local fail = require("tpu.errors").fail
+local errors = require "tpu.errors"
+local fail = errors.fail
 
 function Key:split(n)
   n = n or 2
@@ -68,20 +69,41 @@ local function data_of(k)
   fail("expected a key from tpu.random.key(seed), got %s", tostring(k))
 end
 
+-- A draw's shape argument: a list of sizes, a size, or nil for a scalar.
+local function shape_arg(n, fname, shape)
+  if shape ~= nil and math.type(shape) ~= "integer" and not errors.is(shape, "table") then
+    errors.type_error(n, fname, "shape (a table of sizes)", shape)
+  end
+  return shape or {}
+end
+
 -- Uniform in [minval, maxval) (default [0, 1)).
-function random.uniform(key, shape, opts) return core.random_uniform(data_of(key), shape or {}, opts) end
+function random.uniform(key, shape, opts, extra)
+  errors.none(4, "uniform", extra)
+  return core.random_uniform(data_of(key), shape_arg(2, "uniform", shape), opts)
+end
 
 -- Normal with mean and stddev (default 0, 1); truncated = true keeps |z| <= 2 stddevs.
-function random.normal(key, shape, opts) return core.random_normal(data_of(key), shape or {}, opts) end
+function random.normal(key, shape, opts, extra)
+  errors.none(4, "normal", extra)
+  return core.random_normal(data_of(key), shape_arg(2, "normal", shape), opts)
+end
 
 -- A bool tensor, true with probability p (a number or a tensor broadcast to shape).
-function random.bernoulli(key, p, shape)
+function random.bernoulli(key, p, shape, extra)
+  errors.none(4, "bernoulli", extra)
+  if p ~= nil and type(p) ~= "number" and not core.is_tensor(p) then
+    errors.type_error(2, "bernoulli", "number or tensor", p)
+  end
   p = p or 0.5
-  shape = shape or (core.is_tensor(p) and p.shape or {})
+  shape = shape_arg(3, "bernoulli", shape or (core.is_tensor(p) and p.shape or nil))
   return random.uniform(key, shape):lt(p)
 end
 
 -- Raw uniformly random i32 bits.
-function random.bits(key, shape) return core.random_bits(data_of(key), shape or {}) end
+function random.bits(key, shape, extra)
+  errors.none(3, "bits", extra)
+  return core.random_bits(data_of(key), shape_arg(2, "bits", shape))
+end
 
 return random

@@ -3,6 +3,7 @@
 -- hold a tensor whose size is only known once the values are, so the error shows the
 -- masked-weighting rewrite that keeps every shape static.
 local core = require "tpu.core"
+local errors = require "tpu.errors"
 local T = core.Tensor
 
 local M = {}
@@ -22,16 +23,19 @@ local function rule2(op, t)
     op, type_of(t), core.trace_name() or "?", op), 0)
 end
 
-local function check_eager(op, ...)
+-- The tensors op takes, checked: no more arguments, and none traced (rule 2).
+local function check_eager(op, count, ...)
   for i = 1, select("#", ...) do
     local t = select(i, ...)
+    if i > count then errors.none(i, op, t) else errors.check(i, op, t, "tensor") end
     if core.is_traced(t) then rule2(op, t) end
   end
+  for i = select("#", ...) + 1, count do errors.check(i, op, nil, "tensor") end
 end
 
 -- Rows of x (along the first axis) where mask (bool, x's first dims) is true.
-function M.boolean_mask(x, mask)
-  check_eager("boolean_mask", x, mask)
+function M.boolean_mask(x, mask, ...)
+  check_eager("boolean_mask", 2, x, mask, ...)
   if mask.dtype ~= "bool" then
     error(core.user_where() .. "boolean_mask needs a bool mask, got " .. type_of(mask), 0)
   end
@@ -49,8 +53,8 @@ function M.boolean_mask(x, mask)
 end
 
 -- Indices (0-based, i32[n, rank]) of the non-zero elements, in row-major order.
-function M.nonzero(x)
-  check_eager("nonzero", x)
+function M.nonzero(x, ...)
+  check_eager("nonzero", 1, x, ...)
   local shape, values = x.shape, x:reshape{-1}:totable()
   local out = {}
   for i, v in ipairs(values) do
@@ -68,8 +72,8 @@ function M.nonzero(x)
 end
 
 -- Sorted distinct values of x (flattened).
-function M.unique(x)
-  check_eager("unique", x)
+function M.unique(x, ...)
+  check_eager("unique", 1, x, ...)
   local seen, list = {}, {}
   for _, v in ipairs(x:reshape{-1}:totable()) do
     if not seen[v] then

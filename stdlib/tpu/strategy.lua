@@ -28,7 +28,7 @@ local Strategy = class("Strategy")
 M.Strategy = Strategy
 
 function Strategy:__init(opts)
-  opts = opts or {}
+  opts = require("tpu.errors").options(1, "TPU", opts, {"cores", "version", "workers", "rank"})
   local cores = opts.cores or 1
   if math.type(cores) ~= "integer" or cores < 1 then fail("TPU: cores must be a positive integer, got %s", tostring(cores)) end
   self.num_replicas_in_sync = cores
@@ -153,7 +153,11 @@ function Strategy:distribute(ds)
   }
 end
 
-function M.TPU(opts) return Strategy(opts) end
+function M.TPU(opts, extra)
+  local errors = require "tpu.errors"
+  errors.none(2, "TPU", extra)
+  return Strategy(errors.options(1, "TPU", opts, {"cores", "version"}))
+end
 
 ---------------------------------------------------------------- multi-worker agreement
 

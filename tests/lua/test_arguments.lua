@@ -1,0 +1,281 @@
+-- Every public function checks its arguments (DESIGN section 3: "every function takes its
+-- documented arguments and nothing else"). The functions are listed from the modules
+-- themselves, so a new one cannot escape: each needs an entry below, with a call that works;
+-- the test then replaces each argument in turn by a value no function takes (a coroutine)
+-- and puts an unknown key into its option table, and expects an error located at the call
+-- in this file. A function that legitimately takes anything is an exception with a reason.
+local tpu = require "tpu"
+local check = require "check"
+local data_util = require "data_util"
+
+local T = {}
+
+local nn, data = tpu.nn, tpu.data
+local bad = coroutine.create(function() end)  -- a value of a type no function takes
+
+local x = tpu.ones {2, 3}
+local img = tpu.ones {1, 4, 4, 1}
+local filter = tpu.ones {2, 2, 1, 1}
+local ids = tpu.tensor({0, 2}, {dtype = "i32"})
+local mask = tpu.tensor({true, false}, {dtype = "bool"})
+local key = tpu.random.key(1)
+local function id(v) return v end
+local ds = data.range(4)
+
+-- The table of calls, with the files the data sources read in `dir`.
+local function make_specs(dir)
+  local dir = data_util.temp_dir()
+  local csv = data_util.write(dir .. "/a.csv", "a,b\n1,2\n3,4\n")
+  local txt = data_util.write(dir .. "/a.txt", "one\ntwo\n")
+  local npy = dir .. "/a.npy"
+  data_util.write_npy(npy, "<f4", "(2,)", string.pack("<ff", 1, 2))
+  local safetensors = dir .. "/a.safetensors"
+  tpu.save(safetensors, {w = x})
+
+  -- name -> {args..., opts = position of the option table, any = {positions taking anything},
+  -- run = false when the working call has effects a test must not have}; or a string: the
+  -- reason the function takes any value.
+  local specs = {}
+
+  specs.tpu = {
+    abs = {x}, add = {x, 1}, all_reduce = {x}, arange = {3, opts = 2}, argmax = {x, opts = 2},
+    avg_pool2d = {img, opts = 2}, boolean_mask = {x, mask}, cast = {x, "i32"},
+    class = {"Thing"}, concat = {{x, x}, 1}, cond = {tpu.tensor(true), id, id, x, any = {4}},
+    conv2d = {img, filter, opts = 3}, div = {x, 2}, eq = {x, x}, exp = {x}, full = {{2}, 1, opts = 3},
+    ge = {x, x}, gelu = {x}, grad = {id, opts = 2}, gt = {x, x},
+    is_tensor = "a predicate: true for a tensor, false for anything else",
+    is_traced = "a predicate: true for a traced tensor, false for anything else",
+    item = {tpu.tensor(1)}, jit = {id, opts = 2}, le = {x, x}, load = {safetensors, opts = 2},
+    log = {x}, log_softmax = {x, opts = 2}, lt = {x, x}, matmul = {x, x:transpose(), opts = 3},
+    max = {x, opts = 2}, max_pool2d = {img, opts = 2}, maximum = {x, 1}, mean = {x, opts = 2},
+    memory_stats = {}, min = {x, opts = 2}, minimum = {x, 1}, mul = {x, 1}, ne = {x, x}, neg = {x},
+    nonzero = {mask}, numel = {x}, one_hot = {ids, 3, opts = 3}, ones = {{2}, opts = 2}, pow = {x, 2},
+    relu = {x}, reset = {run = false}, reshape = {x, {3, 2}}, rsqrt = {x},
+    save = {dir .. "/b.safetensors", {w = x}, {note = "x"}}, scope = {"probe", run = false},
+    shape_dtype = {{2}, "f32"}, sigmoid = {x}, slice = {x, {{1, 1}}}, softmax = {x, opts = 2},
+    sqrt = {x}, square = {x}, stack = {{x, x}, 1}, sub = {x, 1}, sum = {x, opts = 2},
+    take = {x, ids:slice {{1, 1}}, 1}, tanh = {x}, tensor = {{1, 2}, opts = 2}, totable = {x},
+    transpose = {x, {2, 1}}, unique = {ids}, value_and_grad = {id, opts = 2},
+    warn = {"", run = false}, where = {tpu.tensor({true, false, true}, {dtype = "bool"}), x, x}, zeros = {{2}, opts = 2},
+  }
+
+  -- Tensor methods: the same functions as tpu.*, called as t:name(...).
+  specs.tensor = {}
+  for name in pairs(tpu.core.Tensor) do specs.tensor[name] = specs.tpu[name] end
+
+  local function dense() return nn.Dense(2) end
+  local input = nn.Input {shape = {3}}
+  specs.nn = {
+    Activation = {"relu", opts = 2}, Add = {opts = 1}, AvgPool2D = {opts = 1}, BatchNorm = {opts = 1},
+    Concatenate = {opts = 1}, Conv2D = {2, 3, opts = 3}, Dense = {2, opts = 2}, Dropout = {0.5, opts = 2},
+    Embedding = {10, 4, opts = 3}, Flatten = {opts = 1}, GlobalAvgPool2D = {opts = 1},
+    History = "created by fit for its result, not by users",
+    Input = {{shape = {3}}, opts = 1}, LayerNorm = {opts = 1}, MaxPool2D = {opts = 1},
+    Model = {{inputs = input, outputs = nn.Dense(2)(input)}, opts = 1},
+    Module = "the base class of layers: users extend it (nn.Module:extend) rather than call it",
+    MultiHeadAttention = {{num_heads = 2, key_dim = 2}, opts = 1},
+    Progbar = "fit's progress bar, created by fit",
+    Reshape = {{3, 2}, opts = 2}, Sequential = {{dense()}, opts = 1},
+    TransformerEncoder = {{num_heads = 2, intermediate_dim = 4}, opts = 1}, set_seed = {1, run = false},
+  }
+
+    specs.data = {
+    Dataset = "the base class of data sets, made by the sources below",
+    Vocabulary = {{"a", "b"}, opts = 2}, csv = {csv, opts = 2}, fashion_mnist = {"test", {dir = dir}, opts = 2, run = false},
+    fortunes = {txt}, from_tensors = {{x}}, generator = {function() return function() end end},
+    idx = {dir .. "/images", dir .. "/labels", run = false}, npy = {npy}, range = {3},
+    text_lines = {txt}, text_records = {txt, opts = 2},
+  }
+
+  specs.dataset = {
+    batch = {2, opts = 2}, cache = {}, cardinality = {}, cycle = {2}, element_spec = {},
+    filter = {function() return true end}, iter = {opts = 1}, map = {id, opts = 2},
+    padded_batch = {2, opts = 2}, prefetch = {2}, shard = {2, 1}, shuffle = {4, opts = 2},
+    skip = {1}, take = {1},
+  }
+
+  specs.optim = {
+    Adam = {opts = 1}, AdamW = {opts = 1}, Optimizer = "the base class of optimizers",
+    RMSprop = {opts = 1}, SGD = {opts = 1}, get = {"adam"},
+  }
+
+  local y, p = tpu.tensor({1, 0}, {dtype = "i32"}), tpu.tensor {{0.2, 0.8}, {0.6, 0.4}}
+  specs.losses = {
+    BinaryCrossentropy = {opts = 1}, CategoricalCrossentropy = {opts = 1}, MeanSquaredError = {opts = 1},
+    SparseCategoricalCrossentropy = {opts = 1},
+    binary_crossentropy = {p, p, opts = 3}, categorical_crossentropy = {p, p, opts = 3},
+    get = {"mse"}, mean_squared_error = {p, p}, mse = {p, p},
+    per_example = "a lookup: the per-example form of a built-in loss, nil for anything else",
+    sparse_categorical_crossentropy = {y, p, opts = 3},
+  }
+
+  specs.metrics = {
+    accuracy = {y, p}, define = {{name = "probe", partial = function() end}}, get = {"accuracy"},
+    mse = {p, p}, top_k_accuracy = {y, p},
+  }
+
+  specs.random = {
+    bernoulli = {key, 0.5, {2}}, bits = {key, {2}},
+    is_key = "a predicate: true for a key, false for anything else",
+    key = {1}, normal = {key, {2}, opts = 3}, uniform = {key, {2}, opts = 3},
+  }
+
+  specs.strategy = {
+    PerReplica = "made by strategy:run for its per-replica results",
+    Strategy = {{cores = 1}, opts = 1}, TPU = {{cores = 1}, opts = 1}, all_reduce = {x},
+    auto = {}, current = {}, default = {},
+    multi_worker = "its checks come with the multi-worker fingerprint work of this issue (another branch)",
+  }
+
+  specs.callbacks = {
+    Callback = "the base class of callbacks: users extend it (Callback:extend)",
+    Checkpoint = {{path = dir .. "/c.safetensors"}, opts = 1},
+    CsvLogger = {{path = dir .. "/log.csv"}, opts = 1}, EarlyStopping = {opts = 1},
+    LrScheduler = {{schedule = id}, opts = 1},
+    checkpoint = {{path = dir .. "/c.safetensors"}, opts = 1}, csv_logger = {{path = dir .. "/log.csv"}, opts = 1},
+    early_stopping = {opts = 1}, lr_scheduler = {{schedule = id}, opts = 1},
+    prepare = "called by fit with its own arguments",
+  }
+  return specs
+end
+
+local function callable(v)
+  local mt = getmetatable(v)
+  return type(v) == "function" or (type(v) == "table" and type(mt) == "table" and mt.__call ~= nil)
+end
+
+-- The public functions of a module: callable fields not starting with "_".
+local function exported(module)
+  local names = {}
+  for k, v in pairs(module) do
+    if type(k) == "string" and not k:match("^_") and callable(v) then names[#names + 1] = k end
+  end
+  table.sort(names)
+  return names
+end
+
+-- The methods of a data set: its class chain's functions, without the private ones (a leading
+-- underscore, or the class machinery).
+local function dataset_methods()
+  local names, seen, machinery = {}, {}, {extend = true, is_instance = true, check_self = true}
+  local mt = getmetatable(ds)
+  while mt do
+    for k, v in pairs(mt) do
+      if type(v) == "function" and not k:match("^_") and not machinery[k] and not seen[k] then
+        seen[k] = true
+        names[#names + 1] = k
+      end
+    end
+    mt = mt.super
+  end
+  table.sort(names)
+  return names
+end
+
+local modules = {
+  tpu = tpu, nn = nn, data = data, optim = tpu.optim, losses = tpu.losses, metrics = tpu.metrics,
+  random = tpu.random, strategy = tpu.strategy, callbacks = tpu.callbacks,
+}
+
+local function function_list(group)
+  if group == "tensor" then
+    local names = {}
+    for k in pairs(tpu.core.Tensor) do names[#names + 1] = k end
+    table.sort(names)
+    return names
+  end
+  if group == "dataset" then return dataset_methods() end
+  return exported(modules[group])
+end
+
+local function target(group, name)
+  return (group ~= "tensor" and group ~= "dataset") and modules[group][name] or nil
+end
+
+local specs  -- make_specs(dir), for the test running
+
+local CALL_LINE
+-- Calls fn (a tensor method: args[1][name], a data set method: ds[name]) with the arguments;
+-- an error is located on the line below.
+local function call(fn, args, group, name)
+  CALL_LINE = debug.getinfo(1, "l").currentline + 1
+  local r; if group == "tensor" then r = args[1][name](table.unpack(args, 1, args.n)) elseif group == "dataset" then r = ds[name](ds, table.unpack(args, 1, args.n)) else r = fn(table.unpack(args, 1, args.n)) end
+  return r
+end
+
+local function arguments(spec)
+  local args = {n = #spec}
+  for i = 1, #spec do args[i] = spec[i] end
+  if spec.opts and args.n < spec.opts then args.n = spec.opts end
+  return args
+end
+
+-- Problems found for one function (a list of strings).
+local function probe(group, name, spec, problems)
+  local fn, what = target(group, name), group .. "." .. name
+  local function expect_error(args, how, pattern)
+    local ok, err = pcall(call, fn, args, group, name)
+    local where = "test_arguments.lua:" .. CALL_LINE .. ": "
+    if ok then
+      problems[#problems + 1] = what .. " " .. how .. ": no error"
+    elseif not tostring(err):find(where, 1, true) then
+      problems[#problems + 1] = what .. " " .. how .. ": error not located at the call: " .. tostring(err)
+    elseif pattern and not tostring(err):find(pattern, 1, true) then
+      problems[#problems + 1] = what .. " " .. how .. ": error does not name " .. pattern .. ": " .. tostring(err)
+    end
+  end
+  if spec.run ~= false then
+    local ok, err = pcall(call, fn, arguments(spec), group, name)
+    if not ok then problems[#problems + 1] = what .. ": the working call fails: " .. tostring(err) end
+  end
+  local any = {}
+  for _, i in ipairs(spec.any or {}) do any[i] = true end
+  local args = arguments(spec)
+  for i = group == "tensor" and 2 or 1, args.n do
+    if not any[i] then
+      local wrong = arguments(spec)
+      wrong[i] = bad
+      expect_error(wrong, "with a coroutine as argument " .. i)
+    end
+  end
+  if group == "tensor" or group == "tpu" and specs.tensor[name] then  -- nothing beyond the documented ones
+    local more = arguments(spec)
+    more.n = more.n + 1
+    more[more.n] = bad
+    if not any[more.n] then expect_error(more, "with an extra argument") end
+  end
+  if spec.opts then
+    local with = arguments(spec)
+    local opts = {}
+    for k, v in pairs(with[spec.opts] or {}) do opts[k] = v end
+    opts.no_such_option = true
+    with[spec.opts] = opts
+    expect_error(with, "with an unknown option", "no_such_option")
+  end
+end
+
+local function check_group(group)
+  local problems = {}
+  for _, name in ipairs(function_list(group)) do
+    local spec = specs[group][name]
+    if spec == nil then
+      problems[#problems + 1] = group .. "." .. name .. ": no entry in test_arguments.lua (add one)"
+    elseif type(spec) == "table" then
+      probe(group, name, spec, problems)
+    end
+  end
+  check.eq(table.concat(problems, "\n"), "")
+end
+
+for _, group in ipairs {"tpu", "tensor", "nn", "data", "dataset", "optim", "losses", "metrics",
+                        "random", "strategy", "callbacks"} do
+  T["every function of " .. group .. " checks its arguments"] = function()
+    local dir = data_util.temp_dir()
+    specs = make_specs(dir)
+    local ok, err = pcall(check_group, group)
+    data_util.remove(dir)
+    if not ok then error(err, 0) end
+  end
+end
+
+return T
