@@ -192,7 +192,10 @@ function EarlyStopping:on_train_end()
   end
 end
 
-function M.early_stopping(opts) return EarlyStopping(opts) end
+function M.early_stopping(opts, extra)
+  require("tpu.errors").none(2, "early_stopping", extra)
+  return EarlyStopping(opts)
+end
 
 ---------------------------------------------------------------- checkpoint
 
@@ -300,7 +303,10 @@ function Checkpoint:on_epoch_end(epoch, logs)
   self:save(epoch, logs, value)
 end
 
-function M.checkpoint(opts) return Checkpoint(opts) end
+function M.checkpoint(opts, extra)
+  require("tpu.errors").none(2, "checkpoint", extra)
+  return Checkpoint(opts)
+end
 
 ---------------------------------------------------------------- csv_logger
 
@@ -391,7 +397,10 @@ end
 
 function CsvLogger:on_train_end() self:close() end
 
-function M.csv_logger(opts) return CsvLogger(opts) end
+function M.csv_logger(opts, extra)
+  require("tpu.errors").none(2, "csv_logger", extra)
+  return CsvLogger(opts)
+end
 
 ---------------------------------------------------------------- lr_scheduler
 

@@ -1,5 +1,15 @@
 -- A tiny class helper: `local Dense = class("Dense", Module)`; `Dense{...}` or `Dense(...)`
 -- calls `Dense:__init(...)`; `Dense:extend("Name")` makes a subclass.
+-- A constructor takes the arguments its __init names and nothing else (nil counts as absent).
+local function check_arity(name, init, ...)
+  local info = debug.getinfo(init, "u")
+  if info.isvararg then return end
+  for i = info.nparams, select("#", ...) do
+    local v = select(i, ...)
+    if v ~= nil then require("tpu.errors").none(i, name, v) end
+  end
+end
+
 local function class(name, parent)
   local errors = require "tpu.errors"
   errors.check(1, "class", name, "string")
@@ -27,7 +37,10 @@ local function class(name, parent)
     __index = parent,
     __call = function(c, ...)
       local obj = setmetatable({}, c)
-      if obj.__init then obj:__init(...) end
+      if obj.__init then
+        check_arity(c.__name, obj.__init, ...)
+        obj:__init(...)
+      end
       return obj
     end,
     __tostring = function() return "class " .. name end,

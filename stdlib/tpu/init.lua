@@ -29,7 +29,11 @@ tpu.shape_dtype = jit.shape_dtype
 
 -- Sum (or mean) over the replicas of a replicated step; a host value used inside the trace is
 -- lifted into it first, so it is reduced across replicas too.
-function tpu.all_reduce(x, op)
+function tpu.all_reduce(x, op, extra)
+  local errors = require "tpu.errors"
+  errors.check(1, "all_reduce", x, "tensor")
+  errors.check(2, "all_reduce", op, "string or nil")
+  errors.none(3, "all_reduce", extra)
   if core.trace_depth() > 0 and not core.is_traced(x) then x = core.lift(x) end
   return core.all_reduce(x, op or "sum")
 end
@@ -38,7 +42,8 @@ end
 -- buffers (parameters, optimizer state, computed values, compiled steps' arenas) count as HBM in
 -- use; data sets live on the host (host_bytes, the same in every table). Garbage is collected
 -- first, so dropped models and tensors do not count.
-function tpu.memory_stats()
+function tpu.memory_stats(extra)
+  require("tpu.errors").none(1, "memory_stats", extra)
   collectgarbage("collect")
   collectgarbage("collect")
   local in_use, peak, host = core.memory()
@@ -53,7 +58,8 @@ end
 -- Frees every device buffer: compiled graphs and their arenas, parameters, optimizer state and
 -- every computed tensor; a tensor the program still holds then raises when used. Data sets stay
 -- on the host. HBM in use returns to zero.
-function tpu.reset()
+function tpu.reset(extra)
+  require("tpu.errors").none(1, "reset", extra)
   jit.clear_caches()
   collectgarbage("collect")
   collectgarbage("collect")
@@ -78,20 +84,28 @@ setmetatable(tpu, {
 
 -- tpu.save(path, {name = tensor, nested = {...}}[, metadata]) writes a safetensors file;
 -- tpu.load(path[, {nested = true}]) -> tensors, metadata. See tpu/checkpoint.lua.
-function tpu.save(path, tensors, metadata) return require("tpu.checkpoint").save_tensors(path, tensors, metadata) end
-function tpu.load(path, opts) return require("tpu.checkpoint").load_tensors(path, opts) end
+function tpu.save(path, tensors, metadata, extra)
+  require("tpu.errors").none(4, "save", extra)
+  return require("tpu.checkpoint").save_tensors(path, tensors, metadata)
+end
+function tpu.load(path, opts, extra)
+  require("tpu.errors").none(3, "load", extra)
+  return require("tpu.checkpoint").load_tensors(path, opts)
+end
 
 -- `local _ <close> = tpu.scope("dense_1")`: nodes traced until the variable goes out of scope
 -- (also by an error) are labelled with the name, so reports say which layer made them.
 local scope_closer = setmetatable({}, {__close = function() core.pop_scope() end})
-function tpu.scope(name)
+function tpu.scope(name, extra)
+  require("tpu.errors").none(2, "scope", extra)
   require("tpu.errors").check(1, "scope", name, "string")
   core.push_scope(name)
   return scope_closer
 end
 
 -- Warnings go through here (stderr); a script or test may replace it.
-function tpu.warn(message)
+function tpu.warn(message, extra)
+  require("tpu.errors").none(2, "warn", extra)
   require("tpu.errors").check(1, "warn", message, "string")
   io.stderr:write(message)
 end

@@ -20,7 +20,8 @@ local ShapeDtype = {__name = "ShapeDtype"}
 ShapeDtype.__index = ShapeDtype
 function ShapeDtype.__tostring(s) return string.format("ShapeDtype(%s[%s])", s.dtype, table.concat(s.shape, ",")) end
 
-function M.shape_dtype(shape, dtype)
+function M.shape_dtype(shape, dtype, extra)
+  require("tpu.errors").none(3, "shape_dtype", extra)
   local ok = type(shape) == "table"
   for _, d in ipairs(ok and shape or {}) do ok = ok and math.type(d) == "integer" and d >= 0 end
   if not ok then error(core.user_where() .. "shape_dtype: shape must be a list of non-negative integers", 0) end
@@ -419,7 +420,8 @@ end
 -- compiled to run on the host's data before it first runs.
 M.before_first_run = nil
 
-function M.jit(fn, opts)
+function M.jit(fn, opts, extra)
+  require("tpu.errors").none(3, "jit", extra)
   if type(fn) ~= "function" and not (type(fn) == "table" and getmetatable(fn) and getmetatable(fn).__call) then
     error(core.user_where() .. "tpu.jit expects a function, got " .. type(fn), 0)
   end
@@ -469,7 +471,8 @@ local function check_grad_args(fname, fn, opts)
   return errors.options(2, fname, opts, grad_options)
 end
 
-function M.value_and_grad(fn, opts)
+function M.value_and_grad(fn, opts, extra)
+  require("tpu.errors").none(3, "value_and_grad", extra)
   opts = check_grad_args("value_and_grad", fn, opts)
   local argnums = opts.argnums or 1
   local has_aux = opts.has_aux
@@ -496,7 +499,8 @@ function M.value_and_grad(fn, opts)
   end
 end
 
-function M.grad(fn, opts)
+function M.grad(fn, opts, extra)
+  require("tpu.errors").none(3, "grad", extra)
   opts = check_grad_args("grad", fn, opts)
   local vg = M.value_and_grad(fn, opts)
   return function(...)

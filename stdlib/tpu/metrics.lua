@@ -16,7 +16,8 @@ local Metric = {}
 Metric.__index = Metric
 -- metric(y_true, y_pred) -> the batch value; metric{options} -> a configured copy (e.g.
 -- metrics.top_k_accuracy{k = 3}) for metrics defined with `configure`.
-Metric.__call = function(self, y_true, y_pred)
+Metric.__call = function(self, y_true, y_pred, extra)
+  errors.none(3, self.name, extra)
   if type(y_true) == "table" and y_pred == nil and not util.is_tensor(y_true) then
     if not self.configure then
       util.fail("metrics.%s takes no options, got %s", self.name, util.show(y_true))
@@ -31,7 +32,8 @@ end
 Metric.__tostring = function(self) return "metrics." .. self.name end
 
 -- metrics.define{name = "my_metric", partial = function(y_true, y_pred, weights) return num, den end}
-function M.define(spec)
+function M.define(spec, extra)
+  require("tpu.errors").none(2, "define", extra)
   if type(spec) ~= "table" or type(spec.name) ~= "string" or type(spec.partial) ~= "function" then
     util.fail("metrics.define needs {name = <string>, partial = <function>}, got %s", util.show(spec))
   end
@@ -109,7 +111,8 @@ M.mse = M.define {name = "mse", partial = function(y_true, y_pred, weights)
 end}
 
 -- A metric from a name, a metric object, or a function(y_true, y_pred) -> batch mean.
-function M.get(m)
+function M.get(m, extra)
+  require("tpu.errors").none(2, "get", extra)
   if getmetatable(m) == Metric then return m end
   if type(m) == "string" then
     local found = M[m] or (m == "acc" and M.accuracy)

@@ -64,7 +64,10 @@ function Strategy:scope()
   return setmetatable({}, {__close = function() current = previous end})
 end
 
-function M.current() return current end
+function M.current(extra)
+  require("tpu.errors").none(1, "current", extra)
+  return current
+end
 
 -- Fails unless a global batch of n examples splits evenly across the replicas.
 function Strategy:check_batch(n)
@@ -281,19 +284,24 @@ function M.multi_worker(opts)
 end
 
 local default_strategy
-function M.default()
+function M.default(extra)
+  require("tpu.errors").none(1, "default", extra)
   default_strategy = default_strategy or Strategy {cores = 1}
   return default_strategy
 end
 
 -- TPU{cores=N} when --cores or TPUTRAIN_CORES gave N, else the default strategy.
-function M.auto()
+function M.auto(extra)
+  require("tpu.errors").none(1, "auto", extra)
   local options = package.loaded["tpu.options"] or {}
   if options.cores and options.cores > 0 then return Strategy {cores = options.cores} end
   return M.default()
 end
 
 -- tpu.all_reduce(x, "sum"|"mean") inside a replicated step.
-function M.all_reduce(x, op) return require("tpu").all_reduce(x, op) end
+function M.all_reduce(x, op, extra)
+  require("tpu.errors").none(3, "all_reduce", extra)
+  return require("tpu").all_reduce(x, op)
+end
 
 return M

@@ -60,7 +60,8 @@ end
 
 -- Iterates one pass: `for x, y in ds:iter() do` (one value per component). Each call starts
 -- the next epoch (which reshuffles); {epoch = e} picks the epoch (0-based) explicitly.
-function Dataset:iter(opts)
+function Dataset:iter(opts, extra)
+  require("tpu.errors").none(2, "iter", extra)
   Dataset.check_self(self, "iter")
   opts = args.options(opts, "iter", {"epoch"})
   local epoch = self._epoch or 0
@@ -74,7 +75,8 @@ function Dataset:iter(opts)
 end
 
 -- Number of elements of one pass, or Dataset.INFINITE (-1) or Dataset.UNKNOWN (-2).
-function Dataset:cardinality()
+function Dataset:cardinality(extra)
+  require("tpu.errors").none(1, "cardinality", extra)
   Dataset.check_self(self, "cardinality")
   return self:_count()
 end
@@ -83,7 +85,8 @@ end
 -- {shape = {...}, dtype = "u8"}, shape -1 where elements differ (a possibly smaller last
 -- batch, a padded length); a string's is {shape = {}, dtype = "string"}; nested components
 -- give nested tables of specs.
-function Dataset:element_spec()
+function Dataset:element_spec(extra)
+  require("tpu.errors").none(1, "element_spec", extra)
   Dataset.check_self(self, "element_spec")
   return table.unpack(self:_spec())
 end

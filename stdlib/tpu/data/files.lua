@@ -95,7 +95,8 @@ end
 -- numbers; default every column but the label), header (default true: the first row names
 -- the columns), delimiter (default ","). Parsing is strict: a malformed row is an error
 -- naming file:line:column (see engine/data/csv.h).
-function M.csv(path, opts)
+function M.csv(path, opts, extra)
+  require("tpu.errors").none(3, "csv", extra)
   args.string(path, "csv", "the file name")
   local x, y, names = tpu.core.read_csv(path, csv_options(opts))
   local ds = Dataset.SourceDataset(sources.TensorSource(y and {x, y} or {x}), string.format("csv(%q)", path))

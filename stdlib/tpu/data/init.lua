@@ -42,7 +42,8 @@ end
 -- Elements are slices along the first dimension: from_tensors{x, y} yields (x[i], y[i]).
 -- Components may be nested tables ({{xa, xb}, y}); a single tensor or a table with named
 -- fields is one component.
-function M.from_tensors(tensors)
+function M.from_tensors(tensors, extra)
+  require("tpu.errors").none(2, "from_tensors", extra)
   local components
   if tpu.is_tensor(tensors) then
     components = {tensors}
@@ -58,7 +59,8 @@ function M.from_tensors(tensors)
 end
 
 -- The integers 0 .. n-1 as i32 scalar tensors.
-function M.range(n)
+function M.range(n, extra)
+  require("tpu.errors").none(2, "range", extra)
   n = args.integer(n, "range", "n", 0)
   return Dataset.SourceDataset(sources.RangeSource(n), "range(" .. n .. ")")
 end
@@ -66,7 +68,8 @@ end
 -- fn() is called at the start of each pass and returns an iterator yielding one element per
 -- call (one value per component: tensors, strings, numbers, booleans or nested tables of
 -- them) and nil at the end. Numbers become i32 (integers) or f32 scalar tensors.
-function M.generator(fn)
+function M.generator(fn, extra)
+  require("tpu.errors").none(2, "generator", extra)
   return require("tpu.data.GeneratorDataset")(args.func(fn, "generator"))
 end
 

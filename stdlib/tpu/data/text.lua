@@ -53,7 +53,8 @@ end
 
 -- One element per line of the file(s): a Lua string without the line break. Empty lines are
 -- elements too ("").
-function M.text_lines(paths)
+function M.text_lines(paths, extra)
+  require("tpu.errors").none(2, "text_lines", extra)
   paths = path_list(paths, "text_lines")
   local strings = {}
   for _, p in ipairs(paths) do
@@ -78,7 +79,8 @@ end
 
 -- One element per record of the file(s): the text between lines that hold only the separator
 -- (default "%", as in fortune files), its lines joined with "\n". Blank records are skipped.
-function M.text_records(paths, opts)
+function M.text_records(paths, opts, extra)
+  require("tpu.errors").none(3, "text_records", extra)
   paths = path_list(paths, "text_records")
   opts = args.options(opts, "text_records", {"separator"})
   local separator = opts.separator == nil and "%" or args.string(opts.separator, "text_records", "separator")
@@ -102,7 +104,8 @@ end
 -- item is a fortune file or a directory, whose regular files are all read (sorted by name;
 -- not its subdirectories, symbolic links, or the .dat index files). The Debian packages
 -- fortunes, fortunes-de, -it, -es and -br install them under /usr/share/games/fortunes.
-function M.fortunes(paths)
+function M.fortunes(paths, extra)
+  require("tpu.errors").none(2, "fortunes", extra)
   paths = path_list(paths, "fortunes")
   local files = {}
   for _, p in ipairs(paths) do

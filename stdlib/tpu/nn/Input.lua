@@ -23,7 +23,8 @@ local function check_shape(shape)
   return out
 end
 
-return function(spec)
+return function(spec, extra)
+  require("tpu.errors").none(2, "Input", extra)
   util.check_options({__name = "Input"}, spec or {}, {"shape", "dtype", "name"})
   spec = spec or {}
   local shape = check_shape(spec.shape)

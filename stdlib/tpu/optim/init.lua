@@ -12,7 +12,8 @@ optim.schedule = require "tpu.optim.schedule"
 local by_name = {sgd = optim.SGD, adam = optim.Adam, adamw = optim.AdamW, rmsprop = optim.RMSprop}
 
 -- An optimizer object, or a name ("adam", "sgd", "adamw", "rmsprop") for one with default settings.
-function optim.get(x)
+function optim.get(x, extra)
+  require("tpu.errors").none(2, "get", extra)
   local util = require "tpu.nn.util"
   if type(x) == "string" and by_name[x:lower()] then return by_name[x:lower()]() end
   if type(x) == "table" and rawget(x, "__index") == x then

@@ -87,7 +87,8 @@ end
 -- Stacks n consecutive elements into one (a new first dimension of size n); the last batch
 -- of a pass may be smaller unless {drop_remainder = true} drops it. Elements must have equal
 -- shapes (padded_batch pads elements of different shapes).
-function Dataset:batch(n, opts)
+function Dataset:batch(n, opts, extra)
+  require("tpu.errors").none(3, "batch", extra)
   Dataset.check_self(self, "batch")
   n = args.integer(n, "batch", "the batch size", 1)
   opts = args.options(opts, "batch", {"drop_remainder"})

@@ -61,7 +61,8 @@ end
 -- The first iteration reads the whole pass before yielding anything. The cached data set
 -- is in memory like from_tensors: shuffle, batch and prefetch after it are cheap. An
 -- upstream shuffle is frozen (every pass replays the first order): shuffle after cache.
-function Dataset:cache()
+function Dataset:cache(extra)
+  require("tpu.errors").none(1, "cache", extra)
   Dataset.check_self(self, "cache")
   return Cache(self, args.where())
 end

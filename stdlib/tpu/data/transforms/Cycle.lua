@@ -42,7 +42,8 @@ function Cycle:_count()
 end
 
 -- Repeats the data set `count` times, forever when count is nil.
-function Dataset:cycle(count)
+function Dataset:cycle(count, extra)
+  require("tpu.errors").none(2, "cycle", extra)
   Dataset.check_self(self, "cycle")
   if count ~= nil then count = args.integer(count, "cycle", "the count", 0) end
   return Cycle(self, count)

@@ -51,7 +51,8 @@ end
 -- Keeps the elements for which pred(x, y, ...) returns true (or a non-zero number, or a
 -- scalar tensor of those). pred is a plain Lua function run on the host for every element
 -- (not traced): it may look at strings and read tensor values with item().
-function Dataset:filter(pred)
+function Dataset:filter(pred, extra)
+  require("tpu.errors").none(2, "filter", extra)
   Dataset.check_self(self, "filter")
   return Filter(self, args.func(pred, "filter"), args.where())
 end

@@ -65,7 +65,8 @@ end
 -- tensors out, no branching on values). With {host = true} fn is a plain Lua function called
 -- on the host for every element: it may take and return strings (text_lines(...) ->
 -- vocab:encode), numbers and tensors, and read values; it runs uncompiled, once per element.
-function Dataset:map(fn, opts)
+function Dataset:map(fn, opts, extra)
+  require("tpu.errors").none(3, "map", extra)
   Dataset.check_self(self, "map")
   fn = args.func(fn, "map")
   opts = args.options(opts, "map", {"host"})

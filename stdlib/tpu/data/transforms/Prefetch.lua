@@ -35,7 +35,8 @@ end
 -- the next n batches run on a background C++ thread while the step runs (map functions
 -- still run on the caller's thread, compiled). Elsewhere (generators, text, padded_batch,
 -- a prefetch before batch) prefetch passes elements through unchanged. n = 0 turns it off.
-function Dataset:prefetch(n)
+function Dataset:prefetch(n, extra)
+  require("tpu.errors").none(2, "prefetch", extra)
   Dataset.check_self(self, "prefetch")
   return Prefetch(self, args.integer(n, "prefetch", "the buffer size", 0))
 end

@@ -24,7 +24,8 @@ end
 -- the n shards together hold every element exactly once. Shard before shuffling and
 -- batching, so that each worker reads a disjoint part; with a shuffle upstream, give every
 -- worker the same seed.
-function Dataset:shard(n, i)
+function Dataset:shard(n, i, extra)
+  require("tpu.errors").none(3, "shard", extra)
   Dataset.check_self(self, "shard")
   n = args.integer(n, "shard", "the number of shards", 1)
   i = args.integer(i, "shard", "the shard index", 0)

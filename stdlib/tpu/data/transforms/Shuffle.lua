@@ -26,7 +26,8 @@ end
 -- Buffer shuffle (streams.shuffled); a buffer >= the data set's size gives a uniform
 -- permutation. Each pass (epoch) is shuffled differently, determined by the seed and the
 -- epoch number, unless {reshuffle_each_iteration = false}.
-function Dataset:shuffle(buffer, opts)
+function Dataset:shuffle(buffer, opts, extra)
+  require("tpu.errors").none(3, "shuffle", extra)
   Dataset.check_self(self, "shuffle")
   buffer = args.integer(buffer, "shuffle", "the buffer size", 1)
   opts = args.options(opts, "shuffle", {"seed", "reshuffle_each_iteration"})

@@ -19,7 +19,8 @@ function Skip:_count()
   return math.max(0, c - self._n)
 end
 
-function Dataset:skip(n)
+function Dataset:skip(n, extra)
+  require("tpu.errors").none(2, "skip", extra)
   Dataset.check_self(self, "skip")
   return Skip(self, args.integer(n, "skip", "the number of elements", 0))
 end

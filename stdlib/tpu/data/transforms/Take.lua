@@ -20,7 +20,8 @@ function Take:_count()
   return math.min(c, self._n)
 end
 
-function Dataset:take(n)
+function Dataset:take(n, extra)
+  require("tpu.errors").none(2, "take", extra)
   Dataset.check_self(self, "take")
   return Take(self, args.integer(n, "take", "the number of elements", 0))
 end
