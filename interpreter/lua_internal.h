@@ -99,6 +99,8 @@ int64_t check_axis(lua_State* L, int arg, int64_t rank);          // -> 0-based
 std::vector<int64_t> check_axes(lua_State* L, int arg, int64_t rank);  // nil = all; sorted
 void push_shape(lua_State* L, const Shape& s);
 DType check_dtype(lua_State* L, int arg);
+// The dtype in option `field`, on top of the stack.
+DType check_dtype_field(lua_State* L, const char* field);
 DType opt_dtype_field(lua_State* L, int arg, DType def);
 
 // Held while a file is written: a second signal waits for the file to be complete.

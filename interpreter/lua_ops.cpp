@@ -205,7 +205,7 @@ int l_matmul(lua_State* L) {
   check_no_more(L, 3);
   if (check_options(L, 3, {"to"})) {
     lua_getfield(L, 3, "to");
-    if (!lua_isnil(L, -1)) to = check_dtype(L, lua_gettop(L));
+    if (!lua_isnil(L, -1)) to = check_dtype_field(L, "to");
     lua_pop(L, 1);
     DType t = promote(ops[0].tensor->dtype(), ops[1].tensor->dtype());
     if (!is_float(t)) t = DType::f32;
@@ -282,7 +282,11 @@ void reduce_args(lua_State* L, int arg) {
     check_no_more(L, arg);
     lua_settop(L, arg);
     lua_getfield(L, arg, "axis");
+    if (!lua_isnil(L, -1) && !lua_isinteger(L, -1) && !lua_istable(L, -1))
+      raise_arg_error(L, arg, std::string("axis = an integer or a list of them expected, got ") + luaL_typename(L, -1));
     lua_getfield(L, arg, "keepdims");
+    if (!lua_isnil(L, -1) && !lua_isboolean(L, -1))
+      raise_arg_error(L, arg, std::string("keepdims = true or false expected, got ") + luaL_typename(L, -1));
     lua_remove(L, arg);
   } else if (!lua_isnoneornil(L, arg) && !lua_isnumber(L, arg) && !lua_istable(L, arg)) {
     raise_type_error(L, arg, "number or {axis=, keepdims=}");

@@ -248,6 +248,9 @@ std::vector<int64_t> check_axes(lua_State* L, int arg, int64_t rank) {
     lua_Integer n = luaL_len(L, arg);
     for (lua_Integer i = 1; i <= n; ++i) {
       lua_geti(L, arg, i);
+      if (!lua_isinteger(L, -1))
+        raise_arg_error(L, arg, "list of integer axes expected, got " + std::string(luaL_typename(L, -1)) + " at [" +
+                                    std::to_string(i) + "]");
       axes.push_back(check_axis(L, lua_gettop(L), rank));
       lua_pop(L, 1);
     }
@@ -275,11 +278,18 @@ DType check_dtype(lua_State* L, int arg) {
   return *t;
 }
 
+DType check_dtype_field(lua_State* L, const char* field) {
+  if (lua_type(L, -1) != LUA_TSTRING)
+    raise_user_error(L, called_name(L).first + ": " + field + " must be a dtype name (f32, bf16, i32, u8 or bool), got " +
+                            luaL_typename(L, -1));
+  return check_dtype(L, lua_gettop(L));
+}
+
 DType opt_dtype_field(lua_State* L, int arg, DType def) {
   if (lua_isnoneornil(L, arg)) return def;
   if (!lua_istable(L, arg)) raise_type_error(L, arg, "option table {dtype=}");
   lua_getfield(L, arg, "dtype");
-  DType t = lua_isnil(L, -1) ? def : check_dtype(L, lua_gettop(L));
+  DType t = lua_isnil(L, -1) ? def : check_dtype_field(L, "dtype");
   lua_pop(L, 1);
   return t;
 }

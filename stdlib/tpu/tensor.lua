@@ -21,6 +21,15 @@ local function reduce_args(fname, t, axis, keepdims, extra)
   end
   if keepdims ~= nil and type(keepdims) ~= "boolean" then errors.type_error(2, fname, "boolean keepdims", keepdims) end
   errors.none(3, fname, extra)
+  if type(axis) == "number" then axis = math.tointeger(axis) or axis end  -- 2.0 is axis 2, as in C
+  if axis ~= nil and math.type(axis) ~= "integer" and type(axis) ~= "table" then
+    errors.arg_error(1, fname, "axis = an integer or a list of them expected, got " .. errors.typename(axis))
+  end
+  for i, a in ipairs(type(axis) == "table" and axis or {}) do
+    if math.type(a) ~= "integer" then
+      errors.arg_error(1, fname, "list of integer axes expected, got " .. errors.typename(a) .. " at [" .. i .. "]")
+    end
+  end
   return axis, keepdims
 end
 

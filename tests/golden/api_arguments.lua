@@ -24,6 +24,14 @@ try(function() local _ = x:softmax("last") end)
 try(function() local _ = losses.SparseCategoricalCrossentropy {from_logit = true} end)
 try(function() local _ = losses.sparse_categorical_crossentropy(x, "logits") end)
 try(function() local _ = losses.mse(x, x, {from_logits = true}) end)
+-- option values of the wrong type
+try(function() local _ = x:sum {axis = "rows"} end)
+try(function() local _ = x:sum {axis = 1, keepdims = "yes"} end)
+try(function() local _ = x:sum {1, "2"} end)
+try(function() local _ = x:mean {axis = "rows"} end)
+try(function() local _ = tpu.zeros({2}, {dtype = 32}) end)
+try(function() local _ = tpu.data.range(4):batch(2, {}, true) end)
+try(function() local _ = nn.Dense(4, {}, "relu") end)
 
 -- A table raised by a data set's function without __tostring says what it was.
 local ds = tpu.data.from_tensors {tpu.zeros {4, 2}}:batch(2)
