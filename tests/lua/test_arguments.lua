@@ -77,6 +77,17 @@ local function make_specs(dir)
     Progbar = "fit's progress bar, created by fit",
     Reshape = {{3, 2}, opts = 2}, Sequential = {{dense()}, opts = 1},
     TransformerEncoder = {{num_heads = 2, intermediate_dim = 4}, opts = 1}, set_seed = {1, run = false},
+    ["initializers.constant"] = {0.5}, ["initializers.get"] = {"zeros", "Dense: kernel_initializer"},
+    ["initializers.glorot_normal"] = {key, {2, 2}, "f32"}, ["initializers.glorot_uniform"] = {key, {2, 2}, "f32"},
+    ["initializers.he_normal"] = {key, {2, 2}, "f32"}, ["initializers.he_uniform"] = {key, {2, 2}, "f32"},
+    ["initializers.lecun_normal"] = {key, {2, 2}, "f32"}, ["initializers.random_normal"] = {key, {2, 2}, "f32"},
+    ["initializers.random_uniform"] = {key, {2, 2}, "f32"},
+    ["initializers.ones"] = {key, {2}, "f32", any = {1}}, ["initializers.zeros"] = {key, {2}, "f32", any = {1}},
+    ["initializers.next_key"] = {run = false}, ["initializers.seed"] = {},
+    ["initializers.set_seed"] = {1, run = false},
+    ["regularizers.get"] = {"l2", "Dense: kernel_regularizer"},
+    ["regularizers.is_regularizer"] = "a predicate: true for a regularizer, false for anything else",
+    ["regularizers.l1"] = {0.1}, ["regularizers.l2"] = {0.1}, ["regularizers.l1_l2"] = {{l1 = 0.1}, opts = 1},
   }
 
     specs.data = {
@@ -97,6 +108,10 @@ local function make_specs(dir)
   specs.optim = {
     Adam = {opts = 1}, AdamW = {opts = 1}, Optimizer = "the base class of optimizers",
     RMSprop = {opts = 1}, SGD = {opts = 1}, get = {"adam"},
+    ["schedule.cosine"] = {{lr = 0.1, decay_steps = 10}, opts = 1},
+    ["schedule.exponential"] = {{lr = 0.1, decay_steps = 10, decay_rate = 0.9}, opts = 1},
+    ["schedule.warmup"] = {{lr = 0.1, warmup_steps = 10}, opts = 1},
+    ["schedule.is_schedule"] = "a predicate: true for a schedule, false for anything else",
   }
 
   local y, p = tpu.tensor({1, 0}, {dtype = "i32"}), tpu.tensor {{0.2, 0.8}, {0.6, 0.4}}
@@ -144,11 +159,34 @@ local function callable(v)
   return type(v) == "function" or (type(v) == "table" and type(mt) == "table" and mt.__call ~= nil)
 end
 
--- The public functions of a module: callable fields not starting with "_".
-local function exported(module)
+-- Tables of functions inside a module that are not part of this test, with the reason.
+local not_here = {
+  tpu = {
+    core = "the engine's binding, which the libraries call; users call tpu.*",
+    options = "the command line's options: values, no functions",
+    random = "its own group", nn = "its own group", data = "its own group", optim = "its own group",
+    losses = "its own group", metrics = "its own group", strategy = "its own group",
+    callbacks = "its own group",
+    mixed_precision = "not in this test's list (issue 13 names the modules)",
+    checkpoint = "not in this test's list (issue 13 names the modules)",
+    plot = "not in this test's list (issue 13 names the modules)",
+  },
+}
+
+-- The public functions of a module: callable fields not starting with "_", and those of the
+-- plain tables in it ("schedule.cosine" in optim).
+local function exported(module, group)
   local names = {}
   for k, v in pairs(module) do
-    if type(k) == "string" and not k:match("^_") and callable(v) then names[#names + 1] = k end
+    if type(k) == "string" and not k:match("^_") then
+      if callable(v) then
+        names[#names + 1] = k
+      elseif type(v) == "table" and getmetatable(v) == nil and not (not_here[group] or {})[k] then
+        for k2, v2 in pairs(v) do
+          if type(k2) == "string" and not k2:match("^_") and callable(v2) then names[#names + 1] = k .. "." .. k2 end
+        end
+      end
+    end
   end
   table.sort(names)
   return names
@@ -185,11 +223,14 @@ local function function_list(group)
     return names
   end
   if group == "dataset" then return dataset_methods() end
-  return exported(modules[group])
+  return exported(modules[group], group)
 end
 
 local function target(group, name)
-  return (group ~= "tensor" and group ~= "dataset") and modules[group][name] or nil
+  if group == "tensor" or group == "dataset" then return nil end
+  local v = modules[group]
+  for part in name:gmatch("[^.]+") do v = v[part] end
+  return v
 end
 
 local specs  -- make_specs(dir), for the test running

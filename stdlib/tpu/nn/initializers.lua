@@ -4,6 +4,7 @@
 --   nn.set_seed(42)          -- also reset by `tputrain --seed N` (tpu.seed), default 0
 --   local w = nn.initializers.get("he_normal")(key, {784, 512}, "f32")
 local util = require "tpu.nn.util"
+local errors = require "tpu.errors"
 
 local M = {}
 
@@ -29,13 +30,15 @@ function M.set_seed(n, extra)
 end
 
 -- The current seed (set_seed, --seed, else 0).
-function M.seed()
+function M.seed(extra)
+  errors.none(1, "seed", extra)
   state.seed = state.seed or initial_seed()
   return state.seed
 end
 
 -- The key for the next weight created.
-function M.next_key()
+function M.next_key(extra)
+  errors.none(1, "next_key", extra)
   state.seed = state.seed or initial_seed()
   state.counter = state.counter + 1
   return tpu().random.key(state.seed):fold_in(state.counter)
@@ -51,40 +54,62 @@ local function fans(shape)
   return shape[n - 1] * receptive, shape[n] * receptive
 end
 
-local function uniform(limit_of)
-  return function(key, shape, dtype)
+-- An initializer's (key, shape, dtype) checked; `key_used`: false for zeros and ones.
+local function check_init_args(name, key, shape, dtype, extra, key_used)
+  if key_used and not tpu().random.is_key(key) and not tpu().is_tensor(key) then
+    errors.type_error(1, name, "random key", key)
+  end
+  errors.check(2, name, shape, "table")
+  errors.check(3, name, dtype, "string or nil")
+  errors.none(4, name, extra)
+end
+
+local function uniform(limit_of, name)
+  return function(key, shape, dtype, extra)
+    check_init_args(name, key, shape, dtype, extra, true)
     local limit = limit_of(fans(shape))
     local t = tpu().random.uniform(key, shape, {minval = -limit, maxval = limit})
     return dtype and t.dtype ~= dtype and t:cast(dtype) or t
   end
 end
 
-local function normal(stddev_of)
-  return function(key, shape, dtype)
+local function normal(stddev_of, name)
+  return function(key, shape, dtype, extra)
+    check_init_args(name, key, shape, dtype, extra, true)
     local t = tpu().random.normal(key, shape, {stddev = stddev_of(fans(shape))})
     return dtype and t.dtype ~= dtype and t:cast(dtype) or t
   end
 end
 
-M.glorot_uniform = uniform(function(fi, fo) return math.sqrt(6 / (fi + fo)) end)
-M.glorot_normal = normal(function(fi, fo) return math.sqrt(2 / (fi + fo)) end)
-M.he_uniform = uniform(function(fi) return math.sqrt(6 / fi) end)
-M.he_normal = normal(function(fi) return math.sqrt(2 / fi) end)
-M.lecun_normal = normal(function(fi) return math.sqrt(1 / fi) end)
+M.glorot_uniform = uniform(function(fi, fo) return math.sqrt(6 / (fi + fo)) end, "glorot_uniform")
+M.glorot_normal = normal(function(fi, fo) return math.sqrt(2 / (fi + fo)) end, "glorot_normal")
+M.he_uniform = uniform(function(fi) return math.sqrt(6 / fi) end, "he_uniform")
+M.he_normal = normal(function(fi) return math.sqrt(2 / fi) end, "he_normal")
+M.lecun_normal = normal(function(fi) return math.sqrt(1 / fi) end, "lecun_normal")
 
 -- Uniform in [-0.05, 0.05] (Embedding's default) and normal with stddev 0.05.
-M.random_uniform = uniform(function() return 0.05 end)
-M.random_normal = normal(function() return 0.05 end)
+M.random_uniform = uniform(function() return 0.05 end, "random_uniform")
+M.random_normal = normal(function() return 0.05 end, "random_normal")
 
-function M.zeros(_key, shape, dtype) return tpu().zeros(shape, {dtype = dtype}) end
-function M.ones(_key, shape, dtype) return tpu().ones(shape, {dtype = dtype}) end
+function M.zeros(key, shape, dtype, extra)
+  check_init_args("zeros", key, shape, dtype, extra, false)
+  return tpu().zeros(shape, {dtype = dtype})
+end
+function M.ones(key, shape, dtype, extra)
+  check_init_args("ones", key, shape, dtype, extra, false)
+  return tpu().ones(shape, {dtype = dtype})
+end
 
 -- constant(v): every element v.
-function M.constant(v)
+function M.constant(v, extra)
+  errors.none(2, "constant", extra)
   if type(v) ~= "number" then
     util.fail("initializers.constant needs a number, got %s", util.show(v))
   end
-  return function(_key, shape, dtype) return tpu().full(shape, v, {dtype = dtype}) end
+  return function(key, shape, dtype, extra)
+    check_init_args("constant", key, shape, dtype, extra, false)
+    return tpu().full(shape, v, {dtype = dtype})
+  end
 end
 
 local names = {"glorot_uniform", "glorot_normal", "he_uniform", "he_normal", "lecun_normal",
@@ -92,7 +117,9 @@ local names = {"glorot_uniform", "glorot_normal", "he_uniform", "he_normal", "le
 
 -- A name or a function(key, shape, dtype) -> tensor. `who` ("Dense: kernel_initializer")
 -- starts the error message.
-function M.get(init, who)
+function M.get(init, who, extra)
+  errors.check(2, "get", who, "string or nil")
+  errors.none(3, "get", extra)
   if type(init) == "function" then return init end
   for _, n in ipairs(names) do
     if n == init then return M[n] end

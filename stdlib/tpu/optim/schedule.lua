@@ -30,7 +30,8 @@ end
 
 function M.is_schedule(v) return getmetatable(v) == Schedule end
 
-local function check(who, opts, names)
+local function check(who, opts, names, extra)
+  require("tpu.errors").none(2, who, extra)
   util.check_options({__name = "schedule." .. who}, opts or {}, names)
   return opts or {}
 end
@@ -46,8 +47,8 @@ local function cos_pi(t)
 end
 
 -- lr * ((1 - alpha) * (1 + cos(pi * min(step, decay_steps) / decay_steps)) / 2 + alpha)
-function M.cosine(opts)
-  opts = check("cosine", opts, {"lr", "decay_steps", "alpha"})
+function M.cosine(opts, extra)
+  opts = check("cosine", opts, {"lr", "decay_steps", "alpha"}, extra)
   local lr = util.check_positive("schedule.cosine", "lr", opts.lr)
   local steps = util.check_integer("schedule.cosine", "decay_steps", opts.decay_steps)
   local alpha = util.check_range("schedule.cosine", "alpha", opts.alpha or 0, 0, 1)
@@ -59,8 +60,8 @@ function M.cosine(opts)
 end
 
 -- lr * decay_rate ^ (step / decay_steps); staircase: the exponent is whole.
-function M.exponential(opts)
-  opts = check("exponential", opts, {"lr", "decay_steps", "decay_rate", "staircase"})
+function M.exponential(opts, extra)
+  opts = check("exponential", opts, {"lr", "decay_steps", "decay_rate", "staircase"}, extra)
   local lr = util.check_positive("schedule.exponential", "lr", opts.lr)
   local steps = util.check_integer("schedule.exponential", "decay_steps", opts.decay_steps)
   local rate = util.check_positive("schedule.exponential", "decay_rate", opts.decay_rate)
@@ -77,8 +78,8 @@ end
 -- Linear warmup: lr * (step + 1) / warmup_steps for the first warmup_steps updates, then `after`
 -- (a schedule, started at 0 when the warmup ends) or the constant lr. With `after`, lr defaults
 -- to after's initial rate.
-function M.warmup(opts)
-  opts = check("warmup", opts, {"lr", "warmup_steps", "after"})
+function M.warmup(opts, extra)
+  opts = check("warmup", opts, {"lr", "warmup_steps", "after"}, extra)
   local after = opts.after
   if after ~= nil and not M.is_schedule(after) then
     util.fail("schedule.warmup: after must be a schedule, got %s", util.show(after))
