@@ -147,7 +147,7 @@ int l_where(lua_State* L) {
   });
 }
 
-// `operator`: called as a metamethod (__unm gets its operand twice), so no argument count check.
+// operator_call: called as a metamethod (__unm gets its operand twice), so no argument count check.
 int unary_method(lua_State* L, Op op, bool operator_call = false) {
   std::vector<Operand> ops = {{check_tensor(L, 1), 0}};
   if (!operator_call) check_no_more(L, 1);

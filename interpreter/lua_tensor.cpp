@@ -159,20 +159,40 @@ std::string type_name_at(lua_State* L, int arg) {
 }  // namespace
 
 void raise_arg_error(lua_State* L, int arg, const std::string& message) {
-  auto [name, method] = called_name(L);
-  if (method && --arg == 0) raise_user_error(L, "calling '" + name + "' on bad self (" + message + ")");
-  raise_user_error(L, "bad argument #" + std::to_string(arg) + " to '" + name + "' (" + message + ")");
+  {  // the strings are freed before lua_error jumps away
+    auto [name, method] = called_name(L);
+    std::string m = user_where(L);
+    if (method && --arg == 0) m += "calling '" + name + "' on bad self (" + message + ")";
+    else m += "bad argument #" + std::to_string(arg) + " to '" + name + "' (" + message + ")";
+    lua_pushlstring(L, m.data(), m.size());
+  }
+  lua_error(L);
+  std::abort();  // lua_error does not return
 }
 
 void raise_type_error(lua_State* L, int arg, const std::string& expected) {
   raise_arg_error(L, arg, expected + " expected, got " + type_name_at(L, arg));
 }
 
-bool check_options(lua_State* L, int arg, std::initializer_list<const char*> allowed) {
-  if (lua_isnoneornil(L, arg)) return false;
+namespace {
+std::string known_list(std::initializer_list<const char*> allowed) {
   std::string known;
   for (const char* a : allowed) known += std::string(known.empty() ? "" : ", ") + a;
-  if (!lua_istable(L, arg)) raise_type_error(L, arg, "option table {" + known + "}");
+  return known;
+}
+
+// Pushes the error message for the value at arg when it is not an option table with only
+// allowed keys; returns whether it did (the caller raises it once these strings are freed).
+bool push_options_error(lua_State* L, int arg, std::initializer_list<const char*> allowed) {
+  const std::string known = known_list(allowed);
+  if (!lua_istable(L, arg)) {
+    auto [name, method] = called_name(L);
+    const int n = method ? arg - 1 : arg;
+    std::string m = user_where(L) + "bad argument #" + std::to_string(n) + " to '" + name + "' (option table {" + known +
+                    "} expected, got " + type_name_at(L, arg) + ")";
+    lua_pushlstring(L, m.data(), m.size());
+    return true;
+  }
   lua_pushnil(L);
   while (lua_next(L, arg)) {
     lua_pop(L, 1);
@@ -181,10 +201,18 @@ bool check_options(lua_State* L, int arg, std::initializer_list<const char*> all
     bool ok = false;
     for (const char* a : allowed) ok = ok || std::strcmp(a, key) == 0;
     if (!ok) {
-      std::string message = called_name(L).first + ": unknown option '" + key + "' (known options: " + known + ")";
-      raise_user_error(L, message);
+      std::string m = user_where(L) + called_name(L).first + ": unknown option '" + key + "' (known options: " + known + ")";
+      lua_pushlstring(L, m.data(), m.size());
+      return true;
     }
   }
+  return false;
+}
+}  // namespace
+
+bool check_options(lua_State* L, int arg, std::initializer_list<const char*> allowed) {
+  if (lua_isnoneornil(L, arg)) return false;
+  if (push_options_error(L, arg, allowed)) lua_error(L);
   return true;
 }
 
