@@ -69,18 +69,29 @@ end
 
 ---------------------------------------------------------------- option checks
 
+-- Keras's names for options (DESIGN section 3), turned into ours.
+local keras_names = {restore_best_weights = "restore_best", filepath = "path", schedule = "fn"}
+
+-- A copy of opts with Keras's names turned into ours, after refusing unknown keys.
 local function check_options(who, opts, allowed)
   if opts == nil then opts = {} end
   if type(opts) ~= "table" then fail("%s: options must be a table, got %s", who, show(opts)) end
   local ok = {}
   for _, k in ipairs(allowed) do ok[k] = true end
-  for k in pairs(opts) do
-    if not ok[k] then
+  local out = {}
+  for k, v in pairs(opts) do
+    local ours = keras_names[k]
+    if ours and ok[ours] then
+      if opts[ours] ~= nil then fail("%s: give %s or its Keras name %s, not both", who, ours, k) end
+      out[ours] = v
+    elseif ok[k] then
+      out[k] = v
+    else
       table.sort(allowed)
       fail("%s: unknown option '%s' (known options: %s)", who, tostring(k), table.concat(allowed, ", "))
     end
   end
-  return opts
+  return out
 end
 
 local function check_type(who, name, v, kind, default)
@@ -313,11 +324,19 @@ end
 local CsvLogger = Callback:extend("CsvLogger")
 M.CsvLogger = CsvLogger
 
--- csv_logger{path = "log.csv", separator = ",", append = false}
+-- csv_logger{path = "log.csv", separator = ",", append = false}, or as Keras's CSVLogger:
+-- csv_logger("log.csv"[, {separator = ",", append = false}]).
 -- One line per epoch: "epoch" then the logs' names in sorted order (loss, metrics, val_...),
 -- written and flushed as each epoch ends. `tputrain plot log.csv out.svg` draws it.
-function CsvLogger:__init(opts)
+function CsvLogger:__init(opts, more)
   local who = "csv_logger"
+  if type(opts) == "string" then
+    more = check_options(who, more, {"separator", "append"})
+    more.path = opts
+    opts = more
+  else
+    require("tpu.errors").none(2, who, more)
+  end
   opts = check_options(who, opts, {"path", "separator", "append"})
   if type(opts.path) ~= "string" or opts.path == "" then
     fail("csv_logger: path must be a file name, e.g. csv_logger{path = \"log.csv\"}, got %s", show(opts.path))
@@ -397,9 +416,9 @@ end
 
 function CsvLogger:on_train_end() self:close() end
 
-function M.csv_logger(opts, extra)
-  require("tpu.errors").none(2, "csv_logger", extra)
-  return CsvLogger(opts)
+function M.csv_logger(opts, more, extra)
+  require("tpu.errors").none(3, "csv_logger", extra)
+  return CsvLogger(opts, more)
 end
 
 ---------------------------------------------------------------- lr_scheduler
@@ -415,9 +434,7 @@ M.LrScheduler = LrScheduler
 function LrScheduler:__init(opts)
   local who = "lr_scheduler"
   if type(opts) == "function" then opts = {fn = opts} end
-  opts = check_options(who, opts, {"fn", "schedule", "verbose"})
-  if opts.fn ~= nil and opts.schedule ~= nil then fail("lr_scheduler: give fn or its Keras name schedule, not both") end
-  opts.fn = opts.fn or opts.schedule
+  opts = check_options(who, opts, {"fn", "verbose"})
   if type(opts.fn) ~= "function" then
     fail("lr_scheduler: fn must be a function(epoch, lr) returning the new rate, got %s", show(opts.fn))
   end
@@ -465,6 +482,9 @@ function LrScheduler:on_epoch_end(_epoch, logs)
   if logs then logs.lr = self:current_lr() end
 end
 
-function M.lr_scheduler(opts) return LrScheduler(opts) end
+function M.lr_scheduler(opts, extra)
+  require("tpu.errors").none(2, "lr_scheduler", extra)
+  return LrScheduler(opts)
+end
 
 return M

@@ -90,7 +90,7 @@ function T.argument_errors()
     "SGD: lr must be a positive number or a schedule (optim.schedule.cosine{...}), got -1")
   check.raises(function() optim.SGD {lr = 0.1, momentum = 1.5} end, "momentum must be a number in %[0, 1%), got 1.5")
   check.raises(function() optim.Adam {beta1 = 1} end, "beta1 must be a number in %[0, 1%), got 1")
-  check.raises(function() optim.Adam {learning_rate = 1} end, "unknown option 'learning_rate'")
+  check.raises(function() optim.Adam {learning_rat = 1} end, "unknown option 'learning_rat'")
   local opt = optim.SGD()
   check.raises(function() opt:update({tpu.tensor {1}}, {}, opt:init({tpu.tensor {1}})) end,
     "got 0 gradients for 1 parameters")

@@ -59,6 +59,7 @@ function Model:__init(spec)
   spec = spec or {}
   util.check_options(self, spec, {"inputs", "outputs", "name", "trainable"})
   self:init_common(spec)
+  self.layers = self.modules  -- Keras's name (model.layers): the same list
   self.inputs, self.outputs = as_nodes(spec.inputs, "inputs"), as_nodes(spec.outputs, "outputs")
   self.single_input, self.single_output = Node.is(spec.inputs), Node.is(spec.outputs)
   self.calls = order_calls(self.inputs, self.outputs)

@@ -213,7 +213,8 @@ function Module:weight_entries(out, frozen)
   return out
 end
 
-function Module:parameters()
+function Module:parameters(extra)
+  require("tpu.errors").none(1, "parameters", extra)
   local list = {}
   for i, w in ipairs(self:weight_entries()) do list[i] = w.entry.value end
   return list
@@ -244,7 +245,8 @@ function Module:set_parameters(list)
   end
 end
 
-function Module:count_params()
+function Module:count_params(extra)
+  require("tpu.errors").none(1, "count_params", extra)
   local n = 0
   for _, p in ipairs(self:parameters()) do n = n + util.numel(p.shape) end
   return n
@@ -259,7 +261,8 @@ function Module:__tostring()
   return self:repr()
 end
 
-function Module:summary()
+function Module:summary(extra)
+  require("tpu.errors").none(1, "summary", extra)
   io.stdout:write(require("tpu.nn.summary")(self), "\n")
 end
 

@@ -22,6 +22,7 @@ function Sequential:__init(spec)
   spec = spec or {}
   util.check_options(self, spec, Module.common_options)
   self:init_common(spec)
+  self.layers = self.modules  -- Keras's name (model.layers): the same list
   for i, layer in ipairs(spec) do
     check_layer(layer, i)
     self.modules[i] = layer

@@ -99,7 +99,8 @@ local function metric_list(spec, names)
   return out
 end
 
-function M:compile(spec)
+function M:compile(spec, extra)
+  require("tpu.errors").none(2, "compile", extra)
   util.check_options({__name = "compile"}, spec or {}, compile_options)
   spec = spec or {}
   if spec.optimizer == nil or spec.loss == nil then
@@ -537,7 +538,15 @@ local function epoch_steps(data, opts)
   return n
 end
 
-function M:fit(data, opts)
+-- fit(x, y, {...}) and evaluate(x, y, {...}) with tensors, as in Keras, mean ({x, y}, {...}).
+local function keras_xy(who, data, opts, more)
+  if util.is_tensor(data) and util.is_tensor(opts) then return {data, opts}, more end
+  require("tpu.errors").none(3, who, more)
+  return data, opts
+end
+
+function M:fit(data, opts, more)
+  data, opts = keras_xy("fit", data, opts, more)
   opts = opts or {}
   util.check_options({__name = "fit"}, opts, fit_options)
   local c = compiled(self, "fit")
@@ -587,7 +596,8 @@ end
 
 ---------------------------------------------------------------- evaluate, predict
 
-function M:evaluate(data, opts)
+function M:evaluate(data, opts, more)
+  data, opts = keras_xy("evaluate", data, opts, more)
   opts = opts or {}
   util.check_options({__name = "evaluate"}, opts, {"verbose", "batch_size"})
   local c = compiled(self, "evaluate")
@@ -601,7 +611,8 @@ end
 
 -- predict(ds | tensor | {x}) -> tensor of outputs for every example (concatenated batches); a
 -- list of them for a model with several outputs.
-function M:predict(data, opts)
+function M:predict(data, opts, extra)
+  require("tpu.errors").none(3, "predict", extra)
   opts = opts or {}
   util.check_options({__name = "predict"}, opts, {"verbose", "batch_size"})
   self.predict_steps = self.predict_steps or {steps = {}}

@@ -10,7 +10,7 @@ Adam.options = {"beta1", "beta2", "epsilon"}
 
 function Adam:__init(opts)
   opts = opts or {}
-  self:init_options(opts, self.options)
+  opts = self:init_options(opts, self.options)
   self:init_moments(opts)
 end
 

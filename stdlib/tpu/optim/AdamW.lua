@@ -9,7 +9,7 @@ AdamW.options = {"beta1", "beta2", "epsilon", "weight_decay"}
 
 function AdamW:__init(opts)
   opts = opts or {}
-  self:init_options(opts, self.options)
+  opts = self:init_options(opts, self.options)
   self:init_moments(opts)
   self.weight_decay = self:check_number("weight_decay", opts.weight_decay or 0.004, 0)
 end

@@ -11,7 +11,7 @@ RMSprop.default_lr = 1e-3
 
 function RMSprop:__init(opts)
   opts = opts or {}
-  self:init_options(opts, {"rho", "momentum", "epsilon", "centered"})
+  opts = self:init_options(opts, {"rho", "momentum", "epsilon", "centered"})
   self.rho = self:check_number("rho", opts.rho or 0.9, 0, 1)
   self.momentum = self:check_number("momentum", opts.momentum or 0, 0, 1)
   self.epsilon = self:check_number("epsilon", opts.epsilon or 1e-7, 0)

@@ -1,0 +1,49 @@
+-- DESIGN section 3: "Keras names work too (a Keras user's first try must not fail)". Each name
+-- means the same as ours; giving both is an error.
+local tpu = require "tpu"
+local check = require "check"
+local data_util = require "data_util"
+local nn, optim, callbacks = tpu.nn, tpu.optim, tpu.callbacks
+
+local T = {}
+
+function T.optimizer_names()
+  local a = optim.Adam {learning_rate = 0.01, beta_1 = 0.8, beta_2 = 0.99}
+  check.eq({a.lr, a.beta1, a.beta2}, {0.01, 0.8, 0.99})
+  check.eq(optim.SGD {learning_rate = 0.5}.lr, 0.5)
+  check.eq(optim.AdamW {learning_rate = 0.5, beta_1 = 0.7}.beta1, 0.7)
+  check.eq(optim.RMSprop {learning_rate = 0.5}.lr, 0.5)
+  check.raises(function() optim.Adam {lr = 0.1, learning_rate = 0.2} end,
+    "test_keras_names.lua:%d+: Adam: give lr or its Keras name learning_rate, not both")
+  check.raises(function() optim.SGD {beta_1 = 0.9} end, "SGD: unknown option 'beta_1'")
+end
+
+function T.callback_names()
+  local dir = data_util.temp_dir()
+  check.eq(callbacks.early_stopping {restore_best_weights = true}.restore_best, true)
+  check.eq(callbacks.checkpoint {filepath = dir .. "/c.safetensors"}.path, dir .. "/c.safetensors")
+  local log = callbacks.csv_logger(dir .. "/log.csv", {separator = ";"})
+  check.eq({log.path, log.separator}, {dir .. "/log.csv", ";"})
+  check.eq(callbacks.lr_scheduler {schedule = function(_, lr) return lr end}.fn ~= nil, true)
+  check.raises(function() callbacks.checkpoint {path = "a", filepath = "b"} end,
+    "checkpoint: give path or its Keras name filepath, not both")
+  check.raises(function() callbacks.csv_logger(dir .. "/log.csv", {path = "x"}) end, "csv_logger: unknown option 'path'")
+  data_util.remove(dir)
+end
+
+function T.fit_and_evaluate_take_x_and_y()
+  local x = tpu.tensor {{1, 0}, {0, 1}, {1, 1}, {0, 0}}
+  local y = tpu.tensor {{1}, {0}, {1}, {0}}
+  local model = nn.Sequential {nn.Dense(1)}
+  model:compile {optimizer = "sgd", loss = "mse"}
+  local h = model:fit(x, y, {epochs = 2, batch_size = 2, verbose = 0})
+  check.eq(#h.history.loss, 2)
+  local pair = model:evaluate({x, y}, {verbose = 0}).loss
+  check.near(model:evaluate(x, y, {verbose = 0}).loss, pair, 0)
+  check.eq(model.layers[1], model.modules[1])
+  check.eq(#model.layers, 1)
+  check.raises(function() model:fit({x, y}, {verbose = 0}, 3) end,
+    "test_keras_names.lua:%d+: bad argument #3 to 'fit' %(no value expected, got number%)")
+end
+
+return T
