@@ -42,6 +42,14 @@ function T.fit_and_evaluate_take_x_and_y()
   check.near(model:evaluate(x, y, {verbose = 0}).loss, pair, 0)
   check.eq(model.layers[1], model.modules[1])
   check.eq(#model.layers, 1)
+  -- validation_split: the last rows validate, as Keras takes them
+  local hv = model:fit(x, y, {epochs = 1, batch_size = 2, verbose = 0, validation_split = 0.5})
+  local after = model:evaluate(x:slice {{3, 4}}, y:slice {{3, 4}}, {verbose = 0}).loss
+  check.near(hv.history.val_loss[1], after, 1e-6)
+  check.raises(function() model:fit(x, y, {verbose = 0, validation_split = 1}) end,
+    "fit: validation_split must be a number in (0, 1), got 1")
+  check.raises(function() model:fit(x, y, {verbose = 0, validation_split = 0.5, validation_data = {x, y}}) end,
+    "fit: give validation_split or validation_data, not both")
   check.raises(function() model:fit({x, y}, {verbose = 0}, 3) end,
     "test_keras_names.lua:%d+: bad argument #3 to 'fit' %(no value expected, got number%)")
 end

@@ -520,7 +520,35 @@ local function evaluate_sums(model, c, data, opts, bar)
 end
 
 local fit_options = {"epochs", "validation_data", "verbose", "callbacks", "batch_size",
-                     "steps_per_epoch", "resume"}
+                     "steps_per_epoch", "resume", "validation_split"}
+
+-- Keras's validation_split on {x, y} tensors: the last fraction of the rows (taken before any
+-- shuffling) becomes validation_data. Returns the training data and a copy of opts.
+local function split_validation(data, opts)
+  local split = opts.validation_split
+  if split == nil then return data, opts end
+  if type(split) ~= "number" or split <= 0 or split >= 1 then
+    util.fail("fit: validation_split must be a number in (0, 1), got %s", util.show(split))
+  end
+  if opts.validation_data ~= nil then util.fail("fit: give validation_split or validation_data, not both") end
+  local pair = type(data) == "table" and not is_dataset(data) and #data == 2
+  if not (pair and util.is_tensor(data[1]) and util.is_tensor(data[2])) then
+    util.fail("fit: validation_split needs x and y tensors (fit(x, y, {...})); "
+      .. "for a data set, pass validation_data")
+  end
+  local n = data[1].shape[1]
+  local at = math.floor(n * (1 - split))
+  if at < 1 or at >= n then
+    util.fail("fit: validation_split = %g of %d rows leaves no %s rows", split, n, at < 1 and "training" or "validation")
+  end
+  local out = {}
+  for k, v in pairs(opts) do out[k] = v end
+  out.validation_split = nil
+  local head = function(t) return t:slice {{1, at}} end
+  local tail = function(t) return t:slice {{at + 1, n}} end
+  out.validation_data = {tail(data[1]), tail(data[2])}
+  return {head(data[1]), head(data[2])}, out
+end
 
 -- Steps per epoch for the progress bar; an endless data set needs steps_per_epoch.
 local function epoch_steps(data, opts)
@@ -549,6 +577,7 @@ function M:fit(data, opts, more)
   data, opts = keras_xy("fit", data, opts, more)
   opts = opts or {}
   util.check_options({__name = "fit"}, opts, fit_options)
+  data, opts = split_validation(data, opts)
   local c = compiled(self, "fit")
   local epochs = opts.epochs or 1
   if not util.is_positive_integer(epochs) then
