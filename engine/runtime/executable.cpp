@@ -12,6 +12,7 @@
 #include "ops/fusion.h"
 #include "passes/pass.h"
 #include "runtime/lockstep.h"
+#include "runtime/planner.h"
 #include "runtime/signals.h"
 #include "runtime/thread_pool.h"
 
@@ -56,7 +57,6 @@ std::vector<OpTime> op_times() {
   return r;
 }
 
-namespace {
 // TPUTRAIN_DEBUG=2 prints the time of each compile stage (the pipeline prints its passes).
 class StageTimer {
  public:
@@ -76,7 +76,6 @@ class StageTimer {
   bool on_ = false;
   std::chrono::steady_clock::time_point start_ = std::chrono::steady_clock::now();
 };
-}  // namespace
 
 Executable Executable::compile(Graph g, CompileOptions options) {
   StageTimer timer;
@@ -96,198 +95,120 @@ Executable Executable::compile(Graph g, CompileOptions options) {
   }
   exe.reference_kernels_ = options.reference_kernels;
   poll_stop("compiling");
-  exe.plan(options);
-  timer.done("plan", exe.graph_.nodes.size());
+  exe.plan(options, timer);
   return exe;
 }
 
-namespace {
+// What the planner's stages (runtime/planner.h) hand each other.
+struct Executable::Planning {
+  Liveness lv;
+  std::vector<NodeId> dot_of;  // per all_reduce: the dot it computes itself, or -1
+  Schedule sched;
+  Lifetimes lt;
+  Donation donation;
+  std::vector<bool> planned, planned_shared;  // per node: has an offset in plan_ / shared_plan_
+  std::vector<size_t> offset;
+};
 
-// Nodes whose value is the same on every replica: unsharded parameters, constants, all_reduce
-// results, and whatever is computed from those alone.
-std::vector<bool> replica_invariant(const Graph& g, const std::vector<bool>& sharded) {
-  std::vector<bool> inv(g.nodes.size(), true);
-  std::vector<int32_t> param_index(g.nodes.size(), -1);
-  for (size_t i = 0; i < g.params.size(); ++i) param_index[size_t(g.params[i])] = int32_t(i);
-  for (NodeId n = 0; n < NodeId(g.nodes.size()); ++n) {
-    const Node& node = g.at(n);
-    if (node.op == Op::parameter) {
-      int32_t p = param_index[size_t(n)];
-      inv[size_t(n)] = !(p >= 0 && size_t(p) < sharded.size() && sharded[size_t(p)]);
-    } else if (node.op != Op::all_reduce) {
-      for (NodeId i : node.in) inv[size_t(n)] = inv[size_t(n)] && inv[size_t(i)];
-    }
-  }
-  return inv;
-}
-
-// phase[n]: how many rounds of all_reduce must finish before n can run.
-// (Operands' ops are read from one flat array: on deep graphs each g.at(i) was a cache miss.)
-std::vector<int32_t> phases_of(const Graph& g) {
-  std::vector<int32_t> phase(g.nodes.size(), 0), after(g.nodes.size(), 0);  // after: phase of n's readers
-  for (NodeId n = 0; n < NodeId(g.nodes.size()); ++n) {
-    const Node& node = g.at(n);
-    for (NodeId i : node.in) phase[size_t(n)] = std::max(phase[size_t(n)], after[size_t(i)]);
-    after[size_t(n)] = phase[size_t(n)] + (node.op == Op::all_reduce ? 1 : 0);
-  }
-  return phase;
-}
-
-// dot_of[a]: the dot an all_reduce `a` computes itself, or -1. That is a per-replica f32 dot
-// read by `a` alone: its replicas' products are then summed as they are produced, instead of
-// each replica writing a whole weight-gradient-sized product that a pass of its own sums.
-std::vector<NodeId> summed_dots(const Graph& g, const std::vector<bool>& live, const std::vector<bool>& invariant,
-                                const std::vector<bool>& is_output) {
-  std::vector<int32_t> readers(g.nodes.size(), 0);
-  for (NodeId n = 0; n < NodeId(g.nodes.size()); ++n)
-    if (live[size_t(n)])
-      for (NodeId i : g.at(n).in) ++readers[size_t(i)];
-  std::vector<NodeId> dot_of(g.nodes.size(), -1);
-  for (NodeId n = 0; n < NodeId(g.nodes.size()); ++n) {
-    if (!live[size_t(n)] || g.at(n).op != Op::all_reduce) continue;
-    NodeId d = g.at(n).in[0];
-    if (summable_dot(g, g.at(d)) && !invariant[size_t(d)] && !is_output[size_t(d)] && readers[size_t(d)] == 1)
-      dot_of[size_t(n)] = d;
-  }
-  return dot_of;
-}
-
-}  // namespace
-
-void Executable::plan(const CompileOptions& options) {
+void Executable::plan(const CompileOptions& options, StageTimer& timer) {
   const Graph& g = graph_;
   const size_t count = g.nodes.size();
   replicas_ = std::max(1, options.replicas);
   sharded_ = options.sharded;
   sharded_.resize(g.params.size(), false);
+  Planning p;
   invariant_ = replica_invariant(g, sharded_);
-  std::vector<bool> live(count, false), is_output(count, false);
-  for (NodeId o : g.outputs) live[size_t(o)] = is_output[size_t(o)] = true;
-  for (size_t n = count; n-- > 0;)
-    if (live[n])
-      for (NodeId i : g.nodes[n].in) live[size_t(i)] = true;
-  std::vector<NodeId> dot_of(count, -1);
-  if (replicas_ > 1 && !options.reference_kernels) dot_of = summed_dots(g, live, invariant_, is_output);
+  p.lv = liveness(g);
+  p.dot_of.assign(count, -1);
+  if (replicas_ > 1 && !options.reference_kernels) p.dot_of = summed_dots(g, p.lv, invariant_);
+  timer.done("plan: liveness", count);
+  p.sched = schedule(g, p.lv, invariant_, !options.reference_kernels && options.lockstep);
+  timer.done("plan: schedule", count);
+  p.lt = lifetimes(g, p.sched.order, p.lv, invariant_, p.dot_of);
+  timer.done("plan: lifetimes", count);
+  poll_stop("compiling");
+  p.donation = donate(g, p.lt, p.lv, {options.donated, sharded_, invariant_, reads_elementwise});
+  donated_args_ = p.donation.args;
+  timer.done("plan: donation", count);
+  extend_for_lockstep(g, p.sched, p.lt);
+  timer.done("plan: lock-step reads", count);
+  assign_offsets(p);
+  timer.done("plan: offsets", count);
+  emit_steps(p);
+  timer.done("plan: steps", count);
+  count_hbm(p);
+  timer.done("plan: HBM", count);
+}
 
-  // Execution order: by phase; within a phase invariant nodes, per-replica nodes, all_reduces.
-  std::vector<int32_t> phase = phases_of(g);
-  int32_t phases = 0;
-  for (NodeId n = 0; n < NodeId(count); ++n)
-    if (live[size_t(n)]) phases = std::max(phases, phase[size_t(n)] + 1);
-  auto group = [&](NodeId n) { return g.at(n).op == Op::all_reduce ? 2 : invariant_[size_t(n)] ? 0 : 1; };
-  // One sweep sorts the scheduled nodes by (phase, group), stably: a counting sort.
-  std::vector<int32_t> slot(count, -1), first(size_t(phases) * 3 + 1, 0);
-  for (NodeId n = 0; n < NodeId(count); ++n)
-    if (live[size_t(n)] && !is_leaf(g.at(n).op)) ++first[size_t(slot[size_t(n)] = phase[size_t(n)] * 3 + group(n)) + 1];
-  for (size_t s = 1; s < first.size(); ++s) first[s] += first[s - 1];
-  std::vector<NodeId> order(size_t(first.back()));
-  for (NodeId n = 0; n < NodeId(count); ++n)
-    if (slot[size_t(n)] >= 0) order[size_t(first[size_t(slot[size_t(n)])]++)] = n;
-  std::vector<int32_t> runs(order.size(), 0);
-  if (!options.reference_kernels && options.lockstep) {
-    order = sink_into_readers(g, order, slot);
-    runs = lockstep_runs(g, order, slot);
-  }
-
-  // Storage owners: a reshape shares its operand's storage.
-  std::vector<NodeId> owner(count);
-  std::vector<int32_t> pos(count, -1), last_use(count, -1);
-  for (NodeId n = 0; n < NodeId(count); ++n) owner[size_t(n)] = n;
-  for (int32_t k = 0; k < int32_t(order.size()); ++k) {
-    NodeId n = order[size_t(k)];
-    const Node& node = g.at(n);
-    if (node.op == Op::reshape && !is_output[size_t(n)] && invariant_[size_t(n)] == invariant_[size_t(node.in[0])])
-      owner[size_t(n)] = owner[size_t(node.in[0])];
-    pos[size_t(n)] = k;
-    for (NodeId i : node.in) last_use[size_t(owner[size_t(i)])] = std::max(last_use[size_t(owner[size_t(i)])], k);
-    if (dot_of[size_t(n)] >= 0)  // the all_reduce reads its dot's operands
-      for (NodeId i : g.at(dot_of[size_t(n)]).in)
-        last_use[size_t(owner[size_t(i)])] = std::max(last_use[size_t(owner[size_t(i)])], k);
-  }
-  const int32_t end = int32_t(order.size());
-  for (NodeId o : g.outputs) last_use[size_t(owner[size_t(o)])] = end;  // results outlive the run
-
-  // Donation: a result may take a donated parameter's buffer once nothing else reads it.
-  std::vector<int32_t> donated_into(count, -1);
-  std::vector<bool> taken(g.params.size(), false);
-  for (NodeId o : g.outputs) {
-    poll_stop("compiling");  // this search takes seconds for a model of 30,000 layers
-    const Node& on = g.at(o);
-    if (is_leaf(on.op) || owner[size_t(o)] != o || donated_into[size_t(o)] >= 0 || !invariant_[size_t(o)]) continue;
-    for (size_t p = 0; p < g.params.size() && p < options.donated.size(); ++p) {
-      NodeId pn = g.params[p];
-      if (!options.donated[p] || taken[p] || is_output[size_t(pn)] || sharded_[p] ||
-          exact_bytes(g.at(pn)) != exact_bytes(on))
-        continue;
-      int32_t lu = last_use[size_t(pn)];
-      bool in_place_ok = lu < pos[size_t(o)] ||
-                         (lu == pos[size_t(o)] && reads_elementwise(on.op) && g.at(pn).shape == on.shape);
-      if (!in_place_ok) continue;
-      taken[p] = true;
-      donated_into[size_t(o)] = int32_t(p);
-      donated_args_.push_back(int32_t(p));
-      break;
-    }
-  }
-
-  // A run in lock-step reads its operands until its last member has run.
-  for (size_t k = 0; k < order.size(); ++k)
-    for (int32_t j = 0; j < runs[k]; ++j)
-      for (NodeId i : g.at(order[k + size_t(j)]).in)
-        last_use[size_t(owner[size_t(i)])] = std::max(last_use[size_t(owner[size_t(i)])], int32_t(k) + runs[k] - 1);
-
-  // Replicas run their steps concurrently, each at its own pace: a value they all read (an
-  // invariant one, an all_reduce result) gets an arena of its own, or replica 0 could reuse its
-  // space while another replica still reads it.
+// Replicas run their steps concurrently, each at its own pace: a value they all read (an
+// invariant one, an all_reduce result) gets an arena of its own, or replica 0 could reuse its
+// space while another replica still reads it.
+void Executable::assign_offsets(Planning& p) {
+  const Graph& g = graph_;
   auto shared = [&](NodeId n) { return replicas_ > 1 && (invariant_[size_t(n)] || g.at(n).op == Op::all_reduce); };
-  std::vector<bool> planned(count, false), planned_shared(count, false);
-  for (NodeId n : order)
-    (shared(n) ? planned_shared : planned)[size_t(n)] = owner[size_t(n)] == n && !is_output[size_t(n)];
-  plan_ = plan_memory(g, order, planned, last_use);
-  shared_plan_ = plan_memory(g, order, planned_shared, last_use);
-  std::vector<size_t> offset(count, 0);
+  p.planned.assign(g.nodes.size(), false);
+  p.planned_shared.assign(g.nodes.size(), false);
+  for (NodeId n : p.sched.order)
+    (shared(n) ? p.planned_shared : p.planned)[size_t(n)] = p.lt.owner[size_t(n)] == n && !p.lv.is_output[size_t(n)];
+  plan_ = plan_memory(g, p.sched.order, p.planned, p.lt.last_use);
+  shared_plan_ = plan_memory(g, p.sched.order, p.planned_shared, p.lt.last_use);
+  p.offset.assign(g.nodes.size(), 0);
   for (const MemoryPlan* mp : {&plan_, &shared_plan_})
-    for (const Buffer& b : mp->buffers) offset[size_t(b.node)] = b.offset;
+    for (const Buffer& b : mp->buffers) p.offset[size_t(b.node)] = b.offset;
+}
 
-  // A summed dot keeps its buffer in the plan (a TPU core holds its product before the
-  // all_reduce, and the HBM check counts it) but is computed by its all_reduce.
-  std::vector<bool> summed(count, false);
-  for (NodeId d : dot_of)
-    if (d >= 0) summed[size_t(d)] = true;
-  phases_.assign(size_t(phases), Phase{});
-  std::vector<int32_t> arg_of(count, -1);
-  for (size_t p = 0; p < g.params.size(); ++p) arg_of[size_t(g.params[p])] = int32_t(p);
+// Lock-step runs whose buffers allow it, then each scheduled node's step in its phase's list.
+void Executable::emit_steps(Planning& p) {
+  const Graph& g = graph_;
+  std::vector<int32_t>& runs = p.sched.runs;
+  const std::vector<NodeId>& order = p.sched.order;
+  std::vector<int32_t> arg_of(g.nodes.size(), -1);
+  for (size_t a = 0; a < g.params.size(); ++a) arg_of[size_t(g.params[a])] = int32_t(a);
   auto where = [&](NodeId n) {
-    const NodeId o = owner[size_t(n)];
+    const NodeId o = p.lt.owner[size_t(n)];
     const size_t bytes = exact_bytes(g.at(o));
-    if (planned[size_t(o)]) return BufferRange{-1, offset[size_t(o)], offset[size_t(o)] + bytes};
-    if (planned_shared[size_t(o)]) return BufferRange{-2, offset[size_t(o)], offset[size_t(o)] + bytes};
-    const int32_t arg = donated_into[size_t(o)] >= 0 ? donated_into[size_t(o)] : arg_of[size_t(o)];
+    if (p.planned[size_t(o)]) return BufferRange{-1, p.offset[size_t(o)], p.offset[size_t(o)] + bytes};
+    if (p.planned_shared[size_t(o)]) return BufferRange{-2, p.offset[size_t(o)], p.offset[size_t(o)] + bytes};
+    const int32_t arg = p.donation.into[size_t(o)] >= 0 ? p.donation.into[size_t(o)] : arg_of[size_t(o)];
     if (arg >= 0) return BufferRange{arg, 0, bytes};
     return BufferRange{-3 - int64_t(o), 0, bytes};  // a buffer of its own
   };
   for (size_t k = 0; k < order.size(); ++k)
     if (runs[k] > 0 && !lockstep_safe(g, std::span(order).subspan(k, size_t(runs[k])), where)) runs[k] = 0;
+  // A summed dot keeps its buffer in the plan (a TPU core holds its product before the
+  // all_reduce, and the HBM check counts it) but is computed by its all_reduce.
+  std::vector<bool> summed(g.nodes.size(), false);
+  for (NodeId d : p.dot_of)
+    if (d >= 0) summed[size_t(d)] = true;
+  phases_.assign(size_t(p.sched.phases), Phase{});
   for (size_t k = 0; k < order.size(); ++k) {
     const NodeId n = order[k];
     Step st{n, Step::Place::fresh};
     st.lockstep = runs[k];
     lockstep_fusions_ += size_t(runs[k]);
-    st.dot = dot_of[size_t(n)];
-    if (owner[size_t(n)] != n) st.place = Step::Place::alias;
-    else if (planned[size_t(n)]) st.place = Step::Place::arena, st.offset = offset[size_t(n)];
-    else if (planned_shared[size_t(n)]) st.place = Step::Place::shared, st.offset = offset[size_t(n)];
-    else if (donated_into[size_t(n)] >= 0) st.place = Step::Place::donated, st.arg = donated_into[size_t(n)];
-    Phase& ph = phases_[size_t(phase[size_t(n)])];
+    st.dot = p.dot_of[size_t(n)];
+    if (p.lt.owner[size_t(n)] != n) st.place = Step::Place::alias;
+    else if (p.planned[size_t(n)]) st.place = Step::Place::arena, st.offset = p.offset[size_t(n)];
+    else if (p.planned_shared[size_t(n)]) st.place = Step::Place::shared, st.offset = p.offset[size_t(n)];
+    else if (p.donation.into[size_t(n)] >= 0) st.place = Step::Place::donated, st.arg = p.donation.into[size_t(n)];
     kernels_ += st.place == Step::Place::alias ? 0 : 1;
     if (summed[size_t(n)]) continue;
-    (group(n) == 0 ? ph.once : group(n) == 1 ? ph.each : ph.reduce).push_back(st);
+    const int32_t slot = p.sched.slot[size_t(n)];
+    Phase& ph = phases_[size_t(Schedule::phase(slot))];
+    const int32_t group = Schedule::group(slot);
+    (group == 0 ? ph.once : group == 1 ? ph.each : ph.reduce).push_back(st);
   }
+}
 
+// A core holds the parameters, the peak of intermediates and the results not written into a
+// parameter's buffer.
+void Executable::count_hbm(const Planning& p) {
+  const Graph& g = graph_;
   hbm_bytes_ = plan_.peak_tpu_bytes + shared_plan_.peak_tpu_bytes;
-  for (NodeId p : g.params) hbm_bytes_ += tpu_padded_bytes(g.at(p).dtype, g.at(p).shape);
+  for (NodeId n : g.params) hbm_bytes_ += tpu_padded_bytes(g.at(n).dtype, g.at(n).shape);
   for (NodeId o : g.outputs)
-    if (!is_leaf(g.at(o).op) && donated_into[size_t(o)] < 0) hbm_bytes_ += tpu_padded_bytes(g.at(o).dtype, g.at(o).shape);
+    if (!is_leaf(g.at(o).op) && p.donation.into[size_t(o)] < 0)
+      hbm_bytes_ += tpu_padded_bytes(g.at(o).dtype, g.at(o).shape);
 }
 
 Cost Executable::cost() const {

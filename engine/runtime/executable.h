@@ -16,6 +16,8 @@
 
 namespace tpu {
 
+class StageTimer;  // prints each compile stage's time under TPUTRAIN_DEBUG=2
+
 struct CompileOptions {
   bool reference_kernels = false;  // run every op on its reference kernel (tests)
   bool optimize = true;            // run the pass pipeline
@@ -72,7 +74,12 @@ class Executable {
   struct Phase {
     std::vector<Step> once, each, reduce;
   };
-  void plan(const CompileOptions& options);
+  // The planner (runtime/planner.h): its stages, each timed under TPUTRAIN_DEBUG=2.
+  struct Planning;
+  void plan(const CompileOptions& options, StageTimer& timer);
+  void assign_offsets(Planning& p);
+  void emit_steps(Planning& p);
+  void count_hbm(const Planning& p);
   // Points values[s.node] at its storage; false for an alias (a reshape: nothing to compute).
   bool place_output(const Step& s, std::vector<Tensor>& values, std::span<const Tensor> args, int replica,
                     std::vector<Tensor>& results) const;

@@ -1,8 +1,11 @@
 // The memory plan: no two buffers live at once overlap; peaks match hand-computed values.
 #include <doctest.h>
 
+#include <random>
+
 #include "runtime/executable.h"
 #include "runtime/memory_plan.h"
+#include "runtime/planner.h"
 
 using namespace tpu;
 
@@ -78,4 +81,139 @@ TEST_CASE("a donated parameter receives an elementwise update in place") {
   Tensor r = exe.run(args)[0];
   CHECK(r.raw() == wt.raw());  // the same buffer
   CHECK(r.get(3) == 12);
+}
+
+// ---- The planner's stages (runtime/planner.h), one at a time ----
+
+namespace {
+bool elementwise(Op op) { return op == Op::add || op == Op::sub || op == Op::mul || op == Op::exp; }
+}  // namespace
+
+TEST_CASE("liveness: a node no output needs is not live") {
+  Graph g;
+  NodeId x = g.parameter(DType::f32, {4});
+  NodeId dead = g.unary(Op::exp, x);
+  NodeId y = g.unary(Op::tanh, x);
+  g.outputs = {y};
+  Liveness lv = liveness(g);
+  CHECK(lv.live[size_t(x)]);
+  CHECK(!lv.live[size_t(dead)]);
+  CHECK(lv.is_output[size_t(y)]);
+  CHECK(!lv.is_output[size_t(x)]);
+}
+
+TEST_CASE("schedule: leaves are not steps; per-replica nodes run after invariant ones") {
+  Graph g;
+  NodeId w = g.parameter(DType::f32, {4});
+  NodeId x = g.parameter(DType::f32, {4});  // sharded
+  NodeId a = g.unary(Op::exp, x);           // per replica
+  NodeId b = g.unary(Op::tanh, w);          // invariant
+  g.outputs = {g.binary(Op::add, a, a), b};
+  const std::vector<bool> inv = replica_invariant(g, {false, true});
+  Schedule s = schedule(g, liveness(g), inv, false);
+  REQUIRE(s.order.size() == 3);
+  CHECK(s.order[0] == b);
+  CHECK(s.order[1] == a);
+  CHECK(s.phases == 1);
+  CHECK(Schedule::group(s.slot[size_t(a)]) == 1);
+  CHECK(s.slot[size_t(w)] == -1);
+}
+
+TEST_CASE("lifetimes: a reshape shares its operand's storage, which lives until the reshape's last reader") {
+  Graph g;
+  NodeId x = g.parameter(DType::f32, {2, 4});
+  NodeId a = g.unary(Op::exp, x);     // 0
+  NodeId r = g.reshape(a, {8});       // 1
+  NodeId b = g.unary(Op::tanh, r);    // 2
+  NodeId c = g.unary(Op::neg, b);     // 3
+  g.outputs = {g.reduce(c, {0}, ReduceKind::sum)};  // 4
+  Liveness lv = liveness(g);
+  const std::vector<bool> inv(g.nodes.size(), true);
+  Schedule s = schedule(g, lv, inv, false);
+  Lifetimes lt = lifetimes(g, s.order, lv, inv, std::vector<NodeId>(g.nodes.size(), -1));
+  CHECK(lt.owner[size_t(r)] == a);
+  CHECK(lt.last_use[size_t(a)] == 2);
+  CHECK(lt.last_use[size_t(b)] == 3);
+  CHECK(lt.last_use[size_t(g.outputs[0])] == 5);  // a result outlives the run
+  CHECK(lt.pos[size_t(x)] == -1);
+}
+
+TEST_CASE("donation: a result takes the first donated buffer of its size that is free, or that it reads in step") {
+  Graph g;
+  NodeId p0 = g.parameter(DType::f32, {4});     // read by c
+  NodeId p1 = g.parameter(DType::f32, {4});     // read by a
+  g.parameter(DType::f32, {2, 2});              // never read: free from the start
+  g.parameter(DType::f32, {8});                 // another size
+  NodeId a = g.unary(Op::exp, p1);              // 0
+  NodeId b = g.unary(Op::tanh, a);              // 1
+  NodeId c = g.binary(Op::add, b, p0);          // 2
+  NodeId e = g.unary(Op::exp, b);               // 3
+  g.outputs = {a, c, e};
+  Liveness lv = liveness(g);
+  const std::vector<bool> inv(g.nodes.size(), true), sharded(g.params.size(), false), donated(4, true);
+  Schedule s = schedule(g, lv, inv, false);
+  Lifetimes lt = lifetimes(g, s.order, lv, inv, std::vector<NodeId>(g.nodes.size(), -1));
+  SUBCASE("elementwise readers write in place") {
+    Donation d = donate(g, lt, lv, {donated, sharded, inv, elementwise});
+    CHECK(d.args == std::vector<int32_t>{1, 0, 2});
+    CHECK(d.into[size_t(c)] == 0);
+    CHECK(d.into[size_t(b)] == -1);
+  }
+  SUBCASE("other readers wait until the parameter is free") {
+    Donation d = donate(g, lt, lv, {donated, sharded, inv, [](Op) { return false; }});
+    CHECK(d.args == std::vector<int32_t>{2, 1, 0});
+  }
+}
+
+namespace {
+
+// The plain search donation replaced: each result tries every parameter in order.
+std::vector<int32_t> donate_by_search(const Graph& g, const Lifetimes& lt, const Liveness& lv,
+                                      const std::vector<bool>& donated) {
+  std::vector<int32_t> args;
+  std::vector<bool> taken(g.params.size(), false), done(g.nodes.size(), false);
+  auto bytes = [&](NodeId n) { return num_elements(g.at(n).shape) * int64_t(size_of(g.at(n).dtype)); };
+  for (NodeId o : g.outputs) {
+    if (g.at(o).op == Op::parameter || lt.owner[size_t(o)] != o || done[size_t(o)]) continue;
+    for (size_t p = 0; p < g.params.size(); ++p) {
+      const NodeId pn = g.params[p];
+      const int32_t lu = lt.last_use[size_t(pn)], pos = lt.pos[size_t(o)];
+      if (!donated[p] || taken[p] || lv.is_output[size_t(pn)] || bytes(pn) != bytes(o)) continue;
+      if (!(lu < pos || (lu == pos && elementwise(g.at(o).op) && g.at(pn).shape == g.at(o).shape))) continue;
+      taken[p] = done[size_t(o)] = true;
+      args.push_back(int32_t(p));
+      break;
+    }
+  }
+  return args;
+}
+
+}  // namespace
+
+TEST_CASE("donation: the same choices as trying every parameter for every result") {
+  std::mt19937 rng(7);
+  auto pick = [&](size_t n) { return size_t(rng() % n); };
+  const std::vector<Shape> shapes = {{4}, {2, 2}, {8}, {4, 2}, {3}};
+  for (int round = 0; round < 20; ++round) {
+    Graph g;
+    std::vector<NodeId> nodes;
+    for (int i = 0; i < 30; ++i) nodes.push_back(g.parameter(DType::f32, shapes[pick(shapes.size())]));
+    for (int i = 0; i < 60; ++i) {
+      const NodeId x = nodes[pick(nodes.size())];
+      NodeId y = nodes[pick(nodes.size())];
+      if (g.at(y).shape != g.at(x).shape) y = x;
+      nodes.push_back(pick(3) == 0 ? g.unary(Op::tanh, x) : g.binary(pick(2) ? Op::add : Op::mul, x, y));
+    }
+    for (int i = 0; i < 25; ++i) g.outputs.push_back(nodes[30 + pick(60)]);
+    g.outputs.push_back(nodes[pick(30)]);  // a parameter as a result: never donated
+    std::vector<bool> donated(g.params.size());
+    for (size_t p = 0; p < donated.size(); ++p) donated[p] = pick(4) != 0;
+    Liveness lv = liveness(g);
+    const std::vector<bool> inv(g.nodes.size(), true), sharded(g.params.size(), false);
+    Schedule s = schedule(g, lv, inv, false);
+    Lifetimes lt = lifetimes(g, s.order, lv, inv, std::vector<NodeId>(g.nodes.size(), -1));
+    Donation d = donate(g, lt, lv, {donated, sharded, inv, elementwise});
+    INFO("round " << round);
+    CHECK(d.args == donate_by_search(g, lt, lv, donated));
+  }
 }
