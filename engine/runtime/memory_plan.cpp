@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <map>
+#include <set>
+#include <tuple>
 
 namespace tpu {
 
@@ -14,14 +16,14 @@ namespace {
 class Arena {
  public:
   size_t allocate(size_t bytes) {
-    auto fit = by_size_.lower_bound(bytes);
+    auto fit = by_size_.lower_bound({bytes, 0, 0});
     if (fit == by_size_.end()) {
       // Reuse a free range that ends at the top, growing it.
       if (!by_offset_.empty()) {
         auto last = std::prev(by_offset_.end());
-        if (last->first + last->second == top_) {
+        if (last->first + last->second.size == top_) {
           size_t off = last->first;
-          erase(last->first, last->second);
+          erase(last);
           top_ = off + bytes;
           return off;
         }
@@ -30,8 +32,8 @@ class Arena {
       top_ += bytes;
       return off;
     }
-    size_t off = fit->second, size = fit->first;
-    erase(off, size);
+    auto [size, seq, off] = *fit;
+    erase(by_offset_.find(off));
     if (size > bytes) insert(off + bytes, size - bytes);
     return off;
   }
@@ -39,16 +41,16 @@ class Arena {
   void release(size_t off, size_t bytes) {
     auto next = by_offset_.lower_bound(off);
     if (next != by_offset_.end() && off + bytes == next->first) {
-      bytes += next->second;
-      erase(next->first, next->second);
+      bytes += next->second.size;
+      erase(next);
     }
     auto after = by_offset_.lower_bound(off);
     if (after != by_offset_.begin()) {
       auto prev = std::prev(after);
-      if (prev->first + prev->second == off) {
+      if (prev->first + prev->second.size == off) {
         off = prev->first;
-        bytes += prev->second;
-        erase(prev->first, prev->second);
+        bytes += prev->second.size;
+        erase(prev);
       }
     }
     insert(off, bytes);
@@ -57,21 +59,22 @@ class Arena {
   size_t top() const { return top_; }
 
  private:
+  struct Range {
+    size_t size;
+    uint64_t seq;  // when it was freed: of two free ranges of one size, the older is taken
+  };
   void insert(size_t off, size_t size) {
-    by_offset_.emplace(off, size);
-    by_size_.emplace(size, off);
+    by_offset_.emplace(off, Range{size, seq_});
+    by_size_.insert({size, seq_++, off});
   }
-  void erase(size_t off, size_t size) {
-    by_offset_.erase(off);
-    for (auto [it, end] = by_size_.equal_range(size); it != end; ++it)
-      if (it->second == off) {
-        by_size_.erase(it);
-        break;
-      }
+  void erase(std::map<size_t, Range>::iterator it) {
+    by_size_.erase({it->second.size, it->second.seq, it->first});
+    by_offset_.erase(it);
   }
 
-  std::map<size_t, size_t> by_offset_;     // offset -> size
-  std::multimap<size_t, size_t> by_size_;  // size -> offset
+  std::map<size_t, Range> by_offset_;                       // offset -> its range
+  std::set<std::tuple<size_t, uint64_t, size_t>> by_size_;  // (size, seq, offset): erased in log time
+  uint64_t seq_ = 0;
   size_t top_ = 0;
 };
 

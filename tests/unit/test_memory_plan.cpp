@@ -1,6 +1,7 @@
 // The memory plan: no two buffers live at once overlap; peaks match hand-computed values.
 #include <doctest.h>
 
+#include <algorithm>
 #include <random>
 
 #include "runtime/executable.h"
@@ -215,5 +216,73 @@ TEST_CASE("donation: the same choices as trying every parameter for every result
     Donation d = donate(g, lt, lv, {donated, sharded, inv, elementwise});
     INFO("round " << round);
     CHECK(d.args == donate_by_search(g, lt, lv, donated));
+  }
+}
+
+namespace {
+
+// Offsets by the plain method: a list of free ranges; the smallest that fits (of equal sizes,
+// the one freed first), else the top, grown from a free range ending there.
+std::vector<size_t> offsets_by_free_list(const std::vector<size_t>& bytes, const std::vector<int32_t>& last) {
+  struct Range {
+    size_t off, size, seq;
+  };
+  std::vector<Range> free;
+  size_t top = 0, seq = 0;
+  std::vector<size_t> offsets;
+  auto release = [&](size_t off, size_t size) {
+    for (size_t i = 0; i < free.size();) {
+      if (free[i].off + free[i].size == off || off + size == free[i].off) {
+        off = std::min(off, free[i].off), size += free[i].size;
+        free.erase(free.begin() + std::ptrdiff_t(i));
+      } else {
+        ++i;
+      }
+    }
+    free.push_back({off, size, seq++});
+  };
+  for (size_t k = 0; k < bytes.size(); ++k) {
+    const Range* best = nullptr;
+    for (const Range& r : free)
+      if (r.size >= bytes[k] && (!best || r.size < best->size || (r.size == best->size && r.seq < best->seq))) best = &r;
+    if (best) {
+      const Range r = *best;
+      offsets.push_back(r.off);
+      free.erase(free.begin() + (best - free.data()));
+      if (r.size > bytes[k]) free.push_back({r.off + bytes[k], r.size - bytes[k], seq++});
+    } else {
+      auto at_top = std::find_if(free.begin(), free.end(), [&](const Range& r) { return r.off + r.size == top; });
+      const size_t off = at_top == free.end() ? top : at_top->off;
+      if (at_top != free.end()) free.erase(at_top);
+      offsets.push_back(off);
+      top = off + bytes[k];
+    }
+    for (size_t j = 0; j <= k; ++j)
+      if (last[j] == int32_t(k)) release(offsets[j], bytes[j]);
+  }
+  return offsets;
+}
+
+}  // namespace
+
+TEST_CASE("offsets: the same as a plain free list on random lifetimes") {
+  std::mt19937 rng(11);
+  for (int round = 0; round < 20; ++round) {
+    Graph g;
+    std::vector<NodeId> schedule;
+    std::vector<int32_t> last_use(200, 0), last;
+    std::vector<size_t> bytes;
+    for (int32_t k = 0; k < 200; ++k) {
+      const int64_t n = int64_t(rng() % 4 == 0 ? 16 * (1 + rng() % 8) : 16);  // many of one size
+      schedule.push_back(g.parameter(DType::f32, {n}));
+      last.push_back(std::min<int32_t>(199, k + int32_t(rng() % 20)));
+      last_use[size_t(schedule.back())] = last.back();
+      bytes.push_back(size_t(n) * 4);
+    }
+    MemoryPlan plan = plan_memory(g, schedule, std::vector<bool>(200, true), last_use);
+    const std::vector<size_t> want = offsets_by_free_list(bytes, last);
+    INFO("round " << round);
+    REQUIRE(plan.buffers.size() == want.size());
+    for (size_t k = 0; k < want.size(); ++k) CHECK(plan.buffers[k].offset == want[k]);
   }
 }
