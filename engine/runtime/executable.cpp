@@ -57,24 +57,40 @@ std::vector<OpTime> op_times() {
   return r;
 }
 
-// TPUTRAIN_DEBUG=2 prints the time of each compile stage (the pipeline prints its passes).
+// TPUTRAIN_DEBUG=2 prints the time of each compile stage (the pipeline prints its passes); a
+// stage made of parts (the planner's) prints them on its line.
 class StageTimer {
  public:
   StageTimer() {
     const char* v = std::getenv("TPUTRAIN_DEBUG");
     on_ = v && std::atoi(v) >= 2;
   }
+  // A part of the current stage ends.
+  void part(const char* name) {
+    if (!on_) return;
+    const auto now = std::chrono::steady_clock::now();
+    char buf[64];
+    std::snprintf(buf, sizeof buf, "%s%s %.2f", parts_.empty() ? "" : ", ", name, ms(part_start_, now));
+    parts_ += buf;
+    part_start_ = now;
+  }
   void done(const char* stage, size_t nodes) {
     if (!on_) return;
     const auto now = std::chrono::steady_clock::now();
-    std::fprintf(stderr, "compile %-33s %8.2f ms  %zu nodes\n", stage,
-                 std::chrono::duration<double, std::milli>(now - start_).count(), nodes);
-    start_ = now;
+    std::fprintf(stderr, "compile %-33s %8.2f ms  %zu nodes%s%s\n", stage, ms(start_, now), nodes,
+                 parts_.empty() ? "" : ": ", parts_.c_str());
+    start_ = part_start_ = now;
+    parts_.clear();
   }
 
  private:
+  using Clock = std::chrono::steady_clock;
+  static double ms(Clock::time_point a, Clock::time_point b) {
+    return std::chrono::duration<double, std::milli>(b - a).count();
+  }
   bool on_ = false;
-  std::chrono::steady_clock::time_point start_ = std::chrono::steady_clock::now();
+  Clock::time_point start_ = Clock::now(), part_start_ = start_;
+  std::string parts_;
 };
 
 Executable Executable::compile(Graph g, CompileOptions options) {
@@ -121,23 +137,24 @@ void Executable::plan(const CompileOptions& options, StageTimer& timer) {
   p.lv = liveness(g);
   p.dot_of.assign(count, -1);
   if (replicas_ > 1 && !options.reference_kernels) p.dot_of = summed_dots(g, p.lv, invariant_);
-  timer.done("plan: liveness", count);
+  timer.part("liveness");
   p.sched = schedule(g, p.lv, invariant_, !options.reference_kernels && options.lockstep);
-  timer.done("plan: schedule", count);
+  timer.part("schedule");
   p.lt = lifetimes(g, p.sched.order, p.lv, invariant_, p.dot_of);
-  timer.done("plan: lifetimes", count);
+  timer.part("lifetimes");
   poll_stop("compiling");
   p.donation = donate(g, p.lt, p.lv, {options.donated, sharded_, invariant_, reads_elementwise});
   donated_args_ = p.donation.args;
-  timer.done("plan: donation", count);
+  timer.part("donation");
   extend_for_lockstep(g, p.sched, p.lt);
-  timer.done("plan: lock-step reads", count);
+  timer.part("lock-step reads");
   assign_offsets(p);
-  timer.done("plan: offsets", count);
+  timer.part("offsets");
   emit_steps(p);
-  timer.done("plan: steps", count);
+  timer.part("steps");
   count_hbm(p);
-  timer.done("plan: HBM", count);
+  timer.part("HBM");
+  timer.done("plan", count);
 }
 
 // Replicas run their steps concurrently, each at its own pace: a value they all read (an

@@ -1,5 +1,5 @@
-// The planner's stages, in the order Executable::compile runs them on the optimized graph (each
-// is timed under TPUTRAIN_DEBUG=2):
+// The planner's stages, in the order Executable::compile runs them on the optimized graph
+// (TPUTRAIN_DEBUG=2 prints each one's time on the line of the plan):
 //
 //   1. liveness         which nodes the outputs need; which are the same on every replica
 //   2. schedule         execution order: by all_reduce phase, then invariant / per-replica /

@@ -60,6 +60,19 @@ local function profiled_run(flags)
 end
 
 return {
+  ["TPUTRAIN_DEBUG=2 prints the memory planner's stages, each with its time"] = function()
+    local err = os.tmpname()
+    check.is_true(os.execute(string.format("TPUTRAIN_DEBUG=2 %s %s/mlp_train_step.lua >/dev/null 2>%s",
+                                           arg[-1] or "tputrain", here, err)))
+    local f = assert(io.open(err))
+    local text = f:read("a")
+    f:close()
+    os.remove(err)
+    local stages = "liveness [%d.]+, schedule [%d.]+, lifetimes [%d.]+, donation [%d.]+, lock%-step reads [%d.]+, " ..
+                   "offsets [%d.]+, steps [%d.]+, HBM [%d.]+\n"
+    check.is_true(text:find("compile plan +[%d.]+ ms +%d+ nodes: " .. stages) ~= nil, text)
+  end,
+
   ["--no-opt: --profile shows more kernels and a larger plan, and the same bits"] = function()
     local opt_out, opt_kernels, opt_planned = profiled_run("")
     local raw_out, raw_kernels, raw_planned = profiled_run("--no-opt")
