@@ -72,6 +72,6 @@ void divide_by_count(Tensor& out, int64_t count) {
 }
 
 extern const OpInfo all_reduce_row = {Op::all_reduce, shape_all_reduce, ref_all_reduce, nullptr, grad_all_reduce,
-                                      cost_all_reduce};
+                                      cost_all_reduce, kAcrossReplicas};
 
 }  // namespace tpu

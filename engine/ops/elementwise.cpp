@@ -4,7 +4,7 @@
 #include <cstring>
 
 #include "kernels/convert.h"
-#include "ops/kernel_util.h"
+#include "ops/elementwise.h"
 
 namespace tpu {
 
@@ -85,72 +85,7 @@ std::string shape_convert(const Graph& g, Node& n) {
   return "";
 }
 
-// ---- kernels ----
-template <class F>
-void map_unary(const Tensor& x, Tensor& out, F f) {
-  dispatch(x.dtype(), [&]<class T>() {
-    const T* a = x.data<T>();
-    T* o = out.data<T>();
-    for (int64_t i = 0, n = x.size(); i < n; ++i) o[i] = T(f(a[i]));
-  });
-}
-
-template <class F>
-void map_binary(const Tensor& x, const Tensor& y, Tensor& out, F f) {
-  dispatch(x.dtype(), [&]<class T>() {
-    const T* a = x.data<T>();
-    const T* b = y.data<T>();
-    T* o = out.data<T>();
-    for (int64_t i = 0, n = x.size(); i < n; ++i) o[i] = T(f(a[i], b[i]));
-  });
-}
-
-#define UNARY_REF(name, expr)                                                  \
-  void ref_##name(const Node&, std::span<const Tensor* const> in, Tensor& o) { \
-    map_unary(*in[0], o, [](auto v) { return expr; });                         \
-  }
-UNARY_REF(neg, -v)
-UNARY_REF(exp, std::exp(v))
-UNARY_REF(log, std::log(v))
-UNARY_REF(sqrt, std::sqrt(v))
-UNARY_REF(rsqrt, 1 / std::sqrt(v))
-UNARY_REF(tanh, std::tanh(v))
-UNARY_REF(logistic, 1 / (1 + std::exp(-v)))
-UNARY_REF(abs, v < 0 ? -v : v)
-#undef UNARY_REF
-
-#define UNARY_FAST(name, expr)                                                    \
-  void fast_##name(const Node& n, std::span<const Tensor* const> in, Tensor& o) {  \
-    if (in[0]->dtype() != DType::f32) return ref_##name(n, in, o);                \
-    auto x = in_array(in[0]);                                                     \
-    out_array(o) = expr;                                                          \
-  }
-UNARY_FAST(exp, x.exp())
-UNARY_FAST(log, x.log())
-UNARY_FAST(rsqrt, x.rsqrt())
-UNARY_FAST(tanh, x.tanh())
-UNARY_FAST(logistic, x.logistic())
-UNARY_FAST(abs, x.abs())
-#undef UNARY_FAST
-
-// neg flips the sign bit, zeros and NaNs included, like the reference (Eigen's vector negation
-// is 0 - x, which turns -0 into +0 and +0 into +0).
-void fast_neg(const Node& n, std::span<const Tensor* const> in, Tensor& o) {
-  if (in[0]->dtype() != DType::f32) return ref_neg(n, in, o);
-  const float* x = in[0]->data<float>();
-  float* out = o.data<float>();
-  for (int64_t i = 0, m = o.size(); i < m; ++i) out[i] = -x[i];
-}
-
-// sqrt as IEEE's correctly rounded square root, like the reference (Eigen's vector sqrt is an
-// approximation with one Newton step under its fast-math default, off by an ulp at times).
-void fast_sqrt(const Node& n, std::span<const Tensor* const> in, Tensor& o) {
-  if (in[0]->dtype() != DType::f32) return ref_sqrt(n, in, o);
-  const float* x = in[0]->data<float>();
-  float* out = o.data<float>();
-  for (int64_t i = 0, m = o.size(); i < m; ++i) out[i] = std::sqrt(x[i]);
-}
-
+// ---- element functions: each op's semantics, for every dtype (ops/elementwise.h) ----
 template <class T>
 T int_floor_div(T a, T b) {
   if (b == 0) return 0;
@@ -159,39 +94,65 @@ T int_floor_div(T a, T b) {
   return q;
 }
 
-#define BINARY_REF(name, expr)                                                 \
-  void ref_##name(const Node&, std::span<const Tensor* const> in, Tensor& o) { \
-    map_binary(*in[0], *in[1], o, [](auto a, auto b) { return expr; });       \
+#define UNARY_FN(Name, expr) \
+  struct Name {              \
+    template <class T>       \
+    auto operator()(T v) const { return expr; } \
+  };
+#define BINARY_FN(Name, expr) \
+  struct Name {               \
+    template <class T>        \
+    auto operator()(T a, T b) const { return expr; } \
+  };
+UNARY_FN(Neg, -v)  // flips the sign bit, of zeros and NaNs too (Eigen's negation is 0 - x)
+UNARY_FN(Exp, std::exp(v))
+UNARY_FN(Log, std::log(v))
+UNARY_FN(Sqrt, std::sqrt(v))  // correctly rounded (Eigen's vector sqrt is off by an ulp at times)
+UNARY_FN(Rsqrt, 1 / std::sqrt(v))
+UNARY_FN(Tanh, std::tanh(v))
+UNARY_FN(Logistic, 1 / (1 + std::exp(-v)))
+BINARY_FN(Add, a + b)
+BINARY_FN(Sub, a - b)
+BINARY_FN(Mul, a * b)
+BINARY_FN(Max, a > b || a != a ? a : b)  // a NaN operand a wins
+BINARY_FN(Min, a < b || a != a ? a : b)
+BINARY_FN(Pow, std::pow(a, b))
+#undef UNARY_FN
+#undef BINARY_FN
+
+// Floats clear the sign bit (of -0 and NaNs too).
+struct Abs {
+  template <class T>
+  auto operator()(T v) const {
+    if constexpr (std::is_integral_v<T>) return v < 0 ? -v : v;
+    else return std::fabs(float(v));
   }
-BINARY_REF(add, a + b)
-BINARY_REF(sub, a - b)
-BINARY_REF(mul, a * b)
-BINARY_REF(max, a > b || a != a ? a : b)
-BINARY_REF(min, a < b || a != a ? a : b)
-BINARY_REF(pow, std::pow(a, b))
-#undef BINARY_REF
+};
 
 // Integer division floors (like Lua's //); float division is IEEE.
-void ref_div(const Node&, std::span<const Tensor* const> in, Tensor& o) {
-  map_binary(*in[0], *in[1], o, [](auto a, auto b) {
-    using T = decltype(a);
+struct Div {
+  template <class T>
+  auto operator()(T a, T b) const {
     if constexpr (std::is_integral_v<T>) return int_floor_div<T>(a, b);
     else return a / b;
-  });
-}
-
-#define BINARY_FAST(name, expr)                                                         \
-  void fast_##name(const Node& n, std::span<const Tensor* const> in, Tensor& o) {       \
-    if (in[0]->dtype() != DType::f32) return ref_##name(n, in, o);                      \
-    auto a = in_array(in[0]);                                                           \
-    auto b = in_array(in[1]);                                                           \
-    out_array(o) = expr;                                                                \
   }
-BINARY_FAST(add, a + b)
-BINARY_FAST(sub, a - b)
-BINARY_FAST(mul, a * b)
-BINARY_FAST(div, a / b)
-#undef BINARY_FAST
+};
+
+// ---- kernels ----
+// Eigen's vectorised transcendentals: within a few ulps of the reference, so the fusion
+// program does not take these ops (a fused body runs them with these kernels).
+#define UNARY_EIGEN(name, F, expr)                                                \
+  void fast_##name(const Node& n, std::span<const Tensor* const> in, Tensor& o) { \
+    if (in[0]->dtype() != DType::f32) return ref_unary<F>(n, in, o);               \
+    auto x = in_array(in[0]);                                                     \
+    out_array(o) = expr;                                                          \
+  }
+UNARY_EIGEN(exp, Exp, x.exp())
+UNARY_EIGEN(log, Log, x.log())
+UNARY_EIGEN(rsqrt, Rsqrt, x.rsqrt())
+UNARY_EIGEN(tanh, Tanh, x.tanh())
+UNARY_EIGEN(logistic, Logistic, x.logistic())
+#undef UNARY_EIGEN
 
 void ref_compare(const Node& n, std::span<const Tensor* const> in, Tensor& out) {
   const Tensor& x = *in[0];
@@ -234,25 +195,6 @@ void fast_compare(const Node& n, std::span<const Tensor* const> in, Tensor& out)
     case Cmp::eq: return compare_f32(x, y, out, [](float a, float b) { return a == b; });
     case Cmp::ne: return compare_f32(x, y, out, [](float a, float b) { return a != b; });
   }
-}
-
-// max/min with the reference's NaN rule (a NaN operand a wins), as plain f32 loops.
-template <class F>
-void binary_f32(const Tensor& x, const Tensor& y, Tensor& out, F f) {
-  const float* a = x.data<float>();
-  const float* b = y.data<float>();
-  float* o = out.data<float>();
-  for (int64_t i = 0, m = x.size(); i < m; ++i) o[i] = f(a[i], b[i]);
-}
-
-void fast_max(const Node& n, std::span<const Tensor* const> in, Tensor& out) {
-  if (in[0]->dtype() != DType::f32) return ref_max(n, in, out);
-  binary_f32(*in[0], *in[1], out, [](float a, float b) { return a > b || a != a ? a : b; });
-}
-
-void fast_min(const Node& n, std::span<const Tensor* const> in, Tensor& out) {
-  if (in[0]->dtype() != DType::f32) return ref_min(n, in, out);
-  binary_f32(*in[0], *in[1], out, [](float a, float b) { return a < b || a != a ? a : b; });
 }
 
 void ref_select(const Node&, std::span<const Tensor* const> in, Tensor& out) {
@@ -416,23 +358,26 @@ Cost cost_transcendental(const Graph& g, const Node& n) { return elementwise_cos
 
 }  // namespace
 
-extern const OpInfo neg_row = {Op::neg, shape_unary_numeric, ref_neg, fast_neg, grad_neg, cost_ew};
-extern const OpInfo exp_row = {Op::exp, shape_unary_float, ref_exp, fast_exp, grad_exp, cost_transcendental};
-extern const OpInfo log_row = {Op::log, shape_unary_float, ref_log, fast_log, grad_log, cost_transcendental};
-extern const OpInfo sqrt_row = {Op::sqrt, shape_unary_float, ref_sqrt, fast_sqrt, grad_sqrt, cost_transcendental};
-extern const OpInfo rsqrt_row = {Op::rsqrt, shape_unary_float, ref_rsqrt, fast_rsqrt, grad_rsqrt, cost_transcendental};
-extern const OpInfo tanh_row = {Op::tanh, shape_unary_float, ref_tanh, fast_tanh, grad_tanh, cost_transcendental};
-extern const OpInfo logistic_row = {Op::logistic, shape_unary_float, ref_logistic, fast_logistic, grad_logistic, cost_transcendental};
-extern const OpInfo abs_row = {Op::abs, shape_unary_numeric, ref_abs, fast_abs, grad_abs, cost_ew};
-extern const OpInfo add_row = {Op::add, shape_binary, ref_add, fast_add, grad_add, cost_ew};
-extern const OpInfo sub_row = {Op::sub, shape_binary, ref_sub, fast_sub, grad_sub, cost_ew};
-extern const OpInfo mul_row = {Op::mul, shape_binary, ref_mul, fast_mul, grad_mul, cost_ew};
-extern const OpInfo div_row = {Op::div, shape_binary, ref_div, fast_div, grad_div, cost_ew};
-extern const OpInfo max_row = {Op::max, shape_binary, ref_max, fast_max, grad_max, cost_ew};
-extern const OpInfo min_row = {Op::min, shape_binary, ref_min, fast_min, grad_min, cost_ew};
-extern const OpInfo pow_row = {Op::pow, shape_binary_float, ref_pow, nullptr, grad_pow, cost_transcendental};
-extern const OpInfo compare_row = {Op::compare, shape_compare, ref_compare, fast_compare, nullptr, cost_ew};
-extern const OpInfo select_row = {Op::select, shape_select, ref_select, fast_select, grad_select, cost_ew};
-extern const OpInfo convert_row = {Op::convert, shape_convert, ref_convert, fast_convert, grad_convert, cost_ew};
+constexpr uint8_t kEw = kElementwise, kEwCheap = kElementwise | kCheap;
+constexpr FusedForm kCompareForm{FusedForm::Kind::compare}, kSelectForm{FusedForm::Kind::select}, kConvertForm{FusedForm::Kind::convert};
+
+extern const OpInfo neg_row = {Op::neg, shape_unary_numeric, ref_unary<Neg>, fast_unary<Neg>, grad_neg, cost_ew, kEwCheap, fused_unary<Neg>()};
+extern const OpInfo exp_row = {Op::exp, shape_unary_float, ref_unary<Exp>, fast_exp, grad_exp, cost_transcendental, kEw};
+extern const OpInfo log_row = {Op::log, shape_unary_float, ref_unary<Log>, fast_log, grad_log, cost_transcendental, kEw};
+extern const OpInfo sqrt_row = {Op::sqrt, shape_unary_float, ref_unary<Sqrt>, fast_unary<Sqrt>, grad_sqrt, cost_transcendental, kEw, fused_unary<Sqrt>()};
+extern const OpInfo rsqrt_row = {Op::rsqrt, shape_unary_float, ref_unary<Rsqrt>, fast_rsqrt, grad_rsqrt, cost_transcendental, kEw};
+extern const OpInfo tanh_row = {Op::tanh, shape_unary_float, ref_unary<Tanh>, fast_tanh, grad_tanh, cost_transcendental, kEw};
+extern const OpInfo logistic_row = {Op::logistic, shape_unary_float, ref_unary<Logistic>, fast_logistic, grad_logistic, cost_transcendental, kEw};
+extern const OpInfo abs_row = {Op::abs, shape_unary_numeric, ref_unary<Abs>, fast_unary<Abs>, grad_abs, cost_ew, kEwCheap, fused_unary<Abs>()};
+extern const OpInfo add_row = {Op::add, shape_binary, ref_binary<Add>, fast_binary<Add>, grad_add, cost_ew, kEwCheap, fused_binary<Add>()};
+extern const OpInfo sub_row = {Op::sub, shape_binary, ref_binary<Sub>, fast_binary<Sub>, grad_sub, cost_ew, kEwCheap, fused_binary<Sub>()};
+extern const OpInfo mul_row = {Op::mul, shape_binary, ref_binary<Mul>, fast_binary<Mul>, grad_mul, cost_ew, kEwCheap, fused_binary<Mul>()};
+extern const OpInfo div_row = {Op::div, shape_binary, ref_binary<Div>, fast_binary<Div>, grad_div, cost_ew, kEw, fused_binary<Div>()};
+extern const OpInfo max_row = {Op::max, shape_binary, ref_binary<Max>, fast_binary<Max>, grad_max, cost_ew, kEwCheap, fused_binary<Max>()};
+extern const OpInfo min_row = {Op::min, shape_binary, ref_binary<Min>, fast_binary<Min>, grad_min, cost_ew, kEwCheap, fused_binary<Min>()};
+extern const OpInfo pow_row = {Op::pow, shape_binary_float, ref_binary<Pow>, nullptr, grad_pow, cost_transcendental, kEw};
+extern const OpInfo compare_row = {Op::compare, shape_compare, ref_compare, fast_compare, nullptr, cost_ew, kEwCheap, kCompareForm};
+extern const OpInfo select_row = {Op::select, shape_select, ref_select, fast_select, grad_select, cost_ew, kEwCheap, kSelectForm};
+extern const OpInfo convert_row = {Op::convert, shape_convert, ref_convert, fast_convert, grad_convert, cost_ew, kEwCheap, kConvertForm};
 
 }  // namespace tpu

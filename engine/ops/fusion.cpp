@@ -216,6 +216,6 @@ void run_fusions_in_lockstep(std::span<const FusionCall> calls) {
   });
 }
 
-extern const OpInfo fusion_row = {Op::fusion, shape_fusion, ref_fusion, fast_fusion, nullptr, cost_fusion};
+extern const OpInfo fusion_row = {Op::fusion, shape_fusion, ref_fusion, fast_fusion, nullptr, cost_fusion, kInPlace};
 
 }  // namespace tpu

@@ -19,7 +19,7 @@ using Code = FusionProgram::Code;
 using Instr = FusionProgram::Instr;
 using Gather = FusionProgram::Gather;
 
-constexpr int64_t kChunk = 64;  // elements per register: four AVX-512 vectors
+constexpr int64_t kChunk = kFusionChunk;  // elements per register: four AVX-512 vectors
 
 bool is_f32(const Node& n) { return n.dtype == DType::f32; }
 bool is_bool(const Node& n) { return n.dtype == DType::boolean; }
@@ -80,8 +80,20 @@ std::optional<Instr> broadcast_instr(const Graph& body, const Node& b, int32_t d
   return in.code = Code::gather, in.n = int64_t(gathers.size()) - 1, in;
 }
 
+// select's branches and result are f32.
+bool all_f32_values(const Graph& body, const Node& n) {
+  return is_f32(n) && is_f32(body.at(n.in[1])) && is_f32(body.at(n.in[2]));
+}
+
+std::optional<Instr> convert_instr(const Node& from, const Node& n, Instr in) {
+  if (is_bool(from) && is_f32(n)) return in.code = Code::bool_to_f32, in;
+  if (is_bf16(from) && is_f32(n)) return in.code = Code::bf16_to_f32, in;
+  if (is_f32(from) && is_bf16(n)) return in.code = Code::f32_to_bf16, in;
+  return std::nullopt;
+}
+
 std::optional<Instr> op_instr(const Graph& body, const Node& n, int32_t dst) {
-  Instr in{Code::add};
+  Instr in{Code::unary};
   in.dst = dst;
   in.a = n.in.size() > 0 ? n.in[0] : -1;
   in.b = n.in.size() > 1 ? n.in[1] : -1;
@@ -91,34 +103,21 @@ std::optional<Instr> op_instr(const Graph& body, const Node& n, int32_t dst) {
       if (!is_f32(body.at(i))) return false;
     return is_f32(n);
   };
-  switch (n.op) {
-    case Op::add: in.code = Code::add; return all_f32() ? std::optional(in) : std::nullopt;
-    case Op::sub: in.code = Code::sub; return all_f32() ? std::optional(in) : std::nullopt;
-    case Op::mul: in.code = Code::mul; return all_f32() ? std::optional(in) : std::nullopt;
-    case Op::div: in.code = Code::div; return all_f32() ? std::optional(in) : std::nullopt;
-    case Op::max: in.code = Code::max; return all_f32() ? std::optional(in) : std::nullopt;
-    case Op::min: in.code = Code::min; return all_f32() ? std::optional(in) : std::nullopt;
-    case Op::neg: in.code = Code::neg; return all_f32() ? std::optional(in) : std::nullopt;
-    case Op::abs: in.code = Code::abs; return all_f32() ? std::optional(in) : std::nullopt;
-    case Op::sqrt: in.code = Code::sqrt; return all_f32() ? std::optional(in) : std::nullopt;
-    case Op::compare:
+  const FusedForm& fused = op_info(n.op).fused;
+  in.fused = &fused;
+  switch (fused.kind) {
+    case FusedForm::Kind::unary: return all_f32() ? std::optional(in) : std::nullopt;
+    case FusedForm::Kind::binary: in.code = Code::binary; return all_f32() ? std::optional(in) : std::nullopt;
+    case FusedForm::Kind::compare:
       in.code = Code::compare, in.cmp = uint8_t(n.attrs.axis);
       return is_f32(body.at(n.in[0])) && is_f32(body.at(n.in[1])) ? std::optional(in) : std::nullopt;
-    case Op::select:
+    case FusedForm::Kind::select:
       in.code = Code::select;
-      return is_bool(body.at(n.in[0])) && is_f32(n) && is_f32(body.at(n.in[1])) && is_f32(body.at(n.in[2]))
-                 ? std::optional(in)
-                 : std::nullopt;
-    case Op::convert: {
-      const Node& from = body.at(n.in[0]);
-      if (is_bool(from) && is_f32(n)) return in.code = Code::bool_to_f32, in;
-      if (is_bf16(from) && is_f32(n)) return in.code = Code::bf16_to_f32, in;
-      if (is_f32(from) && is_bf16(n)) return in.code = Code::f32_to_bf16, in;
-      return std::nullopt;
-    }
-    default:
-      return std::nullopt;
+      return is_bool(body.at(n.in[0])) && all_f32_values(body, n) ? std::optional(in) : std::nullopt;
+    case FusedForm::Kind::convert: return convert_instr(body.at(n.in[0]), n, in);
+    case FusedForm::Kind::none: return std::nullopt;
   }
+  return std::nullopt;
 }
 
 // A chunk's registers: f32 values and masks (-1 true, 0 false) of every body node, and where
@@ -223,15 +222,8 @@ void run_chunk(std::span<const Instr> code, std::span<const Gather> gathers, std
     const float* a = r.at[size_t(x.a)];
     const float* b = x.b >= 0 ? r.at[size_t(x.b)] : nullptr;
     switch (x.code) {
-      case Code::add: for (int64_t l = 0; l < len; ++l) d[l] = a[l] + b[l]; break;
-      case Code::sub: for (int64_t l = 0; l < len; ++l) d[l] = a[l] - b[l]; break;
-      case Code::mul: for (int64_t l = 0; l < len; ++l) d[l] = a[l] * b[l]; break;
-      case Code::div: for (int64_t l = 0; l < len; ++l) d[l] = a[l] / b[l]; break;
-      case Code::max: for (int64_t l = 0; l < len; ++l) d[l] = a[l] > b[l] || a[l] != a[l] ? a[l] : b[l]; break;
-      case Code::min: for (int64_t l = 0; l < len; ++l) d[l] = a[l] < b[l] || a[l] != a[l] ? a[l] : b[l]; break;
-      case Code::neg: for (int64_t l = 0; l < len; ++l) d[l] = -a[l]; break;
-      case Code::abs: for (int64_t l = 0; l < len; ++l) d[l] = std::fabs(a[l]); break;
-      case Code::sqrt: for (int64_t l = 0; l < len; ++l) d[l] = std::sqrt(a[l]); break;
+      case Code::unary: x.fused->unary(a, d, len); break;
+      case Code::binary: x.fused->binary(a, b, d, len); break;
       case Code::select: {
         const int32_t* p = r.m_of(x.a);
         const float *t = r.at[size_t(x.b)], *f = r.at[size_t(x.c)];

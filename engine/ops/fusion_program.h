@@ -1,10 +1,10 @@
 // A fusion body as straight-line code over chunks of 64 elements: every op of the body for one
 // chunk at a time, in register-sized arrays, where the block evaluation (ops/fusion.cpp) makes
-// one pass over a 4096-element block per op. Only bodies whose every op is one IEEE operation
-// per element (add, sub, mul, div, max, min, neg, abs, sqrt), a comparison, a selection or a
-// conversion between f32 and bool or bf16, over f32 values (bf16 and bool ones only as
-// operands, conversions and the result), are taken: each element then comes out bitwise as
-// the block evaluation computes it. A bf16 value is held as the f32 of the same value.
+// one pass over a 4096-element block per op. Only bodies whose every op has a fused form in its
+// row (OpInfo::fused: the chunk loop of the kernel's own element function, a comparison, a
+// selection or a conversion between f32 and bool or bf16), over f32 values (bf16 and bool ones
+// only as operands, conversions and the result), are taken: each element then comes out
+// bitwise as the block evaluation computes it. A bf16 value is held as the f32 of the same value.
 #pragma once
 #include <cstdint>
 #include <optional>
@@ -13,6 +13,7 @@
 
 #include "core/tensor.h"
 #include "ir/graph.h"
+#include "ops/op_table.h"
 
 namespace tpu {
 
@@ -29,7 +30,7 @@ class FusionProgram {
     tiled,                    // an operand repeating every `n` elements, n dividing a chunk: the same in every chunk
     repeat, spread,           // a broadcast operand: repeating every `n` elements, or each spanning `n`
     gather,                   // any other broadcast of an operand: gathers_[n] maps the elements
-    add, sub, mul, div, max, min, neg, abs, sqrt,
+    unary, binary,            // the op's chunk loop (its row's FusedForm)
     compare, select, bool_to_f32, bf16_to_f32, f32_to_bf16,
   };
   struct Instr {
@@ -39,6 +40,7 @@ class FusionProgram {
     int32_t param = -1;       // load/splat/broadcast: the operand index (-1: a constant)
     float value = 0;          // a constant splat
     int64_t n = 0;            // repeat / spread period; gather: its map
+    const FusedForm* fused = nullptr;  // unary / binary: the op's chunk loops
   };
   // Where a broadcast's elements come from: the source offset of result element i is the sum
   // over dims of ((i / out_stride) % shape) * src_stride, src_stride 0 along broadcast dims.

@@ -350,7 +350,7 @@ void grad_scatter_add(GradContext& c) {
 extern const OpInfo parameter_row = {Op::parameter, shape_parameter, no_kernel, nullptr, nullptr, cost_free};
 extern const OpInfo constant_row = {Op::constant, shape_constant, ref_constant, nullptr, nullptr, cost_free};
 extern const OpInfo iota_row = {Op::iota, shape_iota, ref_iota, nullptr, nullptr, movement_cost};
-extern const OpInfo broadcast_row = {Op::broadcast, shape_broadcast, ref_broadcast, nullptr, grad_broadcast, movement_cost};
+extern const OpInfo broadcast_row = {Op::broadcast, shape_broadcast, ref_broadcast, nullptr, grad_broadcast, movement_cost, kFoldedForm};
 extern const OpInfo reshape_row = {Op::reshape, shape_reshape, ref_copy, nullptr, grad_reshape, cost_free};
 extern const OpInfo transpose_row = {Op::transpose, shape_transpose, ref_transpose, fast_transpose, grad_transpose, movement_cost};
 extern const OpInfo slice_row = {Op::slice, shape_slice, ref_slice, nullptr, grad_slice, movement_cost};

@@ -32,10 +32,7 @@ NodeId emit_constant(Graph& g, Tensor value) {
 // Whether `node` can be computed now; `out` holds its operands (through `map`).
 template <class Map>
 bool foldable(const Node& node, const Graph& out, Map map) {
-  // A broadcast of a constant is already as folded as it gets (and is what folding emits).
-  bool ok = node.op != Op::parameter && node.op != Op::constant && node.op != Op::broadcast &&
-            node.op != Op::all_reduce &&  // its value depends on the replicas
-            !node.in.empty() && num_elements(node.shape) <= kFoldUpTo;
+  bool ok = op_info(node.op).foldable() && !node.in.empty() && num_elements(node.shape) <= kFoldUpTo;
   for (NodeId i : node.in) ok = ok && out.at(map(i)).op == Op::constant;
   return ok;
 }

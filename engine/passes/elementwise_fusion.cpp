@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "ir/node_equality.h"
+#include "ops/op_table.h"
 #include "passes/pass.h"
 #include "passes/rewriter.h"
 
@@ -18,16 +19,7 @@ namespace tpu {
 
 namespace {
 
-bool is_elementwise(Op op) {
-  switch (op) {
-    case Op::neg: case Op::exp: case Op::log: case Op::sqrt: case Op::rsqrt: case Op::tanh:
-    case Op::logistic: case Op::abs: case Op::add: case Op::sub: case Op::mul: case Op::div:
-    case Op::max: case Op::min: case Op::pow: case Op::compare: case Op::select: case Op::convert:
-      return true;
-    default:
-      return false;
-  }
-}
+bool is_elementwise(Op op) { return op_info(op).elementwise(); }
 
 bool is_scalar_constant(const Node& n) { return n.op == Op::constant && n.shape.empty(); }
 
@@ -38,15 +30,7 @@ bool clonable(const Graph& g, NodeId id) {
   return n.op == Op::broadcast;
 }
 
-bool is_cheap(Op op) {
-  switch (op) {
-    case Op::neg: case Op::abs: case Op::add: case Op::sub: case Op::mul: case Op::max: case Op::min:
-    case Op::compare: case Op::select: case Op::convert:
-      return true;
-    default:
-      return false;
-  }
-}
+bool is_cheap(Op op) { return op_info(op).cheap(); }
 
 constexpr int32_t kRecomputed = -2;  // group of a node cloned into each group that reads it
 

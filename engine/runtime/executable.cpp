@@ -22,17 +22,7 @@ namespace {
 
 bool is_leaf(Op op) { return op == Op::parameter || op == Op::constant; }
 
-bool reads_elementwise(Op op) {
-  switch (op) {
-    case Op::fusion: case Op::neg: case Op::exp: case Op::log: case Op::sqrt: case Op::rsqrt:
-    case Op::tanh: case Op::logistic: case Op::abs: case Op::add: case Op::sub: case Op::mul:
-    case Op::div: case Op::max: case Op::min: case Op::pow: case Op::compare: case Op::select:
-    case Op::convert:
-      return true;
-    default:
-      return false;
-  }
-}
+bool reads_elementwise(Op op) { return op_info(op).writes_in_place(); }
 
 size_t exact_bytes(const Node& n) { return size_t(num_elements(n.shape)) * size_of(n.dtype); }
 

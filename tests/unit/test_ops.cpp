@@ -638,3 +638,21 @@ TEST_CASE("f32 reduce over consecutive axes: the fast kernel gives the reference
       set_num_threads(0);
     }
 }
+
+TEST_CASE("the startup row check finds a row whose traits and fused form disagree") {
+  for (int op = 0; op < kNumOps; ++op) CHECK(row_problem(op_info(Op(op))).empty());
+  OpInfo row = op_info(Op::add);
+  row.traits = 0;
+  CHECK(row_problem(row) == "a fused form needs the elementwise trait");
+  row = op_info(Op::neg);
+  row.fused = op_info(Op::add).fused;
+  CHECK(row_problem(row) == "the binary form on an op not of two operands");
+  row.fused = {FusedForm::Kind::unary, nullptr, nullptr};
+  CHECK(row_problem(row) == "the unary form needs its chunk loop, and only it");
+  row = op_info(Op::dot);
+  row.traits = kCheap;
+  CHECK(row_problem(row) == "the cheap trait is for elementwise ops");
+  row = op_info(Op::mul);
+  row.traits |= kAcrossReplicas;
+  CHECK(row_problem(row) == "an elementwise op folds like any other");
+}
