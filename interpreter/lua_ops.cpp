@@ -167,6 +167,7 @@ int l_rsqrt(lua_State* L) { return unary_method(L, Op::rsqrt); }
 int l_tanh(lua_State* L) { return unary_method(L, Op::tanh); }
 int l_sigmoid(lua_State* L) { return unary_method(L, Op::logistic); }
 int l_abs(lua_State* L) { return unary_method(L, Op::abs); }
+int l_erf(lua_State* L) { return unary_method(L, Op::erf); }
 
 int l_cast(lua_State* L) {
   LuaTensor* t = check_tensor(L, 1);
@@ -447,7 +448,7 @@ const luaL_Reg kMethods[] = {
     {"le", l_le},         {"gt", l_gt},           {"ge", l_ge},         {"eq", l_eq},
     {"ne", l_ne},         {"neg", l_neg},         {"exp", l_exp},       {"log", l_log},
     {"sqrt", l_sqrt},     {"rsqrt", l_rsqrt},     {"tanh", l_tanh},     {"sigmoid", l_sigmoid},
-    {"abs", l_abs},       {"cast", l_cast},       {"matmul", l_matmul}, {"reshape", l_reshape},
+    {"abs", l_abs},       {"erf", l_erf},         {"cast", l_cast},       {"matmul", l_matmul}, {"reshape", l_reshape},
     {"transpose", l_transpose}, {"sum", l_sum},   {"max", l_max},       {"min", l_min},
     {"argmax", l_argmax}, {"slice", l_slice},     {"take", l_take},     {"one_hot", l_one_hot},
     {nullptr, nullptr}};

@@ -129,6 +129,12 @@ struct Abs {
   }
 };
 
+// The Gauss error function (exact GELU: x/2 (1 + erf(x/sqrt 2))).
+struct Erf {
+  template <class T>
+  auto operator()(T v) const { return std::erf(v); }
+};
+
 // Integer division floors (like Lua's //); float division is IEEE.
 struct Div {
   template <class T>
@@ -300,6 +306,13 @@ void grad_abs(GradContext& c) {
   NodeId nonneg = g.compare(Cmp::ge, c.in(0), full_like(c, c.in(0), 0));
   c.give(0, g.select(nonneg, c.out_grad, g.unary(Op::neg, c.out_grad)));
 }
+// d/dx erf(x) = 2/sqrt(pi) exp(-x^2)
+void grad_erf(GradContext& c) {
+  auto& g = c.g;
+  NodeId gauss = g.unary(Op::exp, g.unary(Op::neg, g.binary(Op::mul, c.in(0), c.in(0))));
+  NodeId scale = full_like(c, c.node, 2 / std::sqrt(3.14159265358979323846));
+  c.give(0, g.binary(Op::mul, c.out_grad, g.binary(Op::mul, scale, gauss)));
+}
 void grad_add(GradContext& c) {
   c.give(0, c.out_grad);
   c.give(1, c.out_grad);
@@ -369,6 +382,7 @@ extern const OpInfo rsqrt_row = {Op::rsqrt, shape_unary_float, ref_unary<Rsqrt>,
 extern const OpInfo tanh_row = {Op::tanh, shape_unary_float, ref_unary<Tanh>, fast_tanh, grad_tanh, cost_transcendental, kEw};
 extern const OpInfo logistic_row = {Op::logistic, shape_unary_float, ref_unary<Logistic>, fast_logistic, grad_logistic, cost_transcendental, kEw};
 extern const OpInfo abs_row = {Op::abs, shape_unary_numeric, ref_unary<Abs>, fast_unary<Abs>, grad_abs, cost_ew, kEwCheap, fused_unary<Abs>()};
+extern const OpInfo erf_row = {Op::erf, shape_unary_float, ref_unary<Erf>, fast_unary<Erf>, grad_erf, cost_transcendental, kEw, fused_unary<Erf>()};
 extern const OpInfo add_row = {Op::add, shape_binary, ref_binary<Add>, fast_binary<Add>, grad_add, cost_ew, kEwCheap, fused_binary<Add>()};
 extern const OpInfo sub_row = {Op::sub, shape_binary, ref_binary<Sub>, fast_binary<Sub>, grad_sub, cost_ew, kEwCheap, fused_binary<Sub>()};
 extern const OpInfo mul_row = {Op::mul, shape_binary, ref_binary<Mul>, fast_binary<Mul>, grad_mul, cost_ew, kEwCheap, fused_binary<Mul>()};

@@ -14,6 +14,7 @@
 #include "core/error.h"
 #include "kernels/gemm.h"
 #include "kernels/onednn_conv.h"
+#include "ops/fusion_program.h"
 #include "ops/op_table.h"
 #include "runtime/executable.h"
 #include "runtime/thread_pool.h"
@@ -92,6 +93,7 @@ const std::vector<OpCase>& cases() {
       {"tanh", {{f, {3, 4}}}, [](Graph& g, V x) { return g.unary(Op::tanh, x[0]); }},
       {"logistic", {{f, {3, 4}}}, [](Graph& g, V x) { return g.unary(Op::logistic, x[0]); }},
       {"abs", {{f, {3, 4}}}, [](Graph& g, V x) { return g.unary(Op::abs, x[0]); }},
+      {"erf", {{f, {3, 4}}}, [](Graph& g, V x) { return g.unary(Op::erf, x[0]); }},
       {"add", {{f, {2, 3}}, {f, {2, 3}}}, [](Graph& g, V x) { return g.binary(Op::add, x[0], x[1]); }},
       {"sub", {{f, {2, 3}}, {f, {2, 3}}}, [](Graph& g, V x) { return g.binary(Op::sub, x[0], x[1]); }},
       {"mul", {{f, {2, 3}}, {f, {2, 3}}}, [](Graph& g, V x) { return g.binary(Op::mul, x[0], x[1]); }},
@@ -655,4 +657,52 @@ TEST_CASE("the startup row check finds a row whose traits and fused form disagre
   row = op_info(Op::mul);
   row.traits |= kAcrossReplicas;
   CHECK(row_problem(row) == "an elementwise op folds like any other");
+}
+
+// erf(x) = 2/sqrt(pi) times the integral of exp(-t^2) from 0 to x, by Simpson's rule in double.
+double erf_by_integral(double x) {
+  const int steps = 2000;
+  const double h = x / steps;
+  double sum = 1 + std::exp(-x * x);
+  for (int i = 1; i < steps; ++i) sum += (i % 2 ? 4 : 2) * std::exp(-(i * h) * (i * h));
+  return sum * h / 3 * 2 / std::sqrt(3.14159265358979323846);
+}
+
+TEST_CASE("erf: its kernels agree with the integral that defines it") {
+  Tensor x(DType::f32, {9});
+  const double values[] = {-3, -1.5, -0.5, -1e-3, 0, 0.25, 0.7071067811865476, 2, 4};
+  for (int64_t i = 0; i < 9; ++i) x.set(i, values[i]);
+  Graph g;
+  g.outputs = {g.unary(Op::erf, g.parameter(DType::f32, {9}))};
+  for (bool reference : {true, false}) {
+    CompileOptions options;
+    options.reference_kernels = reference;
+    Tensor y = Executable::compile(g, options).run(std::vector<Tensor>{x})[0];
+    for (int64_t i = 0; i < 9; ++i) {
+      INFO("erf(" << values[i] << ") = " << y.get(i));
+      CHECK(std::fabs(y.get(i) - erf_by_integral(values[i])) <= 1e-6);
+    }
+  }
+}
+
+TEST_CASE("erf fuses with its neighbours, and the fusion program gives the unfused kernel's bits") {
+  Graph g;
+  NodeId x = g.parameter(DType::f32, {3, 100});
+  NodeId half = g.full(DType::f32, {3, 100}, 0.5);
+  g.outputs = {g.binary(Op::mul, g.binary(Op::mul, half, x), g.unary(Op::erf, g.binary(Op::mul, x, half)))};
+  Executable fused = Executable::compile(g);
+  CompileOptions plain_options;
+  plain_options.optimize = false;
+  Executable plain = Executable::compile(g, plain_options);
+  int fusions = 0;
+  for (const Node& n : fused.graph().nodes) {
+    if (n.op != Op::fusion) continue;
+    ++fusions;
+    CHECK(FusionProgram::compile(*n.attrs.body()).has_value());
+  }
+  CHECK(fusions == 1);
+  std::mt19937 rng(3);
+  const std::vector<Tensor> args = {random_tensor({DType::f32, {3, 100}}, rng)};
+  Tensor a = fused.run(args)[0], b = plain.run(args)[0];
+  CHECK(std::memcmp(a.raw(), b.raw(), a.bytes()) == 0);
 }
