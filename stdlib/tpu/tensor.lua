@@ -78,12 +78,17 @@ function T.relu(t, extra)
   return t:maximum(0)
 end
 
--- tanh approximation, as used by BERT-style models.
-function T.gelu(x, extra)
+-- x:gelu() is exact, x/2 (1 + erf(x/sqrt 2)); x:gelu{approximate = true} the tanh form of
+-- BERT-style models (as Keras's gelu).
+function T.gelu(x, opts, extra)
   errors.check(1, "gelu", x, "tensor")
-  errors.none(1, "gelu", extra)
-  local c = math.sqrt(2 / math.pi)
-  return 0.5 * x * (1 + ((x + 0.044715 * x * x * x) * c):tanh())
+  opts = errors.options(1, "gelu", opts, {"approximate"})
+  errors.none(2, "gelu", extra)
+  if opts.approximate then
+    local c = math.sqrt(2 / math.pi)
+    return 0.5 * x * (1 + ((x + 0.044715 * x * x * x) * c):tanh())
+  end
+  return 0.5 * x * (1 + (x * (1 / math.sqrt(2))):erf())
 end
 
 function T.softmax(x, axis, extra)
