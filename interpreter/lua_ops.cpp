@@ -165,7 +165,7 @@ int l_log(lua_State* L) { return unary_method(L, Op::log); }
 int l_sqrt(lua_State* L) { return unary_method(L, Op::sqrt); }
 int l_rsqrt(lua_State* L) { return unary_method(L, Op::rsqrt); }
 int l_tanh(lua_State* L) { return unary_method(L, Op::tanh); }
-int l_sigmoid(lua_State* L) { return unary_method(L, Op::logistic); }
+int l_sigmoid(lua_State* L) { return unary_method(L, Op::sigmoid); }
 int l_abs(lua_State* L) { return unary_method(L, Op::abs); }
 int l_erf(lua_State* L) { return unary_method(L, Op::erf); }
 

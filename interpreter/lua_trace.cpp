@@ -244,9 +244,7 @@ int l_all_reduce(lua_State* L) {
   int64_t k = std::strcmp(kind, "mean") == 0 ? 1 : std::strcmp(kind, "sum") == 0 ? 0 : -1;
   if (k < 0) raise_user_error(L, std::string("all_reduce: unknown reduction '") + kind + "' (expected \"sum\" or \"mean\")");
   return apply_op(L, {{t, 0}}, DType::f32, [k](Graph& g, const std::vector<NodeId>& in) {
-    Attrs a;
-    a.axis = k;
-    return g.add(Op::all_reduce, {in[0]}, a);
+    return g.all_reduce(in[0], k == 1);
   });
 }
 

@@ -171,26 +171,26 @@ NodeId Graph::conv(NodeId x, NodeId w, Window2D win) {
   const Shape& ws = at(w).shape;
   if (ws.size() == 4) win.size = {ws[0], ws[1]};
   Attrs a;
-  set_window(a, win);
+  a.set_window(win);
   return add(Op::conv, {x, w}, std::move(a));
 }
 
 NodeId Graph::conv_filter_grad(NodeId x, NodeId dy, Window2D win) {
   Attrs a;
-  set_window(a, win);
+  a.set_window(win);
   return add(Op::conv_filter_grad, {x, dy}, std::move(a));
 }
 
 NodeId Graph::reduce_window(NodeId x, WindowKind k, Window2D win) {
   Attrs a;
-  set_window(a, win);
+  a.set_window(win);
   a.axis = int64_t(k);
   return add(Op::reduce_window, {x}, std::move(a));
 }
 
 NodeId Graph::select_and_scatter(NodeId x, NodeId dy, Window2D win) {
   Attrs a;
-  set_window(a, win);
+  a.set_window(win);
   return add(Op::select_and_scatter, {x, dy}, std::move(a));
 }
 
@@ -205,6 +205,12 @@ NodeId Graph::rng_fold(NodeId key, NodeId data) {
   Attrs a;
   a.axis = int64_t(RngKind::fold);
   return add(Op::rng, {key, data}, std::move(a));
+}
+
+NodeId Graph::all_reduce(NodeId x, bool mean) {
+  Attrs a;
+  a.axis = mean ? 1 : 0;
+  return add(Op::all_reduce, {x}, std::move(a));
 }
 
 NodeId Graph::broadcast_to(NodeId x, const Shape& s) {

@@ -37,6 +37,21 @@ struct Node {
   // loc may live in the tail padding of attrs: a smaller node for the same fields.
   [[no_unique_address]] Attrs attrs;
   int32_t loc = -1;  // index into Graph::locations ("script.lua:12"), -1 = none
+
+  // The attributes by what they mean for this node's op (shape rules check the kinds' range).
+  Cmp direction() const { return Cmp(attrs.axis); }                 // compare
+  ReduceKind reduce_kind() const { return ReduceKind(attrs.axis); }  // reduce
+  WindowKind window_kind() const { return WindowKind(attrs.axis); }  // reduce_window
+  RngKind rng_kind() const { return RngKind(attrs.axis); }           // rng
+  bool mean() const { return attrs.axis == 1; }                      // all_reduce: divided by the replicas
+  int64_t axis() const { return attrs.axis; }                        // concat, argmax, iota
+  int64_t param_index() const { return attrs.axis; }                 // parameter
+  Window2D window() const { return window_of(attrs); }               // conv, reduce_window, ...
+  const Shape& broadcast_shape() const { return attrs.dims2(); }     // broadcast
+  const Dims& slice_start() const { return attrs.dims; }             // slice
+  const Dims& slice_limit() const { return attrs.dims2(); }
+  const Dims& pad_lo() const { return attrs.dims; }                  // pad
+  const Dims& pad_hi() const { return attrs.dims2(); }
 };
 
 class Graph {
@@ -97,6 +112,8 @@ class Graph {
   // Counter-based random numbers: element i is a hash of (key, i), key an i32[2].
   NodeId rng(NodeId key, RngKind k, Shape s);
   NodeId rng_fold(NodeId key, NodeId data);                   // -> i32[data..., 2], new keys
+  // The sum (or with `mean` the mean) of x over the replicas of a replicated step.
+  NodeId all_reduce(NodeId x, bool mean);
 
   // Conveniences used by autodiff and the tracer.
   NodeId broadcast_to(NodeId x, const Shape& s);              // trailing dims align, size-1 dims stretch

@@ -23,7 +23,8 @@ bool same_node(const Node& a, const Node& b) {
   if (a.op != b.op || a.dtype != b.dtype || a.shape != b.shape || a.in != b.in) return false;
   const Attrs &x = a.attrs, &y = b.attrs;
   return x.dims == y.dims && x.dims2() == y.dims2() && x.axis == y.axis && x.flag_a == y.flag_a &&
-         x.flag_b == y.flag_b && x.value() == y.value() && x.to == y.to && x.body() == y.body() && same_literal(x, y);
+         x.flag_b == y.flag_b && x.value() == y.value() && x.to == y.to && x.body() == y.body() && same_literal(x, y) &&
+         (x.window() && y.window() ? *x.window() == *y.window() : x.window() == y.window());
 }
 
 size_t hash_node(const Node& n) {
@@ -32,6 +33,9 @@ size_t hash_node(const Node& n) {
   for (int64_t d : n.attrs.dims) h = hash_mix(h, size_t(d));
   for (int64_t d : n.attrs.dims2()) h = hash_mix(h, size_t(d));
   h = hash_mix(h, size_t(n.attrs.axis));
+  if (const Window2D* w = n.attrs.window())
+    for (const auto& v : {w->size, w->stride, w->lhs_dilation, w->rhs_dilation, w->pad_lo, w->pad_hi})
+      h = hash_mix(hash_mix(h, size_t(v[0])), size_t(v[1]));
   if (small_literal(n.attrs))
     for (int64_t i = 0; i < n.attrs.literal()->size(); ++i)
       h = hash_mix(h, std::hash<double>()(n.attrs.literal()->get(i)));

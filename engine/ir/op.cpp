@@ -76,8 +76,9 @@ RareAttrs& Attrs::own_rare() {
 
 bool Attrs::operator==(const Attrs& o) const {
   if (dims != o.dims || axis != o.axis || flag_a != o.flag_a || flag_b != o.flag_b || to != o.to) return false;
-  return rare_ == o.rare_ || (dims2() == o.dims2() && value() == o.value() && literal() == o.literal() &&
-                              body() == o.body());
+  if (rare_ == o.rare_) return true;
+  const bool same_window = window() && o.window() ? *window() == *o.window() : window() == o.window();
+  return same_window && dims2() == o.dims2() && value() == o.value() && literal() == o.literal() && body() == o.body();
 }
 
 }  // namespace tpu

@@ -1,5 +1,6 @@
 // Op enum (generated from ops.def) and the attributes an op node may carry.
 #pragma once
+#include <array>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -40,25 +41,47 @@ enum class ReduceKind : uint8_t { sum, max, min };
 std::string_view cmp_name(Cmp c);
 std::string_view reduce_name(ReduceKind k);
 
+// The spatial window of conv and reduce_window over dims 1 and 2 (H, W) of NHWC tensors,
+// one entry per spatial dim: window size, stride, lhs (input) dilation, rhs (window)
+// dilation, and padding before and after the dilated input (negative padding crops).
+// Window element k of output position o reads padded-dilated position o*stride +
+// k*rhs_dilation - pad_lo, which is input element p/lhs_dilation when p % lhs_dilation == 0.
+struct Window2D {
+  std::array<int64_t, 2> size{1, 1}, stride{1, 1}, lhs_dilation{1, 1}, rhs_dilation{1, 1};
+  std::array<int64_t, 2> pad_lo{0, 0}, pad_hi{0, 0};
+  // Output extent along spatial dim i (0 = h, 1 = w) for an input extent `in`; < 1: no fit.
+  int64_t output_size(int i, int64_t in) const;
+  // Input element read by window element k at output position o along dim i, or -1 (padding).
+  int64_t source(int i, int64_t o, int64_t k, int64_t in) const;
+  bool operator==(const Window2D&) const = default;
+};
+
 // The attributes only a few ops carry: out of line, shared by the copies of a node (graph
 // nodes are many, and most carry none of these).
 struct RareAttrs {
-  Dims dims2;                             // slice limit / pad high / window padding
+  Dims dims2;                             // broadcast: its shape; slice: limit; pad: high padding
+  Window2D window;                        // the windowed ops (has_window)
+  bool has_window = false;
   double value = 0;                       // pad value
   std::shared_ptr<const Tensor> literal;  // constant payload
   std::shared_ptr<const Graph> body;      // fusion: the fused elementwise computation
 };
 
-// Attributes, interpreted per op (documented on each op's builder in ir/graph.h).
+// Attributes, interpreted per op (documented on each op's builder in ir/graph.h); read them
+// through Node's typed accessors (ir/graph.h), which say what each field means for an op.
 struct Attrs {
   Dims dims;   // axes / permutation / broadcast dims / slice start / pad low
-  int64_t axis = 0;            // concat, gather, argmax, iota axis; compare dir; reduce kind
+  // concat, argmax, iota: an axis; parameter: its index; compare: a Cmp; reduce: a
+  // ReduceKind; reduce_window: a WindowKind; rng: an RngKind; all_reduce: 1 for the mean.
+  int64_t axis = 0;
 
   const Dims& dims2() const;
   double value() const { return rare_ ? rare_->value : 0; }
   const std::shared_ptr<const Tensor>& literal() const;
   const std::shared_ptr<const Graph>& body() const;
+  const Window2D* window() const { return rare_ && rare_->has_window ? &rare_->window : nullptr; }
   void set_dims2(Dims d) { own_rare().dims2 = std::move(d); }
+  void set_window(const Window2D& w) { own_rare().window = w, rare_->has_window = true; }
   void set_value(double v) { own_rare().value = v; }
   void set_literal(std::shared_ptr<const Tensor> t) { own_rare().literal = std::move(t); }
   void set_body(std::shared_ptr<const Graph> b) { own_rare().body = std::move(b); }

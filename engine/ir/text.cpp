@@ -1,13 +1,18 @@
 // The IR text form: print_graph and parse_graph, which reads back what print_graph writes.
 //
 //   graph train_step
-//   %0 = parameter f32[8,784] dims=[8,784]  # mlp.lua:12
-//   %1 = dot f32[8,10] %0, %3 tb
-//   return %1
+//   %0 = parameter f32[8,28,28,1] index=0  # mlp.lua:12
+//   %1 = reduce_window f32[8,14,14,1] %0 window={size=3x3 stride=2x2 pad=1_1x1_1} kind=max
+//   %2 = reduce f32[8,14] %1 dims=[2,3] kind=sum
+//   %3 = compare bool[8,14] %2, %2 direction=gt
+//   return %3
+// Attributes print under what they mean for the op (axis_key, dims_keys): kinds and
+// directions by name, windows whole; those that repeat the node's type are left out.
 #include <charconv>
 #include <cmath>
 #include <cstdio>
 #include <limits>
+#include <span>
 #include <sstream>
 
 #include "core/error.h"
@@ -30,16 +35,63 @@ std::string list(std::span<const int64_t> v) {
   return s + "]";
 }
 
+// The names the text gives the kinds kept in Attrs::axis, per op (index = the enum value).
+constexpr std::string_view kDirections[] = {"lt", "le", "gt", "ge", "eq", "ne"};
+constexpr std::string_view kReduceKinds[] = {"sum", "max", "min"};
+constexpr std::string_view kWindowKinds[] = {"sum", "max", "argmax"};
+constexpr std::string_view kRngKinds[] = {"uniform", "normal", "truncated_normal", "bits", "fold"};
+constexpr std::string_view kAllReduceKinds[] = {"sum", "mean"};
+
+// What Attrs::axis means for op: the key it is printed under and, for a kind, its names.
+struct AxisKey {
+  std::string_view key;
+  std::span<const std::string_view> names;  // empty: a number
+};
+AxisKey axis_key(Op op) {
+  switch (op) {
+    case Op::parameter: return {"index", {}};
+    case Op::compare: return {"direction", kDirections};
+    case Op::reduce: return {"kind", kReduceKinds};
+    case Op::reduce_window: return {"kind", kWindowKinds};
+    case Op::rng: return {"kind", kRngKinds};
+    case Op::all_reduce: return {"kind", kAllReduceKinds};
+    default: return {"axis", {}};
+  }
+}
+
+// Attributes that repeat the node's own type, left out of the text (the parser fills them
+// in from the type, and takes them when given): a parameter's and an iota's shape and dtype,
+// a broadcast's and a reshape's shape.
+bool dims_from_type(Op op) { return op == Op::parameter || op == Op::iota || op == Op::reshape; }
+bool to_from_type(Op op) { return op == Op::parameter || op == Op::iota; }
+
+// The names of dims and dims2 for op.
+std::pair<std::string_view, std::string_view> dims_keys(Op op) {
+  if (op == Op::slice) return {"start", "limit"};
+  if (op == Op::pad) return {"lo", "hi"};
+  return {"dims", ""};
+}
+
+std::string axis_text(const Node& n) {
+  const AxisKey k = axis_key(n.op);
+  const int64_t v = n.attrs.axis;
+  if (!k.names.empty())
+    return v >= 0 && v < int64_t(k.names.size()) ? " " + std::string(k.key) + "=" + std::string(k.names[size_t(v)]) : "";
+  return v != 0 || n.op == Op::parameter ? " " + std::string(k.key) + "=" + std::to_string(v) : "";
+}
+
 std::string attrs_text(const Node& n) {
   const Attrs& a = n.attrs;
+  const auto [dims_key, dims2_key] = dims_keys(n.op);
   std::string s;
-  if (!a.dims.empty()) s += " dims=" + list(a.dims);
-  if (!a.dims2().empty()) s += " dims2=" + list(a.dims2());
-  if (a.axis != 0) s += " axis=" + std::to_string(a.axis);
+  if (!a.dims.empty() && !dims_from_type(n.op)) s += " " + std::string(dims_key) + "=" + list(a.dims);
+  if (!a.dims2().empty() && !dims2_key.empty()) s += " " + std::string(dims2_key) + "=" + list(a.dims2());
+  if (a.window()) s += " window={" + window_text(*a.window()) + "}";
+  s += axis_text(n);
   if (a.flag_a) s += " ta";
   if (a.flag_b) s += " tb";
   if (a.value() != 0) s += " value=" + number(a.value(), 17);
-  if (a.to != DType::f32) s += " to=" + std::string(name_of(a.to));
+  if (a.to != DType::f32 && !to_from_type(n.op)) s += " to=" + std::string(name_of(a.to));
   if (a.literal()) {
     s += " literal=[";
     const bool integral = !is_float(a.literal()->dtype());
@@ -198,14 +250,70 @@ std::shared_ptr<const Tensor> parse_literal(LineParser& p, DType type, const Sha
   return std::make_shared<const Tensor>(std::move(t));
 }
 
-void parse_attr(LineParser& p, std::string_view key, Attrs& a, DType type, const Shape& shape) {
-  if (key == "dims") a.dims = p.int_list();
-  else if (key == "dims2") a.set_dims2(p.int_list());
-  else if (key == "axis") a.axis = p.integer();
+// "3x3" or, for padding, "1_1x1_1" (low_high per dim).
+std::array<int64_t, 2> parse_pair(LineParser& p) {
+  std::array<int64_t, 2> v{p.integer(), 0};
+  p.expect("x");
+  v[1] = p.integer();
+  return v;
+}
+
+Window2D parse_window(LineParser& p) {
+  Window2D w;
+  p.expect("{");
+  while (!p.eat("}")) {
+    std::string_view key = p.word();
+    p.expect("=");
+    if (key == "size") w.size = parse_pair(p);
+    else if (key == "stride") w.stride = parse_pair(p);
+    else if (key == "lhs_dilation") w.lhs_dilation = parse_pair(p);
+    else if (key == "rhs_dilation") w.rhs_dilation = parse_pair(p);
+    else if (key == "pad") {
+      for (int i = 0; i < 2; ++i) {
+        if (i) p.expect("x");
+        w.pad_lo[i] = p.integer();
+        p.expect("_");
+        w.pad_hi[i] = p.integer();
+      }
+    } else {
+      p.fail("unknown window field '" + std::string(key) + "'");
+    }
+  }
+  return w;
+}
+
+int64_t parse_axis_value(LineParser& p, Op op) {
+  const AxisKey k = axis_key(op);
+  if (k.names.empty()) return p.integer();
+  std::string_view name = p.word();
+  for (size_t i = 0; i < k.names.size(); ++i)
+    if (k.names[i] == name) return int64_t(i);
+  p.fail("unknown " + std::string(k.key) + " '" + std::string(name) + "' for " + std::string(op_name(op)));
+}
+
+bool windowed(Op op) {
+  return op == Op::conv || op == Op::conv_filter_grad || op == Op::reduce_window || op == Op::select_and_scatter;
+}
+
+void parse_attr(LineParser& p, std::string_view key, Attrs& a, Op op, DType type, const Shape& shape) {
+  const auto [dims_key, dims2_key] = dims_keys(op);
+  if (key == dims_key) a.dims = p.int_list();
+  else if (key == dims2_key && !dims2_key.empty()) a.set_dims2(p.int_list());
+  else if (key == axis_key(op).key) a.axis = parse_axis_value(p, op);
+  else if (key == "window" && windowed(op)) a.set_window(parse_window(p));
   else if (key == "value") a.set_value(p.real());
   else if (key == "to") a.to = p.dtype();
   else if (key == "literal") a.set_literal(parse_literal(p, type, shape));
-  else p.fail("unknown attribute '" + std::string(key) + "'");
+  else p.fail("unknown attribute '" + std::string(key) + "' for " + std::string(op_name(op)));
+}
+
+// The attributes the text leaves out because they repeat the node's type.
+Attrs attrs_from_type(Op op, DType type, const Shape& shape) {
+  Attrs a;
+  if (dims_from_type(op)) a.dims = shape;
+  if (to_from_type(op)) a.to = type;
+  if (op == Op::broadcast) a.set_dims2(shape);
+  return a;
 }
 
 // The fusion pass never nests bodies; a few levels are allowed, and the bound keeps a text of
@@ -229,7 +337,7 @@ void parse_node(Graph& g, LineParser& p, Lines& lines) {
   DType type = p.dtype();
   Shape shape = p.int_list();
   std::vector<NodeId> in;
-  Attrs a;
+  Attrs a = attrs_from_type(op, type, shape);
   if (p.eat("%")) {
     do {
       if (!in.empty()) p.expect("%");
@@ -254,7 +362,7 @@ void parse_node(Graph& g, LineParser& p, Lines& lines) {
     else if (key == "tb") a.flag_b = true;
     else {
       p.expect("=");
-      parse_attr(p, key, a, type, shape);
+      parse_attr(p, key, a, op, type, shape);
     }
   }
   g.current_loc = where.empty() ? -1 : g.intern_location(where);

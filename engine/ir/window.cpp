@@ -29,32 +29,31 @@ Window2D input_grad_window(const Window2D& w, std::array<int64_t, 2> in, std::ar
   return t;
 }
 
-void set_window(Attrs& a, const Window2D& w) {
-  a.dims = {w.size[0], w.size[1], w.stride[0], w.stride[1],
-            w.lhs_dilation[0], w.lhs_dilation[1], w.rhs_dilation[0], w.rhs_dilation[1]};
-  a.set_dims2({w.pad_lo[0], w.pad_hi[0], w.pad_lo[1], w.pad_hi[1]});
-}
-
 bool window_ok(const Attrs& a) {
-  if (a.dims.size() != 8 || a.dims2().size() != 4) return false;
-  for (int64_t d : a.dims)
-    if (d < 1 || d > kMaxWindowAttr) return false;
-  for (int64_t d : a.dims2())
-    if (d < -kMaxWindowAttr || d > kMaxWindowAttr) return false;
+  const Window2D* w = a.window();
+  if (!w) return false;
+  auto in = [](int64_t d, int64_t lo) { return d >= lo && d <= kMaxWindowAttr; };
+  for (int i = 0; i < 2; ++i)
+    if (!in(w->size[i], 1) || !in(w->stride[i], 1) || !in(w->lhs_dilation[i], 1) || !in(w->rhs_dilation[i], 1) ||
+        !in(w->pad_lo[i], -kMaxWindowAttr) || !in(w->pad_hi[i], -kMaxWindowAttr))
+      return false;
   return true;
 }
 
-Window2D window_of(const Attrs& a) {
-  Window2D w;
-  for (int i = 0; i < 2; ++i) {
-    w.size[i] = a.dims[size_t(i)];
-    w.stride[i] = a.dims[size_t(2 + i)];
-    w.lhs_dilation[i] = a.dims[size_t(4 + i)];
-    w.rhs_dilation[i] = a.dims[size_t(6 + i)];
-    w.pad_lo[i] = a.dims2()[size_t(2 * i)];
-    w.pad_hi[i] = a.dims2()[size_t(2 * i + 1)];
-  }
-  return w;
+namespace {
+std::string pair_text(const std::array<int64_t, 2>& v) { return std::to_string(v[0]) + "x" + std::to_string(v[1]); }
+}  // namespace
+
+std::string window_text(const Window2D& w) {
+  std::string s = "size=" + pair_text(w.size) + " stride=" + pair_text(w.stride) + " pad=";
+  s += std::to_string(w.pad_lo[0]) + "_" + std::to_string(w.pad_hi[0]) + "x" + std::to_string(w.pad_lo[1]) + "_" +
+       std::to_string(w.pad_hi[1]);
+  const std::array<int64_t, 2> one{1, 1};
+  if (w.lhs_dilation != one) s += " lhs_dilation=" + pair_text(w.lhs_dilation);
+  if (w.rhs_dilation != one) s += " rhs_dilation=" + pair_text(w.rhs_dilation);
+  return s;
 }
+
+Window2D window_of(const Attrs& a) { return a.window() ? *a.window() : Window2D{}; }
 
 }  // namespace tpu

@@ -27,8 +27,7 @@ void ref_all_reduce(const Node&, std::span<const Tensor* const> in, Tensor& out)
 }
 
 void grad_all_reduce(GradContext& c) {
-  Attrs a = c.n().attrs;
-  c.give(0, c.g.add(Op::all_reduce, {c.out_grad}, a));
+  c.give(0, c.g.all_reduce(c.out_grad, c.n().mean()));
 }
 
 Cost cost_all_reduce(const Graph& g, const Node& n) { return movement_cost(g, n); }

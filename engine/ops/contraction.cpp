@@ -164,7 +164,7 @@ void for_each_mapped(const Shape& shape, std::span<const int64_t> out_strides, F
 
 void ref_reduce(const Node& n, std::span<const Tensor* const> in, Tensor& out) {
   const Tensor& x = *in[0];
-  const ReduceKind kind = ReduceKind(n.attrs.axis);
+  const ReduceKind kind = n.reduce_kind();
   const double init = kind == ReduceKind::sum   ? 0.0
                       : kind == ReduceKind::max ? -std::numeric_limits<double>::infinity()
                                                 : std::numeric_limits<double>::infinity();
@@ -305,7 +305,7 @@ void fast_reduce(const Node& n, std::span<const Tensor* const> in, Tensor& out) 
   if (x.dtype() != DType::f32 || !consecutive_runs(x.shape(), n.attrs.dims, r) || x.size() < 4096)
     return ref_reduce(n, in, out);
   const double inf = std::numeric_limits<double>::infinity();
-  switch (ReduceKind(n.attrs.axis)) {
+  switch (n.reduce_kind()) {
     case ReduceKind::sum: return reduce_runs<ReduceKind::sum>(x.data<float>(), out.data<float>(), r, 0.0);
     case ReduceKind::max: return reduce_runs<ReduceKind::max>(x.data<float>(), out.data<float>(), r, -inf);
     case ReduceKind::min: return reduce_runs<ReduceKind::min>(x.data<float>(), out.data<float>(), r, inf);
@@ -319,7 +319,7 @@ void grad_reduce(GradContext& c) {
   for (int64_t i = 0; i < int64_t(x.shape.size()); ++i)
     if (std::find(c.n().attrs.dims.begin(), c.n().attrs.dims.end(), i) == c.n().attrs.dims.end()) kept.push_back(i);
   NodeId spread = g.broadcast(c.out_grad, x.shape, kept);
-  if (ReduceKind(c.n().attrs.axis) == ReduceKind::sum) return c.give(0, spread);
+  if (c.n().reduce_kind() == ReduceKind::sum) return c.give(0, spread);
   NodeId hit = g.compare(Cmp::eq, c.in(0), g.broadcast(c.node, x.shape, kept));
   c.give(0, g.select(hit, spread, g.full(x.dtype, x.shape, 0)));
 }

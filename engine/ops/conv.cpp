@@ -49,7 +49,7 @@ std::string shape_conv(const Graph& g, Node& n) {
     return "conv needs an input [N,H,W,C] and a filter [Kh,Kw,C,O] of one floating-point type, got " + operands_str(g, n);
   std::array<int64_t, 2> out;
   if (std::string e = check_window(g, n, x, out); !e.empty()) return e;
-  const Window2D win = window_of(n.attrs);
+  const Window2D win = n.window();
   if (win.size[0] != w.shape[0] || win.size[1] != w.shape[1])
     return "conv: window " + shape_str({win.size[0], win.size[1]}) + " differs from the filter " + type_of(g, n.in[1]);
   n.dtype = x.dtype;
@@ -67,7 +67,7 @@ std::string shape_conv_filter_grad(const Graph& g, Node& n) {
   std::array<int64_t, 2> out;
   if (std::string e = check_window(g, n, x, out); !e.empty()) return e;
   if (out[0] != dy.shape[1] || out[1] != dy.shape[2]) return bad;
-  const Window2D win = window_of(n.attrs);
+  const Window2D win = n.window();
   n.dtype = x.dtype;
   n.shape = {win.size[0], win.size[1], x.shape[3], dy.shape[3]};
   return "";
@@ -95,7 +95,7 @@ void for_each_tap(const ConvGeom& c, int64_t r0, int64_t rows, F f) {
 }
 
 void ref_conv(const Node& node, std::span<const Tensor* const> in, Tensor& out) {
-  const ConvGeom c = conv_geom(window_of(node.attrs), in[0]->shape(), out.shape()[3]);
+  const ConvGeom c = conv_geom(node.window(), in[0]->shape(), out.shape()[3]);
   const float* x = in[0]->data<float>();
   const float* f = in[1]->data<float>();
   std::vector<double> acc(size_t(out.size()), 0.0);
@@ -108,7 +108,7 @@ void ref_conv(const Node& node, std::span<const Tensor* const> in, Tensor& out) 
 }
 
 void ref_conv_filter_grad(const Node& node, std::span<const Tensor* const> in, Tensor& out) {
-  const ConvGeom c = conv_geom(window_of(node.attrs), in[0]->shape(), out.shape()[3]);
+  const ConvGeom c = conv_geom(node.window(), in[0]->shape(), out.shape()[3]);
   const float* x = in[0]->data<float>();
   const float* dy = in[1]->data<float>();
   std::vector<double> acc(size_t(out.size()), 0.0);
@@ -305,7 +305,7 @@ using Mat = Eigen::Map<RowMajor>;
 
 // y[rows, Co] = patches[rows, depth] * w[depth, Co], in fixed blocks of rows.
 void fast_conv(const Node& node, std::span<const Tensor* const> in, Tensor& out) {
-  const Window2D win = window_of(node.attrs);
+  const Window2D win = node.window();
   const ConvGeom c = conv_geom(win, in[0]->shape(), out.shape()[3]);
   const std::optional<ConvShape> s = onednn_shape(win, c);
   const float *x = in[0]->data<float>(), *w = in[1]->data<float>();
@@ -327,7 +327,7 @@ void fast_conv(const Node& node, std::span<const Tensor* const> in, Tensor& out)
 // dw[depth, Co] = patches^T dy: partial products over fixed chunks of rows (at most 64, of
 // at most 1024 rows unless that makes more than 64), then summed in chunk order.
 void fast_conv_filter_grad(const Node& node, std::span<const Tensor* const> in, Tensor& out) {
-  const Window2D win = window_of(node.attrs);
+  const Window2D win = node.window();
   const ConvGeom c = conv_geom(win, in[0]->shape(), out.shape()[3]);
   const std::optional<ConvShape> s = onednn_shape(win, c);
   const float *x = in[0]->data<float>(), *dy = in[1]->data<float>();
@@ -380,21 +380,21 @@ NodeId conv_input_grad(Graph& g, NodeId dy, NodeId w, const Window2D& win, const
 }
 
 void grad_conv(GradContext& c) {
-  const Window2D w = window_of(c.n().attrs);
+  const Window2D w = c.n().window();
   if (c.needs(0)) c.give(0, conv_input_grad(c.g, c.out_grad, c.in(1), w, c.g.at(c.in(0)).shape));
   if (c.needs(1)) c.give(1, c.g.conv_filter_grad(c.in(0), c.out_grad, w));
 }
 
 // conv_filter_grad(x, dy) is bilinear, and <G, conv_filter_grad(x, dy)> = <dy, conv(x, G)>.
 void grad_conv_filter_grad(GradContext& c) {
-  const Window2D w = window_of(c.n().attrs);
+  const Window2D w = c.n().window();
   if (c.needs(0)) c.give(0, conv_input_grad(c.g, c.in(1), c.out_grad, w, c.g.at(c.in(0)).shape));
   if (c.needs(1)) c.give(1, c.g.conv(c.in(0), c.out_grad, w));
 }
 
 // 2 * N*Ho*Wo * Kh*Kw*Ci * Co for both rows.
 Cost cost_conv(const Graph& g, const Node& n) {
-  const Window2D w = window_of(n.attrs);
+  const Window2D w = n.window();
   const Shape& xs = g.at(n.in[0]).shape;
   const Shape& ys = n.op == Op::conv ? n.shape : g.at(n.in[1]).shape;
   Cost c = movement_cost(g, n);

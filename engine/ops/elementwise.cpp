@@ -110,7 +110,7 @@ UNARY_FN(Log, std::log(v))
 UNARY_FN(Sqrt, std::sqrt(v))  // correctly rounded (Eigen's vector sqrt is off by an ulp at times)
 UNARY_FN(Rsqrt, 1 / std::sqrt(v))
 UNARY_FN(Tanh, std::tanh(v))
-UNARY_FN(Logistic, 1 / (1 + std::exp(-v)))
+UNARY_FN(Sigmoid, 1 / (1 + std::exp(-v)))
 BINARY_FN(Add, a + b)
 BINARY_FN(Sub, a - b)
 BINARY_FN(Mul, a * b)
@@ -157,13 +157,13 @@ UNARY_EIGEN(exp, Exp, x.exp())
 UNARY_EIGEN(log, Log, x.log())
 UNARY_EIGEN(rsqrt, Rsqrt, x.rsqrt())
 UNARY_EIGEN(tanh, Tanh, x.tanh())
-UNARY_EIGEN(logistic, Logistic, x.logistic())
+UNARY_EIGEN(sigmoid, Sigmoid, x.logistic())
 #undef UNARY_EIGEN
 
 void ref_compare(const Node& n, std::span<const Tensor* const> in, Tensor& out) {
   const Tensor& x = *in[0];
   const Tensor& y = *in[1];
-  Cmp c = Cmp(n.attrs.axis);
+  Cmp c = n.direction();
   dispatch(x.dtype(), [&]<class T>() {
     const T* a = x.data<T>();
     const T* b = y.data<T>();
@@ -193,7 +193,7 @@ void compare_f32(const Tensor& x, const Tensor& y, Tensor& out, F f) {
 void fast_compare(const Node& n, std::span<const Tensor* const> in, Tensor& out) {
   if (in[0]->dtype() != DType::f32) return ref_compare(n, in, out);
   const Tensor &x = *in[0], &y = *in[1];
-  switch (Cmp(n.attrs.axis)) {
+  switch (n.direction()) {
     case Cmp::lt: return compare_f32(x, y, out, [](float a, float b) { return a < b; });
     case Cmp::le: return compare_f32(x, y, out, [](float a, float b) { return a <= b; });
     case Cmp::gt: return compare_f32(x, y, out, [](float a, float b) { return a > b; });
@@ -296,7 +296,7 @@ void grad_tanh(GradContext& c) {
   NodeId one_minus = g.binary(Op::sub, full_like(c, c.node, 1), g.binary(Op::mul, y_of(c), y_of(c)));
   c.give(0, g.binary(Op::mul, c.out_grad, one_minus));
 }
-void grad_logistic(GradContext& c) {
+void grad_sigmoid(GradContext& c) {
   auto& g = c.g;
   NodeId one_minus = g.binary(Op::sub, full_like(c, c.node, 1), y_of(c));
   c.give(0, g.binary(Op::mul, c.out_grad, g.binary(Op::mul, y_of(c), one_minus)));
@@ -380,7 +380,7 @@ extern const OpInfo log_row = {Op::log, shape_unary_float, ref_unary<Log>, fast_
 extern const OpInfo sqrt_row = {Op::sqrt, shape_unary_float, ref_unary<Sqrt>, fast_unary<Sqrt>, grad_sqrt, cost_transcendental, kEw, fused_unary<Sqrt>()};
 extern const OpInfo rsqrt_row = {Op::rsqrt, shape_unary_float, ref_unary<Rsqrt>, fast_rsqrt, grad_rsqrt, cost_transcendental, kEw};
 extern const OpInfo tanh_row = {Op::tanh, shape_unary_float, ref_unary<Tanh>, fast_tanh, grad_tanh, cost_transcendental, kEw};
-extern const OpInfo logistic_row = {Op::logistic, shape_unary_float, ref_unary<Logistic>, fast_logistic, grad_logistic, cost_transcendental, kEw};
+extern const OpInfo sigmoid_row = {Op::sigmoid, shape_unary_float, ref_unary<Sigmoid>, fast_sigmoid, grad_sigmoid, cost_transcendental, kEw};
 extern const OpInfo abs_row = {Op::abs, shape_unary_numeric, ref_unary<Abs>, fast_unary<Abs>, grad_abs, cost_ew, kEwCheap, fused_unary<Abs>()};
 extern const OpInfo erf_row = {Op::erf, shape_unary_float, ref_unary<Erf>, fast_unary<Erf>, grad_erf, cost_transcendental, kEw, fused_unary<Erf>()};
 extern const OpInfo add_row = {Op::add, shape_binary, ref_binary<Add>, fast_binary<Add>, grad_add, cost_ew, kEwCheap, fused_binary<Add>()};

@@ -109,7 +109,7 @@ std::optional<Instr> op_instr(const Graph& body, const Node& n, int32_t dst) {
     case FusedForm::Kind::unary: return all_f32() ? std::optional(in) : std::nullopt;
     case FusedForm::Kind::binary: in.code = Code::binary; return all_f32() ? std::optional(in) : std::nullopt;
     case FusedForm::Kind::compare:
-      in.code = Code::compare, in.cmp = uint8_t(n.attrs.axis);
+      in.code = Code::compare, in.cmp = uint8_t(n.direction());
       return is_f32(body.at(n.in[0])) && is_f32(body.at(n.in[1])) ? std::optional(in) : std::nullopt;
     case FusedForm::Kind::select:
       in.code = Code::select;

@@ -52,7 +52,7 @@ Cost cost_free(const Graph&, const Node&) { return {}; }
 std::string shape_broadcast(const Graph& g, Node& n) {
   const Node& x = g.at(n.in.at(0));
   const auto& dims = n.attrs.dims;
-  const Shape& to = n.attrs.dims2();
+  const Shape& to = n.broadcast_shape();
   bool ok = dims.size() == x.shape.size() && valid_axes(dims, to.size());
   for (size_t i = 0; ok && i < dims.size(); ++i) ok = x.shape[i] == to[size_t(dims[i])];
   if (!ok) return "cannot broadcast " + type_of(g, n.in[0]) + " to " + dims_str(to) + " along " + dims_str(dims);
@@ -181,8 +181,8 @@ void grad_transpose(GradContext& c) {
 // ---- slice [start, limit) per dim ----
 std::string shape_slice(const Graph& g, Node& n) {
   const Node& x = g.at(n.in.at(0));
-  const auto& lo = n.attrs.dims;
-  const auto& hi = n.attrs.dims2();
+  const auto& lo = n.slice_start();
+  const auto& hi = n.slice_limit();
   bool ok = lo.size() == x.shape.size() && hi.size() == x.shape.size();
   for (size_t i = 0; ok && i < lo.size(); ++i) ok = 0 <= lo[i] && lo[i] <= hi[i] && hi[i] <= x.shape[i];
   if (!ok) return "slice " + dims_str(lo) + ".." + dims_str(hi) + " out of range for " + type_of(g, n.in[0]);
@@ -203,15 +203,15 @@ void grad_slice(GradContext& c) {
   const Node& n = c.n();
   const Shape& xs = c.g.at(c.in(0)).shape;
   Dims hi;
-  for (size_t i = 0; i < xs.size(); ++i) hi.push_back(xs[i] - n.attrs.dims2()[i]);
-  c.give(0, c.g.pad(c.out_grad, n.attrs.dims, hi, 0));
+  for (size_t i = 0; i < xs.size(); ++i) hi.push_back(xs[i] - n.slice_limit()[i]);
+  c.give(0, c.g.pad(c.out_grad, n.slice_start(), hi, 0));
 }
 
 // ---- pad with a constant: lo/hi elements before/after each dim ----
 std::string shape_pad(const Graph& g, Node& n) {
   const Node& x = g.at(n.in.at(0));
-  const auto& lo = n.attrs.dims;
-  const auto& hi = n.attrs.dims2();
+  const auto& lo = n.pad_lo();
+  const auto& hi = n.pad_hi();
   bool ok = lo.size() == x.shape.size() && hi.size() == x.shape.size();
   // Bounded so that the padded size cannot overflow (the result is checked by Graph::add).
   for (size_t i = 0; ok && i < lo.size(); ++i) ok = 0 <= lo[i] && lo[i] <= kMaxElements && 0 <= hi[i] && hi[i] <= kMaxElements;

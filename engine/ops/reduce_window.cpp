@@ -14,7 +14,7 @@ namespace tpu {
 
 namespace {
 
-WindowKind kind_of(const Node& n) { return WindowKind(n.attrs.axis); }
+WindowKind kind_of(const Node& n) { return n.window_kind(); }
 
 // A window position o along dim i that reads no input element at all.
 int64_t empty_window(const Window2D& w, int i, int64_t in, int64_t out) {
@@ -32,7 +32,7 @@ std::string check_pool(const Graph& g, const Node& n, bool needs_maximum, std::a
   if (x.shape.size() != 4 || x.dtype == DType::boolean)
     return std::string(op_name(n.op)) + " needs a numeric [N,H,W,C] operand, got " + type_of(g, n.in[0]);
   if (std::string e = check_window(g, n, x, out); !e.empty()) return e;
-  const Window2D w = window_of(n.attrs);
+  const Window2D w = n.window();
   for (int i = 0; needs_maximum && i < 2; ++i) {
     int64_t o = empty_window(w, i, x.shape[size_t(1 + i)], out[size_t(i)]);
     if (o >= 0)
@@ -87,7 +87,7 @@ bool beats(T v, T best, bool have) {
 void ref_reduce_window(const Node& n, std::span<const Tensor* const> in, Tensor& out) {
   const Tensor& x = *in[0];
   const Shape& xs = x.shape();
-  const Window2D w = window_of(n.attrs);
+  const Window2D w = n.window();
   const WindowKind kind = kind_of(n);
   dispatch(x.dtype(), [&]<class T>() {
     const T* a = x.data<T>();
@@ -113,7 +113,7 @@ void ref_reduce_window(const Node& n, std::span<const Tensor* const> in, Tensor&
 void ref_select_and_scatter(const Node& n, std::span<const Tensor* const> in, Tensor& out) {
   const Tensor& x = *in[0];
   const Shape& xs = x.shape();
-  const Window2D w = window_of(n.attrs);
+  const Window2D w = n.window();
   std::vector<double> acc(size_t(out.size()), 0.0);
   dispatch(x.dtype(), [&]<class T>() {
     const T* a = x.data<T>();
@@ -196,7 +196,7 @@ void window_max(const PoolGeom& p, const float* a, int64_t b, int64_t oh, int64_
 
 // f32 (and bf16 through f32): one task per image; each window's channels are a vector.
 void fast_reduce_window_f32(const Node& n, std::span<const Tensor* const> in, Tensor& out) {
-  const PoolGeom p = pool_geom(window_of(n.attrs), in[0]->shape(), n.shape[1], n.shape[2]);
+  const PoolGeom p = pool_geom(n.window(), in[0]->shape(), n.shape[1], n.shape[2]);
   const WindowKind kind = kind_of(n);
   const float* a = in[0]->data<float>();
   parallel_for(in[0]->shape()[0], [&](int64_t b) {
@@ -261,7 +261,7 @@ void scatter_overlapping(const PoolGeom& p, const float* a, const float* dy, flo
 
 // One task per image.
 void fast_select_and_scatter_f32(const Node& n, std::span<const Tensor* const> in, Tensor& out) {
-  const PoolGeom p = pool_geom(window_of(n.attrs), in[0]->shape(), in[1]->shape()[1], in[1]->shape()[2]);
+  const PoolGeom p = pool_geom(n.window(), in[0]->shape(), in[1]->shape()[1], in[1]->shape()[2]);
   const float* a = in[0]->data<float>();
   const float* dy = in[1]->data<float>();
   parallel_for(in[0]->shape()[0], [&](int64_t b) {
@@ -279,7 +279,7 @@ void fast_reduce_window(const Node& n, std::span<const Tensor* const> in, Tensor
 // gradient goes to its first maximum.
 void grad_reduce_window(GradContext& c) {
   Graph& g = c.g;
-  const Window2D w = window_of(c.n().attrs);
+  const Window2D w = c.n().window();
   const Shape xs = g.at(c.in(0)).shape, ys = c.n().shape;
   if (kind_of(c.n()) == WindowKind::sum) {
     Window2D t = input_grad_window(w, {xs[1], xs[2]}, {ys[1], ys[2]});
@@ -292,13 +292,13 @@ void grad_reduce_window(GradContext& c) {
 // maximum is piecewise constant).
 void grad_select_and_scatter(GradContext& c) {
   Graph& g = c.g;
-  NodeId at = g.reduce_window(c.in(0), WindowKind::argmax, window_of(c.n().attrs));
+  NodeId at = g.reduce_window(c.in(0), WindowKind::argmax, c.n().window());
   c.give(1, g.gather(g.reshape(c.out_grad, {num_elements(c.n().shape)}), at));
 }
 
 // One operation per window element of every output (of reduce_window; of dy for the scatter).
 Cost cost_reduce_window(const Graph& g, const Node& n) {
-  const Window2D w = window_of(n.attrs);
+  const Window2D w = n.window();
   Cost c = movement_cost(g, n);
   const Shape& ys = n.op == Op::reduce_window ? n.shape : g.at(n.in[1]).shape;
   c.flops = double(num_elements(ys)) * double(w.size[0] * w.size[1]);

@@ -11,7 +11,7 @@ namespace tpu {
 
 namespace {
 
-RngKind kind_of(const Node& n) { return RngKind(n.attrs.axis); }
+RngKind kind_of(const Node& n) { return n.rng_kind(); }
 
 std::string shape_rng(const Graph& g, Node& n) {
   const Node& key = g.at(n.in.at(0));

@@ -11,8 +11,8 @@ namespace tpu {
 // "" and the output's spatial size, or the problem for the user.
 inline std::string check_window(const Graph& g, const Node& n, const Node& x, std::array<int64_t, 2>& out) {
   const std::string op(op_name(n.op));
-  if (!window_ok(n.attrs)) return op + ": bad window attributes " + shape_str(n.attrs.dims) + " " + shape_str(n.attrs.dims2());
-  const Window2D win = window_of(n.attrs);
+  if (!window_ok(n.attrs)) return op + ": bad window attributes" + (n.attrs.window() ? " " + window_text(*n.attrs.window()) : "");
+  const Window2D win = n.window();
   out = {win.output_size(0, x.shape[1]), win.output_size(1, x.shape[2])};
   if (out[0] < 1 || out[1] < 1)
     return op + ": the " + std::to_string(win.size[0]) + "x" + std::to_string(win.size[1]) +

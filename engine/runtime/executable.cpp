@@ -335,7 +335,7 @@ void Executable::run_reduce(const Step& s, std::vector<std::vector<Tensor>>& val
     combine_replicas(lhs, out);
   }
   if (cross_process_reduce) cross_process_reduce(node, out);
-  if (node.attrs.axis == 1) divide_by_count(out, int64_t(R) * cross_process_count);
+  if (node.mean()) divide_by_count(out, int64_t(R) * cross_process_count);
   for (size_t r = 1; r < R; ++r) values[r][size_t(s.node)] = out;
 }
 

@@ -38,6 +38,39 @@ TEST_CASE("printed IR parses back to the same text") {
   CHECK(verify_graph(back).empty());
 }
 
+TEST_CASE("the IR text names kinds, directions and windows, and parses them back") {
+  Graph g;
+  NodeId x = g.parameter(DType::f32, {1, 6, 6, 2});
+  NodeId w = g.parameter(DType::f32, {2, 2, 2, 3});
+  NodeId key = g.parameter(DType::i32, {2});
+  Window2D pool;
+  pool.size = {3, 3}, pool.stride = {2, 2}, pool.pad_lo = {1, 0}, pool.pad_hi = {1, 2};
+  NodeId m = g.reduce_window(x, WindowKind::max, pool);
+  Window2D dilated;
+  dilated.lhs_dilation = {2, 1}, dilated.rhs_dilation = {1, 2};
+  NodeId c = g.conv(x, w, dilated);
+  NodeId pos = g.compare(Cmp::gt, m, g.full(DType::f32, {1, 3, 3, 2}, 0));
+  NodeId r = g.reduce(g.select(pos, m, g.unary(Op::sigmoid, m)), {2}, ReduceKind::max);
+  NodeId noise = g.rng(key, RngKind::normal, {1, 3, 2});
+  NodeId s = g.slice(g.pad(r, {0, 1, 0}, {0, 0, 0}, 0), {0, 1, 0}, {1, 4, 2});
+  g.outputs = {g.all_reduce(g.binary(Op::add, s, noise), true), c};
+  const std::string text = print_graph(g);
+  for (const char* piece :
+       {"%1 = parameter f32[2,2,2,3] index=1\n", " window={size=3x3 stride=2x2 pad=1_1x0_2} kind=max\n",
+        " window={size=2x2 stride=1x1 pad=0_0x0_0 lhs_dilation=2x1 rhs_dilation=1x2}\n", " direction=gt\n", "sigmoid f32",
+        " dims=[2] kind=max\n", " kind=normal\n", " lo=[0,1,0] hi=[0,0,0]\n", " start=[0,1,0] limit=[1,4,2]\n",
+        " kind=mean\n"}) {
+    INFO(piece << " in\n" << text);
+    CHECK(text.find(piece) != std::string::npos);
+  }
+  Graph back = parse_graph(text);
+  CHECK(print_graph(back) == text);
+  CHECK(back.at(m).window() == pool);
+  CHECK(back.at(c).window().rhs_dilation == dilated.rhs_dilation);
+  CHECK(back.at(pos).direction() == Cmp::gt);
+  CHECK(back.at(back.outputs[0]).mean());
+}
+
 TEST_CASE("the parser names the line of bad input") {
   CHECK_THROWS_WITH_AS(parse_graph("graph g\n%0 = parameter f32[2] dims=[2]\n%1 = frobnicate f32[2] %0\nreturn %1\n"),
                        doctest::Contains("line 3"), Error);
@@ -82,21 +115,27 @@ TEST_CASE("a node with the wrong operand count is an error naming the op and bot
 TEST_CASE("attribute lists of the wrong length or size are errors, not crashes") {
   CHECK(parse_error("%1 = transpose f32[3] %0 dims=[0]").find("not a permutation") != std::string::npos);
   CHECK(parse_error("%1 = transpose f32[3,2,9] %0 dims=[1,0,2]").find("not a permutation") != std::string::npos);
-  CHECK(parse_error("%1 = slice f32[1] %0 dims=[0] dims2=[1,3]").find("out of range") != std::string::npos);
-  CHECK(parse_error("%1 = pad f32[2,3] %0 dims=[0] dims2=[0]").find("does not fit") != std::string::npos);
-  CHECK(parse_error("%1 = broadcast f32[2,3] %0 dims=[0] dims2=[2,3]").find("cannot broadcast") != std::string::npos);
+  CHECK(parse_error("%1 = slice f32[1] %0 start=[0] limit=[1,3]").find("out of range") != std::string::npos);
+  CHECK(parse_error("%1 = pad f32[2,3] %0 lo=[0] hi=[0]").find("does not fit") != std::string::npos);
+  CHECK(parse_error("%1 = broadcast f32[2,3] %0 dims=[0]").find("cannot broadcast") != std::string::npos);
   CHECK(parse_error("%1 = reduce f32[] %0 dims=[0,1,2]").find("bad axes") != std::string::npos);
   CHECK(parse_error("%1 = reshape f32[6] %0 dims=[-1,-6]").find("cannot reshape") != std::string::npos);
   // Products and sums that would overflow int64 are refused before they are computed.
   CHECK(parse_error("%1 = reshape f32[6] %0 dims=[4294967296,4294967296,6]").find("cannot reshape") != std::string::npos);
-  CHECK(parse_error("%1 = pad f32[2,3] %0 dims=[0,0] dims2=[0,9223372036854775807]").find("does not fit") != std::string::npos);
+  CHECK(parse_error("%1 = pad f32[2,3] %0 lo=[0,0] hi=[0,9223372036854775807]").find("does not fit") != std::string::npos);
   CHECK(parse_error("%1 = parameter f32[2] dims=[4294967296,4294967296]").find("more than 2^40") != std::string::npos);
   const std::string x4 = "%1 = parameter f32[1,4,4,1] dims=[1,4,4,1]\n";
-  CHECK(parse_error(x4 + "%2 = reduce_window f32[1,4,4,1] %1 dims=[1,1]").find("bad window") != std::string::npos);
-  CHECK(parse_error(x4 + "%2 = reduce_window f32[1,4,4,1] %1 dims=[1,1,1,1,1,1,1,1] dims2=[0]").find("bad window") !=
+  CHECK(parse_error(x4 + "%2 = reduce_window f32[1,4,4,1] %1 kind=max").find("bad window") != std::string::npos);
+  CHECK(parse_error(x4 + "%2 = reduce_window f32[1,4,4,1] %1 window={size=0x1}").find("bad window attributes size=0x1") !=
         std::string::npos);
-  CHECK(parse_error(x4 + "%2 = reduce_window f32[1,4,4,1] %1 dims=[1,1,1,1,9223372036854775807,1,1,1] dims2=[0,0,0,0]")
+  CHECK(parse_error(x4 + "%2 = reduce_window f32[1,4,4,1] %1 window={lhs_dilation=9223372036854775807x1}")
             .find("bad window") != std::string::npos);
+  CHECK(parse_error(x4 + "%2 = reduce_window f32[1,4,4,1] %1 window={size=1x1 pad=0_0}").find("expected 'x'") !=
+        std::string::npos);
+  CHECK(parse_error(x4 + "%2 = reduce_window f32[1,4,4,1] %1 window={size=1x1 stride=1x1 pad=0_0x0_0} kind=mode")
+            .find("unknown kind 'mode' for reduce_window") != std::string::npos);
+  CHECK(parse_error("%1 = compare bool[2,3] %0, %0 axis=2").find("unknown attribute 'axis' for compare") != std::string::npos);
+  CHECK(parse_error("%1 = neg f32[2,3] %0 window={size=1x1}").find("unknown attribute 'window' for neg") != std::string::npos);
 }
 
 TEST_CASE("the parser refuses bad ids, literals and nesting") {

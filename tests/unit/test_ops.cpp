@@ -91,7 +91,7 @@ const std::vector<OpCase>& cases() {
       {"sqrt", {{f, {3, 4}, Fill::positive}}, [](Graph& g, V x) { return g.unary(Op::sqrt, x[0]); }},
       {"rsqrt", {{f, {3, 4}, Fill::positive}}, [](Graph& g, V x) { return g.unary(Op::rsqrt, x[0]); }},
       {"tanh", {{f, {3, 4}}}, [](Graph& g, V x) { return g.unary(Op::tanh, x[0]); }},
-      {"logistic", {{f, {3, 4}}}, [](Graph& g, V x) { return g.unary(Op::logistic, x[0]); }},
+      {"sigmoid", {{f, {3, 4}}}, [](Graph& g, V x) { return g.unary(Op::sigmoid, x[0]); }},
       {"abs", {{f, {3, 4}}}, [](Graph& g, V x) { return g.unary(Op::abs, x[0]); }},
       {"erf", {{f, {3, 4}}}, [](Graph& g, V x) { return g.unary(Op::erf, x[0]); }},
       {"add", {{f, {2, 3}}, {f, {2, 3}}}, [](Graph& g, V x) { return g.binary(Op::add, x[0], x[1]); }},

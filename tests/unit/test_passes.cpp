@@ -24,24 +24,24 @@ void expect(PassFn pass, const std::string& in, bool changed, const std::string&
 
 TEST_CASE("dead code elimination drops what no output needs") {
   expect(dead_code_elimination,
-         "graph g\n%0 = parameter f32[2] dims=[2]\n%1 = exp f32[2] %0\n%2 = neg f32[2] %0\nreturn %2\n", true,
-         "graph g\n%0 = parameter f32[2] dims=[2]\n%1 = neg f32[2] %0\nreturn %1\n");
-  expect(dead_code_elimination, "graph g\n%0 = parameter f32[2] dims=[2]\n%1 = neg f32[2] %0\nreturn %1\n", false,
-         "graph g\n%0 = parameter f32[2] dims=[2]\n%1 = neg f32[2] %0\nreturn %1\n");
+         "graph g\n%0 = parameter f32[2] index=0\n%1 = exp f32[2] %0\n%2 = neg f32[2] %0\nreturn %2\n", true,
+         "graph g\n%0 = parameter f32[2] index=0\n%1 = neg f32[2] %0\nreturn %1\n");
+  expect(dead_code_elimination, "graph g\n%0 = parameter f32[2] index=0\n%1 = neg f32[2] %0\nreturn %1\n", false,
+         "graph g\n%0 = parameter f32[2] index=0\n%1 = neg f32[2] %0\nreturn %1\n");
 }
 
 TEST_CASE("passes that rewrite in place keep parameters, locations and outputs in step") {
   const std::string in =
-      "graph g\n%0 = parameter f32[2] dims=[2]\n%1 = exp f32[2] %0\n%2 = parameter f32[2] dims=[2] axis=1\n"
+      "graph g\n%0 = parameter f32[2] index=0\n%1 = exp f32[2] %0\n%2 = parameter f32[2] index=1\n"
       "%3 = exp f32[2] %0  # a.lua:1\n%4 = add f32[2] %0, %2  # a.lua:2\n%5 = add f32[2] %0, %2  # a.lua:3\n"
       "return %5, %4\n";
   PassResult cse = common_subexpression_elimination(parse_graph(in));
   CHECK(print_graph(cse.graph) ==
-        "graph g\n%0 = parameter f32[2] dims=[2]\n%1 = exp f32[2] %0\n%2 = parameter f32[2] dims=[2] axis=1\n"
+        "graph g\n%0 = parameter f32[2] index=0\n%1 = exp f32[2] %0\n%2 = parameter f32[2] index=1\n"
         "%3 = add f32[2] %0, %2  # a.lua:2\nreturn %3, %3\n");
   PassResult dce = dead_code_elimination(std::move(cse.graph));
   CHECK(print_graph(dce.graph) ==
-        "graph g\n%0 = parameter f32[2] dims=[2]\n%1 = parameter f32[2] dims=[2] axis=1\n"
+        "graph g\n%0 = parameter f32[2] index=0\n%1 = parameter f32[2] index=1\n"
         "%2 = add f32[2] %0, %1  # a.lua:2\nreturn %2, %2\n");
   CHECK(dce.graph.params == std::vector<NodeId>{0, 1});
   CHECK(verify_graph(dce.graph).empty());
@@ -49,48 +49,48 @@ TEST_CASE("passes that rewrite in place keep parameters, locations and outputs i
 
 TEST_CASE("common subexpression elimination merges equal nodes and equal small constants") {
   expect(common_subexpression_elimination,
-         "graph g\n%0 = parameter f32[2] dims=[2]\n%1 = exp f32[2] %0\n%2 = exp f32[2] %0\n"
+         "graph g\n%0 = parameter f32[2] index=0\n%1 = exp f32[2] %0\n%2 = exp f32[2] %0\n"
          "%3 = constant f32[] literal=[2]\n%4 = constant f32[] literal=[2]\n%5 = add f32[2] %1, %2\nreturn %5, %3, %4\n",
          true,
-         "graph g\n%0 = parameter f32[2] dims=[2]\n%1 = exp f32[2] %0\n%2 = constant f32[] literal=[2]\n"
+         "graph g\n%0 = parameter f32[2] index=0\n%1 = exp f32[2] %0\n%2 = constant f32[] literal=[2]\n"
          "%3 = add f32[2] %1, %1\nreturn %3, %2, %2\n");
 }
 
 TEST_CASE("constant folding evaluates nodes of constants") {
   expect(constant_folding,
-         "graph g\n%0 = parameter f32[2] dims=[2]\n%1 = constant f32[2] literal=[1,2]\n%2 = exp f32[2] %1\n"
+         "graph g\n%0 = parameter f32[2] index=0\n%1 = constant f32[2] literal=[1,2]\n%2 = exp f32[2] %1\n"
          "%3 = add f32[2] %0, %2\nreturn %3\n",
          true,
-         "graph g\n%0 = parameter f32[2] dims=[2]\n%1 = constant f32[2] literal=[1,2]\n"
+         "graph g\n%0 = parameter f32[2] index=0\n%1 = constant f32[2] literal=[1,2]\n"
          "%2 = constant f32[2] literal=[2.71828175,7.38905621]\n%3 = add f32[2] %0, %2\nreturn %3\n");
 }
 
 TEST_CASE("algebraic simplification applies exact identities only") {
-  const std::string head = "graph g\n%0 = parameter f32[2] dims=[2]\n%1 = constant f32[] literal=[1]\n"
-                           "%2 = broadcast f32[2] %1 dims2=[2]\n";
+  const std::string head = "graph g\n%0 = parameter f32[2] index=0\n%1 = constant f32[] literal=[1]\n"
+                           "%2 = broadcast f32[2] %1\n";
   expect(algebraic_simplification, head + "%3 = mul f32[2] %0, %2\n%4 = neg f32[2] %3\n%5 = neg f32[2] %4\nreturn %5\n",
          true, head + "%3 = neg f32[2] %0\nreturn %0\n");
   // x + 0 is not x when x is -0, so it stays.
-  const std::string zero = "graph g\n%0 = parameter f32[2] dims=[2]\n%1 = constant f32[] literal=[0]\n"
-                           "%2 = broadcast f32[2] %1 dims2=[2]\n%3 = add f32[2] %0, %2\nreturn %3\n";
+  const std::string zero = "graph g\n%0 = parameter f32[2] index=0\n%1 = constant f32[] literal=[0]\n"
+                           "%2 = broadcast f32[2] %1\n%3 = add f32[2] %0, %2\nreturn %3\n";
   expect(algebraic_simplification, zero, false, zero);
   expect(algebraic_simplification,
-         "graph g\n%0 = parameter f32[2,3] dims=[2,3]\n%1 = transpose f32[3,2] %0 dims=[1,0]\n"
+         "graph g\n%0 = parameter f32[2,3] index=0\n%1 = transpose f32[3,2] %0 dims=[1,0]\n"
          "%2 = transpose f32[2,3] %1 dims=[1,0]\nreturn %2\n",
-         true, "graph g\n%0 = parameter f32[2,3] dims=[2,3]\n%1 = transpose f32[3,2] %0 dims=[1,0]\nreturn %0\n");
+         true, "graph g\n%0 = parameter f32[2,3] index=0\n%1 = transpose f32[3,2] %0 dims=[1,0]\nreturn %0\n");
 }
 
 TEST_CASE("elementwise fusion makes one kernel of a chain with its broadcasts") {
   PassResult r = elementwise_fusion(parse_graph(
-      "graph g\n%0 = parameter f32[4,3] dims=[4,3]\n%1 = parameter f32[3] dims=[3]\n"
-      "%2 = broadcast f32[4,3] %1 dims=[1] dims2=[4,3]\n%3 = add f32[4,3] %0, %2\n%4 = tanh f32[4,3] %3\n"
+      "graph g\n%0 = parameter f32[4,3] index=0\n%1 = parameter f32[3] index=0\n"
+      "%2 = broadcast f32[4,3] %1 dims=[1]\n%3 = add f32[4,3] %0, %2\n%4 = tanh f32[4,3] %3\n"
       "%5 = dot f32[4,4] %4, %4 tb\n%6 = exp f32[4,4] %5\nreturn %6, %4\n"));
   CHECK(r.changed);
   CHECK(print_graph(r.graph) ==
-        "graph g\n%0 = parameter f32[4,3] dims=[4,3]\n%1 = parameter f32[3] dims=[3]\n"
-        "%2 = broadcast f32[4,3] %1 dims=[1] dims2=[4,3]\n"
-        "%3 = fusion f32[4,3] %0, %1 {\n  %0 = parameter f32[4,3] dims=[4,3]\n  %1 = parameter f32[3] dims=[3] axis=1\n"
-        "  %2 = broadcast f32[4,3] %1 dims=[1] dims2=[4,3]\n  %3 = add f32[4,3] %0, %2\n  %4 = tanh f32[4,3] %3\n"
+        "graph g\n%0 = parameter f32[4,3] index=0\n%1 = parameter f32[3] index=0\n"
+        "%2 = broadcast f32[4,3] %1 dims=[1]\n"
+        "%3 = fusion f32[4,3] %0, %1 {\n  %0 = parameter f32[4,3] index=0\n  %1 = parameter f32[3] index=1\n"
+        "  %2 = broadcast f32[4,3] %1 dims=[1]\n  %3 = add f32[4,3] %0, %2\n  %4 = tanh f32[4,3] %3\n"
         "  return %4\n}\n%4 = dot f32[4,4] %3, %3 tb\n%5 = exp f32[4,4] %4\nreturn %5, %3\n");
   CHECK(verify_graph(r.graph).empty());
   // The printed fusion parses back.
@@ -101,10 +101,10 @@ TEST_CASE("elementwise fusion recomputes a cheap op read by two groups instead o
   // %4 = x + bias feeds relu (%7) and, through compare/select, its gradient (%9): each fusion
   // recomputes %4 from x, so no fusion writes it.
   PassResult r = elementwise_fusion(parse_graph(
-      "graph g\n%0 = parameter f32[4,3] dims=[4,3]\n%1 = parameter f32[3] dims=[3]\n%2 = parameter f32[4,3] dims=[4,3]\n"
-      "%3 = broadcast f32[4,3] %1 dims=[1] dims2=[4,3]\n%4 = add f32[4,3] %0, %3\n%5 = constant f32[] literal=[0]\n"
-      "%6 = broadcast f32[4,3] %5 dims2=[4,3]\n%7 = max f32[4,3] %4, %6\n"
-      "%8 = compare bool[4,3] %4, %6 axis=3\n%9 = select f32[4,3] %8, %2, %6\n"
+      "graph g\n%0 = parameter f32[4,3] index=0\n%1 = parameter f32[3] index=0\n%2 = parameter f32[4,3] index=0\n"
+      "%3 = broadcast f32[4,3] %1 dims=[1]\n%4 = add f32[4,3] %0, %3\n%5 = constant f32[] literal=[0]\n"
+      "%6 = broadcast f32[4,3] %5\n%7 = max f32[4,3] %4, %6\n"
+      "%8 = compare bool[4,3] %4, %6 direction=ge\n%9 = select f32[4,3] %8, %2, %6\n"
       "%10 = dot f32[4,4] %7, %9 tb\nreturn %10\n"));
   CHECK(r.changed);
   Graph out = dead_code_elimination(std::move(r.graph)).graph;
@@ -125,14 +125,14 @@ TEST_CASE("elementwise fusion recomputes a cheap op read by two groups instead o
 TEST_CASE("elementwise fusion gives identical fused computations one shared body") {
   // tanh(x + 1) on two parameters and tanh(x + 2) on a third: the first two fuse into the
   // same body, the third into its own (its constant differs).
-  std::string in = "graph g\n%0 = parameter f32[4] dims=[4]\n%1 = parameter f32[4] dims=[4] axis=1\n"
-                   "%2 = parameter f32[4] dims=[4] axis=2\n%3 = constant f32[] literal=[1]\n"
+  std::string in = "graph g\n%0 = parameter f32[4] index=0\n%1 = parameter f32[4] index=1\n"
+                   "%2 = parameter f32[4] index=2\n%3 = constant f32[] literal=[1]\n"
                    "%4 = constant f32[] literal=[2]\n";
   int next = 5;
   std::vector<int> results;
   for (auto [x, c] : {std::pair{0, 3}, {1, 3}, {2, 4}}) {
     const int b = next++, a = next++, t = next++;
-    in += "%" + std::to_string(b) + " = broadcast f32[4] %" + std::to_string(c) + " dims2=[4]\n";
+    in += "%" + std::to_string(b) + " = broadcast f32[4] %" + std::to_string(c) + "\n";
     in += "%" + std::to_string(a) + " = add f32[4] %" + std::to_string(x) + ", %" + std::to_string(b) + "\n";
     in += "%" + std::to_string(t) + " = tanh f32[4] %" + std::to_string(a) + "\n";
     results.push_back(t);
@@ -166,12 +166,12 @@ TEST_CASE("a cleanup pass marked idempotent changes nothing when it runs again r
   // The pipeline skips such a pass while the graph is as it left it. Chains whose duplicates
   // and dead ends only appear once their operands are merged or dropped.
   const char* graphs[] = {
-      "graph g\n%0 = parameter f32[2] dims=[2]\n%1 = exp f32[2] %0\n%2 = exp f32[2] %0\n%3 = neg f32[2] %1\n"
+      "graph g\n%0 = parameter f32[2] index=0\n%1 = exp f32[2] %0\n%2 = exp f32[2] %0\n%3 = neg f32[2] %1\n"
       "%4 = neg f32[2] %2\n%5 = add f32[2] %3, %4\n%6 = add f32[2] %4, %3\n%7 = mul f32[2] %5, %6\n"
       "%8 = exp f32[2] %7\n%9 = neg f32[2] %8\nreturn %7\n",
-      "graph g\n%0 = parameter f32[2] dims=[2]\n%1 = exp f32[2] %0\n%2 = neg f32[2] %1\n%3 = tanh f32[2] %2\n"
-      "%4 = constant f32[] literal=[2]\n%5 = constant f32[] literal=[2]\n%6 = broadcast f32[2] %4 dims2=[2]\n"
-      "%7 = broadcast f32[2] %5 dims2=[2]\n%8 = mul f32[2] %0, %6\n%9 = mul f32[2] %0, %7\nreturn %8, %9\n",
+      "graph g\n%0 = parameter f32[2] index=0\n%1 = exp f32[2] %0\n%2 = neg f32[2] %1\n%3 = tanh f32[2] %2\n"
+      "%4 = constant f32[] literal=[2]\n%5 = constant f32[] literal=[2]\n%6 = broadcast f32[2] %4\n"
+      "%7 = broadcast f32[2] %5\n%8 = mul f32[2] %0, %6\n%9 = mul f32[2] %0, %7\nreturn %8, %9\n",
   };
   int idempotent = 0;
   for (const Pass& p : cleanup_passes()) {
@@ -192,11 +192,11 @@ TEST_CASE("a cleanup pass marked idempotent changes nothing when it runs again r
 
 TEST_CASE("the pipeline preserves results bitwise and shrinks the graph") {
   Graph g = parse_graph(
-      "graph g\n%0 = parameter f32[64,300] dims=[64,300]\n%1 = parameter f32[300] dims=[300]\n"
-      "%2 = broadcast f32[64,300] %1 dims=[1] dims2=[64,300]\n%3 = add f32[64,300] %0, %2\n"
-      "%4 = constant f32[] literal=[1]\n%5 = broadcast f32[64,300] %4 dims2=[64,300]\n"
+      "graph g\n%0 = parameter f32[64,300] index=0\n%1 = parameter f32[300] index=0\n"
+      "%2 = broadcast f32[64,300] %1 dims=[1]\n%3 = add f32[64,300] %0, %2\n"
+      "%4 = constant f32[] literal=[1]\n%5 = broadcast f32[64,300] %4\n"
       "%6 = mul f32[64,300] %3, %5\n%7 = tanh f32[64,300] %6\n%8 = exp f32[64,300] %7\n"
-      "%9 = reduce f32[300] %8 dims=[0]\n%10 = logistic f32[300] %9\nreturn %10, %8\n");
+      "%9 = reduce f32[300] %8 dims=[0] kind=sum\n%10 = sigmoid f32[300] %9\nreturn %10, %8\n");
   CompileOptions plain;
   plain.optimize = false;
   Executable a = Executable::compile(g, plain), b = Executable::compile(g);
@@ -209,9 +209,9 @@ TEST_CASE("the pipeline preserves results bitwise and shrinks the graph") {
 }
 
 TEST_CASE("dot layout reads a transposed parameter untransposed when few rows multiply it") {
-  const std::string params = "graph g\n%0 = parameter f32[32,64] dims=[32,64]\n"
-                             "%1 = parameter f32[16,64] dims=[16,64] axis=1\n"
-                             "%2 = parameter f32[128,64] dims=[128,64] axis=2\n";
+  const std::string params = "graph g\n%0 = parameter f32[32,64] index=0\n"
+                             "%1 = parameter f32[16,64] index=1\n"
+                             "%2 = parameter f32[128,64] index=2\n";
   expect(dot_layout, params + "%3 = dot f32[32,16] %0, %1 tb\nreturn %3\n", true,
          params + "%3 = transpose f32[64,16] %1 dims=[1,0]\n%4 = dot f32[32,16] %0, %3\nreturn %4\n");
   // Many rows (the kernels' rate does not suffer), or an operand that is no parameter: kept.
