@@ -42,7 +42,7 @@ local function make_specs(dir)
     avg_pool2d = {img, opts = 2}, boolean_mask = {x, mask}, cast = {x, "i32"},
     class = {"Thing"}, concat = {{x, x}, 1}, cond = {tpu.tensor(true), id, id, x, any = {4, 5}},
     conv2d = {img, filter, opts = 3}, div = {x, 2}, eq = {x, x}, exp = {x}, full = {{2}, 1, opts = 3},
-    ge = {x, x}, gelu = {x}, grad = {id, opts = 2}, gt = {x, x},
+    erf = {x}, ge = {x, x}, gelu = {x, opts = 2}, grad = {id, opts = 2}, gt = {x, x},
     is_tensor = "a predicate: true for a tensor, false for anything else",
     is_traced = "a predicate: true for a traced tensor, false for anything else",
     item = {tpu.tensor(1)}, jit = {id, opts = 2}, le = {x, x}, load = {safetensors, opts = 2},

@@ -98,7 +98,7 @@ return {
     check.near(g:gelu():totable(), {-0.04550026389635842, -0.15426876936299344, 0, 0.8413447460685429, 2.99595030590511}, 1e-6)
     check.near(g:gelu{approximate = true}:totable(),
       {-0.04540230591222494, -0.15428599017485606, 0, 0.8411919906082768, 2.996362607918227}, 1e-6)
-    check.raises(function() return g:gelu{aproximate = true} end, "gelu: unknown option aproximate")
+    check.raises(function() return g:gelu{aproximate = true} end, "gelu: unknown option 'aproximate'")
     check.eq(x:lt(0):totable(), {true, false, false})
     check.eq(tpu.where(x:gt(0), x, 0):totable(), {0, 0, 2})
     check.eq(tpu.concat({t{1}, t{2, 3}}):totable(), {1, 2, 3})
