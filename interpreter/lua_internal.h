@@ -94,7 +94,11 @@ void check_no_more(lua_State* L, int last);
 [[noreturn]] void raise_data_dependent(lua_State* L, const LuaTensor& t, const std::string& what);
 
 // Shapes and axes between Lua (1-based, negative from the end) and the engine.
-Shape check_shape(lua_State* L, int arg);
+// A shape argument (an integer or a list of them); a shape that breaks the rule of core/shape.h
+// raises "<call>: shape {a, b} <fault>" at the user's line.
+Shape check_shape(lua_State* L, int arg, const char* call);
+void check_lua_shape(lua_State* L, std::span<const int64_t> s, const char* call);
+std::string lua_shape_str(std::span<const int64_t> s);  // {3, 4}
 int64_t check_axis(lua_State* L, int arg, int64_t rank);          // -> 0-based
 std::vector<int64_t> check_axes(lua_State* L, int arg, int64_t rank);  // nil = all; sorted
 void push_shape(lua_State* L, const Shape& s);

@@ -236,8 +236,13 @@ int l_reshape(lua_State* L) {
   for (size_t i = 0; i < want.size(); ++i) {
     if (want[i] == -1 && infer < 0) infer = int64_t(i);
     else if (want[i] < 0) raise_user_error(L, "reshape: bad dimension " + std::to_string(want[i]) + " in " + shape_str(want));
-    else known *= want[i];
   }
+  // The rule first, with the dim to infer as 1: the product of the others cannot overflow then.
+  Shape known_dims = want;
+  if (infer >= 0) known_dims[size_t(infer)] = 1;
+  if (std::string fault = shape_fault(known_dims); !fault.empty())
+    raise_user_error(L, "reshape: shape " + lua_shape_str(want) + " " + fault);
+  for (int64_t d : known_dims) known *= d;
   if (infer >= 0) want[size_t(infer)] = known ? total / known : 0;
   if (num_elements(want) != total)
     raise_user_error(L, "cannot reshape " + type_str(t->dtype(), t->shape()) + " (" + std::to_string(total) +
@@ -398,6 +403,10 @@ int l_take(lua_State* L) {
   }
   if (idx.tensor && !is_integer(idx.tensor->dtype()))
     raise_user_error(L, "take: indices must be an integer tensor, got " + type_str(idx.tensor->dtype(), idx.tensor->shape()));
+  Shape taken(t->shape().begin(), t->shape().begin() + axis);  // x dims before axis, idx dims, the rest
+  if (idx.tensor) taken.insert(taken.end(), idx.tensor->shape().begin(), idx.tensor->shape().end());
+  taken.insert(taken.end(), t->shape().begin() + axis + 1, t->shape().end());
+  check_lua_shape(L, taken, "take");
   return apply_op(L, {{t, 0}, idx}, DType::i32,
                   [axis](Graph& g, const std::vector<NodeId>& in) { return take(g, in[0], in[1], axis); });
 }
@@ -411,6 +420,9 @@ int l_one_hot(lua_State* L) {
   if (depth <= 0) raise_user_error(L, "one_hot: depth must be positive, got " + std::to_string(depth));
   DType dt = opt_dtype_field(L, 3, DType::f32);
   if (!is_integer(t->dtype())) raise_user_error(L, "one_hot needs integer labels, got " + type_str(t->dtype(), t->shape()));
+  Shape hot = t->shape();
+  hot.push_back(depth);
+  check_lua_shape(L, hot, "one_hot");
   return apply_op(L, {{t, 0}}, DType::i32, [=](Graph& g, const std::vector<NodeId>& in) {
     Shape s = g.at(in[0]).shape;
     std::vector<int64_t> dims(s.size());

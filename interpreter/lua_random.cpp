@@ -96,7 +96,7 @@ int l_random_fold(lua_State* L) {
 // core.random_uniform(key, shape, {minval=0, maxval=1, dtype="f32"})
 int l_random_uniform(lua_State* L) {
   LuaTensor* key = check_key(L, 1);
-  Shape s = check_shape(L, 2);
+  Shape s = check_shape(L, 2, "random.uniform");
   check_options(L, 3, {"minval", "maxval", "dtype"});
   const double lo = opt_number_field(L, 3, "minval", 0), hi = opt_number_field(L, 3, "maxval", 1);
   const DType dtype = opt_dtype_field(L, 3, DType::f32);
@@ -112,7 +112,7 @@ int l_random_uniform(lua_State* L) {
 // draws lie within two standard deviations.
 int l_random_normal(lua_State* L) {
   LuaTensor* key = check_key(L, 1);
-  Shape s = check_shape(L, 2);
+  Shape s = check_shape(L, 2, "random.normal");
   check_options(L, 3, {"mean", "stddev", "truncated", "dtype"});
   const double mean = opt_number_field(L, 3, "mean", 0), sd = opt_number_field(L, 3, "stddev", 1);
   const RngKind kind = opt_bool_field(L, 3, "truncated") ? RngKind::truncated_normal : RngKind::normal;
@@ -128,7 +128,7 @@ int l_random_normal(lua_State* L) {
 // core.random_bits(key, shape) -> i32 of uniformly random bits.
 int l_random_bits(lua_State* L) {
   LuaTensor* key = check_key(L, 1);
-  Shape s = check_shape(L, 2);
+  Shape s = check_shape(L, 2, "random.bits");
   return apply_op(L, {{key, 0}}, DType::i32,
                   [s](Graph& g, const std::vector<NodeId>& in) { return g.rng(in[0], RngKind::bits, s); });
 }

@@ -234,7 +234,14 @@ void raise_data_dependent(lua_State* L, const LuaTensor& t, const std::string& w
 }
 
 // ---------------------------------------------------------------- shapes and dtypes
-Shape check_shape(lua_State* L, int arg) {
+// A shape as the user writes it in Lua: {3, 4}.
+std::string lua_shape_str(std::span<const int64_t> s) {
+  std::string r = "{";
+  for (size_t i = 0; i < s.size(); ++i) r += (i ? ", " : "") + std::to_string(s[i]);
+  return r + "}";
+}
+
+Shape check_shape(lua_State* L, int arg, const char* call) {
   Shape s;
   if (lua_isinteger(L, arg)) {
     s.push_back(lua_tointeger(L, arg));
@@ -250,9 +257,13 @@ Shape check_shape(lua_State* L, int arg) {
       s.push_back(d);
     }
   }
-  for (int64_t d : s)
-    if (d < 0) luaL_argerror(L, arg, ("negative dimension in shape " + shape_str(s)).c_str());
+  check_lua_shape(L, s, call);
   return s;
+}
+
+void check_lua_shape(lua_State* L, std::span<const int64_t> s, const char* call) {
+  if (std::string fault = shape_fault(s); !fault.empty())
+    raise_user_error(L, std::string(call) + ": shape " + lua_shape_str(s) + " " + fault);
 }
 
 int64_t check_axis(lua_State* L, int arg, int64_t rank) {
@@ -479,35 +490,45 @@ int l_tensor(lua_State* L) {
   if (!lua_istable(L, 1)) raise_type_error(L, 1, "table, number or boolean");
   Shape shape;
   table_shape(L, 1, shape, 0);
-  Tensor t(dt, shape);
+  // Rows that share one table can multiply past any real count: {r, r, ...} nested deep.
+  check_lua_shape(L, shape, "tensor");
+  LuaTensor* lt = new_tensor(L);  // filled in place: a Lua error (a ragged row) frees it
+  if (int r = guarded(L, [&] { return lt->value = Tensor(dt, shape), 0; }); r < 0) return finish(L, r);
   int64_t pos = 0;
-  table_fill(L, 1, shape, 0, t, pos);
-  push_tensor(L, std::move(t));
+  table_fill(L, 1, shape, 0, lt->value, pos);
+  pace_collector(L);
   return 1;
 }
 
-int fill_with(lua_State* L, double v, int opts) {
+// An allocation that fails raises "out of host memory: ..." at the user's line.
+Tensor* new_host_tensor(lua_State* L, DType dt, const Shape& s) {
+  LuaTensor* lt = new_tensor(L);
+  if (int r = guarded(L, [&] { return lt->value = Tensor(dt, s), 0; }); r < 0) finish(L, r);
+  pace_collector(L);
+  return &lt->value;
+}
+
+int fill_with(lua_State* L, double v, int opts, const char* call) {
   check_options(L, opts, {"dtype"});
   check_no_more(L, opts);
-  Shape s = check_shape(L, 1);
-  Tensor t(opt_dtype_field(L, opts, DType::f32), s);
+  Shape s = check_shape(L, 1, call);
+  Tensor& t = *new_host_tensor(L, opt_dtype_field(L, opts, DType::f32), s);
   if (v != 0)
     for (int64_t i = 0; i < t.size(); ++i) t.set(i, v);
-  push_tensor(L, std::move(t));
   return 1;
 }
-int l_zeros(lua_State* L) { return fill_with(L, 0, 2); }
-int l_ones(lua_State* L) { return fill_with(L, 1, 2); }
-int l_full(lua_State* L) { return fill_with(L, luaL_checknumber(L, 2), 3); }
+int l_zeros(lua_State* L) { return fill_with(L, 0, 2, "zeros"); }
+int l_ones(lua_State* L) { return fill_with(L, 1, 2, "ones"); }
+int l_full(lua_State* L) { return fill_with(L, luaL_checknumber(L, 2), 3, "full"); }
 
 int l_arange(lua_State* L) {
   lua_Integer n = luaL_checkinteger(L, 1);
   check_options(L, 2, {"dtype"});
   check_no_more(L, 2);
   if (n < 0) raise_user_error(L, "arange: negative length " + std::to_string(n));
-  Tensor t(opt_dtype_field(L, 2, DType::i32), {n});
+  check_lua_shape(L, Shape{n}, "arange");
+  Tensor& t = *new_host_tensor(L, opt_dtype_field(L, 2, DType::i32), {n});
   for (int64_t i = 0; i < n; ++i) t.set(i, double(i));
-  push_tensor(L, std::move(t));
   return 1;
 }
 
@@ -610,7 +631,7 @@ void push_element(lua_State* L, const Tensor& t, int64_t i) {
 void push_nested(lua_State* L, const Tensor& t, size_t depth, int64_t& pos) {
   if (depth == t.shape().size()) return push_element(L, t, pos++);
   int64_t n = t.shape()[depth];
-  lua_createtable(L, int(n), 0);
+  lua_createtable(L, int(std::min<int64_t>(n, INT32_MAX)), 0);  // a hint: Lua raises when out of memory
   for (int64_t i = 1; i <= n; ++i) {
     push_nested(L, t, depth + 1, pos);
     lua_seti(L, -2, i);

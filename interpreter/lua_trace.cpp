@@ -39,7 +39,7 @@ int l_trace_begin(lua_State* L) {
 int l_trace_param(lua_State* L) {
   Trace& t = require_trace(L);
   DType dt = check_dtype(L, 1);
-  Shape s = check_shape(L, 2);
+  Shape s = check_shape(L, 2, "jit");
   t.graph.current_loc = -1;
   push_traced(L, t.id, t.graph.parameter(dt, s));
   return 1;
@@ -439,7 +439,7 @@ int l_tpu_version(lua_State* L) {
 // core.padded_bytes(dtype, shape) -> bytes of such a tensor in HBM, the two minor dims padded
 // to the TPU's 8x128 tiles (the memory plan's rule).
 int l_padded_bytes(lua_State* L) {
-  lua_pushinteger(L, lua_Integer(tpu_padded_bytes(check_dtype(L, 1), check_shape(L, 2))));
+  lua_pushinteger(L, lua_Integer(tpu_padded_bytes(check_dtype(L, 1), check_shape(L, 2, "padded_bytes"))));
   return 1;
 }
 

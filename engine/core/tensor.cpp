@@ -1,9 +1,15 @@
 #include "core/tensor.h"
 
+#include <sys/sysinfo.h>
+
 #include <atomic>
+#include <cstdint>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <new>
+
+#include "core/error.h"
 
 namespace tpu {
 
@@ -41,11 +47,35 @@ struct BufferRelease {
   }
 };
 
-std::shared_ptr<std::byte[]> allocate(size_t bytes, bool zero = true) {
+// "1.00 TiB", "12.0 MiB": the size in an out-of-memory message.
+std::string size_text(double bytes) {
+  const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB", "PiB"};
+  int u = 0;
+  for (; bytes >= 1024 && u < 5; ++u) bytes /= 1024;
+  char buf[32];
+  std::snprintf(buf, sizeof buf, u == 0 ? "%.0f %s" : "%.2f %s", bytes, units[u]);
+  return buf;
+}
+
+// The host's RAM and swap. A buffer larger than that can never be filled, yet an allocator that
+// counts on overcommit (jemalloc does) returns one, and the kernel kills the process once its
+// pages are touched: such a request is refused here, as glibc's allocator refuses it.
+size_t host_memory_bytes() {
+  static const size_t bytes = [] {
+    struct sysinfo si {};
+    if (sysinfo(&si) != 0) return SIZE_MAX;
+    return size_t(si.totalram + si.totalswap) * si.mem_unit;
+  }();
+  return bytes;
+}
+
+std::shared_ptr<std::byte[]> allocate(DType dtype, const Shape& shape, bool zero = true) {
+  check_shape(shape, "tensor");
+  const size_t bytes = size_t(num_elements(shape)) * size_of(dtype);  // < 2^43: no overflow
   size_t rounded = (bytes + 63) / 64 * 64;
   if (rounded == 0) rounded = 64;
-  void* p = std::aligned_alloc(64, rounded);
-  if (!p) throw std::bad_alloc();
+  void* p = rounded > host_memory_bytes() ? nullptr : std::aligned_alloc(64, rounded);
+  if (!p) throw Error("out of host memory: a " + type_str(dtype, shape) + " tensor needs " + size_text(double(bytes)));
   if (zero) std::memset(p, 0, rounded);
   allocated_bytes += int64_t(rounded);
   live_bytes += int64_t(rounded);
@@ -87,7 +117,7 @@ void Tensor::move_to_host() const {
 }
 
 Tensor::Tensor(DType dtype, Shape shape)
-    : dtype_(dtype), shape_(std::move(shape)), data_(allocate(bytes())) {}
+    : dtype_(dtype), shape_(std::move(shape)), data_(allocate(dtype_, shape_)) {}
 
 Tensor Tensor::reshaped(Shape s) const {
   Tensor t = *this;
@@ -130,7 +160,7 @@ Tensor Tensor::view(DType t, Shape s) const {
 }
 
 Tensor::Tensor(DType dtype, Shape shape, Uninitialized)
-    : dtype_(dtype), shape_(std::move(shape)), data_(allocate(bytes(), false)) {}
+    : dtype_(dtype), shape_(std::move(shape)), data_(allocate(dtype_, shape_, false)) {}
 
 double Tensor::get(int64_t i) const {
   switch (dtype_) {

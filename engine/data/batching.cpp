@@ -80,6 +80,7 @@ Tensor pad_stack(std::span<const Tensor> items, const Shape& shape, double value
   if (items.empty()) throw Error("pad_stack: no items");
   Shape out_shape{int64_t(items.size())};
   out_shape.insert(out_shape.end(), shape.begin(), shape.end());
+  check_shape(out_shape, "pad_stack");
   Tensor out(items[0].dtype(), out_shape);
   fill(out, value);
   const std::vector<int64_t> strides = strides_of(shape);

@@ -195,6 +195,8 @@ Shape read_dims(ByteSource& src, unsigned rank, const std::string& path) {
 }
 
 uint64_t data_bytes(const Header& h, const std::string& path) {
+  if (std::string fault = shape_fault(h.shape); !fault.empty())
+    fail(path, "IDX header declares " + declared(h) + ", whose shape " + fault);
   uint64_t bytes = h.type->bytes;
   for (int64_t d : h.shape) {
     if (bytes > kMaxBytes / uint64_t(d))

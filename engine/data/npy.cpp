@@ -270,6 +270,8 @@ std::string tuple_str(const Shape& shape) {
 // The sizes other than 0 must multiply to a sane count even when a 0 makes the array empty:
 // whatever uses the tensor multiplies them (strides), and (0, 2^40, 2^40) is no real array.
 uint64_t data_bytes(const ElementType& et, const Shape& shape, const std::string& name) {
+  if (std::string fault = shape_fault(shape); !fault.empty())
+    fail(name, ".npy header declares shape " + tuple_str(shape) + ", which " + fault);
   uint64_t bytes = et.type->bytes;
   bool empty = false;
   for (int64_t d : shape) {

@@ -173,20 +173,8 @@ std::pair<uint64_t, uint64_t> entry_offsets(const Json& v, const std::string& pa
   return {b, e};
 }
 
-// Bytes a tensor of this dtype and shape needs, or nullopt when its sizes other than 0
-// multiply past 2^53 elements (even a tensor that a 0 makes empty must have a sane count).
-std::optional<uint64_t> byte_size(DType t, const Shape& shape) {
-  constexpr uint64_t kMaxElements = uint64_t(1) << 53;
-  uint64_t elements = 1;
-  bool empty = false;
-  for (int64_t d : shape) {
-    empty = empty || d == 0;
-    uint64_t u = std::max<uint64_t>(uint64_t(d), 1);
-    if (elements > kMaxElements / u) return std::nullopt;
-    elements *= u;
-  }
-  return empty ? 0 : elements * size_of(t);
-}
+// Bytes a tensor of this dtype and a shape that passed the rule of core/shape.h needs.
+uint64_t byte_size(DType t, const Shape& shape) { return uint64_t(num_elements(shape)) * size_of(t); }
 
 Entry parse_entry(const std::string& name, const Json& v, uint64_t data_size, const std::string& path) {
   if (!v.is_object()) fail_tensor(path, name, "entry must be an object {dtype, shape, data_offsets}");
@@ -201,10 +189,10 @@ Entry parse_entry(const std::string& name, const Json& v, uint64_t data_size, co
   if (e.end > data_size)
     fail_tensor(path, name, "data_offsets " + span + " go past the end of the data (" + std::to_string(data_size) + " bytes; the file is truncated or corrupt)");
   std::string type = std::string(format_name(e.dtype)) + shape_str(e.shape);
-  std::optional<uint64_t> need = byte_size(e.dtype, e.shape);
-  if (!need) fail_tensor(path, name, type + " has too many elements");
-  if (*need != e.end - e.begin)
-    fail_tensor(path, name, type + " needs " + std::to_string(*need) + " bytes but data_offsets " + span +
+  if (std::string fault = shape_fault(e.shape); !fault.empty()) fail_tensor(path, name, type + " " + fault);
+  const uint64_t need = byte_size(e.dtype, e.shape);
+  if (need != e.end - e.begin)
+    fail_tensor(path, name, type + " needs " + std::to_string(need) + " bytes but data_offsets " + span +
                                 " hold " + std::to_string(e.end - e.begin));
   return e;
 }

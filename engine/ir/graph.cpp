@@ -5,17 +5,6 @@
 
 namespace tpu {
 
-std::string shape_problem(const Shape& s) {
-  int64_t count = 1;
-  for (int64_t d : s) {
-    if (d < 0) return "negative dimension in " + shape_str(s);
-    if (d > kMaxElements || (count > 0 && d > kMaxElements / count))
-      return shape_str(s) + " has more than 2^40 elements";
-    count *= d;
-  }
-  return "";
-}
-
 int32_t Graph::intern_location(const std::string& where) {
   auto [it, inserted] = location_ids.try_emplace(where, int32_t(locations.size()));
   if (inserted) locations.push_back(where);

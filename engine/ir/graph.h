@@ -1,6 +1,7 @@
 // The static-graph IR: a flat SSA list of typed nodes. Nodes are appended in topological
 // order; a NodeId is an index into Graph::nodes. Builders run the op's shape rule and throw
-// tpu::Error with the rule's message when the operands do not fit.
+// tpu::Error with the rule's message when the operands do not fit, or when the result's shape
+// breaks the rule of core/shape.h (which keeps every size computation clear of overflow).
 //
 //   Graph g;
 //   NodeId x = g.parameter(DType::f32, {8, 784});
@@ -22,12 +23,6 @@ namespace tpu {
 using NodeId = int32_t;
 // A node's operands: most ops take one to three, kept inside the node.
 using Operands = SmallVec<NodeId, 4>;
-
-// The largest dim and element count of any value in a graph, far beyond any device's memory:
-// it keeps every size computation on shapes (products, sums of pads) clear of int64 overflow.
-constexpr int64_t kMaxElements = int64_t(1) << 40;
-// "" when every dim is >= 0 and the element count is at most kMaxElements, else the problem.
-std::string shape_problem(const Shape& s);
 
 struct Node {
   Op op;

@@ -15,7 +15,7 @@ namespace tpu {
 Window2D input_grad_window(const Window2D& w, std::array<int64_t, 2> in, std::array<int64_t, 2> out);
 
 // Bound on every window attribute (size, stride, dilations, |padding|): with dims up to
-// kMaxElements (ir/graph.h) the window arithmetic above stays within int64.
+// kMaxElements (core/shape.h) the window arithmetic above stays within int64.
 constexpr int64_t kMaxWindowAttr = int64_t(1) << 20;
 
 // There is a window, its sizes, strides and dilations in [1, kMaxWindowAttr], |padding| at

@@ -253,6 +253,9 @@ std::string shape_concat(const Graph& g, Node& n) {
     if (a.size() == b.size()) a[size_t(axis)] = b[size_t(axis)] = 0;
     if (x.dtype != first.dtype || a != b) return "concat needs operands that agree except on the axis, got " + operands_str(g, n);
     n.shape[size_t(axis)] += x.shape[size_t(axis)];
+    // Stopped here: a sum past the limit, however many operands follow, is refused by
+    // Graph::add, and so the sum never overflows.
+    if (n.shape[size_t(axis)] >= kMaxElements) return "";
   }
   return "";
 }

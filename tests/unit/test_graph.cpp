@@ -123,7 +123,7 @@ TEST_CASE("attribute lists of the wrong length or size are errors, not crashes")
   // Products and sums that would overflow int64 are refused before they are computed.
   CHECK(parse_error("%1 = reshape f32[6] %0 dims=[4294967296,4294967296,6]").find("cannot reshape") != std::string::npos);
   CHECK(parse_error("%1 = pad f32[2,3] %0 lo=[0,0] hi=[0,9223372036854775807]").find("does not fit") != std::string::npos);
-  CHECK(parse_error("%1 = parameter f32[2] dims=[4294967296,4294967296]").find("more than 2^40") != std::string::npos);
+  CHECK(parse_error("%1 = parameter f32[2] dims=[4294967296,4294967296]").find("is too large: a tensor has fewer than 2^40 elements") != std::string::npos);
   const std::string x4 = "%1 = parameter f32[1,4,4,1] dims=[1,4,4,1]\n";
   CHECK(parse_error(x4 + "%2 = reduce_window f32[1,4,4,1] %1 kind=max").find("bad window") != std::string::npos);
   CHECK(parse_error(x4 + "%2 = reduce_window f32[1,4,4,1] %1 window={size=0x1}").find("bad window attributes size=0x1") !=
@@ -146,7 +146,7 @@ TEST_CASE("the parser refuses bad ids, literals and nesting") {
   CHECK(parse_error("%1 = constant i32[1] literal=[inf]").find("not a valid i32 value") != std::string::npos);
   CHECK(parse_error("%1 = constant f32[3] literal=[1,2]").find("2 values, type needs 3") != std::string::npos);
   // The declared type is checked before anything is allocated for it.
-  CHECK(parse_error("%1 = constant f32[1099511627776,1099511627776] literal=[1]").find("more than 2^40") != std::string::npos);
+  CHECK(parse_error("%1 = constant f32[1099511627776,1099511627776] literal=[1]").find("is too large: a tensor has fewer than 2^40 elements") != std::string::npos);
   CHECK(parse_error("%1 = constant f32[-1] literal=[]").find("negative dimension") != std::string::npos);
   std::string nested;
   for (int i = 0; i < 100; ++i) nested += "%0 = fusion f32[] {\n";

@@ -149,7 +149,7 @@ TEST_CASE("safetensors: corrupt headers are errors naming the file and the probl
       {file_bytes(R"({"a\n":{"dtype":"F99","shape":[],"data_offsets":[0,0]}})"), "tensor 'a\\x0A': unknown dtype"},
       {file_bytes(R"({"a":{"dtype":"U8","shape":[4294967296,4294967296,0],"data_offsets":[0,0]}})"), "dimension 4294967296 is too large"},
       {file_bytes(R"({"a":{"dtype":"U8","shape":[2147483647,2147483647,2147483647,0],"data_offsets":[0,0]}})"),
-       "U8[2147483647,2147483647,2147483647,0] has too many elements"},
+       "U8[2147483647,2147483647,2147483647,0] is too large: its dimensions other than 0 multiply to 2^40 or more"},
   };
   for (const Case& c : cases) {
     std::string err = parse_error(c.bytes);

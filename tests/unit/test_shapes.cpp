@@ -1,0 +1,90 @@
+// The one shape rule (core/shape.h): no negative dimension, fewer than 2^40 elements, and the
+// dimensions other than 0 multiplying to less than 2^40; overflow-safe at every boundary, and
+// enforced wherever a shape is born (tensors, graph nodes).
+#include <doctest.h>
+
+#include <climits>
+#include <string>
+
+#include "core/error.h"
+#include "core/tensor.h"
+#include "ir/graph.h"
+
+using tpu::DType;
+using tpu::kMaxElements;
+using tpu::Shape;
+using tpu::shape_fault;
+
+namespace {
+const std::string kTooMany = "is too large: a tensor has fewer than 2^40 elements";
+const std::string kTooManyEmpty = "is too large: its dimensions other than 0 multiply to 2^40 or more";
+}  // namespace
+
+TEST_CASE("shape rule: valid shapes up to one element short of 2^40") {
+  for (const Shape& s : {Shape{}, Shape{0}, Shape{1}, Shape{kMaxElements - 1}, Shape{1 << 20, (1 << 20) - 1},
+                         Shape{0, kMaxElements - 1}, Shape{0, 0, 0}, Shape{2, 0, (kMaxElements - 1) / 2},
+                         Shape{3, (kMaxElements - 1) / 3}})
+    CHECK_MESSAGE(shape_fault(s).empty(), tpu::shape_str(s));
+}
+
+TEST_CASE("shape rule: 2^40 elements or more, and products that overflow int64") {
+  const int64_t big = INT64_MAX;
+  for (const Shape& s : {Shape{kMaxElements}, Shape{1 << 20, 1 << 20}, Shape{big, 2}, Shape{2, big},
+                         Shape{int64_t(1) << 32, int64_t(1) << 32, int64_t(1) << 32}, Shape{big, big, big},
+                         Shape{3, (kMaxElements - 1) / 3 + 1}, Shape{1, 1, 1, 1, 1, kMaxElements}})
+    CHECK_MESSAGE(shape_fault(s) == kTooMany, tpu::shape_str(s));
+  // Empty tensors too: their strides multiply the other dims.
+  for (const Shape& s : {Shape{0, kMaxElements}, Shape{int64_t(1) << 39, 0, 2}, Shape{big, big, 0}})
+    CHECK_MESSAGE(shape_fault(s) == kTooManyEmpty, tpu::shape_str(s));
+}
+
+TEST_CASE("shape rule: negative dimensions, whatever else the shape holds") {
+  for (const Shape& s : {Shape{-1}, Shape{2, -3}, Shape{INT64_MIN}, Shape{INT64_MAX, -1}, Shape{0, -1}})
+    CHECK_MESSAGE(shape_fault(s) == "has a negative dimension", tpu::shape_str(s));
+}
+
+TEST_CASE("shape rule: check_shape names the call; sizes of valid shapes cannot overflow") {
+  CHECK_THROWS_WITH_AS(tpu::check_shape(Shape{INT64_MAX, 2}, "zeros"),
+                       ("zeros: shape [9223372036854775807,2] " + kTooMany).c_str(), tpu::Error);
+  CHECK_NOTHROW(tpu::check_shape(Shape{2, 3}, "zeros"));
+  // The largest padded sizes: the two minor dims round up to 8 and 128.
+  CHECK(tpu::tpu_padded_elements(Shape{1, kMaxElements - 1}) == 8 * kMaxElements);
+  CHECK(tpu::tpu_padded_elements(Shape{kMaxElements - 1, 1}) == kMaxElements * 128);
+  CHECK(tpu::tpu_padded_elements(Shape{kMaxElements / 2, 1, 1}) == kMaxElements / 2 * 8 * 128);
+  CHECK(tpu::strides_of(Shape{0, 1 << 20, (1 << 20) - 1})[0] == (int64_t(1) << 40) - (1 << 20));
+}
+
+TEST_CASE("shape rule: a tensor with a bad shape is an error, never a buffer of the wrong size") {
+  CHECK_THROWS_WITH_AS(tpu::Tensor(DType::f32, Shape{INT64_MAX, 2}), ("tensor: shape [9223372036854775807,2] " + kTooMany).c_str(),
+                       tpu::Error);
+  CHECK_THROWS_WITH_AS(tpu::Tensor(DType::u8, Shape{-4}), "tensor: shape [-4] has a negative dimension", tpu::Error);
+  CHECK_THROWS_AS(tpu::Tensor(DType::f32, Shape{int64_t(1) << 32, int64_t(1) << 32, int64_t(1) << 32}, tpu::Tensor::Uninitialized{}),
+                  tpu::Error);
+  CHECK(tpu::Tensor(DType::f32, Shape{0, kMaxElements - 1}).size() == 0);
+}
+
+TEST_CASE("shape rule: more than the host's memory is an error naming the tensor and its size") {
+  // 2^38 f32 elements are 1 TiB: no test machine has it. Refused before the allocator is asked
+  // (one that overcommits would hand out the address space, and filling it would be killed).
+  CHECK_THROWS_WITH_AS(tpu::Tensor(DType::f32, Shape{int64_t(1) << 38}),
+                       "out of host memory: a f32[274877906944] tensor needs 1.00 TiB", tpu::Error);
+}
+
+TEST_CASE("shape rule: graph builders refuse results past the rule, without overflow") {
+  tpu::Graph g;
+  const int64_t half = int64_t(1) << 20;
+  tpu::NodeId x = g.parameter(DType::f32, {half, 1});
+  tpu::NodeId y = g.parameter(DType::f32, {1, half});
+  CHECK_THROWS_WITH_AS(g.broadcast(g.parameter(DType::f32, {half}), {half, half}, {0}), doctest::Contains(kTooMany.c_str()), tpu::Error);
+  CHECK_THROWS_WITH_AS(g.dot(x, y), doctest::Contains(kTooMany.c_str()), tpu::Error);
+  CHECK_THROWS_AS(g.pad(x, {INT64_MAX, 0}, {INT64_MAX, 0}, 0), tpu::Error);
+  CHECK_THROWS_AS(g.parameter(DType::f32, {INT64_MAX, INT64_MAX}), tpu::Error);
+  CHECK_THROWS_AS(g.iota(DType::i32, {half, half}, 0), tpu::Error);
+  CHECK_THROWS_AS(g.reshape(x, {INT64_MAX, 2}), tpu::Error);
+  // Many operands whose sizes add past 2^40 (and, unchecked, past int64).
+  tpu::NodeId huge = g.parameter(DType::u8, {kMaxElements - 1});
+  CHECK_THROWS_WITH_AS(g.concat({huge, huge, huge}, 0), doctest::Contains(kTooMany.c_str()), tpu::Error);
+  tpu::NodeId idx = g.parameter(DType::i32, {half, half - 1});
+  tpu::NodeId rows = g.parameter(DType::f32, {4, 2});
+  CHECK_THROWS_WITH_AS(g.gather(rows, idx), doctest::Contains("gather: result shape"), tpu::Error);
+}
