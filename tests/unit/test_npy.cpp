@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <bit>
+#include <cfloat>
 #include <cmath>
 #include <cstring>
 #include <filesystem>
@@ -179,6 +180,15 @@ TEST_CASE("npy: data that disagrees with the shape, values out of range") {
   check_error(npy(dict("<i8", "(2,)"), le_bytes<int64_t>({1, int64_t(1) << 40})), "element 1 is 1099511627776, outside the i32 range");
   check_error(npy(dict("<u4", "(1,)"), le_bytes<uint32_t>({4000000000u})), "element 0 is 4000000000, outside the i32 range");
   check_error(npy(dict("|b1", "(2,)"), std::string("\x01\x02", 2)), "element 1 of a bool array is 2, not 0 or 1");
+  // f64 beyond the f32 range would be inf: an error. inf, NaN and the largest f32 read as they are.
+  check_error(npy(dict("<f8", "(3,)"), le_bytes<double>({1, 2, -1e300})), "element 2 is -1e+300, beyond the f32 range");
+  check_error(npy(dict(">f8", "(1,)"), std::string("\x47\xf0\0\0\0\0\0\0", 8)), "element 0 is 3.402823669209385e+38, beyond");
+  const double inf = HUGE_VAL, max = 3.4028234663852886e38;
+  tpu::Tensor t = tpu::parse_npy(npy(dict("<f8", "(4,)"), le_bytes<double>({inf, -inf, NAN, -max})), "ok");
+  CHECK(values<float>(t)[0] == HUGE_VALF);
+  CHECK(values<float>(t)[1] == -HUGE_VALF);
+  CHECK(std::isnan(values<float>(t)[2]));
+  CHECK(values<float>(t)[3] == -FLT_MAX);
 }
 
 TEST_CASE("npy: every truncation and many byte flips of a good file fail cleanly") {
