@@ -1,13 +1,19 @@
 #include "runtime/thread_pool.h"
 
+#include <pthread.h>
+
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
+#include <cstdio>
 #include <exception>
 #include <mutex>
+#include <string>
+#include <system_error>
 #include <thread>
 #include <vector>
 
+#include "core/error.h"
 #include "runtime/float_mode.h"
 #include "runtime/signals.h"
 
@@ -39,6 +45,19 @@ bool spin_until(F done) {
   }
 }
 
+// "8.00 GiB": the stacks of n threads, at the default stack size.
+std::string stack_text(int n) {
+  size_t stack = 8 << 20;
+  pthread_attr_t attr;
+  if (pthread_attr_init(&attr) == 0) {
+    pthread_attr_getstacksize(&attr, &stack);
+    pthread_attr_destroy(&attr);
+  }
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.2f GiB", double(stack) * n / (1 << 30));
+  return buf;
+}
+
 class Pool {
  public:
   explicit Pool(int n) { resize(n); }
@@ -49,7 +68,17 @@ class Pool {
   void resize(int n) {
     stop();
     stopping_ = false;
-    for (int i = 1; i < n; ++i) workers_.emplace_back([this] { work(); });
+    try {
+      for (int i = 1; i < n; ++i) workers_.emplace_back([this] { work(); });
+    } catch (const std::system_error&) {
+      // The host has no room for another thread (stacks, or its limit on threads): the pool
+      // goes back to this thread alone and the caller learns why.
+      const size_t started = workers_.size();
+      stop();
+      stopping_ = false;
+      throw Error("out of host memory: " + std::to_string(n) + " threads need " + stack_text(n) +
+                  " of stack (the host started " + std::to_string(started + 1) + ")");
+    }
   }
 
   void run(int64_t count, const std::function<void(int64_t)>& task) {
