@@ -3,10 +3,12 @@
 #include <sys/sysinfo.h>
 
 #include <atomic>
+#include <cmath>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <limits>
 #include <new>
 
 #include "core/error.h"
@@ -173,12 +175,24 @@ double Tensor::get(int64_t i) const {
   return 0;
 }
 
+namespace {
+// An integer element from a double: truncated, saturating at the type's range, NaN as 0 (an
+// out-of-range conversion would be undefined; -inf, the identity of an empty max, reaches here).
+template <class T>
+T saturate(double v) {
+  if (std::isnan(v)) return 0;
+  if (v <= double(std::numeric_limits<T>::min())) return std::numeric_limits<T>::min();
+  if (v >= double(std::numeric_limits<T>::max())) return std::numeric_limits<T>::max();
+  return T(v);
+}
+}  // namespace
+
 void Tensor::set(int64_t i, double v) {
   switch (dtype_) {
     case DType::f32: data<float>()[i] = float(v); break;
     case DType::bf16: data<uint16_t>()[i] = f32_to_bf16(float(v)); break;
-    case DType::i32: data<int32_t>()[i] = int32_t(v); break;
-    case DType::u8: data<uint8_t>()[i] = uint8_t(v); break;
+    case DType::i32: data<int32_t>()[i] = saturate<int32_t>(v); break;
+    case DType::u8: data<uint8_t>()[i] = saturate<uint8_t>(v); break;
     case DType::boolean: data<uint8_t>()[i] = v != 0; break;
   }
 }

@@ -329,6 +329,7 @@ std::string shape_argmax(const Graph& g, Node& n) {
   const Node& x = g.at(n.in.at(0));
   if (n.attrs.axis < 0 || n.attrs.axis >= int64_t(x.shape.size()))
     return "argmax: axis out of range for " + type_of(g, n.in[0]);
+  if (x.shape[size_t(n.attrs.axis)] == 0) return "argmax: axis " + std::to_string(n.attrs.axis) + " of " + type_of(g, n.in[0]) + " is empty: it has no maximum";
   n.dtype = DType::i32;
   n.shape = x.shape;
   n.shape.erase(n.shape.begin() + n.attrs.axis);
@@ -339,7 +340,8 @@ void ref_argmax(const Node& n, std::span<const Tensor* const> in, Tensor& out) {
   const Tensor& x = *in[0];
   const size_t axis = size_t(n.attrs.axis);
   const int64_t len = x.shape()[axis], inner = strides_of(x.shape())[axis];
-  const int64_t outer = len ? x.size() / (len * inner) : 0;
+  if (x.size() == 0) return;  // the result is empty too (the axis itself is never empty)
+  const int64_t outer = x.size() / (len * inner);
   int32_t* o = out.data<int32_t>();
   for (int64_t a = 0; a < outer; ++a)
     for (int64_t b = 0; b < inner; ++b) {

@@ -59,6 +59,7 @@ template <class T>
 void broadcast_block_typed(const Node& b, const Tensor& src, int64_t start, int64_t len, T* dst) {
   const T* s = src.data<T>();
   const int64_t src_n = src.size();
+  if (len == 0 || src_n == 0) return;  // an empty output (a 0 in the shape): nothing to divide by
   if (src_n == 1) {
     std::fill_n(dst, len, s[0]);
     return;

@@ -65,7 +65,7 @@ std::optional<Instr> broadcast_instr(const Graph& body, const Node& b, int32_t d
   in.param = param_of[size_t(b.in[0])];
   const int64_t src_n = num_elements(src.shape), out_n = num_elements(b.shape);
   if (src_n == 1) return in;
-  if (is_bool(src)) return std::nullopt;
+  if (is_bool(src) || src_n == 0 || out_n == 0) return std::nullopt;  // empty: the plain kernel
   const auto& dims = b.attrs.dims;
   const size_t r = b.shape.size(), k = dims.size();
   bool trailing = true, leading = true;

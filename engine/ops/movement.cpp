@@ -286,7 +286,13 @@ void grad_concat(GradContext& c) {
 }
 
 // ---- gather rows: x[N, R...], idx[I...] -> [I..., R...] ----
-int64_t row_size(const Shape& s) { return s.empty() ? 1 : num_elements(s) / s[0]; }
+// Elements of one row: the product of the dims after the first (not the count divided by the
+// first dim, which may be 0).
+int64_t row_size(const Shape& s) {
+  int64_t n = 1;
+  for (size_t i = 1; i < s.size(); ++i) n *= s[i];
+  return n;
+}
 
 std::string shape_gather(const Graph& g, Node& n) {
   const Node& x = g.at(n.in.at(0));

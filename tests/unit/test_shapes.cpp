@@ -4,11 +4,13 @@
 #include <doctest.h>
 
 #include <climits>
+#include <cmath>
 #include <string>
 
 #include "core/error.h"
 #include "core/tensor.h"
 #include "ir/graph.h"
+#include "runtime/executable.h"
 
 using tpu::DType;
 using tpu::kMaxElements;
@@ -87,4 +89,50 @@ TEST_CASE("shape rule: graph builders refuse results past the rule, without over
   tpu::NodeId idx = g.parameter(DType::i32, {half, half - 1});
   tpu::NodeId rows = g.parameter(DType::f32, {4, 2});
   CHECK_THROWS_WITH_AS(g.gather(rows, idx), doctest::Contains("gather: result shape"), tpu::Error);
+}
+
+namespace {
+// Compiles g (outputs set) and runs it on zero-filled arguments.
+std::vector<tpu::Tensor> run_on_zeros(tpu::Graph g) {
+  std::vector<tpu::Tensor> args;
+  for (tpu::NodeId p : g.params) args.emplace_back(g.at(p).dtype, g.at(p).shape);
+  return tpu::Executable::compile(std::move(g)).run(args);
+}
+}  // namespace
+
+// Found by fuzz_shapes: kernels that divided by a dimension of 0 (a crash on x86).
+TEST_CASE("shape rule: empty tensors run through gather, argmax and fused broadcasts") {
+  {
+    tpu::Graph g;
+    g.outputs = {g.gather(g.parameter(DType::f32, {0, 3}), g.parameter(DType::i32, {0}))};
+    CHECK(run_on_zeros(std::move(g))[0].shape() == Shape{0, 3});
+  }
+  {
+    tpu::Graph g;
+    g.outputs = {g.argmax(g.parameter(DType::f32, {2, 0}), 0)};
+    CHECK(run_on_zeros(std::move(g))[0].shape() == Shape{0});
+  }
+  {
+    tpu::Graph g;
+    CHECK_THROWS_WITH_AS(g.argmax(g.parameter(DType::f32, {0, 2}), 0), "argmax: axis 0 of f32[0,2] is empty: it has no maximum",
+                         tpu::Error);
+  }
+  {
+    tpu::Graph g;
+    tpu::NodeId b = g.broadcast(g.parameter(DType::f32, {0}), {3, 0}, {1});
+    g.outputs = {g.binary(tpu::Op::add, g.unary(tpu::Op::exp, b), g.parameter(DType::f32, {3, 0}))};
+    CHECK(run_on_zeros(std::move(g))[0].shape() == Shape{3, 0});
+  }
+}
+
+TEST_CASE("integer elements from doubles saturate (-inf is the identity of an empty max)") {
+  tpu::Tensor u(DType::u8, {3}), i(DType::i32, {3});
+  u.set(0, -HUGE_VAL), u.set(1, 300), u.set(2, NAN);
+  i.set(0, 1e10), i.set(1, -1e10), i.set(2, -7.9);
+  CHECK(u.get(0) == 0);
+  CHECK(u.get(1) == 255);
+  CHECK(u.get(2) == 0);
+  CHECK(i.get(0) == INT32_MAX);
+  CHECK(i.get(1) == INT32_MIN);
+  CHECK(i.get(2) == -7);
 }
