@@ -243,8 +243,10 @@ std::string lua_shape_str(std::span<const int64_t> s) {
 
 Shape check_shape(lua_State* L, int arg, const char* call) {
   Shape s;
-  if (lua_isinteger(L, arg)) {
-    s.push_back(lua_tointeger(L, arg));
+  if (lua_type(L, arg) == LUA_TNUMBER) {  // 2^20 is a float with an integer value: fine too
+    int ok = 0;
+    s.push_back(lua_tointegerx(L, arg, &ok));
+    if (!ok) luaL_argerror(L, arg, "shape entries must be integers");
   } else {
     luaL_checktype(L, arg, LUA_TTABLE);
     lua_Integer n = luaL_len(L, arg);

@@ -13,6 +13,7 @@ try(function() return tpu.ones {3, -1} end)
 try(function() return tpu.full({2 ^ 40}, 7) end)
 try(function() return tpu.zeros({0, 2 ^ 40}, {dtype = "u8"}) end)
 try(function() return tpu.arange(math.maxinteger) end)
+try(function() return tpu.zeros(2 ^ 40) end)
 try(function() local _ = tpu.random.uniform(tpu.random.key(1), {2 ^ 20, 2 ^ 20}) end)  -- not a tail call: the line stays
 local x = tpu.zeros {2, 3}
 try(function() return x:reshape {math.maxinteger, 2, -1} end)
