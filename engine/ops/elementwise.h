@@ -8,18 +8,40 @@
 //   extern const OpInfo erf_row = {Op::erf, shape_unary_float, ref_unary<Erf>, fast_unary<Erf>,
 //                                  grad_erf, cost_transcendental, kElementwise, fused_unary<Erf>()};
 #pragma once
+#include <limits>
 #include <span>
+#include <type_traits>
 
 #include "ops/kernel_util.h"
 
 namespace tpu {
+
+// Integer elements are computed in int64 and wrap to their type (-INT32_MIN is INT32_MIN,
+// as in two's complement hardware); a float result for integer elements (pow) saturates.
+// Neither is then undefined behaviour.
+template <class T>
+using Wide = std::conditional_t<std::is_integral_v<T>, int64_t, T>;
+
+template <class T, class R>
+T narrow(R r) {
+  if constexpr (!std::is_integral_v<T>) {
+    return T(r);
+  } else if constexpr (std::is_floating_point_v<R>) {
+    if (r != r) return 0;
+    if (r <= R(std::numeric_limits<T>::min())) return std::numeric_limits<T>::min();
+    if (r >= R(std::numeric_limits<T>::max())) return std::numeric_limits<T>::max();
+    return T(r);
+  } else {
+    return T(std::make_unsigned_t<T>(r));
+  }
+}
 
 template <class F>
 void map_unary(const Tensor& x, Tensor& out, F f) {
   dispatch(x.dtype(), [&]<class T>() {
     const T* a = x.data<T>();
     T* o = out.data<T>();
-    for (int64_t i = 0, n = x.size(); i < n; ++i) o[i] = T(f(a[i]));
+    for (int64_t i = 0, n = x.size(); i < n; ++i) o[i] = narrow<T>(f(Wide<T>(a[i])));
   });
 }
 
@@ -29,7 +51,7 @@ void map_binary(const Tensor& x, const Tensor& y, Tensor& out, F f) {
     const T* a = x.data<T>();
     const T* b = y.data<T>();
     T* o = out.data<T>();
-    for (int64_t i = 0, n = x.size(); i < n; ++i) o[i] = T(f(a[i], b[i]));
+    for (int64_t i = 0, n = x.size(); i < n; ++i) o[i] = narrow<T>(f(Wide<T>(a[i]), Wide<T>(b[i])));
   });
 }
 

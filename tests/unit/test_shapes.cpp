@@ -136,3 +136,25 @@ TEST_CASE("integer elements from doubles saturate (-inf is the identity of an em
   CHECK(i.get(1) == INT32_MIN);
   CHECK(i.get(2) == -7);
 }
+
+// Found by fuzz_shapes: i32 arithmetic that overflows wraps instead of being undefined
+// (INT32_MIN / -1 was a crash on x86).
+TEST_CASE("i32 elementwise arithmetic wraps") {
+  tpu::Tensor a(DType::i32, {3}), b(DType::i32, {3});
+  a.set(0, INT32_MIN), a.set(1, INT32_MAX), a.set(2, INT32_MIN);
+  b.set(0, -1), b.set(1, 1), b.set(2, 2);
+  for (bool reference : {true, false}) {
+    tpu::Graph g;
+    tpu::NodeId x = g.constant(a), y = g.constant(b);
+    g.outputs = {g.unary(tpu::Op::neg, x), g.binary(tpu::Op::div, x, y), g.binary(tpu::Op::add, x, y),
+                 g.binary(tpu::Op::mul, x, y), g.unary(tpu::Op::abs, x)};
+    tpu::CompileOptions o;
+    o.reference_kernels = reference;
+    std::vector<tpu::Tensor> r = tpu::Executable::compile(std::move(g), o).run({});
+    CHECK(r[0].get(0) == INT32_MIN);  // -INT32_MIN
+    CHECK(r[1].get(0) == INT32_MIN);  // INT32_MIN / -1
+    CHECK(r[2].get(1) == INT32_MIN);  // INT32_MAX + 1
+    CHECK(r[3].get(2) == 0);          // INT32_MIN * 2
+    CHECK(r[4].get(2) == INT32_MIN);  // |INT32_MIN|
+  }
+}
