@@ -304,6 +304,9 @@ size_t Executable::run_steps(std::span<const Step> steps, size_t i, std::vector<
     return run.size();
   }
   if (!place_output(s, values, args, replica, results)) return 1;
+  // An empty result has nothing to compute; a kernel would still walk its other dims (a
+  // window kernel over 2^39 output rows of 0 channels, say) for nothing.
+  if (values[size_t(s.node)].size() == 0) return 1;
   thread_local std::vector<const Tensor*> inputs;  // reused: no allocation per step
   inputs.clear();
   for (NodeId in : g.at(s.node).in) inputs.push_back(&values[size_t(in)]);
