@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <cstring>
+#include <type_traits>
 
 
 #include "kernels/simd.h"
@@ -345,7 +346,13 @@ void ref_scatter_add(const Node&, std::span<const Tensor* const> in, Tensor& out
     const T* u = in[2]->data<T>();
     for (int64_t i = 0, m = in[1]->size(); i < m; ++i) {
       int64_t r = checked_index(*in[1], i, out.shape()[0]);
-      for (int64_t j = 0; j < row; ++j) o[r * row + j] = T(o[r * row + j] + u[i * row + j]);
+      for (int64_t j = 0; j < row; ++j) {
+        T& at = o[r * row + j];
+        if constexpr (std::is_integral_v<T>)  // wraps, like i32 add (elementwise.cpp)
+          at = T(std::make_unsigned_t<T>(int64_t(at) + int64_t(u[i * row + j])));
+        else
+          at = T(at + u[i * row + j]);
+      }
     }
   });
 }

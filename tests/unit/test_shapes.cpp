@@ -158,6 +158,10 @@ TEST_CASE("i32 elementwise arithmetic wraps") {
     CHECK(r[3].get(2) == 0);          // INT32_MIN * 2
     CHECK(r[4].get(2) == INT32_MIN);  // |INT32_MIN|
   }
+  tpu::Graph g;
+  tpu::Tensor idx(DType::i32, {2});
+  g.outputs = {g.scatter_add(g.constant(b.reshaped({3, 1})), g.constant(idx), g.constant(a.rows(0, 2).reshaped({2, 1})))};
+  CHECK(run_on_zeros(std::move(g))[0].get(0) == -2);  // -1 + INT32_MIN + INT32_MAX, wrapping twice
 }
 
 // Found by fuzz_shapes: an empty result runs no kernel (this window kernel walked 2^32 output
