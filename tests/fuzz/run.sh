@@ -5,7 +5,7 @@
 #   tests/fuzz/run.sh                      # every target, 600 s each
 #   tests/fuzz/run.sh 120 safetensors idx  # two targets, 2 minutes each
 #
-# Targets: safetensors idx npy csv ir_text. The build goes to $BUILD_DIR (default build-fuzz);
+# Targets: safetensors idx npy csv ir_text shapes. The build goes to $BUILD_DIR (default build-fuzz);
 # each target works on a copy of its checked-in seed corpus (tests/fuzz/corpus/TARGET) in
 # $BUILD_DIR/corpus/TARGET, and a crashing input lands in $BUILD_DIR/artifacts/TARGET/.
 # Exits non-zero if any target found something.
@@ -15,7 +15,7 @@ cd "$(dirname "${BASH_SOURCE[0]}")/../.."
 seconds=${1:-600}
 shift || true
 targets=("$@")
-((${#targets[@]})) || targets=(safetensors idx npy csv ir_text)
+((${#targets[@]})) || targets=(safetensors idx npy csv ir_text shapes)
 build=${BUILD_DIR:-build-fuzz}
 jobs=${JOBS:-2}
 # Seconds one input may take. A shared machine short of memory can stall a process for longer
