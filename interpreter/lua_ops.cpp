@@ -413,8 +413,9 @@ int l_take(lua_State* L) {
 
 int l_one_hot(lua_State* L) {
   LuaTensor* t = check_tensor(L, 1);
-  if (!lua_isinteger(L, 2)) raise_type_error(L, 2, "integer depth");
-  lua_Integer depth = lua_tointeger(L, 2);
+  int is_int = 0;  // a float with an integral value counts, as in Lua's own libraries
+  const lua_Integer depth = lua_tointegerx(L, 2, &is_int);
+  if (!is_int || lua_type(L, 2) != LUA_TNUMBER) raise_type_error(L, 2, "integer depth");
   check_options(L, 3, {"dtype"});
   check_no_more(L, 3);
   if (depth <= 0) raise_user_error(L, "one_hot: depth must be positive, got " + std::to_string(depth));

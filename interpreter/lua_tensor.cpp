@@ -503,7 +503,7 @@ int l_tensor(lua_State* L) {
 }
 
 // An allocation that fails raises "out of host memory: ..." at the user's line.
-Tensor* new_host_tensor(lua_State* L, DType dt, const Shape& s) {
+Tensor* push_new_tensor(lua_State* L, DType dt, const Shape& s) {
   LuaTensor* lt = new_tensor(L);
   if (int r = guarded(L, [&] { return lt->value = Tensor(dt, s), 0; }); r < 0) finish(L, r);
   pace_collector(L);
@@ -514,7 +514,7 @@ int fill_with(lua_State* L, double v, int opts, const char* call) {
   check_options(L, opts, {"dtype"});
   check_no_more(L, opts);
   Shape s = check_shape(L, 1, call);
-  Tensor& t = *new_host_tensor(L, opt_dtype_field(L, opts, DType::f32), s);
+  Tensor& t = *push_new_tensor(L, opt_dtype_field(L, opts, DType::f32), s);
   if (v != 0)
     for (int64_t i = 0; i < t.size(); ++i) t.set(i, v);
   return 1;
@@ -529,7 +529,7 @@ int l_arange(lua_State* L) {
   check_no_more(L, 2);
   if (n < 0) raise_user_error(L, "arange: negative length " + std::to_string(n));
   check_lua_shape(L, Shape{n}, "arange");
-  Tensor& t = *new_host_tensor(L, opt_dtype_field(L, 2, DType::i32), {n});
+  Tensor& t = *push_new_tensor(L, opt_dtype_field(L, 2, DType::i32), {n});
   for (int64_t i = 0; i < n; ++i) t.set(i, double(i));
   return 1;
 }
