@@ -1,8 +1,11 @@
-// core.signature(v, shape_dtype_meta) -> leaves, key, any_traced, any_shape_only: the tensor
-// leaves of the argument tree v and its signature, the cache key of a tpu.jit call. The same
-// walk as jit.lua's flatten (which also builds the spec to rebuild a tree) and the same key
-// text, done here because a train step calls it on every step with dozens of leaves: the
-// Lua walk cost ~1 us a leaf.
+// core.signature(v, shape_dtype_meta[, with_spec]) -> leaves, key, any_traced, any_shape_only
+// [, spec]: the tensor leaves of the argument tree v and its signature, the cache key of a
+// tpu.jit call; with_spec also gives the tree's spec that jit.unflatten rebuilds it from. The
+// only walk of argument trees (jit.flatten is this one), in C because a train step calls it on
+// every step with dozens of leaves: a Lua walk cost ~1 us a leaf.
+//
+// A spec is `true` for a leaf, {static = v} for a non-tensor value, {object = mt, child = spec}
+// for an object with a tree protocol and {keys = {...}, children = {...}} for a plain table.
 #include <algorithm>
 #include <string>
 #include <vector>
@@ -16,6 +19,7 @@ struct Walk {
   lua_State* L;
   int leaves;           // stack index of the leaves table
   int shape_dtype;      // stack index of the ShapeDtype metatable (or nil)
+  bool with_spec;       // each value() leaves its spec on the stack
   std::string key;
   lua_Integer count = 0;
   bool any_traced = false, any_shape_only = false, any_donated = false;
@@ -27,11 +31,26 @@ struct Walk {
   void add_leaf(int v) {
     lua_pushvalue(L, v);
     lua_rawseti(L, leaves, ++count);
+    if (with_spec) lua_pushboolean(L, true);
+  }
+  void spec_field(int spec, const char* name, int v) {  // spec.name = v
+    if (!with_spec) return;
+    lua_pushvalue(L, v);
+    lua_setfield(L, spec, name);
+  }
+  int new_spec() {  // pushes an empty spec table when specs are wanted; its index, or 0
+    if (!with_spec) return 0;
+    lua_newtable(L);
+    return lua_gettop(L);
+  }
+  void set_child(int children, lua_Integer i) {  // children[i] = the spec on top
+    if (with_spec) lua_rawseti(L, children, i);
   }
   void value(int v);
   void shape_only(int v);
   void object(int v);
   void table(int v);
+  void list_table(int v, lua_Integer n);
 };
 
 std::string lua_string(lua_State* L, int v) {  // tostring(v)
@@ -44,7 +63,7 @@ std::string lua_string(lua_State* L, int v) {  // tostring(v)
 
 void Walk::value(int v) {
   v = lua_absindex(L, v);
-  luaL_checkstack(L, 8, "argument tree too deep");
+  luaL_checkstack(L, 12, "argument tree too deep");
   if (LuaTensor* t = test_tensor(L, v)) {
     any_donated = any_donated || !t->donated_to.empty() || t->value.released();
     any_traced = any_traced || t->traced();
@@ -64,6 +83,8 @@ void Walk::value(int v) {
     return table(v);
   }
   piece(std::string(luaL_typename(L, v)) + ":" + lua_string(L, v));
+  const int spec = new_spec();
+  spec_field(spec, "static", v);
 }
 
 // A tpu.shape_dtype leaf: "f32[8,16]".
@@ -86,8 +107,10 @@ void Walk::shape_only(int v) {
 
 // An object with a tree protocol: mt.__tpu_tree(v) gives its children as a plain table.
 void Walk::object(int v) {
+  const int spec = new_spec();
   lua_getmetatable(L, v);
   const int mt = lua_gettop(L);
+  spec_field(spec, "object", mt);
   lua_getfield(L, mt, "__name");
   piece((lua_isnil(L, -1) ? std::string("object") : lua_string(L, -1)) + "<");
   lua_pop(L, 1);
@@ -95,6 +118,7 @@ void Walk::object(int v) {
   lua_pushvalue(L, v);
   lua_call(L, 1, 1);
   value(-1);
+  if (with_spec) lua_setfield(L, spec, "child");
   lua_pop(L, 2);
   piece(">");
 }
@@ -117,16 +141,8 @@ void Walk::table(int v) {
     list = lua_rawgeti(L, v, i) != LUA_TNIL;
     lua_pop(L, 1);
   }
-  if (list) {  // the keys are 1..n: the count says it all
-    piece("[" + std::to_string(n));
-    for (lua_Integer i = 1; i <= n; ++i) {
-      lua_rawgeti(L, v, i);
-      value(-1);
-      lua_pop(L, 1);
-    }
-    piece("]");
-    return;
-  }
+  if (list) return list_table(v, n);
+  const int spec = new_spec();
   lua_createtable(L, int(keys), 0);  // the keys, sorted through their positions in it
   const int names = lua_gettop(L);
   lua_Integer k = 0;
@@ -143,39 +159,71 @@ void Walk::table(int v) {
     lua_pop(L, 2);
     return before;
   });
+  const int sorted = new_spec(), children = new_spec();
   piece("{");
+  lua_Integer j = 0;
   for (lua_Integer i : order) {
     lua_rawgeti(L, names, i);
     piece(lua_string(L, -1) + "=");
+    if (with_spec) {
+      lua_pushvalue(L, -1);
+      lua_rawseti(L, sorted, ++j);
+    }
     lua_rawget(L, v);
     value(-1);
+    set_child(children, j);
     lua_pop(L, 1);
   }
-  lua_pop(L, 1);
   piece("}");
+  spec_field(spec, "keys", sorted);
+  spec_field(spec, "children", children);
+  lua_settop(L, spec ? spec : names - 1);
+}
+
+// A list (keys 1..n): the count says it all.
+void Walk::list_table(int v, lua_Integer n) {
+  const int spec = new_spec(), keys = new_spec(), children = new_spec();
+  piece("[" + std::to_string(n));
+  for (lua_Integer i = 1; i <= n; ++i) {
+    if (with_spec) {
+      lua_pushinteger(L, i);
+      lua_rawseti(L, keys, i);
+    }
+    lua_rawgeti(L, v, i);
+    value(-1);
+    set_child(children, i);
+    lua_pop(L, 1);
+  }
+  piece("]");
+  spec_field(spec, "keys", keys);
+  spec_field(spec, "children", children);
+  if (with_spec) lua_settop(L, spec);
 }
 
 int l_signature(lua_State* L) {
-  lua_settop(L, 2);
-  lua_newtable(L);
+  lua_settop(L, 3);
+  const bool with_spec = lua_toboolean(L, 3);
+  lua_newtable(L);  // 4: the leaves
   lua_Integer leaves = 0;
   bool donated = false;
   {
-    Walk w{L, 3, 2, {}};
-    w.value(1);
+    Walk w{L, 4, 2, with_spec, {}};
+    w.value(1);  // 5: the spec, when wanted
+    lua_pushvalue(L, 4);
     lua_pushlstring(L, w.key.data(), w.key.size());
     lua_pushboolean(L, w.any_traced);
     lua_pushboolean(L, w.any_shape_only);
+    if (with_spec) lua_pushvalue(L, 5);
     leaves = w.count;
     donated = w.any_donated;
   }
   // Using a donated or released tensor is an error, raised here once the walk's strings are gone.
   for (lua_Integer i = 1; donated && i <= leaves; ++i) {
-    lua_rawgeti(L, 3, i);
+    lua_rawgeti(L, 4, i);
     if (test_tensor(L, -1)) check_tensor(L, -1);
     lua_pop(L, 1);
   }
-  return 4;
+  return with_spec ? 5 : 4;
 }
 
 const luaL_Reg kFunctions[] = {{"signature", l_signature}, {nullptr, nullptr}};

@@ -4,9 +4,8 @@
 local core = require "tpu.core"
 local errors = require "tpu.errors"
 local is_tensor = core.is_tensor
-local type_key = core.type_key  -- a tensor's part of a signature: "f32[256,784]"
--- leaves, key, any traced, any shape-only of an argument tree: flatten's leaves and key, walked
--- in C (a call of a jitted function needs no spec unless it compiles).
+-- leaves, key, any traced, any shape-only[, spec] of an argument tree, walked in C (a call of
+-- a jitted function needs no spec unless it compiles).
 local signature = core.signature
 
 local M = {}
@@ -42,71 +41,7 @@ local function check_runnable(self, leaves)
 end
 
 -- ---------------------------------------------------------------- trees
--- The keys of t in a fixed order, and whether t is a list (keys 1..n).
-local function sorted_keys(t)
-  local keys = {}
-  for k in pairs(t) do keys[#keys + 1] = k end
-  local n = #t
-  if #keys == n then  -- a list (the common case: parameter lists): 1..n, no sort needed
-    local i = 1
-    while i <= n and t[i] ~= nil do i = i + 1 end
-    if i > n then
-      for j = 1, n do keys[j] = j end
-      return keys, true
-    end
-  end
-  table.sort(keys, function(a, b)
-    local ta, tb = type(a), type(b)
-    if ta ~= tb then return ta < tb end
-    if ta == "number" or ta == "string" then return a < b end
-    return tostring(a) < tostring(b)
-  end)
-  return keys
-end
-
--- Appends the tensor leaves of v to `leaves` and the signature of v to `key` (a list of
--- strings); returns the tree's spec for rebuilding it.
-local function flatten(v, leaves, key)
-  if is_tensor(v) then
-    leaves[#leaves + 1] = v
-    key[#key + 1] = type_key(v)
-    return true
-  end
-  if is_shape_dtype(v) then
-    leaves[#leaves + 1] = v
-    key[#key + 1] = v.dtype .. "[" .. table.concat(v.shape, ",") .. "]"
-    return true
-  end
-  local mt = getmetatable(v)
-  if type(v) == "table" and mt and mt.__tpu_tree then
-    -- An object that is a tree of tensors (a random key, say): mt.__tpu_tree(v) gives its
-    -- children as a plain table; mt.__tpu_unflatten(children) rebuilds it.
-    key[#key + 1] = (mt.__name or "object") .. "<"
-    local spec = {object = mt, child = flatten(mt.__tpu_tree(v), leaves, key)}
-    key[#key + 1] = ">"
-    return spec
-  end
-  if type(v) == "table" and mt == nil then
-    local keys, list = sorted_keys(v)
-    local spec = {keys = keys, children = {}}
-    if list then  -- the keys are 1..n: the count says it all
-      key[#key + 1] = "[" .. #keys
-      for i = 1, #keys do spec.children[i] = flatten(v[i], leaves, key) end
-      key[#key + 1] = "]"
-      return spec
-    end
-    key[#key + 1] = "{"
-    for i, k in ipairs(keys) do
-      key[#key + 1] = tostring(k) .. "="
-      spec.children[i] = flatten(v[k], leaves, key)
-    end
-    key[#key + 1] = "}"
-    return spec
-  end
-  key[#key + 1] = type(v) .. ":" .. tostring(v)
-  return {static = v}
-end
-
+-- The one walk of argument trees is core.signature (in C): flatten's leaves, key and spec.
 local function unflatten(spec, leaves, pos)
   if spec == true then
     pos[1] = pos[1] + 1
@@ -121,10 +56,10 @@ local function unflatten(spec, leaves, pos)
   return spec.static
 end
 
+-- The tensor leaves of the tree v, its spec (to rebuild it with other leaves) and its key.
 M.flatten = function(v)
-  local leaves, key = {}, {}
-  local spec = flatten(v, leaves, key)
-  return leaves, spec, table.concat(key, " ")
+  local leaves, key, _, _, spec = signature(v, ShapeDtype, true)
+  return leaves, spec, key
 end
 M.unflatten = function(spec, leaves) return unflatten(spec, leaves, {0}) end
 

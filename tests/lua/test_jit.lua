@@ -105,25 +105,41 @@ return {
     check.eq(f:stats().cache_hits, 1)
   end,
 
-  ["core.signature gives flatten's leaves and key, walked in C"] = function()
+  ["flatten is core.signature's walk: its key text, and a spec that rebuilds the tree"] = function()
     local jit = require "tpu.jit"
     local t, u = tpu.ones {2, 3}, tpu.zeros({4}, {dtype = "i32"})
     local shape_dtype = getmetatable(tpu.shape_dtype {1})
+    local key1 = tpu.random.key(1)
     local trees = {
-      table.pack(t, {t, u}, nil, 3, "x"),  -- a packed argument list with a hole
-      {a = t, b = {u, {c = t}}, [1] = u, [2.5] = "s", [-1] = false, [true] = 1},
-      {t, nil, u}, {}, {{}, {{}}}, {1, 2, x = 3}, {z = 1, a = 2, m = {3}},
-      tpu.random.key(1),
-      {k = tpu.random.key(2), s = tpu.shape_dtype({4, 5}, "bf16")},
+      {table.pack(t, {t, u}, nil, 3, "x"),  -- a packed argument list with a hole
+       "{ 1= f32[2,3] 2= [2 f32[2,3] i32[4] ] 4= number:3 5= string:x n= number:5 }"},
+      {{a = t, b = {u, {c = t}}, [1] = u, [2.5] = "s", [-1] = false, [true] = 1},
+       "{ true= number:1 -1= boolean:false 1= i32[4] 2.5= string:s a= f32[2,3] b= [2 i32[4] { c= f32[2,3] } ] }"},
+      {{t, nil, u}, "{ 1= f32[2,3] 3= i32[4] }"}, {{}, "[0 ]"}, {{{}, {{}}}, "[2 [0 ] [1 [0 ] ] ]"},
+      {{1, 2, x = 3}, "{ 1= number:1 2= number:2 x= number:3 }"},
+      {{z = 1, a = 2, m = {3}}, "{ a= number:2 m= [1 number:3 ] z= number:1 }"},
+      {key1, "tpu.random.Key< [1 i32[2] ] >"},
+      {{k = key1, s = tpu.shape_dtype({4, 5}, "bf16")}, "{ k= tpu.random.Key< [1 i32[2] ] > s= bf16[4,5] }"},
     }
-    for i, v in ipairs(trees) do
-      local leaves, _, key = jit.flatten(v)
+    local function same(a, b, path)  -- an object with a tree protocol comes back a new one
+      local mt = getmetatable(a)
+      if mt and mt.__tpu_tree then return check.is_true(getmetatable(b) == mt, path) end
+      if type(a) ~= "table" or mt then return check.is_true(rawequal(a, b), path) end
+      check.eq(type(b), "table", path)
+      for k, v in pairs(a) do same(v, b[k], path .. "." .. tostring(k)) end
+      for k in pairs(b) do check.is_true(a[k] ~= nil, path .. ": extra key " .. tostring(k)) end
+    end
+    for i, case in ipairs(trees) do
+      local v, want = case[1], case[2]
+      local leaves, spec, key = jit.flatten(v)
       local c_leaves, c_key, traced, shape_only = tpu.core.signature(v, shape_dtype)
+      check.eq(key, want, "tree " .. i)
       check.eq(c_key, key, "tree " .. i)
       check.eq(#c_leaves, #leaves, "tree " .. i)
       for j = 1, #leaves do check.is_true(rawequal(c_leaves[j], leaves[j]), "tree " .. i .. ", leaf " .. j) end
       check.eq(traced, false)
       check.eq(shape_only, i == #trees)
+      same(v, jit.unflatten(spec, leaves), "tree " .. i)
     end
     local seen
     tpu.jit(function(x)
