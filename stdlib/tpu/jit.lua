@@ -243,26 +243,47 @@ function M.batch_advice(self, spec, leaves, args)
     "to split the batch.", fit, core.format_bytes(need(fit)))
 end
 
+-- The cache entry for args, whose leaves and key core.signature gave, compiling on a miss.
+-- `run`: the entry runs next, so a hit counts, and a new entry is shown to before_first_run and
+-- noted among the signatures; rep: run_replicated's replicas and per-argument shard flags.
+local function cached(self, key, leaves, args, run, rep)
+  local entry = self.cache[key]
+  if entry then
+    if run then self.cache_hits = self.cache_hits + 1 end
+    return entry
+  end
+  self.depth = core.trace_depth()
+  local _, spec = M.flatten(args)
+  if rep then
+    rep.sharded = {}  -- per leaf
+    for i = 1, args.n do
+      for _ = 1, #M.flatten(args[i]) do rep.sharded[#rep.sharded + 1] = rep.shard[i] or false end
+    end
+  end
+  entry = compile(self, spec, leaves, args, false, rep)
+  if rep then entry.per_replica = entry.exe:per_replica() end
+  if run and M.before_first_run then M.before_first_run(self.name, entry.exe, leaves, leaf_labels(self, args)) end
+  self.cache[key] = entry
+  if run then note_signature(self, leaves, args) end
+  return entry
+end
+
+-- Runs entry on leaves, timed; its result leaves.
+local function run(self, entry, leaves)
+  local t0 = core.now()
+  local results = entry.exe:run(leaves)
+  self.executions = self.executions + 1
+  self.run_ms = self.run_ms + (core.now() - t0) * 1000
+  return results
+end
+
 function Jitted:__call(...)
   local args = table.pack(...)
   local leaves, key, traced, shape_only = signature(args, ShapeDtype)
   if traced then return self.fn(...) end  -- inside another trace: inline
   if shape_only then check_runnable(self, leaves) end
-  local entry = self.cache[key]
-  if entry then
-    self.cache_hits = self.cache_hits + 1
-  else
-    self.depth = core.trace_depth()
-    local _, spec = M.flatten(args)
-    entry = compile(self, spec, leaves, args)
-    if M.before_first_run then M.before_first_run(self.name, entry.exe, leaves, leaf_labels(self, args)) end
-    self.cache[key] = entry
-    note_signature(self, leaves, args)
-  end
-  local t0 = core.now()
-  local outs = M.unflatten(entry.spec, entry.exe:run(leaves))
-  self.executions = self.executions + 1
-  self.run_ms = self.run_ms + (core.now() - t0) * 1000
+  local entry = cached(self, key, leaves, args, true)
+  local outs = M.unflatten(entry.spec, run(self, entry, leaves))
   return table.unpack(outs, 1, outs.n)
 end
 
@@ -280,27 +301,8 @@ function Jitted:run_replicated(replicas, shard, ...)
   local flags = {}
   for i = 1, args.n do flags[i] = shard[i] and "1" or "0" end
   key = key .. " |replicas=" .. replicas .. " shard=" .. table.concat(flags)
-  local entry = self.cache[key]
-  if entry then
-    self.cache_hits = self.cache_hits + 1
-  else
-    local sharded = {}  -- per leaf
-    for i = 1, args.n do
-      for _ = 1, #M.flatten(args[i]) do sharded[#sharded + 1] = shard[i] or false end
-    end
-    self.depth = core.trace_depth()
-    local _, spec = M.flatten(args)
-    entry = compile(self, spec, leaves, args, false, {replicas = replicas, sharded = sharded})
-    entry.per_replica = entry.exe:per_replica()
-    if M.before_first_run then M.before_first_run(self.name, entry.exe, leaves, leaf_labels(self, args)) end
-    self.cache[key] = entry
-    note_signature(self, leaves, args)
-  end
-  local t0 = core.now()
-  local results = entry.exe:run(leaves)
-  self.executions = self.executions + 1
-  self.run_ms = self.run_ms + (core.now() - t0) * 1000
-  return entry.per_replica, entry.spec, results
+  local entry = cached(self, key, leaves, args, true, {replicas = replicas, shard = shard})
+  return entry.per_replica, entry.spec, run(self, entry, leaves)
 end
 
 function Jitted:stats()
@@ -311,14 +313,8 @@ end
 -- The cache entry for these arguments, compiling on a miss (lower, info, dump).
 local function entry_for(self, ...)
   local args = table.pack(...)
-  local leaves, spec, key = M.flatten(args)
-  local entry = self.cache[key]
-  if not entry then
-    self.depth = core.trace_depth()
-    entry = compile(self, spec, leaves, args)
-    self.cache[key] = entry
-  end
-  return entry
+  local leaves, key = signature(args, ShapeDtype)
+  return cached(self, key, leaves, args, false)
 end
 
 -- The compiled graph's text for these arguments (compiling if needed).

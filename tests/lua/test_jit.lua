@@ -81,6 +81,21 @@ return {
     check.eq(tpu.cond(true, function() return 1 end, function() return 2 end), 1)
   end,
 
+  ["a call and f:lower share one cache; only calls count hits and runs"] = function()
+    local f = tpu.jit(function(x) return x + 1 end)
+    local x = tpu.ones {3}
+    f:lower(x)
+    f(x)
+    f:info(x)
+    f(x)
+    check.eq(f:stats().compiles, 1)
+    check.eq(f:stats().cache_hits, 2)
+    check.eq(f:stats().executions, 2)
+    f:lower(tpu.shape_dtype {5})
+    check.eq(f:stats().compiles, 2)
+    check.eq(f:stats().cache_hits, 2)
+  end,
+
   ["lower returns graph text that names the user's lines"] = function()
     local f = tpu.jit(function(x) return x:exp():sum() end, {name = "lowered"})
     local text = f:lower(tpu.ones{4})
