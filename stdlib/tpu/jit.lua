@@ -81,28 +81,38 @@ end
 
 local function sanitize(name) return (name:gsub("[^%w_.-]", "_")) end
 
--- Per leaf: whether it belongs to an argument listed in donate_argnums.
-local function donation_mask(self, args)
-  if not self.donate then return nil end
-  local mask = {}
+-- Per tensor leaf of args, its argument: {arg = number, name = the parameter's name or nil,
+-- k = the leaf's number within the argument, count = the argument's leaves}.
+local function leaf_owners(self, args)
+  local owners = {}
   for i = 1, args.n do
-    local leaves = M.flatten(args[i])
-    for _ = 1, #leaves do mask[#mask + 1] = self.donate[i] or false end
+    local name = type(self.fn) == "function" and debug.getlocal(self.fn, i) or nil
+    local count = #M.flatten(args[i])
+    for k = 1, count do owners[#owners + 1] = {arg = i, name = name, k = k, count = count} end
   end
-  return mask
+  return owners
+end
+
+-- Per leaf, f(its owner).
+local function per_leaf(self, args, f)
+  local out = {}
+  for j, owner in ipairs(leaf_owners(self, args)) do out[j] = f(owner) end
+  return out
 end
 
 -- What each tensor leaf of args is, for the HBM report: "argument 2 (x)", or for a leaf of a
 -- table argument "argument 1 (params), tensor 3 of 16".
 local function leaf_labels(self, args)
-  local labels = {}
-  for i = 1, args.n do
-    local name = type(self.fn) == "function" and debug.getlocal(self.fn, i) or nil
-    local head = "argument " .. i .. (name and " (" .. name .. ")" or "")
-    local count = #M.flatten(args[i])
-    for k = 1, count do labels[#labels + 1] = count == 1 and head or string.format("%s, tensor %d of %d", head, k, count) end
-  end
-  return labels
+  return per_leaf(self, args, function(o)
+    local head = "argument " .. o.arg .. (o.name and " (" .. o.name .. ")" or "")
+    return o.count == 1 and head or string.format("%s, tensor %d of %d", head, o.k, o.count)
+  end)
+end
+
+-- Per leaf: whether it belongs to an argument listed in donate_argnums.
+local function donation_mask(self, args)
+  if not self.donate then return nil end
+  return per_leaf(self, args, function(o) return self.donate[o.arg] or false end)
 end
 
 -- Traces fn on symbolic arguments shaped like `leaves` and compiles it. A probe compile
@@ -151,16 +161,6 @@ end
 
 -- ---------------------------------------------------------------- recompilation warning
 local kSignatureWarning = 8
-
--- For each leaf: its argument number and the argument's name.
-local function leaf_owners(self, args)
-  local owners = {}
-  for i = 1, args.n do
-    local name = type(self.fn) == "function" and debug.getlocal(self.fn, i) or nil
-    for _ = 1, #M.flatten(args[i]) do owners[#owners + 1] = {arg = i, name = name} end
-  end
-  return owners
-end
 
 -- "argument 1 (x), dimension 2 (seen 13, 17, 25)" for the first leaf dimension that varies.
 local function varying_dimension(self, owners)
@@ -254,12 +254,7 @@ local function cached(self, key, leaves, args, run, rep)
   end
   self.depth = core.trace_depth()
   local _, spec = M.flatten(args)
-  if rep then
-    rep.sharded = {}  -- per leaf
-    for i = 1, args.n do
-      for _ = 1, #M.flatten(args[i]) do rep.sharded[#rep.sharded + 1] = rep.shard[i] or false end
-    end
-  end
+  if rep then rep.sharded = per_leaf(self, args, function(o) return rep.shard[o.arg] or false end) end
   entry = compile(self, spec, leaves, args, false, rep)
   if rep then entry.per_replica = entry.exe:per_replica() end
   if run and M.before_first_run then M.before_first_run(self.name, entry.exe, leaves, leaf_labels(self, args)) end
