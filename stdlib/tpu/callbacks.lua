@@ -29,7 +29,7 @@ local class = require "tpu.class"
 
 local M = {}
 
-local function core() return require("tpu").core end
+local core = require "tpu.core"
 
 local fail = require("tpu.errors").fail
 

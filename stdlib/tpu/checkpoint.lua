@@ -41,19 +41,19 @@ local M = {}
 local FORMAT_TENSORS = "tensors/1"
 local FORMAT_CHECKPOINT = "checkpoint/1"
 
-local function tpu() return require "tpu" end
-local function core() return require("tpu").core end
+local core = require "tpu.core"
+local random = require "tpu.random"
 
 local fail = require("tpu.errors").fail
 
-local function is_tensor(v) return core().is_tensor(v) end
+local function is_tensor(v) return core.is_tensor(v) end
 
 local function is_module(v)
   local Module = package.loaded["tpu.nn.Module"]
   return Module ~= nil and getmetatable(v) ~= nil and Module.is_instance(v)
 end
 
-local function is_key(v) return tpu().random.is_key(v) end
+local function is_key(v) return random.is_key(v) end
 
 local function persistence() return require "tpu.nn.persistence" end
 
@@ -140,7 +140,7 @@ function M.save_tensors(path, tensors, metadata)
   meta["tputrain.format"] = meta["tputrain.format"] or FORMAT_TENSORS
   local out = {}
   flatten(tensors, "", out, {what = "tpu.save", seen = {}})
-  core().save_safetensors(path, out, meta)
+  core.save_safetensors(path, out, meta)
 end
 
 local function split(name)
@@ -179,7 +179,7 @@ function M.load_tensors(path, opts)
   for k in pairs(opts) do
     if k ~= "nested" then fail("tpu.load: unknown option '%s' (known options: nested)", tostring(k)) end
   end
-  local tensors, meta, names = core().load_safetensors(path)
+  local tensors, meta, names = core.load_safetensors(path)
   if not opts.nested then return tensors, meta end
   local out = {}
   for _, name in ipairs(names) do place(out, split(name), tensors[name], {what = "tpu.load", path = path}) end
@@ -248,7 +248,7 @@ function M.save(path, state)
     end
   end
   flatten(state, "", out, ctx)
-  core().save_safetensors(path, out, meta)
+  core.save_safetensors(path, out, meta)
 end
 
 local function check_format(meta, path, what)
@@ -271,7 +271,7 @@ local function model_prefix(name, models)
 end
 
 local function make_key(data)
-  local mt = getmetatable(tpu().random.key(0))
+  local mt = getmetatable(random.key(0))
   return mt.__tpu_unflatten({data})
 end
 
@@ -280,7 +280,7 @@ function M.load(path, opts)
   local what = "tpu.checkpoint.load"
   check_path(path, what)
   opts = opts or {}
-  local tensors, meta, names = core().load_safetensors(path)
+  local tensors, meta, names = core.load_safetensors(path)
   check_format(meta, path, what)
   local state, models, ctx = {}, {}, {what = what, path = path}
   for k, v in pairs(meta) do

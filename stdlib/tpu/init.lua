@@ -19,6 +19,7 @@ end
 
 require "tpu.tensor"  -- composite tensor methods (mean, relu, softmax, ...)
 require "tpu.shapes"  -- boolean_mask, nonzero, unique (eager only: rule 2)
+tpu.stack = core.stack
 for name, fn in pairs(core.Tensor) do tpu[name] = tpu[name] or fn end
 
 tpu.random = require "tpu.random"

@@ -8,26 +8,26 @@
 -- being written is complete).
 local M = {}
 
-local function core() return require("tpu").core end
+local core = require "tpu.core"
 
 local fail = require("tpu.errors").fail
 
 local closer = setmetatable({}, {__close = function(_, err)
-  core().defer_interrupts(false)
-  local interrupted, label = core().interrupted()
+  core.defer_interrupts(false)
+  local interrupted, label = core.interrupted()
   if err == nil and interrupted then fail("interrupted (%s)", label) end
 end})
 
 function M.deferred()
-  core().defer_interrupts(true)
+  core.defer_interrupts(true)
   return closer
 end
 
-function M.requested() return core().interrupted() end
+function M.requested() return core.interrupted() end
 
 -- Raises "<what>: interrupted (SIGTERM) <detail>" when a signal came ("Ctrl-C" for SIGINT).
 function M.check(what, detail, ...)
-  local interrupted, label = core().interrupted()
+  local interrupted, label = core.interrupted()
   if not interrupted then return end
   fail("%s: interrupted (%s)%s", what, label, detail and " " .. string.format(detail, ...) or "")
 end

@@ -10,7 +10,7 @@
 -- gap in the line. `history` is what fit returns or a plain table {loss = {...}, val_loss = {...}}.
 local M = {}
 
-local function core() return require("tpu").core end
+local core = require "tpu.core"
 
 local fail = require("tpu.errors").fail
 
@@ -245,7 +245,7 @@ end
 -- Writes the SVG of a history to path (atomically) and returns the path.
 function M.history(history, path, opts)
   check_path(path, "plot.history")
-  core().write_file_atomic(path, M.svg(history, opts))
+  core.write_file_atomic(path, M.svg(history, opts))
   return path
 end
 

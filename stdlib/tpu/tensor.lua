@@ -131,6 +131,4 @@ function core.stack(list, axis, extra)
   return core.concat(parts, axis < 0 and first + axis + 1 or axis)
 end
 
-local tpu = require "tpu"
-tpu.stack = core.stack
 return T

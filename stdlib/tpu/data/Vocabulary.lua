@@ -15,7 +15,7 @@ local class = require "tpu.class"
 local args = require "tpu.data.args"
 
 -- "tpu" loads this module, so reach it lazily.
-local tpu = setmetatable({}, {__index = function(_, k) return require("tpu")[k] end})
+local tpu = require "tpu"
 
 local Vocabulary = class("Vocabulary")
 

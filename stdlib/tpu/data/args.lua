@@ -3,7 +3,7 @@
 local M = {}
 
 -- "tpu" loads this module, so reach it lazily.
-local tpu = setmetatable({}, {__index = function(_, k) return require("tpu")[k] end})
+local tpu = require "tpu"
 
 -- fail, where, fail_at (errors found while iterating point at the call that set the pipeline
 -- up) and show (a value as a message echoes it) are tpu.errors'.

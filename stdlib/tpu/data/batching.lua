@@ -6,7 +6,7 @@ local args = require "tpu.data.args"
 local M = {}
 
 -- "tpu" loads this module, so reach it lazily.
-local tpu = setmetatable({}, {__index = function(_, k) return require("tpu")[k] end})
+local tpu = require "tpu"
 
 local function type_str(t)
   return string.format("%s[%s]", t.dtype, table.concat(t.shape, ","))

@@ -5,7 +5,7 @@ local sources = require "tpu.data.sources"
 local args = require "tpu.data.args"
 
 -- "tpu" loads this module, so reach it lazily.
-local tpu = setmetatable({}, {__index = function(_, k) return require("tpu")[k] end})
+local tpu = require "tpu"
 
 local FILES = {
   train = {"train-images-idx3-ubyte", "train-labels-idx1-ubyte"},

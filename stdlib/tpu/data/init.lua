@@ -21,7 +21,7 @@ for _, name in ipairs {"Shuffle", "Take", "Skip", "Shard", "Cycle", "Filter", "C
 end
 
 -- "tpu" loads this module, so reach it lazily.
-local tpu = setmetatable({}, {__index = function(_, k) return require("tpu")[k] end})
+local tpu = require "tpu"
 
 local M = {}
 

@@ -6,7 +6,7 @@ local structure = require "tpu.data.structure"
 local M = {}
 
 -- "tpu" loads this module, so reach it lazily.
-local tpu = setmetatable({}, {__index = function(_, k) return require("tpu")[k] end})
+local tpu = require "tpu"
 
 -- A stream of batches of `source` (a TensorSource) for the index lists of `groups`, with
 -- up to `depth` batches gathered ahead. ctx.stats() then tells how the gathering went:

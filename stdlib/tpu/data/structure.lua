@@ -4,7 +4,7 @@
 local M = {}
 
 -- "tpu" loads this module, so reach it lazily.
-local tpu = setmetatable({}, {__index = function(_, k) return require("tpu")[k] end})
+local tpu = require "tpu"
 
 -- Keys of a table in a fixed order: integers first, then strings.
 local function sorted_keys(t)

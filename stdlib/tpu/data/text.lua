@@ -10,7 +10,7 @@ local structure = require "tpu.data.structure"
 local args = require "tpu.data.args"
 
 -- "tpu" loads this module, so reach it lazily.
-local tpu = setmetatable({}, {__index = function(_, k) return require("tpu")[k] end})
+local tpu = require "tpu"
 
 local M = {}
 

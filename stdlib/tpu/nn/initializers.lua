@@ -1,23 +1,21 @@
 -- Weight initializers: fn(key, shape, dtype) -> tensor. Keys come from one global seed and a
 -- counter, so a script that builds the same model with the same seed gets the same weights.
 --
---   nn.set_seed(42)          -- also reset by `tputrain --seed N` (tpu.seed), default 0
+--   nn.set_seed(42)          -- also reset by `tputrain --seed N`, default 0
 --   local w = nn.initializers.get("he_normal")(key, {784, 512}, "f32")
-local util = require "tpu.nn.util"
+local core = require "tpu.core"
 local errors = require "tpu.errors"
+local random = require "tpu.random"
+local util = require "tpu.nn.util"
 
 local M = {}
 
 local state = {seed = nil, counter = 0}
 
-local function tpu() return require "tpu" end
-
--- `tputrain --seed N` (tpu.seed, or the CLI options table), else 0.
+-- `tputrain --seed N` (the CLI options table), else 0.
 local function initial_seed()
-  local s = tpu().seed
-  if type(s) == "function" then s = s() end
   local cli = package.loaded["tpu.options"]
-  if math.type(s) ~= "integer" and type(cli) == "table" then s = cli.seed end
+  local s = type(cli) == "table" and cli.seed or nil
   return math.type(s) == "integer" and s >= 0 and s or 0
 end
 
@@ -41,7 +39,7 @@ function M.next_key(extra)
   errors.none(1, "next_key", extra)
   state.seed = state.seed or initial_seed()
   state.counter = state.counter + 1
-  return tpu().random.key(state.seed):fold_in(state.counter)
+  return random.key(state.seed):fold_in(state.counter)
 end
 
 -- fan_in, fan_out: the last two dims times the receptive field (the product of the others).
@@ -56,7 +54,7 @@ end
 
 -- An initializer's (key, shape, dtype) checked; `key_used`: false for zeros and ones.
 local function check_init_args(name, key, shape, dtype, extra, key_used)
-  if key_used and not tpu().random.is_key(key) and not tpu().is_tensor(key) then
+  if key_used and not random.is_key(key) and not core.is_tensor(key) then
     errors.type_error(1, name, "random key", key)
   end
   errors.check(2, name, shape, "table")
@@ -68,7 +66,7 @@ local function uniform(limit_of, name)
   return function(key, shape, dtype, extra)
     check_init_args(name, key, shape, dtype, extra, true)
     local limit = limit_of(fans(shape))
-    local t = tpu().random.uniform(key, shape, {minval = -limit, maxval = limit})
+    local t = random.uniform(key, shape, {minval = -limit, maxval = limit})
     return dtype and t.dtype ~= dtype and t:cast(dtype) or t
   end
 end
@@ -76,7 +74,7 @@ end
 local function normal(stddev_of, name)
   return function(key, shape, dtype, extra)
     check_init_args(name, key, shape, dtype, extra, true)
-    local t = tpu().random.normal(key, shape, {stddev = stddev_of(fans(shape))})
+    local t = random.normal(key, shape, {stddev = stddev_of(fans(shape))})
     return dtype and t.dtype ~= dtype and t:cast(dtype) or t
   end
 end
@@ -93,11 +91,11 @@ M.random_normal = normal(function() return 0.05 end, "random_normal")
 
 function M.zeros(key, shape, dtype, extra)
   check_init_args("zeros", key, shape, dtype, extra, false)
-  return tpu().zeros(shape, {dtype = dtype})
+  return core.zeros(shape, {dtype = dtype})
 end
 function M.ones(key, shape, dtype, extra)
   check_init_args("ones", key, shape, dtype, extra, false)
-  return tpu().ones(shape, {dtype = dtype})
+  return core.ones(shape, {dtype = dtype})
 end
 
 -- constant(v): every element v.
@@ -108,7 +106,7 @@ function M.constant(v, extra)
   end
   return function(key, shape, dtype, extra)
     check_init_args("constant", key, shape, dtype, extra, false)
-    return tpu().full(shape, v, {dtype = dtype})
+    return core.full(shape, v, {dtype = dtype})
   end
 end
 

@@ -6,11 +6,10 @@
 -- eagerly and with the step's random key, watching every layer's output; the first layer (in
 -- the order the forward pass runs them) whose output holds a NaN or an infinity is the one
 -- reported. Layers whose weights are already not finite are reported as such.
+local core = require "tpu.core"
 local util = require "tpu.nn.util"
 
 local M = {}
-
-local function tpu() return require "tpu" end
 
 local function is_float(t) return t.dtype == "f32" or t.dtype == "bf16" end
 
@@ -30,10 +29,9 @@ function M.is_finite_number(v) return v == v and v ~= math.huge and v ~= -math.h
 -- leaf; what is not a tensor comes from `new`).
 --   params, opt_state = nonfinite.keep_if_finite(loss, {params, opt_state}, {new_params, new_state})
 function M.keep_if_finite(loss, old, new)
-  local t = tpu()
   local finite = (loss:cast("f32") * 0):sum():eq(0)
   local function pick(o, n)
-    if util.is_tensor(n) then return util.is_tensor(o) and t.where(finite, n, o) or n end
+    if util.is_tensor(n) then return util.is_tensor(o) and core.where(finite, n, o) or n end
     if type(n) ~= "table" or getmetatable(n) ~= nil or type(o) ~= "table" then return n end
     local out = {}
     for k, v in pairs(n) do out[k] = pick(o[k], v) end

@@ -19,7 +19,7 @@ local M = {}
 
 local FORMAT = "weights/1"
 
-local function core() return require("tpu").core end
+local core = require "tpu.core"
 
 -- {name=, tensor=, layer=} for every weight, in parameters() order.
 function Module:named_parameters()
@@ -111,12 +111,12 @@ end
 function Module:save(path)
   check_path(path, "model:save")
   local tensors, meta = M.state_of(self, "model:save")
-  core().save_safetensors(path, tensors, meta)
+  core.save_safetensors(path, tensors, meta)
 end
 
 function Module:load(path)
   check_path(path, "model:load")
-  local tensors = core().load_safetensors(path)
+  local tensors = core.load_safetensors(path)
   M.assign(self, tensors, path, "model:load")
   return self
 end

@@ -33,7 +33,7 @@ local interrupt = require "tpu.interrupt"
 
 local M = {}
 
-local function tpu() return require "tpu" end
+local tpu = require "tpu"  -- no cycle: tpu loads nn on first use, after tpu's own file has run
 
 ---------------------------------------------------------------- compile
 
@@ -241,7 +241,7 @@ local function replicas(c) return c.strategy.num_replicas_in_sync end
 -- Sums over the cores of a replicated step (the identity on one core).
 local function cross_replica(c)
   if replicas(c) == 1 then return function(x) return x end end
-  return function(x) return tpu().all_reduce(x) end
+  return function(x) return tpu.all_reduce(x) end
 end
 
 -- The sum over this core's examples of their weighted losses. A loss of the user's gives the
@@ -255,7 +255,6 @@ end
 -- One f32 vector summed over the cores: loss sum (with the regularizers' penalty once per
 -- example), example count, then (numerator, denominator) per metric.
 local function batch_stats(c, aux, y, w)
-  local t = tpu()
   local count = w:sum()
   local loss = aux.reg and aux.sum + f32(aux.reg) * count or aux.sum
   local parts = {loss, count}
@@ -264,7 +263,7 @@ local function batch_stats(c, aux, y, w)
     parts[#parts + 1] = f32(num)
     parts[#parts + 1] = f32(den)
   end
-  return cross_replica(c)(t.stack(parts, 1))
+  return cross_replica(c)(tpu.stack(parts, 1))
 end
 
 -- The non-trainable weights after a step: the values layers recorded, else unchanged.
@@ -277,7 +276,7 @@ end
 -- The objective each core differentiates: its share of the global mean loss, plus its share
 -- of the regularizers' penalty, so the gradients summed over the cores are the full ones.
 local function make_train_step(model, c, layout)
-  local t, reduce, R = tpu(), cross_replica(c), replicas(c)
+  local reduce, R = cross_replica(c), replicas(c)
   local function loss_of(tparams, frozen, x, y, w, key, count)
     model:set_parameters(merge(layout, tparams, frozen))
     local ctx = {training = true, key = key, updates = {}, sample_weight = w,
@@ -289,8 +288,8 @@ local function make_train_step(model, c, layout)
     if aux.reg then objective = objective + (R > 1 and aux.reg / R or aux.reg) end
     return objective, aux
   end
-  local grad_fn = t.value_and_grad(loss_of, {argnums = 1, has_aux = true, name = "train_step.grad"})
-  return t.jit(function(tparams, opt_state, frozen, x, y, w, dropout_key, step)
+  local grad_fn = tpu.value_and_grad(loss_of, {argnums = 1, has_aux = true, name = "train_step.grad"})
+  return tpu.jit(function(tparams, opt_state, frozen, x, y, w, dropout_key, step)
     local key = dropout_key:fold_in(step)
     local count = reduce(w:sum())
     local _, aux, grads = with_params(model, model:parameters(), grad_fn, tparams, frozen, x, y, w, key, count)
@@ -306,7 +305,7 @@ local function make_train_step(model, c, layout)
 end
 
 local function make_eval_step(model, c)
-  return tpu().jit(function(params, x, y, w)
+  return tpu.jit(function(params, x, y, w)
     return with_params(model, params, function()
       local y_pred = model(x, {training = false})
       local aux = {y_pred = y_pred, sum = loss_sum(c, y, y_pred, w), reg = model:regularization_loss()}
@@ -316,7 +315,7 @@ local function make_eval_step(model, c)
 end
 
 local function make_predict_step(model)
-  return tpu().jit(function(params, x)
+  return tpu.jit(function(params, x)
     return with_params(model, params, model, x, {training = false})
   end, {name = "predict_step"})
 end
@@ -339,19 +338,19 @@ end
 
 -- Rows of a batch: the leading dimension of its first tensor.
 local function batch_rows(v)
-  if tpu().core.is_tensor(v) then return v.shape[1] end  -- the common case, without a tree walk
+  if tpu.core.is_tensor(v) then return v.shape[1] end  -- the common case, without a tree walk
   local leaves = require("tpu.jit").flatten(v)
   return leaves[1] and leaves[1].shape[1]
 end
 
 -- Every tensor of v grown to `size` rows with zero rows.
 local function pad_rows(v, size)
-  local t, jit = tpu(), require "tpu.jit"
+  local jit = require "tpu.jit"
   local leaves, spec = jit.flatten(v)
   for i, x in ipairs(leaves) do
     local shape = {table.unpack(x.shape)}
     shape[1] = size - shape[1]
-    if shape[1] > 0 then leaves[i] = t.concat({x, t.zeros(shape, {dtype = x.dtype})}, 1) end
+    if shape[1] > 0 then leaves[i] = tpu.concat({x, tpu.zeros(shape, {dtype = x.dtype})}, 1) end
   end
   return jit.unflatten(spec, leaves)
 end
@@ -374,17 +373,17 @@ end
 -- the user's that takes no weights) a partial batch runs as it is, compiling once more, if the
 -- cores can split it.
 local function static_batch(c, kind, x, y)
-  local t, n = tpu(), batch_rows(x)
+  local n = batch_rows(x)
   local size = c.static_batch[kind]
   if not size or n > size then size = n; c.static_batch[kind] = n end
   local function ones(k)
-    c.ones[k] = c.ones[k] or t.ones {k}
+    c.ones[k] = c.ones[k] or tpu.ones {k}
     return c.ones[k]
   end
   if n == size then return x, y, ones(n) end
   local why, fix = padding_blocker(c)
   if not why then
-    return pad_rows(x, size), pad_rows(y, size), t.concat({t.ones {n}, t.zeros {size - n}}, 1)
+    return pad_rows(x, size), pad_rows(y, size), tpu.concat({tpu.ones {n}, tpu.zeros {size - n}}, 1)
   end
   if n % replicas(c) == 0 then return x, y, ones(n) end
   util.fail("a partial batch of %d examples (the others have %d) does not divide by the %d cores, "
@@ -468,10 +467,10 @@ end
 local function step_key(model)
   if not model.dropout_key then
     local seed = require("tpu.nn.initializers").seed()
-    model.dropout_key = tpu().random.key(seed):split(2)[2]
+    model.dropout_key = tpu.random.key(seed):split(2)[2]
   end
   model.train_steps = (model.train_steps or 0) + 1
-  return model.dropout_key, tpu().tensor(model.train_steps, {dtype = "i32"})
+  return model.dropout_key, tpu.tensor(model.train_steps, {dtype = "i32"})
 end
 
 -- One epoch; `start` continues one that a checkpoint stopped inside ({batch=, sums=, iter=}).
@@ -660,12 +659,12 @@ function M:predict(data, opts, extra)
   if #outs == 0 then util.fail("predict: the data set produced no batches") end
   bar:update(#outs, {}, true)
   if #outs == 1 then return outs[1] end
-  if util.is_tensor(outs[1]) then return tpu().concat(outs, 1) end
+  if util.is_tensor(outs[1]) then return tpu.concat(outs, 1) end
   local joined = {}  -- several outputs: one tensor per output
   for i = 1, #outs[1] do
     local parts = {}
     for b, out in ipairs(outs) do parts[b] = out[i] end
-    joined[i] = tpu().concat(parts, 1)
+    joined[i] = tpu.concat(parts, 1)
   end
   return joined
 end

@@ -2,17 +2,13 @@
 -- value echoing, shapes and option checks.
 local M = {}
 
+local core = require "tpu.core"
 local errors = require "tpu.errors"
-
-local function tpu() return require "tpu" end
 
 -- "file:line: " of the user's code; fail raises where() .. the formatted message.
 M.where, M.fail = errors.where, errors.fail
 
-function M.is_tensor(v)
-  local t = tpu()
-  return t.is_tensor ~= nil and t.is_tensor(v)
-end
+M.is_tensor = core.is_tensor
 
 -- "f32[32,100]"
 function M.describe(t)

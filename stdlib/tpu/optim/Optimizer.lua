@@ -11,13 +11,13 @@
 -- `scalars(state, step, lr)` (per-step values shared by all parameters) and
 -- `update_one(p, g, slots, scalars)` -> new_p, new_slots.
 local class = require "tpu.class"
+local core = require "tpu.core"
 local schedule = require "tpu.optim.schedule"
 local util = require "tpu.nn.util"
 
 local Optimizer = class("Optimizer")
 Optimizer.slots = {}
 
-local function tpu() return require "tpu" end
 
 -- Checks a hyperparameter: a number in [lo, hi) (hi may be nil).
 function Optimizer:check_number(name, value, lo, hi)
@@ -92,12 +92,11 @@ end
 
 function Optimizer:init(params)
   check_params(self, params, "params")
-  local t = tpu()
-  local state = {step = t.tensor(0, {dtype = "i32"})}
-  if not schedule.is_schedule(self.lr) then state.lr = t.tensor(self.lr, {dtype = "f32"}) end
+  local state = {step = core.tensor(0, {dtype = "i32"})}
+  if not schedule.is_schedule(self.lr) then state.lr = core.tensor(self.lr, {dtype = "f32"}) end
   for _, name in ipairs(self.slots) do
     state[name] = {}
-    for i, p in ipairs(params) do state[name][i] = t.zeros(p.shape, {dtype = p.dtype}) end
+    for i, p in ipairs(params) do state[name][i] = core.zeros(p.shape, {dtype = p.dtype}) end
   end
   return state
 end

@@ -4,7 +4,7 @@ local Transform = require "tpu.data.transforms.Transform"
 local args = require "tpu.data.args"
 
 -- "tpu" loads this module, so reach it lazily.
-local tpu = setmetatable({}, {__index = function(_, k) return require("tpu")[k] end})
+local tpu = require "tpu"
 
 local Filter = Transform:extend("Filter")
 
