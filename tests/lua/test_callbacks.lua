@@ -293,4 +293,17 @@ function T.callbacks_run_inside_fit()
   os.execute("rm -rf " .. dir)
 end
 
+T["tpu.callbacks: one class a file, the same public names"] = function()
+  local names = {}
+  for k in pairs(tpu.callbacks) do names[#names + 1] = k end
+  table.sort(names)
+  check.eq(names, {"Callback", "Checkpoint", "CsvLogger", "EarlyStopping", "LrScheduler", "checkpoint",
+                   "csv_logger", "early_stopping", "lr_scheduler", "prepare"})
+  for _, class in ipairs {"Callback", "Checkpoint", "CsvLogger", "EarlyStopping", "LrScheduler"} do
+    check.is_true(rawequal(tpu.callbacks[class], require("tpu.callbacks." .. class)), class)
+  end
+  check.is_true(cb.EarlyStopping.is_instance(cb.early_stopping {}))
+  check.is_true(cb.Callback.is_instance(cb.lr_scheduler(function(_, lr) return lr end)))
+end
+
 return T

@@ -1,0 +1,113 @@
+-- Saves a training checkpoint (or the weights) during training.
+local Callback = require "tpu.callbacks.Callback"
+local util = require "tpu.callbacks.util"
+
+local errors = require "tpu.errors"
+
+local fail, show = errors.fail, errors.show
+
+local Checkpoint = Callback:extend("Checkpoint")
+
+-- checkpoint{path = "ckpt.safetensors", save_best_only = false, monitor = "val_loss",
+--            mode = "auto", weights_only = false, save_freq = "epoch", verbose = 0}
+-- Saves at the end of every epoch (or only when `monitor` improved); save_freq = n saves every
+-- n training steps instead (inside epochs too; fit resumes there). The file is written to a
+-- temporary file and renamed, so an interrupted save leaves the previous checkpoint. "{epoch}"
+-- in the path becomes the epoch number ("{epoch:03d}" zero-pads it). By default the file is a
+-- training checkpoint (tpu.checkpoint.load reads it; weights, optimizer state, step, random
+-- key, epoch, data position, history); weights_only = true writes what model:save writes.
+function Checkpoint:__init(opts)
+  local who = "checkpoint"
+  opts = util.check_options(who, opts, {"path", "save_best_only", "monitor", "mode", "weights_only", "save_freq", "verbose"})
+  if type(opts.path) ~= "string" or opts.path == "" then
+    fail("checkpoint: path must be a file name, e.g. checkpoint{path = \"ckpt.safetensors\"}, got %s", show(opts.path))
+  end
+  self.path = opts.path
+  self.save_best_only = util.check_type(who, "save_best_only", opts.save_best_only, "boolean", false)
+  self.monitor = util.check_type(who, "monitor", opts.monitor, "string", "val_loss")
+  self.mode = util.check_mode(who, opts.mode, self.monitor)
+  self.weights_only = util.check_type(who, "weights_only", opts.weights_only, "boolean", false)
+  self.verbose = util.check_count(who, "verbose", opts.verbose, 0)
+  local freq = opts.save_freq
+  if freq ~= nil and freq ~= "epoch" and not (math.type(freq) == "integer" and freq > 0) then
+    fail("checkpoint: save_freq must be \"epoch\" or a positive number of steps, got %s", show(freq))
+  end
+  if freq ~= nil and freq ~= "epoch" and self.save_best_only then
+    fail("checkpoint: save_best_only compares epochs' results; it cannot be used with save_freq = %d", freq)
+  end
+  self.save_freq = freq ~= "epoch" and freq or nil
+end
+
+-- The path for an epoch: "{epoch}" and "{epoch:03d}" are replaced.
+function Checkpoint:file_for(epoch)
+  return (self.path:gsub("{epoch(:?)(%d*)d?}", function(colon, width)
+    if colon == "" then return tostring(epoch) end
+    return string.format("%0" .. (width ~= "" and width or "1") .. "d", epoch)
+  end))
+end
+
+local function history_state(model)
+  local h = model.history
+  if type(h) ~= "table" or type(h.history) ~= "table" then return nil end
+  return {values = h.history, keys = h.keys or {}, epochs = h.epoch or {}}
+end
+
+local function copy_list(list)
+  local out = {}
+  for i, v in ipairs(list) do out[i] = v end
+  return out
+end
+
+-- The training checkpoint's content after `epoch` epochs and `batch` steps of the next one
+-- (fit keeps the running sums in model.fit_progress).
+function Checkpoint:state(epoch, batch)
+  local ckpt = require "tpu.checkpoint"
+  local params = self.params or {}
+  batch = batch or 0
+  local extra = {epoch = epoch, history = history_state(self.model)}
+  if type(params.train_data) == "table" then extra.data_position = ckpt.data_position(params.train_data, batch) end
+  local progress = self.model.fit_progress
+  if batch > 0 and progress and progress.sums then extra.epoch_sums = copy_list(progress.sums) end
+  if params.validation_data and type(params.validation_data) == "table" and params.validation_data._epoch then
+    extra.validation_position = ckpt.data_position(params.validation_data, 0)
+  end
+  return ckpt.training_state(self.model, extra)
+end
+
+function Checkpoint:save(epoch, logs, value, batch)
+  local path = self:file_for(epoch + ((batch or 0) > 0 and 1 or 0))
+  if self.weights_only then self.model:save(path)
+  else require("tpu.checkpoint").save(path, self:state(epoch, batch)) end
+  self.last_path, self.last_epoch = path, epoch
+  if self.verbose > 0 then
+    local why = value and string.format("%s improved to %.5f, ", self.monitor, value) or ""
+    io.stdout:write(string.format("Epoch %d: %ssaving checkpoint to %s\n", epoch, why, path))
+  end
+  return logs
+end
+
+function Checkpoint:on_train_begin()
+  self.best = nil
+  if not self.model then fail("checkpoint: no model to save (fit sets callback.model)") end
+end
+
+-- With save_freq = n: every n-th training step (counted over the whole run).
+function Checkpoint:on_batch_end(batch, logs)
+  local steps = self.model and self.model.train_steps
+  if not self.save_freq or not steps or steps % self.save_freq ~= 0 then return end
+  local progress = self.model.fit_progress or {}
+  local epoch = (progress.epoch or 1) - 1
+  self:save(epoch, logs, nil, batch)
+end
+
+function Checkpoint:on_epoch_end(epoch, logs)
+  if self.save_freq then return end
+  if not self.save_best_only then return self:save(epoch, logs) end
+  local value = util.monitored(self, "checkpoint", logs)
+  if value == nil or not util.improved(self.mode, value, self.best, 0) then return end
+  self.best = value
+  self:save(epoch, logs, value)
+end
+
+
+return Checkpoint
