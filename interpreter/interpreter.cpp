@@ -13,6 +13,7 @@
 
 #include "host_allocator.h"
 #include "lua_tensor.h"
+#include "runtime/debug_level.h"
 #include "runtime/thread_pool.h"
 #include "stdlib_embedded.h"
 
@@ -117,8 +118,7 @@ int message_handler(lua_State* L) {
     if (luaL_callmeta(L, 1, "__tostring") && lua_type(L, -1) == LUA_TSTRING) return 1;
     msg = lua_pushfstring(L, "(error object is a %s value)", luaL_typename(L, 1));
   }
-  const char* debug = std::getenv("TPUTRAIN_DEBUG");
-  if (debug && *debug && std::strcmp(debug, "0") != 0) luaL_traceback(L, L, msg, 1);
+  if (debug_level() >= 1) luaL_traceback(L, L, msg, 1);
   else lua_pushstring(L, msg);
   return 1;
 }

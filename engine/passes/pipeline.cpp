@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "passes/pass.h"
+#include "runtime/debug_level.h"
 #include "runtime/signals.h"
 
 namespace tpu {
@@ -27,13 +28,7 @@ std::span<const Pass> cleanup_passes() { return kCleanup; }
 
 namespace {
 // TPUTRAIN_DEBUG=2 prints each pass's time and the graph size after it.
-bool trace_passes() {
-  static const bool on = [] {
-    const char* v = std::getenv("TPUTRAIN_DEBUG");
-    return v && std::atoi(v) >= 2;
-  }();
-  return on;
-}
+bool trace_passes() { return debug_level() >= 2; }
 }  // namespace
 
 Graph run_pipeline(Graph g, const PipelineOptions& options) {

@@ -11,6 +11,7 @@
 #include "ops/collective.h"
 #include "ops/fusion.h"
 #include "passes/pass.h"
+#include "runtime/debug_level.h"
 #include "runtime/lockstep.h"
 #include "runtime/planner.h"
 #include "runtime/signals.h"
@@ -51,10 +52,7 @@ std::vector<OpTime> op_times() {
 // stage made of parts (the planner's) prints them on its line.
 class StageTimer {
  public:
-  StageTimer() {
-    const char* v = std::getenv("TPUTRAIN_DEBUG");
-    on_ = v && std::atoi(v) >= 2;
-  }
+  StageTimer() : on_(debug_level() >= 2) {}
   // A part of the current stage ends.
   void part(const char* name) {
     if (!on_) return;
