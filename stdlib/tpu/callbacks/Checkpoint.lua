@@ -1,7 +1,6 @@
 -- Saves a training checkpoint (or the weights) during training.
 local Callback = require "tpu.callbacks.Callback"
 local util = require "tpu.callbacks.util"
-
 local errors = require "tpu.errors"
 
 local fail, show = errors.fail, errors.show

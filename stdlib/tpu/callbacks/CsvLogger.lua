@@ -1,7 +1,6 @@
 -- Writes each epoch's logs as a line of a CSV file.
 local Callback = require "tpu.callbacks.Callback"
 local util = require "tpu.callbacks.util"
-
 local errors = require "tpu.errors"
 
 local fail, show = errors.fail, errors.show

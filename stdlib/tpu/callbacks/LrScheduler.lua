@@ -1,7 +1,6 @@
 -- Sets the learning rate before each epoch from a function of the epoch.
 local Callback = require "tpu.callbacks.Callback"
 local util = require "tpu.callbacks.util"
-
 local core = require "tpu.core"
 local errors = require "tpu.errors"
 
