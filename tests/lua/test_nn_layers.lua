@@ -297,4 +297,29 @@ function T.transformer_encoder_errors()
     'TransformerEncoder: unknown activation "swish"')
 end
 
+-- The options Dense and Conv2D share (nn/kernel_bias.lua), and those BatchNorm and LayerNorm
+-- share (nn/scale_center.lua): which weights each combination makes, and errors naming the layer.
+-- Named to run last in this file: each weight made moves the global initializer counter, and
+-- transformer_encoder_gradients's finite differences are checked on the weights it draws.
+function T.weights_of_the_shared_options()
+  local function weights(layer, shape)
+    layer(rand(shape))
+    local names = {}
+    for _, e in ipairs(layer:weight_entries()) do names[#names + 1] = e.entry.name end
+    return table.concat(names, " ")
+  end
+  check.eq(weights(nn.Dense(2, {kernel_initializer = "ones"}), {1, 3}), "kernel bias")
+  check.eq(weights(nn.Conv2D(2, 1, {use_bias = false, kernel_initializer = "ones"}), {1, 2, 2, 1}), "kernel")
+  check.eq(weights(nn.LayerNorm {center = false}, {2, 3}), "gamma")
+  check.eq(weights(nn.LayerNorm {scale = false}, {2, 3}), "beta")
+  check.eq(weights(nn.BatchNorm {scale = false, center = false}, {2, 3}), "moving_mean moving_variance")
+  check.eq(weights(nn.BatchNorm(), {2, 3}), "gamma beta moving_mean moving_variance")
+  local y = nn.LayerNorm {scale = false, center = false}(tpu.tensor {{1, 3}}):totable()
+  check.near(y[1][1], -1, 1e-3); check.near(y[1][2], 1, 1e-3)
+  check.raises(function() nn.Conv2D(2, 1, {use_bias = 1}) end, "Conv2D: use_bias must be")
+  check.raises(function() nn.Dense(2, {kernel_initializer = "nope"}) end, "Dense")
+  check.raises(function() nn.BatchNorm {epsilon = 0} end, "BatchNorm: epsilon")
+  check.raises(function() nn.LayerNorm {center = "yes"} end, "LayerNorm: center must be")
+end
+
 return T

@@ -12,6 +12,7 @@
 --
 --   nn.BatchNorm()    nn.BatchNorm {momentum = 0.9, epsilon = 1e-5, center = false, sync = true}
 local Module = require "tpu.nn.Module"
+local scale_center = require "tpu.nn.scale_center"
 local util = require "tpu.nn.util"
 
 local BatchNorm = Module:extend("BatchNorm")
@@ -24,23 +25,14 @@ function BatchNorm:__init(opts)
   util.check_options(self, opts, options)
   self:init_common(opts)
   self.momentum = util.check_range("BatchNorm", "momentum", opts.momentum or 0.99, 0, 1, true)
-  self.epsilon = util.check_positive("BatchNorm", "epsilon", opts.epsilon or 1e-3)
-  self.center = util.flag("BatchNorm", opts, "center", true)
-  self.scale = util.flag("BatchNorm", opts, "scale", true)
+  scale_center.init(self, "BatchNorm", opts)
   self.sync = util.flag("BatchNorm", opts, "sync", false)
-  self.beta_initializer = util.initializer(opts, "BatchNorm", "beta_initializer", "zeros")
-  self.gamma_initializer = util.initializer(opts, "BatchNorm", "gamma_initializer", "ones")
 end
 
 function BatchNorm:build(input_shape)
   local c = input_shape[#input_shape]
   self.input_spec = {min_ndim = 2, axes = {[-1] = c}}
-  if self.scale then
-    self:add_weight {name = "gamma", shape = {c}, initializer = self.gamma_initializer}
-  end
-  if self.center then
-    self:add_weight {name = "beta", shape = {c}, initializer = self.beta_initializer}
-  end
+  scale_center.add_weights(self, c)
   for _, w in ipairs {{"moving_mean", "zeros"}, {"moving_variance", "ones"}} do
     self:add_weight {name = w[1], shape = {c}, initializer = w[2], dtype = "f32", trainable = false}
   end
@@ -86,10 +78,7 @@ function BatchNorm:call(x, ctx)
   local xf = util.cast_float(x, "f32")
   local mean, var = self.moving_mean, self.moving_variance
   if ctx and ctx.training and self.trainable then mean, var = self:batch_statistics(xf, ctx) end
-  local y = (xf - mean) * (var + self.epsilon):rsqrt()
-  if self.scale then y = y * util.cast_float(self.gamma, "f32") end
-  if self.center then y = y + util.cast_float(self.beta, "f32") end
-  return util.cast_float(y, util.output_dtype(self.dtype_policy))
+  return scale_center.apply(self, (xf - mean) * (var + self.epsilon):rsqrt())
 end
 
 function BatchNorm:compute_output_shape(input_shape)

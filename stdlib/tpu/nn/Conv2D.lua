@@ -7,7 +7,7 @@
 -- padding "valid" (the default) keeps only full windows; "same" pads so the output
 -- has ceil(size / stride) positions.
 local Module = require "tpu.nn.Module"
-local Activation = require "tpu.nn.Activation"
+local kernel_bias = require "tpu.nn.kernel_bias"
 local util = require "tpu.nn.util"
 
 local Conv2D = Module:extend("Conv2D")
@@ -23,14 +23,7 @@ function Conv2D:__init(filters, kernel_size, opts)
   self:init_common(opts)
   self.strides = util.pair(opts.strides or 1, "Conv2D: strides")
   self.padding = util.padding(opts.padding, "Conv2D")
-  self.activation_name = type(opts.activation) == "string" and opts.activation
-                         or opts.activation and "custom" or "linear"
-  self.activation = Activation.get(opts.activation, "Conv2D")
-  self.use_bias = util.flag("Conv2D", opts, "use_bias", true)
-  self.kernel_initializer = util.initializer(opts, "Conv2D", "kernel_initializer", "glorot_uniform")
-  self.bias_initializer = util.initializer(opts, "Conv2D", "bias_initializer", "zeros")
-  self.kernel_regularizer = util.regularizer(opts, "Conv2D", "kernel_regularizer")
-  self.bias_regularizer = util.regularizer(opts, "Conv2D", "bias_regularizer")
+  kernel_bias.init(self, "Conv2D", opts)
 end
 
 function Conv2D:build(input_shape)
@@ -41,12 +34,7 @@ function Conv2D:build(input_shape)
   local c = input_shape[4]
   self.input_spec = {ndim = 4, axes = {[-1] = c}}
   local kh, kw = self.kernel_size[1], self.kernel_size[2]
-  self:add_weight {name = "kernel", shape = {kh, kw, c, self.filters},
-                   initializer = self.kernel_initializer, regularizer = self.kernel_regularizer}
-  if self.use_bias then
-    self:add_weight {name = "bias", shape = {self.filters}, initializer = self.bias_initializer,
-                     regularizer = self.bias_regularizer}
-  end
+  kernel_bias.add_weights(self, {kh, kw, c, self.filters}, {self.filters})
   self:compute_output_shape(input_shape)
 end
 

@@ -4,7 +4,7 @@
 --   nn.Dense(10, {use_bias = false, kernel_initializer = "he_normal", dtype = "f32"})
 --   nn.Dense(64, {kernel_regularizer = nn.regularizers.l2(1e-4)})
 local Module = require "tpu.nn.Module"
-local Activation = require "tpu.nn.Activation"
+local kernel_bias = require "tpu.nn.kernel_bias"
 local util = require "tpu.nn.util"
 
 local Dense = Module:extend("Dense")
@@ -20,25 +20,13 @@ function Dense:__init(units, opts)
   util.check_options(self, opts, options)
   self:init_common(opts)
   self.units = math.tointeger(units)
-  self.activation_name = type(opts.activation) == "string" and opts.activation
-                         or opts.activation and "custom" or "linear"
-  self.activation = Activation.get(opts.activation, "Dense")
-  self.use_bias = util.flag("Dense", opts, "use_bias", true)
-  self.kernel_initializer = util.initializer(opts, "Dense", "kernel_initializer", "glorot_uniform")
-  self.bias_initializer = util.initializer(opts, "Dense", "bias_initializer", "zeros")
-  self.kernel_regularizer = util.regularizer(opts, "Dense", "kernel_regularizer")
-  self.bias_regularizer = util.regularizer(opts, "Dense", "bias_regularizer")
+  kernel_bias.init(self, "Dense", opts)
 end
 
 function Dense:build(input_shape)
   local n_in = input_shape[#input_shape]
   self.input_spec = {min_ndim = 2, axes = {[-1] = n_in}}
-  self:add_weight{name = "kernel", shape = {n_in, self.units}, initializer = self.kernel_initializer,
-                  regularizer = self.kernel_regularizer}
-  if self.use_bias then
-    self:add_weight{name = "bias", shape = {self.units}, initializer = self.bias_initializer,
-                    regularizer = self.bias_regularizer}
-  end
+  kernel_bias.add_weights(self, {n_in, self.units}, {self.units})
 end
 
 function Dense:call(x, _ctx)

@@ -1,14 +1,8 @@
 -- ds:prefetch(n): prepares the next n batches while the caller's step runs.
 local Dataset = require "tpu.data.Dataset"
 local Transform = require "tpu.data.transforms.Transform"
-local args = require "tpu.data.args"
 
 local Prefetch = Transform:extend("Prefetch")
-
-function Prefetch:__init(parent, n)
-  Transform.__init(self, parent, "prefetch(" .. n .. ")")
-  self._n = n
-end
 
 function Prefetch:_stream(upstream, epoch) return upstream(epoch) end
 
@@ -35,10 +29,6 @@ end
 -- the next n batches run on a background C++ thread while the step runs (map functions
 -- still run on the caller's thread, compiled). Elsewhere (generators, text, padded_batch,
 -- a prefetch before batch) prefetch passes elements through unchanged. n = 0 turns it off.
-function Dataset:prefetch(n, extra)
-  require("tpu.errors").none(2, "prefetch", extra)
-  Dataset.check_self(self, "prefetch")
-  return Prefetch(self, args.integer(n, "prefetch", "the buffer size", 0))
-end
+Transform.counted(Prefetch, "prefetch", "the buffer size")
 
 return Prefetch

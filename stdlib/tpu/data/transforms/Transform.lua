@@ -3,6 +3,8 @@
 -- when its parent is. Subclasses define `_stream(upstream, epoch)`, where upstream(e) opens
 -- the parent's stream for epoch e: of source indices when indexed, else of elements.
 local Dataset = require "tpu.data.Dataset"
+local args = require "tpu.data.args"
+local errors = require "tpu.errors"
 
 local Transform = Dataset:extend("Transform")
 
@@ -27,6 +29,21 @@ end
 function Transform:_element_of(item)
   local source = self:_indexed()
   return source and source:get(item) or item
+end
+
+-- Makes Class a transform of one count n (take, skip, prefetch), described "name(n)" and kept
+-- in self._n, and defines ds:name(n) making it (n a non-negative integer; `what` says what
+-- it counts in errors).
+function Transform.counted(Class, name, what)
+  function Class:__init(parent, n)
+    Transform.__init(self, parent, name .. "(" .. n .. ")")
+    self._n = n
+  end
+  Dataset[name] = function(ds, n, extra)
+    errors.none(2, name, extra)
+    Dataset.check_self(ds, name)
+    return Class(ds, args.integer(n, name, what, 0))
+  end
 end
 
 return Transform
