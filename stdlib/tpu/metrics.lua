@@ -7,6 +7,7 @@
 --
 --   metrics.accuracy(labels, logits)   -- scalar f32 tensor
 --   model:compile{metrics = {"accuracy"}, ...}
+local core = require "tpu.core"
 local util = require "tpu.nn.util"
 local errors = require "tpu.errors"
 
@@ -45,8 +46,7 @@ end
 -- Sum of v (leading axis: examples) and its element count, each example weighted.
 local function weighted_sum(v, weights)
   if not weights then
-    local tpu = require "tpu"
-    return v:sum(), tpu.tensor(util.numel(v.shape), {dtype = "f32"})
+    return v:sum(), core.tensor(util.numel(v.shape), {dtype = "f32"})
   end
   local shape = {v.shape[1]}
   for i = 2, v.ndim do shape[i] = 1 end
@@ -120,9 +120,8 @@ function M.get(m, extra)
   end
   if type(m) == "function" then
     return M.define {name = "metric", partial = function(y_true, y_pred)  -- batch-size weighted
-      local tpu = require "tpu"
       local n = y_pred.shape[1]
-      return m(y_true, y_pred):cast("f32") * n, tpu.tensor(n, {dtype = "f32"})
+      return m(y_true, y_pred):cast("f32") * n, core.tensor(n, {dtype = "f32"})
     end}
   end
   util.fail("unknown metric %s (expected a metric or one of: accuracy, top_k_accuracy, mse)",

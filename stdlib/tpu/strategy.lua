@@ -5,6 +5,7 @@
 --   local strategy = tpu.strategy.TPU {cores = 8, version = "v3"}
 --   do local _ <close> = strategy:scope(); model = ... end
 --   local out = strategy:run(step, params, strategy:shard(x))
+local tpu = require "tpu"  -- no cycle: tpu loads strategy on first use, after its own file has run
 local core = require "tpu.core"
 local class = require "tpu.class"
 local jit = require "tpu.jit"
@@ -278,7 +279,7 @@ function M.multi_worker(opts)
   if rank ~= 0 then
     print = function() end
     io.write = function() return io.stdout end
-    require("tpu").warn = function() end
+    tpu.warn = function() end
   end
   return s
 end
@@ -301,7 +302,7 @@ end
 -- tpu.all_reduce(x, "sum"|"mean") inside a replicated step.
 function M.all_reduce(x, op, extra)
   require("tpu.errors").none(3, "all_reduce", extra)
-  return require("tpu").all_reduce(x, op)
+  return tpu.all_reduce(x, op)
 end
 
 return M

@@ -6,7 +6,8 @@ local modules = {
   "tpu.advisor", "tpu.losses", "tpu.metrics", "tpu.checkpoint", "tpu.callbacks", "tpu.plot",
   "tpu.interrupt", "tpu.strategy", "tpu.mixed_precision", "tpu.nn", "tpu.nn.util",
   "tpu.nn.training", "tpu.nn.initializers", "tpu.nn.nonfinite", "tpu.nn.persistence",
-  "tpu.optim", "tpu.optim.Optimizer", "tpu.data", "tpu.data.sources", "tpu.data.structure",
+  "tpu.nn.Module", "tpu.nn.Node", "tpu.nn.Dropout", "tpu.optim", "tpu.optim.Optimizer",
+  "tpu.optim.schedule", "tpu.callbacks.util", "tpu.data", "tpu.data.sources", "tpu.data.structure",
 }
 local keep = {["tpu.core"] = true, ["tpu.options"] = true}
 

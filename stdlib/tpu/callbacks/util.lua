@@ -1,5 +1,6 @@
 -- What the callbacks share: their option checks (Keras's names included) and the monitored
 -- quantity (its value in the logs, its direction, whether it improved).
+local tpu = require "tpu"  -- for tpu.warn, which a script may replace
 local errors = require "tpu.errors"
 
 local fail, show = errors.fail, errors.show
@@ -74,7 +75,7 @@ function M.monitored(cb, who, logs)
     for k in pairs(logs or {}) do names[#names + 1] = k end
     table.sort(names)
     local hint = cb.monitor:match("^val_") and " (val_ values need validation_data in fit)" or ""
-    require("tpu").warn(string.format("%s: '%s' is not in the epoch's logs (available: %s)%s\n",
+    tpu.warn(string.format("%s: '%s' is not in the epoch's logs (available: %s)%s\n",
       who, cb.monitor, #names > 0 and table.concat(names, ", ") or "none", hint))
   end
   return nil

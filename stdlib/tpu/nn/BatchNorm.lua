@@ -11,6 +11,7 @@
 -- normalizes with the statistics of the whole global batch instead.
 --
 --   nn.BatchNorm()    nn.BatchNorm {momentum = 0.9, epsilon = 1e-5, center = false, sync = true}
+local core = require "tpu.core"
 local Module = require "tpu.nn.Module"
 local scale_center = require "tpu.nn.scale_center"
 local util = require "tpu.nn.util"
@@ -58,7 +59,7 @@ function BatchNorm:batch_statistics(xf, ctx)
   local w = ctx.sample_weight
   local rows = w and w:reshape(shape)
   local per_row = util.numel(xf.shape) // (xf.shape[1] * xf.shape[xf.ndim])
-  local count = (w and w:sum() or require("tpu").tensor(xf.shape[1] + 0.0)) * per_row
+  local count = (w and w:sum() or core.tensor(xf.shape[1] + 0.0)) * per_row
   local mean, var = statistics(xf, axes, rows, count, identity)  -- this core's rows
   local moving_mean, moving_var = mean, var
   local reduce = ctx.cross_replica

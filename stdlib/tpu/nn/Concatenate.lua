@@ -1,5 +1,6 @@
 -- Joins a list of tensors along one axis: nn.Concatenate {axis = -1} {a, b}. The axis is
 -- 1-based like every axis in tpu (1 is the batch axis, -1 the last; the default).
+local core = require "tpu.core"
 local Module = require "tpu.nn.Module"
 local util = require "tpu.nn.util"
 
@@ -45,7 +46,7 @@ end
 
 function Concatenate:call(xs, _ctx)
   self:merged(util.shape_of(xs))
-  return require("tpu").concat(xs, util.axis(self.axis, xs[1].ndim))
+  return core.concat(xs, util.axis(self.axis, xs[1].ndim))
 end
 
 function Concatenate:compute_output_shape(input_shape)

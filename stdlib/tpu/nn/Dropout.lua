@@ -5,6 +5,8 @@
 --
 --   nn.Dropout(0.5)
 --   layer(x, {training = true, key = tpu.random.key(1)})      -- eager use
+local core = require "tpu.core"
+local random = require "tpu.random"
 local Module = require "tpu.nn.Module"
 local util = require "tpu.nn.util"
 
@@ -19,9 +21,8 @@ end
 
 -- x with dropout of `rate` using `key` (also used by MultiHeadAttention on its weights).
 function Dropout.apply(x, rate, key)
-  local tpu = require "tpu"
-  local keep = tpu.random.bernoulli(key, 1 - rate, x.shape)
-  return tpu.where(keep, x * (1 / (1 - rate)), 0)
+  local keep = random.bernoulli(key, 1 - rate, x.shape)
+  return core.where(keep, x * (1 / (1 - rate)), 0)
 end
 
 function Dropout:call(x, ctx)

@@ -25,6 +25,7 @@
 -- partial batch to the static size; statistics over the batch must weigh rows by it) and
 -- `ctx.cross_replica` (sums a tensor over the cores of a replicated step; nil on one core).
 -- Called on symbolic tensors (nn.Input), a layer records a node of a functional model instead.
+local tpu = require "tpu"  -- no cycle: tpu loads nn on first use, after tpu's own file has run
 local class = require "tpu.class"
 local util = require "tpu.nn.util"
 local initializers = require "tpu.nn.initializers"
@@ -175,7 +176,7 @@ function Module:__call(x, ctx)
   self:check_input(x)
   if util.is_tensor(x) then self.input_dtype = x.dtype end  -- for summary's costs
   -- Nodes traced in call carry the layer's name (HBM report, profile, summary's costs).
-  local _ <close> = require("tpu").scope(self.name)
+  local _ <close> = tpu.scope(self.name)
   local y = self:call(x, ctx or {training = false})
   self.output_shape = util.shape_of(y)
   return y
@@ -188,7 +189,6 @@ end
 -- Default output shape: run the layer once eagerly on zeros (layers override this cheaply).
 -- input_shape is a shape or a list of shapes (several inputs).
 function Module:compute_output_shape(input_shape)
-  local tpu = require "tpu"
   local function zeros(s)
     if type(s[1]) == "table" then
       local list = {}

@@ -11,6 +11,7 @@
 -- its dtype, its name and `call = {layer=, inputs=<tree>, outputs=<node or list>}` (nil for an
 -- input). Shapes and dtypes come from running the layer eagerly on zeros of that shape.
 local class = require "tpu.class"
+local core = require "tpu.core"
 local util = require "tpu.nn.util"
 
 local Node = class("Node")
@@ -36,7 +37,6 @@ for _, op in ipairs {"__add", "__sub", "__mul", "__div", "__unm", "__pow"} do
   Node[op] = not_a_tensor("arithmetic")
 end
 getmetatable(Node).__index = function(_, key)
-  local core = require("tpu").core
   if type(key) == "string" and core.Tensor[key] then
     return not_a_tensor(string.format("the tensor method '%s'", key))
   end
@@ -89,11 +89,10 @@ end
 
 -- Runs the layer eagerly on zeros shaped like the nodes (-1 sizes become `size`).
 local function probe(layer, x, size)
-  local tpu = require "tpu"
   local zeros = Node.map(x, function(n)
     local shape = {}
     for i, d in ipairs(n.shape) do shape[i] = d == -1 and size or d end
-    return tpu.zeros(shape, {dtype = n.dtype})
+    return core.zeros(shape, {dtype = n.dtype})
   end)
   return layer(zeros, {training = false})
 end

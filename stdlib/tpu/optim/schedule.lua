@@ -8,6 +8,7 @@
 --   optim.AdamW {lr = optim.schedule.warmup {warmup_steps = 500, after = cosine}}
 -- A schedule is callable: sched(step) with an i32 tensor gives an f32 tensor; sched:value(n)
 -- gives a number.
+local core = require "tpu.core"
 local util = require "tpu.nn.util"
 
 local M = {}
@@ -20,8 +21,7 @@ Schedule.__tostring = function(self) return self.text end
 function Schedule:initial() return self.lr end
 
 function Schedule:value(n)
-  local tpu = require "tpu"
-  return self(tpu.tensor(n, {dtype = "i32"})):item()
+  return self(core.tensor(n, {dtype = "i32"})):item()
 end
 
 local function make(lr, text, fn)
@@ -91,8 +91,7 @@ function M.warmup(opts, extra)
   return make(lr, text, function(step)
     local warm = (step + 1):minimum(steps) * (lr / steps)
     if not after then return warm end
-    local tpu = require "tpu"
-    return tpu.where(step:lt(steps), warm, after.fn((step - steps):maximum(0)))
+    return core.where(step:lt(steps), warm, after.fn((step - steps):maximum(0)))
   end)
 end
 
