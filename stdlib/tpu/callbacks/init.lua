@@ -32,11 +32,9 @@ local fail, show = errors.fail, errors.show
 
 local M = {}
 
-M.Callback = require "tpu.callbacks.Callback"
-M.EarlyStopping = require "tpu.callbacks.EarlyStopping"
-M.Checkpoint = require "tpu.callbacks.Checkpoint"
-M.CsvLogger = require "tpu.callbacks.CsvLogger"
-M.LrScheduler = require "tpu.callbacks.LrScheduler"
+for _, name in ipairs {"Callback", "EarlyStopping", "Checkpoint", "CsvLogger", "LrScheduler"} do
+  M[name] = require("tpu.callbacks." .. name)
+end
 
 -- fit's callback list, ready to call: each one gets set_model(model) and set_params(params)
 -- (plain tables with hook functions get the fields model and params).
