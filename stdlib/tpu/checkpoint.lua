@@ -44,7 +44,8 @@ local FORMAT_CHECKPOINT = "checkpoint/1"
 local core = require "tpu.core"
 local random = require "tpu.random"
 
-local fail = require("tpu.errors").fail
+local errors = require "tpu.errors"
+local fail = errors.fail
 
 local function is_tensor(v) return core.is_tensor(v) end
 
@@ -228,9 +229,10 @@ local function check_state(state, what)
 end
 
 -- tpu.checkpoint.save(path, state)
-function M.save(path, state)
+function M.save(path, state, extra)
   local what = "tpu.checkpoint.save"
   check_path(path, what)
+  errors.none(3, what, extra)
   check_state(state, what)
   local meta = {["tputrain.format"] = FORMAT_CHECKPOINT}
   local out = {}
@@ -276,10 +278,11 @@ local function make_key(data)
 end
 
 -- tpu.checkpoint.load(path[, {model = m}]) -> state
-function M.load(path, opts)
+function M.load(path, opts, extra)
   local what = "tpu.checkpoint.load"
   check_path(path, what)
-  opts = opts or {}
+  opts = errors.options(2, what, opts, {"model"})
+  errors.none(3, what, extra)
   local tensors, meta, names = core.load_safetensors(path)
   check_format(meta, path, what)
   local state, models, ctx = {}, {}, {what = what, path = path}

@@ -37,9 +37,11 @@ end
 local options = package.loaded["tpu.options"] or {}
 local current = options.bf16 and policies.mixed_bfloat16 or policies.float32
 
-local where = require("tpu.errors").where
+local errors = require "tpu.errors"
+local where = errors.where
 
-function M.set_policy(name)
+function M.set_policy(name, extra)
+  errors.none(2, "set_policy", extra)
   local p = type(name) == "string" and policies[name]
   if not p then
     error(where() .. "unknown mixed-precision policy " ..
@@ -50,7 +52,8 @@ function M.set_policy(name)
 end
 
 -- {name, compute_dtype, variable_dtype} of the global policy.
-function M.policy()
+function M.policy(extra)
+  errors.none(1, "policy", extra)
   return copy(current)
 end
 

@@ -12,7 +12,8 @@ local M = {}
 
 local core = require "tpu.core"
 
-local fail = require("tpu.errors").fail
+local errors = require "tpu.errors"
+local fail = errors.fail
 
 local PANEL_W, PANEL_H = 460, 320
 local MARGIN = {left = 64, right = 24, top = 40, bottom = 52}
@@ -215,8 +216,9 @@ local function draw_panel(out, p, data, ox, oy)
 end
 
 -- The SVG text for a history (see the top of the file).
-function M.svg(history, opts)
-  opts = opts or {}
+function M.svg(history, opts, extra)
+  opts = errors.options(2, "plot.svg", opts, {"title"})
+  errors.none(3, "plot.svg", extra)
   local data = from_history(history)
   local list = panels(data)
   if #list == 0 or data.n == 0 then fail("plot: the history has no values to plot (did fit run?)") end
@@ -243,8 +245,10 @@ local function check_path(path, who)
 end
 
 -- Writes the SVG of a history to path (atomically) and returns the path.
-function M.history(history, path, opts)
+function M.history(history, path, opts, extra)
   check_path(path, "plot.history")
+  errors.options(3, "plot.history", opts, {"title"})
+  errors.none(4, "plot.history", extra)
   core.write_file_atomic(path, M.svg(history, opts))
   return path
 end
@@ -269,7 +273,9 @@ local function parse_number(s, file, line_no, column)
 end
 
 -- The history held by a csv_logger file.
-function M.read_csv(path)
+function M.read_csv(path, extra)
+  errors.check(1, "plot.read_csv", path, "string")
+  errors.none(2, "plot.read_csv", extra)
   local f, err = io.open(path, "rb")
   if not f then fail("plot: cannot read %s", err) end
   local header = (f:read("l") or ""):gsub("\r$", "")
@@ -305,9 +311,11 @@ function M.read_csv(path)
 end
 
 -- tputrain plot log.csv out.svg
-function M.csv(csv_path, svg_path, opts)
+function M.csv(csv_path, svg_path, opts, extra)
   check_path(csv_path, "plot.csv")
   check_path(svg_path, "plot.csv")
+  errors.options(3, "plot.csv", opts, {"title"})
+  errors.none(4, "plot.csv", extra)
   return M.history(M.read_csv(csv_path), svg_path, opts)
 end
 

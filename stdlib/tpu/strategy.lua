@@ -9,6 +9,7 @@ local tpu = require "tpu"  -- no cycle: tpu loads strategy on first use, after i
 local core = require "tpu.core"
 local class = require "tpu.class"
 local jit = require "tpu.jit"
+local errors = require "tpu.errors"
 
 local M = {}
 
@@ -158,7 +159,6 @@ function Strategy:distribute(ds)
 end
 
 function M.TPU(opts, extra)
-  local errors = require "tpu.errors"
   errors.none(2, "TPU", extra)
   return Strategy(errors.options(1, "TPU", opts, {"cores", "version"}))
 end
@@ -268,8 +268,9 @@ end
 -- with its own cores; all-reduces span the processes (summed in rank order, so every worker
 -- holds the same weights); each worker takes its rows of every global batch; only rank 0
 -- prints.
-function M.multi_worker(opts)
-  opts = opts or {}
+function M.multi_worker(opts, extra)
+  opts = errors.options(1, "multi_worker", opts, {"cores", "version"})
+  errors.none(2, "multi_worker", extra)
   local rank, size = core.mpi_init()
   local s = Strategy {cores = opts.cores or 1, version = opts.version, workers = size, rank = rank}
   if size > 1 then

@@ -139,7 +139,33 @@ local function make_specs(dir)
     PerReplica = "made by strategy:run for its per-replica results",
     Strategy = {{cores = 1}, opts = 1}, TPU = {{cores = 1}, opts = 1}, all_reduce = {x, "sum"},
     auto = {}, current = {}, default = {},
-    multi_worker = "its checks come with the multi-worker fingerprint work of this issue (another branch)",
+    multi_worker = {opts = 1, run = false},  -- the working call would start MPI in this process
+  }
+
+  local log = data_util.write(dir .. "/log.csv", "epoch,loss\n1,0.5\n2,0.25\n")
+  local history = tpu.plot.read_csv(log)
+  specs.plot = {
+    csv = {log, dir .. "/p.svg", opts = 3}, history = {history, dir .. "/h.svg", opts = 3},
+    read_csv = {log}, svg = {history, opts = 2},
+  }
+
+  specs.mixed_precision = {
+    set_policy = {"float32"}, policy = {},
+    layer_policy = "layers call it with their dtype option; it returns nil and a message for the layer to raise",
+  }
+
+  local state = {model = {w = x}, step = 3}
+  tpu.checkpoint.save(dir .. "/state.ckpt", state)  -- for load, which the test may call first
+  specs.checkpoint = {
+    save = {dir .. "/state.ckpt", state}, load = {dir .. "/state.ckpt", opts = 2},
+    save_tensors = "tpu.save (its entry is in the tpu group)",
+    load_tensors = "tpu.load (its entry is in the tpu group)",
+    data_position = "fit's resume support, called with its own data set and counts",
+    restore_data_position = "fit's resume support, called with its own data set and position",
+    resume_iter = "fit's resume support, called with its own data set and position",
+    training_state = "fit's checkpoint callback, called with its own model",
+    restore_training = "fit's resume support, called with its own model and state",
+    resume_fit = "fit{resume=}, called by fit with its own arguments",
   }
 
   specs.callbacks = {
@@ -167,9 +193,7 @@ local not_here = {
     random = "its own group", nn = "its own group", data = "its own group", optim = "its own group",
     losses = "its own group", metrics = "its own group", strategy = "its own group",
     callbacks = "its own group",
-    mixed_precision = "not in this test's list (issue 13 names the modules)",
-    checkpoint = "not in this test's list (issue 13 names the modules)",
-    plot = "not in this test's list (issue 13 names the modules)",
+    mixed_precision = "its own group", checkpoint = "its own group", plot = "its own group",
   },
 }
 
@@ -213,6 +237,7 @@ end
 local modules = {
   tpu = tpu, nn = nn, data = data, optim = tpu.optim, losses = tpu.losses, metrics = tpu.metrics,
   random = tpu.random, strategy = tpu.strategy, callbacks = tpu.callbacks,
+  mixed_precision = tpu.mixed_precision, checkpoint = tpu.checkpoint, plot = tpu.plot,
 }
 
 local function function_list(group)
@@ -309,7 +334,7 @@ local function check_group(group)
 end
 
 for _, group in ipairs {"tpu", "tensor", "nn", "data", "dataset", "optim", "losses", "metrics",
-                        "random", "strategy", "callbacks"} do
+                        "random", "strategy", "callbacks", "mixed_precision", "checkpoint", "plot"} do
   T["every function of " .. group .. " checks its arguments"] = function()
     local dir = data_util.temp_dir()
     specs = make_specs(dir)
