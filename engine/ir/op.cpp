@@ -43,16 +43,6 @@ std::string operand_count_problem(Op op, size_t given) {
   return std::string(op_name(op)) + " takes " + wanted + ", given " + std::to_string(given);
 }
 
-std::string_view cmp_name(Cmp c) {
-  constexpr std::array<std::string_view, 6> names = {"lt", "le", "gt", "ge", "eq", "ne"};
-  return names[size_t(c)];
-}
-
-std::string_view reduce_name(ReduceKind k) {
-  constexpr std::array<std::string_view, 3> names = {"sum", "max", "min"};
-  return names[size_t(k)];
-}
-
 const Dims& Attrs::dims2() const {
   static const Dims none;
   return rare_ ? rare_->dims2 : none;

@@ -38,9 +38,6 @@ std::string operand_count_problem(Op op, size_t given);
 enum class Cmp : uint8_t { lt, le, gt, ge, eq, ne };
 enum class ReduceKind : uint8_t { sum, max, min };
 
-std::string_view cmp_name(Cmp c);
-std::string_view reduce_name(ReduceKind k);
-
 // The spatial window of conv and reduce_window over dims 1 and 2 (H, W) of NHWC tensors,
 // one entry per spatial dim: window size, stride, lhs (input) dilation, rhs (window)
 // dilation, and padding before and after the dilated input (negative padding crops).

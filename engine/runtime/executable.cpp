@@ -35,7 +35,6 @@ std::mutex times_mutex;  // guards times
 }  // namespace
 
 void set_op_profiling(bool on) { profiling = on; }
-bool op_profiling() { return profiling; }
 
 std::vector<OpTime> op_times() {
   std::vector<OpTime> r;

@@ -110,7 +110,6 @@ extern int cross_process_count;  // processes taking part (1 without multi-worke
 
 // Per-op execution time, collected while profiling is on (for --profile).
 void set_op_profiling(bool on);
-bool op_profiling();
 struct OpTime {
   std::string op;
   double seconds = 0;

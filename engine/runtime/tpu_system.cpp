@@ -25,8 +25,6 @@ const TpuVersion* find_tpu_version(std::string_view name) {
   return nullptr;
 }
 
-const TpuVersion& default_tpu_version() { return kVersions[1]; }
-
 std::string format_bytes(double bytes) {
   char buf[32];
   if (bytes >= GiB) std::snprintf(buf, sizeof buf, "%.2f GiB", bytes / GiB);

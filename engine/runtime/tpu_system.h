@@ -19,7 +19,6 @@ struct TpuVersion {
 
 // v2, v3 or v4; nullptr otherwise.
 const TpuVersion* find_tpu_version(std::string_view name);
-const TpuVersion& default_tpu_version();  // v3
 
 // "" when the executable fits one core of `v`; otherwise the ResourceExhausted text: needed vs
 // capacity, the five largest buffers with their type, padded size and where they were made.
