@@ -18,8 +18,8 @@ struct GemmShape {
   bool ta = false, tb = false;
 };
 
-// f32 x f32 -> f32: oneDNN's f32 matmul where the build has it (about 1.3x Eigen's rate on the
-// MLP's shapes, bench/gemm.cpp), else Eigen; A^T B with a short inner dimension (a replica's
+// f32 x f32 -> f32: oneDNN's f32 matmul where the build has it (faster than Eigen on the MLP's
+// shapes, bench/gemm.cpp), else Eigen; A^T B with a short inner dimension (a replica's
 // weight gradient) has a kernel of its own, kernels/gemm_small_k.h.
 void gemm_f32(const GemmShape& s, const float* a, const float* b, float* c);
 // The sum of parts' products, C = op(A[0]) op(B[0]) + op(A[1]) op(B[1]) + ..., added in part

@@ -116,9 +116,9 @@ bool onednn_native_bf16() {
 
 // With AMX tiles, and on AMD's AVX512_BF16 cores (Zen 4), whose bf16 dot products run at twice
 // the f32 FMA rate. Intel cores with AVX512_BF16 but without AMX (none, or hidden by the
-// hypervisor) run VDPBF16PS at half the f32 FMA rate (bench/fma_peak.cpp on 2 such cores: 171
-// against 351 GFLOP/s): there the f32 primitives on widened operands win (the CNN's bf16 step
-// 3.9k -> 5.9k samples/s, the MLP's 36k -> 49k). The products are the same exact ones.
+// hypervisor) run VDPBF16PS below the f32 FMA rate (bench/fma_peak.cpp measures both): there
+// the f32 primitives on widened operands win, for the CNN's and the MLP's bf16 steps alike.
+// The products are the same exact ones.
 bool onednn_fast_bf16() {
   if (!onednn_native_bf16()) return false;
   const unsigned amx = unsigned(dnnl::cpu_isa::avx512_core_amx);

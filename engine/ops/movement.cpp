@@ -114,8 +114,8 @@ void ref_transpose(const Node& n, std::span<const Tensor* const> in, Tensor& out
 // Swapping the last two dims (the transposed weights of passes/dot_layout.cpp): each task
 // takes kTile columns of the operand, that is kTile rows of the result, in square tiles: the
 // result's rows fill front to back while the operand is read in 64-byte strips. (Tasks over
-// the operand's rows instead wrote every result row in scattered 64-byte pieces, at half the
-// speed: 512x512, 112 against 52 us on a core.) A narrow operand (few column tiles) also
+// the operand's rows instead wrote every result row in scattered 64-byte pieces, and ran
+// slower.) A narrow operand (few column tiles) also
 // splits its rows, so every thread gets work. 4-byte elements go through 8x8 blocks in vector
 // registers where the CPU has AVX; other permutations take the reference kernel.
 constexpr int64_t kTile = 16;

@@ -1,8 +1,8 @@
 // Dot layout: a product of few rows with a transposed parameter, dot(a, w, tb) where `a` has
 // at most kFewRows rows (a replica's share of a batch: the input gradient of a Dense layer),
-// becomes dot(a, transpose(w)). The GEMM kernels run such a product at about half their rate
-// with w transposed (bench/gemm.cpp, 32x512x512: 57 against 107 GFLOP/s per core), and the
-// transpose is one pass over w per step; under replication w is the same on every replica, so
+// becomes dot(a, transpose(w)). The GEMM kernels run such a product well below their rate
+// with w transposed (bench/gemm.cpp compares the layouts), and the transpose is one pass over
+// w per step; under replication w is the same on every replica, so
 // the transpose runs once and every replica reads it. The rule looks at the graph alone (not
 // at the replica count), so N workers x 1 core and 1 process x N cores still run the same
 // kernels on the same shapes.

@@ -1,8 +1,8 @@
 // Subnormal floats are flushed to zero, as TPU arithmetic does: FTZ (results) and DAZ (inputs)
 // in the SSE/AVX control register. It also keeps steps fast: x86 takes a microcode assist for
 // every subnormal operand or result, and a model's small gradients and Adam's squared moments
-// drift into that range after a few epochs (the Fashion-MNIST MLP's steps got 17% slower from
-// its fourth epoch on). Every thread that computes runs in this mode, so results do not depend
+// drift into that range after a few epochs (the Fashion-MNIST MLP's steps slowed down from its
+// fourth epoch on). Every thread that computes runs in this mode, so results do not depend
 // on which thread computed them.
 #pragma once
 
