@@ -14,7 +14,7 @@
 #include <optional>
 #include <vector>
 
-#include "core/error.h"
+#include "data/byte_source.h"
 
 namespace tpu {
 
@@ -41,50 +41,13 @@ constexpr std::array<IdxType, 6> kTypes{{
     {0x0E, "f64", 8, DType::f32},
 }};
 
-[[noreturn]] void fail(const std::string& path, const std::string& what) {
-  throw Error(path + ": " + what);
-}
-
 std::string hex_byte(std::byte b) {
   char s[8];
   std::snprintf(s, sizeof s, "0x%02X", unsigned(b));
   return s;
 }
 
-// ---- byte sources: a plain file or a gzip stream ----
-
-class ByteSource {
- public:
-  virtual ~ByteSource() = default;
-  // Fills `out` completely unless the input ends first; returns the count read.
-  virtual size_t read(std::span<std::byte> out) = 0;
-  // Bytes not yet read, when the source can tell (plain regular files).
-  virtual std::optional<uint64_t> remaining() const = 0;
-};
-
-class PlainFile : public ByteSource {
- public:
-  PlainFile(const std::string& path, std::optional<uint64_t> size) : path_(path), left_(size) {
-    file_.reset(std::fopen(path.c_str(), "rb"));
-    if (!file_) fail(path, std::string("cannot open: ") + std::strerror(errno));
-  }
-  size_t read(std::span<std::byte> out) override {
-    size_t n = std::fread(out.data(), 1, out.size(), file_.get());
-    if (n < out.size() && std::ferror(file_.get()))
-      fail(path_, std::string("read error: ") + std::strerror(errno));
-    if (left_) *left_ -= std::min<uint64_t>(*left_, n);
-    return n;
-  }
-  std::optional<uint64_t> remaining() const override { return left_; }
-
- private:
-  struct Closer {
-    void operator()(std::FILE* f) const { std::fclose(f); }
-  };
-  std::string path_;
-  std::optional<uint64_t> left_;
-  std::unique_ptr<std::FILE, Closer> file_;
-};
+// ---- byte sources: a plain file (data/byte_source.h) or a gzip stream ----
 
 class GzipFile : public ByteSource {
  public:
@@ -92,7 +55,7 @@ class GzipFile : public ByteSource {
     errno = 0;
     file_.reset(gzopen(path.c_str(), "rb"));
     if (!file_)
-      fail(path, std::string("cannot open: ") + (errno ? std::strerror(errno) : "out of memory"));
+      fail_file(path, std::string("cannot open: ") + (errno ? std::strerror(errno) : "out of memory"));
   }
   size_t read(std::span<std::byte> out) override {
     size_t got = 0;
@@ -118,9 +81,9 @@ class GzipFile : public ByteSource {
   [[noreturn]] void fail_zlib() {
     int err = Z_OK;
     const char* msg = gzerror(file_.get(), &err);
-    if (err == Z_ERRNO) fail(path_, std::string("read error: ") + std::strerror(errno));
-    if (err == Z_BUF_ERROR) fail(path_, "truncated gzip file: the compressed stream ends early");
-    fail(path_, "corrupt gzip file: " + strip_path(msg ? msg : ""));
+    if (err == Z_ERRNO) fail_file(path_, std::string("read error: ") + std::strerror(errno));
+    if (err == Z_BUF_ERROR) fail_file(path_, "truncated gzip file: the compressed stream ends early");
+    fail_file(path_, "corrupt gzip file: " + strip_path(msg ? msg : ""));
   }
   // zlib's messages start with "path: ".
   std::string strip_path(std::string msg) const {
@@ -142,16 +105,16 @@ std::unique_ptr<ByteSource> open_source(const std::string& path) {
   namespace fs = std::filesystem;
   std::error_code ec;
   fs::file_status st = fs::status(path, ec);
-  if (st.type() == fs::file_type::not_found) fail(path, "file not found");
-  if (ec) fail(path, "cannot access: " + ec.message());
-  if (fs::is_directory(st)) fail(path, "is a directory, not an IDX file");
+  if (st.type() == fs::file_type::not_found) fail_file(path, "file not found");
+  if (ec) fail_file(path, "cannot access: " + ec.message());
+  if (fs::is_directory(st)) fail_file(path, "is a directory, not an IDX file");
   if (ends_with_gz(path)) return std::make_unique<GzipFile>(path);
   std::optional<uint64_t> size;
   if (fs::is_regular_file(st)) {
     uint64_t s = fs::file_size(path, ec);
     if (!ec) size = s;
   }
-  return std::make_unique<PlainFile>(path, size);
+  return std::make_unique<FileSource>(path, size);
 }
 
 // ---- header ----
@@ -162,17 +125,11 @@ struct Header {
   uint64_t data_bytes;
 };
 
-uint64_t load_be(const std::byte* p, size_t n) {
-  uint64_t v = 0;
-  for (size_t i = 0; i < n; ++i) v = (v << 8) | uint64_t(p[i]);
-  return v;
-}
-
 const IdxType& idx_type(uint8_t code, const std::string& path) {
   for (const IdxType& t : kTypes)
     if (t.code == code) return t;
-  fail(path, "unknown IDX type code " + hex_byte(std::byte(code)) +
-                 " (expected 0x08 u8, 0x09 i8, 0x0B i16, 0x0C i32, 0x0D f32 or 0x0E f64)");
+  fail_file(path, "unknown IDX type code " + hex_byte(std::byte(code)) +
+                      " (expected 0x08 u8, 0x09 i8, 0x0B i16, 0x0C i32, 0x0D f32 or 0x0E f64)");
 }
 
 std::string declared(const Header& h) {
@@ -182,13 +139,13 @@ std::string declared(const Header& h) {
 Shape read_dims(ByteSource& src, unsigned rank, const std::string& path) {
   std::vector<std::byte> raw(4 * rank);
   if (src.read(raw) < raw.size())
-    fail(path, "truncated IDX header: expected " + std::to_string(rank) + " dimension sizes");
+    fail_file(path, "truncated IDX header: expected " + std::to_string(rank) + " dimension sizes");
   Shape shape(rank);
   for (unsigned i = 0; i < rank; ++i) {
-    uint64_t d = load_be(&raw[4 * i], 4);
+    uint64_t d = load_uint(&raw[4 * i], 4, true);
     std::string which = "dimension " + std::to_string(i + 1) + " of " + std::to_string(rank);
-    if (d == 0) fail(path, which + " is 0 (empty IDX arrays are not supported)");
-    if (d > kMaxDim) fail(path, which + " is " + std::to_string(d) + ", too large");
+    if (d == 0) fail_file(path, which + " is 0 (empty IDX arrays are not supported)");
+    if (d > kMaxDim) fail_file(path, which + " is " + std::to_string(d) + ", too large");
     shape[i] = int64_t(d);
   }
   return shape;
@@ -196,11 +153,11 @@ Shape read_dims(ByteSource& src, unsigned rank, const std::string& path) {
 
 uint64_t data_bytes(const Header& h, const std::string& path) {
   if (std::string fault = shape_fault(h.shape); !fault.empty())
-    fail(path, "IDX header declares " + declared(h) + ", whose shape " + fault);
+    fail_file(path, "IDX header declares " + declared(h) + ", whose shape " + fault);
   uint64_t bytes = h.type->bytes;
   for (int64_t d : h.shape) {
     if (bytes > kMaxBytes / uint64_t(d))
-      fail(path, "IDX header declares " + declared(h) + ", more than 1 TiB of data");
+      fail_file(path, "IDX header declares " + declared(h) + ", more than 1 TiB of data");
     bytes *= uint64_t(d);
   }
   return bytes;
@@ -210,14 +167,14 @@ Header read_header(ByteSource& src, const std::string& path) {
   std::array<std::byte, 4> magic{};
   size_t n = src.read(magic);
   if (n < magic.size())
-    fail(path, "not an IDX file: only " + std::to_string(n) + " bytes long");
+    fail_file(path, "not an IDX file: only " + std::to_string(n) + " bytes long");
   if (magic[0] != std::byte{0} || magic[1] != std::byte{0})
-    fail(path, "not an IDX file: starts with bytes " + hex_byte(magic[0]) + " " +
-                   hex_byte(magic[1]) + " instead of 0x00 0x00");
+    fail_file(path, "not an IDX file: starts with bytes " + hex_byte(magic[0]) + " " +
+                        hex_byte(magic[1]) + " instead of 0x00 0x00");
   Header h{&idx_type(uint8_t(magic[2]), path), {}, 0};
   unsigned rank = unsigned(magic[3]);
   if (rank == 0 || rank > kMaxRank)
-    fail(path, "unsupported IDX rank " + std::to_string(rank) + " (expected 1 to 8 dimensions)");
+    fail_file(path, "unsupported IDX rank " + std::to_string(rank) + " (expected 1 to 8 dimensions)");
   h.shape = read_dims(src, rank, path);
   h.data_bytes = data_bytes(h, path);
   return h;
@@ -226,13 +183,13 @@ Header read_header(ByteSource& src, const std::string& path) {
 // ---- payload ----
 
 [[noreturn]] void fail_truncated(const Header& h, uint64_t found, const std::string& path) {
-  fail(path, "truncated IDX file: expected " + std::to_string(h.data_bytes) +
-                 " bytes of data for " + declared(h) + ", found " + std::to_string(found));
+  fail_file(path, "truncated IDX file: expected " + std::to_string(h.data_bytes) +
+                      " bytes of data for " + declared(h) + ", found " + std::to_string(found));
 }
 
 [[noreturn]] void fail_trailing(const Header& h, std::string extra, const std::string& path) {
-  fail(path, "trailing garbage: " + extra + " after the " + std::to_string(h.data_bytes) +
-                 " bytes of data declared by the header (" + declared(h) + ")");
+  fail_file(path, "trailing garbage: " + extra + " after the " + std::to_string(h.data_bytes) +
+                      " bytes of data declared by the header (" + declared(h) + ")");
 }
 
 // Reads exactly the declared bytes. Sizes are checked before allocating when the source knows
@@ -261,8 +218,7 @@ std::vector<std::byte> read_payload(ByteSource& src, const Header& h, const std:
 // out[i] = f(element i read big-endian), for every element.
 template <class Out, class F>
 void convert(Tensor& t, std::span<const std::byte> raw, size_t width, F f) {
-  Out* out = t.data<Out>();
-  for (size_t i = 0; i < size_t(t.size()); ++i) out[i] = f(load_be(raw.data() + i * width, width));
+  convert_elements<Out>(t, raw, width, true, [&](uint64_t v, size_t) { return f(v); });
 }
 
 Tensor decode(const Header& h, std::span<const std::byte> raw) {

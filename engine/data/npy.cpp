@@ -2,17 +2,14 @@
 
 #include <array>
 #include <bit>
-#include <cerrno>
 #include <charconv>
 #include <cmath>
-#include <cstdio>
 #include <cstring>
 #include <filesystem>
-#include <memory>
 #include <optional>
 #include <vector>
 
-#include "core/error.h"
+#include "data/byte_source.h"
 
 namespace tpu {
 
@@ -36,66 +33,21 @@ constexpr std::array<NpyType, 12> kTypes{{
 }};
 constexpr const char* kSupported = "<f2 <f4 <f8 |i1 <i2 <i4 <i8 |u1 <u2 <u4 <u8 |b1 (or '>' order)";
 
-[[noreturn]] void fail(const std::string& name, const std::string& what) {
-  throw Error(name + ": " + what);
+// A regular file, its size known (data/byte_source.h).
+FileSource open_file(const std::string& path) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  fs::file_status st = fs::status(path, ec);
+  if (st.type() == fs::file_type::not_found) fail_file(path, "file not found");
+  if (ec) fail_file(path, "cannot access: " + ec.message());
+  if (!fs::is_regular_file(st)) fail_file(path, "not a regular file");
+  uint64_t size = fs::file_size(path, ec);
+  if (ec) fail_file(path, "cannot access: " + ec.message());
+  return FileSource(path, size);
 }
 
-// ---- inputs: a file or bytes in memory ----
-
-class Input {
- public:
-  virtual ~Input() = default;
-  virtual size_t read(std::span<std::byte> out) = 0;  // short only at the end
-  virtual uint64_t remaining() const = 0;
-};
-
-class MemoryInput : public Input {
- public:
-  explicit MemoryInput(std::string_view bytes) : bytes_(bytes) {}
-  size_t read(std::span<std::byte> out) override {
-    size_t n = std::min(out.size(), bytes_.size());
-    if (n == 0) return 0;  // an empty array's buffer may be null, which memcpy must not get
-    std::memcpy(out.data(), bytes_.data(), n);
-    bytes_.remove_prefix(n);
-    return n;
-  }
-  uint64_t remaining() const override { return bytes_.size(); }
-
- private:
-  std::string_view bytes_;
-};
-
-class FileInput : public Input {
- public:
-  explicit FileInput(const std::string& path) : path_(path) {
-    namespace fs = std::filesystem;
-    std::error_code ec;
-    fs::file_status st = fs::status(path, ec);
-    if (st.type() == fs::file_type::not_found) fail(path, "file not found");
-    if (ec) fail(path, "cannot access: " + ec.message());
-    if (!fs::is_regular_file(st)) fail(path, "not a regular file");
-    left_ = fs::file_size(path, ec);
-    if (ec) fail(path, "cannot access: " + ec.message());
-    file_.reset(std::fopen(path.c_str(), "rb"));
-    if (!file_) fail(path, std::string("cannot open: ") + std::strerror(errno));
-  }
-  size_t read(std::span<std::byte> out) override {
-    size_t n = std::fread(out.data(), 1, out.size(), file_.get());
-    if (n < out.size() && std::ferror(file_.get()))
-      fail(path_, std::string("read error: ") + std::strerror(errno));
-    left_ -= std::min<uint64_t>(left_, n);
-    return n;
-  }
-  uint64_t remaining() const override { return left_; }
-
- private:
-  struct Closer {
-    void operator()(std::FILE* f) const { std::fclose(f); }
-  };
-  std::string path_;
-  uint64_t left_ = 0;
-  std::unique_ptr<std::FILE, Closer> file_;
-};
+// What is left of a file or of memory, which both know.
+uint64_t remaining(const ByteSource& in) { return in.remaining().value_or(0); }
 
 // ---- the header dict: {'descr': '<f4', 'fortran_order': False, 'shape': (3, 4), } ----
 
@@ -133,13 +85,13 @@ class DictParser {
     skip_space();
     if (pos_ != s_.size()) error("unexpected text after the dict");
     if (!has_descr || !h.fortran_order || !h.shape)
-      fail(name_, "malformed .npy header: it must give descr, fortran_order and shape");
+      fail_file(name_, "malformed .npy header: it must give descr, fortran_order and shape");
     return h;
   }
 
  private:
   [[noreturn]] void error(const std::string& what) const {
-    fail(name_, "malformed .npy header at character " + std::to_string(pos_ + 1) + ": " + what);
+    fail_file(name_, "malformed .npy header at character " + std::to_string(pos_ + 1) + ": " + what);
   }
   void skip_space() {
     while (pos_ < s_.size() && (s_[pos_] == ' ' || s_[pos_] == '\t' || s_[pos_] == '\n')) ++pos_;
@@ -203,38 +155,32 @@ class DictParser {
 
 // ---- the preamble and the element type ----
 
-uint64_t load_le(const std::byte* p, size_t n) {
-  uint64_t v = 0;
-  for (size_t i = n; i-- > 0;) v = (v << 8) | uint64_t(p[i]);
-  return v;
-}
-
-void read_exact(Input& in, std::span<std::byte> out, const std::string& name, const char* what) {
+void read_exact(ByteSource& in, std::span<std::byte> out, const std::string& name, const char* what) {
   size_t n = in.read(out);
   if (n < out.size())
-    fail(name, std::string("truncated .npy file: it ends inside the ") + what + " (" +
-                   std::to_string(n) + " of " + std::to_string(out.size()) + " bytes)");
+    fail_file(name, std::string("truncated .npy file: it ends inside the ") + what + " (" +
+                        std::to_string(n) + " of " + std::to_string(out.size()) + " bytes)");
 }
 
 // Reads the magic, the version and the header length; returns the header text.
-std::string read_preamble(Input& in, const std::string& name) {
+std::string read_preamble(ByteSource& in, const std::string& name) {
   std::array<std::byte, 8> pre{};
   size_t n = in.read(pre);
   static constexpr char kMagic[] = "\x93NUMPY";
   if (n < 6 || std::memcmp(pre.data(), kMagic, 6) != 0)
-    fail(name, "not a .npy file: it does not start with the magic bytes \\x93NUMPY");
-  if (n < 8) fail(name, "truncated .npy file: it ends inside the version bytes");
+    fail_file(name, "not a .npy file: it does not start with the magic bytes \\x93NUMPY");
+  if (n < 8) fail_file(name, "truncated .npy file: it ends inside the version bytes");
   unsigned major = unsigned(pre[6]), minor = unsigned(pre[7]);
   if (major < 1 || major > 3 || minor != 0)
-    fail(name, "unsupported .npy format version " + std::to_string(major) + "." +
-                   std::to_string(minor) + " (expected 1.0, 2.0 or 3.0)");
+    fail_file(name, "unsupported .npy format version " + std::to_string(major) + "." +
+                        std::to_string(minor) + " (expected 1.0, 2.0 or 3.0)");
   std::array<std::byte, 4> len_bytes{};
   size_t width = major == 1 ? 2 : 4;
   read_exact(in, std::span(len_bytes).first(width), name, "header length");
-  uint64_t len = load_le(len_bytes.data(), width);
-  if (len > kMaxHeader || len > in.remaining())
-    fail(name, "bad .npy header length " + std::to_string(len) + ": the file holds only " +
-                   std::to_string(in.remaining()) + " more bytes");
+  uint64_t len = load_uint(len_bytes.data(), width, false);
+  if (len > kMaxHeader || len > remaining(in))
+    fail_file(name, "bad .npy header length " + std::to_string(len) + ": the file holds only " +
+                        std::to_string(remaining(in)) + " more bytes");
   std::string text(len, '\0');
   read_exact(in, std::as_writable_bytes(std::span(text)), name, "header");
   return text;
@@ -248,7 +194,7 @@ struct ElementType {
 
 ElementType element_type(const std::string& descr, const std::string& name) {
   auto unsupported = [&](const std::string& why) -> ElementType {
-    fail(name, "unsupported .npy dtype '" + descr + "'" + why + " (supported: " + kSupported + ")");
+    fail_file(name, "unsupported .npy dtype '" + descr + "'" + why + " (supported: " + kSupported + ")");
   };
   if (descr.size() != 3) return unsupported("");
   char order = descr[0];
@@ -272,13 +218,13 @@ std::string tuple_str(const Shape& shape) {
 // whatever uses the tensor multiplies them (strides), and (0, 2^40, 2^40) is no real array.
 uint64_t data_bytes(const ElementType& et, const Shape& shape, const std::string& name) {
   if (std::string fault = shape_fault(shape); !fault.empty())
-    fail(name, ".npy header declares shape " + tuple_str(shape) + ", which " + fault);
+    fail_file(name, ".npy header declares shape " + tuple_str(shape) + ", which " + fault);
   uint64_t bytes = et.type->bytes;
   bool empty = false;
   for (int64_t d : shape) {
     const uint64_t u = std::max<uint64_t>(uint64_t(d), 1);
     if (bytes > kMaxBytes / u)
-      fail(name, ".npy header declares shape " + tuple_str(shape) + ", more than 1 TiB of data");
+      fail_file(name, ".npy header declares shape " + tuple_str(shape) + ", more than 1 TiB of data");
     bytes *= u;
     empty = empty || d == 0;
   }
@@ -286,13 +232,6 @@ uint64_t data_bytes(const ElementType& et, const Shape& shape, const std::string
 }
 
 // ---- the elements ----
-
-uint64_t load(const std::byte* p, size_t n, bool big_endian) {
-  if (!big_endian) return load_le(p, n);
-  uint64_t v = 0;
-  for (size_t i = 0; i < n; ++i) v = (v << 8) | uint64_t(p[i]);
-  return v;
-}
 
 float half_to_float(uint16_t h) {
   uint32_t sign = uint32_t(h >> 15) << 31, exp = (h >> 10) & 0x1f, man = h & 0x3ff;
@@ -305,7 +244,7 @@ float half_to_float(uint16_t h) {
 // A bool element (0 or 1), or an error naming it.
 uint8_t check_bool(uint64_t v, size_t index, const std::string& name) {
   if (v > 1)
-    fail(name, "element " + std::to_string(index) + " of a bool array is " + std::to_string(v) + ", not 0 or 1");
+    fail_file(name, "element " + std::to_string(index) + " of a bool array is " + std::to_string(v) + ", not 0 or 1");
   return uint8_t(v);
 }
 
@@ -317,9 +256,9 @@ int32_t to_i32(uint64_t raw, const ElementType& et, size_t index, const std::str
   if (is_signed && bits < 64) v = int64_t(raw << (64 - bits)) >> (64 - bits);
   bool fits = is_signed ? (v >= INT32_MIN && v <= INT32_MAX) : raw <= uint64_t(INT32_MAX);
   if (!fits)
-    fail(name, "element " + std::to_string(index) + " is " +
-                   (is_signed ? std::to_string(v) : std::to_string(raw)) +
-                   ", outside the i32 range that integer data is read into");
+    fail_file(name, "element " + std::to_string(index) + " is " +
+                        (is_signed ? std::to_string(v) : std::to_string(raw)) +
+                        ", outside the i32 range that integer data is read into");
   return int32_t(v);
 }
 
@@ -331,8 +270,8 @@ float to_f32(uint64_t raw, size_t index, const std::string& name) {
   if (std::isinf(f) && !std::isinf(d)) {
     char shown[32];
     const auto end = std::to_chars(shown, shown + sizeof shown, d).ptr;  // shortest exact form
-    fail(name, "element " + std::to_string(index) + " is " + std::string(shown, end) +
-                   ", beyond the f32 range that float data is read into (at most 3.4028235e+38 in magnitude)");
+    fail_file(name, "element " + std::to_string(index) + " is " + std::string(shown, end) +
+                        ", beyond the f32 range that float data is read into (at most 3.4028235e+38 in magnitude)");
   }
   return f;
 }
@@ -340,9 +279,7 @@ float to_f32(uint64_t raw, size_t index, const std::string& name) {
 // out[i] = f(element i, i) for every element.
 template <class Out, class F>
 void convert(Tensor& t, std::span<const std::byte> raw, const ElementType& et, F f) {
-  const size_t w = et.type->bytes;
-  Out* out = t.data<Out>();
-  for (size_t i = 0; i < size_t(t.size()); ++i) out[i] = f(load(raw.data() + i * w, w, et.big_endian), i);
+  convert_elements<Out>(t, raw, et.type->bytes, et.big_endian, f);
 }
 
 void decode_into(Tensor& t, std::span<const std::byte> raw, const ElementType& et, const std::string& name) {
@@ -361,15 +298,15 @@ bool stored_as_ours(const ElementType& et) {
   return !et.big_endian && (code == "f4" || code == "i4" || code == "u1" || code == "b1");
 }
 
-Tensor read_elements(Input& in, const ElementType& et, const Shape& shape, const std::string& name) {
-  const uint64_t want = data_bytes(et, shape, name), have = in.remaining();
+Tensor read_elements(ByteSource& in, const ElementType& et, const Shape& shape, const std::string& name) {
+  const uint64_t want = data_bytes(et, shape, name), have = remaining(in);
   const std::string declared = "'" + et.descr + "' " + tuple_str(shape);
   if (have < want)
-    fail(name, "truncated .npy file: expected " + std::to_string(want) + " bytes of data for " + declared +
-                   ", found " + std::to_string(have));
+    fail_file(name, "truncated .npy file: expected " + std::to_string(want) + " bytes of data for " + declared +
+                        ", found " + std::to_string(have));
   if (have > want)
-    fail(name, "trailing garbage: " + std::to_string(have - want) + " bytes after the " + std::to_string(want) +
-                   " bytes of data declared by the header (" + declared + ")");
+    fail_file(name, "trailing garbage: " + std::to_string(have - want) + " bytes after the " + std::to_string(want) +
+                        " bytes of data declared by the header (" + declared + ")");
   Tensor t(et.type->dtype, shape, Tensor::Uninitialized{});
   if (want == 0) return t;  // nothing to read or convert (and no buffer to hand to memcpy)
   if (stored_as_ours(et)) {  // read straight into the tensor
@@ -384,23 +321,23 @@ Tensor read_elements(Input& in, const ElementType& et, const Shape& shape, const
   return t;
 }
 
-Tensor read_from(Input& in, const std::string& name) {
+Tensor read_from(ByteSource& in, const std::string& name) {
   Header h = DictParser(read_preamble(in, name), name).parse();
   ElementType et = element_type(h.descr, name);
   if (*h.fortran_order)
-    fail(name, "Fortran-ordered (column-major) arrays are not supported; save a C-ordered copy instead");
+    fail_file(name, "Fortran-ordered (column-major) arrays are not supported; save a C-ordered copy instead");
   return read_elements(in, et, *h.shape, name);
 }
 
 }  // namespace
 
 Tensor read_npy(const std::string& path) {
-  FileInput in(path);
+  FileSource in = open_file(path);
   return read_from(in, path);
 }
 
 Tensor parse_npy(std::string_view bytes, const std::string& name) {
-  MemoryInput in(bytes);
+  MemorySource in(bytes);
   return read_from(in, name);
 }
 
