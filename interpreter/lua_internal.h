@@ -61,6 +61,9 @@ int apply_op_multi(lua_State* L, const std::vector<Operand>& operands, DType num
                    const std::function<std::vector<NodeId>(Graph&, const std::vector<NodeId>&)>& build);
 
 [[noreturn]] void raise_user_error(lua_State* L, const std::string& message);
+// Pushes an error object the stdlib tells apart without reading its text: a table
+// {kind = kind, message = message} whose tostring is the message.
+void push_error_object(lua_State* L, const char* kind, const std::string& message);
 
 // Runs body (which pushes its results and returns how many) and turns a tpu::Error or an
 // allocation failure into a message at the user's line: returns the result count, or -1 with
@@ -70,6 +73,8 @@ template <class F>
 int guarded(lua_State* L, F body, const char* out_of_memory = "out of memory") {
   try {
     return body();
+  } catch (const ResourceExhausted& e) {
+    push_error_object(L, "ResourceExhausted", user_where(L) + e.what());
   } catch (const Error& e) {
     lua_pushstring(L, (user_where(L) + e.what()).c_str());
   } catch (const std::bad_alloc&) {

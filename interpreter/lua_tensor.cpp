@@ -137,6 +137,26 @@ void raise_user_error(lua_State* L, const std::string& message) {
 }
 
 namespace {
+int l_error_tostring(lua_State* L) {
+  lua_getfield(L, 1, "message");
+  return 1;
+}
+}  // namespace
+
+void push_error_object(lua_State* L, const char* kind, const std::string& message) {
+  lua_createtable(L, 0, 2);
+  lua_pushstring(L, kind);
+  lua_setfield(L, -2, "kind");
+  lua_pushlstring(L, message.data(), message.size());
+  lua_setfield(L, -2, "message");
+  if (luaL_newmetatable(L, "tpu.Error")) {
+    lua_pushcfunction(L, l_error_tostring);
+    lua_setfield(L, -2, "__tostring");
+  }
+  lua_setmetatable(L, -2);
+}
+
+namespace {
 // The name the running C function was called by, and whether as a method (t:sum: self is
 // argument 1 but the user counts from the first argument after it).
 std::pair<std::string, bool> called_name(lua_State* L) {

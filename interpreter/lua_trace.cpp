@@ -133,57 +133,46 @@ void dump_stage(const std::string& dir, const std::string& name, const std::stri
 }
 
 // core.trace_end(outputs[, options]) -> executable: the outputs (a list of tensors) end the trace.
-int l_trace_end(lua_State* L) {
+int trace_end(lua_State* L) {
   Trace& t = require_trace(L);
   luaL_checktype(L, 1, LUA_TTABLE);
   std::string dump_dir, dump_name, hbm_version;
   std::vector<std::string> arg_names;
   CompileOptions options = compile_options(L, 2, dump_dir, dump_name, hbm_version, arg_names);
-  std::vector<Operand> outs;
+  Graph& g = t.graph;
+  g.outputs.clear();
   for (lua_Integer i = 1; i <= luaL_len(L, 1); ++i) {
     lua_geti(L, 1, i);
     LuaTensor* x = test_tensor(L, -1);
-    if (!x) luaL_error(L, "trace_end: output %d is not a tensor", int(i));
-    outs.push_back({x, 0});
     lua_pop(L, 1);
+    if (!x) throw Error("trace_end: output " + std::to_string(i) + " is not a tensor");
+    if (!x->traced()) g.outputs.push_back(g.constant(x->value));
+    else if (x->trace_id == t.id) g.outputs.push_back(x->node);
+    else throw Error("a result of '" + t.name + "' comes from another trace");
   }
-  Graph& g = t.graph;
-  std::string error;
-  try {
-    g.outputs.clear();
-    for (const Operand& o : outs) {
-      if (o.tensor->traced()) {
-        if (o.tensor->trace_id != t.id) throw Error("a result of '" + t.name + "' comes from another trace");
-        g.outputs.push_back(o.tensor->node);
-      } else {
-        g.outputs.push_back(g.constant(o.tensor->value));
-      }
-    }
-    if (!dump_dir.empty()) {
-      std::filesystem::create_directories(dump_dir);
-      dump_stage(dump_dir, dump_name, "before", g);
-    }
-    check_round_trip(g, "before the pipeline");
-    auto exe = std::make_shared<Executable>(Executable::compile(std::move(g), options));
-    check_round_trip(exe->graph(), "after the pipeline");
-    if (const TpuVersion* v = find_tpu_version(hbm_version)) {
-      std::string over = hbm_check(*exe, *v, arg_names);
-      if (!over.empty()) {
-        pop_trace(t.id);
-        throw Error(over);
-      }
-    }
-    if (!dump_dir.empty()) dump_stage(dump_dir, dump_name, "after", exe->graph());
-    pop_trace(t.id);
-    void* p = lua_newuserdatauv(L, sizeof(LuaExecutable), 0);
-    new (p) LuaExecutable{std::move(exe)};
-    luaL_setmetatable(L, kExecutableMeta);
-    return 1;
-  } catch (const Error& e) {
-    error = e.what();
+  if (!dump_dir.empty()) {
+    std::filesystem::create_directories(dump_dir);
+    dump_stage(dump_dir, dump_name, "before", g);
   }
-  raise_user_error(L, error);
+  check_round_trip(g, "before the pipeline");
+  auto exe = std::make_shared<Executable>(Executable::compile(std::move(g), options));
+  check_round_trip(exe->graph(), "after the pipeline");
+  if (const TpuVersion* v = find_tpu_version(hbm_version)) {
+    try {
+      hbm_check(*exe, *v, arg_names);
+    } catch (const ResourceExhausted&) {
+      pop_trace(t.id);
+      throw;
+    }
+  }
+  if (!dump_dir.empty()) dump_stage(dump_dir, dump_name, "after", exe->graph());
+  pop_trace(t.id);
+  void* p = lua_newuserdatauv(L, sizeof(LuaExecutable), 0);
+  new (p) LuaExecutable{std::move(exe)};
+  luaL_setmetatable(L, kExecutableMeta);
+  return 1;
 }
+int l_trace_end(lua_State* L) { return finish(L, guarded(L, [L] { return trace_end(L); })); }
 
 // exe:run(list of tensors) -> list of tensors
 int l_exe_run(lua_State* L) {

@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <vector>
 
+#include "core/error.h"
 #include "runtime/executable.h"
 
 namespace tpu {
@@ -67,9 +68,9 @@ std::vector<Held> held_buffers(const Executable& exe, const std::vector<std::str
 
 }  // namespace
 
-std::string hbm_check(const Executable& exe, const TpuVersion& v, const std::vector<std::string>& arg_names) {
+void hbm_check(const Executable& exe, const TpuVersion& v, const std::vector<std::string>& arg_names) {
   const double need = double(exe.hbm_bytes()), have = double(v.hbm_bytes);
-  if (need <= have) return "";
+  if (need <= have) return;
   std::string s = "ResourceExhausted: '" + exe.graph().name + "' needs " + format_bytes(need) +
                   " of HBM on core 0 but a TPU " + std::string(v.name) + " core has " + format_bytes(have) +
                   " (over by " + format_bytes(need - have) + ")\n  largest buffers (sizes padded to TPU tiles of 8x128):";
@@ -80,7 +81,7 @@ std::string hbm_check(const Executable& exe, const TpuVersion& v, const std::vec
                   held[i].what.c_str());
     s += line;
   }
-  return s;
+  throw ResourceExhausted(s);
 }
 
 }  // namespace tpu

@@ -20,10 +20,10 @@ struct TpuVersion {
 // v2, v3 or v4; nullptr otherwise.
 const TpuVersion* find_tpu_version(std::string_view name);
 
-// "" when the executable fits one core of `v`; otherwise the ResourceExhausted text: needed vs
-// capacity, the five largest buffers with their type, padded size and where they were made.
+// Returns when the executable fits one core of `v`; otherwise throws ResourceExhausted: needed
+// vs capacity, the five largest buffers with their type, padded size and where they were made.
 // `arg_names` (optional, one per parameter) says what each argument is, e.g. "argument 2 (x)".
-std::string hbm_check(const Executable& exe, const TpuVersion& v, const std::vector<std::string>& arg_names = {});
+void hbm_check(const Executable& exe, const TpuVersion& v, const std::vector<std::string>& arg_names = {});
 
 std::string format_bytes(double bytes);  // "9.21 GiB", "12.0 MiB"
 

@@ -146,8 +146,8 @@ local function compile(self, spec, leaves, args, probe, rep)
   end)
   if not ok then
     if core.trace_depth() > self.depth then core.trace_abort() end
-    if not probe and type(result) == "string" and result:find("ResourceExhausted:", 1, true) then
-      result = result .. M.batch_advice(self, spec, leaves, args)
+    if not probe and type(result) == "table" and result.kind == "ResourceExhausted" then
+      result = result.message .. M.batch_advice(self, spec, leaves, args)
     end
     error(result, 0)
   end
