@@ -129,9 +129,6 @@ int l_conv2d(lua_State* L) {
   if (ws.size() != 4)
     raise_user_error(L, "conv2d: the filter must be a rank-4 HWIO tensor [height, width, in_channels, out_channels], got " +
                             type_str(w->dtype(), ws));
-  if (xs[3] != ws[2])
-    raise_user_error(L, "conv2d: input has " + std::to_string(xs[3]) + " channels but the filter expects " +
-                            std::to_string(ws[2]));
   Window2D win;
   win.size = {ws[0], ws[1]};
   check_options(L, 3, {"strides", "dilation", "padding"});

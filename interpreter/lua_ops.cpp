@@ -199,7 +199,8 @@ NodeId matmul(Graph& g, NodeId a, NodeId b, std::optional<DType> to = std::nullo
   return g.reshape(r, out);
 }
 // t:matmul(u [, {to = "f32"}]): `to` is the result type, the operands' (promoted) type by
-// default; "f32" with bf16 operands gives bf16 products summed in f32.
+// default; "f32" with bf16 operands gives bf16 products summed in f32. The dot row's shape rule
+// refuses any other `to`.
 int l_matmul(lua_State* L) {
   std::vector<Operand> ops = {{check_tensor(L, 1), 0}, {check_tensor(L, 2), 0}};
   std::optional<DType> to;
@@ -208,11 +209,6 @@ int l_matmul(lua_State* L) {
     lua_getfield(L, 3, "to");
     if (!lua_isnil(L, -1)) to = check_dtype_field(L, "to");
     lua_pop(L, 1);
-    DType t = promote(ops[0].tensor->dtype(), ops[1].tensor->dtype());
-    if (!is_float(t)) t = DType::f32;
-    if (to && *to != t && !(t == DType::bf16 && *to == DType::f32))
-      raise_user_error(L, "matmul of " + std::string(name_of(t)) + " operands cannot give " + std::string(name_of(*to)) +
-                              " (to = the operands' type, or \"f32\" for bf16 operands)");
   }
   return apply_op(L, ops, DType::f32, [to](Graph& g, const std::vector<NodeId>& in) { return matmul(g, in[0], in[1], to); });
 }

@@ -45,8 +45,11 @@ ConvGeom conv_geom(const Window2D& win, const Shape& xs, int64_t co) {
 std::string shape_conv(const Graph& g, Node& n) {
   const Node& x = g.at(n.in.at(0));
   const Node& w = g.at(n.in.at(1));
-  if (x.shape.size() != 4 || w.shape.size() != 4 || x.dtype != w.dtype || !is_float(x.dtype) || x.shape[3] != w.shape[2])
+  if (x.shape.size() != 4 || w.shape.size() != 4 || x.dtype != w.dtype || !is_float(x.dtype))
     return "conv needs an input [N,H,W,C] and a filter [Kh,Kw,C,O] of one floating-point type, got " + operands_str(g, n);
+  if (x.shape[3] != w.shape[2])
+    return "conv: input has " + std::to_string(x.shape[3]) + " channels but the filter expects " + std::to_string(w.shape[2]) +
+           ", got " + operands_str(g, n);
   std::array<int64_t, 2> out;
   if (std::string e = check_window(g, n, x, out); !e.empty()) return e;
   const Window2D win = n.window();

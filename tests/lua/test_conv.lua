@@ -146,7 +146,7 @@ end
 function T.conv2d_and_pool_errors_name_the_line()
   local x = rand({1, 5, 5, 3}, 9)
   local err = check.raises(function() return x:conv2d(rand({3, 3, 1, 2}, 1)) end,
-                           "conv2d: input has 3 channels but the filter expects 1")
+                           "conv: input has 3 channels but the filter expects 1")
   check.is_true(err:find("^[^:]*test_conv%.lua:%d+: ") ~= nil, err)
   check.raises(function() return rand({5, 5, 3}, 1):conv2d(rand({3, 3, 3, 2}, 1)) end, "rank-4 NHWC tensor")
   check.raises(function() return x:conv2d(rand({7, 7, 3, 2}, 1)) end, "window does not fit the 5x5 input")

@@ -166,6 +166,14 @@ function T.dtype_errors_name_the_users_line()
   check.is_true(msg:find("test_mixed_precision.lua:" .. line .. ": unknown mixed-precision policy "
     .. "\"mixed_float16\" (expected \"float32\" or \"mixed_bfloat16\")", 1, true) ~= nil, msg)
   check.eq(mp.policy().name, initial, "a refused policy leaves the current one")
+  -- matmul's result type is checked by the dot row's shape rule, eagerly and when traced
+  local x = rand({2, 3}, 5)
+  local want = "f32[2,3], f32[3,2] cannot produce bf16 (the result is the operands' type, or f32 for bf16 operands)"
+  line = debug.getinfo(1, "l").currentline + 1
+  msg = check.raises(function() return x:matmul(x:transpose(), {to = "bf16"}) end, want)
+  check.is_true(msg:find("test_mixed_precision.lua:" .. line .. ":", 1, true) ~= nil, msg)
+  check.raises(function() return tpu.jit(function(a) return a:matmul(a:transpose(), {to = "bf16"}) end)(x) end, want)
+  check.eq(x:cast("bf16"):matmul(x:transpose():cast("bf16"), {to = "f32"}).dtype, "f32")
 end
 
 T["fit keeps the variables f32 and the loss f32"] = mixed(function()
