@@ -54,8 +54,8 @@ struct Operand {
 using Builder = std::function<NodeId(Graph& g, const std::vector<NodeId>& in)>;
 
 // Applies `build` to the operands: traced when any operand is traced (recording into that
-// trace), otherwise evaluated eagerly. Pushes the result tensor. Errors become Lua errors
-// located at the user's line.
+// trace), otherwise evaluated eagerly. Pushes the result tensor. Throws: call it only inside a
+// boundary, which raises the error at the user's line.
 int apply_op(lua_State* L, const std::vector<Operand>& operands, DType number_dtype, const Builder& build);
 int apply_op_multi(lua_State* L, const std::vector<Operand>& operands, DType number_dtype,
                    const std::function<std::vector<NodeId>(Graph&, const std::vector<NodeId>&)>& build);
@@ -65,6 +65,14 @@ int apply_op_multi(lua_State* L, const std::vector<Operand>& operands, DType num
 // {kind = kind, message = message} whose tostring is the message.
 void push_error_object(lua_State* L, const char* kind, const std::string& message);
 
+// An argument error thrown inside a boundary; raised there in Lua's wording (raise_arg_error).
+struct ArgError : Error {
+  int arg;
+  ArgError(int a, const std::string& message) : Error(message), arg(a) {}
+};
+ArgError type_error(lua_State* L, int arg, const std::string& expected);  // "<expected> expected, got <type>"
+void push_arg_error(lua_State* L, int arg, const std::string& message);
+
 // Runs body (which pushes its results and returns how many) and turns a tpu::Error or an
 // allocation failure into a message at the user's line: returns the result count, or -1 with
 // the message pushed. finish() then raises it, once the body's C++ objects are destroyed (a
@@ -73,6 +81,8 @@ template <class F>
 int guarded(lua_State* L, F body, const char* out_of_memory = "out of memory") {
   try {
     return body();
+  } catch (const ArgError& e) {
+    push_arg_error(L, e.arg, e.what());
   } catch (const ResourceExhausted& e) {
     push_error_object(L, "ResourceExhausted", user_where(L) + e.what());
   } catch (const Error& e) {
@@ -84,6 +94,14 @@ int guarded(lua_State* L, F body, const char* out_of_memory = "out of memory") {
 }
 
 inline int finish(lua_State* L, int results) { return results < 0 ? lua_error(L) : results; }
+
+// The one way into a C function from Lua: F reports errors by throwing (Error, ArgError,
+// ResourceExhausted, bad_alloc) and they are raised here, once F's C++ objects are destroyed.
+// F's own luaL_check* calls must come before it holds any.
+template <lua_CFunction F>
+int boundary(lua_State* L) {
+  return finish(L, guarded(L, [L] { return F(L); }, "out of host memory"));
+}
 
 // Argument errors worded like Lua's own libraries ("bad argument #1 to 'sum' (number expected,
 // got string)"), but located at the user's line even when a library function made the call.

@@ -58,7 +58,7 @@ Pair opt_pair(lua_State* L, int opts, const char* op, const char* name, Pair def
   }
   ok = ok && p[0] >= 1 && p[1] >= 1;
   if (!ok)
-    raise_user_error(L, std::string(op) + ": " + name + " must be a positive integer or a pair of them, got " + value_str(L, -1));
+    throw Error(std::string(op) + ": " + name + " must be a positive integer or a pair of them, got " + value_str(L, -1));
   lua_pop(L, 1);
   return p;
 }
@@ -67,14 +67,14 @@ Pair opt_pair(lua_State* L, int opts, const char* op, const char* name, Pair def
 void read_explicit_padding(lua_State* L, const char* op, Window2D& win) {
   for (int i = 0; i < 2; ++i) {
     lua_geti(L, -1, i + 1);
-    if (!lua_istable(L, -1)) raise_user_error(L, std::string(op) + kExplicitPadding);
+    if (!lua_istable(L, -1)) throw Error(std::string(op) + kExplicitPadding);
     lua_geti(L, -1, 1);
     lua_geti(L, -2, 2);
     int ok_lo = 0, ok_hi = 0;
     win.pad_lo[size_t(i)] = lua_tointegerx(L, -2, &ok_lo);
     win.pad_hi[size_t(i)] = lua_tointegerx(L, -1, &ok_hi);
     if (!ok_lo || !ok_hi || win.pad_lo[size_t(i)] < 0 || win.pad_hi[size_t(i)] < 0)
-      raise_user_error(L, std::string(op) + kExplicitPadding);
+      throw Error(std::string(op) + kExplicitPadding);
     lua_pop(L, 3);
   }
 }
@@ -88,7 +88,7 @@ std::string padding_mode(lua_State* L, int opts, const char* op, Window2D& win) 
   else if (!lua_isnil(L, -1)) mode = luaL_tolstring(L, -1, nullptr), lua_pop(L, 1);
   lua_pop(L, 1);
   if (mode != "valid" && mode != "same" && mode != "explicit")
-    raise_user_error(L, std::string(op) + ": padding must be \"valid\", \"same\" or {{top, bottom}, {left, right}}, got \"" +
+    throw Error(std::string(op) + ": padding must be \"valid\", \"same\" or {{top, bottom}, {left, right}}, got \"" +
                             mode + "\"");
   return mode;
 }
@@ -105,7 +105,7 @@ void set_padding(lua_State* L, int opts, const char* op, Window2D& win, const Pa
       win.pad_hi[i] = total - total / 2;
     }
     if (n + win.pad_lo[i] + win.pad_hi[i] < span)
-      raise_user_error(L, std::string(op) + ": the " + pair_str(win.size) + " window" +
+      throw Error(std::string(op) + ": the " + pair_str(win.size) + " window" +
                               (span > win.size[i] ? " (dilated to " + std::to_string(span) + ")" : "") +
                               " does not fit the " + pair_str(in) + " input " +
                               (mode == "explicit" ? "with the given padding" : "with padding \"" + mode + "\"") +
@@ -113,9 +113,9 @@ void set_padding(lua_State* L, int opts, const char* op, Window2D& win, const Pa
   }
 }
 
-void check_nhwc(lua_State* L, const char* op, LuaTensor* x) {
+void check_nhwc(const char* op, LuaTensor* x) {
   if (x->shape().size() != 4)
-    raise_user_error(L, std::string(op) + ": the input must be a rank-4 NHWC tensor [batch, height, width, channels], got " +
+    throw Error(std::string(op) + ": the input must be a rank-4 NHWC tensor [batch, height, width, channels], got " +
                             type_str(x->dtype(), x->shape()));
 }
 
@@ -124,15 +124,15 @@ DType float_type(DType a, DType b) { return a == b && is_float(a) ? a : DType::f
 int l_conv2d(lua_State* L) {
   LuaTensor* x = check_tensor(L, 1);
   LuaTensor* w = check_tensor(L, 2);
-  check_nhwc(L, "conv2d", x);
+  check_options(L, 3, {"strides", "dilation", "padding"});
+  check_no_more(L, 3);
+  check_nhwc("conv2d", x);
   const Shape xs = x->shape(), ws = w->shape();
   if (ws.size() != 4)
-    raise_user_error(L, "conv2d: the filter must be a rank-4 HWIO tensor [height, width, in_channels, out_channels], got " +
+    throw Error("conv2d: the filter must be a rank-4 HWIO tensor [height, width, in_channels, out_channels], got " +
                             type_str(w->dtype(), ws));
   Window2D win;
   win.size = {ws[0], ws[1]};
-  check_options(L, 3, {"strides", "dilation", "padding"});
-  check_no_more(L, 3);
   win.stride = opt_pair(L, 3, "conv2d", "strides", {1, 1});
   win.rhs_dilation = opt_pair(L, 3, "conv2d", "dilation", {1, 1});
   set_padding(L, 3, "conv2d", win, {xs[1], xs[2]});
@@ -146,7 +146,7 @@ int l_conv2d(lua_State* L) {
 Window2D pool_window(lua_State* L, const char* op, LuaTensor* x) {
   check_options(L, 2, {"pool_size", "strides", "padding"});
   check_no_more(L, 2);
-  check_nhwc(L, op, x);
+  check_nhwc(op, x);
   Window2D win;
   win.size = opt_pair(L, 2, op, "pool_size", {2, 2});
   win.stride = opt_pair(L, 2, op, "strides", win.size);
@@ -182,10 +182,9 @@ int l_avg_pool2d(lua_State* L) {
   });
 }
 
-const luaL_Reg kMethods[] = {{"conv2d", l_conv2d},
-                             {"max_pool2d", l_max_pool2d},
-                             {"avg_pool2d", l_avg_pool2d},
-                             {nullptr, nullptr}};
+const luaL_Reg kMethods[] = {
+    {"conv2d", boundary<l_conv2d>}, {"max_pool2d", boundary<l_max_pool2d>},
+    {"avg_pool2d", boundary<l_avg_pool2d>}, {nullptr, nullptr}};
 
 }  // namespace
 

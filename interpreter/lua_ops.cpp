@@ -50,7 +50,7 @@ Operand operand_at(lua_State* L, int idx) {
   if (lua_isnumber(L, idx)) o.number = lua_tonumber(L, idx);
   else if (lua_isboolean(L, idx)) o.number = lua_toboolean(L, idx);
   else if (is_tensor(L, idx)) o.tensor = check_tensor(L, idx);
-  else raise_type_error(L, idx, "number or tensor");
+  else throw type_error(L, idx, "number or tensor");
   return o;
 }
 
@@ -231,17 +231,17 @@ int l_reshape(lua_State* L) {
   int64_t known = 1, infer = -1;
   for (size_t i = 0; i < want.size(); ++i) {
     if (want[i] == -1 && infer < 0) infer = int64_t(i);
-    else if (want[i] < 0) raise_user_error(L, "reshape: bad dimension " + std::to_string(want[i]) + " in " + shape_str(want));
+    else if (want[i] < 0) throw Error("reshape: bad dimension " + std::to_string(want[i]) + " in " + shape_str(want));
   }
   // The rule first, with the dim to infer as 1: the product of the others cannot overflow then.
   Shape known_dims = want;
   if (infer >= 0) known_dims[size_t(infer)] = 1;
   if (std::string fault = shape_fault(known_dims); !fault.empty())
-    raise_user_error(L, "reshape: shape " + lua_shape_str(want) + " " + fault);
+    throw Error("reshape: shape " + lua_shape_str(want) + " " + fault);
   for (int64_t d : known_dims) known *= d;
   if (infer >= 0) want[size_t(infer)] = known ? total / known : 0;
   if (num_elements(want) != total)
-    raise_user_error(L, "cannot reshape " + type_str(t->dtype(), t->shape()) + " (" + std::to_string(total) +
+    throw Error("cannot reshape " + type_str(t->dtype(), t->shape()) + " (" + std::to_string(total) +
                             " elements) to " + shape_str(want));
   return apply_op(L, {{t, 0}}, DType::f32, [want](Graph& g, const std::vector<NodeId>& in) { return g.reshape(in[0], want); });
 }
@@ -253,7 +253,7 @@ int l_transpose(lua_State* L) {
   if (lua_isnoneornil(L, 2)) {
     for (int64_t i = rank - 1; i >= 0; --i) perm.push_back(i);
   } else {
-    if (!lua_istable(L, 2)) raise_type_error(L, 2, "table of axes");
+    if (!lua_istable(L, 2)) throw type_error(L, 2, "table of axes");
     check_no_more(L, 2);
     for (lua_Integer i = 1; i <= luaL_len(L, 2); ++i) {
       lua_geti(L, 2, i);
@@ -285,15 +285,15 @@ void reduce_args(lua_State* L, int arg) {
     lua_settop(L, arg);
     lua_getfield(L, arg, "axis");
     if (!lua_isnil(L, -1) && !lua_isinteger(L, -1) && !lua_istable(L, -1))
-      raise_arg_error(L, arg, std::string("axis = an integer or a list of them expected, got ") + luaL_typename(L, -1));
+      throw ArgError(arg, std::string("axis = an integer or a list of them expected, got ") + luaL_typename(L, -1));
     lua_getfield(L, arg, "keepdims");
     if (!lua_isnil(L, -1) && !lua_isboolean(L, -1))
-      raise_arg_error(L, arg, std::string("keepdims = true or false expected, got ") + luaL_typename(L, -1));
+      throw ArgError(arg, std::string("keepdims = true or false expected, got ") + luaL_typename(L, -1));
     lua_remove(L, arg);
   } else if (!lua_isnoneornil(L, arg) && !lua_isnumber(L, arg) && !lua_istable(L, arg)) {
-    raise_type_error(L, arg, "number or {axis=, keepdims=}");
+    throw type_error(L, arg, "number or {axis=, keepdims=}");
   }
-  if (!lua_isnoneornil(L, arg + 1) && !lua_isboolean(L, arg + 1)) raise_type_error(L, arg + 1, "boolean keepdims");
+  if (!lua_isnoneornil(L, arg + 1) && !lua_isboolean(L, arg + 1)) throw type_error(L, arg + 1, "boolean keepdims");
   check_no_more(L, arg + 1);
 }
 
@@ -323,8 +323,8 @@ int l_min(lua_State* L) { return reduce_method(L, ReduceKind::min); }
 int l_argmax(lua_State* L) {
   LuaTensor* t = check_tensor(L, 1);
   reduce_args(L, 2);
-  if (lua_istable(L, 2)) raise_type_error(L, 2, "number or {axis=, keepdims=}");
-  if (t->shape().empty()) raise_user_error(L, "argmax of a scalar tensor");
+  if (lua_istable(L, 2)) throw type_error(L, 2, "number or {axis=, keepdims=}");
+  if (t->shape().empty()) throw Error("argmax of a scalar tensor");
   int64_t axis = lua_isnoneornil(L, 2) ? int64_t(t->shape().size()) - 1 : check_axis(L, 2, int64_t(t->shape().size()));
   const bool keep = lua_toboolean(L, 3);
   Shape kept = t->shape();
@@ -338,12 +338,12 @@ int l_argmax(lua_State* L) {
 // t:slice{{first, last}, ...}: inclusive 1-based ranges; negative counts from the end.
 int l_slice(lua_State* L) {
   LuaTensor* t = check_tensor(L, 1);
-  if (!lua_istable(L, 2)) raise_type_error(L, 2, "table of ranges {{first, last}, ...}");
+  if (!lua_istable(L, 2)) throw type_error(L, 2, "table of ranges {{first, last}, ...}");
   check_no_more(L, 2);
   const Shape shape = t->shape();
   Dims lo(shape.size(), 0), hi = shape;
   lua_Integer n = luaL_len(L, 2);
-  if (n > lua_Integer(shape.size())) raise_user_error(L, "slice: " + std::to_string(n) + " ranges for a tensor of rank " + std::to_string(shape.size()));
+  if (n > lua_Integer(shape.size())) throw Error("slice: " + std::to_string(n) + " ranges for a tensor of rank " + std::to_string(shape.size()));
   for (lua_Integer i = 1; i <= n; ++i) {
     lua_geti(L, 2, i);
     int64_t first = 1, last = shape[size_t(i - 1)];
@@ -361,7 +361,7 @@ int l_slice(lua_State* L) {
     if (first < 0) first += d + 1;
     if (last < 0) last += d + 1;
     if (first < 1 || last > d || first > last + 1)
-      raise_user_error(L, "slice: range {" + std::to_string(first) + ", " + std::to_string(last) + "} is outside axis " +
+      throw Error("slice: range {" + std::to_string(first) + ", " + std::to_string(last) + "} is outside axis " +
                               std::to_string(i) + " of " + type_str(t->dtype(), shape));
     lo[size_t(i - 1)] = first - 1;
     hi[size_t(i - 1)] = last;
@@ -386,7 +386,7 @@ NodeId take(Graph& g, NodeId x, NodeId idx, int64_t axis) {
 int l_take(lua_State* L) {
   LuaTensor* t = check_tensor(L, 1);
   check_no_more(L, 3);
-  if (t->shape().empty()) raise_user_error(L, "take from a scalar tensor");
+  if (t->shape().empty()) throw Error("take from a scalar tensor");
   int64_t axis = lua_isnoneornil(L, 3) ? 0 : check_axis(L, 3, int64_t(t->shape().size()));
   Operand idx = operand_at(L, 2);
   if (idx.tensor && idx.tensor->dtype() == DType::boolean) {  // masking: rule 2 when traced
@@ -398,7 +398,7 @@ int l_take(lua_State* L) {
     return 1;
   }
   if (idx.tensor && !is_integer(idx.tensor->dtype()))
-    raise_user_error(L, "take: indices must be an integer tensor, got " + type_str(idx.tensor->dtype(), idx.tensor->shape()));
+    throw Error("take: indices must be an integer tensor, got " + type_str(idx.tensor->dtype(), idx.tensor->shape()));
   Shape taken(t->shape().begin(), t->shape().begin() + axis);  // x dims before axis, idx dims, the rest
   if (idx.tensor) taken.insert(taken.end(), idx.tensor->shape().begin(), idx.tensor->shape().end());
   taken.insert(taken.end(), t->shape().begin() + axis + 1, t->shape().end());
@@ -411,12 +411,12 @@ int l_one_hot(lua_State* L) {
   LuaTensor* t = check_tensor(L, 1);
   int is_int = 0;  // a float with an integral value counts, as in Lua's own libraries
   const lua_Integer depth = lua_tointegerx(L, 2, &is_int);
-  if (!is_int || lua_type(L, 2) != LUA_TNUMBER) raise_type_error(L, 2, "integer depth");
+  if (!is_int || lua_type(L, 2) != LUA_TNUMBER) throw type_error(L, 2, "integer depth");
   check_options(L, 3, {"dtype"});
   check_no_more(L, 3);
-  if (depth <= 0) raise_user_error(L, "one_hot: depth must be positive, got " + std::to_string(depth));
+  if (depth <= 0) throw Error("one_hot: depth must be positive, got " + std::to_string(depth));
   DType dt = opt_dtype_field(L, 3, DType::f32);
-  if (!is_integer(t->dtype())) raise_user_error(L, "one_hot needs integer labels, got " + type_str(t->dtype(), t->shape()));
+  if (!is_integer(t->dtype())) throw Error("one_hot needs integer labels, got " + type_str(t->dtype(), t->shape()));
   Shape hot = t->shape();
   hot.push_back(depth);
   check_lua_shape(L, hot, "one_hot");
@@ -432,7 +432,7 @@ int l_one_hot(lua_State* L) {
 }
 
 int l_concat(lua_State* L) {
-  if (!lua_istable(L, 1)) raise_type_error(L, 1, "list of tensors");
+  if (!lua_istable(L, 1)) throw type_error(L, 1, "list of tensors");
   check_no_more(L, 2);
   std::vector<Operand> ops;
   for (lua_Integer i = 1; i <= luaL_len(L, 1); ++i) {
@@ -440,7 +440,7 @@ int l_concat(lua_State* L) {
     ops.push_back({check_tensor(L, -1), 0});  // the list keeps the userdata alive
     lua_pop(L, 1);
   }
-  if (ops.empty()) raise_user_error(L, "concat of an empty list");
+  if (ops.empty()) throw Error("concat of an empty list");
   int64_t rank = int64_t(ops[0].tensor->shape().size());
   int64_t axis = lua_isnoneornil(L, 2) ? 0 : check_axis(L, 2, rank);
   DType t = tensor_dtype(ops);
@@ -452,21 +452,24 @@ int l_concat(lua_State* L) {
 }
 
 const luaL_Reg kMethods[] = {
-    {"add", l_add},       {"sub", l_sub},         {"mul", l_mul},       {"div", l_div},
-    {"pow", l_pow},       {"maximum", l_maximum}, {"minimum", l_minimum}, {"lt", l_lt},
-    {"le", l_le},         {"gt", l_gt},           {"ge", l_ge},         {"eq", l_eq},
-    {"ne", l_ne},         {"neg", l_neg},         {"exp", l_exp},       {"log", l_log},
-    {"sqrt", l_sqrt},     {"rsqrt", l_rsqrt},     {"tanh", l_tanh},     {"sigmoid", l_sigmoid},
-    {"abs", l_abs},       {"erf", l_erf},         {"cast", l_cast},       {"matmul", l_matmul}, {"reshape", l_reshape},
-    {"transpose", l_transpose}, {"sum", l_sum},   {"max", l_max},       {"min", l_min},
-    {"argmax", l_argmax}, {"slice", l_slice},     {"take", l_take},     {"one_hot", l_one_hot},
-    {nullptr, nullptr}};
+    {"add", boundary<l_add>}, {"sub", boundary<l_sub>}, {"mul", boundary<l_mul>}, {"div", boundary<l_div>},
+    {"pow", boundary<l_pow>}, {"maximum", boundary<l_maximum>}, {"minimum", boundary<l_minimum>},
+    {"lt", boundary<l_lt>}, {"le", boundary<l_le>}, {"gt", boundary<l_gt>}, {"ge", boundary<l_ge>},
+    {"eq", boundary<l_eq>}, {"ne", boundary<l_ne>}, {"neg", boundary<l_neg>}, {"exp", boundary<l_exp>},
+    {"log", boundary<l_log>}, {"sqrt", boundary<l_sqrt>}, {"rsqrt", boundary<l_rsqrt>},
+    {"tanh", boundary<l_tanh>}, {"sigmoid", boundary<l_sigmoid>}, {"abs", boundary<l_abs>},
+    {"erf", boundary<l_erf>}, {"cast", boundary<l_cast>}, {"matmul", boundary<l_matmul>},
+    {"reshape", boundary<l_reshape>}, {"transpose", boundary<l_transpose>}, {"sum", boundary<l_sum>},
+    {"max", boundary<l_max>}, {"min", boundary<l_min>}, {"argmax", boundary<l_argmax>},
+    {"slice", boundary<l_slice>}, {"take", boundary<l_take>}, {"one_hot", boundary<l_one_hot>}, {nullptr, nullptr}};
 
-const luaL_Reg kMetaOps[] = {{"__add", l_add}, {"__sub", l_sub},   {"__mul", l_mul},
-                             {"__div", l_div}, {"__idiv", l_idiv}, {"__mod", l_mod},
-                             {"__pow", l_pow}, {"__unm", l_unm},   {nullptr, nullptr}};
+const luaL_Reg kMetaOps[] = {
+    {"__add", boundary<l_add>}, {"__sub", boundary<l_sub>}, {"__mul", boundary<l_mul>},
+    {"__div", boundary<l_div>}, {"__idiv", boundary<l_idiv>}, {"__mod", boundary<l_mod>},
+    {"__pow", boundary<l_pow>}, {"__unm", boundary<l_unm>}, {nullptr, nullptr}};
 
-const luaL_Reg kFunctions[] = {{"where", l_where}, {"concat", l_concat}, {nullptr, nullptr}};
+const luaL_Reg kFunctions[] = {
+    {"where", boundary<l_where>}, {"concat", boundary<l_concat>}, {nullptr, nullptr}};
 
 }  // namespace
 

@@ -22,7 +22,7 @@ double opt_number_field(lua_State* L, int arg, const char* name, double def) {
   if (!lua_istable(L, arg)) return def;
   lua_getfield(L, arg, name);
   if (!lua_isnil(L, -1) && !lua_isnumber(L, -1))
-    raise_user_error(L, std::string(name) + " must be a number, got " + luaL_typename(L, -1));
+    throw Error(std::string(name) + " must be a number, got " + luaL_typename(L, -1));
   double v = luaL_optnumber(L, -1, def);
   lua_pop(L, 1);
   return v;
@@ -32,7 +32,7 @@ bool opt_bool_field(lua_State* L, int arg, const char* name) {
   if (!lua_istable(L, arg)) return false;
   lua_getfield(L, arg, name);
   if (!lua_isnil(L, -1) && !lua_isboolean(L, -1))
-    raise_user_error(L, std::string(name) + " must be true or false, got " + luaL_typename(L, -1));
+    throw Error(std::string(name) + " must be true or false, got " + luaL_typename(L, -1));
   bool v = lua_toboolean(L, -1);
   lua_pop(L, 1);
   return v;
@@ -41,7 +41,7 @@ bool opt_bool_field(lua_State* L, int arg, const char* name) {
 LuaTensor* check_key(lua_State* L, int arg) {
   LuaTensor* k = test_tensor(L, arg);
   if (!k || k->dtype() != DType::i32 || k->shape() != Shape{2})
-    raise_user_error(L, std::string("expected a key from tpu.random.key(seed), got ") +
+    throw Error(std::string("expected a key from tpu.random.key(seed), got ") +
                             (k ? type_str(k->dtype(), k->shape()) : luaL_typename(L, arg)));
   return check_tensor(L, arg);
 }
@@ -59,7 +59,7 @@ int l_random_key(lua_State* L) {
   }
   LuaTensor* seed = test_tensor(L, 1);
   if (!seed || !seed->shape().empty() || !is_integer(seed->dtype()))
-    raise_user_error(L, std::string("tpu.random.key needs an integer seed, got ") +
+    throw Error(std::string("tpu.random.key needs an integer seed, got ") +
                             (seed ? type_str(seed->dtype(), seed->shape()) : luaL_tolstring(L, 1, nullptr)));
   return apply_op(L, {{seed, 0}}, DType::i32, [](Graph& g, const std::vector<NodeId>& in) {
     NodeId s = g.reshape(g.convert(in[0], DType::i32), {1});
@@ -78,12 +78,12 @@ int l_random_fold(lua_State* L) {
   if (lua_isinteger(L, 2)) {
     const lua_Integer d = lua_tointeger(L, 2) + offset;
     if (d < INT32_MIN || d > INT32_MAX)
-      raise_user_error(L, "fold_in: " + std::to_string(d - offset) + " does not fit in 32 bits");
+      throw Error("fold_in: " + std::to_string(d - offset) + " does not fit in 32 bits");
     data.number = double(d);
   } else {
     data.tensor = test_tensor(L, 2);
     if (!data.tensor || !data.tensor->shape().empty() || !is_integer(data.tensor->dtype()))
-      raise_user_error(L, std::string("fold_in needs an integer or an integer scalar tensor, got ") +
+      throw Error(std::string("fold_in needs an integer or an integer scalar tensor, got ") +
                               (data.tensor ? type_str(data.tensor->dtype(), data.tensor->shape()) : luaL_typename(L, 2)));
   }
   return apply_op(L, {{key, 0}, data}, DType::i32, [offset, number = !data.tensor](Graph& g, const std::vector<NodeId>& in) {
@@ -133,9 +133,10 @@ int l_random_bits(lua_State* L) {
                   [s](Graph& g, const std::vector<NodeId>& in) { return g.rng(in[0], RngKind::bits, s); });
 }
 
-const luaL_Reg kFunctions[] = {{"random_key", l_random_key},         {"random_fold", l_random_fold},
-                               {"random_uniform", l_random_uniform}, {"random_normal", l_random_normal},
-                               {"random_bits", l_random_bits},       {nullptr, nullptr}};
+const luaL_Reg kFunctions[] = {
+    {"random_key", boundary<l_random_key>}, {"random_fold", boundary<l_random_fold>},
+    {"random_uniform", boundary<l_random_uniform>}, {"random_normal", boundary<l_random_normal>},
+    {"random_bits", boundary<l_random_bits>}, {nullptr, nullptr}};
 
 }  // namespace
 

@@ -178,16 +178,22 @@ std::string type_name_at(lua_State* L, int arg) {
 }
 }  // namespace
 
+void push_arg_error(lua_State* L, int arg, const std::string& message) {
+  auto [name, method] = called_name(L);
+  std::string m = user_where(L);
+  if (method && --arg == 0) m += "calling '" + name + "' on bad self (" + message + ")";
+  else m += "bad argument #" + std::to_string(arg) + " to '" + name + "' (" + message + ")";
+  lua_pushlstring(L, m.data(), m.size());
+}
+
 void raise_arg_error(lua_State* L, int arg, const std::string& message) {
-  {  // the strings are freed before lua_error jumps away
-    auto [name, method] = called_name(L);
-    std::string m = user_where(L);
-    if (method && --arg == 0) m += "calling '" + name + "' on bad self (" + message + ")";
-    else m += "bad argument #" + std::to_string(arg) + " to '" + name + "' (" + message + ")";
-    lua_pushlstring(L, m.data(), m.size());
-  }
+  push_arg_error(L, arg, message);  // its strings are freed before lua_error jumps away
   lua_error(L);
   std::abort();  // lua_error does not return
+}
+
+ArgError type_error(lua_State* L, int arg, const std::string& expected) {
+  return ArgError(arg, expected + " expected, got " + type_name_at(L, arg));
 }
 
 void raise_type_error(lua_State* L, int arg, const std::string& expected) {
@@ -391,14 +397,14 @@ NodeId operand_node(Trace& tr, const Operand& o, DType number_dtype) {
   return id;
 }
 
-Trace* trace_of(lua_State* L, const std::vector<Operand>& operands) {
+Trace* trace_of(const std::vector<Operand>& operands) {
   Trace* found = nullptr;
   for (const Operand& o : operands) {
     if (!o.tensor || !o.tensor->traced()) continue;
     Trace* t = trace_by_id(o.tensor->trace_id);
     if (!t || t != active_trace())
-      raise_user_error(L, "a traced tensor was used outside the tpu.jit call that made it "
-                          "(it escaped through a global or an upvalue); return it from the function instead");
+      throw Error("a traced tensor was used outside the tpu.jit call that made it "
+                  "(it escaped through a global or an upvalue); return it from the function instead");
     found = t;
   }
   return found;
@@ -432,31 +438,22 @@ std::vector<Tensor> eager_eval(const std::vector<Operand>& operands, DType numbe
 
 int apply_op_multi(lua_State* L, const std::vector<Operand>& operands, DType number_dtype,
                    const std::function<std::vector<NodeId>(Graph&, const std::vector<NodeId>&)>& build) {
-  Trace* tr = trace_of(L, operands);
-  std::string error;
-  try {
-    if (tr) {
-      poll_stop("tracing");  // a signal stops a long trace inside fit (DESIGN section 11)
-      Graph& g = tr->graph;
-      std::string where = user_where(L);
-      if (where.size() > 2) where.resize(where.size() - 2);  // drop ": "
-      if (!scopes().empty()) where += " (" + scopes().back() + ")";
-      g.current_loc = where.empty() ? -1 : g.intern_location(where);
-      std::vector<NodeId> in;
-      for (const Operand& o : operands) in.push_back(operand_node(*tr, o, number_dtype));
-      std::vector<NodeId> out = build(g, in);
-      for (NodeId id : out) push_traced(L, tr->id, id);
-      return int(out.size());
-    }
-    std::vector<Tensor> out = eager_eval(operands, number_dtype, build);
-    for (Tensor& t : out) push_tensor(L, std::move(t));
+  if (Trace* tr = trace_of(operands)) {
+    poll_stop("tracing");  // a signal stops a long trace inside fit (DESIGN section 11)
+    Graph& g = tr->graph;
+    std::string where = user_where(L);
+    if (where.size() > 2) where.resize(where.size() - 2);  // drop ": "
+    if (!scopes().empty()) where += " (" + scopes().back() + ")";
+    g.current_loc = where.empty() ? -1 : g.intern_location(where);
+    std::vector<NodeId> in;
+    for (const Operand& o : operands) in.push_back(operand_node(*tr, o, number_dtype));
+    std::vector<NodeId> out = build(g, in);
+    for (NodeId id : out) push_traced(L, tr->id, id);
     return int(out.size());
-  } catch (const Error& e) {
-    error = e.what();
-  } catch (const std::bad_alloc&) {
-    error = "out of host memory";
   }
-  raise_user_error(L, error);
+  std::vector<Tensor> out = eager_eval(operands, number_dtype, build);
+  for (Tensor& t : out) push_tensor(L, std::move(t));
+  return int(out.size());
 }
 
 int apply_op(lua_State* L, const std::vector<Operand>& operands, DType number_dtype, const Builder& build) {

@@ -172,7 +172,7 @@ int trace_end(lua_State* L) {
   luaL_setmetatable(L, kExecutableMeta);
   return 1;
 }
-int l_trace_end(lua_State* L) { return finish(L, guarded(L, [L] { return trace_end(L); })); }
+int l_trace_end(lua_State* L) { return boundary<trace_end>(L); }
 
 // exe:run(list of tensors) -> list of tensors
 int l_exe_run(lua_State* L) {
@@ -227,15 +227,16 @@ int l_exe_per_replica(lua_State* L) {
 }
 
 // core.all_reduce(x, "sum"|"mean"): across the replicas of a replicated step.
-int l_all_reduce(lua_State* L) {
+int all_reduce(lua_State* L) {
   LuaTensor* t = check_tensor(L, 1);
   const char* kind = luaL_optstring(L, 2, "sum");
   int64_t k = std::strcmp(kind, "mean") == 0 ? 1 : std::strcmp(kind, "sum") == 0 ? 0 : -1;
-  if (k < 0) raise_user_error(L, std::string("all_reduce: unknown reduction '") + kind + "' (expected \"sum\" or \"mean\")");
+  if (k < 0) throw Error(std::string("all_reduce: unknown reduction '") + kind + "' (expected \"sum\" or \"mean\")");
   return apply_op(L, {{t, 0}}, DType::f32, [k](Graph& g, const std::vector<NodeId>& in) {
     return g.all_reduce(in[0], k == 1);
   });
 }
+int l_all_reduce(lua_State* L) { return boundary<all_reduce>(L); }
 
 int l_exe_text(lua_State* L) {
   std::string s = print_graph(check_executable(L, 1)->exe->graph());
