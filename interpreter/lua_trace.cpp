@@ -175,7 +175,7 @@ int trace_end(lua_State* L) {
 int l_trace_end(lua_State* L) { return boundary<trace_end>(L); }
 
 // exe:run(list of tensors) -> list of tensors
-int l_exe_run(lua_State* L) {
+int exe_run(lua_State* L) {
   LuaExecutable* e = check_executable(L, 1);
   luaL_checktype(L, 2, LUA_TTABLE);
   std::vector<Tensor> args;
@@ -184,7 +184,7 @@ int l_exe_run(lua_State* L) {
   for (lua_Integer i = 1; i <= n; ++i) {
     lua_geti(L, 2, i);
     LuaTensor* t = check_tensor(L, -1);
-    if (t->traced()) luaL_error(L, "run: argument %d is not a concrete tensor", int(i));
+    if (t->traced()) throw Error("run: argument " + std::to_string(i) + " is not a concrete tensor");
     args.push_back(t->value);
     lua_pop(L, 1);
   }
@@ -193,27 +193,22 @@ int l_exe_run(lua_State* L) {
   // argument is donated as a copy, so donating one tensor never changes another.
   for (int32_t p : e->exe->donated_args())
     if (args[size_t(p)].buffer_holders() > 2) args[size_t(p)] = args[size_t(p)].copy();
-  std::string error;
-  try {
-    std::vector<Tensor> out = e->exe->run(args);
-    args.clear();
-    // Donated arguments now hold results: their Lua tensors are consumed (using one is an error).
-    for (int32_t p : e->exe->donated_args()) {
-      lua_geti(L, 2, p + 1);
-      mark_donated(test_tensor(L, -1), e->exe->graph().name);
-      lua_pop(L, 1);
-    }
-    lua_createtable(L, int(out.size()), 0);
-    for (size_t i = 0; i < out.size(); ++i) {
-      push_tensor(L, std::move(out[i]));
-      lua_seti(L, -2, lua_Integer(i + 1));
-    }
-    return 1;
-  } catch (const Error& ex) {
-    error = ex.what();
+  std::vector<Tensor> out = e->exe->run(args);
+  args.clear();
+  // Donated arguments now hold results: their Lua tensors are consumed (using one is an error).
+  for (int32_t p : e->exe->donated_args()) {
+    lua_geti(L, 2, p + 1);
+    mark_donated(test_tensor(L, -1), e->exe->graph().name);
+    lua_pop(L, 1);
   }
-  raise_user_error(L, error);
+  lua_createtable(L, int(out.size()), 0);
+  for (size_t i = 0; i < out.size(); ++i) {
+    push_tensor(L, std::move(out[i]));
+    lua_seti(L, -2, lua_Integer(i + 1));
+  }
+  return 1;
 }
+int l_exe_run(lua_State* L) { return boundary<exe_run>(L); }
 
 // exe:per_replica() -> list of booleans: which results come back stacked [replicas, ...].
 int l_exe_per_replica(lua_State* L) {
@@ -342,34 +337,29 @@ int l_exe_gc(lua_State* L) {
 }
 
 // core.gradients(y, {x1, x2, ...}) -> {dx1, dx2, ...} on the active trace.
-int l_gradients(lua_State* L) {
+int gradients_of(lua_State* L) {
   Trace& t = require_trace(L);
   LuaTensor* y = check_tensor(L, 1);
   luaL_checktype(L, 2, LUA_TTABLE);
   if (!y->traced() || y->trace_id != t.id)
-    raise_user_error(L, "grad: the function's result does not depend on its traced arguments");
+    throw Error("grad: the function's result does not depend on its traced arguments");
   std::vector<NodeId> xs;
   for (lua_Integer i = 1; i <= luaL_len(L, 2); ++i) {
     lua_geti(L, 2, i);
     LuaTensor* x = check_tensor(L, -1);
-    if (!x->traced() || x->trace_id != t.id) luaL_error(L, "gradients: argument %d is not traced", int(i));
+    if (!x->traced() || x->trace_id != t.id) throw Error("gradients: argument " + std::to_string(i) + " is not traced");
     xs.push_back(x->node);
     lua_pop(L, 1);
   }
-  std::string error;
-  try {
-    std::vector<NodeId> gs = gradients(t.graph, y->node, xs);
-    lua_createtable(L, int(gs.size()), 0);
-    for (size_t i = 0; i < gs.size(); ++i) {
-      push_traced(L, t.id, gs[i]);
-      lua_seti(L, -2, lua_Integer(i + 1));
-    }
-    return 1;
-  } catch (const Error& e) {
-    error = e.what();
+  std::vector<NodeId> gs = gradients(t.graph, y->node, xs);
+  lua_createtable(L, int(gs.size()), 0);
+  for (size_t i = 0; i < gs.size(); ++i) {
+    push_traced(L, t.id, gs[i]);
+    lua_seti(L, -2, lua_Integer(i + 1));
   }
-  raise_user_error(L, error);
+  return 1;
 }
+int l_gradients(lua_State* L) { return boundary<gradients_of>(L); }
 
 // core.lift(t): a concrete tensor as a constant node of the active trace (so it can be
 // differentiated against, like a traced argument).
