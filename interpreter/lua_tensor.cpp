@@ -130,8 +130,10 @@ std::string user_where(lua_State* L) {
 }
 
 void raise_user_error(lua_State* L, const std::string& message) {
-  std::string m = user_where(L) + message;
-  lua_pushlstring(L, m.data(), m.size());
+  {  // freed before lua_error jumps away (the caller's own temporaries are not: throw inside a boundary)
+    std::string m = user_where(L) + message;
+    lua_pushlstring(L, m.data(), m.size());
+  }
   lua_error(L);
   std::abort();  // lua_error does not return
 }
