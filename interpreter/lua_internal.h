@@ -2,6 +2,7 @@
 #pragma once
 #include <lua.hpp>
 
+#include <exception>
 #include <functional>
 #include <memory>
 #include <new>
@@ -89,6 +90,8 @@ int guarded(lua_State* L, F body, const char* out_of_memory = "out of memory") {
     lua_pushstring(L, (user_where(L) + e.what()).c_str());
   } catch (const std::bad_alloc&) {
     lua_pushstring(L, (user_where(L) + out_of_memory).c_str());
+  } catch (const std::exception& e) {  // the standard library's own (a filesystem error, ...)
+    lua_pushstring(L, (user_where(L) + e.what()).c_str());
   }
   return -1;
 }
