@@ -140,6 +140,25 @@ function M.check_keys(fname, opts, allowed)
   end
 end
 
+-- A copy of the option table opts with Keras's names (DESIGN section 3; aliases maps a Keras
+-- name to ours) turned into ours, for our names in `known`; other keys are kept as they are, for
+-- the caller's own check. Giving both names of one option is an error.
+function M.keras_names(who, opts, aliases, known)
+  local ok = {}
+  for _, k in ipairs(known) do ok[k] = true end
+  local out = {}
+  for k, v in pairs(opts) do
+    local ours = aliases[k]
+    if ours and ok[ours] then
+      if opts[ours] ~= nil then M.fail("%s: give %s or its Keras name %s, not both", who, ours, k) end
+      out[ours] = v
+    else
+      out[k] = v
+    end
+  end
+  return out
+end
+
 -- Argument n must be absent: for functions that take no more than n - 1 arguments.
 function M.none(n, fname, v)
   if v ~= nil then M.arg_error(n, fname, "no value expected, got " .. M.typename(v)) end

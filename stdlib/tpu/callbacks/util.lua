@@ -14,17 +14,11 @@ local keras_names = {restore_best_weights = "restore_best", filepath = "path", s
 function M.check_options(who, opts, allowed)
   if opts == nil then opts = {} end
   if type(opts) ~= "table" then fail("%s: options must be a table, got %s", who, show(opts)) end
+  local out = errors.keras_names(who, opts, keras_names, allowed)
   local ok = {}
   for _, k in ipairs(allowed) do ok[k] = true end
-  local out = {}
-  for k, v in pairs(opts) do
-    local ours = keras_names[k]
-    if ours and ok[ours] then
-      if opts[ours] ~= nil then fail("%s: give %s or its Keras name %s, not both", who, ours, k) end
-      out[ours] = v
-    elseif ok[k] then
-      out[k] = v
-    else
+  for k in pairs(out) do
+    if not ok[k] then
       table.sort(allowed)
       fail("%s: unknown option '%s' (known options: %s)", who, tostring(k), table.concat(allowed, ", "))
     end

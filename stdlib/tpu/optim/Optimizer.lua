@@ -14,6 +14,7 @@ local class = require "tpu.class"
 local core = require "tpu.core"
 local schedule = require "tpu.optim.schedule"
 local util = require "tpu.nn.util"
+local errors = require "tpu.errors"
 
 local Optimizer = class("Optimizer")
 Optimizer.slots = {}
@@ -42,29 +43,12 @@ end
 -- Keras's names for the options (DESIGN section 3: a Keras user's first try must not fail).
 local keras_names = {learning_rate = "lr", beta_1 = "beta1", beta_2 = "beta2"}
 
--- opts with Keras's names turned into ours (a copy; both names for one option is an error).
-local function our_names(self, opts, names)
-  local known = {}
-  for _, k in ipairs(names) do known[k] = true end
-  local out = {}
-  for k, v in pairs(opts) do
-    local ours = keras_names[k]
-    if ours and known[ours] then
-      if opts[ours] ~= nil then util.fail("%s: give %s or its Keras name %s, not both", self.__name, ours, k) end
-      out[ours] = v
-    else
-      out[k] = v
-    end
-  end
-  return out
-end
-
 -- Checks the options every optimizer takes (lr, clipnorm) plus `own`, and returns them with
 -- Keras's names (learning_rate, beta_1, beta_2) turned into ours.
 function Optimizer:init_options(opts, own)
   local names = {"lr", "clipnorm"}
   for _, k in ipairs(own) do names[#names + 1] = k end
-  if type(opts) == "table" and not util.is_tensor(opts) then opts = our_names(self, opts, names) end
+  if type(opts) == "table" and not util.is_tensor(opts) then opts = errors.keras_names(self.__name, opts, keras_names, names) end
   util.check_options(self, opts, names)
   self.lr = self:check_lr(opts)
   if opts.clipnorm ~= nil and (type(opts.clipnorm) ~= "number" or opts.clipnorm <= 0) then
