@@ -2,12 +2,23 @@
 #pragma once
 #include <cstddef>
 #include <cstdint>
+#include <limits>
 #include <optional>
 #include <string_view>
 
 namespace tpu {
 
 enum class DType : uint8_t { f32, bf16, i32, u8, boolean };
+
+// An integer element from a float value: truncated, saturating at the type's range, NaN as 0
+// (an out-of-range conversion would be undefined; -inf, the identity of an empty max, gets here).
+template <class T>
+T saturate(double v) {
+  if (v != v) return 0;
+  if (v <= double(std::numeric_limits<T>::min())) return std::numeric_limits<T>::min();
+  if (v >= double(std::numeric_limits<T>::max())) return std::numeric_limits<T>::max();
+  return T(v);
+}
 
 constexpr size_t size_of(DType t) {
   switch (t) {

@@ -3,14 +3,12 @@
 #include <sys/sysinfo.h>
 
 #include <atomic>
-#include <cmath>
 #include <cstdint>
-#include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <limits>
 #include <new>
 
+#include "core/bytes.h"
 #include "core/error.h"
 
 namespace tpu {
@@ -49,16 +47,6 @@ struct BufferRelease {
   }
 };
 
-// "1.00 TiB", "12.0 MiB": the size in an out-of-memory message.
-std::string size_text(double bytes) {
-  const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB", "PiB"};
-  int u = 0;
-  for (; bytes >= 1024 && u < 5; ++u) bytes /= 1024;
-  char buf[32];
-  std::snprintf(buf, sizeof buf, u == 0 ? "%.0f %s" : "%.2f %s", bytes, units[u]);
-  return buf;
-}
-
 // The host's RAM and swap. A buffer larger than that can never be filled, yet an allocator that
 // counts on overcommit (jemalloc does) returns one, and the kernel kills the process once its
 // pages are touched: such a request is refused here, as glibc's allocator refuses it.
@@ -77,7 +65,7 @@ std::shared_ptr<std::byte[]> allocate(DType dtype, const Shape& shape, bool zero
   size_t rounded = (bytes + 63) / 64 * 64;
   if (rounded == 0) rounded = 64;
   void* p = rounded > host_memory_bytes() ? nullptr : std::aligned_alloc(64, rounded);
-  if (!p) throw Error("out of host memory: a " + type_str(dtype, shape) + " tensor needs " + size_text(double(bytes)));
+  if (!p) throw Error("out of host memory: a " + type_str(dtype, shape) + " tensor needs " + format_bytes(double(bytes)));
   if (zero) std::memset(p, 0, rounded);
   allocated_bytes += int64_t(rounded);
   live_bytes += int64_t(rounded);
@@ -174,18 +162,6 @@ double Tensor::get(int64_t i) const {
   }
   return 0;
 }
-
-namespace {
-// An integer element from a double: truncated, saturating at the type's range, NaN as 0 (an
-// out-of-range conversion would be undefined; -inf, the identity of an empty max, reaches here).
-template <class T>
-T saturate(double v) {
-  if (std::isnan(v)) return 0;
-  if (v <= double(std::numeric_limits<T>::min())) return std::numeric_limits<T>::min();
-  if (v >= double(std::numeric_limits<T>::max())) return std::numeric_limits<T>::max();
-  return T(v);
-}
-}  // namespace
 
 void Tensor::set(int64_t i, double v) {
   switch (dtype_) {

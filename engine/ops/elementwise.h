@@ -8,7 +8,6 @@
 //   extern const OpInfo erf_row = {Op::erf, shape_unary_float, ref_unary<Erf>, fast_unary<Erf>,
 //                                  grad_erf, cost_transcendental, kElementwise, fused_unary<Erf>()};
 #pragma once
-#include <limits>
 #include <span>
 #include <type_traits>
 
@@ -27,10 +26,7 @@ T narrow(R r) {
   if constexpr (!std::is_integral_v<T>) {
     return T(r);
   } else if constexpr (std::is_floating_point_v<R>) {
-    if (r != r) return 0;
-    if (r <= R(std::numeric_limits<T>::min())) return std::numeric_limits<T>::min();
-    if (r >= R(std::numeric_limits<T>::max())) return std::numeric_limits<T>::max();
-    return T(r);
+    return saturate<T>(double(r));
   } else {
     return T(std::make_unsigned_t<T>(r));
   }

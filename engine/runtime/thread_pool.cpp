@@ -5,7 +5,6 @@
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
-#include <cstdio>
 #include <exception>
 #include <mutex>
 #include <string>
@@ -13,6 +12,7 @@
 #include <thread>
 #include <vector>
 
+#include "core/bytes.h"
 #include "core/error.h"
 #include "runtime/float_mode.h"
 #include "runtime/signals.h"
@@ -53,9 +53,7 @@ std::string stack_text(int n) {
     pthread_attr_getstacksize(&attr, &stack);
     pthread_attr_destroy(&attr);
   }
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "%.2f GiB", double(stack) * n / (1 << 30));
-  return buf;
+  return format_bytes(double(stack) * n);
 }
 
 class Pool {

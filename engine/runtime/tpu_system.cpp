@@ -26,15 +26,6 @@ const TpuVersion* find_tpu_version(std::string_view name) {
   return nullptr;
 }
 
-std::string format_bytes(double bytes) {
-  char buf[32];
-  if (bytes >= GiB) std::snprintf(buf, sizeof buf, "%.2f GiB", bytes / GiB);
-  else if (bytes >= 1024.0 * 1024) std::snprintf(buf, sizeof buf, "%.1f MiB", bytes / (1024.0 * 1024));
-  else if (bytes >= 1024.0) std::snprintf(buf, sizeof buf, "%.1f KiB", bytes / 1024.0);
-  else std::snprintf(buf, sizeof buf, "%.0f B", bytes);
-  return buf;
-}
-
 namespace {
 
 struct Held {

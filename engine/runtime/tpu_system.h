@@ -6,6 +6,8 @@
 #include <string_view>
 #include <vector>
 
+#include "core/bytes.h"  // format_bytes, for the reports made from these figures
+
 namespace tpu {
 
 class Executable;
@@ -25,6 +27,5 @@ const TpuVersion* find_tpu_version(std::string_view name);
 // `arg_names` (optional, one per parameter) says what each argument is, e.g. "argument 2 (x)".
 void hbm_check(const Executable& exe, const TpuVersion& v, const std::vector<std::string>& arg_names = {});
 
-std::string format_bytes(double bytes);  // "9.21 GiB", "12.0 MiB"
 
 }  // namespace tpu

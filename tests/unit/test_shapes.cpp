@@ -8,6 +8,7 @@
 #include <cmath>
 #include <string>
 
+#include "core/bytes.h"
 #include "core/error.h"
 #include "core/tensor.h"
 #include "ir/graph.h"
@@ -172,4 +173,12 @@ TEST_CASE("shape rule: an empty result costs nothing to run") {
   const auto start = std::chrono::steady_clock::now();
   CHECK(run_on_zeros(std::move(g))[0].shape() == Shape{1, 1 << 16, 1 << 16, 0});
   CHECK(std::chrono::steady_clock::now() - start < std::chrono::seconds(1));
+}
+
+TEST_CASE("format_bytes: the unit that reads best, TiB included") {
+  CHECK(tpu::format_bytes(512) == "512 B");
+  CHECK(tpu::format_bytes(1536) == "1.5 KiB");
+  CHECK(tpu::format_bytes(12.0 * (1 << 20)) == "12.0 MiB");
+  CHECK(tpu::format_bytes(9.21 * (1 << 30)) == "9.21 GiB");
+  CHECK(tpu::format_bytes(double(int64_t(1) << 40)) == "1.00 TiB");
 }
