@@ -20,7 +20,7 @@ ShapeDtype.__index = ShapeDtype
 function ShapeDtype.__tostring(s) return string.format("ShapeDtype(%s[%s])", s.dtype, table.concat(s.shape, ",")) end
 
 function M.shape_dtype(shape, dtype, extra)
-  require("tpu.errors").none(3, "shape_dtype", extra)
+  errors.none(3, "shape_dtype", extra)
   local ok = type(shape) == "table"
   for _, d in ipairs(ok and shape or {}) do ok = ok and math.type(d) == "integer" and d >= 0 end
   if not ok then error(core.user_where() .. "shape_dtype: shape must be a list of non-negative integers", 0) end
@@ -347,7 +347,7 @@ end
 M.before_first_run = nil
 
 function M.jit(fn, opts, extra)
-  require("tpu.errors").none(3, "jit", extra)
+  errors.none(3, "jit", extra)
   if type(fn) ~= "function" and not (type(fn) == "table" and getmetatable(fn) and getmetatable(fn).__call) then
     error(core.user_where() .. "tpu.jit expects a function, got " .. type(fn), 0)
   end
@@ -398,7 +398,7 @@ local function check_grad_args(fname, fn, opts)
 end
 
 function M.value_and_grad(fn, opts, extra)
-  require("tpu.errors").none(3, "value_and_grad", extra)
+  errors.none(3, "value_and_grad", extra)
   opts = check_grad_args("value_and_grad", fn, opts)
   local argnums = opts.argnums or 1
   local has_aux = opts.has_aux
@@ -426,7 +426,7 @@ function M.value_and_grad(fn, opts, extra)
 end
 
 function M.grad(fn, opts, extra)
-  require("tpu.errors").none(3, "grad", extra)
+  errors.none(3, "grad", extra)
   opts = check_grad_args("grad", fn, opts)
   local vg = M.value_and_grad(fn, opts)
   return function(...)

@@ -182,7 +182,7 @@ end
 
 -- A loss function(y_true, y_pred) from a name or a function.
 function M.get(loss, extra)
-  require("tpu.errors").none(2, "get", extra)
+  errors.none(2, "get", extra)
   if type(loss) == "function" then return loss end
   if type(loss) == "table" and getmetatable(loss) and getmetatable(loss).__call then return loss end
   if type(loss) == "string" and per_example[loss] then return M[loss] end

@@ -34,7 +34,7 @@ Metric.__tostring = function(self) return "metrics." .. self.name end
 
 -- metrics.define{name = "my_metric", partial = function(y_true, y_pred, weights) return num, den end}
 function M.define(spec, extra)
-  require("tpu.errors").none(2, "define", extra)
+  errors.none(2, "define", extra)
   if type(spec) ~= "table" or type(spec.name) ~= "string" or type(spec.partial) ~= "function" then
     util.fail("metrics.define needs {name = <string>, partial = <function>}, got %s", util.show(spec))
   end
@@ -112,7 +112,7 @@ end}
 
 -- A metric from a name, a metric object, or a function(y_true, y_pred) -> batch mean.
 function M.get(m, extra)
-  require("tpu.errors").none(2, "get", extra)
+  errors.none(2, "get", extra)
   if getmetatable(m) == Metric then return m end
   if type(m) == "string" then
     local found = M[m] or (m == "acc" and M.accuracy)

@@ -55,7 +55,7 @@ local random = {}
 
 -- seed: a Lua integer, or an integer scalar tensor (traced or not; the same key).
 function random.key(seed, extra)
-  require("tpu.errors").none(2, "key", extra)
+  errors.none(2, "key", extra)
   if math.type(seed) ~= "integer" and not core.is_tensor(seed) then
     fail("tpu.random.key needs an integer seed, got %s", tostring(seed))
   end

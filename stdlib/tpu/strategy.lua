@@ -13,7 +13,7 @@ local errors = require "tpu.errors"
 
 local M = {}
 
-local fail = require("tpu.errors").fail
+local fail = errors.fail
 
 -- A value split across replicas: `value` holds every replica's part along the first axis
 -- (input batches), or stacked [replicas, ...] (per-replica results, `stacked` = true).
@@ -30,7 +30,7 @@ local Strategy = class("Strategy")
 M.Strategy = Strategy
 
 function Strategy:__init(opts)
-  opts = require("tpu.errors").options(1, "TPU", opts, {"cores", "version", "workers", "rank"})
+  opts = errors.options(1, "TPU", opts, {"cores", "version", "workers", "rank"})
   local cores = opts.cores or 1
   if math.type(cores) ~= "integer" or cores < 1 then fail("TPU: cores must be a positive integer, got %s", tostring(cores)) end
   self.num_replicas_in_sync = cores
@@ -67,7 +67,7 @@ function Strategy:scope()
 end
 
 function M.current(extra)
-  require("tpu.errors").none(1, "current", extra)
+  errors.none(1, "current", extra)
   return current
 end
 
@@ -287,14 +287,14 @@ end
 
 local default_strategy
 function M.default(extra)
-  require("tpu.errors").none(1, "default", extra)
+  errors.none(1, "default", extra)
   default_strategy = default_strategy or Strategy {cores = 1}
   return default_strategy
 end
 
 -- TPU{cores=N} when --cores or TPUTRAIN_CORES gave N, else the default strategy.
 function M.auto(extra)
-  require("tpu.errors").none(1, "auto", extra)
+  errors.none(1, "auto", extra)
   local options = package.loaded["tpu.options"] or {}
   if options.cores and options.cores > 0 then return Strategy {cores = options.cores} end
   return M.default()
@@ -302,7 +302,7 @@ end
 
 -- tpu.all_reduce(x, "sum"|"mean") inside a replicated step.
 function M.all_reduce(x, op, extra)
-  require("tpu.errors").none(3, "all_reduce", extra)
+  errors.none(3, "all_reduce", extra)
   return tpu.all_reduce(x, op)
 end
 

@@ -20,7 +20,7 @@ local function initial_seed()
 end
 
 function M.set_seed(n, extra)
-  require("tpu.errors").none(2, "set_seed", extra)
+  errors.none(2, "set_seed", extra)
   if math.type(n) ~= "integer" or n < 0 then
     util.fail("set_seed expects a non-negative integer, got %s", util.show(n))
   end
