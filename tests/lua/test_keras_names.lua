@@ -54,4 +54,34 @@ function T.fit_and_evaluate_take_x_and_y()
     "test_keras_names.lua:%d+: bad argument #3 to 'fit' %(no value expected, got number%)")
 end
 
+-- initial_epoch: fit{epochs = 1} then fit{initial_epoch = 1, epochs = 3} trains the same numbers as
+-- fit{epochs = 3}: the data set's shuffles start at the pass initial_epoch names.
+function T.initial_epoch_continues_a_run()
+  local x = tpu.random.normal(tpu.random.key(3), {16, 3})
+  local y = x:sum {axis = 2, keepdims = true}:gt(0):cast("f32")
+  local function run(parts)
+    tpu.nn.initializers.set_seed(1)
+    local model = nn.Sequential {nn.Dense(4, {activation = "relu"}), nn.Dense(1)}
+    model:compile {optimizer = optim.Adam {learning_rate = 0.05}, loss = "mse"}
+    local losses = {}
+    for _, p in ipairs(parts) do  -- a new data set each call, as a script run again would make
+      local ds = tpu.data.from_tensors {x, y}:shuffle(16, {seed = 7}):batch(4)
+      local h = model:fit(ds, {epochs = p[2], initial_epoch = p[1], verbose = 0})
+      for _, l in ipairs(h.history.loss) do losses[#losses + 1] = l end
+      check.eq(h.epoch[1], p[1] + 1)
+    end
+    return losses
+  end
+  local whole, split = run {{0, 3}}, run {{0, 1}, {1, 3}}
+  check.eq(#split, 3)
+  for i = 1, 3 do check.near(split[i], whole[i], 0) end
+  local model = nn.Sequential {nn.Dense(1)}
+  model:compile {optimizer = "sgd", loss = "mse"}
+  check.raises(function() model:fit(x, y, {epochs = 2, initial_epoch = 2, verbose = 0}) end,
+    "test_keras_names.lua:%d+: fit: initial_epoch = 2 leaves nothing to train with epochs = 2 "
+    .. "%(epochs is the number of the last epoch, as in Keras: fit{initial_epoch = 2, epochs = 3}%)")
+  check.raises(function() model:fit(x, y, {initial_epoch = -1, verbose = 0}) end,
+    "fit: initial_epoch must be a non%-negative integer, got %-1")
+end
+
 return T

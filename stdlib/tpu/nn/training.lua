@@ -519,7 +519,7 @@ local function evaluate_sums(model, c, data, opts, bar)
 end
 
 local fit_options = {"epochs", "validation_data", "verbose", "callbacks", "batch_size",
-                     "steps_per_epoch", "resume", "validation_split"}
+                     "steps_per_epoch", "resume", "validation_split", "initial_epoch"}
 
 -- Keras's validation_split on {x, y} tensors: the last fraction of the rows (taken before any
 -- shuffling) becomes validation_data. Returns the training data and a copy of opts.
@@ -572,6 +572,24 @@ local function keras_xy(who, data, opts, more)
   return data, opts
 end
 
+-- Where fit starts: a resumed state, Keras's initial_epoch (0-based count of epochs already
+-- done; the data set's shuffles continue from that pass, as in an uninterrupted run), or 0.
+local function first_epoch(model, history, data, opts, epochs)
+  local done = opts.initial_epoch
+  if done == nil then return require("tpu.checkpoint").resume_fit(model, history, data, opts) end
+  if math.type(done) ~= "integer" or done < 0 then
+    util.fail("fit: initial_epoch must be a non-negative integer, got %s", util.show(done))
+  end
+  if opts.resume ~= nil then util.fail("fit: give resume or initial_epoch, not both (resume knows its epoch)") end
+  if done >= epochs then
+    util.fail("fit: initial_epoch = %d leaves nothing to train with epochs = %d "
+      .. "(epochs is the number of the last epoch, as in Keras: fit{initial_epoch = %d, epochs = %d})",
+      done, epochs, done, done + 1)
+  end
+  if is_dataset(data) then require("tpu.checkpoint").restore_data_position(data, {pass = done, batch = 0}) end
+  return {epoch = done, batch = 0}
+end
+
 function M:fit(data, opts, more)
   data, opts = keras_xy("fit", data, opts, more)
   opts = opts or {}
@@ -585,7 +603,7 @@ function M:fit(data, opts, more)
   local verbose, cbs = verbosity(opts.verbose), opts.callbacks or {}
   local history = History {epochs = epochs, verbose = verbose}
   self.history, self.stop_training = history, false
-  local start = require("tpu.checkpoint").resume_fit(self, history, data, opts)
+  local start = first_epoch(self, history, data, opts, epochs)
   for _, ds in ipairs {data, opts.validation_data} do  -- batch checks, before any step
     if replicas(c) > 1 and is_dataset(ds) then c.strategy:distribute(ds) end
   end
