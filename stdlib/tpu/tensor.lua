@@ -91,6 +91,36 @@ function T.gelu(x, opts, extra)
   return 0.5 * x * (1 + (x * (1 / math.sqrt(2))):erf())
 end
 
+-- Keras's swish (also named silu): x * sigmoid(x).
+function T.swish(x, extra)
+  errors.check(1, "swish", x, "tensor")
+  errors.none(1, "swish", extra)
+  return x * x:sigmoid()
+end
+T.silu = T.swish
+
+-- min(max(x, 0), 6)
+function T.relu6(x, extra)
+  errors.check(1, "relu6", x, "tensor")
+  errors.none(1, "relu6", extra)
+  return x:maximum(0):minimum(6)
+end
+
+-- Keras's hard_sigmoid: 0 below -3, 1 above 3, x/6 + 1/2 between (relu6(x + 3) / 6).
+function T.hard_sigmoid(x, extra)
+  errors.check(1, "hard_sigmoid", x, "tensor")
+  errors.none(1, "hard_sigmoid", extra)
+  return (x + 3):relu6() * (1 / 6)
+end
+
+-- Keras's hard_swish (also named hard_silu): x * hard_sigmoid(x), MobileNetV3's activation.
+function T.hard_swish(x, extra)
+  errors.check(1, "hard_swish", x, "tensor")
+  errors.none(1, "hard_swish", extra)
+  return x * x:hard_sigmoid()
+end
+T.hard_silu = T.hard_swish
+
 function T.softmax(x, axis, extra)
   axis = axis_arg("softmax", x, axis, extra)
   local e = (x - x:max(axis, true)):exp()

@@ -293,8 +293,8 @@ function T.transformer_encoder_errors()
     "TransformerEncoder: intermediate_dim must be a positive integer, got nil")
   check.raises(function() nn.TransformerEncoder {num_heads = 3, intermediate_dim = 8}(rand({1, 2, 4})) end,
     "features divisible by num_heads = 3, got (None, 2, 4)")
-  check.raises(function() nn.TransformerEncoder {num_heads = 2, intermediate_dim = 8, activation = "swish"} end,
-    'TransformerEncoder: unknown activation "swish"')
+  check.raises(function() nn.TransformerEncoder {num_heads = 2, intermediate_dim = 8, activation = "swishy"} end,
+    'TransformerEncoder: unknown activation "swishy"')
 end
 
 -- The options Dense and Conv2D share (nn/kernel_bias.lua), and those BatchNorm and LayerNorm

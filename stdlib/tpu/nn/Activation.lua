@@ -31,6 +31,12 @@ Activation.functions = {
   sigmoid = remembered("sigmoid", function(x) return x:sigmoid() end),
   softmax = remembered("softmax", function(x) return x:softmax(-1) end),
   gelu = function(x) return x:gelu() end,
+  relu6 = function(x) return x:relu6() end,
+  swish = function(x) return x:swish() end,
+  silu = function(x) return x:swish() end,
+  hard_sigmoid = function(x) return x:hard_sigmoid() end,
+  hard_swish = function(x) return x:hard_swish() end,
+  hard_silu = function(x) return x:hard_swish() end,
 }
 
 local function known()
