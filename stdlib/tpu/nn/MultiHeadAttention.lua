@@ -5,8 +5,10 @@
 --   attn {query, value}                      -- cross-attention (key = value)
 --   attn {query, value, key, mask = m}       -- m: [batch, S] padding mask (1/true = attend,
 --                                            -- 0/false = padding) or [batch, T, S]
+--   attn {x, use_causal_mask = true}         -- query t attends to keys 1..t only (decoders)
 -- Options: value_dim (default key_dim), dropout (on the attention weights, in training),
 -- use_bias, output_dim (default: the query's features), kernel_initializer, bias_initializer.
+local core = require "tpu.core"
 local Module = require "tpu.nn.Module"
 local Dropout = require "tpu.nn.Dropout"
 local util = require "tpu.nn.util"
@@ -31,11 +33,13 @@ function MultiHeadAttention:__init(opts)
   self.bias_initializer = util.initializer(opts, who, "bias_initializer", "zeros")
 end
 
--- query, value, key and mask from a tensor (self-attention) or a list {query, value, key, mask=}.
+-- query, value, key, mask and use_causal_mask from a tensor (self-attention) or a list
+-- {query, value, key, mask=, use_causal_mask=}.
 local function parts(x)
-  if util.is_tensor(x) then return x, x, x, nil end
+  if util.is_tensor(x) then return x, x, x, nil, false end
   local v = x[2] or x[1]
-  return x[1], v, x[3] or v, x.mask
+  local causal = util.flag(who, x, "use_causal_mask", false)
+  return x[1], v, x[3] or v, x.mask, causal
 end
 
 function MultiHeadAttention:dense(name, n_in, n_out)
@@ -84,8 +88,15 @@ local function masked(scores, mask)
   return scores + (1 - m) * -1e9
 end
 
+-- Large negative scores where key s comes after query t (as Keras: a lower-triangular [T, S]).
+local function causal(scores)
+  local t, s = scores.shape[3], scores.shape[4]
+  local later = core.arange(s):reshape({1, s}):gt(core.arange(t):reshape({t, 1}))
+  return scores + later:cast("f32"):reshape({1, 1, t, s}) * -1e9
+end
+
 function MultiHeadAttention:call(x, ctx)
-  local q, v, k, mask = parts(x)
+  local q, v, k, mask, use_causal_mask = parts(x)
   local qh = self:project(q, "query", self.key_dim)
   local kh = self:project(k, "key", self.key_dim)
   local vh = self:project(v, "value", self.value_dim)
@@ -93,6 +104,7 @@ function MultiHeadAttention:call(x, ctx)
   local scores = util.cast_float(util.policy_matmul(qh, kh:transpose({1, 2, 4, 3}), policy), "f32")
                  * (1 / math.sqrt(self.key_dim))
   if mask then scores = masked(scores, mask) end
+  if use_causal_mask then scores = causal(scores) end
   local weights = scores:softmax(-1)
   if ctx and ctx.training and self.dropout > 0 then
     weights = Dropout.apply(weights, self.dropout, self:random_key(ctx))

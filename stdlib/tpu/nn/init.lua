@@ -8,7 +8,7 @@ nn.Input = require "tpu.nn.Input"
 for _, name in ipairs {"Dense", "Flatten", "Reshape", "Activation", "Dropout", "Conv2D",
                        "MaxPool2D", "AvgPool2D", "GlobalAvgPool2D", "BatchNorm", "LayerNorm",
                        "Embedding", "MultiHeadAttention", "TransformerEncoder", "Concatenate",
-                       "Add"} do
+                       "Add", "Multiply", "PositionEmbedding", "TransformerDecoder"} do
   nn[name] = require("tpu.nn." .. name)
 end
 require "tpu.nn.persistence"  -- model:save(path), model:load(path)
