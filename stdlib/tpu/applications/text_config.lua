@@ -18,7 +18,9 @@ end
 -- kinds: {num_classes = "integer", logits = "boolean"}.
 function M.read(who, opts, defaults, extra)
   opts = opts or {}
-  if type(opts) ~= "table" then util.fail("%s: options must be a table, got %s", who, util.show(opts)) end
+  if type(opts) ~= "table" then
+    util.fail("%s: options must be a table, got %s", who, util.show(opts))
+  end
   local known = {}
   for k in pairs(defaults) do known[#known + 1] = k end
   for k in pairs(extra) do known[#known + 1] = k end
@@ -26,7 +28,8 @@ function M.read(who, opts, defaults, extra)
   local c = {}
   for k, v in pairs(defaults) do c[k] = opts[k] == nil and v or opts[k] end
   for k, v in pairs(c) do
-    c[k] = k == "dropout" and util.check_range(who, k, v, 0, 1, true) or util.check_integer(who, k, v)
+    c[k] = k == "dropout" and util.check_range(who, k, v, 0, 1, true)
+           or util.check_integer(who, k, v)
   end
   for k, kind in pairs(extra) do
     if opts[k] ~= nil then
@@ -34,7 +37,8 @@ function M.read(who, opts, defaults, extra)
     end
   end
   if c.hidden_dim % c.num_heads ~= 0 then
-    util.fail("%s: hidden_dim (%d) must be divisible by num_heads (%d)", who, c.hidden_dim, c.num_heads)
+    util.fail("%s: hidden_dim (%d) must be divisible by num_heads (%d)", who, c.hidden_dim,
+      c.num_heads)
   end
   return c
 end

@@ -1,4 +1,4 @@
--- Multiplies a list of tensors elementwise: nn.Multiply() {a, b, c} (gates, squeeze-and-excitation).
+-- Multiplies a list of tensors elementwise: nn.Multiply() {a, b, c} (gates, squeeze-excitation).
 -- As Keras's Multiply, the inputs share a rank and each size (batch aside) is equal or 1, which
 -- broadcasts: a [batch, 1, 1, C] scale times a [batch, H, W, C] feature map.
 --

@@ -5,7 +5,7 @@
 --
 --   local dec = nn.TransformerDecoder {num_heads = 4, intermediate_dim = 128, dropout = 0.1}
 --   dec(x)                                 -- decoder only (GPT-2): x [batch, T, features]
---   dec {x, encoder_out}                   -- with cross-attention to encoder_out [batch, S, features]
+--   dec {x, encoder_out}                   -- cross-attention to encoder_out [batch, S, features]
 --   dec {x, encoder_out, decoder_padding_mask = mt, encoder_padding_mask = ms,
 --        use_causal_mask = false}          -- masks [batch, T] / [batch, S]: 1/true = token
 -- Options: activation (default "relu"), layer_norm_epsilon (default 1e-5), normalize_first,
@@ -50,11 +50,13 @@ end
 
 function TransformerDecoder:attention_block(prefix, query_shape, value_shape)
   local d, dtype = query_shape[3], self.dtype or self.dtype_policy.name
-  self:add(prefix, MultiHeadAttention {num_heads = self.num_heads, key_dim = d // self.num_heads,
-    dropout = self.dropout, kernel_initializer = self.kernel_initializer,
-    bias_initializer = self.bias_initializer, dtype = dtype}):maybe_build({query_shape, value_shape})
+  local attention = self:add(prefix, MultiHeadAttention {num_heads = self.num_heads,
+    key_dim = d // self.num_heads, dropout = self.dropout, dtype = dtype,
+    kernel_initializer = self.kernel_initializer, bias_initializer = self.bias_initializer})
+  attention:maybe_build({query_shape, value_shape})
   self:add(prefix .. "_dropout", Dropout(self.dropout))
-  self:add(prefix .. "_norm", LayerNorm {epsilon = self.epsilon, dtype = dtype}):maybe_build(query_shape)
+  self:add(prefix .. "_norm", LayerNorm {epsilon = self.epsilon, dtype = dtype})
+    :maybe_build(query_shape)
 end
 
 function TransformerDecoder:dense_options(activation)
@@ -76,7 +78,8 @@ function TransformerDecoder:build(input_shape)
   if self.cross then self:attention_block("cross_attention", shape, encoder) end
   local ffn_shape = util.copy(shape)
   ffn_shape[3] = self.intermediate_dim
-  self:add("ffn_in", Dense(self.intermediate_dim, self:dense_options(self.activation))):maybe_build(shape)
+  self:add("ffn_in", Dense(self.intermediate_dim, self:dense_options(self.activation)))
+    :maybe_build(shape)
   self:add("ffn_out", Dense(d, self:dense_options())):maybe_build(ffn_shape)
   self:add("ffn_dropout", Dropout(self.dropout))
   self:add("ffn_norm", LayerNorm {epsilon = self.epsilon, dtype = dtype}):maybe_build(shape)
