@@ -43,6 +43,7 @@ local function make_specs(dir)
     class = {"Thing"}, concat = {{x, x}, 1}, cond = {tpu.tensor(true), id, id, x, any = {4, 5}},
     conv2d = {img, filter, opts = 3}, div = {x, 2}, eq = {x, x}, exp = {x}, full = {{2}, 1, opts = 3},
     erf = {x}, ge = {x, x}, gelu = {x, opts = 2}, grad = {id, opts = 2}, gt = {x, x},
+    hard_sigmoid = {x}, hard_silu = {x}, hard_swish = {x}, relu6 = {x}, silu = {x}, swish = {x},
     is_tensor = "a predicate: true for a tensor, false for anything else",
     is_traced = "a predicate: true for a traced tensor, false for anything else",
     item = {tpu.tensor(1)}, jit = {id, opts = 2}, le = {x, x}, load = {safetensors, opts = 2},
@@ -75,6 +76,8 @@ local function make_specs(dir)
     Module = "the base class of layers: users extend it (nn.Module:extend) rather than call it",
     MultiHeadAttention = {{num_heads = 2, key_dim = 2}, opts = 1},
     Progbar = "fit's progress bar, created by fit",
+    Multiply = {opts = 1}, PositionEmbedding = {{sequence_length = 4}, opts = 1},
+    TransformerDecoder = {{num_heads = 2, intermediate_dim = 4}, opts = 1},
     Reshape = {{3, 2}, opts = 2}, Sequential = {{dense()}, opts = 1},
     TransformerEncoder = {{num_heads = 2, intermediate_dim = 4}, opts = 1}, set_seed = {1, run = false},
     ["initializers.constant"] = {0.5}, ["initializers.get"] = {"zeros", "Dense: kernel_initializer"},
@@ -177,6 +180,9 @@ local function make_specs(dir)
     early_stopping = {opts = 1}, lr_scheduler = {{schedule = id}, opts = 1},
     prepare = "called by fit with its own arguments",
   }
+  local text = {vocab_size = 10, max_length = 4, num_layers = 1, hidden_dim = 4, num_heads = 1,
+                intermediate_dim = 4}
+  specs.applications = {BertBase = {text, opts = 1}, GPT2Small = {text, opts = 1}}
   return specs
 end
 
@@ -194,6 +200,7 @@ local not_here = {
     losses = "its own group", metrics = "its own group", strategy = "its own group",
     callbacks = "its own group",
     mixed_precision = "its own group", checkpoint = "its own group", plot = "its own group",
+    applications = "its own group",
   },
 }
 
@@ -238,6 +245,7 @@ local modules = {
   tpu = tpu, nn = nn, data = data, optim = tpu.optim, losses = tpu.losses, metrics = tpu.metrics,
   random = tpu.random, strategy = tpu.strategy, callbacks = tpu.callbacks,
   mixed_precision = tpu.mixed_precision, checkpoint = tpu.checkpoint, plot = tpu.plot,
+  applications = tpu.applications,
 }
 
 local function function_list(group)
@@ -334,7 +342,8 @@ local function check_group(group)
 end
 
 for _, group in ipairs {"tpu", "tensor", "nn", "data", "dataset", "optim", "losses", "metrics",
-                        "random", "strategy", "callbacks", "mixed_precision", "checkpoint", "plot"} do
+                        "random", "strategy", "callbacks", "mixed_precision", "checkpoint", "plot",
+                        "applications"} do
   T["every function of " .. group .. " checks its arguments"] = function()
     local dir = data_util.temp_dir()
     specs = make_specs(dir)

@@ -33,7 +33,8 @@ local init = text_config.std_002
 local defaults = {vocab_size = 30522, max_length = 512, num_layers = 12, hidden_dim = 768,
                   num_heads = 12, intermediate_dim = 3072, num_segments = 2, dropout = 0.1}
 
-return function(opts)
+return function(opts, extra)
+  require("tpu.errors").none(2, "BertBase", extra)
   local c = text_config.read("BertBase", opts, defaults, {num_classes = "integer"})
   local ids = nn.Input {shape = {-1}, dtype = "i32", name = "token_ids"}
   local segments = nn.Input {shape = {-1}, dtype = "i32", name = "segment_ids"}

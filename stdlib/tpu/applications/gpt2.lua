@@ -43,7 +43,8 @@ local init = text_config.std_002
 local defaults = {vocab_size = 50257, max_length = 1024, num_layers = 12, hidden_dim = 768,
                   num_heads = 12, intermediate_dim = 3072, dropout = 0.1}
 
-return function(opts)
+return function(opts, extra)
+  require("tpu.errors").none(2, "GPT2Small", extra)
   local c = text_config.read("GPT2Small", opts, defaults, {logits = "boolean"})
   local ids = nn.Input {shape = {-1}, dtype = "i32", name = "token_ids"}
   local mask = nn.Input {shape = {-1}, dtype = "i32", name = "padding_mask"}
