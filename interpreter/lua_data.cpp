@@ -1,6 +1,5 @@
-// The data functions of tpu.core: file readers, the padded stack, directory listing. Engine
-// errors become Lua errors that start with the user's file:line; no C++ object is alive when
-// lua_error unwinds (the work runs in `guarded`, which only leaves a message on the stack).
+// The data functions of tpu.core: file readers, the padded stack, directory listing. Each runs
+// behind the boundary: engine errors become Lua errors that start with the user's file:line.
 #include "lua_data.h"
 
 #include <algorithm>
@@ -22,7 +21,13 @@ namespace {
 
 // Allocation failures while reading name what failed.
 template <class F>
-int guarded_read(lua_State* L, F body) { return guarded(L, body, "out of memory while reading data"); }
+int reading(F body) {
+  try {
+    return body();
+  } catch (const std::bad_alloc&) {
+    throw Error("out of memory while reading data");
+  }
+}
 
 // The data read and batched here is a data set's: it stays on the host, outside the HBM count.
 // (The scope never spans a Lua call, which may leave by longjmp.)
@@ -36,12 +41,12 @@ Tensor on_host(F make) {
 
 int l_read_idx(lua_State* L) {
   const char* path = luaL_checkstring(L, 1);
-  return finish(L, guarded_read(L, [&] { push_tensor(L, on_host([&] { return read_idx(path); })); return 1; }));
+  return reading([&] { push_tensor(L, on_host([&] { return read_idx(path); })); return 1; });
 }
 
 int l_read_npy(lua_State* L) {
   const char* path = luaL_checkstring(L, 1);
-  return finish(L, guarded_read(L, [&] { push_tensor(L, on_host([&] { return read_npy(path); })); return 1; }));
+  return reading([&] { push_tensor(L, on_host([&] { return read_npy(path); })); return 1; });
 }
 
 // Options are checked by the stdlib (tpu.data.csv); these readers only refuse what they cannot use.
@@ -123,7 +128,7 @@ void push_strings(lua_State* L, const std::vector<std::string>& v) {
 // core.read_csv(path, opts) -> features, labels or nil, feature names
 int l_read_csv(lua_State* L) {
   const char* path = luaL_checkstring(L, 1);
-  return finish(L, guarded_read(L, [&] {
+  return reading([&] {
     const CsvOptions options = csv_options(L, 2);
     CsvData d = [&] { HostAllocationScope host; return read_csv(path, options); }();
     push_tensor(L, std::move(d.features));
@@ -131,7 +136,7 @@ int l_read_csv(lua_State* L) {
     else lua_pushnil(L);
     push_strings(L, d.feature_names);
     return 3;
-  }));
+  });
 }
 
 // ---- row indices ----
@@ -141,8 +146,9 @@ int l_read_csv(lua_State* L) {
 std::vector<int64_t> row_indices(lua_State* L, int arg, const char* what) {
   luaL_checktype(L, arg, LUA_TTABLE);
   const lua_Integer n = luaL_len(L, arg);
-  for (lua_Integer i = 1; i <= n; ++i) {  // check first: no C++ object is alive on error
-    if (lua_geti(L, arg, i) != LUA_TNUMBER || !lua_isinteger(L, -1)) luaL_error(L, "%s: index %d is not an integer", what, int(i));
+  for (lua_Integer i = 1; i <= n; ++i) {  // checked first: a huge list of non-integers allocates nothing
+    if (lua_geti(L, arg, i) != LUA_TNUMBER || !lua_isinteger(L, -1))
+      throw Error(std::string(what) + ": index " + std::to_string(i) + " is not an integer");
     lua_pop(L, 1);
   }
   std::vector<int64_t> indices(static_cast<size_t>(n));
@@ -186,35 +192,35 @@ int l_pad_stack(lua_State* L) {
   luaL_checktype(L, 1, LUA_TTABLE);
   luaL_checktype(L, 2, LUA_TTABLE);
   const double value = luaL_optnumber(L, 3, 0);
-  return finish(L, guarded_read(L, [&] {
+  return reading([&] {
     std::vector<Tensor> items = tensor_list(L, 1);
     const Shape shape = int_list(L, 2);
     push_tensor(L, on_host([&] { return pad_stack(items, shape, value); }));
     return 1;
-  }));
+  });
 }
 
 // core.gather_rows(tensor, indices) -> tensor [#indices, ...]: the rows at the 0-based
 // indices, copied in one pass (a batch of an in-memory data set, without an op call).
 int l_gather_rows(lua_State* L) {
   LuaTensor* t = test_tensor(L, 1);
-  if (!t || t->traced()) return luaL_argerror(L, 1, "a concrete tensor");
-  return finish(L, guarded_read(L, [&] {
+  if (!t || t->traced()) throw ArgError(1, "a concrete tensor");
+  return reading([&] {
     const std::vector<int64_t> indices = row_indices(L, 2, "gather_rows");
     push_tensor(L, on_host([&] { return gather_rows(t->value, indices); }));
     return 1;
-  }));
+  });
 }
 
 // core.row_range(tensor, first, count) -> tensor [count, ...]: rows first .. first + count - 1
 // (0-based), a view of the tensor's buffer (an unshuffled batch, without an index list).
 int l_row_range(lua_State* L) {
   LuaTensor* t = test_tensor(L, 1);
-  if (!t || t->traced() || t->value.rank() == 0) return luaL_argerror(L, 1, "a concrete tensor with rows");
+  if (!t || t->traced() || t->value.rank() == 0) throw ArgError(1, "a concrete tensor with rows");
   const lua_Integer first = luaL_checkinteger(L, 2), count = luaL_checkinteger(L, 3);
   if (first < 0 || count < 0 || first + count > t->value.shape()[0])
-    return luaL_error(L, "row_range: rows %d to %d are out of range for %d rows", int(first),
-                      int(first + count - 1), int(t->value.shape()[0]));
+    throw Error("row_range: rows " + std::to_string(first) + " to " + std::to_string(first + count - 1) +
+                " are out of range for " + std::to_string(t->value.shape()[0]) + " rows");
   push_tensor(L, t->value.rows(first, count));
   return 1;
 }
@@ -225,7 +231,7 @@ int l_row_range(lua_State* L) {
 // not directories)
 int l_regular_files(lua_State* L) {
   const char* dir = luaL_checkstring(L, 1);
-  return finish(L, guarded_read(L, [&] {
+  return reading([&] {
     namespace fs = std::filesystem;
     std::error_code ec;
     std::vector<std::string> names;
@@ -235,21 +241,19 @@ int l_regular_files(lua_State* L) {
     std::sort(names.begin(), names.end());
     push_strings(L, names);
     return 1;
-  }));
+  });
 }
 
-const luaL_Reg data_functions[] = {
-    {"read_idx", l_read_idx},   {"read_npy", l_read_npy},           {"read_csv", l_read_csv},
-    {"pad_stack", l_pad_stack}, {"gather_rows", l_gather_rows}, {"row_range", l_row_range},
-    {"regular_files", l_regular_files},
-    {nullptr, nullptr},
-};
+const LuaFunction data_functions[] = {
+    fn<l_read_idx>("read_idx"),   fn<l_read_npy>("read_npy"),         fn<l_read_csv>("read_csv"),
+    fn<l_pad_stack>("pad_stack"), fn<l_gather_rows>("gather_rows"), fn<l_row_range>("row_range"),
+    fn<l_regular_files>("regular_files")};
 
 }  // namespace
 
 void register_data_functions(lua_State* L, int core_table_index) {
   lua_pushvalue(L, core_table_index);
-  luaL_setfuncs(L, data_functions, 0);
+  set_functions(L, -1, data_functions);
   register_prefetcher(L, -1);
   lua_pop(L, 1);
 }

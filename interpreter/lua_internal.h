@@ -6,7 +6,9 @@
 #include <functional>
 #include <memory>
 #include <new>
+#include <span>
 #include <string>
+#include <unordered_set>
 #include <vector>
 
 #include "core/error.h"
@@ -61,6 +63,8 @@ int apply_op(lua_State* L, const std::vector<Operand>& operands, DType number_dt
 int apply_op_multi(lua_State* L, const std::vector<Operand>& operands, DType number_dtype,
                    const std::function<std::vector<NodeId>(Graph&, const std::vector<NodeId>&)>& build);
 
+// Throws the message as an Error: the boundary raises it at the user's line. Like every checker
+// here, call it only inside a boundary (every function the binding registers runs in one).
 [[noreturn]] void raise_user_error(lua_State* L, const std::string& message);
 // Pushes an error object the stdlib tells apart without reading its text: a table
 // {kind = kind, message = message} whose tostring is the message.
@@ -106,8 +110,31 @@ int boundary(lua_State* L) {
   return finish(L, guarded(L, [L] { return F(L); }, "out of host memory"));
 }
 
+// An entry of a registration table. Made only by fn<F>, so every C function the binding
+// registers runs behind the boundary.
+struct LuaFunction {
+  const char* name;
+  lua_CFunction func;
+};
+std::unordered_set<lua_CFunction>& boundary_functions();  // every boundary<F> handed to Lua
+
+template <lua_CFunction F>
+LuaFunction fn(const char* name) {
+  boundary_functions().insert(boundary<F>);
+  return {name, boundary<F>};
+}
+// table[name] = func for each entry; `table` is a stack index (luaL_setfuncs for LuaFunction).
+void set_functions(lua_State* L, int table, std::span<const LuaFunction> functions);
+// Pushes F behind the boundary (a metamethod, a function set on its own).
+template <lua_CFunction F>
+void push_function(lua_State* L) {
+  boundary_functions().insert(boundary<F>);
+  lua_pushcfunction(L, boundary<F>);
+}
+
 // Argument errors worded like Lua's own libraries ("bad argument #1 to 'sum' (number expected,
 // got string)"), but located at the user's line even when a library function made the call.
+// They throw ArgError, which the boundary raises.
 [[noreturn]] void raise_arg_error(lua_State* L, int arg, const std::string& message);
 [[noreturn]] void raise_type_error(lua_State* L, int arg, const std::string& expected);
 // Argument arg is absent/nil or an option table whose string keys are all in `allowed`

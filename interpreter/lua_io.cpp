@@ -1,6 +1,5 @@
 // tpu.core file functions: safetensors reading and writing, atomic text files (lua_io.h).
-// Engine errors become Lua errors at the user's line; no C++ object is alive when lua_error
-// unwinds (the work runs in `guarded`, which only leaves a message on the stack).
+// Each runs behind the boundary: engine errors become Lua errors at the user's line.
 #include "lua_io.h"
 
 #include <map>
@@ -59,36 +58,32 @@ int l_save_safetensors(lua_State* L) {
   const char* path = luaL_checkstring(L, 1);
   luaL_checktype(L, 2, LUA_TTABLE);
   if (!lua_isnoneornil(L, 3)) luaL_checktype(L, 3, LUA_TTABLE);
-  return finish(L, guarded(L, [&] {
-    InterruptShield shield;
-    write_safetensors(path, file_from_tables(L, path));
-    return 0;
-  }));
+  InterruptShield shield;
+  write_safetensors(path, file_from_tables(L, path));
+  return 0;
 }
 
 // core.load_safetensors(path) -> tensors, metadata, names (data order)
 int l_load_safetensors(lua_State* L) {
   const char* path = luaL_checkstring(L, 1);
-  return finish(L, guarded(L, [&] {
-    TensorFile f = read_safetensors(path);
-    lua_createtable(L, 0, int(f.tensors.size()));
-    lua_createtable(L, 0, int(f.metadata.size()));
-    lua_createtable(L, int(f.tensors.size()), 0);
-    for (size_t i = 0; i < f.tensors.size(); ++i) {
-      const std::string& name = f.tensors[i].name;
-      lua_pushlstring(L, name.data(), name.size());
-      lua_rawseti(L, -2, lua_Integer(i + 1));
-      lua_pushlstring(L, name.data(), name.size());
-      push_tensor(L, std::move(f.tensors[i].tensor));
-      lua_rawset(L, -5);
-    }
-    for (const auto& [key, value] : f.metadata) {
-      lua_pushlstring(L, key.data(), key.size());
-      lua_pushlstring(L, value.data(), value.size());
-      lua_rawset(L, -4);
-    }
-    return 3;
-  }));
+  TensorFile f = read_safetensors(path);
+  lua_createtable(L, 0, int(f.tensors.size()));
+  lua_createtable(L, 0, int(f.metadata.size()));
+  lua_createtable(L, int(f.tensors.size()), 0);
+  for (size_t i = 0; i < f.tensors.size(); ++i) {
+    const std::string& name = f.tensors[i].name;
+    lua_pushlstring(L, name.data(), name.size());
+    lua_rawseti(L, -2, lua_Integer(i + 1));
+    lua_pushlstring(L, name.data(), name.size());
+    push_tensor(L, std::move(f.tensors[i].tensor));
+    lua_rawset(L, -5);
+  }
+  for (const auto& [key, value] : f.metadata) {
+    lua_pushlstring(L, key.data(), key.size());
+    lua_pushlstring(L, value.data(), value.size());
+    lua_rawset(L, -4);
+  }
+  return 3;
 }
 
 // core.write_file_atomic(path, text)
@@ -96,25 +91,20 @@ int l_write_file_atomic(lua_State* L) {
   const char* path = luaL_checkstring(L, 1);
   size_t len = 0;
   const char* text = luaL_checklstring(L, 2, &len);
-  return finish(L, guarded(L, [&] {
-    InterruptShield shield;
-    write_file_atomic(path, std::string_view(text, len));
-    return 0;
-  }));
+  InterruptShield shield;
+  write_file_atomic(path, std::string_view(text, len));
+  return 0;
 }
 
-const luaL_Reg io_functions[] = {
-    {"save_safetensors", l_save_safetensors},
-    {"load_safetensors", l_load_safetensors},
-    {"write_file_atomic", l_write_file_atomic},
-    {nullptr, nullptr},
-};
+const LuaFunction io_functions[] = {fn<l_save_safetensors>("save_safetensors"),
+                                    fn<l_load_safetensors>("load_safetensors"),
+                                    fn<l_write_file_atomic>("write_file_atomic")};
 
 }  // namespace
 
 void register_io_functions(lua_State* L, int core_table_index) {
   lua_pushvalue(L, core_table_index);
-  luaL_setfuncs(L, io_functions, 0);
+  set_functions(L, -1, io_functions);
   lua_pop(L, 1);
 }
 

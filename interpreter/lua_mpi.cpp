@@ -246,15 +246,13 @@ int l_mpi_allgather(lua_State* L) {
   const char* s = luaL_checklstring(L, 1, &n);
   const std::string what = luaL_checkstring(L, 2);
   const auto* bytes = reinterpret_cast<const std::byte*>(s);
-  return finish(L, guarded(L, [&] {
-    std::vector<Bytes> parts = exchange(Bytes(bytes, bytes + n), kAgreeTag, -1, what);
-    lua_createtable(L, int(parts.size()), 0);
-    for (size_t r = 0; r < parts.size(); ++r) {
-      lua_pushlstring(L, reinterpret_cast<const char*>(parts[r].data()), parts[r].size());
-      lua_rawseti(L, -2, lua_Integer(r + 1));
-    }
-    return 1;
-  }));
+  std::vector<Bytes> parts = exchange(Bytes(bytes, bytes + n), kAgreeTag, -1, what);
+  lua_createtable(L, int(parts.size()), 0);
+  for (size_t r = 0; r < parts.size(); ++r) {
+    lua_pushlstring(L, reinterpret_cast<const char*>(parts[r].data()), parts[r].size());
+    lua_rawseti(L, -2, lua_Integer(r + 1));
+  }
+  return 1;
 }
 
 // core.mpi_abort(code): ends every worker (after an error on this one).
@@ -288,11 +286,8 @@ int l_mpi_available(lua_State* L) {
   return 1;
 }
 
-const luaL_Reg kFunctions[] = {{"mpi_init", l_mpi_init},
-                               {"mpi_allgather", l_mpi_allgather},
-                               {"mpi_abort", l_mpi_abort},
-                               {"mpi_available", l_mpi_available},
-                               {nullptr, nullptr}};
+const LuaFunction kFunctions[] = {fn<l_mpi_init>("mpi_init"), fn<l_mpi_allgather>("mpi_allgather"),
+                                  fn<l_mpi_abort>("mpi_abort"), fn<l_mpi_available>("mpi_available")};
 
 }  // namespace
 
@@ -320,7 +315,7 @@ int end_workers(int exit_status) {
 
 void register_mpi_functions(lua_State* L, int core) {
   lua_pushvalue(L, core);
-  luaL_setfuncs(L, kFunctions, 0);
+  set_functions(L, -1, kFunctions);
   lua_pop(L, 1);
 }
 

@@ -182,15 +182,15 @@ int l_avg_pool2d(lua_State* L) {
   });
 }
 
-const luaL_Reg kMethods[] = {
-    {"conv2d", boundary<l_conv2d>}, {"max_pool2d", boundary<l_max_pool2d>},
-    {"avg_pool2d", boundary<l_avg_pool2d>}, {nullptr, nullptr}};
+const LuaFunction kMethods[] = {
+    fn<l_conv2d>("conv2d"), fn<l_max_pool2d>("max_pool2d"),
+    fn<l_avg_pool2d>("avg_pool2d")};
 
 }  // namespace
 
 void register_nn_ops(lua_State* L, int methods) {
   lua_pushvalue(L, methods);
-  luaL_setfuncs(L, kMethods, 0);
+  set_functions(L, -1, kMethods);
   lua_pop(L, 1);
 }
 

@@ -451,39 +451,39 @@ int l_concat(lua_State* L) {
   });
 }
 
-const luaL_Reg kMethods[] = {
-    {"add", boundary<l_add>}, {"sub", boundary<l_sub>}, {"mul", boundary<l_mul>}, {"div", boundary<l_div>},
-    {"pow", boundary<l_pow>}, {"maximum", boundary<l_maximum>}, {"minimum", boundary<l_minimum>},
-    {"lt", boundary<l_lt>}, {"le", boundary<l_le>}, {"gt", boundary<l_gt>}, {"ge", boundary<l_ge>},
-    {"eq", boundary<l_eq>}, {"ne", boundary<l_ne>}, {"neg", boundary<l_neg>}, {"exp", boundary<l_exp>},
-    {"log", boundary<l_log>}, {"sqrt", boundary<l_sqrt>}, {"rsqrt", boundary<l_rsqrt>},
-    {"tanh", boundary<l_tanh>}, {"sigmoid", boundary<l_sigmoid>}, {"abs", boundary<l_abs>},
-    {"erf", boundary<l_erf>}, {"cast", boundary<l_cast>}, {"matmul", boundary<l_matmul>},
-    {"reshape", boundary<l_reshape>}, {"transpose", boundary<l_transpose>}, {"sum", boundary<l_sum>},
-    {"max", boundary<l_max>}, {"min", boundary<l_min>}, {"argmax", boundary<l_argmax>},
-    {"slice", boundary<l_slice>}, {"take", boundary<l_take>}, {"one_hot", boundary<l_one_hot>}, {nullptr, nullptr}};
+const LuaFunction kMethods[] = {
+    fn<l_add>("add"), fn<l_sub>("sub"), fn<l_mul>("mul"), fn<l_div>("div"),
+    fn<l_pow>("pow"), fn<l_maximum>("maximum"), fn<l_minimum>("minimum"),
+    fn<l_lt>("lt"), fn<l_le>("le"), fn<l_gt>("gt"), fn<l_ge>("ge"),
+    fn<l_eq>("eq"), fn<l_ne>("ne"), fn<l_neg>("neg"), fn<l_exp>("exp"),
+    fn<l_log>("log"), fn<l_sqrt>("sqrt"), fn<l_rsqrt>("rsqrt"),
+    fn<l_tanh>("tanh"), fn<l_sigmoid>("sigmoid"), fn<l_abs>("abs"),
+    fn<l_erf>("erf"), fn<l_cast>("cast"), fn<l_matmul>("matmul"),
+    fn<l_reshape>("reshape"), fn<l_transpose>("transpose"), fn<l_sum>("sum"),
+    fn<l_max>("max"), fn<l_min>("min"), fn<l_argmax>("argmax"),
+    fn<l_slice>("slice"), fn<l_take>("take"), fn<l_one_hot>("one_hot")};
 
-const luaL_Reg kMetaOps[] = {
-    {"__add", boundary<l_add>}, {"__sub", boundary<l_sub>}, {"__mul", boundary<l_mul>},
-    {"__div", boundary<l_div>}, {"__idiv", boundary<l_idiv>}, {"__mod", boundary<l_mod>},
-    {"__pow", boundary<l_pow>}, {"__unm", boundary<l_unm>}, {nullptr, nullptr}};
+const LuaFunction kMetaOps[] = {
+    fn<l_add>("__add"), fn<l_sub>("__sub"), fn<l_mul>("__mul"),
+    fn<l_div>("__div"), fn<l_idiv>("__idiv"), fn<l_mod>("__mod"),
+    fn<l_pow>("__pow"), fn<l_unm>("__unm")};
 
-const luaL_Reg kFunctions[] = {
-    {"where", boundary<l_where>}, {"concat", boundary<l_concat>}, {nullptr, nullptr}};
+const LuaFunction kFunctions[] = {
+    fn<l_where>("where"), fn<l_concat>("concat")};
 
 }  // namespace
 
 void register_tensor_ops(lua_State* L, int methods, int core) {
   lua_pushvalue(L, methods);
-  luaL_setfuncs(L, kMethods, 0);
+  set_functions(L, -1, kMethods);
   lua_pop(L, 1);
   register_nn_ops(L, methods);
   luaL_getmetatable(L, kTensorMeta);
-  luaL_setfuncs(L, kMetaOps, 0);
+  set_functions(L, -1, kMetaOps);
   lua_pop(L, 1);
   lua_pushvalue(L, core);
-  luaL_setfuncs(L, kFunctions, 0);
-  luaL_setfuncs(L, kMethods, 0);
+  set_functions(L, -1, kFunctions);
+  set_functions(L, -1, kMethods);
   lua_pop(L, 1);
 }
 

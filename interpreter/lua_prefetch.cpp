@@ -26,21 +26,23 @@ LuaPrefetcher* check_prefetcher(lua_State* L) {
 
 BatchPrefetcher& open_prefetcher(lua_State* L) {
   LuaPrefetcher* lp = check_prefetcher(L);
-  if (!lp->p) luaL_error(L, "the batch prefetcher is closed");
+  if (!lp->p) throw Error("the batch prefetcher is closed");
   return *lp->p;
 }
 
-// Reads the list of tensors at `arg` into `out`; returns an error message or "".
-std::string read_sources(lua_State* L, int arg, std::vector<Tensor>& out) {
+// The list of tensors at `arg`.
+std::vector<Tensor> read_sources(lua_State* L, int arg) {
+  std::vector<Tensor> out;
   for (lua_Integer i = 1; lua_geti(L, arg, i) != LUA_TNIL; ++i) {
     LuaTensor* t = test_tensor(L, -1);
     lua_pop(L, 1);
     if (!t || t->traced() || t->value.rank() == 0)
-      return "batch_prefetcher: source " + std::to_string(i) + " is not a concrete tensor with rows";
+      throw Error("batch_prefetcher: source " + std::to_string(i) + " is not a concrete tensor with rows");
     out.push_back(t->value);
   }
   lua_pop(L, 1);
-  return out.empty() ? "batch_prefetcher: no source tensors" : "";
+  if (out.empty()) throw Error("batch_prefetcher: no source tensors");
+  return out;
 }
 
 // core.batch_prefetcher(tensors, depth)
@@ -50,21 +52,13 @@ int l_new(lua_State* L) {
   auto* lp = static_cast<LuaPrefetcher*>(lua_newuserdatauv(L, sizeof(LuaPrefetcher), 0));
   new (lp) LuaPrefetcher{};
   luaL_setmetatable(L, kPrefetcherMeta);
-  bool ok = false;
-  {
-    std::vector<Tensor> sources;
-    std::string error = read_sources(L, 1, sources);
-    if (error.empty()) {
-      try {
-        lp->p = std::make_unique<BatchPrefetcher>(std::move(sources), size_t(depth < 1 ? 1 : depth));
-        ok = true;
-      } catch (const std::exception& e) {
-        error = std::string("batch_prefetcher: cannot start the thread: ") + e.what();
-      }
-    }
-    if (!ok) lua_pushstring(L, error.c_str());
+  std::vector<Tensor> sources = read_sources(L, 1);
+  try {
+    lp->p = std::make_unique<BatchPrefetcher>(std::move(sources), size_t(depth < 1 ? 1 : depth));
+  } catch (const std::exception& e) {
+    throw Error(std::string("batch_prefetcher: cannot start the thread: ") + e.what());
   }
-  return ok ? 1 : lua_error(L);
+  return 1;
 }
 
 // p:push(indices): a list of 0-based row numbers
@@ -77,23 +71,19 @@ int l_push(lua_State* L) {
 // p:pop() -> list of tensors (one per source), or nil when nothing is pending
 int l_pop(lua_State* L) {
   BatchPrefetcher& p = open_prefetcher(L);
-  int results = -1;
+  std::optional<std::vector<Tensor>> batch;
   try {
-    std::optional<std::vector<Tensor>> batch = p.pop();
-    if (batch) {
-      lua_createtable(L, int(batch->size()), 0);
-      for (size_t i = 0; i < batch->size(); ++i) {
-        push_tensor(L, std::move((*batch)[i]));
-        lua_seti(L, -2, lua_Integer(i + 1));
-      }
-    } else {
-      lua_pushnil(L);
-    }
-    results = 1;
-  } catch (const std::exception& e) {
-    lua_pushstring(L, (user_where(L) + "prefetch: " + e.what()).c_str());
+    batch = p.pop();
+  } catch (const std::exception& e) {  // the gathering thread's error, named for the stdlib's prefetch
+    throw Error(std::string("prefetch: ") + e.what());
   }
-  return results < 0 ? lua_error(L) : results;
+  if (!batch) return lua_pushnil(L), 1;
+  lua_createtable(L, int(batch->size()), 0);
+  for (size_t i = 0; i < batch->size(); ++i) {
+    push_tensor(L, std::move((*batch)[i]));
+    lua_seti(L, -2, lua_Integer(i + 1));
+  }
+  return 1;
 }
 
 int l_pending(lua_State* L) {
@@ -126,24 +116,23 @@ int l_gc(lua_State* L) {
   return 0;
 }
 
-const luaL_Reg kMethods[] = {
-    {"push", l_push}, {"pop", l_pop}, {"pending", l_pending}, {"stats", l_stats}, {"close", l_close}, {nullptr, nullptr},
-};
+const LuaFunction kMethods[] = {fn<l_push>("push"),   fn<l_pop>("pop"),     fn<l_pending>("pending"),
+                                fn<l_stats>("stats"), fn<l_close>("close")};
 
 }  // namespace
 
 void register_prefetcher(lua_State* L, int core_table_index) {
   const int core = lua_absindex(L, core_table_index);
   luaL_newmetatable(L, kPrefetcherMeta);
-  lua_pushcfunction(L, l_gc);
+  push_function<l_gc>(L);
   lua_setfield(L, -2, "__gc");
-  lua_pushcfunction(L, l_close);
+  push_function<l_close>(L);
   lua_setfield(L, -2, "__close");
   lua_newtable(L);
-  luaL_setfuncs(L, kMethods, 0);
+  set_functions(L, -1, kMethods);
   lua_setfield(L, -2, "__index");
   lua_pop(L, 1);
-  lua_pushcfunction(L, l_new);
+  push_function<l_new>(L);
   lua_setfield(L, core, "batch_prefetcher");
 }
 

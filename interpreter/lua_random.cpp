@@ -133,16 +133,16 @@ int l_random_bits(lua_State* L) {
                   [s](Graph& g, const std::vector<NodeId>& in) { return g.rng(in[0], RngKind::bits, s); });
 }
 
-const luaL_Reg kFunctions[] = {
-    {"random_key", boundary<l_random_key>}, {"random_fold", boundary<l_random_fold>},
-    {"random_uniform", boundary<l_random_uniform>}, {"random_normal", boundary<l_random_normal>},
-    {"random_bits", boundary<l_random_bits>}, {nullptr, nullptr}};
+const LuaFunction kFunctions[] = {
+    fn<l_random_key>("random_key"), fn<l_random_fold>("random_fold"),
+    fn<l_random_uniform>("random_uniform"), fn<l_random_normal>("random_normal"),
+    fn<l_random_bits>("random_bits")};
 
 }  // namespace
 
 void register_random_functions(lua_State* L, int core) {
   lua_pushvalue(L, core);
-  luaL_setfuncs(L, kFunctions, 0);
+  set_functions(L, -1, kFunctions);
   lua_pop(L, 1);
 }
 

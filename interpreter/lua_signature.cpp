@@ -217,7 +217,7 @@ int l_signature(lua_State* L) {
     leaves = w.count;
     donated = w.any_donated;
   }
-  // Using a donated or released tensor is an error, raised here once the walk's strings are gone.
+  // Using a donated or released tensor is an error (checked here, after the walk).
   for (lua_Integer i = 1; donated && i <= leaves; ++i) {
     lua_rawgeti(L, 4, i);
     if (test_tensor(L, -1)) check_tensor(L, -1);
@@ -226,13 +226,13 @@ int l_signature(lua_State* L) {
   return with_spec ? 5 : 4;
 }
 
-const luaL_Reg kFunctions[] = {{"signature", l_signature}, {nullptr, nullptr}};
+const LuaFunction kFunctions[] = {fn<l_signature>("signature")};
 
 }  // namespace
 
 void register_signature_functions(lua_State* L, int core) {
   lua_pushvalue(L, core);
-  luaL_setfuncs(L, kFunctions, 0);
+  set_functions(L, -1, kFunctions);
   lua_pop(L, 1);
 }
 

@@ -178,22 +178,21 @@ int l_to_host(lua_State* L) {
   return 1;
 }
 
-const luaL_Reg kFunctions[] = {{"now", l_now},
-                               {"isatty", l_isatty},
-                               {"list_dir", l_list_dir},
-                               {"memory", l_memory},
-                               {"reset_peak", l_reset_peak},
-                               {"release_device_buffers", l_release_device_buffers},
-                               {"to_host", l_to_host},
-                               {"interrupted", l_interrupted},
-                               {"defer_interrupts", l_defer_interrupts},
-                               {nullptr, nullptr}};
+const LuaFunction kFunctions[] = {fn<l_now>("now"),
+                                  fn<l_isatty>("isatty"),
+                                  fn<l_list_dir>("list_dir"),
+                                  fn<l_memory>("memory"),
+                                  fn<l_reset_peak>("reset_peak"),
+                                  fn<l_release_device_buffers>("release_device_buffers"),
+                                  fn<l_to_host>("to_host"),
+                                  fn<l_interrupted>("interrupted"),
+                                  fn<l_defer_interrupts>("defer_interrupts")};
 
 }  // namespace
 
 void register_system_functions(lua_State* L, int core) {
   lua_pushvalue(L, core);
-  luaL_setfuncs(L, kFunctions, 0);
+  set_functions(L, -1, kFunctions);
   lua_pop(L, 1);
 }
 

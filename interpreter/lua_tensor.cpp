@@ -129,14 +129,20 @@ std::string user_where(lua_State* L) {
   return "";
 }
 
-void raise_user_error(lua_State* L, const std::string& message) {
-  {  // freed before lua_error jumps away (the caller's own temporaries are not: throw inside a boundary)
-    std::string m = user_where(L) + message;
-    lua_pushlstring(L, m.data(), m.size());
-  }
-  lua_error(L);
-  std::abort();  // lua_error does not return
+std::unordered_set<lua_CFunction>& boundary_functions() {
+  static std::unordered_set<lua_CFunction> functions;
+  return functions;
 }
+
+void set_functions(lua_State* L, int table, std::span<const LuaFunction> functions) {
+  table = lua_absindex(L, table);
+  for (const LuaFunction& f : functions) {
+    lua_pushcfunction(L, f.func);
+    lua_setfield(L, table, f.name);
+  }
+}
+
+void raise_user_error(lua_State*, const std::string& message) { throw Error(message); }
 
 namespace {
 int l_error_tostring(lua_State* L) {
@@ -152,7 +158,7 @@ void push_error_object(lua_State* L, const char* kind, const std::string& messag
   lua_pushlstring(L, message.data(), message.size());
   lua_setfield(L, -2, "message");
   if (luaL_newmetatable(L, "tpu.Error")) {
-    lua_pushcfunction(L, l_error_tostring);
+    push_function<l_error_tostring>(L);
     lua_setfield(L, -2, "__tostring");
   }
   lua_setmetatable(L, -2);
@@ -188,19 +194,13 @@ void push_arg_error(lua_State* L, int arg, const std::string& message) {
   lua_pushlstring(L, m.data(), m.size());
 }
 
-void raise_arg_error(lua_State* L, int arg, const std::string& message) {
-  push_arg_error(L, arg, message);  // its strings are freed before lua_error jumps away
-  lua_error(L);
-  std::abort();  // lua_error does not return
-}
+void raise_arg_error(lua_State*, int arg, const std::string& message) { throw ArgError(arg, message); }
 
 ArgError type_error(lua_State* L, int arg, const std::string& expected) {
   return ArgError(arg, expected + " expected, got " + type_name_at(L, arg));
 }
 
-void raise_type_error(lua_State* L, int arg, const std::string& expected) {
-  raise_arg_error(L, arg, expected + " expected, got " + type_name_at(L, arg));
-}
+void raise_type_error(lua_State* L, int arg, const std::string& expected) { throw type_error(L, arg, expected); }
 
 namespace {
 std::string known_list(std::initializer_list<const char*> allowed) {
@@ -209,18 +209,11 @@ std::string known_list(std::initializer_list<const char*> allowed) {
   return known;
 }
 
-// Pushes the error message for the value at arg when it is not an option table with only
-// allowed keys; returns whether it did (the caller raises it once these strings are freed).
-bool push_options_error(lua_State* L, int arg, std::initializer_list<const char*> allowed) {
-  const std::string known = known_list(allowed);
-  if (!lua_istable(L, arg)) {
-    auto [name, method] = called_name(L);
-    const int n = method ? arg - 1 : arg;
-    std::string m = user_where(L) + "bad argument #" + std::to_string(n) + " to '" + name + "' (option table {" + known +
-                    "} expected, got " + type_name_at(L, arg) + ")";
-    lua_pushlstring(L, m.data(), m.size());
-    return true;
-  }
+}  // namespace
+
+bool check_options(lua_State* L, int arg, std::initializer_list<const char*> allowed) {
+  if (lua_isnoneornil(L, arg)) return false;
+  if (!lua_istable(L, arg)) throw type_error(L, arg, "option table {" + known_list(allowed) + "}");
   lua_pushnil(L);
   while (lua_next(L, arg)) {
     lua_pop(L, 1);
@@ -228,19 +221,9 @@ bool push_options_error(lua_State* L, int arg, std::initializer_list<const char*
     const char* key = lua_tostring(L, -1);
     bool ok = false;
     for (const char* a : allowed) ok = ok || std::strcmp(a, key) == 0;
-    if (!ok) {
-      std::string m = user_where(L) + called_name(L).first + ": unknown option '" + key + "' (known options: " + known + ")";
-      lua_pushlstring(L, m.data(), m.size());
-      return true;
-    }
+    if (!ok)
+      throw Error(called_name(L).first + ": unknown option '" + key + "' (known options: " + known_list(allowed) + ")");
   }
-  return false;
-}
-}  // namespace
-
-bool check_options(lua_State* L, int arg, std::initializer_list<const char*> allowed) {
-  if (lua_isnoneornil(L, arg)) return false;
-  if (push_options_error(L, arg, allowed)) lua_error(L);
   return true;
 }
 
@@ -274,16 +257,16 @@ Shape check_shape(lua_State* L, int arg, const char* call) {
   if (lua_type(L, arg) == LUA_TNUMBER) {  // 2^20 is a float with an integer value: fine too
     int ok = 0;
     s.push_back(lua_tointegerx(L, arg, &ok));
-    if (!ok) luaL_argerror(L, arg, "shape entries must be integers");
+    if (!ok) throw ArgError(arg, "shape entries must be integers");
   } else {
-    luaL_checktype(L, arg, LUA_TTABLE);
+    if (!lua_istable(L, arg)) throw type_error(L, arg, "table");
     lua_Integer n = luaL_len(L, arg);
     for (lua_Integer i = 1; i <= n; ++i) {
       lua_geti(L, arg, i);
       int ok = 0;
       lua_Integer d = lua_tointegerx(L, -1, &ok);
       lua_pop(L, 1);
-      if (!ok) luaL_argerror(L, arg, "shape entries must be integers");
+      if (!ok) throw ArgError(arg, "shape entries must be integers");
       s.push_back(d);
     }
   }
@@ -513,8 +496,8 @@ int l_tensor(lua_State* L) {
   table_shape(L, 1, shape, 0);
   // Rows that share one table can multiply past any real count: {r, r, ...} nested deep.
   check_lua_shape(L, shape, "tensor");
-  LuaTensor* lt = new_tensor(L);  // filled in place: a Lua error (a ragged row) frees it
-  if (int r = guarded(L, [&] { return lt->value = Tensor(dt, shape), 0; }); r < 0) return finish(L, r);
+  LuaTensor* lt = new_tensor(L);  // filled in place: an error (a ragged row) leaves it to the collector
+  lt->value = Tensor(dt, shape);
   int64_t pos = 0;
   table_fill(L, 1, shape, 0, lt->value, pos);
   pace_collector(L);
@@ -524,7 +507,7 @@ int l_tensor(lua_State* L) {
 // An allocation that fails raises "out of host memory: ..." at the user's line.
 Tensor* push_new_tensor(lua_State* L, DType dt, const Shape& s) {
   LuaTensor* lt = new_tensor(L);
-  if (int r = guarded(L, [&] { return lt->value = Tensor(dt, s), 0; }); r < 0) finish(L, r);
+  lt->value = Tensor(dt, s);
   pace_collector(L);
   return &lt->value;
 }
@@ -690,14 +673,14 @@ int l_user_where(lua_State* L) {
   return 1;
 }
 
-const luaL_Reg kMeta[] = {{"__index", l_index}, {"__gc", l_gc},        {"__len", l_len},
-                          {"__lt", l_lt},       {"__le", l_le},        {"__eq", l_eq},
-                          {"__tostring", l_tostring}, {nullptr, nullptr}};
-const luaL_Reg kMethods[] = {{"item", l_item}, {"totable", l_totable}, {nullptr, nullptr}};
-const luaL_Reg kCore[] = {{"tensor", l_tensor},       {"zeros", l_zeros},         {"ones", l_ones},
-                          {"full", l_full},           {"arange", l_arange},       {"is_tensor", l_is_tensor}, {"type_key", l_type_key},
-                          {"is_traced", l_is_traced}, {"user_where", l_user_where},
-                          {"push_scope", l_push_scope}, {"pop_scope", l_pop_scope},   {nullptr, nullptr}};
+const LuaFunction kMeta[] = {fn<l_index>("__index"), fn<l_gc>("__gc"), fn<l_len>("__len"),
+                             fn<l_lt>("__lt"),       fn<l_le>("__le"), fn<l_eq>("__eq"),
+                             fn<l_tostring>("__tostring")};
+const LuaFunction kMethods[] = {fn<l_item>("item"), fn<l_totable>("totable")};
+const LuaFunction kCore[] = {fn<l_tensor>("tensor"),       fn<l_zeros>("zeros"),           fn<l_ones>("ones"),
+                             fn<l_full>("full"),           fn<l_arange>("arange"),         fn<l_is_tensor>("is_tensor"),
+                             fn<l_type_key>("type_key"),   fn<l_is_traced>("is_traced"),   fn<l_user_where>("user_where"),
+                             fn<l_push_scope>("push_scope"), fn<l_pop_scope>("pop_scope")};
 
 }  // namespace
 
@@ -743,15 +726,15 @@ std::string format_tensor(const Tensor& t) {
 // ---------------------------------------------------------------- module
 int luaopen_tpu_core(lua_State* L) {
   luaL_newmetatable(L, kTensorMeta);
-  luaL_setfuncs(L, kMeta, 0);
+  set_functions(L, -1, kMeta);
   int meta = lua_gettop(L);
   lua_newtable(L);  // methods, shared with the stdlib through core.Tensor
-  luaL_setfuncs(L, kMethods, 0);
+  set_functions(L, -1, kMethods);
   int methods = lua_gettop(L);
   lua_pushvalue(L, methods);
   lua_setfield(L, LUA_REGISTRYINDEX, "tpu.Tensor.methods");
   lua_newtable(L);
-  luaL_setfuncs(L, kCore, 0);
+  set_functions(L, -1, kCore);
   int core = lua_gettop(L);
   lua_pushvalue(L, methods);
   lua_setfield(L, core, "Tensor");

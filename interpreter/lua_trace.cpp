@@ -19,17 +19,18 @@ uint64_t next_trace_id() {
   return ++id;
 }
 
-Trace& require_trace(lua_State* L) {
+Trace& require_trace() {
   Trace* t = active_trace();
-  if (!t) luaL_error(L, "no trace is being recorded");
+  if (!t) throw Error("no trace is being recorded");
   return *t;
 }
 
 // core.trace_begin(name)
 int l_trace_begin(lua_State* L) {
+  const char* name = luaL_optstring(L, 1, "jit");
   auto t = std::make_unique<Trace>();
   t->id = next_trace_id();
-  t->name = luaL_optstring(L, 1, "jit");
+  t->name = name;
   t->graph.name = t->name;
   trace_stack().push_back(std::move(t));
   return 0;
@@ -37,7 +38,7 @@ int l_trace_begin(lua_State* L) {
 
 // core.trace_param(dtype, shape) -> traced tensor
 int l_trace_param(lua_State* L) {
-  Trace& t = require_trace(L);
+  Trace& t = require_trace();
   DType dt = check_dtype(L, 1);
   Shape s = check_shape(L, 2, "jit");
   t.graph.current_loc = -1;
@@ -134,7 +135,7 @@ void dump_stage(const std::string& dir, const std::string& name, const std::stri
 
 // core.trace_end(outputs[, options]) -> executable: the outputs (a list of tensors) end the trace.
 int trace_end(lua_State* L) {
-  Trace& t = require_trace(L);
+  Trace& t = require_trace();
   luaL_checktype(L, 1, LUA_TTABLE);
   std::string dump_dir, dump_name, hbm_version;
   std::vector<std::string> arg_names;
@@ -172,7 +173,6 @@ int trace_end(lua_State* L) {
   luaL_setmetatable(L, kExecutableMeta);
   return 1;
 }
-int l_trace_end(lua_State* L) { return boundary<trace_end>(L); }
 
 // exe:run(list of tensors) -> list of tensors
 int exe_run(lua_State* L) {
@@ -208,7 +208,6 @@ int exe_run(lua_State* L) {
   }
   return 1;
 }
-int l_exe_run(lua_State* L) { return boundary<exe_run>(L); }
 
 // exe:per_replica() -> list of booleans: which results come back stacked [replicas, ...].
 int l_exe_per_replica(lua_State* L) {
@@ -231,7 +230,6 @@ int all_reduce(lua_State* L) {
     return g.all_reduce(in[0], k == 1);
   });
 }
-int l_all_reduce(lua_State* L) { return boundary<all_reduce>(L); }
 
 int l_exe_text(lua_State* L) {
   std::string s = print_graph(check_executable(L, 1)->exe->graph());
@@ -338,7 +336,7 @@ int l_exe_gc(lua_State* L) {
 
 // core.gradients(y, {x1, x2, ...}) -> {dx1, dx2, ...} on the active trace.
 int gradients_of(lua_State* L) {
-  Trace& t = require_trace(L);
+  Trace& t = require_trace();
   LuaTensor* y = check_tensor(L, 1);
   luaL_checktype(L, 2, LUA_TTABLE);
   if (!y->traced() || y->trace_id != t.id)
@@ -359,12 +357,11 @@ int gradients_of(lua_State* L) {
   }
   return 1;
 }
-int l_gradients(lua_State* L) { return boundary<gradients_of>(L); }
 
 // core.lift(t): a concrete tensor as a constant node of the active trace (so it can be
 // differentiated against, like a traced argument).
 int l_lift(lua_State* L) {
-  Trace& t = require_trace(L);
+  Trace& t = require_trace();
   LuaTensor* x = check_tensor(L, 1);
   if (x->traced()) return lua_pushvalue(L, 1), 1;
   t.graph.current_loc = -1;
@@ -433,30 +430,29 @@ int l_trace_depth(lua_State* L) {
   return 1;
 }
 
-const luaL_Reg kExeMethods[] = {{"run", l_exe_run},     {"text", l_exe_text}, {"info", l_exe_info},
-                                 {"per_replica", l_exe_per_replica},
-                                 {"nodes", l_exe_nodes}, {"dot", l_exe_dot},   {nullptr, nullptr}};
-const luaL_Reg kFunctions[] = {{"trace_begin", l_trace_begin}, {"trace_param", l_trace_param},
-                               {"trace_end", l_trace_end},     {"trace_abort", l_trace_abort},
-                               {"trace_depth", l_trace_depth}, {"gradients", l_gradients},
-                               {"lift", l_lift},                {"all_reduce", l_all_reduce},                {"op_times", l_op_times},
-                               {"set_op_profiling", l_set_op_profiling}, {"trace_name", l_trace_name},
-                               {"tpu_version", l_tpu_version},  {"format_bytes", l_format_bytes},
-                               {"padded_bytes", l_padded_bytes},
-                               {nullptr, nullptr}};
+const LuaFunction kExeMethods[] = {fn<exe_run>("run"),     fn<l_exe_text>("text"),
+                                    fn<l_exe_info>("info"), fn<l_exe_per_replica>("per_replica"),
+                                    fn<l_exe_nodes>("nodes"), fn<l_exe_dot>("dot")};
+const LuaFunction kFunctions[] = {fn<l_trace_begin>("trace_begin"),   fn<l_trace_param>("trace_param"),
+                                  fn<trace_end>("trace_end"),         fn<l_trace_abort>("trace_abort"),
+                                  fn<l_trace_depth>("trace_depth"),   fn<gradients_of>("gradients"),
+                                  fn<l_lift>("lift"),                 fn<all_reduce>("all_reduce"),
+                                  fn<l_op_times>("op_times"),         fn<l_set_op_profiling>("set_op_profiling"),
+                                  fn<l_trace_name>("trace_name"),     fn<l_tpu_version>("tpu_version"),
+                                  fn<l_format_bytes>("format_bytes"), fn<l_padded_bytes>("padded_bytes")};
 
 }  // namespace
 
 void register_trace_functions(lua_State* L, int core) {
   luaL_newmetatable(L, kExecutableMeta);
-  lua_pushcfunction(L, l_exe_gc);
+  push_function<l_exe_gc>(L);
   lua_setfield(L, -2, "__gc");
   lua_newtable(L);
-  luaL_setfuncs(L, kExeMethods, 0);
+  set_functions(L, -1, kExeMethods);
   lua_setfield(L, -2, "__index");
   lua_pop(L, 1);
   lua_pushvalue(L, core);
-  luaL_setfuncs(L, kFunctions, 0);
+  set_functions(L, -1, kFunctions);
   lua_pop(L, 1);
 }
 
