@@ -94,23 +94,26 @@ std::string padding_mode(lua_State* L, int opts, const char* op, Window2D& win) 
 }
 
 // Sets win's padding from opts.padding for an input of `in` rows and columns ("same": the
-// output has ceil(in / stride) elements, the odd padding element at the end).
-void set_padding(lua_State* L, int opts, const char* op, Window2D& win, const Pair& in) {
+// output has ceil(in / stride) elements, the odd padding element at the end). Returns the mode.
+std::string set_padding(lua_State* L, int opts, const char* op, Window2D& win, const Pair& in) {
   const std::string mode = padding_mode(L, opts, op, win);
-  for (int i = 0; i < 2; ++i) {
+  for (int i = 0; i < 2 && mode == "same"; ++i) {
     const int64_t span = (win.size[i] - 1) * win.rhs_dilation[i] + 1, s = win.stride[i], n = in[size_t(i)];
-    if (mode == "same") {
-      const int64_t total = std::max<int64_t>(((n + s - 1) / s - 1) * s + span - n, 0);
-      win.pad_lo[i] = total / 2;
-      win.pad_hi[i] = total - total / 2;
-    }
-    if (n + win.pad_lo[i] + win.pad_hi[i] < span)
-      throw Error(std::string(op) + ": the " + pair_str(win.size) + " window" +
-                              (span > win.size[i] ? " (dilated to " + std::to_string(span) + ")" : "") +
-                              " does not fit the " + pair_str(in) + " input " +
-                              (mode == "explicit" ? "with the given padding" : "with padding \"" + mode + "\"") +
-                              "; use padding = \"same\" or a smaller window");
+    const int64_t total = std::max<int64_t>(((n + s - 1) / s - 1) * s + span - n, 0);
+    win.pad_lo[i] = total / 2;
+    win.pad_hi[i] = total - total / 2;
   }
+  return mode;
+}
+
+// A pool's window must fit its input. (conv2d leaves this to conv's shape rule; reduce_window's
+// rule would name the op, not the pool the user called.)
+void check_pool_fit(const char* op, const Window2D& win, const Pair& in, const std::string& mode) {
+  for (int i = 0; i < 2; ++i)
+    if (in[size_t(i)] + win.pad_lo[i] + win.pad_hi[i] < win.size[i])
+      throw Error(std::string(op) + ": the " + pair_str(win.size) + " window does not fit the " + pair_str(in) +
+                  " input " + (mode == "explicit" ? "with the given padding" : "with padding \"" + mode + "\"") +
+                  "; use padding = \"same\" or a smaller window");
 }
 
 void check_nhwc(const char* op, LuaTensor* x) {
@@ -150,7 +153,8 @@ Window2D pool_window(lua_State* L, const char* op, LuaTensor* x) {
   Window2D win;
   win.size = opt_pair(L, 2, op, "pool_size", {2, 2});
   win.stride = opt_pair(L, 2, op, "strides", win.size);
-  set_padding(L, 2, op, win, {x->shape()[1], x->shape()[2]});
+  const Pair in = {x->shape()[1], x->shape()[2]};
+  check_pool_fit(op, win, in, set_padding(L, 2, op, win, in));
   return win;
 }
 

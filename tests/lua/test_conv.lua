@@ -149,7 +149,13 @@ function T.conv2d_and_pool_errors_name_the_line()
                            "conv: input has 3 channels but the filter expects 1")
   check.is_true(err:find("^[^:]*test_conv%.lua:%d+: ") ~= nil, err)
   check.raises(function() return rand({5, 5, 3}, 1):conv2d(rand({3, 3, 3, 2}, 1)) end, "rank-4 NHWC tensor")
-  check.raises(function() return x:conv2d(rand({7, 7, 3, 2}, 1)) end, "window does not fit the 5x5 input")
+  -- conv's shape rule gives the text (the binding keeps no copy of the check)
+  check.raises(function() return x:conv2d(rand({7, 7, 3, 2}, 1)) end,
+               "conv: the 7x7 window does not fit the 5x5 input f32[1,5,5,3]; use padding = \"same\" or a smaller window")
+  check.raises(function() return x:conv2d(rand({3, 3, 3, 2}, 1), {dilation = 3, padding = {{1, 0}, {0, 0}}}) end,
+               "conv: the 3x3 window (dilated to 7x7) does not fit the 5x5 input f32[1,5,5,3] (padded to 6x5);")
+  check.raises(function() return x:max_pool2d{pool_size = 7} end,
+               "max_pool2d: the 7x7 window does not fit the 5x5 input with padding \"valid\"")
   check.raises(function() return x:max_pool2d{padding = "full"} end, "padding must be \"valid\", \"same\"")
   check.raises(function() return x:avg_pool2d{pool_size = 0} end, "pool_size must be a positive integer")
 end
