@@ -1,17 +1,18 @@
 -- A tiny class helper: `local Dense = class("Dense", Module)`; `Dense{...}` or `Dense(...)`
 -- calls `Dense:__init(...)`; `Dense:extend("Name")` makes a subclass.
 -- A constructor takes the arguments its __init names and nothing else (nil counts as absent).
+local errors = require "tpu.errors"
+
 local function check_arity(name, init, ...)
   local info = debug.getinfo(init, "u")
   if info.isvararg then return end
   for i = info.nparams, select("#", ...) do
     local v = select(i, ...)
-    if v ~= nil then require("tpu.errors").none(i, name, v) end
+    if v ~= nil then errors.none(i, name, v) end
   end
 end
 
 local function class(name, parent)
-  local errors = require "tpu.errors"
   errors.check(1, "class", name, "string")
   if parent ~= nil and type(parent) ~= "table" then errors.type_error(2, "class", "class", parent) end
   local cls = {}

@@ -2,6 +2,7 @@
 -- (tpu.save / tpu.load), and, loaded on first use, the libraries nn, optim, losses, metrics,
 -- data, strategy, checkpoint, callbacks and plot.
 local core = require "tpu.core"
+local errors = require "tpu.errors"
 
 local tpu = {}
 package.loaded["tpu"] = tpu  -- submodules may `require "tpu"` while this file runs
@@ -31,7 +32,6 @@ tpu.shape_dtype = jit.shape_dtype
 -- Sum (or mean) over the replicas of a replicated step; a host value used inside the trace is
 -- lifted into it first, so it is reduced across replicas too.
 function tpu.all_reduce(x, op, extra)
-  local errors = require "tpu.errors"
   errors.check(1, "all_reduce", x, "tensor")
   errors.check(2, "all_reduce", op, "string or nil")
   errors.none(3, "all_reduce", extra)
@@ -44,7 +44,7 @@ end
 -- use; data sets live on the host (host_bytes, the same in every table). Garbage is collected
 -- first, so dropped models and tensors do not count.
 function tpu.memory_stats(extra)
-  require("tpu.errors").none(1, "memory_stats", extra)
+  errors.none(1, "memory_stats", extra)
   collectgarbage("collect")
   collectgarbage("collect")
   local in_use, peak, host = core.memory()
@@ -60,7 +60,7 @@ end
 -- every computed tensor; a tensor the program still holds then raises when used. Data sets stay
 -- on the host. HBM in use returns to zero.
 function tpu.reset(extra)
-  require("tpu.errors").none(1, "reset", extra)
+  errors.none(1, "reset", extra)
   jit.clear_caches()
   collectgarbage("collect")
   collectgarbage("collect")
@@ -87,11 +87,11 @@ setmetatable(tpu, {
 -- tpu.save(path, {name = tensor, nested = {...}}[, metadata]) writes a safetensors file;
 -- tpu.load(path[, {nested = true}]) -> tensors, metadata. See tpu/checkpoint.lua.
 function tpu.save(path, tensors, metadata, extra)
-  require("tpu.errors").none(4, "save", extra)
+  errors.none(4, "save", extra)
   return require("tpu.checkpoint").save_tensors(path, tensors, metadata)
 end
 function tpu.load(path, opts, extra)
-  require("tpu.errors").none(3, "load", extra)
+  errors.none(3, "load", extra)
   return require("tpu.checkpoint").load_tensors(path, opts)
 end
 
@@ -99,16 +99,16 @@ end
 -- (also by an error) are labelled with the name, so reports say which layer made them.
 local scope_closer = setmetatable({}, {__close = function() core.pop_scope() end})
 function tpu.scope(name, extra)
-  require("tpu.errors").none(2, "scope", extra)
-  require("tpu.errors").check(1, "scope", name, "string")
+  errors.none(2, "scope", extra)
+  errors.check(1, "scope", name, "string")
   core.push_scope(name)
   return scope_closer
 end
 
 -- Warnings go through here (stderr); a script or test may replace it.
 function tpu.warn(message, extra)
-  require("tpu.errors").none(2, "warn", extra)
-  require("tpu.errors").check(1, "warn", message, "string")
+  errors.none(2, "warn", extra)
+  errors.check(1, "warn", message, "string")
   io.stderr:write(message)
 end
 

@@ -9,8 +9,9 @@
 local M = {}
 
 local core = require "tpu.core"
+local errors = require "tpu.errors"
 
-local fail = require("tpu.errors").fail
+local fail = errors.fail
 
 local closer = setmetatable({}, {__close = function(_, err)
   core.defer_interrupts(false)

@@ -21,6 +21,7 @@
 -- Streams are functions returning the next item and nil at the end (and after).
 local class = require "tpu.class"
 local args = require "tpu.data.args"
+local errors = require "tpu.errors"
 
 local Dataset = class("Dataset")
 
@@ -61,7 +62,7 @@ end
 -- Iterates one pass: `for x, y in ds:iter() do` (one value per component). Each call starts
 -- the next epoch (which reshuffles); {epoch = e} picks the epoch (0-based) explicitly.
 function Dataset:iter(opts, extra)
-  require("tpu.errors").none(2, "iter", extra)
+  errors.none(2, "iter", extra)
   Dataset.check_self(self, "iter")
   opts = args.options(opts, "iter", {"epoch"})
   local epoch = self._epoch or 0
@@ -76,7 +77,7 @@ end
 
 -- Number of elements of one pass, or Dataset.INFINITE (-1) or Dataset.UNKNOWN (-2).
 function Dataset:cardinality(extra)
-  require("tpu.errors").none(1, "cardinality", extra)
+  errors.none(1, "cardinality", extra)
   Dataset.check_self(self, "cardinality")
   return self:_count()
 end
@@ -86,7 +87,7 @@ end
 -- batch, a padded length); a string's is {shape = {}, dtype = "string"}; nested components
 -- give nested tables of specs.
 function Dataset:element_spec(extra)
-  require("tpu.errors").none(1, "element_spec", extra)
+  errors.none(1, "element_spec", extra)
   Dataset.check_self(self, "element_spec")
   return table.unpack(self:_spec())
 end

@@ -4,6 +4,7 @@
 local Dataset = require "tpu.data.Dataset"
 local sources = require "tpu.data.sources"
 local args = require "tpu.data.args"
+local errors = require "tpu.errors"
 
 -- "tpu" loads this module, so reach it lazily.
 local tpu = require "tpu"
@@ -96,7 +97,7 @@ end
 -- the columns), delimiter (default ","). Parsing is strict: a malformed row is an error
 -- naming file:line:column (see engine/data/csv.h).
 function M.csv(path, opts, extra)
-  require("tpu.errors").none(3, "csv", extra)
+  errors.none(3, "csv", extra)
   args.string(path, "csv", "the file name")
   local x, y, names = tpu.core.read_csv(path, csv_options(opts))
   local ds = Dataset.SourceDataset(sources.TensorSource(y and {x, y} or {x}), string.format("csv(%q)", path))

@@ -14,6 +14,7 @@ local sources = require "tpu.data.sources"
 local args = require "tpu.data.args"
 local files = require "tpu.data.files"
 local text = require "tpu.data.text"
+local errors = require "tpu.errors"
 
 for _, name in ipairs {"Shuffle", "Take", "Skip", "Shard", "Cycle", "Filter", "Cache",
   "Prefetch", "Batch", "PaddedBatch", "Map", "HostMap"} do
@@ -43,7 +44,7 @@ end
 -- Components may be nested tables ({{xa, xb}, y}); a single tensor or a table with named
 -- fields is one component.
 function M.from_tensors(tensors, extra)
-  require("tpu.errors").none(2, "from_tensors", extra)
+  errors.none(2, "from_tensors", extra)
   local components
   if tpu.is_tensor(tensors) then
     components = {tensors}
@@ -60,7 +61,7 @@ end
 
 -- The integers 0 .. n-1 as i32 scalar tensors.
 function M.range(n, extra)
-  require("tpu.errors").none(2, "range", extra)
+  errors.none(2, "range", extra)
   n = args.integer(n, "range", "n", 0)
   return Dataset.SourceDataset(sources.RangeSource(n), "range(" .. n .. ")")
 end
@@ -69,7 +70,7 @@ end
 -- call (one value per component: tensors, strings, numbers, booleans or nested tables of
 -- them) and nil at the end. Numbers become i32 (integers) or f32 scalar tensors.
 function M.generator(fn, extra)
-  require("tpu.errors").none(2, "generator", extra)
+  errors.none(2, "generator", extra)
   return require("tpu.data.GeneratorDataset")(args.func(fn, "generator"))
 end
 

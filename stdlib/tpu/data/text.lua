@@ -8,6 +8,7 @@ local Dataset = require "tpu.data.Dataset"
 local sources = require "tpu.data.sources"
 local structure = require "tpu.data.structure"
 local args = require "tpu.data.args"
+local errors = require "tpu.errors"
 
 -- "tpu" loads this module, so reach it lazily.
 local tpu = require "tpu"
@@ -54,7 +55,7 @@ end
 -- One element per line of the file(s): a Lua string without the line break. Empty lines are
 -- elements too ("").
 function M.text_lines(paths, extra)
-  require("tpu.errors").none(2, "text_lines", extra)
+  errors.none(2, "text_lines", extra)
   paths = path_list(paths, "text_lines")
   local strings = {}
   for _, p in ipairs(paths) do
@@ -80,7 +81,7 @@ end
 -- One element per record of the file(s): the text between lines that hold only the separator
 -- (default "%", as in fortune files), its lines joined with "\n". Blank records are skipped.
 function M.text_records(paths, opts, extra)
-  require("tpu.errors").none(3, "text_records", extra)
+  errors.none(3, "text_records", extra)
   paths = path_list(paths, "text_records")
   opts = args.options(opts, "text_records", {"separator"})
   local separator = opts.separator == nil and "%" or args.string(opts.separator, "text_records", "separator")
@@ -105,7 +106,7 @@ end
 -- not its subdirectories, symbolic links, or the .dat index files). The Debian packages
 -- fortunes, fortunes-de, -it, -es and -br install them under /usr/share/games/fortunes.
 function M.fortunes(paths, extra)
-  require("tpu.errors").none(2, "fortunes", extra)
+  errors.none(2, "fortunes", extra)
   paths = path_list(paths, "fortunes")
   local files = {}
   for _, p in ipairs(paths) do

@@ -5,6 +5,7 @@
 --   local image = nn.Input {shape = {28, 28, 1}}
 local Node = require "tpu.nn.Node"
 local util = require "tpu.nn.util"
+local errors = require "tpu.errors"
 
 local counter = 0
 local dtypes = {f32 = true, bf16 = true, i32 = true, u8 = true, bool = true}
@@ -24,7 +25,7 @@ local function check_shape(shape)
 end
 
 return function(spec, extra)
-  require("tpu.errors").none(2, "Input", extra)
+  errors.none(2, "Input", extra)
   util.check_options({__name = "Input"}, spec or {}, {"shape", "dtype", "name"})
   spec = spec or {}
   local shape = check_shape(spec.shape)

@@ -31,6 +31,7 @@ local util = require "tpu.nn.util"
 local initializers = require "tpu.nn.initializers"
 local regularizers = require "tpu.nn.regularizers"
 local Node = require "tpu.nn.Node"
+local errors = require "tpu.errors"
 
 local Module = class("Module")
 
@@ -214,7 +215,7 @@ function Module:weight_entries(out, frozen)
 end
 
 function Module:parameters(extra)
-  require("tpu.errors").none(1, "parameters", extra)
+  errors.none(1, "parameters", extra)
   local list = {}
   for i, w in ipairs(self:weight_entries()) do list[i] = w.entry.value end
   return list
@@ -246,7 +247,7 @@ function Module:set_parameters(list)
 end
 
 function Module:count_params(extra)
-  require("tpu.errors").none(1, "count_params", extra)
+  errors.none(1, "count_params", extra)
   local n = 0
   for _, p in ipairs(self:parameters()) do n = n + util.numel(p.shape) end
   return n
@@ -262,7 +263,7 @@ function Module:__tostring()
 end
 
 function Module:summary(extra)
-  require("tpu.errors").none(1, "summary", extra)
+  errors.none(1, "summary", extra)
   io.stdout:write(require("tpu.nn.summary")(self), "\n")
 end
 

@@ -8,6 +8,7 @@
 -- reported. Layers whose weights are already not finite are reported as such.
 local core = require "tpu.core"
 local util = require "tpu.nn.util"
+local errors = require "tpu.errors"
 
 local M = {}
 
@@ -110,7 +111,7 @@ function M.culprit(model, x, key)
     .. "outside the classes, or targets that do not fit the loss)"
 end
 
-local show = require("tpu.errors").show
+local show = errors.show
 
 -- Raises the error fit stops with: `loss` is the batch's loss value, `where` = {epoch=, batch=}.
 function M.fail(model, x, loss, where)

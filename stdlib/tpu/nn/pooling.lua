@@ -4,6 +4,7 @@
 --   nn.AvgPool2D {pool_size = {2, 2}}
 local Module = require "tpu.nn.Module"
 local util = require "tpu.nn.util"
+local errors = require "tpu.errors"
 
 local M = {}
 
@@ -13,7 +14,7 @@ local options = util.options {"pool_size", "strides", "padding"}
 function M.init(self, a, b)
   local size, opts = a, b
   if a == nil or (type(a) == "table" and not util.is_tensor(a) and type(a[1]) ~= "number") then
-    require("tpu.errors").none(2, self.__name, b)
+    errors.none(2, self.__name, b)
     size, opts = nil, a
   end
   opts = opts or {}

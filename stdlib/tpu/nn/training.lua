@@ -30,6 +30,7 @@ local History = require "tpu.nn.History"
 local Progbar = require "tpu.nn.Progbar"
 local nonfinite = require "tpu.nn.nonfinite"
 local interrupt = require "tpu.interrupt"
+local errors = require "tpu.errors"
 
 local M = {}
 
@@ -100,7 +101,7 @@ local function metric_list(spec, names)
 end
 
 function M:compile(spec, extra)
-  require("tpu.errors").none(2, "compile", extra)
+  errors.none(2, "compile", extra)
   util.check_options({__name = "compile"}, spec or {}, compile_options)
   spec = spec or {}
   if spec.optimizer == nil or spec.loss == nil then
@@ -568,7 +569,7 @@ end
 -- fit(x, y, {...}) and evaluate(x, y, {...}) with tensors, as in Keras, mean ({x, y}, {...}).
 local function keras_xy(who, data, opts, more)
   if util.is_tensor(data) and util.is_tensor(opts) then return {data, opts}, more end
-  require("tpu.errors").none(3, who, more)
+  errors.none(3, who, more)
   return data, opts
 end
 
@@ -658,7 +659,7 @@ end
 -- predict(ds | tensor | {x}) -> tensor of outputs for every example (concatenated batches); a
 -- list of them for a model with several outputs.
 function M:predict(data, opts, extra)
-  require("tpu.errors").none(3, "predict", extra)
+  errors.none(3, "predict", extra)
   opts = opts or {}
   util.check_options({__name = "predict"}, opts, {"verbose", "batch_size"})
   self.predict_steps = self.predict_steps or {steps = {}}

@@ -1,5 +1,7 @@
 -- tpu.optim: functional optimizers (state is a table of tensors; updates trace into the step)
 -- and learning-rate schedules (optim.schedule).
+local errors = require "tpu.errors"
+
 local optim = {}
 
 optim.Optimizer = require "tpu.optim.Optimizer"
@@ -13,7 +15,7 @@ local by_name = {sgd = optim.SGD, adam = optim.Adam, adamw = optim.AdamW, rmspro
 
 -- An optimizer object, or a name ("adam", "sgd", "adamw", "rmsprop") for one with default settings.
 function optim.get(x, extra)
-  require("tpu.errors").none(2, "get", extra)
+  errors.none(2, "get", extra)
   local util = require "tpu.nn.util"
   if type(x) == "string" and by_name[x:lower()] then return by_name[x:lower()]() end
   if type(x) == "table" and rawget(x, "__index") == x then

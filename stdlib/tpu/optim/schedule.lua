@@ -10,6 +10,7 @@
 -- gives a number.
 local core = require "tpu.core"
 local util = require "tpu.nn.util"
+local errors = require "tpu.errors"
 
 local M = {}
 
@@ -31,7 +32,7 @@ end
 function M.is_schedule(v) return getmetatable(v) == Schedule end
 
 local function check(who, opts, names, extra)
-  require("tpu.errors").none(2, who, extra)
+  errors.none(2, who, extra)
   util.check_options({__name = "schedule." .. who}, opts or {}, names)
   return opts or {}
 end

@@ -5,6 +5,7 @@ local streams = require "tpu.data.streams"
 local batching = require "tpu.data.batching"
 local prefetching = require "tpu.data.prefetching"
 local args = require "tpu.data.args"
+local errors = require "tpu.errors"
 
 local Batch = Dataset:extend("Batch")
 
@@ -88,7 +89,7 @@ end
 -- of a pass may be smaller unless {drop_remainder = true} drops it. Elements must have equal
 -- shapes (padded_batch pads elements of different shapes).
 function Dataset:batch(n, opts, extra)
-  require("tpu.errors").none(3, "batch", extra)
+  errors.none(3, "batch", extra)
   Dataset.check_self(self, "batch")
   n = args.integer(n, "batch", "the batch size", 1)
   opts = args.options(opts, "batch", {"drop_remainder"})

@@ -4,6 +4,7 @@ local Transform = require "tpu.data.transforms.Transform"
 local sources = require "tpu.data.sources"
 local streams = require "tpu.data.streams"
 local args = require "tpu.data.args"
+local errors = require "tpu.errors"
 
 local Cache = Transform:extend("Cache")
 
@@ -62,7 +63,7 @@ end
 -- is in memory like from_tensors: shuffle, batch and prefetch after it are cheap. An
 -- upstream shuffle is frozen (every pass replays the first order): shuffle after cache.
 function Dataset:cache(extra)
-  require("tpu.errors").none(1, "cache", extra)
+  errors.none(1, "cache", extra)
   Dataset.check_self(self, "cache")
   return Cache(self, args.where())
 end

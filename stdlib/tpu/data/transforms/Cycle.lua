@@ -2,6 +2,7 @@
 local Dataset = require "tpu.data.Dataset"
 local Transform = require "tpu.data.transforms.Transform"
 local args = require "tpu.data.args"
+local errors = require "tpu.errors"
 
 local Cycle = Transform:extend("Cycle")
 
@@ -43,7 +44,7 @@ end
 
 -- Repeats the data set `count` times, forever when count is nil.
 function Dataset:cycle(count, extra)
-  require("tpu.errors").none(2, "cycle", extra)
+  errors.none(2, "cycle", extra)
   Dataset.check_self(self, "cycle")
   if count ~= nil then count = args.integer(count, "cycle", "the count", 0) end
   return Cycle(self, count)

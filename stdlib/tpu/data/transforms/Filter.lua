@@ -2,6 +2,7 @@
 local Dataset = require "tpu.data.Dataset"
 local Transform = require "tpu.data.transforms.Transform"
 local args = require "tpu.data.args"
+local errors = require "tpu.errors"
 
 -- "tpu" loads this module, so reach it lazily.
 local tpu = require "tpu"
@@ -52,7 +53,7 @@ end
 -- scalar tensor of those). pred is a plain Lua function run on the host for every element
 -- (not traced): it may look at strings and read tensor values with item().
 function Dataset:filter(pred, extra)
-  require("tpu.errors").none(2, "filter", extra)
+  errors.none(2, "filter", extra)
   Dataset.check_self(self, "filter")
   return Filter(self, args.func(pred, "filter"), args.where())
 end

@@ -3,6 +3,7 @@
 local Dataset = require "tpu.data.Dataset"
 local structure = require "tpu.data.structure"
 local args = require "tpu.data.args"
+local errors = require "tpu.errors"
 
 -- "tpu" loads this module, so reach it lazily.
 local tpu = require "tpu"
@@ -66,7 +67,7 @@ end
 -- on the host for every element: it may take and return strings (text_lines(...) ->
 -- vocab:encode), numbers and tensors, and read values; it runs uncompiled, once per element.
 function Dataset:map(fn, opts, extra)
-  require("tpu.errors").none(3, "map", extra)
+  errors.none(3, "map", extra)
   Dataset.check_self(self, "map")
   fn = args.func(fn, "map")
   opts = args.options(opts, "map", {"host"})

@@ -6,6 +6,7 @@ local structure = require "tpu.data.structure"
 local batching = require "tpu.data.batching"
 local padding = require "tpu.data.padding"
 local args = require "tpu.data.args"
+local errors = require "tpu.errors"
 
 local PaddedBatch = Batch:extend("PaddedBatch")
 
@@ -96,7 +97,7 @@ end
 --   text:padded_batch(32, {pad_to_multiple_of = 16})          -- ids i32[32,16k], y i32[32]
 --   text:padded_batch(32, {padded_shapes = {{128}}, padding_values = {0}})
 function Dataset:padded_batch(n, opts, extra)
-  require("tpu.errors").none(3, "padded_batch", extra)
+  errors.none(3, "padded_batch", extra)
   Dataset.check_self(self, "padded_batch")
   n = args.integer(n, "padded_batch", "the batch size", 1)
   opts = args.options(opts, "padded_batch",

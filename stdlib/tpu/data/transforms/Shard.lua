@@ -3,6 +3,7 @@ local Dataset = require "tpu.data.Dataset"
 local Transform = require "tpu.data.transforms.Transform"
 local streams = require "tpu.data.streams"
 local args = require "tpu.data.args"
+local errors = require "tpu.errors"
 
 local Shard = Transform:extend("Shard")
 
@@ -25,7 +26,7 @@ end
 -- batching, so that each worker reads a disjoint part; with a shuffle upstream, give every
 -- worker the same seed.
 function Dataset:shard(n, i, extra)
-  require("tpu.errors").none(3, "shard", extra)
+  errors.none(3, "shard", extra)
   Dataset.check_self(self, "shard")
   n = args.integer(n, "shard", "the number of shards", 1)
   i = args.integer(i, "shard", "the shard index", 0)

@@ -4,6 +4,7 @@ local Transform = require "tpu.data.transforms.Transform"
 local random = require "tpu.data.random"
 local streams = require "tpu.data.streams"
 local args = require "tpu.data.args"
+local errors = require "tpu.errors"
 
 local Shuffle = Transform:extend("Shuffle")
 
@@ -27,7 +28,7 @@ end
 -- permutation. Each pass (epoch) is shuffled differently, determined by the seed and the
 -- epoch number, unless {reshuffle_each_iteration = false}.
 function Dataset:shuffle(buffer, opts, extra)
-  require("tpu.errors").none(3, "shuffle", extra)
+  errors.none(3, "shuffle", extra)
   Dataset.check_self(self, "shuffle")
   buffer = args.integer(buffer, "shuffle", "the buffer size", 1)
   opts = args.options(opts, "shuffle", {"seed", "reshuffle_each_iteration"})
