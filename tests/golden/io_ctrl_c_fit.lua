@@ -1,25 +1,5 @@
 -- Ctrl-C during fit: the step in progress finishes, then fit stops naming where it was and
 -- tputrain exits with status 130; the checkpoint written after epoch 1 stays loadable.
-local tpu = require "tpu"
-local nn, data = tpu.nn, tpu.data
-
-local path = os.tmpname()
-local x, y = tpu.zeros {64, 3}, tpu.zeros({64}, {dtype = "i32"})
-local model = nn.Sequential {nn.Dense(2)}
-model:compile {optimizer = "sgd", loss = "sparse_categorical_crossentropy"}
-
-local epochs_done = 0
-local saved = {on_epoch_end = function()
-  epochs_done = epochs_done + 1
-  print("checkpoint after epoch 1 loads: " .. tostring(tpu.load(path) ~= nil))
-end}
--- In epoch 2, after its first step, Ctrl-C arrives as from a terminal: SIGINT to this process
--- ($PPID of the shell), sent from the background because os.execute ignores SIGINT meanwhile.
-local ctrl_c = {on_train_batch_end = function(_, step)
-  if epochs_done ~= 1 or step ~= 1 then return end
-  os.execute("(sleep 0.2; kill -INT $PPID) &")
-  local t0 = tpu.core.now()
-  while not require("tpu.interrupt").requested() and tpu.core.now() - t0 < 20 do end
-end}
-model:fit(data.from_tensors {x, y}:batch(16),
-  {epochs = 3, verbose = 0, callbacks = {tpu.callbacks.checkpoint {path = path}, saved, ctrl_c}})
+-- Ctrl-C arrives as from a terminal: SIGINT to this process, in epoch 2 after its first step.
+local model, batches, callbacks = dofile("data/interrupted_fit.lua")("INT")
+model:fit(batches, {epochs = 3, verbose = 0, callbacks = callbacks})
