@@ -152,7 +152,8 @@ void check_no_more(lua_State* L, int last);
 Shape check_shape(lua_State* L, int arg, const char* call);
 void check_lua_shape(lua_State* L, std::span<const int64_t> s, const char* call);
 std::string lua_shape_str(std::span<const int64_t> s);  // {3, 4}
-int64_t check_axis(lua_State* L, int arg, int64_t rank);          // -> 0-based
+// -> 0-based; the axis is argument arg, or at stack index `at` (an entry of argument arg's list).
+int64_t check_axis(lua_State* L, int arg, int64_t rank, int at = 0);
 std::vector<int64_t> check_axes(lua_State* L, int arg, int64_t rank);  // nil = all; sorted
 void push_shape(lua_State* L, const Shape& s);
 DType check_dtype(lua_State* L, int arg);

@@ -257,7 +257,7 @@ int l_transpose(lua_State* L) {
     check_no_more(L, 2);
     for (lua_Integer i = 1; i <= luaL_len(L, 2); ++i) {
       lua_geti(L, 2, i);
-      perm.push_back(check_axis(L, lua_gettop(L), rank));
+      perm.push_back(check_axis(L, 2, rank, lua_gettop(L)));
       lua_pop(L, 1);
     }
   }

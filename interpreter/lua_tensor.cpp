@@ -279,14 +279,17 @@ void check_lua_shape(lua_State* L, std::span<const int64_t> s, const char* call)
     raise_user_error(L, std::string(call) + ": shape " + lua_shape_str(s) + " " + fault);
 }
 
-int64_t check_axis(lua_State* L, int arg, int64_t rank) {
+int64_t check_axis(lua_State* L, int arg, int64_t rank, int at) {
+  if (at == 0) at = arg;
   int ok = 0;
-  lua_Integer a = lua_tointegerx(L, arg, &ok);
-  if (!ok) raise_type_error(L, arg, "integer axis");
+  lua_Integer a = lua_tointegerx(L, at, &ok);
+  if (!ok) throw ArgError(arg, "integer axis expected, got " + type_name_at(L, at));
   int64_t r = a < 0 ? rank + a : a - 1;
   if (a == 0 || r < 0 || r >= rank)
-    raise_user_error(L, "axis " + std::to_string(a) + " is out of range for a tensor of rank " +
-                            std::to_string(rank) + " (axes are 1-based; -1 is the last)");
+    // Not an argument error: the stdlib's softmax, mean, ... pass the user's axis on to max or
+    // sum, a name the user did not call.
+    throw Error("axis " + std::to_string(a) + " is out of range for a tensor of rank " + std::to_string(rank) +
+                " (axes are 1-based; -1 is the last)");
   return r;
 }
 
@@ -303,7 +306,7 @@ std::vector<int64_t> check_axes(lua_State* L, int arg, int64_t rank) {
       if (!lua_isinteger(L, -1))
         raise_arg_error(L, arg, "list of integer axes expected, got " + std::string(luaL_typename(L, -1)) + " at [" +
                                     std::to_string(i) + "]");
-      axes.push_back(check_axis(L, lua_gettop(L), rank));
+      axes.push_back(check_axis(L, arg, rank, lua_gettop(L)));
       lua_pop(L, 1);
     }
   } else {

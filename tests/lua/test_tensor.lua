@@ -159,5 +159,10 @@ return {
     check.raises(function() local _ = x:max(1, 1) end, "bad argument #2 to 'max' %(boolean keepdims expected, got number%)")
     check.raises(function() local _ = x:sum({axis = 1}, true) end, "bad argument #2 to 'sum' %(no value expected, got boolean%)")
     check.raises(function() local _ = x:argmax {axis = {1, 2}} end, "bad argument #1 to 'argmax'")
+    -- an entry of an axis list is reported against the list's argument, not its stack slot
+    check.raises(function() local _ = x:transpose {1, "a"} end,
+      "test_tensor.lua:%d+: bad argument #1 to 'transpose' %(integer axis expected, got string%)")
+    check.raises(function() local _ = x:sum {axis = {1, 3}} end,
+      "test_tensor.lua:%d+: axis 3 is out of range for a tensor of rank 2 %(axes are 1%-based; %-1 is the last%)")
   end,
 }
