@@ -101,8 +101,11 @@ end
 function T.add()
   check.eq(nn.Add()({tpu.tensor {1, 2}, tpu.tensor {3, 4}, tpu.tensor {5, 6}}):totable(), {9, 12})
   check.raises(function() nn.Add()({rand({2, 3}), rand({2, 4})}) end,
-    "Add 'add_%d+' needs inputs of one shape, got %(None, 3%), %(None, 4%)")
+    "Add 'add_%d+' needs inputs of one rank whose sizes are equal or 1 on each axis, got %(None, 3%), %(None, 4%)")
   nn_check.gradients(nn.Add(), {rand({2, 2}, 1), rand({2, 2}, 2)})
+  -- sizes of 1 broadcast, as in Keras: a [batch, 1] bias column plus a [batch, 3] map
+  check.eq(nn.Add()({tpu.tensor {{1}, {2}}, tpu.tensor {{1, 2, 3}, {4, 5, 6}}}):totable(), {{2, 3, 4}, {6, 7, 8}})
+  nn_check.gradients(nn.Add(), {rand({2, 1}, 1), rand({2, 3}, 2)})
 end
 
 ---------------------------------------------------------------- BatchNorm
