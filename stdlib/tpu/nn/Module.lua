@@ -246,11 +246,18 @@ function Module:set_parameters(list)
   end
 end
 
+-- Total, trainable and non-trainable numbers of weight elements, the three lines of Keras's
+-- summary (BatchNorm's moving statistics and the weights of frozen layers are non-trainable):
+--   local total, trainable, non_trainable = model:count_params()
 function Module:count_params(extra)
   errors.none(1, "count_params", extra)
-  local n = 0
-  for _, p in ipairs(self:parameters()) do n = n + util.numel(p.shape) end
-  return n
+  local total, trainable = 0, 0
+  for _, w in ipairs(self:weight_entries()) do
+    local n = util.numel(w.entry.value.shape)
+    total = total + n
+    if w.trainable then trainable = trainable + n end
+  end
+  return total, trainable, total - trainable
 end
 
 -- One-line description used by __tostring; layers override it.

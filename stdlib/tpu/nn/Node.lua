@@ -87,19 +87,43 @@ local function has_unknown(x)
   return false
 end
 
--- Runs the layer eagerly on zeros shaped like the nodes (-1 sizes become `size`).
+-- {shape=, dtype=} of a probe's output tensor, or a list of them (several outputs).
+local function specs(y)
+  if util.is_tensor(y) then return {shape = util.copy(y.shape), dtype = y.dtype} end
+  local out = {}
+  for i, t in ipairs(y) do out[i] = specs(t) end
+  return out
+end
+
+-- The specs of the layer's output on inputs shaped like the nodes (-1 sizes become `size`): its weights are
+-- built eagerly, then its call is traced on symbolic inputs and the trace dropped, so a large
+-- model (VGG16 at 224x224) is declared without computing a forward pass. A layer whose call
+-- cannot be traced (eager-only code in a custom layer) runs eagerly on zeros instead, which
+-- also gives the errors their eager text.
 local function probe(layer, x, size)
-  local zeros = Node.map(x, function(n)
-    local shape = {}
-    for i, d in ipairs(n.shape) do shape[i] = d == -1 and size or d end
-    return core.zeros(shape, {dtype = n.dtype})
+  local function shape(n)
+    local s = {}
+    for i, d in ipairs(n.shape) do s[i] = d == -1 and size or d end
+    return s
+  end
+  if not layer.built and layer.maybe_build then
+    layer:maybe_build(Node.map(x, shape))
+  end
+  local depth = core.trace_depth()
+  core.trace_begin("functional_probe")
+  local ok, y = pcall(function()
+    return specs(layer(Node.map(x, function(n) return core.trace_param(n.dtype, shape(n)) end),
+                       {training = false}))
   end)
-  return layer(zeros, {training = false})
+  if core.trace_depth() > depth then core.trace_abort() end
+  if ok then return y end
+  return specs(layer(Node.map(x, function(n) return core.zeros(shape(n), {dtype = n.dtype}) end),
+                     {training = false}))
 end
 
 -- Output shape of one probe result, with -1 where a second probe (other sizes) differs.
 local function merged_shape(a, b)
-  local shape = a.shape
+  local shape = util.copy(a.shape)
   shape[1] = -1
   for i = 2, #shape do
     if b and b.shape[i] ~= shape[i] then shape[i] = -1 end
@@ -120,7 +144,7 @@ function Node.apply(layer, x, ctx)
   calls[layer] = (calls[layer] or 0) + 1
   local base = calls[layer] == 1 and layer.name or layer.name .. "_" .. calls[layer]
   local record = {layer = layer, inputs = x}
-  if util.is_tensor(y) then
+  if y.shape then
     record.outputs = Node {shape = merged_shape(y, y2), dtype = y.dtype, name = base, call = record}
     layer.output_shape = record.outputs.shape
   else

@@ -8,9 +8,12 @@ nn.Input = require "tpu.nn.Input"
 for _, name in ipairs {"Dense", "Flatten", "Reshape", "Activation", "Dropout", "Conv2D",
                        "MaxPool2D", "AvgPool2D", "GlobalAvgPool2D", "BatchNorm", "LayerNorm",
                        "Embedding", "MultiHeadAttention", "TransformerEncoder", "Concatenate",
-                       "Add", "Multiply", "PositionEmbedding", "TransformerDecoder"} do
+                       "Add", "Multiply", "PositionEmbedding", "TransformerDecoder", "ZeroPadding2D",
+                       "Cropping2D", "GlobalMaxPool2D"} do
   nn[name] = require("tpu.nn." .. name)
 end
+-- Keras's names of the global poolings.
+nn.GlobalAveragePooling2D, nn.GlobalMaxPooling2D = nn.GlobalAvgPool2D, nn.GlobalMaxPool2D
 require "tpu.nn.persistence"  -- model:save(path), model:load(path)
 nn.History = require "tpu.nn.History"
 nn.Progbar = require "tpu.nn.Progbar"

@@ -137,7 +137,7 @@ local function row(cols)
 end
 
 local function params(layer)
-  return layer.built and group(layer:count_params()) or "0 (unbuilt)"
+  return layer.built and group((layer:count_params())) or "0 (unbuilt)"
 end
 
 -- Rows of a Sequential (or a single layer).
@@ -192,16 +192,11 @@ return function(model)
                  string.rep("=", width)}
   local rows, costs, batch = (graph and graph_rows or layer_rows)(model)
   for _, r in ipairs(rows) do lines[#lines + 1] = row(r) end
-  local total, trainable = 0, 0
-  for _, w in ipairs(model:weight_entries()) do
-    local n = util.numel(w.entry.value.shape)
-    total = total + n
-    if w.trainable then trainable = trainable + n end
-  end
+  local total, trainable, non_trainable = model:count_params()
   lines[#lines + 1] = string.rep("=", width)
   lines[#lines + 1] = "Total params: " .. group(total)
   lines[#lines + 1] = "Trainable params: " .. group(trainable)
-  lines[#lines + 1] = "Non-trainable params: " .. group(total - trainable)
+  lines[#lines + 1] = "Non-trainable params: " .. group(non_trainable)
   local built = model.built
   for _, layer in ipairs(model.modules) do built = built or layer.built end
   if built then

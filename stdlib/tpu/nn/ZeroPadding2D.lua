@@ -1,0 +1,49 @@
+-- Adds rows and columns of zeros around NHWC images: [batch, h, w, c] ->
+-- [batch, top + h + bottom, left + w + right, c].
+--   nn.ZeroPadding2D()                           -- 1 on every side (Keras's default)
+--   nn.ZeroPadding2D(3)    nn.ZeroPadding2D {padding = {1, 2}}   -- {rows, columns}
+--   nn.ZeroPadding2D {padding = {{3, 3}, {3, 3}}}                -- {{top, bottom}, {left, right}}
+local core = require "tpu.core"
+local Module = require "tpu.nn.Module"
+local margins = require "tpu.nn.margins"
+
+local ZeroPadding2D = Module:extend("ZeroPadding2D")
+
+function ZeroPadding2D:__init(a, b)
+  margins.init(self, "padding", 1, a, b)
+end
+
+function ZeroPadding2D:build(input_shape)
+  margins.check_nhwc(self, input_shape)
+end
+
+-- x with `lo` zeros before and `hi` after along axis (1-based).
+local function pad_axis(x, axis, lo, hi)
+  if lo == 0 and hi == 0 then return x end
+  local function zeros(n)
+    local shape = x.shape
+    shape[axis] = n
+    return core.zeros(shape, {dtype = x.dtype})
+  end
+  local parts = {}
+  if lo > 0 then parts[#parts + 1] = zeros(lo) end
+  parts[#parts + 1] = x
+  if hi > 0 then parts[#parts + 1] = zeros(hi) end
+  return core.concat(parts, axis)
+end
+
+function ZeroPadding2D:call(x, _ctx)
+  local p = self.padding
+  return pad_axis(pad_axis(x, 2, p[1][1], p[1][2]), 3, p[2][1], p[2][2])
+end
+
+function ZeroPadding2D:compute_output_shape(s)
+  local p = self.padding
+  return {s[1], s[2] + p[1][1] + p[1][2], s[3] + p[2][1] + p[2][2], s[4]}
+end
+
+function ZeroPadding2D:repr()
+  return margins.repr(self, self.padding)
+end
+
+return ZeroPadding2D
