@@ -1,6 +1,6 @@
 -- The `tpu` module: tensors and their operations, tracing (jit, grad), files of tensors
 -- (tpu.save / tpu.load), and, loaded on first use, the libraries nn, optim, losses, metrics,
--- data, strategy, checkpoint, callbacks and plot.
+-- data, strategy, checkpoint, callbacks, plot and applications.
 local core = require "tpu.core"
 local errors = require "tpu.errors"
 

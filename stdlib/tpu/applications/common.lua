@@ -1,0 +1,65 @@
+-- What the image builders of tpu.applications share: Keras's arguments, checked, and the
+-- classifier or pooling at the end.
+local nn = require("tpu").nn
+local util = require "tpu.nn.util"
+
+local M = {}
+
+local options = {"input_shape", "include_top", "classes", "pooling", "classifier_activation",
+                 "weights", "name"}
+
+local function check_input_shape(who, shape, min_size)
+  local ok = type(shape) == "table" and not util.is_tensor(shape) and #shape == 3
+  for i = 1, 3 do ok = ok and util.is_positive_integer(shape[i]) end
+  if not ok then
+    util.fail("%s: input_shape must be {height, width, channels} (positive integers, without the "
+      .. "batch), got %s", who, util.show(shape))
+  end
+  if shape[1] < min_size or shape[2] < min_size then
+    util.fail("%s: input_shape must be at least %dx%d, got %s", who, min_size, min_size, util.show(shape))
+  end
+  return {math.tointeger(shape[1]), math.tointeger(shape[2]), math.tointeger(shape[3])}
+end
+
+-- The checked arguments of builder `who` with Keras's defaults.
+-- defaults: {name=, size= (input height and width), min_size=}.
+function M.args(who, opts, defaults)
+  opts = opts or {}
+  util.check_options({__name = who}, opts, options)
+  if opts.weights ~= nil then
+    util.fail("%s: weights = %s: pretrained weights cannot be downloaded; build with weights = nil "
+      .. "and read a safetensors file with model:load(path)", who, util.show(opts.weights))
+  end
+  local a = {
+    include_top = util.flag(who, opts, "include_top", true),
+    input_shape = check_input_shape(who, opts.input_shape or {defaults.size, defaults.size, 3},
+      defaults.min_size or 32),
+    pooling = opts.pooling,
+    classifier_activation = opts.classifier_activation or "softmax",
+    name = opts.name or defaults.name,
+  }
+  if a.pooling ~= nil and a.pooling ~= "avg" and a.pooling ~= "max" then
+    util.fail("%s: pooling must be \"avg\", \"max\" or nil, got %s", who, util.show(a.pooling))
+  end
+  if a.include_top then
+    if a.pooling ~= nil then
+      util.fail("%s: pooling applies to the features without the top; give include_top = false "
+        .. "with pooling = %s, or leave pooling out", who, util.show(a.pooling))
+    end
+    a.classes = util.check_integer(who, "classes", opts.classes or 1000)
+  elseif opts.classes ~= nil then
+    util.fail("%s: classes = %s needs the top (include_top = true); without it the model ends at "
+      .. "the features", who, util.show(opts.classes))
+  end
+  if type(a.name) ~= "string" then util.fail("%s: name must be a string, got %s", who, util.show(a.name)) end
+  return a
+end
+
+-- The features x with the global pooling asked for (include_top = false), Keras's layer names.
+function M.pool(x, pooling)
+  if pooling == "avg" then return nn.GlobalAveragePooling2D {name = "avg_pool"}(x) end
+  if pooling == "max" then return nn.GlobalMaxPooling2D {name = "max_pool"}(x) end
+  return x
+end
+
+return M

@@ -1,0 +1,48 @@
+-- tpu.applications: small configurations train through compile + fit (one step on random
+-- data), their outputs have the shapes their arguments ask for, and the weight names are
+-- Keras's (so model:load reads a file written with those names).
+local tpu = require "tpu"
+local check = require "check"
+local apps, optim = tpu.applications, tpu.optim
+
+local T = {}
+
+local function one_step(model, size, classes)
+  model:compile {optimizer = optim.Adam {lr = 1e-3}, loss = "sparse_categorical_crossentropy",
+                 metrics = {"accuracy"}}
+  local x = tpu.random.uniform(tpu.random.key(1), {4, size, size, 3})
+  local y = tpu.tensor({0, 1, 2, classes - 1}, {dtype = "i32"})
+  local before = model.layers[#model.layers]:parameters()[1]:sum():item()
+  local history = model:fit(x, y, {epochs = 1, batch_size = 4, verbose = 0})
+  local loss = history.history.loss[1]
+  check.is_true(loss == loss and loss > 0 and loss < 10, "loss " .. loss)
+  check.is_true(model.layers[#model.layers]:parameters()[1]:sum():item() ~= before, "the step updated the weights")
+end
+
+function T.resnet50_trains_one_step_at_32x32()
+  local model = apps.ResNet50 {input_shape = {32, 32, 3}, classes = 10}
+  check.eq(model.output_shape, {-1, 10})
+  one_step(model, 32, 10)
+end
+
+function T.alexnet_trains_one_step_at_64x64()
+  one_step(apps.AlexNet {input_shape = {64, 64, 3}, classes = 5}, 64, 5)
+end
+
+function T.features_without_top_have_the_asked_shapes()
+  check.eq(apps.VGG16 {include_top = false, input_shape = {32, 32, 3}}.output_shape, {-1, 1, 1, 512})
+  check.eq(apps.VGG16 {include_top = false, pooling = "avg", input_shape = {64, 64, 3}}.output_shape, {-1, 512})
+  check.eq(apps.AlexNet {include_top = false, pooling = "max", input_shape = {63, 63, 3}}.output_shape, {-1, 256})
+end
+
+function T.keras_layer_names()
+  local model = apps.ResNet50 {input_shape = {32, 32, 3}, classes = 3, name = "r"}
+  check.eq(model.name, "r")
+  local names = {}
+  for i = 1, 6 do names[i] = model.layers[i].name end
+  check.eq(names, {"conv1_pad", "conv1_conv", "conv1_bn", "conv1_relu", "pool1_pad", "pool1_pool"})
+  check.eq(model.layers[#model.layers].name, "predictions")
+  check.eq(model.layers[3].epsilon, 1.001e-5)
+end
+
+return T
