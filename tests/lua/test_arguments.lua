@@ -184,7 +184,10 @@ local function make_specs(dir)
   }
   local text = {vocab_size = 10, max_length = 4, num_layers = 1, hidden_dim = 4, num_heads = 1,
                 intermediate_dim = 4}
-  specs.applications = {BertBase = {text, opts = 1}, GPT2Small = {text, opts = 1}}
+  local image = function(size) return {include_top = false, input_shape = {size, size, 3}} end
+  specs.applications = {BertBase = {text, opts = 1}, GPT2Small = {text, opts = 1},
+                        AlexNet = {image(63), opts = 1}, VGG16 = {image(32), opts = 1},
+                        ResNet50 = {image(32), opts = 1}}
   return specs
 end
 

@@ -18,8 +18,8 @@ end
 
 local function pool(x, name) return nn.MaxPool2D(3, {strides = 2, name = name})(x) end
 
-return function(opts)
-  local a = common.args("AlexNet", opts, {name = "alexnet", size = 224, min_size = 63})
+return function(opts, extra)
+  local a = common.args("AlexNet", opts, {name = "alexnet", size = 224, min_size = 63}, extra)
   local input = nn.Input {shape = a.input_shape}
   local x = nn.ZeroPadding2D {padding = 2, name = "conv1_pad"}(input)
   x = pool(conv(x, 64, 11, "conv1", {strides = 4}), "pool1")

@@ -22,8 +22,10 @@ local function check_input_shape(who, shape, min_size)
 end
 
 -- The checked arguments of builder `who` with Keras's defaults.
--- defaults: {name=, size= (input height and width), min_size=}.
-function M.args(who, opts, defaults)
+-- defaults: {name=, size= (input height and width), min_size=}; extra: the builder's second
+-- argument (there is none).
+function M.args(who, opts, defaults, extra)
+  require("tpu.errors").none(2, who, extra)
   opts = opts or {}
   util.check_options({__name = who}, opts, options)
   if opts.weights ~= nil then

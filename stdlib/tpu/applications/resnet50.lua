@@ -34,8 +34,8 @@ local function stage(x, filters, blocks, stride, name)
   return x
 end
 
-return function(opts)
-  local a = common.args("ResNet50", opts, {name = "resnet50", size = 224})
+return function(opts, extra)
+  local a = common.args("ResNet50", opts, {name = "resnet50", size = 224}, extra)
   local input = nn.Input {shape = a.input_shape}
   local x = nn.ZeroPadding2D {padding = {{3, 3}, {3, 3}}, name = "conv1_pad"}(input)
   x = nn.Conv2D(64, 7, {strides = 2, name = "conv1_conv"})(x)

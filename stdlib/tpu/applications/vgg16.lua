@@ -8,8 +8,8 @@ local common = require "tpu.applications.common"
 
 local blocks = {{64, 2}, {128, 2}, {256, 3}, {512, 3}, {512, 3}}  -- filters, convolutions
 
-return function(opts)
-  local a = common.args("VGG16", opts, {name = "vgg16", size = 224})
+return function(opts, extra)
+  local a = common.args("VGG16", opts, {name = "vgg16", size = 224}, extra)
   local input = nn.Input {shape = a.input_shape}
   local x = input
   for b, block in ipairs(blocks) do
