@@ -13,6 +13,7 @@
 -- pooled [batch, hidden_dim]}, or with num_classes the logits [batch, num_classes] of a Dense
 -- on the dropped-out pooled output (keras_hub's BertClassifier).
 local tpu = require "tpu"
+local errors = require "tpu.errors"
 local nn = tpu.nn
 local text_config = require "tpu.applications.text_config"
 
@@ -34,7 +35,7 @@ local defaults = {vocab_size = 30522, max_length = 512, num_layers = 12, hidden_
                   num_heads = 12, intermediate_dim = 3072, num_segments = 2, dropout = 0.1}
 
 return function(opts, extra)
-  require("tpu.errors").none(2, "BertBase", extra)
+  errors.none(2, "BertBase", extra)
   local c = text_config.read("BertBase", opts, defaults, {num_classes = "integer"})
   local ids = nn.Input {shape = {-1}, dtype = "i32", name = "token_ids"}
   local segments = nn.Input {shape = {-1}, dtype = "i32", name = "segment_ids"}

@@ -2,6 +2,7 @@
 -- classifier or pooling at the end.
 local nn = require("tpu").nn
 local util = require "tpu.nn.util"
+local errors = require "tpu.errors"
 
 local M = {}
 
@@ -25,7 +26,7 @@ end
 -- defaults: {name=, size= (input height and width), min_size=}; extra: the builder's second
 -- argument (there is none).
 function M.args(who, opts, defaults, extra)
-  require("tpu.errors").none(2, who, extra)
+  errors.none(2, who, extra)
   opts = opts or {}
   util.check_options({__name = who}, opts, options)
   if opts.weights ~= nil then

@@ -15,6 +15,7 @@
 -- [batch, length, vocab_size] from the token embedding itself (tied, as GPT-2's LM head: no new
 -- weights).
 local tpu = require "tpu"
+local errors = require "tpu.errors"
 local nn = tpu.nn
 local util = require "tpu.nn.util"
 local text_config = require "tpu.applications.text_config"
@@ -44,7 +45,7 @@ local defaults = {vocab_size = 50257, max_length = 1024, num_layers = 12, hidden
                   num_heads = 12, intermediate_dim = 3072, dropout = 0.1}
 
 return function(opts, extra)
-  require("tpu.errors").none(2, "GPT2Small", extra)
+  errors.none(2, "GPT2Small", extra)
   local c = text_config.read("GPT2Small", opts, defaults, {logits = "boolean"})
   local ids = nn.Input {shape = {-1}, dtype = "i32", name = "token_ids"}
   local mask = nn.Input {shape = {-1}, dtype = "i32", name = "padding_mask"}

@@ -13,6 +13,8 @@
 -- map; nil keeps the 4-D map), classifier_activation (default "softmax"), name. No pretrained
 -- weights: weights = nil only; model:load(path) reads a safetensors file with matching names.
 -- Builders load on first use.
+local errors = require "tpu.errors"
+
 local builders = {
   AlexNet = "tpu.applications.alexnet",
   VGG16 = "tpu.applications.vgg16",
@@ -32,7 +34,7 @@ return setmetatable({}, {
   __index = function(t, key)
     local path = builders[key]
     if not path then
-      require("tpu.errors").fail("tpu.applications has no %s (it has %s)", tostring(key), names())
+      errors.fail("tpu.applications has no %s (it has %s)", tostring(key), names())
     end
     local m = require(path)
     local fn = type(m) == "function" and m or m[key]

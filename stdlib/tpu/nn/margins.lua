@@ -4,6 +4,7 @@
 --   {1, 2}             -> 1 row at the top and bottom, 2 columns left and right
 --   {{3, 0}, {1, 2}}   -> {{top, bottom}, {left, right}}
 local util = require "tpu.nn.util"
+local errors = require "tpu.errors"
 
 local M = {}
 
@@ -33,7 +34,7 @@ end
 function M.init(self, what, default, a, b)
   local amount, opts = a, b
   if a == nil or (type(a) == "table" and not util.is_tensor(a) and a[1] == nil) then
-    require("tpu.errors").none(2, self.__name, b)
+    errors.none(2, self.__name, b)
     amount, opts = nil, a
   end
   opts = opts or {}
