@@ -1,0 +1,324 @@
+-- Checks the reference in docs/: `tputrain tests/docs/check.lua TPUTRAIN DOCS_DIR`.
+--  1. Every ```lua example runs in a fresh interpreter and prints exactly the ```output block
+--     that follows it (nothing when there is none): the examples are written as golden scripts
+--     into a temporary directory and run by `TPUTRAIN test`, so times are masked the same way.
+--  2. Every public name a module exports has an entry (a `### ` heading naming it in backticks)
+--     on its page, except the names listed in tests/docs/undocumented.txt; a listed name that has
+--     an entry, or that no longer exists, is an error too, so the list only shrinks.
+-- Ends with "N passed, N failed" (one test per example, one per surface and one for the list).
+local tpu = require "tpu"
+
+local exe, docs = arg[1], arg[2]
+if not exe or not docs then
+  io.stderr:write("usage: tputrain tests/docs/check.lua TPUTRAIN DOCS_DIR\n")
+  os.exit(2)
+end
+local here = arg[0]:match("^(.*)/[^/]*$") or "."
+
+---------------------------------------------------------------------------------------------
+-- What must be documented. One row per surface: the page, the prefix its headings use, and the
+-- names that need an entry. A new module is one more row, e.g.
+--   {"applications.md", "applications.", module "applications"},
+---------------------------------------------------------------------------------------------
+
+-- Plumbing that other parts of the stdlib call; not part of what a script writes.
+local internal = {}
+for name in ([[
+  tpu.class tpu.core tpu.options tpu.version
+  nn.Progbar nn.History nn.initializers.next_key callbacks.prepare
+  history:append history:extend history:is_instance
+  model:init_common model:maybe_build model:check_input model:trainable_indices model:weight_entries
+  model:call_inputs model:repr model:is_instance model:extend
+  Dataset:check_self Dataset:extend Dataset:is_instance
+  Vocabulary:extend Vocabulary:is_instance
+  Optimizer:extend Optimizer:is_instance Optimizer:check_lr Optimizer:check_number Optimizer:init_options
+  Optimizer:initial_lr Optimizer:like Optimizer:clip
+  strategy:extend strategy:is_instance strategy:check_batch strategy:agree
+  Callback:extend Callback:is_instance
+]]):gmatch("%S+") do internal[name] = true end
+
+-- Fields documented beside a surface's functions (their headings would otherwise look stale).
+local fields = {}
+for name in ([[
+  strategy.num_replicas_in_sync
+]]):gmatch("%S+") do fields[name] = true end
+
+local function sorted(set)
+  local list = {}
+  for name in pairs(set) do list[#list + 1] = name end
+  table.sort(list)
+  return list
+end
+
+-- A namespace (nn.initializers, optim.schedule) is a plain table of functions; anything else
+-- (a class, a metric object) is one name.
+local function is_namespace(v)
+  if type(v) ~= "table" or getmetatable(v) or rawget(v, "__name") then return false end
+  for _, f in pairs(v) do if type(f) ~= "function" then return false end end
+  return true
+end
+
+-- The public names of tpu[name]: functions, classes, constants, and the functions of plain
+-- tables inside it (nn.initializers.zeros).
+local function module(name)
+  return function()
+    local names = {}
+    local function walk(t, prefix)
+      for k, v in pairs(t) do
+        if type(k) == "string" and not k:match("^_") then
+          if is_namespace(v) then walk(v, prefix .. k .. ".")
+          else names[prefix .. k] = true end
+        end
+      end
+    end
+    walk(tpu[name], name .. ".")
+    return names
+  end
+end
+
+-- The methods of classes (with what they inherit), under `prefix`.
+local function methods(prefix, ...)
+  local classes = {...}
+  return function()
+    local names = {}
+    for _, cls in ipairs(classes) do
+      cls = type(cls) == "function" and cls() or cls
+      while cls do
+        for k, v in pairs(cls) do
+          if type(k) == "string" and type(v) == "function" and not k:match("^_") then names[prefix .. k] = true end
+        end
+        cls = cls.super
+      end
+    end
+    return names
+  end
+end
+
+-- Top-level functions of `tpu`, less the tensor methods (tensor.md) and the submodules.
+local function top_level()
+  local names = {}
+  for k, v in pairs(tpu) do
+    if type(k) == "string" and not k:match("^_") and type(v) ~= "table" and not tpu.core.Tensor[k] then
+      names["tpu." .. k] = true
+    end
+  end
+  return names
+end
+
+-- What a custom layer defines or calls (nn.md, as Module:NAME); the rest is model.md's.
+local layer_api = {add_weight = true, build = true, call = true, compute_output_shape = true,
+                   random_key = true, update_state = true, extend = true, compute_dtype = true,
+                   variable_dtype = true, regularization_loss = true}
+local function split_methods(want_layer_api, prefix)
+  local all = methods("", tpu.nn.Sequential, tpu.nn.Model)
+  return function()
+    local names = {}
+    for name in pairs(all()) do
+      if (layer_api[name] ~= nil) == want_layer_api then names[prefix .. name] = true end
+    end
+    return names
+  end
+end
+
+local surfaces = {
+  {"tpu.md", "tpu.", top_level},
+  {"tensor.md", "Tensor:", methods("Tensor:", tpu.core.Tensor)},
+  {"nn.md", "nn.", module "nn"},
+  {"nn.md", "Module:", split_methods(true, "Module:")},
+  {"model.md", "model:", split_methods(false, "model:")},
+  {"model.md", "history:", methods("history:", tpu.nn.History)},
+  {"data.md", "data.", module "data"},
+  {"data.md", "Dataset:", methods("Dataset:", tpu.data.Dataset)},
+  {"data.md", "Vocabulary:", methods("Vocabulary:", tpu.data.Vocabulary)},
+  {"optim.md", "optim.", module "optim"},
+  {"optim.md", "Optimizer:", methods("Optimizer:", tpu.optim.Optimizer)},
+  {"losses.md", "losses.", module "losses"},
+  {"metrics.md", "metrics.", module "metrics"},
+  {"callbacks.md", "callbacks.", module "callbacks"},
+  {"callbacks.md", "Callback:", methods("Callback:", tpu.callbacks.Callback)},
+  {"strategy.md", "strategy.", module "strategy"},
+  {"strategy.md", "strategy:", methods("strategy:", tpu.strategy.Strategy)},
+  {"random.md", "random.", module "random"},
+  {"mixed_precision.md", "mixed_precision.", module "mixed_precision"},
+  {"checkpoint.md", "checkpoint.", module "checkpoint"},
+}
+
+---------------------------------------------------------------------------------------------
+-- Reading the pages
+---------------------------------------------------------------------------------------------
+
+local function read(path)
+  local f = io.open(path, "rb")
+  if not f then return nil end
+  local s = f:read("a")
+  f:close()
+  return s
+end
+
+-- The names a heading documents: each `call` in backticks, cut before its arguments.
+local function heading_names(line)
+  local names = {}
+  for code in line:gmatch("`([^`]+)`") do
+    names[#names + 1] = code:match("^[%w_.:]+")
+  end
+  return names
+end
+
+-- Parses one page: its documented names and its examples {name, lua, output, line}.
+local function parse_page(page, text, problems)
+  local documented, examples = {}, {}
+  local stem = page:gsub("%.md$", "")
+  local block, lang, start, heading = nil, nil, 0, "intro"
+  local last_example, blank_since_example = nil, true
+  local lineno = 0
+  for line in (text .. (text:sub(-1) == "\n" and "" or "\n")):gmatch("([^\n]*)\n") do
+    lineno = lineno + 1
+    if block then
+      if line:match("^```%s*$") then
+        local body = table.concat(block, "\n") .. (#block > 0 and "\n" or "")
+        if lang == "lua" then
+          last_example = {name = string.format("%s_%03d_%s", stem, #examples + 1, heading), lua = body,
+                          output = "", where = page .. ":" .. start}
+          examples[#examples + 1] = last_example
+          blank_since_example = true
+        elseif lang == "output" then
+          if not last_example or not blank_since_example then
+            problems[#problems + 1] = page .. ":" .. start .. ": an ```output block must follow a ```lua example"
+          else
+            last_example.output = body
+          end
+          last_example = nil
+        end
+        block = nil
+      else
+        block[#block + 1] = line
+      end
+    elseif line:match("^```") then
+      lang, block, start = line:match("^```%s*(%S*)"), {}, lineno
+      if lang ~= "output" then last_example = nil end
+    else
+      if line:match("%S") then blank_since_example = false end
+      if line:match("^### ") then
+        local names = heading_names(line)
+        if #names == 0 then
+          problems[#problems + 1] = page .. ":" .. lineno .. ": an entry's heading names its call in backticks"
+        end
+        for _, n in ipairs(names) do documented[n] = true end
+        heading = (names[1] or "entry"):gsub("[^%w]+", "_")
+      end
+    end
+  end
+  if block then problems[#problems + 1] = page .. ":" .. start .. ": unclosed ``` block" end
+  return documented, examples
+end
+
+---------------------------------------------------------------------------------------------
+-- Checking
+---------------------------------------------------------------------------------------------
+
+local passed, failed = 0, 0
+local function verdict(ok, label, detail)
+  if ok then passed = passed + 1
+  else
+    failed = failed + 1
+    print("FAIL " .. label .. (detail and (":\n" .. detail) or ""))
+  end
+end
+
+local index = read(docs .. "/README.md")
+verdict(index ~= nil, "docs/README.md", "missing")
+
+local pages, problems, all_examples = {}, {}, {}
+for _, s in ipairs(surfaces) do pages[s[1]] = true end
+for page in pairs(pages) do
+  local text = read(docs .. "/" .. page)
+  if not text then
+    problems[#problems + 1] = "docs/" .. page .. " is missing"
+    pages[page] = {}
+  else
+    local documented, examples = parse_page(page, text, problems)
+    pages[page] = documented
+    for _, e in ipairs(examples) do all_examples[#all_examples + 1] = e end
+    if index and not index:find("(" .. page .. ")", 1, true) then
+      problems[#problems + 1] = "docs/README.md does not link " .. page
+    end
+  end
+end
+verdict(#problems == 0, "page format", table.concat(problems, "\n"))
+
+-- The allow-list: names still without an entry.
+local allowed = {}
+for line in (read(here .. "/undocumented.txt") or ""):gmatch("[^\n]+") do
+  local name = line:match("^%s*([^#%s]+)")
+  if name then allowed[name] = true end
+end
+
+local exported = {}
+for _, s in ipairs(surfaces) do
+  local page, prefix, names = s[1], s[2], s[3]()
+  local missing, stale = {}, {}
+  for _, name in ipairs(sorted(names)) do
+    exported[name] = true
+    if not internal[name] and not pages[page][name] and not allowed[name] then missing[#missing + 1] = name end
+  end
+  for name in pairs(pages[page]) do
+    if name:sub(1, #prefix) == prefix and not names[name] and not fields[name] then stale[#stale + 1] = name end
+  end
+  table.sort(stale)
+  local detail = {}
+  if #missing > 0 then detail[#detail + 1] = "  no entry in docs/" .. page .. " for: " .. table.concat(missing, ", ") end
+  if #stale > 0 then detail[#detail + 1] = "  docs/" .. page .. " documents names that do not exist: " .. table.concat(stale, ", ") end
+  verdict(#detail == 0, "coverage of " .. prefix .. " (docs/" .. page .. ")", table.concat(detail, "\n"))
+end
+
+local documented_any = {}
+for _, s in ipairs(surfaces) do
+  for name in pairs(pages[s[1]]) do documented_any[name] = true end
+end
+local list_problems = {}
+for _, name in ipairs(sorted(allowed)) do
+  if documented_any[name] then
+    list_problems[#list_problems + 1] = "  " .. name .. " has an entry now: remove it from tests/docs/undocumented.txt"
+  elseif not exported[name] or internal[name] then
+    list_problems[#list_problems + 1] = "  " .. name .. " is not an exported name: remove it from tests/docs/undocumented.txt"
+  end
+end
+verdict(#list_problems == 0, "tests/docs/undocumented.txt", table.concat(list_problems, "\n"))
+
+-- The examples, run by the golden runner in a temporary directory (also their working directory).
+local dir = os.tmpname()
+os.remove(dir)
+assert(os.execute("mkdir -p '" .. dir .. "'"))
+local function write(path, text)
+  local f = assert(io.open(path, "wb"))
+  f:write(text)
+  f:close()
+end
+for _, e in ipairs(all_examples) do
+  write(dir .. "/" .. e.name .. ".lua", e.lua)
+  write(dir .. "/" .. e.name .. ".out", e.output)
+end
+local where = {}
+for _, e in ipairs(all_examples) do where[e.name] = e.where end
+local runner = assert(io.popen("'" .. exe .. "' test '" .. dir .. "' 2>&1"))
+local ex_passed, ex_failed = 0, 0
+for line in runner:lines() do
+  local p, f = line:match("^(%d+) passed, (%d+) failed$")
+  if p then
+    ex_passed, ex_failed = tonumber(p), tonumber(f)
+  else
+    -- Point failures at the page and line of the example.
+    line = line:gsub("([%w_]+)%.lua", function(name) return where[name] and (name .. ".lua (docs/" .. where[name] .. ")") end)
+    print(line)
+  end
+end
+runner:close()
+os.execute("rm -rf '" .. dir .. "'")
+if ex_passed + ex_failed ~= #all_examples then
+  verdict(false, "examples", string.format("the runner reported %d of %d examples", ex_passed + ex_failed, #all_examples))
+end
+passed, failed = passed + ex_passed, failed + ex_failed
+print(string.format("%d examples, %d surfaces, %d names still undocumented",
+  #all_examples, #surfaces, #sorted(allowed)))
+print(string.format("%d passed, %d failed", passed, failed))
+os.exit(failed == 0 and 0 or 1)
