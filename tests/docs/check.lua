@@ -167,7 +167,6 @@ end
 -- Parses one page: its documented names and its examples {name, lua, output, line}.
 local function parse_page(page, text, problems)
   local documented, examples = {}, {}
-  local stem = page:gsub("%.md$", "")
   local block, lang, start, heading = nil, nil, 0, "intro"
   local last_example, blank_since_example = nil, true
   local lineno = 0
@@ -177,7 +176,7 @@ local function parse_page(page, text, problems)
       if line:match("^```%s*$") then
         local body = table.concat(block, "\n") .. (#block > 0 and "\n" or "")
         if lang == "lua" then
-          last_example = {name = string.format("%s_%03d_%s", stem, #examples + 1, heading), lua = body,
+          last_example = {heading = heading, lua = body,
                           output = "", where = page .. ":" .. start}
           examples[#examples + 1] = last_example
           blank_since_example = true
@@ -204,7 +203,7 @@ local function parse_page(page, text, problems)
           problems[#problems + 1] = page .. ":" .. lineno .. ": an entry's heading names its call in backticks"
         end
         for _, n in ipairs(names) do documented[n] = true end
-        heading = (names[1] or "entry"):gsub("[^%w]+", "_")
+        heading = names[1] or "entry"
       end
     end
   end
@@ -285,7 +284,8 @@ for _, name in ipairs(sorted(allowed)) do
 end
 verdict(#list_problems == 0, "tests/docs/undocumented.txt", table.concat(list_problems, "\n"))
 
--- The examples, run by the golden runner in a temporary directory (also their working directory).
+-- The examples, run by the golden runner: each as example.lua in a directory of its own (also its
+-- working directory), so its errors read "example.lua:LINE:" and the files it writes go away.
 local dir = os.tmpname()
 os.remove(dir)
 assert(os.execute("mkdir -p '" .. dir .. "'"))
@@ -294,25 +294,33 @@ local function write(path, text)
   f:write(text)
   f:close()
 end
-for _, e in ipairs(all_examples) do
-  write(dir .. "/" .. e.name .. ".lua", e.lua)
-  write(dir .. "/" .. e.name .. ".out", e.output)
+local paths = {}
+for i, e in ipairs(all_examples) do
+  local sub = string.format("%s/%04d", dir, i)
+  assert(os.execute("mkdir '" .. sub .. "'"))
+  write(sub .. "/example.lua", e.lua)
+  write(sub .. "/example.out", e.output)
+  paths[#paths + 1] = "'" .. sub .. "/example.lua'"
 end
-local where = {}
-for _, e in ipairs(all_examples) do where[e.name] = e.where end
-local runner = assert(io.popen("'" .. exe .. "' test '" .. dir .. "' 2>&1"))
-local ex_passed, ex_failed = 0, 0
-for line in runner:lines() do
-  local p, f = line:match("^(%d+) passed, (%d+) failed$")
-  if p then
-    ex_passed, ex_failed = tonumber(p), tonumber(f)
-  else
-    -- Point failures at the page and line of the example.
-    line = line:gsub("([%w_]+)%.lua", function(name) return where[name] and (name .. ".lua (docs/" .. where[name] .. ")") end)
-    print(line)
+local ex_passed, ex_failed, k = 0, 0, 0
+if #paths > 0 then
+  local runner = assert(io.popen("'" .. exe .. "' test " .. table.concat(paths, " ") .. " 2>&1"))
+  for line in runner:lines() do
+    local p, f = line:match("^(%d+) passed, (%d+) failed$")
+    if p then
+      ex_passed, ex_failed = tonumber(p), tonumber(f)
+    elseif line:match("^ok example$") then
+      k = k + 1
+    elseif line:match("^FAIL example ") then
+      -- The runner reports in the order of the paths: name the page and line of the example.
+      k = k + 1
+      print((line:gsub("^FAIL example", "FAIL docs/" .. all_examples[k].where .. " (" .. all_examples[k].heading .. ")")))
+    else
+      print(line)
+    end
   end
+  runner:close()
 end
-runner:close()
 os.execute("rm -rf '" .. dir .. "'")
 if ex_passed + ex_failed ~= #all_examples then
   verdict(false, "examples", string.format("the runner reported %d of %d examples", ex_passed + ex_failed, #all_examples))
