@@ -40,7 +40,7 @@ for name in ([[
 -- Fields documented beside a surface's functions (their headings would otherwise look stale).
 local fields = {}
 for name in ([[
-  strategy.num_replicas_in_sync
+  strategy.num_replicas_in_sync data.Vocabulary.build
 ]]):gmatch("%S+") do fields[name] = true end
 
 local function sorted(set)
