@@ -141,6 +141,7 @@ local surfaces = {
   {"random.md", "random.", module "random"},
   {"mixed_precision.md", "mixed_precision.", module "mixed_precision"},
   {"checkpoint.md", "checkpoint.", module "checkpoint"},
+  {"applications.md", "applications.", module "applications"},
 }
 
 ---------------------------------------------------------------------------------------------

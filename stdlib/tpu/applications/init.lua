@@ -30,7 +30,14 @@ local function names()
   return table.concat(list, ", ")
 end
 
+-- pairs(tpu.applications) lists every builder (loading them), as for an ordinary table.
+local function load_all(t)
+  for name in pairs(builders) do local _ = t[name] end
+  return next, t, nil
+end
+
 return setmetatable({}, {
+  __pairs = load_all,
   __index = function(t, key)
     local path = builders[key]
     if not path then
