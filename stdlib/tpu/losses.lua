@@ -6,6 +6,7 @@
 --   losses.sparse_categorical_crossentropy(labels, logits, {from_logits = true})
 --   model:compile{loss = "sparse_categorical_crossentropy", ...}     -- Keras's rule, below
 --   model:compile{loss = losses.SparseCategoricalCrossentropy {from_logits = true}, ...}
+--   losses.SparseCategoricalCrossentropy {from_logits = true, ignore_class = 0}  -- padding id
 -- A loss given to compile by name (or as the built-in function) takes the model's output as
 -- Keras does: when it is the output of a softmax activation (sigmoid for binary_crossentropy)
 -- the activation's input, the logits, are used (no double softmax); otherwise the output is
@@ -13,6 +14,11 @@
 -- too (the same value, without the rounding of log(softmax)).
 -- Labels are 0-based class ids of any integer dtype (u8, i32), shaped like y_pred without its
 -- last axis (a trailing axis of size 1 is accepted too).
+-- ignore_class (sparse_categorical_crossentropy, as Keras): positions whose label is that id
+-- (padding) count for nothing; the loss is the mean over the other positions of the batch
+-- ([batch, length] labels against [batch, length, vocab] logits: the mean token loss). Its
+-- per-example form scales each row's token sum so that fit's mean over examples is that token
+-- mean (exact on one core; with several, the cores' token means weighed by their examples).
 local util = require "tpu.nn.util"
 local errors = require "tpu.errors"
 
@@ -29,6 +35,10 @@ local function check_opts(name, opts, allowed)
   util.check_options({__name = name}, opts, allowed or {"from_logits"})
   if opts.from_logits ~= nil and type(opts.from_logits) ~= "boolean" then
     util.fail("%s: from_logits must be true or false, got %s", name, util.show(opts.from_logits))
+  end
+  if opts.ignore_class ~= nil and math.type(opts.ignore_class) ~= "integer" then
+    util.fail("%s: ignore_class must be an integer class id (e.g. 0, the padding id), got %s",
+      name, util.show(opts.ignore_class))
   end
   return opts
 end
@@ -95,14 +105,15 @@ local function define(name, fn, allowed)
   per_example[name], raw[name] = by_name, fn
   M[name] = function(y_true, y_pred, opts, extra)
     opts = check_pair(name, y_true, y_pred, opts, extra, allowed)
-    return fn(y_true, y_pred, opts.from_logits == true):mean()
+    return fn(y_true, y_pred, opts.from_logits == true, opts.ignore_class):mean()
   end
   per_example[M[name]] = by_name
 end
 
 -- A loss object, Keras style: Class{from_logits=} is callable as loss(y_true, y_pred) and
 -- compile uses its per-example form with that from_logits (false by default).
-local function define_class(class_name, name, takes_logits)
+-- compile gives the per-example form the examples' weights (1, or 0 for a padding row).
+local function define_class(class_name, name, allowed)
   local Class = {__name = "tpu.losses." .. class_name}
   Class.__index = Class
   Class.__call = function(self, y_true, y_pred, extra)
@@ -110,25 +121,62 @@ local function define_class(class_name, name, takes_logits)
     return self.per_example(y_true, y_pred):mean()
   end
   Class.__tostring = function(self)
-    return string.format("%s{from_logits = %s}", class_name, tostring(self.from_logits))
+    local ignore = self.ignore_class and ", ignore_class = " .. self.ignore_class or ""
+    return string.format("%s{from_logits = %s%s}", class_name, tostring(self.from_logits), ignore)
   end
   M[class_name] = function(opts, extra)
     errors.none(2, class_name, extra)
-    opts = errors.options(1, class_name, opts, takes_logits and {"from_logits"} or {})
-    opts = takes_logits and check_opts(class_name, opts) or opts
-    local obj = setmetatable({from_logits = opts.from_logits == true}, Class)
+    opts = errors.options(1, class_name, opts, allowed)
+    opts = #allowed > 0 and check_opts(class_name, opts, allowed) or opts
+    local obj = setmetatable({from_logits = opts.from_logits == true,
+                              ignore_class = opts.ignore_class}, Class)
     local fn = raw[name]
-    obj.per_example = function(y_true, y_pred) return fn(y_true, y_pred, obj.from_logits) end
+    obj.per_example = function(y_true, y_pred, weights)
+      return fn(y_true, y_pred, obj.from_logits, obj.ignore_class, weights)
+    end
     return obj
   end
 end
 
-define("sparse_categorical_crossentropy", function(y_true, y_pred, from_logits)
-  local labels = sparse_labels("sparse_categorical_crossentropy", y_true, y_pred)
+-- The cross-entropy of each position (labels' shape) and the labels as i32.
+local function token_crossentropy(name, y_true, y_pred, from_logits)
+  local labels = sparse_labels(name, y_true, y_pred)
   local logp = log_probs(y_pred, from_logits)
-  local depth = y_pred.shape[y_pred.ndim]
-  return per_row(-(logp * labels:one_hot(depth)):sum(-1))
-end)
+  return -(logp * labels:one_hot(y_pred.shape[y_pred.ndim])):sum(-1), labels
+end
+
+-- The sum over every axis but the first.
+local function row_sums(v)
+  if v.ndim == 1 then return v end
+  local axes = {}
+  for i = 2, v.ndim do axes[i - 1] = i end
+  return v:sum(axes)
+end
+
+-- Per-token losses -> per-example values whose (weighted) mean over the examples is the mean
+-- over the positions not labelled ignore_class: row sums times examples / kept positions.
+local function ignoring(ce, labels, ignore_class, weights)
+  local keep = labels:ne(ignore_class):cast("f32")
+  local sums, kept = row_sums(ce * keep), row_sums(keep)
+  local count = weights and weights:sum() or ce.shape[1]
+  if weights then kept = kept * weights end
+  return sums * (count / kept:sum():maximum(1))
+end
+
+-- Per-token cross-entropies and the positions that count (1 or 0, f32), for the perplexity
+-- metric: mask_id = nil counts every position.
+function M.token_crossentropy(name, y_true, y_pred, from_logits, mask_id)
+  local ce, labels = token_crossentropy(name, y_true, y_pred, from_logits)
+  local keep = mask_id and labels:ne(mask_id):cast("f32") or ce * 0 + 1
+  return ce, keep
+end
+
+define("sparse_categorical_crossentropy", function(y_true, y_pred, from_logits, ignore_class, w)
+  local ce, labels = token_crossentropy("sparse_categorical_crossentropy", y_true, y_pred,
+                                        from_logits)
+  if ignore_class then return ignoring(ce, labels, ignore_class, w) end
+  return per_row(ce)
+end, {"from_logits", "ignore_class"})
 
 local function check_same(name, y_true, y_pred)
   if not same_shape(y_true.shape, y_pred.shape) then
@@ -165,10 +213,11 @@ end, {})
 M.mean_squared_error = M.mse
 per_example.mean_squared_error = per_example.mse
 
-define_class("SparseCategoricalCrossentropy", "sparse_categorical_crossentropy", true)
-define_class("CategoricalCrossentropy", "categorical_crossentropy", true)
-define_class("BinaryCrossentropy", "binary_crossentropy", true)
-define_class("MeanSquaredError", "mse", false)
+define_class("SparseCategoricalCrossentropy", "sparse_categorical_crossentropy",
+             {"from_logits", "ignore_class"})
+define_class("CategoricalCrossentropy", "categorical_crossentropy", {"from_logits"})
+define_class("BinaryCrossentropy", "binary_crossentropy", {"from_logits"})
+define_class("MeanSquaredError", "mse", {})
 
 local names = {"sparse_categorical_crossentropy", "categorical_crossentropy",
                "binary_crossentropy", "mse"}

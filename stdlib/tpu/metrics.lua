@@ -7,6 +7,8 @@
 --
 --   metrics.accuracy(labels, logits)   -- scalar f32 tensor
 --   model:compile{metrics = {"accuracy"}, ...}
+--   model:compile{metrics = {metrics.Perplexity {from_logits = true, mask_token_id = 0}}, ...}
+-- A metric may map the ratio to its value (`result`): perplexity is exp(mean token loss).
 local core = require "tpu.core"
 local util = require "tpu.nn.util"
 local errors = require "tpu.errors"
@@ -28,7 +30,7 @@ Metric.__call = function(self, y_true, y_pred, extra)
   errors.check(1, self.name, y_true, "tensor")
   errors.check(2, self.name, y_pred, "tensor")
   local num, den = self.partial(y_true, y_pred)
-  return num / den
+  return self.result and self.result(num / den) or num / den
 end
 Metric.__tostring = function(self) return "metrics." .. self.name end
 
@@ -40,7 +42,7 @@ function M.define(spec, extra)
   end
   local weighted = debug.getinfo(spec.partial, "u").nparams >= 3
   return setmetatable({name = spec.name, partial = spec.partial, configure = spec.configure,
-                       weighted = weighted}, Metric)
+                       result = spec.result, weighted = weighted}, Metric)
 end
 
 -- Sum of v (leading axis: examples) and its element count, each example weighted.
@@ -110,6 +112,40 @@ M.mse = M.define {name = "mse", partial = function(y_true, y_pred, weights)
   return weighted_sum(d:square(), weights)
 end}
 
+-- exp of the mean cross-entropy over the tokens not equal to mask_token_id (Keras-NLP's
+-- Perplexity: from_logits defaults to false, probabilities). By name ("perplexity") it reads
+-- the model's output as the losses by name do: logits, unless it is a softmax's output.
+local function perplexity(from_logits, mask_id)
+  return M.define {name = "perplexity", partial = function(y_true, y_pred, weights)
+    local ce, keep = require("tpu.losses").token_crossentropy("perplexity", y_true, y_pred,
+                                                             from_logits, mask_id)
+    if weights then
+      local shape = {weights.shape[1]}
+      for i = 2, keep.ndim do shape[i] = 1 end
+      keep = keep * weights:reshape(shape)
+    end
+    return (ce * keep):sum(), keep:sum()
+  end, result = function(v) return type(v) == "number" and math.exp(v) or v:exp() end}
+end
+
+M.perplexity = perplexity("auto", nil)
+
+function M.Perplexity(opts, extra)
+  errors.none(2, "Perplexity", extra)
+  opts = opts or {}
+  util.check_options({__name = "Perplexity"}, opts, {"from_logits", "mask_token_id", "name"})
+  if opts.from_logits ~= nil and type(opts.from_logits) ~= "boolean" then
+    util.fail("Perplexity: from_logits must be true or false, got %s", util.show(opts.from_logits))
+  end
+  if opts.mask_token_id ~= nil and math.type(opts.mask_token_id) ~= "integer" then
+    util.fail("Perplexity: mask_token_id must be an integer token id (e.g. 0, the padding id), "
+      .. "got %s", util.show(opts.mask_token_id))
+  end
+  local m = perplexity(opts.from_logits == true, opts.mask_token_id)
+  if opts.name ~= nil then m.name = tostring(opts.name) end
+  return m
+end
+
 -- A metric from a name, a metric object, or a function(y_true, y_pred) -> batch mean.
 function M.get(m, extra)
   errors.none(2, "get", extra)
@@ -124,7 +160,7 @@ function M.get(m, extra)
       return m(y_true, y_pred):cast("f32") * n, core.tensor(n, {dtype = "f32"})
     end}
   end
-  util.fail("unknown metric %s (expected a metric or one of: accuracy, top_k_accuracy, mse)",
+  util.fail("unknown metric %s (expected a metric or one of: accuracy, top_k_accuracy, mse, perplexity)",
     util.show(m))
 end
 

@@ -1,6 +1,7 @@
 -- Tests of tpu.losses and tpu.metrics against hand-computed values.
 local tpu = require "tpu"
 local check = require "check"
+local jacobian = require "jacobian"
 local losses, metrics = tpu.losses, tpu.metrics
 
 local T = {}
@@ -159,10 +160,101 @@ function T.loss_objects_take_from_logits()
   check.near(model:evaluate(ds, {verbose = 0}).loss,
     losses.sparse_categorical_crossentropy(yy, out, {from_logits = false}):item(), 1e-5)
   check.raises(function() losses.SparseCategoricalCrossentropy {from_logit = true} end,
-    "test_losses.lua:%d+: SparseCategoricalCrossentropy: unknown option 'from_logit' %(known options: from_logits%)")
+    "test_losses.lua:%d+: SparseCategoricalCrossentropy: unknown option 'from_logit' %(known options: from_logits, ignore_class%)")
   check.raises(function() losses.BinaryCrossentropy {from_logits = 1} end,
     "BinaryCrossentropy: from_logits must be true or false, got 1")
   check.raises(function() losses.MeanSquaredError {from_logits = true} end, "MeanSquaredError: unknown option 'from_logits'")
+end
+
+---------------------------------------------------------------- ignore_class, perplexity
+
+-- [2, 3] labels (0 = padding) and [2, 3, 4] logits; the kept tokens are (1,1)=1, (1,2)=2,
+-- (2,1)=2: the loss is the mean of their three cross-entropies.
+local tok_y = tpu.tensor({{1, 2, 0}, {2, 0, 0}}, {dtype = "i32"})
+local tok_z = tpu.random.normal(tpu.random.key(1), {2, 3, 4})
+
+local function kept_mean(y, z, ignore)
+  local lp, yt, sum, n = z:log_softmax(-1):totable(), y:totable(), 0, 0
+  for b, row in ipairs(yt) do
+    for t, label in ipairs(row) do
+      if label ~= ignore then sum, n = sum - lp[b][t][label + 1], n + 1 end
+    end
+  end
+  return sum / n
+end
+
+function T.ignore_class_is_the_mean_over_the_other_tokens()
+  local want = kept_mean(tok_y, tok_z, 0)
+  local opts = {from_logits = true, ignore_class = 0}
+  check.near(losses.sparse_categorical_crossentropy(tok_y, tok_z, opts):item(), want, 1e-5)
+  local loss = losses.SparseCategoricalCrossentropy(opts)
+  check.near(loss(tok_y, tok_z):item(), want, 1e-5)
+  check.eq(tostring(loss), "SparseCategoricalCrossentropy{from_logits = true, ignore_class = 0}")
+  -- without ignore_class the padding positions count, a different (per-row) mean
+  local all = losses.sparse_categorical_crossentropy(tok_y, tok_z, {from_logits = true}):item()
+  check.is_true(math.abs(all - want) > 1e-3)
+end
+
+function T.ignore_class_gradient_matches_finite_differences()
+  local loss = losses.SparseCategoricalCrossentropy {from_logits = true, ignore_class = 0}
+  local err = jacobian.max_error(function(z) return loss(tok_y, z):reshape({1}) end, tok_z)
+  check.near(err, 0, 2e-3)
+  -- an ignored position gets no gradient
+  local g = tpu.grad(function(z) return loss(tok_y, z) end)(tok_z):totable()
+  check.eq(g[2][3], {0, 0, 0, 0})
+end
+
+-- A token model: [batch, 3] ids -> [batch, 3, 4] logits.
+local function token_model(loss, metric_list)
+  tpu.nn.set_seed(3)
+  local model = tpu.nn.Sequential {tpu.nn.Embedding(6, 5), tpu.nn.Dense(4)}
+  model:compile {optimizer = "sgd", loss = loss, metrics = metric_list}
+  return model
+end
+
+function T.ignore_class_in_fit_counts_real_rows_only()
+  -- label 3 is the padding id: evaluate pads the last batch (1 row) with a zero row whose
+  -- labels (0) would count if the examples' weights did not reach the loss
+  local x = tpu.tensor({{1, 2, 3}, {4, 5, 0}, {2, 2, 1}}, {dtype = "i32"})
+  local y = tpu.tensor({{1, 3, 3}, {2, 0, 3}, {0, 3, 3}}, {dtype = "i32"})
+  local model = token_model(losses.SparseCategoricalCrossentropy {from_logits = true,
+                                                                  ignore_class = 3})
+  local z = model(x)
+  local first = kept_mean(y:slice {{1, 2}}, z:slice {{1, 2}}, 3)
+  local last = kept_mean(y:slice {{3, 3}}, z:slice {{3, 3}}, 3)
+  local ds = tpu.data.from_tensors {x, y}:batch(2)
+  check.near(model:evaluate(ds, {verbose = 0}).loss, (2 * first + last) / 3, 1e-5)
+end
+
+function T.perplexity_is_exp_of_the_mean_kept_token_loss()
+  local m = metrics.Perplexity {from_logits = true, mask_token_id = 0}
+  check.near(m(tok_y, tok_z):item(), math.exp(kept_mean(tok_y, tok_z, 0)), 1e-3)
+  check.near(metrics.get("perplexity")(tok_y, tok_z):item(), math.exp(kept_mean(tok_y, tok_z)),
+    1e-3)
+  -- in compile: exp of the mean over the data set's kept tokens, whatever the batching
+  local x = tpu.tensor({{1, 2, 3}, {4, 5, 0}, {2, 2, 1}}, {dtype = "i32"})
+  local y = tpu.tensor({{1, 0, 0}, {2, 1, 3}, {0, 1, 2}}, {dtype = "i32"})
+  -- (the last batch is padded with a row of weight 0: it counts for neither)
+  local masked = metrics.Perplexity {from_logits = true, mask_token_id = 0, name = "masked"}
+  local model = token_model("sparse_categorical_crossentropy", {masked, "perplexity"})
+  local want, all = math.exp(kept_mean(y, model(x), 0)), math.exp(kept_mean(y, model(x)))
+  local logs = model:evaluate(tpu.data.from_tensors {x, y}:batch(2), {verbose = 0})
+  check.near(logs.masked, want, 1e-3 * want)
+  check.near(logs.perplexity, all, 1e-3 * all)
+end
+
+function T.ignore_class_and_perplexity_options_are_checked()
+  check.raises(function() losses.SparseCategoricalCrossentropy {ignore_class = 0.5} end,
+    "SparseCategoricalCrossentropy: ignore_class must be an integer class id %(e.g. 0, the "
+    .. "padding id%), got 0.5")
+  check.raises(function() losses.CategoricalCrossentropy {ignore_class = 0} end,
+    "CategoricalCrossentropy: unknown option 'ignore_class'")
+  check.raises(function() metrics.Perplexity {mask_token_id = "pad"} end,
+    "Perplexity: mask_token_id must be an integer token id")
+  check.raises(function() metrics.Perplexity {from_logits = 1} end,
+    "Perplexity: from_logits must be true or false, got 1")
+  check.raises(function() metrics.Perplexity {mask_id = 0} end,
+    "Perplexity: unknown option 'mask_id'")
 end
 
 return T

@@ -68,14 +68,14 @@ local function total_loss(spec, names)
     util.fail("compile: %d losses for a model with %d output%s", #list, n, n == 1 and "" or "s")
   end
   if not names then return list[1], per_example end
-  return function(y, y_pred)
+  return function(y, y_pred, w)
     if not is_list(y) or #y ~= #y_pred then
       util.fail("the model has %d outputs but the targets are %s; give one target per output: "
         .. "data.from_tensors{x, {y1, y2}}", #y_pred, util.show(y))
     end
     local total
     for i, p in ipairs(y_pred) do
-      local l = (list[i] or list[1])(y[i], p) * (weights[i] or 1)
+      local l = (list[i] or list[1])(y[i], p, w) * (weights[i] or 1)
       total = total and total + l or l
     end
     return total
@@ -94,7 +94,7 @@ local function metric_list(spec, names)
     for _, m in ipairs(per_output and (spec[o] or {}) or spec) do
       local metric = get(m)
       out[#out + 1] = {name = name .. "_" .. metric.name, weighted = metric.weighted,
-                       partial = function(y, y_pred, w) return metric.partial(y[o], y_pred[o], w) end}
+                       result = metric.result, partial = function(y, y_pred, w) return metric.partial(y[o], y_pred[o], w) end}
     end
   end
   return out
@@ -248,7 +248,8 @@ end
 -- The sum over this core's examples of their weighted losses. A loss of the user's gives the
 -- batch mean: it counts once per example (fit pads no batch for it).
 local function loss_sum(c, y, y_pred, w)
-  local loss = c.loss(y, y_pred)
+  -- a built-in loss gets the weights too (ignore_class counts the tokens of real rows only)
+  local loss = c.loss(y, y_pred, c.per_example_loss and w or nil)
   if c.per_example_loss then return (f32(loss) * w):sum() end
   return f32(loss) * w.shape[1]
 end
@@ -434,7 +435,8 @@ local function results(c, sums, prefix)
   end
   put("loss", sums[1] / math.max(sums[2], 1))
   for i, m in ipairs(c.metrics) do
-    put(m.name, sums[1 + 2 * i] / math.max(sums[2 + 2 * i], 1e-30))
+    local v = sums[1 + 2 * i] / math.max(sums[2 + 2 * i], 1e-30)
+    put(m.name, m.result and m.result(v) or v)
   end
   return pairs_, logs
 end
