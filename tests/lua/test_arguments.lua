@@ -127,11 +127,12 @@ local function make_specs(dir)
     get = {"mse"}, mean_squared_error = {p, p}, mse = {p, p},
     per_example = "a lookup: the per-example form of a built-in loss, nil for anything else",
     sparse_categorical_crossentropy = {y, p, opts = 3},
+    token_crossentropy = "internal: per-position cross-entropies for metrics.perplexity",
   }
 
   specs.metrics = {
     accuracy = {y, p}, define = {{name = "probe", partial = function() end}}, get = {"accuracy"},
-    mse = {p, p}, top_k_accuracy = {y, p},
+    mse = {p, p}, top_k_accuracy = {y, p}, Perplexity = {opts = 1}, perplexity = {y, p},
   }
 
   specs.random = {

@@ -15,7 +15,7 @@
 -- Weights are plain tensors stored in `self[name]`; `set_parameters` swaps them (traced tensors
 -- while tpu.jit traces a step, updated values after it). Containers keep their children in
 -- `self.modules`. The training methods (compile, fit, evaluate, predict) come from
--- tpu.nn.training.
+-- tpu.nn.training, generate (decoder language models) from tpu.nn.generate.
 --
 -- ctx, the second argument of call: `ctx.training` (bool), `ctx.key` (a tpu.random key; use
 -- `self:random_key(ctx)` for a fresh key derived from it), `ctx.updates` (set by the train step:
@@ -275,5 +275,6 @@ function Module:summary(extra)
 end
 
 for k, v in pairs(require "tpu.nn.training") do Module[k] = v end
+Module.generate = require("tpu.nn.generate").generate  -- model:generate(ids, opts)
 
 return Module

@@ -95,8 +95,19 @@ local function causal(scores)
   return scores + later:cast("f32"):reshape({1, 1, t, s}) * -1e9
 end
 
+-- [batch, heads, T, value_dim] attention outputs -> [batch, T, output_dim].
+function MultiHeadAttention:merge_heads(out, q_shape)
+  out = out:transpose({1, 3, 2, 4}):reshape({q_shape[1], q_shape[2],
+                                             self.num_heads * self.value_dim})
+  out = util.policy_matmul(out, self.output_kernel, self.dtype_policy)
+  if self.use_bias then out = out + util.cast_float(self.output_bias, out.dtype) end
+  return out
+end
+
 function MultiHeadAttention:call(x, ctx)
   local q, v, k, mask, use_causal_mask = parts(x)
+  -- model:generate: attention over a key/value cache (tpu/nn/generate.lua)
+  if ctx and ctx.decode then return ctx.decode:attention(self, q, use_causal_mask, v ~= q) end
   local qh = self:project(q, "query", self.key_dim)
   local kh = self:project(k, "key", self.key_dim)
   local vh = self:project(v, "value", self.value_dim)
@@ -109,12 +120,7 @@ function MultiHeadAttention:call(x, ctx)
   if ctx and ctx.training and self.dropout > 0 then
     weights = Dropout.apply(weights, self.dropout, self:random_key(ctx))
   end
-  local out = util.policy_matmul(weights, vh, policy):transpose({1, 3, 2, 4})
-  local s = q.shape
-  out = out:reshape({s[1], s[2], self.num_heads * self.value_dim})
-  out = util.policy_matmul(out, self.output_kernel, policy)
-  if self.use_bias then out = out + util.cast_float(self.output_bias, out.dtype) end
-  return out
+  return self:merge_heads(util.policy_matmul(weights, vh, policy), q.shape)
 end
 
 function MultiHeadAttention:compute_output_shape(input_shape)

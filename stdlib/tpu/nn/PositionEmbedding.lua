@@ -35,9 +35,11 @@ function PositionEmbedding:build(input_shape)
                    initializer = self.initializer}
 end
 
-function PositionEmbedding:call(x, _ctx)
+function PositionEmbedding:call(x, ctx)
   local shape = x.shape
   self:check_shape(shape)
+  -- model:generate's decode step: the row of the current position (tpu/nn/generate.lua)
+  if ctx and ctx.decode and ctx.decode.step then return ctx.decode:positions(self, x) end
   local n = #shape
   local rows = self.embeddings
   if shape[n - 1] < self.sequence_length then rows = rows:slice {{1, shape[n - 1]}} end

@@ -1,0 +1,117 @@
+-- model:generate: the key/value cache gives the tokens greedy decoding gives by re-running the
+-- whole model on the growing sequence; one compiled decode step serves every position;
+-- sampling is repeatable for a seed.
+local tpu = require "tpu"
+local check = require "check"
+local nn = tpu.nn
+
+local T = {}
+
+-- A tiny GPT-2 whose matrices are scaled up so that its tokens depend on the position and the
+-- context (at GPT-2's initial scale a random model repeats one token).
+local function tiny_gpt(max_length)
+  nn.set_seed(1)
+  local lm = tpu.applications.GPT2Small {vocab_size = 11, max_length = max_length or 16,
+    num_layers = 2, hidden_dim = 8, num_heads = 2, intermediate_dim = 16, logits = true}
+  local ps = lm:parameters()
+  for i, p in ipairs(ps) do if p.ndim == 2 then ps[i] = p * 30 end end
+  lm:set_parameters(ps)
+  return lm
+end
+
+-- Greedy decoding without a cache: the full model on the growing sequence, every token.
+local function rerun(model, ids, max_length, call)
+  local seq = ids
+  while seq.shape[2] < max_length do
+    local b, t = seq.shape[1], seq.shape[2]
+    local y = call(model, seq)
+    local next = y:slice {{1, b}, {t, t}}:reshape({b, y.shape[3]}):argmax(-1)
+    seq = tpu.concat({seq, next:reshape({b, 1})}, 2)
+  end
+  return seq:totable()
+end
+
+local function gpt_call(model, seq) return model {seq, tpu.ones(seq.shape, {dtype = "i32"})} end
+
+function T.cached_greedy_equals_rerunning_the_full_model()
+  local lm = tiny_gpt()
+  local ids = tpu.tensor({{1, 2, 3}, {4, 5, 6}}, {dtype = "i32"})
+  local want = rerun(lm, ids, 16, gpt_call)
+  check.eq(lm:generate(ids, {max_length = 16}):totable(), want)
+  -- the tokens vary (the test would catch a cache read at the wrong position)
+  local seen = {}
+  for _, v in ipairs(want[2]) do seen[v] = true end
+  local distinct = 0
+  for _ in pairs(seen) do distinct = distinct + 1 end
+  check.is_true(distinct >= 5)
+  -- a 1-D prompt and a Lua list give a 1-D result
+  check.eq(lm:generate(tpu.tensor({4, 5, 6}, {dtype = "i32"}), {max_length = 16}):totable(),
+    want[2])
+  check.eq(lm:generate({4, 5, 6}, {max_length = 16}):totable(), want[2])
+end
+
+function T.a_sequential_decoder_generates_too()
+  nn.set_seed(2)
+  local model = nn.Sequential {nn.Embedding(9, 8),
+    nn.TransformerDecoder {num_heads = 2, intermediate_dim = 16},
+    nn.TransformerDecoder {num_heads = 2, intermediate_dim = 16}, nn.Dense(9)}
+  local ids = tpu.tensor({{3, 1}, {2, 8}, {5, 5}}, {dtype = "i32"})
+  local want = rerun(model, ids, 10, function(m, seq) return m(seq) end)
+  check.eq(model:generate(ids, {max_length = 10}):totable(), want)
+end
+
+function T.the_decode_step_compiles_once_for_50_tokens()
+  local lm = tiny_gpt(64)
+  local out = lm:generate({1, 2}, {max_length = 52})
+  check.eq(out.shape, {52})
+  local decode, prefill = lm.generate_steps.decode:stats(), lm.generate_steps.prefill:stats()
+  check.eq({decode.compiles, decode.executions, prefill.compiles}, {1, 49, 1})
+  -- another prompt of the same length: no compile at all
+  lm:generate({7, 3}, {max_length = 52})
+  decode = lm.generate_steps.decode:stats()
+  check.eq({decode.compiles, decode.executions, lm.generate_steps.prefill:stats().compiles},
+    {1, 98, 1})
+end
+
+function T.sampling_repeats_for_a_seed()
+  local lm = tiny_gpt()
+  local ids = tpu.tensor({{1, 2, 3}, {4, 5, 6}}, {dtype = "i32"})
+  local opts = {max_length = 16, temperature = 2, top_k = 4, seed = 7}
+  local a = lm:generate(ids, opts):totable()
+  check.eq(lm:generate(ids, opts):totable(), a)
+  local differs = false
+  for seed = 1, 4 do
+    opts.seed = seed
+    local b = lm:generate(ids, opts):totable()
+    for r = 1, 2 do
+      for t = 4, 16 do differs = differs or a[r][t] ~= b[r][t] end
+    end
+  end
+  check.is_true(differs)
+  -- top_k = 1 keeps the most likely token only: greedy, whatever the temperature and seed
+  check.eq(lm:generate(ids, {max_length = 16, top_k = 1, temperature = 5, seed = 3}):totable(),
+    lm:generate(ids, {max_length = 16}):totable())
+end
+
+function T.top_k_sampling_draws_among_the_k_most_likely()
+  -- a one-token continuation: its logits are the prefill's, so the draw is checked directly
+  local lm = tiny_gpt()
+  local ids = tpu.tensor({{1, 2, 3}}, {dtype = "i32"})
+  local logits = gpt_call(lm, ids):slice {{1, 1}, {3, 3}}:reshape({11}):totable()
+  local order = {}
+  for i = 1, 11 do order[i] = i - 1 end
+  table.sort(order, function(a, b) return logits[a + 1] > logits[b + 1] end)
+  local allowed = {[order[1]] = true, [order[2]] = true, [order[3]] = true}
+  local drawn = {}
+  for seed = 1, 30 do
+    local t = lm:generate(ids, {max_length = 4, temperature = 100, top_k = 3, seed = seed})
+    local v = t:totable()[1][4]
+    check.is_true(allowed[v], "token " .. v .. " is not among the 3 most likely")
+    drawn[v] = true
+  end
+  local n = 0
+  for _ in pairs(drawn) do n = n + 1 end
+  check.eq(n, 3)  -- at a high temperature the three are about equally likely
+end
+
+return T
