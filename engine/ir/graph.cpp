@@ -156,17 +156,19 @@ NodeId Graph::argmax(NodeId x, int64_t axis) {
   return add(Op::argmax, {x}, std::move(a));
 }
 
-NodeId Graph::conv(NodeId x, NodeId w, Window2D win) {
+NodeId Graph::conv(NodeId x, NodeId w, Window2D win, int64_t groups) {
   const Shape& ws = at(w).shape;
   if (ws.size() == 4) win.size = {ws[0], ws[1]};
   Attrs a;
   a.set_window(win);
+  a.axis = groups;
   return add(Op::conv, {x, w}, std::move(a));
 }
 
-NodeId Graph::conv_filter_grad(NodeId x, NodeId dy, Window2D win) {
+NodeId Graph::conv_filter_grad(NodeId x, NodeId dy, Window2D win, int64_t groups) {
   Attrs a;
   a.set_window(win);
+  a.axis = groups;
   return add(Op::conv_filter_grad, {x, dy}, std::move(a));
 }
 

@@ -42,6 +42,7 @@ struct Node {
   int64_t axis() const { return attrs.axis; }                        // concat, argmax, iota
   int64_t param_index() const { return attrs.axis; }                 // parameter
   Window2D window() const { return window_of(attrs); }               // conv, reduce_window, ...
+  int64_t groups() const { return attrs.axis; }                      // conv, conv_filter_grad: feature groups
   const Shape& broadcast_shape() const { return attrs.dims2(); }     // broadcast
   const Dims& slice_start() const { return attrs.dims; }             // slice
   const Dims& slice_limit() const { return attrs.dims2(); }
@@ -92,11 +93,13 @@ class Graph {
   NodeId reduce(NodeId x, Dims axes, ReduceKind k);
   NodeId argmax(NodeId x, int64_t axis);                      // -> i32, axis removed
   // 2-D convolution of x[N,H,W,Ci] (NHWC) with w[Kh,Kw,Ci,Co] (HWIO) -> [N,Ho,Wo,Co];
-  // win.size is taken from w.
-  NodeId conv(NodeId x, NodeId w, Window2D win);
-  // The filter gradient of conv(x, w, win) given the output gradient dy[N,Ho,Wo,Co]:
-  // [Kh,Kw,Ci,Co] with Kh,Kw = win.size.
-  NodeId conv_filter_grad(NodeId x, NodeId dy, Window2D win);
+  // win.size is taken from w. With `groups` G (XLA's feature_group_count) the C input and O
+  // output channels split into G consecutive groups, group g's outputs reading only group g's
+  // inputs: w is [Kh,Kw,C/G,O] (depthwise: G = C, w [Kh,Kw,1,C*multiplier]).
+  NodeId conv(NodeId x, NodeId w, Window2D win, int64_t groups = 1);
+  // The filter gradient of conv(x, w, win, groups) given the output gradient dy[N,Ho,Wo,Co]:
+  // [Kh,Kw,Ci/groups,Co] with Kh,Kw = win.size.
+  NodeId conv_filter_grad(NodeId x, NodeId dy, Window2D win, int64_t groups = 1);
   // Each window over H,W of x[N,H,W,C] reduced (padding and holes are left out: sum 0, max
   // never picks them) -> [N,Ho,Wo,C]; argmax gives the flat index (i32) into x of the
   // window's first maximum.

@@ -69,7 +69,8 @@ struct RareAttrs {
 struct Attrs {
   Dims dims;   // axes / permutation / broadcast dims / slice start / pad low
   // concat, argmax, iota: an axis; parameter: its index; compare: a Cmp; reduce: a
-  // ReduceKind; reduce_window: a WindowKind; rng: an RngKind; all_reduce: 1 for the mean.
+  // ReduceKind; reduce_window: a WindowKind; rng: an RngKind; all_reduce: 1 for the mean;
+  // conv, conv_filter_grad: the feature group count (1: one group).
   int64_t axis = 0;
 
   const Dims& dims2() const;

@@ -55,6 +55,8 @@ AxisKey axis_key(Op op) {
     case Op::reduce_window: return {"kind", kWindowKinds};
     case Op::rng: return {"kind", kRngKinds};
     case Op::all_reduce: return {"kind", kAllReduceKinds};
+    case Op::conv:
+    case Op::conv_filter_grad: return {"groups", {}};
     default: return {"axis", {}};
   }
 }
@@ -72,12 +74,15 @@ std::pair<std::string_view, std::string_view> dims_keys(Op op) {
   return {"dims", ""};
 }
 
+// The value Attrs::axis takes when the text leaves it out.
+int64_t default_axis(Op op) { return op == Op::conv || op == Op::conv_filter_grad ? 1 : 0; }
+
 std::string axis_text(const Node& n) {
   const AxisKey k = axis_key(n.op);
   const int64_t v = n.attrs.axis;
   if (!k.names.empty())
     return v >= 0 && v < int64_t(k.names.size()) ? " " + std::string(k.key) + "=" + std::string(k.names[size_t(v)]) : "";
-  return v != 0 || n.op == Op::parameter ? " " + std::string(k.key) + "=" + std::to_string(v) : "";
+  return v != default_axis(n.op) || n.op == Op::parameter ? " " + std::string(k.key) + "=" + std::to_string(v) : "";
 }
 
 std::string attrs_text(const Node& n) {
@@ -312,6 +317,7 @@ Attrs attrs_from_type(Op op, DType type, const Shape& shape) {
   Attrs a;
   if (dims_from_type(op)) a.dims = shape;
   if (to_from_type(op)) a.to = type;
+  a.axis = default_axis(op);
   if (op == Op::broadcast) a.set_dims2(shape);
   return a;
 }

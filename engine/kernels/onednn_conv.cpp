@@ -42,14 +42,19 @@ struct Entry {
 };
 
 memory::desc image(int64_t n, int64_t h, int64_t w, int64_t c, dtype t = dtype::f32) { return {{n, c, h, w}, t, tag::nhwc}; }
-memory::desc filter(const ConvShape& s, tag layout, dtype t = dtype::f32) { return {{s.co, s.ci, s.kh, s.kw}, t, layout}; }
+// The filter in our layout (user = true): HWIO, or with groups [Kh,Kw,Ci/G,G*(Co/G)], which
+// is oneDNN's grouped layout hwigo; else in the layout the primitive picks.
+memory::desc filter(const ConvShape& s, bool user, dtype t = dtype::f32) {
+  if (s.groups == 1) return {{s.co, s.ci, s.kh, s.kw}, t, user ? tag::hwio : tag::any};
+  return {{s.groups, s.co / s.groups, s.ci / s.groups, s.kh, s.kw}, t, user ? tag::hwigo : tag::any};
+}
 
 // The forward descriptor, which the filter gradient's needs as a hint too.
 dnnl::convolution_forward::primitive_desc forward_pd(const ConvShape& s, dtype in) {
   const memory::dims strides{s.stride[0], s.stride[1]}, dilates{s.dilation[0] - 1, s.dilation[1] - 1},
       lo{s.pad_lo[0], s.pad_lo[1]}, hi{s.pad_hi[0], s.pad_hi[1]};
   dnnl::convolution_forward::desc d(dnnl::prop_kind::forward_training, dnnl::algorithm::convolution_direct,
-                                    image(s.n, s.h, s.w, s.ci, in), filter(s, tag::any, in),
+                                    image(s.n, s.h, s.w, s.ci, in), filter(s, false, in),
                                     image(s.n, s.ho, s.wo, s.co), strides, dilates, lo, hi);
   return {d, user_scratchpad(), cpu_engine()};
 }
@@ -59,7 +64,7 @@ dnnl::convolution_backward_weights::primitive_desc filter_grad_pd(const ConvShap
   const memory::dims strides{s.stride[0], s.stride[1]}, dilates{s.dilation[0] - 1, s.dilation[1] - 1},
       lo{s.pad_lo[0], s.pad_lo[1]}, hi{s.pad_hi[0], s.pad_hi[1]};
   dnnl::convolution_backward_weights::desc d(dnnl::algorithm::convolution_direct, image(s.n, s.h, s.w, s.ci, in),
-                                             filter(s, tag::any), image(s.n, s.ho, s.wo, s.co, in), strides,
+                                             filter(s, false), image(s.n, s.ho, s.wo, s.co, in), strides,
                                              dilates, lo, hi);
   return {d, user_scratchpad(), cpu_engine(), forward_pd(s, in)};
 }
@@ -77,7 +82,7 @@ void make_primitives(const Key& key, Entry& e) {
     e.conv = {dnnl::convolution_forward(pd),
               {{DNNL_ARG_SRC, pd.src_desc()}, {DNNL_ARG_WEIGHTS, pd.weights_desc()}, {DNNL_ARG_DST, pd.dst_desc()}},
               pd.scratchpad_desc()};
-    e.filter = reorder(filter(s, tag::hwio, key.in), pd.weights_desc());
+    e.filter = reorder(filter(s, true, key.in), pd.weights_desc());
     e.blocked_bytes = pd.weights_desc().get_size();
   } else {
     auto pd = filter_grad_pd(s, key.in);
@@ -86,7 +91,7 @@ void make_primitives(const Key& key, Entry& e) {
                {DNNL_ARG_DIFF_DST, pd.diff_dst_desc()},
                {DNNL_ARG_DIFF_WEIGHTS, pd.diff_weights_desc()}},
               pd.scratchpad_desc()};
-    e.filter = reorder(pd.diff_weights_desc(), filter(s, tag::hwio));  // the gradient is f32
+    e.filter = reorder(pd.diff_weights_desc(), filter(s, true));  // the gradient is f32
     e.blocked_bytes = pd.diff_weights_desc().get_size();
   }
 }
@@ -149,7 +154,8 @@ std::vector<int64_t> samples(int64_t n) {
 // outputs against sums in double. Library implementations for some shapes and CPUs compute
 // wrong results without any error; a primitive that fails here is not used.
 bool check_forward(const ConvShape& s, dtype in, const Entry& e) {
-  const std::vector<float> x = probe(s.n * s.h * s.w * s.ci, 0), f = probe(s.kh * s.kw * s.ci * s.co, 7919);
+  const int64_t cg = s.ci / s.groups, og = s.co / s.groups;  // channels per group
+  const std::vector<float> x = probe(s.n * s.h * s.w * s.ci, 0), f = probe(s.kh * s.kw * cg * s.co, 7919);
   std::vector<float> y(size_t(s.n * s.ho * s.wo * s.co));
   if (in == dtype::bf16) {
     const std::vector<uint16_t> xb = upper_halves(x), fb = upper_halves(f);
@@ -163,12 +169,12 @@ bool check_forward(const ConvShape& s, dtype in, const Entry& e) {
     for (int64_t i = 0; i < s.kh; ++i)
       for (int64_t j = 0; j < s.kw; ++j) {
         const int64_t in = input_at(s, b, oh, ow, i, j);
-        for (int64_t c = 0; in >= 0 && c < s.ci; ++c) {
-          const double p = double(x[size_t(in + c)]) * f[size_t(((i * s.kw + j) * s.ci + c) * s.co + m)];
+        for (int64_t c = 0; in >= 0 && c < cg; ++c) {
+          const double p = double(x[size_t(in + m / og * cg + c)]) * f[size_t(((i * s.kw + j) * cg + c) * s.co + m)];
           sum += p, mag += std::abs(p);
         }
       }
-    if (!close_to_sum(y[size_t(at)], sum, mag, s.kh * s.kw * s.ci)) return false;
+    if (!close_to_sum(y[size_t(at)], sum, mag, s.kh * s.kw * cg)) return false;
   }
   return true;
 }
@@ -176,11 +182,13 @@ bool check_forward(const ConvShape& s, dtype in, const Entry& e) {
 // The same for a filter-gradient primitive: sampled filter elements.
 bool check_filter_grad(const ConvShape& s, dtype in, const Entry& e) {
   const std::vector<float> x = probe(s.n * s.h * s.w * s.ci, 0), dy = probe(s.n * s.ho * s.wo * s.co, 7919);
-  std::vector<float> df(size_t(s.kh * s.kw * s.ci * s.co));
+  const int64_t cg = s.ci / s.groups, og = s.co / s.groups;  // channels per group
+  std::vector<float> df(size_t(s.kh * s.kw * cg * s.co));
   if (in == dtype::bf16) filter_grad_chunk(e, upper_halves(x).data(), upper_halves(dy).data(), df.data());
   else filter_grad_chunk(e, x.data(), dy.data(), df.data());
   for (int64_t at : samples(int64_t(df.size()))) {
-    const int64_t m = at % s.co, c = at / s.co % s.ci, j = at / (s.co * s.ci) % s.kw, i = at / (s.co * s.ci * s.kw);
+    const int64_t m = at % s.co, k = at / s.co % cg, j = at / (s.co * cg) % s.kw, i = at / (s.co * cg * s.kw);
+    const int64_t c = m / og * cg + k;  // the input channel
     double sum = 0, mag = 0;
     for (int64_t b = 0; b < s.n; ++b)
       for (int64_t oh = 0; oh < s.ho; ++oh)
@@ -265,7 +273,7 @@ template <class T>
 bool filter_grad(dtype type, const ConvShape& s, const T* x, const T* dy, float* df) {
   const std::optional<Chunks> c = chunks_for(Pass::filter_grad, type, s);
   if (!c) return false;
-  const int64_t size = s.kh * s.kw * s.ci * s.co, in = c->size * s.h * s.w * s.ci, out = c->size * s.ho * s.wo * s.co;
+  const int64_t size = s.kh * s.kw * s.ci / s.groups * s.co, in = c->size * s.h * s.w * s.ci, out = c->size * s.ho * s.wo * s.co;
   if (c->count == 1) return filter_grad_chunk(*c->full, x, dy, df), true;
   float* partial = thread_buffer(0, size_t(c->count * size) * sizeof(float));
   parallel_for(c->count, [&](int64_t t) {

@@ -17,20 +17,23 @@
 namespace tpu {
 
 // Output position o along spatial dim d reads input o * stride[d] - pad_lo[d] + k * dilation[d]
-// for filter tap k (dilation 1: a dense filter); the padding is never negative.
+// for filter tap k (dilation 1: a dense filter); the padding is never negative. With `groups`
+// G the filter is [Kh,Kw,Ci/G,Co] and output channel m reads input channels of group m/(Co/G)
+// only (G = Ci: depthwise, which oneDNN runs with kernels of its own).
 struct ConvShape {
   int64_t n = 0, h = 0, w = 0, ci = 0, kh = 0, kw = 0, co = 0, ho = 0, wo = 0;
   std::array<int64_t, 2> stride{1, 1}, pad_lo{0, 0}, pad_hi{0, 0}, dilation{1, 1};
+  int64_t groups = 1;
   auto operator<=>(const ConvShape&) const = default;
 };
 
-// y[N,Ho,Wo,Co] = x[N,H,W,Ci] convolved with f[Kh,Kw,Ci,Co]. False, with nothing written,
+// y[N,Ho,Wo,Co] = x[N,H,W,Ci] convolved with f[Kh,Kw,Ci/groups,Co]. False, with nothing written,
 // when oneDNN is not in the build or has no checked primitive for the shape.
 bool onednn_conv(const ConvShape& s, const float* x, const float* f, float* y);
 // The same conv of bf16 operands (f32 result) with the CPU's bf16 dot-product instructions:
 // the products are exact in f32 and summed in f32. False also without such instructions.
 bool onednn_conv_bf16(const ConvShape& s, const uint16_t* x, const uint16_t* f, float* y);
-// df[Kh,Kw,Ci,Co] = the sum over the batch of each tap's input times the output gradient
+// df[Kh,Kw,Ci/groups,Co] = the sum over the batch of each tap's input times the output gradient
 // dy[N,Ho,Wo,Co]. False as above.
 bool onednn_conv_filter_grad(const ConvShape& s, const float* x, const float* dy, float* df);
 // The same for bf16 operands, as onednn_conv_bf16.

@@ -1,10 +1,12 @@
 // The conv rows: 2-D convolution of NHWC inputs with HWIO filters over a Window2D (strides,
-// padding, input and filter dilation), and its filter gradient. Reference: direct loops.
+// padding, input and filter dilation) in feature groups (XLA's feature_group_count: grouped
+// and depthwise convs), and its filter gradient. Reference: direct loops.
 // Fast: oneDNN's convolutions where the build has them and the window suits them
 // (kernels/onednn_conv.h); else patch matrices (im2col) times the filter / the output
 // gradient with Eigen, cut into tasks by the shapes alone. bf16 computes in f32
 // (f32_compute.h); operands that are exactly bf16 values take oneDNN's bf16 convs on CPUs
-// with bf16 instructions. The input gradient is a conv again (ir/window.h).
+// with bf16 instructions; grouped convs take oneDNN's grouped and depthwise primitives, or
+// one ungrouped kernel per group. The input gradient is a conv again (ir/window.h).
 #include <Eigen/Core>
 #include <algorithm>
 #include <cstring>
@@ -24,17 +26,20 @@ namespace tpu {
 namespace {
 
 // Sizes of one conv and, per output row/column and window offset, the input row/column read
-// (-1: padding or a dilation hole).
+// (-1: padding or a dilation hole). The im2col and direct kernels take one group (groups 1).
 struct ConvGeom {
   int64_t n, h, w, ci, kh, kw, co, ho, wo;
   std::vector<int64_t> src_h, src_w;  // [ho * kh], [wo * kw]
+  int64_t groups = 1;
   int64_t depth() const { return kh * kw * ci; }  // patch length = filter rows
   int64_t rows() const { return n * ho * wo; }    // patches = output positions
+  int64_t cg() const { return ci / groups; }      // input channels per group
+  int64_t og() const { return co / groups; }      // output channels per group
 };
 
-ConvGeom conv_geom(const Window2D& win, const Shape& xs, int64_t co) {
+ConvGeom conv_geom(const Window2D& win, const Shape& xs, int64_t co, int64_t groups) {
   ConvGeom c{xs[0], xs[1], xs[2], xs[3], win.size[0], win.size[1], co,
-             win.output_size(0, xs[1]), win.output_size(1, xs[2]), {}, {}};
+             win.output_size(0, xs[1]), win.output_size(1, xs[2]), {}, {}, groups};
   for (int64_t o = 0; o < c.ho; ++o)
     for (int64_t k = 0; k < c.kh; ++k) c.src_h.push_back(win.source(0, o, k, c.h));
   for (int64_t o = 0; o < c.wo; ++o)
@@ -42,13 +47,33 @@ ConvGeom conv_geom(const Window2D& win, const Shape& xs, int64_t co) {
   return c;
 }
 
+// "" when `groups` splits the c input and o output channels evenly, else the problem.
+std::string check_groups(const Graph& g, const Node& n, int64_t c, int64_t o) {
+  const std::string op(op_name(n.op));
+  const int64_t k = n.groups();
+  if (k < 1 || k > std::max<int64_t>(c, 1))
+    return op + ": groups must be between 1 and the " + std::to_string(c) + " input channels, got " + std::to_string(k);
+  if (c % k != 0)
+    return op + ": " + std::to_string(c) + " input channels do not split into " + std::to_string(k) + " groups, got " +
+           operands_str(g, n);
+  if (o % k != 0)
+    return op + ": " + std::to_string(o) + " output channels do not split into " + std::to_string(k) + " groups, got " +
+           operands_str(g, n);
+  return "";
+}
+
 std::string shape_conv(const Graph& g, Node& n) {
   const Node& x = g.at(n.in.at(0));
   const Node& w = g.at(n.in.at(1));
   if (x.shape.size() != 4 || w.shape.size() != 4 || x.dtype != w.dtype || !is_float(x.dtype))
-    return "conv needs an input [N,H,W,C] and a filter [Kh,Kw,C,O] of one floating-point type, got " + operands_str(g, n);
-  if (x.shape[3] != w.shape[2])
-    return "conv: input has " + std::to_string(x.shape[3]) + " channels but the filter expects " + std::to_string(w.shape[2]) +
+    return "conv needs an input [N,H,W,C] and a filter [Kh,Kw,C/groups,O] of one floating-point type, got " +
+           operands_str(g, n);
+  if (std::string e = check_groups(g, n, x.shape[3], w.shape[3]); !e.empty()) return e;
+  const int64_t groups = n.groups();
+  if (x.shape[3] != w.shape[2] * groups)
+    return "conv: input has " + std::to_string(x.shape[3]) + " channels but the filter expects " +
+           std::to_string(w.shape[2] * groups) +
+           (groups > 1 ? " (" + std::to_string(w.shape[2]) + " per group, " + std::to_string(groups) + " groups)" : "") +
            ", got " + operands_str(g, n);
   std::array<int64_t, 2> out;
   if (std::string e = check_window(g, n, x, out); !e.empty()) return e;
@@ -70,9 +95,10 @@ std::string shape_conv_filter_grad(const Graph& g, Node& n) {
   std::array<int64_t, 2> out;
   if (std::string e = check_window(g, n, x, out); !e.empty()) return e;
   if (out[0] != dy.shape[1] || out[1] != dy.shape[2]) return bad;
+  if (std::string e = check_groups(g, n, x.shape[3], dy.shape[3]); !e.empty()) return e;
   const Window2D win = n.window();
   n.dtype = x.dtype;
-  n.shape = {win.size[0], win.size[1], x.shape[3], dy.shape[3]};
+  n.shape = {win.size[0], win.size[1], x.shape[3] / n.groups(), dy.shape[3]};
   return "";
 }
 
@@ -97,28 +123,31 @@ void for_each_tap(const ConvGeom& c, int64_t r0, int64_t rows, F f) {
   }
 }
 
+// Output channel m reads input channels m / og * cg + k, k < cg, of its group.
 void ref_conv(const Node& node, std::span<const Tensor* const> in, Tensor& out) {
-  const ConvGeom c = conv_geom(node.window(), in[0]->shape(), out.shape()[3]);
+  const ConvGeom c = conv_geom(node.window(), in[0]->shape(), out.shape()[3], node.groups());
   const float* x = in[0]->data<float>();
   const float* f = in[1]->data<float>();
+  const int64_t cg = c.cg(), og = c.og();
   std::vector<double> acc(size_t(out.size()), 0.0);
   for_each_tap(c, 0, c.rows(), [&](int64_t o, int64_t tap, int64_t at) {
-    for (int64_t k = 0; k < c.ci; ++k)
+    for (int64_t k = 0; k < cg; ++k)
       for (int64_t m = 0; m < c.co; ++m)
-        acc[size_t(o * c.co + m)] += double(x[at * c.ci + k]) * double(f[(tap * c.ci + k) * c.co + m]);
+        acc[size_t(o * c.co + m)] += double(x[at * c.ci + m / og * cg + k]) * double(f[(tap * cg + k) * c.co + m]);
   });
   for (int64_t i = 0; i < out.size(); ++i) out.data<float>()[i] = float(acc[size_t(i)]);
 }
 
 void ref_conv_filter_grad(const Node& node, std::span<const Tensor* const> in, Tensor& out) {
-  const ConvGeom c = conv_geom(node.window(), in[0]->shape(), out.shape()[3]);
+  const ConvGeom c = conv_geom(node.window(), in[0]->shape(), out.shape()[3], node.groups());
   const float* x = in[0]->data<float>();
   const float* dy = in[1]->data<float>();
+  const int64_t cg = c.cg(), og = c.og();
   std::vector<double> acc(size_t(out.size()), 0.0);
   for_each_tap(c, 0, c.rows(), [&](int64_t o, int64_t tap, int64_t at) {
-    for (int64_t k = 0; k < c.ci; ++k)
+    for (int64_t k = 0; k < cg; ++k)
       for (int64_t m = 0; m < c.co; ++m)
-        acc[size_t((tap * c.ci + k) * c.co + m)] += double(x[at * c.ci + k]) * double(dy[o * c.co + m]);
+        acc[size_t((tap * cg + k) * c.co + m)] += double(x[at * c.ci + m / og * cg + k]) * double(dy[o * c.co + m]);
   });
   for (int64_t i = 0; i < out.size(); ++i) out.data<float>()[i] = float(acc[size_t(i)]);
 }
@@ -256,7 +285,8 @@ void direct_filter_grad(const ConvGeom& c, const float* x, const float* dy, floa
 std::optional<ConvShape> onednn_shape(const Window2D& win, const ConvGeom& c) {
   for (int i = 0; i < 2; ++i)
     if (win.lhs_dilation[i] != 1 || win.pad_lo[i] < 0 || win.pad_hi[i] < 0) return std::nullopt;
-  return ConvShape{c.n, c.h, c.w, c.ci, c.kh, c.kw, c.co, c.ho, c.wo, win.stride, win.pad_lo, win.pad_hi, win.rhs_dilation};
+  return ConvShape{c.n,      c.h,        c.w,        c.ci,       c.kh,           c.kw, c.co, c.ho,
+                   c.wo,     win.stride, win.pad_lo, win.pad_hi, win.rhs_dilation, c.groups};
 }
 
 // The upper halves of src[n] in this thread's buffer `slot` when every element is exactly a
@@ -289,14 +319,14 @@ constexpr int64_t kMinBf16Channels = 8;
 bool bf16_convs() { return bf16_gemm() == Bf16Gemm::onednn && onednn_native_bf16(); }
 
 bool bf16_exact_conv(const ConvShape& s, const float* x, const float* w, float* y) {
-  if (!bf16_convs() || s.ci < kMinBf16Channels) return false;
-  const uint16_t* wb = narrowed(w, s.kh * s.kw * s.ci * s.co, 1);
+  if (!bf16_convs() || s.ci / s.groups < kMinBf16Channels) return false;
+  const uint16_t* wb = narrowed(w, s.kh * s.kw * s.ci / s.groups * s.co, 1);
   const uint16_t* xb = wb ? narrowed(x, s.n * s.h * s.w * s.ci, 0) : nullptr;
   return xb && onednn_conv_bf16(s, xb, wb, y);
 }
 
 bool bf16_exact_filter_grad(const ConvShape& s, const float* x, const float* dy, float* dw) {
-  if (!bf16_convs() || s.ci < kMinBf16Channels) return false;
+  if (!bf16_convs() || s.ci / s.groups < kMinBf16Channels) return false;
   const uint16_t* dyb = narrowed(dy, s.n * s.ho * s.wo * s.co, 1);
   const uint16_t* xb = dyb ? narrowed(x, s.n * s.h * s.w * s.ci, 0) : nullptr;
   return xb && onednn_conv_filter_grad_bf16(s, xb, dyb, dw);
@@ -306,36 +336,76 @@ using RowMajor = Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::Row
 using ConstMat = Eigen::Map<const RowMajor>;
 using Mat = Eigen::Map<RowMajor>;
 
+// Columns [offset, offset + count) of the rows x cols matrix src, into dst [rows, count]; and
+// back (the channels of one group).
+void take_columns(const float* src, int64_t rows, int64_t cols, int64_t offset, int64_t count, float* dst) {
+  for (int64_t r = 0; r < rows; ++r) std::copy_n(src + r * cols + offset, count, dst + r * count);
+}
+void put_columns(const float* src, int64_t rows, int64_t cols, int64_t offset, int64_t count, float* dst) {
+  for (int64_t r = 0; r < rows; ++r) std::copy_n(src + r * count, count, dst + r * cols + offset);
+}
+
+// The geometry of one group of c, as an ungrouped conv.
+ConvGeom one_group(const ConvGeom& c) {
+  ConvGeom one = c;
+  one.ci = c.cg(), one.co = c.og(), one.groups = 1;
+  return one;
+}
+
+void conv_f32(const Window2D& win, const ConvGeom& c, const float* x, const float* w, float* y);
+void filter_grad_f32(const Window2D& win, const ConvGeom& c, const float* x, const float* dy, float* dw);
+
+// Grouped convs oneDNN does not take (a dilated input: the input gradient of a strided grouped
+// conv, or a transposed one; or a build without oneDNN): one ungrouped conv per group on copies
+// of its channels.
+void conv_per_group(const Window2D& win, const ConvGeom& c, const float* x, const float* w, float* y) {
+  const ConvGeom one = one_group(c);
+  const int64_t pixels = c.n * c.h * c.w, taps = c.kh * c.kw * one.ci;
+  std::vector<float> xg(size_t(pixels * one.ci)), wg(size_t(taps * one.co)), yg(size_t(c.rows() * one.co));
+  for (int64_t g = 0; g < c.groups; ++g) {
+    take_columns(x, pixels, c.ci, g * one.ci, one.ci, xg.data());
+    take_columns(w, taps, c.co, g * one.co, one.co, wg.data());
+    conv_f32(win, one, xg.data(), wg.data(), yg.data());
+    put_columns(yg.data(), c.rows(), c.co, g * one.co, one.co, y);
+  }
+}
+
+void filter_grad_per_group(const Window2D& win, const ConvGeom& c, const float* x, const float* dy, float* dw) {
+  const ConvGeom one = one_group(c);
+  const int64_t pixels = c.n * c.h * c.w, taps = c.kh * c.kw * one.ci;
+  std::vector<float> xg(size_t(pixels * one.ci)), dyg(size_t(c.rows() * one.co)), dwg(size_t(taps * one.co));
+  for (int64_t g = 0; g < c.groups; ++g) {
+    take_columns(x, pixels, c.ci, g * one.ci, one.ci, xg.data());
+    take_columns(dy, c.rows(), c.co, g * one.co, one.co, dyg.data());
+    filter_grad_f32(win, one, xg.data(), dyg.data(), dwg.data());
+    put_columns(dwg.data(), taps, c.co, g * one.co, one.co, dw);
+  }
+}
+
 // y[rows, Co] = patches[rows, depth] * w[depth, Co], in fixed blocks of rows.
-void fast_conv(const Node& node, std::span<const Tensor* const> in, Tensor& out) {
-  const Window2D win = node.window();
-  const ConvGeom c = conv_geom(win, in[0]->shape(), out.shape()[3]);
+void conv_f32(const Window2D& win, const ConvGeom& c, const float* x, const float* w, float* y) {
   const std::optional<ConvShape> s = onednn_shape(win, c);
-  const float *x = in[0]->data<float>(), *w = in[1]->data<float>();
-  if (s && (bf16_exact_conv(*s, x, w, out.data<float>()) || onednn_conv(*s, x, w, out.data<float>()))) return;
-  const ConstMat filter(in[1]->data<float>(), c.depth(), c.co);
+  if (s && (bf16_exact_conv(*s, x, w, y) || onednn_conv(*s, x, w, y))) return;
+  if (c.groups > 1) return conv_per_group(win, c, x, w, y);
+  const ConstMat filter(w, c.depth(), c.co);
   const int64_t total = c.rows(), block = rows_per_block(c.depth());
   const bool pointwise = is_pointwise(win);
   parallel_for((total + block - 1) / block, [&](int64_t t) {
     const int64_t r0 = t * block, rows = std::min(block, total - r0);
-    if (c.ci <= kDirectMaxChannels)
-      return direct_conv(c, in[0]->data<float>(), in[1]->data<float>(), out.data<float>(), r0, rows);
-    const ConstMat a(patches(c, pointwise, in[0]->data<float>(), r0, rows), rows, c.depth());
-    Mat y(out.data<float>() + r0 * c.co, rows, c.co);
-    if (c.co == 1) y.col(0).noalias() = a * filter.col(0);  // matrix-vector
-    else y.noalias() = a * filter;
+    if (c.ci <= kDirectMaxChannels) return direct_conv(c, x, w, y, r0, rows);
+    const ConstMat a(patches(c, pointwise, x, r0, rows), rows, c.depth());
+    Mat yb(y + r0 * c.co, rows, c.co);
+    if (c.co == 1) yb.col(0).noalias() = a * filter.col(0);  // matrix-vector
+    else yb.noalias() = a * filter;
   });
 }
 
 // dw[depth, Co] = patches^T dy: partial products over fixed chunks of rows (at most 64, of
 // at most 1024 rows unless that makes more than 64), then summed in chunk order.
-void fast_conv_filter_grad(const Node& node, std::span<const Tensor* const> in, Tensor& out) {
-  const Window2D win = node.window();
-  const ConvGeom c = conv_geom(win, in[0]->shape(), out.shape()[3]);
+void filter_grad_f32(const Window2D& win, const ConvGeom& c, const float* x, const float* dy, float* dw) {
   const std::optional<ConvShape> s = onednn_shape(win, c);
-  const float *x = in[0]->data<float>(), *dy = in[1]->data<float>();
-  float* dw = out.data<float>();
   if (s && (bf16_exact_filter_grad(*s, x, dy, dw) || onednn_conv_filter_grad(*s, x, dy, dw))) return;
+  if (c.groups > 1) return filter_grad_per_group(win, c, x, dy, dw);
   const int64_t total = c.rows(), size = c.depth() * c.co;
   const int64_t chunk = std::max(std::min<int64_t>(rows_per_block(c.depth()), 1024), (total + 63) / 64);
   const int64_t chunks = (total + chunk - 1) / chunk;
@@ -343,20 +413,31 @@ void fast_conv_filter_grad(const Node& node, std::span<const Tensor* const> in, 
   auto partial = std::make_unique_for_overwrite<float[]>(size_t(chunks * size));
   parallel_for(chunks, [&](int64_t t) {
     const int64_t r0 = t * chunk, rows = std::min(chunk, total - r0);
-    if (c.ci <= kDirectMaxChannels)
-      return direct_filter_grad(c, in[0]->data<float>(), in[1]->data<float>(), partial.get() + t * size, r0, rows);
-    const ConstMat a(patches(c, pointwise, in[0]->data<float>(), r0, rows), rows, c.depth());
-    const ConstMat dy(in[1]->data<float>() + r0 * c.co, rows, c.co);
-    Mat(partial.get() + t * size, c.depth(), c.co).noalias() = a.transpose() * dy;
+    if (c.ci <= kDirectMaxChannels) return direct_filter_grad(c, x, dy, partial.get() + t * size, r0, rows);
+    const ConstMat a(patches(c, pointwise, x, r0, rows), rows, c.depth());
+    const ConstMat dyb(dy + r0 * c.co, rows, c.co);
+    Mat(partial.get() + t * size, c.depth(), c.co).noalias() = a.transpose() * dyb;
   });
   constexpr int64_t kSlice = 4096;
-  parallel_for((size + kSlice - 1) / kSlice, [&](int64_t s) {
-    for (int64_t e = s * kSlice; e < std::min(size, (s + 1) * kSlice); ++e) {
+  parallel_for((size + kSlice - 1) / kSlice, [&](int64_t sl) {
+    for (int64_t e = sl * kSlice; e < std::min(size, (sl + 1) * kSlice); ++e) {
       float sum = 0;
       for (int64_t t = 0; t < chunks; ++t) sum += partial[size_t(t * size + e)];
-      out.data<float>()[e] = sum;
+      dw[e] = sum;
     }
   });
+}
+
+void fast_conv(const Node& node, std::span<const Tensor* const> in, Tensor& out) {
+  const Window2D win = node.window();
+  conv_f32(win, conv_geom(win, in[0]->shape(), out.shape()[3], node.groups()), in[0]->data<float>(),
+           in[1]->data<float>(), out.data<float>());
+}
+
+void fast_conv_filter_grad(const Node& node, std::span<const Tensor* const> in, Tensor& out) {
+  const Window2D win = node.window();
+  filter_grad_f32(win, conv_geom(win, in[0]->shape(), out.shape()[3], node.groups()), in[0]->data<float>(),
+                  in[1]->data<float>(), out.data<float>());
 }
 
 // The filter with its two spatial dims reversed (gathers of reversed row indices).
@@ -374,34 +455,47 @@ NodeId reverse_spatial(Graph& g, NodeId w) {
   return w;
 }
 
-// The input gradient of conv(x, w, win) for the output gradient dy: dy convolved with the
-// reversed filter, its in/out channels swapped, over the transposed window.
-NodeId conv_input_grad(Graph& g, NodeId dy, NodeId w, const Window2D& win, const Shape& xs) {
+// The filter w[Kh,Kw,Cg,G*Og] as the input gradient's filter [Kh,Kw,Og,G*Cg]: each group's
+// in/out channels swapped, the groups kept in order.
+NodeId swap_channels(Graph& g, NodeId w, int64_t groups) {
+  if (groups == 1) return g.transpose(w, {0, 1, 3, 2});
+  const Shape ws = g.at(w).shape;
+  const int64_t og = ws[3] / groups;
+  NodeId split = g.reshape(w, {ws[0], ws[1], ws[2], groups, og});
+  return g.reshape(g.transpose(split, {0, 1, 4, 3, 2}), {ws[0], ws[1], og, groups * ws[2]});
+}
+
+// The input gradient of conv(x, w, win, groups) for the output gradient dy: dy convolved
+// with the reversed filter, its in/out channels swapped per group, over the transposed window.
+NodeId conv_input_grad(Graph& g, NodeId dy, NodeId w, const Window2D& win, const Shape& xs, int64_t groups) {
   const Shape ys = g.at(dy).shape;
-  NodeId flipped = g.transpose(reverse_spatial(g, w), {0, 1, 3, 2});
-  return g.conv(dy, flipped, input_grad_window(win, {xs[1], xs[2]}, {ys[1], ys[2]}));
+  NodeId flipped = swap_channels(g, reverse_spatial(g, w), groups);
+  return g.conv(dy, flipped, input_grad_window(win, {xs[1], xs[2]}, {ys[1], ys[2]}), groups);
 }
 
 void grad_conv(GradContext& c) {
   const Window2D w = c.n().window();
-  if (c.needs(0)) c.give(0, conv_input_grad(c.g, c.out_grad, c.in(1), w, c.g.at(c.in(0)).shape));
-  if (c.needs(1)) c.give(1, c.g.conv_filter_grad(c.in(0), c.out_grad, w));
+  const int64_t groups = c.n().groups();
+  if (c.needs(0)) c.give(0, conv_input_grad(c.g, c.out_grad, c.in(1), w, c.g.at(c.in(0)).shape, groups));
+  if (c.needs(1)) c.give(1, c.g.conv_filter_grad(c.in(0), c.out_grad, w, groups));
 }
 
-// conv_filter_grad(x, dy) is bilinear, and <G, conv_filter_grad(x, dy)> = <dy, conv(x, G)>.
+// conv_filter_grad(x, dy) is bilinear, and <G, conv_filter_grad(x, dy)> = <dy, conv(x, G)>
+// (with the same groups).
 void grad_conv_filter_grad(GradContext& c) {
   const Window2D w = c.n().window();
-  if (c.needs(0)) c.give(0, conv_input_grad(c.g, c.in(1), c.out_grad, w, c.g.at(c.in(0)).shape));
-  if (c.needs(1)) c.give(1, c.g.conv(c.in(0), c.out_grad, w));
+  const int64_t groups = c.n().groups();
+  if (c.needs(0)) c.give(0, conv_input_grad(c.g, c.in(1), c.out_grad, w, c.g.at(c.in(0)).shape, groups));
+  if (c.needs(1)) c.give(1, c.g.conv(c.in(0), c.out_grad, w, groups));
 }
 
-// 2 * N*Ho*Wo * Kh*Kw*Ci * Co for both rows.
+// 2 * N*Ho*Wo * Kh*Kw*(Ci/groups) * Co for both rows.
 Cost cost_conv(const Graph& g, const Node& n) {
   const Window2D w = n.window();
   const Shape& xs = g.at(n.in[0]).shape;
   const Shape& ys = n.op == Op::conv ? n.shape : g.at(n.in[1]).shape;
   Cost c = movement_cost(g, n);
-  c.flops = 2.0 * double(num_elements(ys)) * double(w.size[0] * w.size[1] * xs[3]);
+  c.flops = 2.0 * double(num_elements(ys)) * double(w.size[0] * w.size[1] * (xs[3] / std::max<int64_t>(n.groups(), 1)));
   return c;
 }
 

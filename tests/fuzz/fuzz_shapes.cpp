@@ -98,7 +98,8 @@ struct Builder {
           w.size[size_t(i)] = dim(in), w.stride[size_t(i)] = dim(in);
           w.pad_lo[size_t(i)] = dim(in), w.pad_hi[size_t(i)] = dim(in);
         }
-        return in.ConsumeBool() ? g.conv(x, y, w) : g.reduce_window(x, tpu::WindowKind::sum, w);
+        if (!in.ConsumeBool()) return g.reduce_window(x, tpu::WindowKind::sum, w);
+        return g.conv(x, y, w, in.ConsumeIntegralInRange<int64_t>(-1, 8));  // feature groups, some bad
       }
       default: {
         Shape s = shape(in);  // a literal: only small tensors are made

@@ -49,17 +49,18 @@ TEST_CASE("the IR text names kinds, directions and windows, and parses them back
   Window2D dilated;
   dilated.lhs_dilation = {2, 1}, dilated.rhs_dilation = {1, 2};
   NodeId c = g.conv(x, w, dilated);
+  NodeId depthwise = g.conv(x, g.parameter(DType::f32, {3, 3, 1, 4}), {}, 2);
   NodeId pos = g.compare(Cmp::gt, m, g.full(DType::f32, {1, 3, 3, 2}, 0));
   NodeId r = g.reduce(g.select(pos, m, g.unary(Op::sigmoid, m)), {2}, ReduceKind::max);
   NodeId noise = g.rng(key, RngKind::normal, {1, 3, 2});
   NodeId s = g.slice(g.pad(r, {0, 1, 0}, {0, 0, 0}, 0), {0, 1, 0}, {1, 4, 2});
-  g.outputs = {g.all_reduce(g.binary(Op::add, s, noise), true), c};
+  g.outputs = {g.all_reduce(g.binary(Op::add, s, noise), true), c, depthwise};
   const std::string text = print_graph(g);
   for (const char* piece :
        {"%1 = parameter f32[2,2,2,3] index=1\n", " window={size=3x3 stride=2x2 pad=1_1x0_2} kind=max\n",
         " window={size=2x2 stride=1x1 pad=0_0x0_0 lhs_dilation=2x1 rhs_dilation=1x2}\n", " direction=gt\n", "sigmoid f32",
         " dims=[2] kind=max\n", " kind=normal\n", " lo=[0,1,0] hi=[0,0,0]\n", " start=[0,1,0] limit=[1,4,2]\n",
-        " kind=mean\n"}) {
+        " kind=mean\n", " window={size=3x3 stride=1x1 pad=0_0x0_0} groups=2\n"}) {
     INFO(piece << " in\n" << text);
     CHECK(text.find(piece) != std::string::npos);
   }
@@ -67,6 +68,8 @@ TEST_CASE("the IR text names kinds, directions and windows, and parses them back
   CHECK(print_graph(back) == text);
   CHECK(back.at(m).window() == pool);
   CHECK(back.at(c).window().rhs_dilation == dilated.rhs_dilation);
+  CHECK(back.at(c).groups() == 1);
+  CHECK(back.at(depthwise).groups() == 2);
   CHECK(back.at(pos).direction() == Cmp::gt);
   CHECK(back.at(back.outputs[0]).mean());
 }

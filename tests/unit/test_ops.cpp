@@ -144,6 +144,24 @@ const std::vector<OpCase>& cases() {
        [](Graph& g, V x) { return g.conv(x[0], x[1], window({1, 1}, {1, 1}, {1, 1})); }, false},
       {"conv_filter_grad_direct_chunks", {{f, {2, 24, 24, 1}}, {f, {2, 24, 24, 20}}},
        [](Graph& g, V x) { return g.conv_filter_grad(x[0], x[1], window({1, 1}, {1, 1}, {1, 1}, {3, 3})); }, false},
+      // Feature groups: grouped, depthwise (groups = channels, a multiplier of 2), dilated, and an
+      // input-dilated one (the transposed conv and strided input gradients: one conv per group).
+      {"conv_grouped", {{f, {2, 5, 6, 4}}, {f, {3, 2, 2, 6}}},
+       [](Graph& g, V x) { return g.conv(x[0], x[1], window({1, 1}, {1, 0}, {1, 1}), 2); }},
+      {"conv_depthwise", {{f, {2, 6, 5, 3}}, {f, {3, 3, 1, 6}}},
+       [](Graph& g, V x) { return g.conv(x[0], x[1], window({2, 1}, {1, 1}, {1, 1}), 3); }},
+      {"conv_depthwise_dilated", {{f, {1, 7, 7, 4}}, {f, {3, 3, 1, 4}}},
+       [](Graph& g, V x) { return g.conv(x[0], x[1], window({1, 1}, {2, 2}, {2, 2}, {}, {1, 1}, {2, 2}), 4); }},
+      {"conv_grouped_lhs_dilated", {{f, {1, 4, 3, 4}}, {f, {2, 3, 2, 4}}},
+       [](Graph& g, V x) { return g.conv(x[0], x[1], window({1, 1}, {1, 1}, {1, 2}, {}, {2, 2}), 2); }},
+      {"conv_filter_grad_grouped", {{f, {2, 5, 4, 4}}, {f, {2, 5, 4, 6}}},
+       [](Graph& g, V x) { return g.conv_filter_grad(x[0], x[1], window({1, 1}, {1, 0}, {1, 1}, {3, 2}), 2); }},
+      {"conv_filter_grad_depthwise_strided", {{f, {2, 7, 6, 3}}, {f, {2, 4, 3, 3}}},
+       [](Graph& g, V x) { return g.conv_filter_grad(x[0], x[1], window({2, 2}, {1, 1}, {1, 1}, {3, 3}), 3); }},
+      {"conv_depthwise_large", {{f, {5, 20, 20, 32}}, {f, {3, 3, 1, 32}}},
+       [](Graph& g, V x) { return g.conv(x[0], x[1], window({1, 1}, {1, 1}, {1, 1}), 32); }, false},
+      {"conv_filter_grad_depthwise_large", {{f, {5, 20, 20, 32}}, {f, {5, 10, 10, 32}}},
+       [](Graph& g, V x) { return g.conv_filter_grad(x[0], x[1], window({2, 2}, {0, 0}, {1, 1}, {3, 3}), 32); }, false},
       {"conv_filter_grad", {{f, {2, 5, 4, 3}}, {f, {2, 5, 4, 2}}},
        [](Graph& g, V x) { return g.conv_filter_grad(x[0], x[1], window({1, 1}, {1, 0}, {1, 1}, {3, 2})); }},
       {"conv_filter_grad_strided", {{f, {2, 7, 6, 2}}, {f, {2, 3, 5, 3}}},
@@ -579,6 +597,24 @@ TEST_CASE("conv and reduce_window shape rules name the operands") {
   CHECK_THROWS_WITH_AS(g.reduce_window(x, WindowKind::max, window({1, 1}, {2, 0}, {0, 0}, {2, 2})),
                        doctest::Contains("covers only padding"), Error);
   CHECK_THROWS_WITH_AS(g.rng(x, RngKind::uniform, {2}), doctest::Contains("key i32[2]"), Error);
+}
+
+TEST_CASE("conv shape rules check the feature groups") {
+  Graph g;
+  NodeId x = g.parameter(DType::f32, {1, 5, 5, 6});
+  CHECK(g.at(g.conv(x, g.parameter(DType::f32, {3, 3, 1, 12}), {}, 6)).shape == Shape{1, 3, 3, 12});
+  CHECK_THROWS_WITH_AS(g.conv(x, g.parameter(DType::f32, {3, 3, 1, 8}), {}, 4),
+                       doctest::Contains("conv: 6 input channels do not split into 4 groups"), Error);
+  CHECK_THROWS_WITH_AS(g.conv(x, g.parameter(DType::f32, {3, 3, 2, 4}), {}, 3),
+                       doctest::Contains("conv: 4 output channels do not split into 3 groups"), Error);
+  CHECK_THROWS_WITH_AS(g.conv(x, g.parameter(DType::f32, {3, 3, 3, 6}), {}, 3),
+                       doctest::Contains("the filter expects 9 (3 per group, 3 groups), got f32[1,5,5,6], f32[3,3,3,6]"), Error);
+  CHECK_THROWS_WITH_AS(g.conv(x, g.parameter(DType::f32, {3, 3, 6, 4}), {}, 0),
+                       doctest::Contains("groups must be between 1 and the 6 input channels, got 0"), Error);
+  NodeId dy = g.parameter(DType::f32, {1, 3, 3, 4});
+  CHECK(g.at(g.conv_filter_grad(x, dy, window({1, 1}, {0, 0}, {0, 0}, {3, 3}), 2)).shape == Shape{3, 3, 3, 4});
+  CHECK_THROWS_WITH_AS(g.conv_filter_grad(x, dy, window({1, 1}, {0, 0}, {0, 0}, {3, 3}), 3),
+                       doctest::Contains("conv_filter_grad: 4 output channels do not split into 3 groups"), Error);
 }
 
 TEST_CASE("bf16 conv and pooling compute in f32 and round once") {
