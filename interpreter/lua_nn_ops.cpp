@@ -1,14 +1,18 @@
 // Convolution and pooling as Lua methods (NHWC inputs, HWIO filters):
-//   tpu.conv2d(x, w, {strides = 1, padding = "valid", dilation = 1}) or x:conv2d(w, opts)
+//   tpu.conv2d(x, w, {strides = 1, padding = "valid", dilation = 1, groups = 1}) or x:conv2d(w, opts)
+//   tpu.conv2d_transpose(x, w, {strides = 1, padding = "valid", output_padding = nil, dilation = 1}),
+//     w [height, width, out_channels, in_channels] as Keras's Conv2DTranspose kernel
 //   x:max_pool2d{pool_size = 2, strides = pool_size, padding = "valid"}, x:avg_pool2d{...}
 // Sizes, strides and dilations are a number or a pair {height, width}. padding is "valid",
 // "same" (output = ceil(input / stride), the extra row/column at the end) or
 // explicit {{top, bottom}, {left, right}}.
 #include <algorithm>
 #include <array>
+#include <optional>
 
 #include "core/error.h"
 #include "lua_internal.h"
+#include "ops/conv.h"
 
 namespace tpu {
 
@@ -124,24 +128,115 @@ void check_nhwc(const char* op, LuaTensor* x) {
 
 DType float_type(DType a, DType b) { return a == b && is_float(a) ? a : DType::f32; }
 
+// opts.groups: a positive integer that splits the input's c channels and the filter's (rank 4)
+// so that the filter holds c / groups input channels per group (1 when absent).
+int64_t conv_groups(lua_State* L, int opts, const Shape& xs, const Shape& ws) {
+  int64_t groups = 1;
+  if (lua_istable(L, opts)) {
+    lua_getfield(L, opts, "groups");
+    int ok = 1;
+    if (!lua_isnil(L, -1)) groups = lua_tointegerx(L, -1, &ok);
+    if (!ok || groups < 1) throw Error("conv2d: groups must be a positive integer, got " + value_str(L, -1));
+    lua_pop(L, 1);
+  }
+  if (groups == 1) return 1;  // the conv's own shape rule names a channel mismatch
+  const std::string g = std::to_string(groups), c = std::to_string(xs[3]);
+  if (xs[3] % groups != 0) throw Error("conv2d: the input's " + c + " channels do not split into groups = " + g);
+  if (ws[2] * groups != xs[3])
+    throw Error("conv2d: the filter must have " + std::to_string(xs[3] / groups) + " input channels (" + c +
+                " channels in " + g + " groups), got " + type_str(DType::f32, ws));
+  if (ws[3] % groups != 0)
+    throw Error("conv2d: the filter's " + std::to_string(ws[3]) + " output channels do not split into groups = " + g);
+  return groups;
+}
+
 int l_conv2d(lua_State* L) {
   LuaTensor* x = check_tensor(L, 1);
   LuaTensor* w = check_tensor(L, 2);
-  check_options(L, 3, {"strides", "dilation", "padding"});
+  check_options(L, 3, {"strides", "dilation", "padding", "groups"});
   check_no_more(L, 3);
   check_nhwc("conv2d", x);
   const Shape xs = x->shape(), ws = w->shape();
   if (ws.size() != 4)
     throw Error("conv2d: the filter must be a rank-4 HWIO tensor [height, width, in_channels, out_channels], got " +
                             type_str(w->dtype(), ws));
+  const int64_t groups = conv_groups(L, 3, xs, ws);
   Window2D win;
   win.size = {ws[0], ws[1]};
   win.stride = opt_pair(L, 3, "conv2d", "strides", {1, 1});
   win.rhs_dilation = opt_pair(L, 3, "conv2d", "dilation", {1, 1});
   set_padding(L, 3, "conv2d", win, {xs[1], xs[2]});
   const DType t = float_type(x->dtype(), w->dtype());
-  return apply_op(L, {{x, 0}, {w, 0}}, DType::f32, [win, t](Graph& g, const std::vector<NodeId>& in) {
-    return g.conv(g.convert(in[0], t), g.convert(in[1], t), win);
+  return apply_op(L, {{x, 0}, {w, 0}}, DType::f32, [win, t, groups](Graph& g, const std::vector<NodeId>& in) {
+    return g.conv(g.convert(in[0], t), g.convert(in[1], t), win, groups);
+  });
+}
+
+// opts.output_padding: absent, or a non-negative integer or pair of them below the strides.
+std::optional<Pair> output_padding(lua_State* L, int opts, const Pair& strides) {
+  if (!lua_istable(L, opts)) return std::nullopt;
+  lua_getfield(L, opts, "output_padding");
+  if (lua_isnil(L, -1)) return lua_pop(L, 1), std::nullopt;
+  Pair p{-1, -1};  // -1: not an integer
+  if (lua_isinteger(L, -1)) p = {lua_tointeger(L, -1), lua_tointeger(L, -1)};
+  else if (lua_istable(L, -1) && luaL_len(L, -1) == 2)
+    for (int i = 0; i < 2; ++i) {
+      lua_geti(L, -1, i + 1);
+      p[size_t(i)] = lua_isinteger(L, -1) ? lua_tointeger(L, -1) : -1;
+      lua_pop(L, 1);
+    }
+  for (int i = 0; i < 2; ++i)
+    if (p[size_t(i)] < 0 || p[size_t(i)] >= strides[size_t(i)])
+      throw Error("conv2d_transpose: output_padding must be a non-negative integer or pair of them below the strides (" +
+                  pair_str(strides) + "), got " + value_str(L, -1));
+  lua_pop(L, 1);
+  return p;
+}
+
+// The transposed conv's output length along one dim, as Keras's Conv2DTranspose computes it.
+int64_t transposed_length(int64_t in, int64_t span, int64_t stride, bool same, std::optional<int64_t> extra) {
+  if (!extra) return same ? in * stride : in * stride + std::max<int64_t>(span - stride, 0);
+  return (in - 1) * stride + span - (same ? 2 * (span / 2) : 0) + *extra;
+}
+
+// The transposed convolution: the input gradient of the conv (strides, padding, dilation) that
+// maps the output's shape to x's, applied to x. w is that conv's filter, [Kh,Kw,O,C].
+int l_conv2d_transpose(lua_State* L) {
+  LuaTensor* x = check_tensor(L, 1);
+  LuaTensor* w = check_tensor(L, 2);
+  check_options(L, 3, {"strides", "dilation", "padding", "output_padding"});
+  check_no_more(L, 3);
+  check_nhwc("conv2d_transpose", x);
+  const Shape xs = x->shape(), ws = w->shape();
+  if (ws.size() != 4 || ws[3] != xs[3])
+    throw Error("conv2d_transpose: the filter must be a rank-4 tensor [height, width, out_channels, in_channels] "
+                "with the input's " + std::to_string(xs[3]) + " channels last, got " + type_str(w->dtype(), ws));
+  Window2D win;
+  win.size = {ws[0], ws[1]};
+  win.stride = opt_pair(L, 3, "conv2d_transpose", "strides", {1, 1});
+  win.rhs_dilation = opt_pair(L, 3, "conv2d_transpose", "dilation", {1, 1});
+  const std::optional<Pair> extra = output_padding(L, 3, win.stride);
+  const std::string mode = padding_mode(L, 3, "conv2d_transpose", win);
+  if (mode == "explicit") throw Error("conv2d_transpose: padding must be \"valid\" or \"same\"");
+  const bool same = mode == "same";
+  Shape out = {xs[0], 0, 0, ws[2]};
+  for (int i = 0; i < 2; ++i) {
+    const int64_t span = (win.size[i] - 1) * win.rhs_dilation[i] + 1, s = win.stride[i];
+    const int64_t n = transposed_length(xs[size_t(i + 1)], span, s, same,
+                                        extra ? std::optional<int64_t>((*extra)[size_t(i)]) : std::nullopt);
+    out[size_t(i + 1)] = n;
+    if (same) {
+      const int64_t total = std::max<int64_t>(((n + s - 1) / s - 1) * s + span - n, 0);
+      win.pad_lo[i] = total / 2, win.pad_hi[i] = total - total / 2;
+    }
+    if (n < 1 || win.output_size(i, n) != xs[size_t(i + 1)])
+      throw Error("conv2d_transpose: the " + pair_str(win.size) + " window with strides " + pair_str(win.stride) +
+                  " has no output of " + std::to_string(n) + (i == 0 ? " rows" : " columns") + " that maps to the input's " +
+                  std::to_string(xs[size_t(i + 1)]) + "; change output_padding");
+  }
+  const DType t = float_type(x->dtype(), w->dtype());
+  return apply_op(L, {{x, 0}, {w, 0}}, DType::f32, [win, t, out](Graph& g, const std::vector<NodeId>& in) {
+    return conv_input_grad(g, g.convert(in[0], t), g.convert(in[1], t), win, out, 1);
   });
 }
 
@@ -187,8 +282,8 @@ int l_avg_pool2d(lua_State* L) {
 }
 
 const LuaFunction kMethods[] = {
-    fn<l_conv2d>("conv2d"), fn<l_max_pool2d>("max_pool2d"),
-    fn<l_avg_pool2d>("avg_pool2d")};
+    fn<l_conv2d>("conv2d"), fn<l_conv2d_transpose>("conv2d_transpose"),
+    fn<l_max_pool2d>("max_pool2d"), fn<l_avg_pool2d>("avg_pool2d")};
 
 }  // namespace
 

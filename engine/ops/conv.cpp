@@ -16,6 +16,7 @@
 #include "kernels/convert.h"
 #include "kernels/gemm.h"
 #include "kernels/onednn_conv.h"
+#include "ops/conv.h"
 #include "ops/f32_compute.h"
 #include "ops/kernel_util.h"
 #include "ops/window_rule.h"
@@ -465,14 +466,6 @@ NodeId swap_channels(Graph& g, NodeId w, int64_t groups) {
   return g.reshape(g.transpose(split, {0, 1, 4, 3, 2}), {ws[0], ws[1], og, groups * ws[2]});
 }
 
-// The input gradient of conv(x, w, win, groups) for the output gradient dy: dy convolved
-// with the reversed filter, its in/out channels swapped per group, over the transposed window.
-NodeId conv_input_grad(Graph& g, NodeId dy, NodeId w, const Window2D& win, const Shape& xs, int64_t groups) {
-  const Shape ys = g.at(dy).shape;
-  NodeId flipped = swap_channels(g, reverse_spatial(g, w), groups);
-  return g.conv(dy, flipped, input_grad_window(win, {xs[1], xs[2]}, {ys[1], ys[2]}), groups);
-}
-
 void grad_conv(GradContext& c) {
   const Window2D w = c.n().window();
   const int64_t groups = c.n().groups();
@@ -500,6 +493,12 @@ Cost cost_conv(const Graph& g, const Node& n) {
 }
 
 }  // namespace
+
+NodeId conv_input_grad(Graph& g, NodeId dy, NodeId w, const Window2D& win, const Shape& xs, int64_t groups) {
+  const Shape ys = g.at(dy).shape;
+  NodeId flipped = swap_channels(g, reverse_spatial(g, w), groups);
+  return g.conv(dy, flipped, input_grad_window(win, {xs[1], xs[2]}, {ys[1], ys[2]}), groups);
+}
 
 extern const OpInfo conv_row = {Op::conv, shape_conv, in_f32<ref_conv>, in_f32<fast_conv>, grad_conv, cost_conv};
 extern const OpInfo conv_filter_grad_row = {Op::conv_filter_grad, shape_conv_filter_grad, in_f32<ref_conv_filter_grad>,

@@ -41,7 +41,7 @@ local function make_specs(dir)
     abs = {x}, add = {x, 1}, all_reduce = {x, "sum"}, arange = {3, opts = 2}, argmax = {x, opts = 2},
     avg_pool2d = {img, opts = 2}, boolean_mask = {x, mask}, cast = {x, "i32"},
     class = {"Thing"}, concat = {{x, x}, 1}, cond = {tpu.tensor(true), id, id, x, any = {4, 5}},
-    conv2d = {img, filter, opts = 3}, div = {x, 2}, eq = {x, x}, exp = {x}, full = {{2}, 1, opts = 3},
+    conv2d = {img, filter, opts = 3}, conv2d_transpose = {img, filter, opts = 3}, div = {x, 2}, eq = {x, x}, exp = {x}, full = {{2}, 1, opts = 3},
     erf = {x}, ge = {x, x}, gelu = {x, opts = 2}, grad = {id, opts = 2}, gt = {x, x},
     hard_sigmoid = {x}, hard_silu = {x}, hard_swish = {x}, relu6 = {x}, silu = {x}, swish = {x},
     is_tensor = "a predicate: true for a tensor, false for anything else",

@@ -107,6 +107,114 @@ function T.conv2d_matches_the_definition()
   check.eq(y.shape, {2, 5, 6, 4})
 end
 
+-- groups = G: the conv of each group of channels by its slice of the filter, concatenated.
+function T.grouped_conv2d_is_one_conv_per_group()
+  local x = rand({2, 6, 5, 6}, 11)
+  for _, c in ipairs {{3, 6, {padding = "same"}}, {6, 12, {strides = 2, padding = "same"}}, {2, 4, {dilation = 2}}} do
+    local groups, out, opts = c[1], c[2], c[3]
+    local w = rand({3, 3, 6 // groups, out}, 12)
+    opts.groups = groups
+    local parts, cg, og = {}, 6 // groups, out // groups
+    for g = 1, groups do
+      local xg = x:slice {{1, 2}, {1, 6}, {1, 5}, {(g - 1) * cg + 1, g * cg}}
+      local wg = w:slice {{1, 3}, {1, 3}, {1, cg}, {(g - 1) * og + 1, g * og}}
+      parts[g] = xg:conv2d(wg, {padding = opts.padding, strides = opts.strides, dilation = opts.dilation})
+    end
+    check.near(x:conv2d(w, opts):totable(), tpu.concat(parts, -1):totable(), 1e-5, "groups " .. groups)
+  end
+end
+
+function T.grouped_conv2d_gradients_match_finite_differences()
+  local x, w = rand({1, 5, 4, 4}, 13), rand({3, 3, 1, 8}, 14)
+  for _, opts in ipairs {{padding = "same", strides = 2, groups = 4}, {padding = "valid", groups = 2},
+                         {padding = "same", dilation = 2, groups = 4}} do
+    local ww = opts.groups == 2 and rand({3, 3, 2, 8}, 15) or w
+    check.near(jacobian.max_error(function(v) return v:conv2d(ww, opts) end, x), 0, 1e-2, "input")
+    check.near(jacobian.max_error(function(v) return x:conv2d(v, opts) end, ww), 0, 1e-2, "filter")
+  end
+end
+
+-- The transposed conv by its definition: input element i adds x[i] * w[k] at output
+-- i * stride + k - pad_lo, where pad_lo is the padding of the conv that maps the output's
+-- shape back to the input's (Keras's "same": half the total, the odd one at the end).
+local function ref_conv_transpose(x, w, s, mode, oh, ow)
+  local H, W, C = #x[1], #x[1][1], #x[1][1][1]
+  local KH, KW, O = #w, #w[1], #w[1][1]
+  local function pad(n, k, len)
+    if mode == "valid" then return 0 end
+    return math.max(((len + s - 1) // s - 1) * s + k - len, 0) // 2
+  end
+  local ph, pw = pad(H, KH, oh), pad(W, KW, ow)
+  local y = {}
+  for b = 1, #x do
+    y[b] = {}
+    for i = 1, oh do
+      y[b][i] = {}
+      for j = 1, ow do y[b][i][j] = {} for o = 1, O do y[b][i][j][o] = 0 end end
+    end
+    for ih = 1, H do
+      for iw = 1, W do
+        for i = 1, KH do
+          for j = 1, KW do
+            local yh, yw = (ih - 1) * s + i - ph, (iw - 1) * s + j - pw
+            if yh >= 1 and yh <= oh and yw >= 1 and yw <= ow then
+              for o = 1, O do
+                for c = 1, C do y[b][yh][yw][o] = y[b][yh][yw][o] + x[b][ih][iw][c] * w[i][j][o][c] end
+              end
+            end
+          end
+        end
+      end
+    end
+  end
+  return y
+end
+
+-- Output sizes as Keras's Conv2DTranspose gives them, values by the definition.
+function T.conv2d_transpose_matches_keras_shapes_and_the_definition()
+  local x = rand({2, 4, 3, 3}, 16)
+  for _, c in ipairs {{3, 2, "same", nil, 8, 6}, {3, 2, "valid", nil, 9, 7}, {3, 2, "valid", 1, 10, 8},
+                      {4, 2, "same", nil, 8, 6}, {3, 1, "same", nil, 4, 3}, {2, 3, "valid", nil, 12, 9},
+                      {3, 2, "same", 0, 7, 5}} do
+    local k, s, mode, extra, oh, ow = table.unpack(c, 1, 6)
+    local w = rand({k, k, 5, 3}, 17)
+    local y = x:conv2d_transpose(w, {strides = s, padding = mode, output_padding = extra})
+    local what = k .. "x" .. k .. " stride " .. s .. " " .. mode .. " output_padding " .. tostring(extra)
+    check.eq(y.shape, {2, oh, ow, 5}, what)
+    check.near(y:totable(), ref_conv_transpose(x:totable(), w:totable(), s, mode, oh, ow), 1e-4, what)
+  end
+  -- Keras: Conv2DTranspose(16, 3, strides=2, padding="same") on 7x7 -> 14x14; "valid" -> 15x15.
+  check.eq(tpu.zeros {1, 7, 7, 2}:conv2d_transpose(tpu.zeros {3, 3, 16, 2}, {strides = 2, padding = "same"}).shape, {1, 14, 14, 16})
+  check.eq(tpu.zeros {1, 7, 7, 2}:conv2d_transpose(tpu.zeros {3, 3, 16, 2}, {strides = 2}).shape, {1, 15, 15, 16})
+end
+
+function T.conv2d_transpose_gradients_match_finite_differences()
+  local x, w = rand({1, 3, 4, 2}, 18), rand({3, 2, 3, 2}, 19)
+  for _, opts in ipairs {{padding = "same", strides = 2}, {padding = "valid", strides = 2, output_padding = 1}, {}} do
+    check.near(jacobian.max_error(function(v) return v:conv2d_transpose(w, opts) end, x), 0, 1e-2, "input")
+    check.near(jacobian.max_error(function(v) return x:conv2d_transpose(v, opts) end, w), 0, 1e-2, "filter")
+  end
+end
+
+function T.grouped_and_transposed_conv_errors_name_the_line()
+  local x = rand({1, 5, 5, 6}, 20)
+  local err = check.raises(function() return x:conv2d(rand({3, 3, 1, 4}, 1), {groups = 4}) end,
+                           "conv2d: the input's 6 channels do not split into groups = 4")
+  check.is_true(err:find("^[^:]*test_conv%.lua:%d+: ") ~= nil, err)
+  check.raises(function() return x:conv2d(rand({3, 3, 3, 4}, 1), {groups = 3}) end,
+               "conv2d: the filter must have 2 input channels (6 channels in 3 groups), got f32[3,3,3,4]")
+  check.raises(function() return x:conv2d(rand({3, 3, 2, 4}, 1), {groups = 3}) end,
+               "conv2d: the filter's 4 output channels do not split into groups = 3")
+  check.raises(function() return x:conv2d(rand({3, 3, 6, 4}, 1), {groups = 0}) end,
+               "conv2d: groups must be a positive integer, got 0")
+  check.raises(function() return x:conv2d_transpose(rand({3, 3, 4, 6}, 1), {strides = 2, output_padding = 2}) end,
+               "conv2d_transpose: output_padding must be a non-negative integer or pair of them below the strides (2x2), got 2")
+  check.raises(function() return x:conv2d_transpose(rand({3, 3, 6, 4}, 1)) end,
+               "conv2d_transpose: the filter must be a rank-4 tensor [height, width, out_channels, in_channels] with the input's 6 channels last")
+  check.raises(function() return x:conv2d_transpose(rand({3, 3, 4, 6}, 1), {padding = {{1, 1}, {1, 1}}}) end,
+               "conv2d_transpose: padding must be \"valid\" or \"same\"")
+end
+
 function T.pools_match_the_definition()
   local x = rand({2, 5, 7, 3}, 3)
   for _, c in ipairs {{2, 2, "valid"}, {3, 2, "same"}, {2, 1, "same"}, {3, 3, "valid"}} do
