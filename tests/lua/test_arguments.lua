@@ -68,7 +68,8 @@ local function make_specs(dir)
   local input = nn.Input {shape = {3}}
   specs.nn = {
     Activation = {"relu", opts = 2}, Add = {opts = 1}, AvgPool2D = {opts = 1}, BatchNorm = {opts = 1},
-    Concatenate = {opts = 1}, Conv2D = {2, 3, opts = 3}, Dense = {2, opts = 2}, Dropout = {0.5, opts = 2},
+    Concatenate = {opts = 1}, Conv1D = {2, 3, opts = 3}, Conv2D = {2, 3, opts = 3},
+    Conv2DTranspose = {2, 3, opts = 3}, DepthwiseConv2D = {3, opts = 2}, Dense = {2, opts = 2}, Dropout = {0.5, opts = 2},
     Embedding = {10, 4, opts = 3}, Flatten = {opts = 1}, GlobalAvgPool2D = {opts = 1},
     GlobalAveragePooling2D = {opts = 1}, GlobalMaxPool2D = {opts = 1}, GlobalMaxPooling2D = {opts = 1},
     ZeroPadding2D = {opts = 1}, Cropping2D = {opts = 1},
@@ -80,7 +81,7 @@ local function make_specs(dir)
     Progbar = "fit's progress bar, created by fit",
     Multiply = {opts = 1}, PositionEmbedding = {{sequence_length = 4}, opts = 1},
     TransformerDecoder = {{num_heads = 2, intermediate_dim = 4}, opts = 1},
-    Reshape = {{3, 2}, opts = 2}, Sequential = {{dense()}, opts = 1},
+    Reshape = {{3, 2}, opts = 2}, SeparableConv2D = {2, 3, opts = 3}, Sequential = {{dense()}, opts = 1},
     TransformerEncoder = {{num_heads = 2, intermediate_dim = 4}, opts = 1}, set_seed = {1, run = false},
     ["initializers.constant"] = {0.5}, ["initializers.get"] = {"zeros", "Dense: kernel_initializer"},
     ["initializers.glorot_normal"] = {key, {2, 2}, "f32"}, ["initializers.glorot_uniform"] = {key, {2, 2}, "f32"},

@@ -1,19 +1,24 @@
 -- 2-D convolution over NHWC images with an HWIO kernel:
---   y = activation(conv2d(x, kernel, strides, padding) + bias)
+--   y = activation(conv2d(x, kernel, strides, padding, dilation_rate, groups) + bias)
 --
 --   nn.Conv2D(32, 3, {activation = "relu", padding = "same"})
 --   nn.Conv2D(64, {5, 3}, {strides = 2, use_bias = false,
 --                          kernel_regularizer = nn.regularizers.l2(1e-4)})
+--   nn.Conv2D(64, 3, {dilation_rate = 2, groups = 4})
 -- padding "valid" (the default) keeps only full windows; "same" pads so the output
--- has ceil(size / stride) positions.
+-- has ceil(size / stride) positions. dilation_rate spaces the kernel's taps (an atrous
+-- conv); groups splits the input channels and the filters into that many groups, each
+-- filter reading only its group's channels: the kernel is (kh, kw, channels / groups,
+-- filters), as Keras's.
 local Module = require "tpu.nn.Module"
+local conv_util = require "tpu.nn.conv_util"
 local kernel_bias = require "tpu.nn.kernel_bias"
 local util = require "tpu.nn.util"
 
 local Conv2D = Module:extend("Conv2D")
 
-local options = util.options {"strides", "padding", "activation", "use_bias", "kernel_initializer",
-                              "bias_initializer", "kernel_regularizer", "bias_regularizer"}
+local options = util.options {"strides", "padding", "dilation_rate", "groups", "activation", "use_bias",
+                              "kernel_initializer", "bias_initializer", "kernel_regularizer", "bias_regularizer"}
 
 function Conv2D:__init(filters, kernel_size, opts)
   self.filters = util.check_integer("Conv2D", "filters", filters)
@@ -23,53 +28,40 @@ function Conv2D:__init(filters, kernel_size, opts)
   self:init_common(opts)
   self.strides = util.pair(opts.strides or 1, "Conv2D: strides")
   self.padding = util.padding(opts.padding, "Conv2D")
+  self.dilation_rate = conv_util.dilation("Conv2D", opts)
+  self.groups = conv_util.groups("Conv2D", opts, self.filters)
   kernel_bias.init(self, "Conv2D", opts)
 end
 
 function Conv2D:build(input_shape)
-  if #input_shape ~= 4 then
-    util.fail("Conv2D '%s' expects NHWC input [batch, height, width, channels], got %s",
-      self.name, util.shape_text(input_shape))
-  end
-  local c = input_shape[4]
+  conv_util.check_rank(self, input_shape, 4)
+  local c = conv_util.check_channels(self, input_shape, self.groups)
   self.input_spec = {ndim = 4, axes = {[-1] = c}}
   local kh, kw = self.kernel_size[1], self.kernel_size[2]
-  kernel_bias.add_weights(self, {kh, kw, c, self.filters}, {self.filters})
+  kernel_bias.add_weights(self, {kh, kw, c // self.groups, self.filters}, {self.filters})
   self:compute_output_shape(input_shape)
 end
 
 function Conv2D:call(x, _ctx)
-  local compute, out = self:compute_dtype(), util.output_dtype(self.dtype_policy)
-  local xc, k = util.cast_float(x, compute), util.cast_float(self.kernel, compute)
-  -- mixed_bfloat16: the operands are rounded to bf16 and the products summed in f32 (the MXU's
-  -- contract); products of bf16 values are exact in f32, so the f32 conv of the rounded values
-  -- is that computation, at the f32 conv's speed, with the f32 result the layer wants.
-  if compute ~= out then xc, k = xc:cast(out), k:cast(out) end
-  local y = xc:conv2d(k, {strides = self.strides, padding = self.padding})
-  if self.use_bias then y = y + util.cast_float(self.bias, y.dtype) end
-  return self.activation(y)
+  local xc, k = conv_util.operands(self, x, self.kernel)
+  local y = xc:conv2d(k, {strides = self.strides, padding = self.padding, dilation = self.dilation_rate,
+                          groups = self.groups})
+  return conv_util.finish(self, y)
 end
 
 function Conv2D:compute_output_shape(s)
-  local h = util.window_out(s[2], self.kernel_size[1], self.strides[1], self.padding)
-  local w = util.window_out(s[3], self.kernel_size[2], self.strides[2], self.padding)
+  local h = conv_util.out_len(s[2], self.kernel_size[1], self.strides[1], self.dilation_rate[1], self.padding)
+  local w = conv_util.out_len(s[3], self.kernel_size[2], self.strides[2], self.dilation_rate[2], self.padding)
   if h < 1 or w < 1 then
-    util.fail("Conv2D '%s': a %dx%d kernel does not fit input %s with padding \"valid\"",
-      self.name, self.kernel_size[1], self.kernel_size[2], util.shape_text(s))
+    util.fail("Conv2D '%s': %s does not fit input %s with padding \"valid\"",
+      self.name, conv_util.kernel_text(self.kernel_size, self.dilation_rate), util.shape_text(s))
   end
   return {s[1], h, w, self.filters}
 end
 
 function Conv2D:repr()
-  local c = self.built and tostring(self.kernel.shape[3]) or "?"
-  local parts = {string.format("%s -> %d", c, self.filters),
-                 string.format("%dx%d", self.kernel_size[1], self.kernel_size[2])}
-  if self.strides[1] ~= 1 or self.strides[2] ~= 1 then
-    parts[#parts + 1] = string.format("strides %dx%d", self.strides[1], self.strides[2])
-  end
-  parts[#parts + 1] = self.padding
-  if self.activation_name ~= "linear" then parts[#parts + 1] = self.activation_name end
-  return "nn.Conv2D(" .. table.concat(parts, ", ") .. ")"
+  local c = self.built and tostring(self.kernel.shape[3] * self.groups) or "?"
+  return conv_util.repr_parts(self, {string.format("%s -> %d", c, self.filters)})
 end
 
 return Conv2D

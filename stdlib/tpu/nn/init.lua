@@ -9,7 +9,8 @@ for _, name in ipairs {"Dense", "Flatten", "Reshape", "Activation", "Dropout", "
                        "MaxPool2D", "AvgPool2D", "GlobalAvgPool2D", "BatchNorm", "LayerNorm",
                        "Embedding", "MultiHeadAttention", "TransformerEncoder", "Concatenate",
                        "Add", "Multiply", "PositionEmbedding", "TransformerDecoder", "ZeroPadding2D",
-                       "Cropping2D", "GlobalMaxPool2D"} do
+                       "Cropping2D", "GlobalMaxPool2D", "DepthwiseConv2D", "SeparableConv2D",
+                       "Conv2DTranspose", "Conv1D"} do
   nn[name] = require("tpu.nn." .. name)
 end
 -- Keras's names of the global poolings.
