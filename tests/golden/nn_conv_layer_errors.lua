@@ -1,4 +1,4 @@
--- The convolution layers check their arguments at construction and build: each message names
+-- The convolution layers and UpSampling2D check their arguments at construction and build: each message names
 -- the layer and the argument, says what was expected and echoes what was received, at the
 -- user's line.
 local tpu = require "tpu"
@@ -33,3 +33,7 @@ try(function() nn.Conv1D(8, 3, {groups = 3}) end)
 try(function() nn.Conv1D(8, 3)(tpu.zeros({1, 8, 8, 1})) end)
 try(function() nn.Conv1D(8, 5)(tpu.zeros({1, 4, 2})) end)
 try(function() nn.Conv1D(8, 3, {dilation_rate = 2})(tpu.zeros({1, 4, 2})) end)
+try(function() nn.UpSampling2D(0) end)
+try(function() nn.UpSampling2D(2, {size = 3}) end)
+try(function() nn.UpSampling2D {interpolation = "bicubic"} end)
+try(function() nn.UpSampling2D()(tpu.zeros({1, 8, 8})) end)

@@ -82,7 +82,7 @@ local function make_specs(dir)
     Multiply = {opts = 1}, PositionEmbedding = {{sequence_length = 4}, opts = 1},
     TransformerDecoder = {{num_heads = 2, intermediate_dim = 4}, opts = 1},
     Reshape = {{3, 2}, opts = 2}, SeparableConv2D = {2, 3, opts = 3}, Sequential = {{dense()}, opts = 1},
-    TransformerEncoder = {{num_heads = 2, intermediate_dim = 4}, opts = 1}, set_seed = {1, run = false},
+    TransformerEncoder = {{num_heads = 2, intermediate_dim = 4}, opts = 1}, UpSampling2D = {2, opts = 2}, set_seed = {1, run = false},
     ["initializers.constant"] = {0.5}, ["initializers.get"] = {"zeros", "Dense: kernel_initializer"},
     ["initializers.glorot_normal"] = {key, {2, 2}, "f32"}, ["initializers.glorot_uniform"] = {key, {2, 2}, "f32"},
     ["initializers.he_normal"] = {key, {2, 2}, "f32"}, ["initializers.he_uniform"] = {key, {2, 2}, "f32"},

@@ -1,5 +1,5 @@
 -- Tests of the convolution layers beyond Conv2D's basics: Conv2D's dilation_rate and groups,
--- DepthwiseConv2D, SeparableConv2D, Conv2DTranspose, Conv1D. Values against tpu.conv2d /
+-- DepthwiseConv2D, SeparableConv2D, Conv2DTranspose, Conv1D, and UpSampling2D. Values against tpu.conv2d /
 -- tpu.conv2d_transpose and per-channel convs, Keras's weight shapes and parameter counts,
 -- gradients against finite differences.
 local tpu = require "tpu"
@@ -119,11 +119,30 @@ function T.conv1d_causal_padding()
   check.near(layer(later):slice {{1, 1}, {1, 5}}:totable(), y:slice {{1, 1}, {1, 5}}:totable(), 1e-6)
 end
 
+-- tf.image.resize's values (half-pixel centres): [0, 1, 2] doubled is [0, .25, .75, 1.25, 1.75, 2];
+-- [0, 3] tripled is [0, 0, 1, 2, 3, 3] (the edges clamp).
+function T.upsampling2d_nearest_and_bilinear()
+  local x = tpu.arange(6):cast("f32"):reshape {1, 2, 3, 1}
+  check.eq(nn.UpSampling2D()(x):reshape {4, 6}:totable(),
+    {{0, 0, 1, 1, 2, 2}, {0, 0, 1, 1, 2, 2}, {3, 3, 4, 4, 5, 5}, {3, 3, 4, 4, 5, 5}})
+  local y = nn.UpSampling2D(2, {interpolation = "bilinear"})(x):reshape {4, 6}
+  check.near(y:totable(), {{0, 0.25, 0.75, 1.25, 1.75, 2}, {0.75, 1, 1.5, 2, 2.5, 2.75},
+                           {2.25, 2.5, 3, 3.5, 4, 4.25}, {3, 3.25, 3.75, 4.25, 4.75, 5}}, 1e-6)
+  local row = nn.UpSampling2D {size = {1, 3}, interpolation = "bilinear"}(tpu.tensor {0, 3}:reshape {1, 1, 2, 1})
+  check.near(row:reshape {6}:totable(), {0, 0, 1, 2, 3, 3}, 1e-6)
+  local layer = nn.UpSampling2D {size = {2, 3}}
+  check.eq(layer(rand({2, 3, 4, 5}, 17)).shape, {2, 6, 12, 5})
+  check.eq(layer:compute_output_shape({2, 3, 4, 5}), {2, 6, 12, 5})
+  check.eq(tostring(layer), "nn.UpSampling2D(2x3, nearest)")
+  nn_check.gradients(nn.UpSampling2D(), rand({1, 2, 3, 2}, 18))
+  nn_check.gradients(nn.UpSampling2D({3, 2}, {interpolation = "bilinear"}), rand({2, 3, 2, 2}, 19))
+end
+
 function T.conv_layers_train_inside_fit()
   local model = nn.Sequential {
     nn.Conv2D(4, 3, {padding = "same", groups = 2}), nn.DepthwiseConv2D(3, {activation = "relu"}),
     nn.SeparableConv2D(4, 3, {padding = "same"}), nn.Conv2DTranspose(2, 2, {strides = 2}),
-    nn.Flatten(), nn.Dense(2),
+    nn.UpSampling2D(2, {interpolation = "bilinear"}), nn.Flatten(), nn.Dense(2),
   }
   model:compile {optimizer = tpu.optim.Adam {lr = 1e-2}, loss = "mse"}
   local x, y = rand({8, 6, 6, 2}, 15), rand({8, 2}, 16)
