@@ -383,11 +383,39 @@ void filter_grad_per_group(const Window2D& win, const ConvGeom& c, const float* 
   }
 }
 
+// Grouped convs with few input channels per group (depthwise: one) that oneDNN does not take
+// (an input-dilated window: the input gradient of a strided depthwise conv, a transposed one):
+// output rows [r0, r0 + rows) summed tap by tap over all channels at once, y[m] += x[first input
+// channel of m's group + k] * w[tap, k, m].
+void direct_grouped_conv(const ConvGeom& c, const float* x, const float* w, float* y, int64_t r0, int64_t rows) {
+  const int64_t cg = c.cg(), og = c.og(), co = c.co;
+  std::vector<int64_t> first(static_cast<size_t>(co));
+  for (int64_t m = 0; m < co; ++m) first[size_t(m)] = m / og * cg;
+  std::fill_n(y + r0 * co, rows * co, 0.0f);
+  for_each_tap(c, r0, rows, [&](int64_t o, int64_t tap, int64_t at) {
+    float* yo = y + o * co;
+    const float* xa = x + at * c.ci;
+    const float* wt = w + tap * cg * co;
+    if (cg == 1 && og == 1) {  // depthwise: channel m by its own tap, contiguous (vectorized)
+      for (int64_t m = 0; m < co; ++m) yo[m] += xa[m] * wt[m];
+      return;
+    }
+    for (int64_t k = 0; k < cg; ++k)
+      for (int64_t m = 0; m < co; ++m) yo[m] += xa[first[size_t(m)] + k] * wt[k * co + m];
+  });
+}
+
 // y[rows, Co] = patches[rows, depth] * w[depth, Co], in fixed blocks of rows.
 void conv_f32(const Window2D& win, const ConvGeom& c, const float* x, const float* w, float* y) {
   const std::optional<ConvShape> s = onednn_shape(win, c);
   if (s && (bf16_exact_conv(*s, x, w, y) || onednn_conv(*s, x, w, y))) return;
-  if (c.groups > 1) return conv_per_group(win, c, x, w, y);
+  if (c.groups > 1 && c.cg() > kDirectMaxChannels) return conv_per_group(win, c, x, w, y);
+  if (c.groups > 1) {
+    const int64_t total = c.rows(), block = rows_per_block(c.kh * c.kw * c.co);
+    return parallel_for((total + block - 1) / block, [&](int64_t t) {
+      direct_grouped_conv(c, x, w, y, t * block, std::min(block, total - t * block));
+    });
+  }
   const ConstMat filter(w, c.depth(), c.co);
   const int64_t total = c.rows(), block = rows_per_block(c.depth());
   const bool pointwise = is_pointwise(win);

@@ -13,6 +13,7 @@
 #include "autodiff/gradients.h"
 #include "core/error.h"
 #include "kernels/gemm.h"
+#include "kernels/onednn.h"
 #include "kernels/onednn_conv.h"
 #include "ops/fusion_program.h"
 #include "ops/op_table.h"
@@ -154,6 +155,12 @@ const std::vector<OpCase>& cases() {
        [](Graph& g, V x) { return g.conv(x[0], x[1], window({1, 1}, {2, 2}, {2, 2}, {}, {1, 1}, {2, 2}), 4); }},
       {"conv_grouped_lhs_dilated", {{f, {1, 4, 3, 4}}, {f, {2, 3, 2, 4}}},
        [](Graph& g, V x) { return g.conv(x[0], x[1], window({1, 1}, {1, 1}, {1, 2}, {}, {2, 2}), 2); }},
+      {"conv_depthwise_lhs_dilated", {{f, {2, 4, 3, 3}}, {f, {3, 3, 1, 3}}},
+       [](Graph& g, V x) { return g.conv(x[0], x[1], window({1, 1}, {2, 1}, {1, 2}, {}, {2, 2}), 3); }},
+      {"conv_grouped_wide_lhs_dilated", {{f, {1, 4, 3, 10}}, {f, {2, 2, 5, 4}}},
+       [](Graph& g, V x) { return g.conv(x[0], x[1], window({1, 1}, {1, 0}, {1, 1}, {}, {2, 2}), 2); }},
+      {"conv_depthwise_lhs_dilated_large", {{f, {4, 20, 20, 32}}, {f, {3, 3, 1, 32}}},
+       [](Graph& g, V x) { return g.conv(x[0], x[1], window({1, 1}, {1, 1}, {2, 2}, {}, {2, 2}), 32); }, false},
       {"conv_filter_grad_grouped", {{f, {2, 5, 4, 4}}, {f, {2, 5, 4, 6}}},
        [](Graph& g, V x) { return g.conv_filter_grad(x[0], x[1], window({1, 1}, {1, 0}, {1, 1}, {3, 2}), 2); }},
       {"conv_filter_grad_depthwise_strided", {{f, {2, 7, 6, 3}}, {f, {2, 4, 3, 3}}},
@@ -741,4 +748,20 @@ TEST_CASE("erf fuses with its neighbours, and the fusion program gives the unfus
   const std::vector<Tensor> args = {random_tensor({DType::f32, {3, 100}}, rng)};
   Tensor a = fused.run(args)[0], b = plain.run(args)[0];
   CHECK(std::memcmp(a.raw(), b.raw(), a.bytes()) == 0);
+}
+
+// Depthwise (groups = channels) and grouped convs must run on oneDNN's primitives, whose
+// self-check against sums in double they pass, not on the per-group fallback.
+TEST_CASE("depthwise and grouped convs take checked oneDNN primitives") {
+  if (!onednn_available()) return;
+  const size_t rejected = onednn_primitives_rejected();
+  for (int64_t groups : {16, 4}) {
+    ConvShape s{.n = 3, .h = 12, .w = 12, .ci = 16, .kh = 3, .kw = 3, .co = 32, .ho = 6, .wo = 6,
+                .stride = {2, 2}, .pad_lo = {1, 1}, .pad_hi = {0, 0}, .dilation = {1, 1}, .groups = groups};
+    std::vector<float> x(size_t(s.n * s.h * s.w * s.ci), 0.5f), f(size_t(9 * s.ci / groups * s.co), 0.25f);
+    std::vector<float> y(size_t(s.n * s.ho * s.wo * s.co)), df(f.size());
+    CHECK(onednn_conv(s, x.data(), f.data(), y.data()));
+    CHECK(onednn_conv_filter_grad(s, x.data(), y.data(), df.data()));
+  }
+  CHECK(onednn_primitives_rejected() == rejected);
 }
