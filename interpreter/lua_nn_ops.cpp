@@ -130,7 +130,8 @@ DType float_type(DType a, DType b) { return a == b && is_float(a) ? a : DType::f
 
 // opts.groups: a positive integer that splits the input's c channels and the filter's (rank 4)
 // so that the filter holds c / groups input channels per group (1 when absent).
-int64_t conv_groups(lua_State* L, int opts, const Shape& xs, const Shape& ws) {
+int64_t conv_groups(lua_State* L, int opts, const Shape& xs, LuaTensor* w) {
+  const Shape ws = w->shape();
   int64_t groups = 1;
   if (lua_istable(L, opts)) {
     lua_getfield(L, opts, "groups");
@@ -141,10 +142,10 @@ int64_t conv_groups(lua_State* L, int opts, const Shape& xs, const Shape& ws) {
   }
   if (groups == 1) return 1;  // the conv's own shape rule names a channel mismatch
   const std::string g = std::to_string(groups), c = std::to_string(xs[3]);
-  if (xs[3] % groups != 0) throw Error("conv2d: the input's " + c + " channels do not split into groups = " + g);
+  if (xs[3] % groups != 0 || groups > xs[3]) throw Error("conv2d: the input's " + c + " channels do not split into groups = " + g);
   if (ws[2] * groups != xs[3])
     throw Error("conv2d: the filter must have " + std::to_string(xs[3] / groups) + " input channels (" + c +
-                " channels in " + g + " groups), got " + type_str(DType::f32, ws));
+                " channels in " + g + " groups), got " + type_str(w->dtype(), ws));
   if (ws[3] % groups != 0)
     throw Error("conv2d: the filter's " + std::to_string(ws[3]) + " output channels do not split into groups = " + g);
   return groups;
@@ -160,7 +161,7 @@ int l_conv2d(lua_State* L) {
   if (ws.size() != 4)
     throw Error("conv2d: the filter must be a rank-4 HWIO tensor [height, width, in_channels, out_channels], got " +
                             type_str(w->dtype(), ws));
-  const int64_t groups = conv_groups(L, 3, xs, ws);
+  const int64_t groups = conv_groups(L, 3, xs, w);
   Window2D win;
   win.size = {ws[0], ws[1]};
   win.stride = opt_pair(L, 3, "conv2d", "strides", {1, 1});
@@ -215,6 +216,9 @@ int l_conv2d_transpose(lua_State* L) {
   win.size = {ws[0], ws[1]};
   win.stride = opt_pair(L, 3, "conv2d_transpose", "strides", {1, 1});
   win.rhs_dilation = opt_pair(L, 3, "conv2d_transpose", "dilation", {1, 1});
+  for (int i = 0; i < 2; ++i)  // keeps the output length arithmetic below within int64
+    if (std::max({win.size[i], win.stride[i], win.rhs_dilation[i]}) > kMaxWindowAttr)
+      throw Error("conv2d_transpose: kernel sizes, strides and dilations must be at most " + std::to_string(kMaxWindowAttr));
   const std::optional<Pair> extra = output_padding(L, 3, win.stride);
   const std::string mode = padding_mode(L, 3, "conv2d_transpose", win);
   if (mode == "explicit") throw Error("conv2d_transpose: padding must be \"valid\" or \"same\"");

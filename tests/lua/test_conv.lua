@@ -205,6 +205,10 @@ function T.grouped_and_transposed_conv_errors_name_the_line()
                "conv2d: the filter must have 2 input channels (6 channels in 3 groups), got f32[3,3,3,4]")
   check.raises(function() return x:conv2d(rand({3, 3, 2, 4}, 1), {groups = 3}) end,
                "conv2d: the filter's 4 output channels do not split into groups = 3")
+  check.raises(function() return x:conv2d(rand({3, 3, 0, 4}, 1), {groups = 12}) end,
+               "conv2d: the input's 6 channels do not split into groups = 12")
+  check.raises(function() return x:conv2d_transpose(rand({3, 3, 4, 6}, 1), {strides = 1 << 40}) end,
+               "conv2d_transpose: kernel sizes, strides and dilations must be at most 1048576")
   check.raises(function() return x:conv2d(rand({3, 3, 6, 4}, 1), {groups = 0}) end,
                "conv2d: groups must be a positive integer, got 0")
   check.raises(function() return x:conv2d_transpose(rand({3, 3, 4, 6}, 1), {strides = 2, output_padding = 2}) end,
