@@ -84,4 +84,22 @@ function T.initial_epoch_continues_a_run()
     "fit: initial_epoch must be a non%-negative integer, got %-1")
 end
 
+-- Keras's Sequential([Input(shape), ...]) and model.add(Input(...)): built at once, and layers
+-- added later are built too.
+function T.sequential_starts_with_an_input()
+  local m = nn.Sequential {nn.Input {shape = {4}}, nn.Dense(3)}
+  check.eq({m:count_params()}, {15, 15, 0})
+  m:add(nn.Dense(2))
+  check.eq({m:count_params()}, {23, 23, 0})
+  check.eq(m.output_shape, {-1, 2})
+  local m2 = nn.Sequential {}
+  m2:add(nn.Input {shape = {5}})
+  m2:add(nn.Dense(1))
+  check.eq(m2:count_params(), 6)
+  m2:compile {optimizer = "sgd", loss = "mse"}
+  check.eq(#m2:fit(tpu.ones {4, 5}, tpu.ones {4, 1}, {verbose = 0}).history.loss, 1)
+  check.raises(function() nn.Sequential {nn.Dense(2), nn.Input {shape = {3}}} end,
+    "test_keras_names.lua:%d+: Sequential: layer 2 is an nn.Input; an Input can only come first")
+end
+
 return T

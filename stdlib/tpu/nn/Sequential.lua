@@ -2,7 +2,11 @@
 --
 --   local model = nn.Sequential {nn.Flatten(), nn.Dense(512, {activation = "relu"}), nn.Dense(10)}
 --   model:add(nn.Activation("softmax"))
+--
+-- As in Keras, the first entry may be nn.Input{shape=}: the model is then built at once (its
+-- weights exist and summary() shows them before any data flows).
 local Module = require "tpu.nn.Module"
+local Node = require "tpu.nn.Node"
 local util = require "tpu.nn.util"
 
 local Sequential = Module:extend("Sequential")
@@ -11,6 +15,9 @@ local function check_layer(layer, i)
   if type(layer) == "table" and rawget(layer, "__index") == layer and layer.__name then
     util.fail("Sequential: layer %d is the class %s, not a layer; call it: nn.%s()",
       i, layer.__name, layer.__name)
+  end
+  if Node.is(layer) then
+    util.fail("Sequential: layer %d is an nn.Input; an Input can only come first", i)
   end
   if not Module.is_instance(layer) then
     util.fail("Sequential: layer %d is not a layer (nn.Module), got %s", i, util.show(layer))
@@ -23,14 +30,29 @@ function Sequential:__init(spec)
   util.check_options(self, spec, Module.common_options)
   self:init_common(spec)
   self.layers = self.modules  -- Keras's name (model.layers): the same list
-  for i, layer in ipairs(spec) do
-    check_layer(layer, i)
-    self.modules[i] = layer
+  local input = Node.is(spec[1]) and spec[1] or nil
+  for i = input and 2 or 1, #spec do
+    check_layer(spec[i], i)
+    self.modules[#self.modules + 1] = spec[i]
+  end
+  if input then
+    self.declared_input = input.shape
+    self:build(input.shape)
   end
 end
 
 function Sequential:add(layer)
+  if Node.is(layer) and #self.modules == 0 and not self.built then  -- Keras: model.add(Input(...))
+    self.declared_input = layer.shape
+    self:build(layer.shape)
+    return self
+  end
   check_layer(layer, #self.modules + 1)
+  if self.declared_input then  -- built from its Input: the new layer is built at once too
+    table.insert(self.modules, layer)
+    self:build(self.declared_input)
+    return self
+  end
   if self.built then
     util.fail("Sequential '%s': cannot add a layer after the model is built", self.name)
   end
