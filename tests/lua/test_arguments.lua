@@ -72,7 +72,7 @@ local function make_specs(dir)
     Conv2DTranspose = {2, 3, opts = 3}, DepthwiseConv2D = {3, opts = 2}, Dense = {2, opts = 2}, Dropout = {0.5, opts = 2},
     Embedding = {10, 4, opts = 3}, Flatten = {opts = 1}, GlobalAvgPool2D = {opts = 1},
     GlobalAveragePooling2D = {opts = 1}, GlobalMaxPool2D = {opts = 1}, GlobalMaxPooling2D = {opts = 1},
-    ZeroPadding2D = {opts = 1}, Cropping2D = {opts = 1},
+    ZeroPadding2D = {opts = 1}, Cropping2D = {opts = 1}, Rescaling = {0.5, opts = 2}, Normalization = {opts = 1},
     History = "created by fit for its result, not by users",
     Input = {{shape = {3}}, opts = 1}, LayerNorm = {opts = 1}, MaxPool2D = {opts = 1},
     Model = {{inputs = input, outputs = nn.Dense(2)(input)}, opts = 1},

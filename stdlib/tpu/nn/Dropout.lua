@@ -3,7 +3,11 @@
 -- key each step as an argument of the compiled step, so masks differ per step and nothing
 -- recompiles); each random draw in a step folds its own number into that key.
 --
---   nn.Dropout(0.5)
+-- noise_shape (Keras's) draws the mask at a smaller shape that broadcasts to the input: -1
+-- takes the input's size, 1 shares one draw along that axis; {-1, 1, 1, 1} on images keeps or
+-- drops each example whole (stochastic depth, as EfficientNet's blocks do).
+--
+--   nn.Dropout(0.5)       nn.Dropout(0.2, {noise_shape = {-1, 1, 1, 1}})
 --   layer(x, {training = true, key = tpu.random.key(1)})      -- eager use
 local core = require "tpu.core"
 local random = require "tpu.random"
@@ -15,8 +19,26 @@ local Dropout = Module:extend("Dropout")
 function Dropout:__init(rate, opts)
   self.rate = util.check_range("Dropout", "rate", rate, 0, 1, true)
   opts = opts or {}
-  util.check_options(self, opts, util.options {})
+  util.check_options(self, opts, util.options {"noise_shape"})
   self:init_common(opts)
+  self.noise_shape = opts.noise_shape
+  local ok = self.noise_shape == nil or type(self.noise_shape) == "table" and not util.is_tensor(self.noise_shape)
+  for _, n in ipairs(ok and self.noise_shape or {}) do ok = ok and (n == -1 or util.is_positive_integer(n)) end
+  if not ok then
+    util.fail("Dropout: noise_shape must be a list of sizes (-1 for the input's), got %s", util.show(opts.noise_shape))
+  end
+end
+
+-- Each entry of noise_shape is -1, 1 or the input's size.
+function Dropout:build(input_shape)
+  local ns = self.noise_shape
+  if ns == nil then return end
+  local ok = #ns == #input_shape
+  for i = 1, ok and #ns or 0 do ok = ok and (ns[i] == -1 or ns[i] == 1 or ns[i] == input_shape[i]) end
+  if not ok then
+    util.fail("Dropout '%s': noise_shape %s does not broadcast to the input %s (each entry -1, 1 "
+      .. "or the input's size)", self.name, util.show(ns), util.shape_text(input_shape))
+  end
 end
 
 -- x with dropout of `rate` using `key` (also used by MultiHeadAttention on its weights).
@@ -27,7 +49,11 @@ end
 
 function Dropout:call(x, ctx)
   if not (ctx and ctx.training) or self.rate == 0 then return x end
-  return Dropout.apply(x, self.rate, self:random_key(ctx))
+  if self.noise_shape == nil then return Dropout.apply(x, self.rate, self:random_key(ctx)) end
+  local shape = {}
+  for i, n in ipairs(self.noise_shape) do shape[i] = n == -1 and x.shape[i] or n end
+  local keep = random.bernoulli(self:random_key(ctx), 1 - self.rate, shape)
+  return x * (keep:cast(x.dtype) * (1 / (1 - self.rate)))
 end
 
 function Dropout:compute_output_shape(input_shape)
