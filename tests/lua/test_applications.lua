@@ -29,6 +29,40 @@ function T.alexnet_trains_one_step_at_64x64()
   one_step(apps.AlexNet {input_shape = {64, 64, 3}, classes = 5}, 64, 5)
 end
 
+function T.mobilenet_v2_trains_one_step_at_32x32()
+  one_step(apps.MobileNetV2 {input_shape = {32, 32, 3}, classes = 4}, 32, 4)
+end
+
+function T.xception_trains_one_step_at_71x71()
+  one_step(apps.Xception {input_shape = {71, 71, 3}, classes = 4}, 71, 4)
+end
+
+function T.efficientnet_b0_trains_one_step_at_32x32()
+  local model = apps.EfficientNetB0 {input_shape = {32, 32, 3}, classes = 4}
+  local norm = model.layers[2]
+  norm:adapt(tpu.random.uniform(tpu.random.key(2), {8, 32, 32, 3}, {maxval = 255}) / 255)
+  local mean = norm.mean:totable()
+  one_step(model, 32, 4)
+  check.near(norm.mean:totable(), mean, 0)  -- non-trainable: the step leaves it
+end
+
+function T.nasnet_mobile_trains_one_step_at_32x32()
+  one_step(apps.NASNetMobile {input_shape = {32, 32, 3}, classes = 4}, 32, 4)
+end
+
+-- The layers Keras's source leaves unnamed get the names of a fresh Keras session, so weight
+-- files written with Keras's names load; each build counts from zero again.
+function T.nasnet_names_the_unnamed_layers_as_keras()
+  for _ = 1, 2 do
+    local model = apps.NASNetMobile {include_top = false, input_shape = {32, 32, 3}}
+    local names = {}
+    for i = 1, 5 do names[i] = model.layers[i].name end
+    check.eq(names, {"stem_conv1", "stem_bn1", "activation", "reduction_conv_1_stem_1", "reduction_bn_1_stem_1"})
+    check.eq(model.layers[#model.layers].name, "activation_187")
+    check.eq(model.layers[#model.layers - 1].name, "normal_concat_12")
+  end
+end
+
 function T.features_without_top_have_the_asked_shapes()
   check.eq(apps.VGG16 {include_top = false, input_shape = {32, 32, 3}}.output_shape, {-1, 1, 1, 512})
   check.eq(apps.VGG16 {include_top = false, pooling = "avg", input_shape = {64, 64, 3}}.output_shape, {-1, 512})

@@ -189,7 +189,9 @@ local function make_specs(dir)
   local image = function(size) return {include_top = false, input_shape = {size, size, 3}} end
   specs.applications = {BertBase = {text, opts = 1}, GPT2Small = {text, opts = 1},
                         AlexNet = {image(63), opts = 1}, VGG16 = {image(32), opts = 1},
-                        ResNet50 = {image(32), opts = 1}}
+                        ResNet50 = {image(32), opts = 1}, MobileNetV2 = {image(32), opts = 1},
+                        Xception = {image(71), opts = 1}, EfficientNetB0 = {image(32), opts = 1},
+                        NASNetMobile = {image(32), opts = 1}, NASNetLarge = {image(32), opts = 1}}
   return specs
 end
 

@@ -65,4 +65,13 @@ function M.pool(x, pooling)
   return x
 end
 
+-- Keras's padding before a stride-2 `kernel`x`kernel` "valid" convolution of x ({{top, bottom},
+-- {left, right}}): kernel // 2 on each side, one less before an even size, so the output is
+-- half the input whatever its parity.
+function M.correct_pad(x, kernel)
+  local k = kernel // 2
+  local h, w = x.shape[2], x.shape[3]
+  return {{k - (1 - h % 2), k}, {k - (1 - w % 2), k}}
+end
+
 return M

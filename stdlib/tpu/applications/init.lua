@@ -8,7 +8,8 @@
 --   print(model:count_params())      -- total, trainable, non-trainable
 --
 -- Arguments (all optional): input_shape = {height, width, channels} (default {224, 224, 3},
--- at least 32x32), include_top (default true: the classifier), classes (default 1000, with
+-- Xception's {299, 299, 3}, NASNetLarge's {331, 331, 3}; at least 32x32, AlexNet 63x63,
+-- Xception 71x71), include_top (default true: the classifier), classes (default 1000, with
 -- the top only), pooling = "avg" | "max" (without the top: global pooling of the last feature
 -- map; nil keeps the 4-D map), classifier_activation (default "softmax"), name. No pretrained
 -- weights: weights = nil only; model:load(path) reads a safetensors file with matching names.
@@ -19,6 +20,11 @@ local builders = {
   AlexNet = "tpu.applications.alexnet",
   VGG16 = "tpu.applications.vgg16",
   ResNet50 = "tpu.applications.resnet50",
+  MobileNetV2 = "tpu.applications.mobilenet_v2",
+  Xception = "tpu.applications.xception",
+  EfficientNetB0 = "tpu.applications.efficientnet",
+  NASNetMobile = "tpu.applications.nasnet",
+  NASNetLarge = "tpu.applications.nasnet",
   BertBase = "tpu.applications.bert",
   GPT2Small = "tpu.applications.gpt2",
 }
