@@ -154,7 +154,7 @@ local function compile(self, spec, leaves, args, probe, rep)
   if probe then return result end
   self.compiles = self.compiles + 1
   self.compile_ms = self.compile_ms + (core.now() - t0) * 1000
-  result.batch = M.leading_batch(leaves)
+  result.batch = M.leading_batch(leaves, M.batch_leaves(self, leaves, args))
   self.last = result
   return result
 end
@@ -203,32 +203,46 @@ end
 -- The batch is the leading dimension of the largest tensor argument; every argument with that
 -- leading dimension scales with it. Probe compiles (shapes only, no memory) find the largest
 -- batch, a multiple of 8 when possible, whose plan fits one core.
-local function scaled(leaves, batch, b)
+local function scaled(leaves, batch, b, carries)
   local out = {}
   for i, t in ipairs(leaves) do
     local shape = {table.unpack(t.shape)}
-    if shape[1] == batch then shape[1] = b end
+    if shape[1] == batch and carries[i] then shape[1] = b end
     out[i] = {dtype = t.dtype, shape = shape}
   end
   return out
 end
 
--- The leading dimension of the largest tensor argument (the batch, for a training step).
-function M.leading_batch(leaves)
+-- The leading dimension of the largest tensor argument (the batch, for a training step);
+-- `carries` (leaf -> true) limits the search to the leaves that hold the batch.
+function M.leading_batch(leaves, carries)
   local batch, biggest = nil, -1
-  for _, t in ipairs(leaves) do
+  for i, t in ipairs(leaves) do
     local n = 1
     for _, d in ipairs(t.shape) do n = n * d end
-    if #t.shape > 0 and n > biggest then batch, biggest = t.shape[1], n end
+    if #t.shape > 0 and n > biggest and (not carries or carries[i]) then batch, biggest = t.shape[1], n end
   end
   return batch
 end
 
+-- Leaf -> true for the leaves of batch_argnums (every leaf when the function names none): a
+-- step's weights are not its batch, however large (an embedding of 30522 rows).
+function M.batch_leaves(self, leaves, args)
+  local carries = {}
+  if not self.batch_args then
+    for i = 1, #leaves do carries[i] = true end
+    return carries
+  end
+  for j, owner in ipairs(leaf_owners(self, args)) do carries[j] = self.batch_args[owner.arg] or nil end
+  return carries
+end
+
 function M.batch_advice(self, spec, leaves, args)
-  local batch = M.leading_batch(leaves)
+  local carries = M.batch_leaves(self, leaves, args)
+  local batch = M.leading_batch(leaves, carries)
   local capacity = require("tpu.device").spec().hbm_bytes
   -- args: the probes donate what the real step donates, so they plan the same memory
-  local function need(b) return compile(self, spec, scaled(leaves, batch, b), args, true).exe:info().hbm_bytes end
+  local function need(b) return compile(self, spec, scaled(leaves, batch, b, carries), args, true).exe:info().hbm_bytes end
   if not batch or batch < 2 or need(1) > capacity then
     return "\n  Even a batch of 1 does not fit: use a smaller model, or a TPU version with more HBM (--tpu v4)."
   end
@@ -346,21 +360,29 @@ end
 -- compiled to run on the host's data before it first runs.
 M.before_first_run = nil
 
+-- {n = true, ...} of the option's argument number or list of them (nil when not given).
+local function argument_set(opts, key)
+  local v = opts[key]
+  if v == nil then return nil end
+  local set = {}
+  for _, i in ipairs(type(v) == "table" and v or {v}) do
+    if math.type(i) ~= "integer" or i < 1 then
+      errors.fail("jit: %s must be an argument number or a list of them, got %s", key, errors.show(v))
+    end
+    set[i] = true
+  end
+  return set
+end
+
 function M.jit(fn, opts, extra)
   errors.none(3, "jit", extra)
   if type(fn) ~= "function" and not (type(fn) == "table" and getmetatable(fn) and getmetatable(fn).__call) then
     error(core.user_where() .. "tpu.jit expects a function, got " .. type(fn), 0)
   end
-  opts = errors.options(2, "jit", opts, {"name", "donate_argnums", "optimize"})
-  local donate
-  if opts.donate_argnums then
-    donate = {}
-    for _, i in ipairs(type(opts.donate_argnums) == "table" and opts.donate_argnums or {opts.donate_argnums}) do
-      donate[i] = true
-    end
-  end
+  opts = errors.options(2, "jit", opts, {"name", "donate_argnums", "batch_argnums", "optimize"})
   local self = setmetatable({
-    donate = donate, optimize = opts.optimize,
+    donate = argument_set(opts, "donate_argnums"), batch_args = argument_set(opts, "batch_argnums"),
+    optimize = opts.optimize,
     fn = fn, name = opts.name or default_name(type(fn) == "function" and fn or getmetatable(fn).__call),
     cache = {}, signatures = {}, compiles = 0, cache_hits = 0, compile_ms = 0, executions = 0, run_ms = 0, depth = 0,
   }, Jitted)

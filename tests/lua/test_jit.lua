@@ -168,4 +168,25 @@ return {
     f(w)
     check.raises(function() return f(w) end, "donated to jit 'twice'")
   end,
+
+  -- batch_argnums names the arguments that carry the batch: the profile's per-core batch advice
+  -- and the HBM advice look there, not at the largest argument (a weight, e.g. an embedding).
+  batch_argnums_name_the_batch = function()
+    local function step(w, x) return x:matmul(w:transpose()) end
+    local w, x = tpu.zeros {100, 4}, tpu.zeros {3, 4}
+    local guess = tpu.jit(step)
+    guess(w, x)
+    check.eq(guess.last.batch, 100)
+    local named = tpu.jit(step, {batch_argnums = 2})
+    named(w, x)
+    check.eq(named.last.batch, 3)
+    check.raises(function() tpu.jit(step, {batch_argnums = "x"}) end,
+      'jit: batch_argnums must be an argument number or a list of them, got "x"')
+    -- fit's steps name theirs: the largest weight has 50 rows, the batches 4
+    local nn = tpu.nn
+    local model = nn.Sequential {nn.Embedding(50, 8), nn.Flatten(), nn.Dense(2)}
+    model:compile {optimizer = "sgd", loss = "sparse_categorical_crossentropy"}
+    model:fit(tpu.zeros({8, 3}, {dtype = "i32"}), tpu.zeros({8}, {dtype = "i32"}), {batch_size = 4, verbose = 0})
+    check.eq(model.compiled.steps.train.last.batch, 4)
+  end,
 }

@@ -303,7 +303,7 @@ local function make_train_step(model, c, layout)
     local stats = batch_stats(c, aux, y, w)
     new_params, aux.state = nonfinite.keep_if_finite(stats:slice {{1, 1}}, {tparams, frozen}, {new_params, aux.state})
     return new_params, new_opt_state, aux.state, stats
-  end, {name = "train_step", donate_argnums = {1, 2}})
+  end, {name = "train_step", donate_argnums = {1, 2}, batch_argnums = {4, 5, 6}})
 end
 
 local function make_eval_step(model, c)
@@ -313,13 +313,13 @@ local function make_eval_step(model, c)
       local aux = {y_pred = y_pred, sum = loss_sum(c, y, y_pred, w), reg = model:regularization_loss()}
       return batch_stats(c, aux, y, w)
     end)
-  end, {name = "eval_step"})
+  end, {name = "eval_step", batch_argnums = {2, 3, 4}})
 end
 
 local function make_predict_step(model)
   return tpu.jit(function(params, x)
     return with_params(model, params, model, x, {training = false})
-  end, {name = "predict_step"})
+  end, {name = "predict_step", batch_argnums = 2})
 end
 
 local function step_fn(model, c, kind)
