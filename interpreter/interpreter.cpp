@@ -68,8 +68,17 @@ int stdlib_searcher(lua_State* L) {
   return 2;
 }
 
-void install_searcher(lua_State* L) {
+}  // namespace
+
+void install_stdlib(lua_State* L) {
+  lua_getfield(L, LUA_REGISTRYINDEX, "tpu.stdlib_searcher");
+  const bool installed = lua_toboolean(L, -1);
+  lua_pop(L, 1);
+  if (installed) return;
   lua_getglobal(L, "package");
+  if (!lua_istable(L, -1)) luaL_error(L, "tpu needs Lua's package library (open it with luaL_openlibs)");
+  lua_pushboolean(L, 1);
+  lua_setfield(L, LUA_REGISTRYINDEX, "tpu.stdlib_searcher");
   lua_getfield(L, -1, "searchers");
   // Insert at position 2, after the preload searcher.
   for (lua_Integer i = luaL_len(L, -1); i >= 2; --i) {
@@ -83,6 +92,8 @@ void install_searcher(lua_State* L) {
   lua_setfield(L, -2, "tpu.core");
   lua_pop(L, 3);
 }
+
+namespace {
 
 void set_options(lua_State* L, const Options& o) {
   lua_createtable(L, 0, 9);
@@ -175,7 +186,7 @@ Interpreter::Interpreter(const Options& options) : options_(options) {
   L_ = luaL_newstate();
   luaL_openlibs(L_);
   wrap_collectgarbage(L_);
-  install_searcher(L_);
+  install_stdlib(L_);
   set_options(L_, options);
   lua_getglobal(L_, "require");
   lua_pushstring(L_, "tpu");

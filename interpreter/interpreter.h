@@ -54,6 +54,11 @@ class Interpreter {
   lua_State* L_ = nullptr;
 };
 
+// Makes `require "tpu"` and `require "tpu.*"` load the stdlib (TPUTRAIN_STDLIB or the embedded
+// copy) and `require "tpu.core"` the C++ binding: a package.searchers entry and a preload.
+// Once per state (later calls do nothing). Raises a Lua error without the package library.
+void install_stdlib(lua_State* L);
+
 // SIGINT, SIGTERM and SIGHUP while a script runs (lua_system.cpp): the first one interrupts the
 // Lua code (or, where the stdlib polls core.interrupted(), ends it at the next safe point);
 // run_file and run_string then return interrupted_status(), 128 + the signal. A second one

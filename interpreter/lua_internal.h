@@ -13,6 +13,7 @@
 
 #include "core/error.h"
 #include "ir/graph.h"
+#include "runtime/float_mode.h"
 #include "lua_tensor.h"
 
 namespace tpu {
@@ -84,6 +85,7 @@ void push_arg_error(lua_State* L, int arg, const std::string& message);
 // Lua error longjmps past destructors).
 template <class F>
 int guarded(lua_State* L, F body, const char* out_of_memory = "out of memory") {
+  const FlushSubnormalsScope float_mode;  // the host's own mode again before finish() raises
   try {
     return body();
   } catch (const ArgError& e) {

@@ -16,7 +16,11 @@ bool flushes_subnormals() {
   const unsigned both = kFlushToZero | kDenormalsAreZero;
   return (_mm_getcsr() & both) == both;
 }
+FlushSubnormalsScope::~FlushSubnormalsScope() {
+  if (changed_) _mm_setcsr(_mm_getcsr() & ~(kFlushToZero | kDenormalsAreZero));
+}
 #else
+FlushSubnormalsScope::~FlushSubnormalsScope() {}
 void flush_subnormals() {}
 bool flushes_subnormals() { return false; }
 #endif

@@ -15,4 +15,20 @@ void flush_subnormals();
 // Whether the calling thread flushes subnormals (both FTZ and DAZ set).
 bool flushes_subnormals();
 
+// Flushes subnormals on the calling thread while it lives, then gives the thread its mode back:
+// every call into the Lua binding runs in one, so a program that embeds the library computes
+// as the binary does inside tpu's calls and keeps its own mode outside them.
+class FlushSubnormalsScope {
+ public:
+  FlushSubnormalsScope() : changed_(!flushes_subnormals()) {
+    if (changed_) flush_subnormals();
+  }
+  ~FlushSubnormalsScope();
+  FlushSubnormalsScope(const FlushSubnormalsScope&) = delete;
+  FlushSubnormalsScope& operator=(const FlushSubnormalsScope&) = delete;
+
+ private:
+  bool changed_;
+};
+
 }  // namespace tpu
