@@ -7,8 +7,9 @@ set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
 # nlohmann-json3-dev: the safetensors header; python3-numpy: the independent safetensors
-# reader/writer of the interchange test.
-packages=(build-essential cmake pkg-config liblua5.4-dev libeigen3-dev doctest-dev libedit-dev
+# reader/writer of the interchange test; lua5.4: stock Lua, which the embedding test runs the
+# installed tpu module with.
+packages=(build-essential cmake pkg-config liblua5.4-dev lua5.4 libeigen3-dev doctest-dev libedit-dev
           zlib1g-dev libdnnl-dev libjemalloc-dev nlohmann-json3-dev python3-numpy dataset-fashion-mnist
           fortunes fortunes-de fortunes-it fortunes-es fortunes-br
           libopenmpi-dev openmpi-bin)

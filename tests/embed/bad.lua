@@ -1,0 +1,4 @@
+local tpu = require "tpu"
+
+local a = tpu.ones {2, 3}
+print(a:matmul(tpu.ones {2, 3}))
