@@ -120,6 +120,15 @@ local function split_methods(want_layer_api, prefix)
   end
 end
 
+-- The C API: every function interpreter/tputrain.h declares (a line that starts with its type).
+local function c_api()
+  local names = {}
+  local f = assert(io.open(here .. "/../../interpreter/tputrain.h"))
+  for name in ("\n" .. f:read("a")):gmatch("\n%a[%w_ ]*[%s%*]+([%w_]+)%(") do names[name] = true end
+  f:close()
+  return names
+end
+
 local surfaces = {
   {"tpu.md", "tpu.", top_level},
   {"tensor.md", "Tensor:", methods("Tensor:", tpu.core.Tensor)},
@@ -142,6 +151,7 @@ local surfaces = {
   {"mixed_precision.md", "mixed_precision.", module "mixed_precision"},
   {"checkpoint.md", "checkpoint.", module "checkpoint"},
   {"applications.md", "applications.", module "applications"},
+  {"embedding.md", "", c_api},
 }
 
 ---------------------------------------------------------------------------------------------
