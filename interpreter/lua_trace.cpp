@@ -296,9 +296,9 @@ int l_exe_nodes(lua_State* L) {
     lua_pushnumber(L, c.bytes);
     lua_setfield(L, -2, "bytes");
     if (node.op == Op::dot) {
-      lua_pushboolean(L, node.attrs.flag_a);
+      lua_pushboolean(L, node.attrs.transpose_lhs);
       lua_setfield(L, -2, "ta");
-      lua_pushboolean(L, node.attrs.flag_b);
+      lua_pushboolean(L, node.attrs.transpose_rhs);
       lua_setfield(L, -2, "tb");
     }
     lua_seti(L, -2, ++k);

@@ -136,8 +136,8 @@ NodeId Graph::scatter_add(NodeId base, NodeId idx, NodeId upd) {
 
 NodeId Graph::dot(NodeId a, NodeId b, bool ta, bool tb, std::optional<DType> to) {
   Attrs attrs;
-  attrs.flag_a = ta;
-  attrs.flag_b = tb;
+  attrs.transpose_lhs = ta;
+  attrs.transpose_rhs = tb;
   attrs.to = to.value_or(at(a).dtype);
   return add(Op::dot, {a, b}, std::move(attrs));
 }

@@ -92,8 +92,8 @@ struct Attrs {
 
  public:
   // The one-byte fields last, packed together (graph nodes are many: padding adds up).
-  bool flag_a = false;         // dot: transpose lhs
-  bool flag_b = false;         // dot: transpose rhs
+  bool transpose_lhs = false;  // dot: the lhs enters transposed
+  bool transpose_rhs = false;  // dot: the rhs enters transposed
   DType to = DType::f32;       // convert target
 };
 

@@ -93,8 +93,8 @@ std::string attrs_text(const Node& n) {
   if (!a.dims2().empty() && !dims2_key.empty()) s += " " + std::string(dims2_key) + "=" + list(a.dims2());
   if (a.window()) s += " window={" + window_text(*a.window()) + "}";
   s += axis_text(n);
-  if (a.flag_a) s += " ta";
-  if (a.flag_b) s += " tb";
+  if (a.transpose_lhs) s += " ta";
+  if (a.transpose_rhs) s += " tb";
   if (a.value() != 0) s += " value=" + number(a.value(), 17);
   if (a.to != DType::f32 && !to_from_type(n.op)) s += " to=" + std::string(name_of(a.to));
   if (a.literal()) {
@@ -364,8 +364,8 @@ void parse_node(Graph& g, LineParser& p, Lines& lines) {
       break;
     }
     std::string_view key = p.word();
-    if (key == "ta") a.flag_a = true;
-    else if (key == "tb") a.flag_b = true;
+    if (key == "ta") a.transpose_lhs = true;
+    else if (key == "tb") a.transpose_rhs = true;
     else {
       p.expect("=");
       parse_attr(p, key, a, op, type, shape);

@@ -38,16 +38,16 @@ std::string shape_dot(const Graph& g, Node& n) {
   bool ok = r >= 2 && b.shape.size() == r && a.dtype == b.dtype && is_float(a.dtype) &&
             std::equal(a.shape.begin(), a.shape.end() - 2, b.shape.begin());
   if (ok) {
-    int64_t kb = n.attrs.flag_b ? b.shape[r - 1] : b.shape[r - 2];
-    ok = dot_dims(a.shape, b.shape, n.attrs.flag_a, n.attrs.flag_b).k == kb;
+    int64_t kb = n.attrs.transpose_rhs ? b.shape[r - 1] : b.shape[r - 2];
+    ok = dot_dims(a.shape, b.shape, n.attrs.transpose_lhs, n.attrs.transpose_rhs).k == kb;
   }
   if (!ok)
     return "dot needs [...,M,K] x [...,K,N] floating-point operands with equal batch dims, got " +
-           operands_str(g, n) + (n.attrs.flag_a ? " (lhs transposed)" : "") + (n.attrs.flag_b ? " (rhs transposed)" : "");
+           operands_str(g, n) + (n.attrs.transpose_lhs ? " (lhs transposed)" : "") + (n.attrs.transpose_rhs ? " (rhs transposed)" : "");
   if (n.attrs.to != a.dtype && !(a.dtype == DType::bf16 && n.attrs.to == DType::f32))
     return "dot of " + operands_str(g, n) + " cannot produce " + std::string(name_of(n.attrs.to)) +
            " (the result is the operands' type, or f32 for bf16 operands)";
-  DotDims d = dot_dims(a.shape, b.shape, n.attrs.flag_a, n.attrs.flag_b);
+  DotDims d = dot_dims(a.shape, b.shape, n.attrs.transpose_lhs, n.attrs.transpose_rhs);
   n.dtype = n.attrs.to;
   n.shape.assign(a.shape.begin(), a.shape.end() - 2);
   n.shape.push_back(d.m);
@@ -63,7 +63,7 @@ float float_at(const Tensor& t, int64_t i) {
 // Products and sums in double, rounded once to the result type: for bf16 operands the same
 // math as the fast kernels' exact f32 products summed in f32, without their rounding.
 void ref_dot(const Node& node, std::span<const Tensor* const> in, Tensor& out) {
-  const bool ta = node.attrs.flag_a, tb = node.attrs.flag_b;
+  const bool ta = node.attrs.transpose_lhs, tb = node.attrs.transpose_rhs;
   DotDims d = dot_dims(in[0]->shape(), in[1]->shape(), ta, tb);
   const Tensor& A = *in[0];
   const Tensor& B = *in[1];
@@ -89,8 +89,8 @@ float* f32_scratch(int64_t n) {
 }
 
 void fast_dot(const Node& node, std::span<const Tensor* const> in, Tensor& out) {
-  DotDims d = dot_dims(in[0]->shape(), in[1]->shape(), node.attrs.flag_a, node.attrs.flag_b);
-  const GemmShape s{d.batch, d.m, d.k, d.n, node.attrs.flag_a, node.attrs.flag_b};
+  DotDims d = dot_dims(in[0]->shape(), in[1]->shape(), node.attrs.transpose_lhs, node.attrs.transpose_rhs);
+  const GemmShape s{d.batch, d.m, d.k, d.n, node.attrs.transpose_lhs, node.attrs.transpose_rhs};
   if (in[0]->dtype() == DType::f32) return gemm_f32(s, in[0]->data<float>(), in[1]->data<float>(), out.data<float>());
   float* c = out.dtype() == DType::f32 ? out.data<float>() : f32_scratch(out.size());
   gemm_bf16(s, in[0]->data<uint16_t>(), in[1]->data<uint16_t>(), c);
@@ -103,7 +103,7 @@ void fast_dot(const Node& node, std::span<const Tensor* const> in, Tensor& out) 
 // type.
 void grad_dot(GradContext& c) {
   auto& g = c.g;
-  const bool ta = c.n().attrs.flag_a, tb = c.n().attrs.flag_b;
+  const bool ta = c.n().attrs.transpose_lhs, tb = c.n().attrs.transpose_rhs;
   NodeId a = c.in(0), b = c.in(1);
   const DType t = g.at(a).dtype, acc = c.n().dtype;
   NodeId gy = g.at(c.out_grad).dtype == t ? c.out_grad : g.convert(c.out_grad, t);
@@ -114,7 +114,7 @@ void grad_dot(GradContext& c) {
 
 Cost cost_dot(const Graph& g, const Node& n) {
   const Node& a = g.at(n.in[0]);
-  DotDims d = dot_dims(a.shape, g.at(n.in[1]).shape, n.attrs.flag_a, n.attrs.flag_b);
+  DotDims d = dot_dims(a.shape, g.at(n.in[1]).shape, n.attrs.transpose_lhs, n.attrs.transpose_rhs);
   Cost c = movement_cost(g, n);
   c.flops = 2.0 * double(d.batch * d.m * d.n * d.k);
   return c;
@@ -369,8 +369,8 @@ bool summable_dot(const Graph& g, const Node& dot) {
 
 // The same GEMM shape fast_dot uses, so every part's product has fast_dot's bits.
 void sum_dots(const Node& dot, std::span<const Tensor* const> lhs, std::span<const Tensor* const> rhs, Tensor& out) {
-  DotDims d = dot_dims(lhs[0]->shape(), rhs[0]->shape(), dot.attrs.flag_a, dot.attrs.flag_b);
-  const GemmShape s{d.batch, d.m, d.k, d.n, dot.attrs.flag_a, dot.attrs.flag_b};
+  DotDims d = dot_dims(lhs[0]->shape(), rhs[0]->shape(), dot.attrs.transpose_lhs, dot.attrs.transpose_rhs);
+  const GemmShape s{d.batch, d.m, d.k, d.n, dot.attrs.transpose_lhs, dot.attrs.transpose_rhs};
   thread_local std::vector<const float*> a, b;  // reused: no allocation per step
   a.clear();
   b.clear();

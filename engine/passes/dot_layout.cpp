@@ -16,17 +16,17 @@ namespace {
 constexpr int64_t kFewRows = 64;
 
 bool reads_weight_transposed(const Graph& g, const Node& n) {
-  if (n.op != Op::dot || !n.attrs.flag_b || n.dtype != DType::f32) return false;
+  if (n.op != Op::dot || !n.attrs.transpose_rhs || n.dtype != DType::f32) return false;
   const Node& a = g.at(n.in[0]);
   const size_t r = a.shape.size();
-  const int64_t rows = n.attrs.flag_a ? a.shape[r - 1] : a.shape[r - 2];
+  const int64_t rows = n.attrs.transpose_lhs ? a.shape[r - 1] : a.shape[r - 2];
   return rows <= kFewRows && g.at(n.in[1]).op == Op::parameter && g.at(n.in[1]).dtype == DType::f32;
 }
 
 // dot(a, w, tb) -> dot(a, transpose(w)) on the output graph's operands.
 NodeId untransposed(Graph& g, const Node& n) {
   const NodeId a = n.in[0], w = n.in[1];
-  const bool ta = n.attrs.flag_a;
+  const bool ta = n.attrs.transpose_lhs;
   std::vector<int64_t> perm(g.at(w).shape.size());
   for (size_t i = 0; i < perm.size(); ++i) perm[i] = int64_t(i);
   std::swap(perm[perm.size() - 1], perm[perm.size() - 2]);
