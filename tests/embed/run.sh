@@ -25,11 +25,19 @@ fi
 ! ldd "$prefix/lib/libtputrain.so" | grep -q liblua || fail "libtputrain.so links liblua"
 ok "installed; the library exports $(nm -D --defined-only "$prefix/lib/libtputrain.so" | awk '$2 == "T" {print $3}' | tr '\n' ' ')"
 
+# Under the sanitizer build (tests/fuzz/sanitize.sh) the library needs the ASan runtime loaded
+# first, which an uninstrumented host (lua5.4, the example) does only when it is preloaded.
+host() { "$@"; }
+if grep -q '^TPU_SANITIZE:BOOL=ON' "$build/CMakeCache.txt" 2>/dev/null; then
+  asan="$(cc -print-file-name=libasan.so) $(c++ -print-file-name=libstdc++.so)"  # ASan wraps C++ throws
+  host() { LD_PRELOAD="$asan" "$@"; }
+fi
+
 # Stock Lua: the same output as the binary (so the same stdlib), errors at the script's lines.
 cd "$prefix"  # neither tree's ./?.so nor ./?.lua may be what is found
 unset TPUTRAIN_STDLIB
 export LUA_CPATH="$prefix/lib/lua/5.4/?.so;;"
-lua_out=$(lua5.4 "$here/stock_lua.lua" 2>&1) || fail "lua5.4 stock_lua.lua: $lua_out"
+lua_out=$(host lua5.4 "$here/stock_lua.lua" 2>&1) || fail "lua5.4 stock_lua.lua: $lua_out"
 bin_out=$("$prefix/bin/tputrain" "$here/stock_lua.lua" 2>&1) || fail "tputrain stock_lua.lua: $bin_out"
 [[ $lua_out == "$bin_out" ]] || fail "lua5.4 and tputrain differ:"$'\n'"$lua_out"$'\n'"---"$'\n'"$bin_out"
 grep -q "stock_lua.lua:13: shapes \[2\] and \[3\] cannot be broadcast together" <<<"$lua_out" ||
@@ -38,13 +46,13 @@ grep -q "stock_lua.lua:14: Dense" <<<"$lua_out" || fail "no file:line in the std
 ok "lua5.4 and tputrain print the same:"$'\n'"$lua_out"
 
 status=0
-err=$(lua5.4 "$here/bad.lua" 2>&1) || status=$?
+err=$(host lua5.4 "$here/bad.lua" 2>&1) || status=$?
 ((status == 1)) || fail "lua5.4 bad.lua: exit status $status, expected 1 (a Lua error): $err"
 grep -q "bad.lua:4: " <<<"$err" || fail "lua5.4 bad.lua: no file:line: $err"
 ok "an uncaught error under lua5.4: $(head -1 <<<"$err")"
 
 # Inside tpu's calls subnormals flush to zero as in the binary; the host's own arithmetic keeps them.
-ftz=$(lua5.4 -e 'local tpu = require "tpu"; local tiny = 2.0 ^ -1070
+ftz=$(host lua5.4 -e 'local tpu = require "tpu"; local tiny = 2.0 ^ -1070
                  print(tpu.tensor {1e-39}:item(), tiny / 2 > 0)') || fail "subnormal check: $ftz"
 [[ $ftz == $'0.0\ttrue' ]] || fail "subnormals: expected '0.0 true' (flushed inside tpu, kept in the host), got '$ftz'"
 ok "subnormals flushed inside tpu's calls only"
@@ -53,7 +61,7 @@ ok "subnormals flushed inside tpu's calls only"
 export PKG_CONFIG_PATH="$prefix/lib/pkgconfig"
 cc -Wall -Wextra -Werror -o "$prefix/embed_host" "$src/examples/embed_host.c" \
    $(pkg-config --cflags --libs tputrain) -Wl,-rpath,"$prefix/lib" || fail "examples/embed_host.c does not build"
-out=$("$prefix/embed_host" 2>&1) || fail "embed_host failed: $out"
+out=$(host "$prefix/embed_host" 2>&1) || fail "embed_host failed: $out"
 grep -q "^error: bad.lua:2: shapes" <<<"$out" || fail "embed_host: $out"
 ok "examples/embed_host.c with pkg-config:"$'\n'"$out"
 
@@ -61,6 +69,6 @@ ok "examples/embed_host.c with pkg-config:"$'\n'"$out"
 cmake -S "$here/consumer" -B "$prefix/consumer" -DCMAKE_PREFIX_PATH="$prefix" \
       -DEXAMPLE="$src/examples/embed_host.c" >/dev/null || fail "find_package(tputrain) failed"
 cmake --build "$prefix/consumer" >/dev/null || fail "the CMake consumer does not build"
-out=$("$prefix/consumer/embed_host" 2>&1) || fail "the CMake consumer's embed_host failed: $out"
+out=$(host "$prefix/consumer/embed_host" 2>&1) || fail "the CMake consumer's embed_host failed: $out"
 ok "find_package(tputrain) builds and runs the example"
 echo "$passed passed, 0 failed"
