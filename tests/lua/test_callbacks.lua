@@ -64,6 +64,18 @@ function T.base_hooks_do_nothing_and_subclasses_override_them()
   check.eq(tostring(cb.csv_logger {path = "x.csv"}), "callbacks.CsvLogger")
 end
 
+function T.plain_table_hooks_run_under_either_batch_name()
+  local m = model()
+  local x, y = tpu.ones {8, 3}, tpu.zeros({8}, {dtype = "i32"})
+  local short, long = {batches = {}}, {batches = {}}
+  function short:on_batch_end(batch, logs) self.batches[#self.batches + 1] = {batch, logs.loss ~= nil} end
+  function long:on_train_batch_end(batch) self.batches[#self.batches + 1] = batch end
+  m:fit(data.from_tensors {x, y}:batch(4), {epochs = 1, verbose = 0, callbacks = {short, long}})
+  check.eq(short.batches, {{1, true}, {2, true}})
+  check.eq(long.batches, {1, 2})
+  check.is_true(short.model == m, "a plain table gets the model field")
+end
+
 ---------------------------------------------------------------- early_stopping
 
 function T.early_stopping_waits_patience_epochs()

@@ -449,9 +449,14 @@ end
 
 ---------------------------------------------------------------- callbacks
 
+-- A plain table's on_batch_end answers on_train_batch_end, as the Callback class's does.
+local hook_aliases = {on_train_batch_end = "on_batch_end"}
+
 local function callback(cbs, hook, ...)
   for _, cb in ipairs(cbs) do
-    if type(cb[hook]) == "function" then cb[hook](cb, ...) end
+    local fn = cb[hook]
+    if fn == nil and hook_aliases[hook] then fn = cb[hook_aliases[hook]] end
+    if type(fn) == "function" then fn(cb, ...) end
   end
 end
 
@@ -689,5 +694,6 @@ function M:predict(data, opts, extra)
   end
   return joined
 end
+
 
 return M
