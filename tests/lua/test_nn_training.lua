@@ -98,4 +98,25 @@ function T.custom_layer_with_state_and_regularizer()
     "Counter 'counter_%d+': update_state of unknown weight 'nope'")
 end
 
+function T.compile_stats_reports_each_compiled_step()
+  nn.set_seed(3)
+  local model = nn.Sequential {nn.Dense(4, {activation = "relu"}), nn.Dense(2)}
+  local x, y = rand({8, 3}, 1), rand({8, 2}, 2)
+  check.eq(model:compile_stats(), {}, "nothing compiled yet")
+  model:compile {optimizer = optim.Adam {lr = 0.01}, loss = "mse"}
+  model:fit({x, y}, {batch_size = 4, epochs = 2, verbose = 0})
+  local train = model:compile_stats().train
+  check.eq({train.compiles, train.cache_hits, train.executions}, {1, 3, 4})
+  check.is_true(train.compile_ms > 0 and train.run_ms > 0 and train.kernels > 0 and train.flops > 0)
+  local f = model.compiled.steps.train
+  check.eq(train.hbm_bytes, f.last.exe:info().hbm_bytes)
+  check.is_true(train.hbm_bytes >= train.planned_bytes and train.planned_bytes > 0)
+  check.eq(model:compile_stats().evaluate, nil)
+  model:evaluate({x, y}, {batch_size = 8, verbose = 0})
+  model:predict(x)
+  local stats = model:compile_stats()
+  check.eq({stats.evaluate.compiles, stats.predict.compiles}, {1, 1})
+  check.raises(function() model:compile_stats({}) end, "compile_stats")
+end
+
 return T

@@ -695,5 +695,27 @@ function M:predict(data, opts, extra)
   return joined
 end
 
+-- compile_stats() -> {train=, evaluate=, predict=}: for each step that fit, evaluate or predict
+-- compiled so far, its jit counters (compiles, cache_hits, compile_ms: trace + compile,
+-- executions, run_ms) and the plan of its last signature (kernels, flops, planned_bytes,
+-- hbm_bytes: per core under a TPU strategy).
+function M:compile_stats(extra)
+  errors.none(1, "compile_stats", extra)
+  local out = {}
+  local function add(kind, step)
+    if not step then return end
+    local s = step:stats()
+    if step.last then
+      local info = step.last.exe:info()
+      s.kernels, s.flops, s.planned_bytes, s.hbm_bytes = info.kernels, info.flops, info.planned_bytes, info.hbm_bytes
+    end
+    out[kind] = s
+  end
+  local steps = self.compiled and self.compiled.steps or {}
+  add("train", steps.train)
+  add("evaluate", steps.eval)
+  add("predict", self.predict_steps and self.predict_steps.steps.predict)
+  return out
+end
 
 return M
