@@ -65,6 +65,14 @@ function M.pool(x, pooling)
   return x
 end
 
+-- The model's end: with include_top, global average pooling (its layer named `pool_name`) and
+-- the classifier Dense "predictions"; without, the features pooled as asked (M.pool).
+function M.top(x, a, pool_name)
+  if not a.include_top then return M.pool(x, a.pooling) end
+  x = nn.GlobalAveragePooling2D {name = pool_name}(x)
+  return nn.Dense(a.classes, {activation = a.classifier_activation, name = "predictions"})(x)
+end
+
 -- Keras's padding before a stride-2 `kernel`x`kernel` "valid" convolution of x ({{top, bottom},
 -- {left, right}}): kernel // 2 on each side, one less before an even size, so the output is
 -- half the input whatever its parity.

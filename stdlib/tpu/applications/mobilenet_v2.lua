@@ -53,11 +53,6 @@ return function(opts, extra)
   end
   x = nn.Conv2D(1280, 1, {use_bias = false, name = "Conv_1"})(x)
   x = relu6("out_relu")(bn("Conv_1_bn")(x))
-  if a.include_top then
-    x = nn.GlobalAveragePooling2D {name = "global_average_pooling2d"}(x)
-    x = nn.Dense(a.classes, {activation = a.classifier_activation, name = "predictions"})(x)
-  else
-    x = common.pool(x, a.pooling)
-  end
+  x = common.top(x, a, "global_average_pooling2d")
   return nn.Model {inputs = input, outputs = x, name = a.name}
 end

@@ -46,11 +46,6 @@ return function(opts, extra)
   x = stage(x, 128, 4, 2, "conv3")
   x = stage(x, 256, 6, 2, "conv4")
   x = stage(x, 512, 3, 2, "conv5")
-  if a.include_top then
-    x = nn.GlobalAveragePooling2D {name = "avg_pool"}(x)
-    x = nn.Dense(a.classes, {activation = a.classifier_activation, name = "predictions"})(x)
-  else
-    x = common.pool(x, a.pooling)
-  end
+  x = common.top(x, a, "avg_pool")
   return nn.Model {inputs = input, outputs = x, name = a.name}
 end

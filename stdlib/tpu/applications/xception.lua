@@ -59,11 +59,6 @@ return function(opts, extra)
   x = projected_block(x, {728, 1024}, 13, 3, true)
   x = relu("block14_sepconv1_act")(sepconv(x, 1536, "block14_sepconv1"))
   x = relu("block14_sepconv2_act")(sepconv(x, 2048, "block14_sepconv2"))
-  if a.include_top then
-    x = nn.GlobalAveragePooling2D {name = "avg_pool"}(x)
-    x = nn.Dense(a.classes, {activation = a.classifier_activation, name = "predictions"})(x)
-  else
-    x = common.pool(x, a.pooling)
-  end
+  x = common.top(x, a, "avg_pool")
   return nn.Model {inputs = input, outputs = x, name = a.name}
 end
