@@ -32,6 +32,7 @@ int l_trace_begin(lua_State* L) {
   t->id = next_trace_id();
   t->name = name;
   t->graph.name = t->name;
+  t->graph.share_scalars(true);
   trace_stack().push_back(std::move(t));
   return 0;
 }
@@ -141,6 +142,7 @@ int trace_end(lua_State* L) {
   std::vector<std::string> arg_names;
   CompileOptions options = compile_options(L, 2, dump_dir, dump_name, hbm_version, arg_names);
   Graph& g = t.graph;
+  g.share_scalars(false);  // the passes rewrite nodes in place
   g.outputs.clear();
   for (lua_Integer i = 1; i <= luaL_len(L, 1); ++i) {
     lua_geti(L, 1, i);

@@ -1,5 +1,7 @@
 #include "ir/graph.h"
 
+#include <cstring>
+
 #include "core/error.h"
 #include "ops/op_table.h"
 
@@ -48,8 +50,16 @@ NodeId Graph::constant(Tensor value) {
 NodeId Graph::scalar(DType t, double v) {
   Tensor s(t, {});
   s.set(0, v);
-  return constant(std::move(s));
+  if (!memo_) return constant(std::move(s));
+  double stored = s.get(0);  // the value as the dtype holds it: 0.1 in bf16 and its rounding meet
+  uint64_t bits;
+  std::memcpy(&bits, &stored, sizeof bits);
+  auto [it, fresh] = memo_->scalars.try_emplace({t, bits}, -1);
+  if (fresh) it->second = constant(std::move(s));
+  return it->second;
 }
+
+void Graph::share_scalars(bool on) { memo_ = on ? std::make_shared<ScalarMemo>() : nullptr; }
 
 NodeId Graph::full(DType t, const Shape& s, double v) {
   NodeId c = scalar(t, v);
@@ -84,10 +94,15 @@ NodeId Graph::convert(NodeId x, DType to) {
 
 NodeId Graph::broadcast(NodeId x, Shape s, Dims dims) {
   if (at(x).shape == s) return x;
+  const bool shared = memo_ && at(x).op == Op::constant && at(x).shape.empty();
+  if (shared)
+    if (auto it = memo_->broadcasts.find({x, s, dims}); it != memo_->broadcasts.end()) return it->second;
   Attrs a;
-  a.dims = std::move(dims);
-  a.set_dims2(std::move(s));
-  return add(Op::broadcast, {x}, std::move(a));
+  a.dims = dims;
+  a.set_dims2(s);
+  NodeId id = add(Op::broadcast, {x}, std::move(a));
+  if (shared) memo_->broadcasts.emplace(std::tuple{x, std::move(s), std::move(dims)}, id);
+  return id;
 }
 
 NodeId Graph::reshape(NodeId x, Shape s) {

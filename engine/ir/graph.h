@@ -9,6 +9,8 @@
 //   NodeId y = g.dot(x, w);                       // f32[8,10]
 //   g.outputs = {g.reduce(y, {0, 1}, ReduceKind::sum)};
 #pragma once
+#include <map>
+#include <memory>
 #include <optional>
 #include <string>
 #include <unordered_map>
@@ -116,6 +118,19 @@ class Graph {
   // Conveniences used by autodiff and the tracer.
   NodeId broadcast_to(NodeId x, const Shape& s);              // trailing dims align, size-1 dims stretch
   NodeId sum_to(NodeId x, const Shape& s);                    // inverse of broadcast_to
+
+  // While on, scalar() makes one node per dtype and value and broadcast() one per scalar
+  // constant, shape and dims: a trace repeats its Lua numbers (an optimizer's betas once per
+  // parameter), and a graph half made of copies costs every pass until CSE. The tracer turns
+  // it on; passes leave it off, so a node they rewrite in place cannot leave a stale entry.
+  void share_scalars(bool on);
+
+ private:
+  struct ScalarMemo {
+    std::map<std::pair<DType, uint64_t>, NodeId> scalars;         // (dtype, value bits)
+    std::map<std::tuple<NodeId, Shape, Dims>, NodeId> broadcasts;  // of those scalars
+  };
+  std::shared_ptr<ScalarMemo> memo_;
 };
 
 // Text form, one node a line: "%3 = add f32[8,10] %1, %2  # mlp.lua:12".

@@ -192,3 +192,26 @@ TEST_CASE("unused nodes are not run") {
   unoptimized.optimize = false;
   CHECK(Executable::compile(g, unoptimized).num_kernels() == 1);
 }
+
+TEST_CASE("while tracing, scalar constants and their broadcasts are made once") {
+  Graph g;
+  NodeId x = g.parameter(DType::f32, {4, 3});
+  CHECK(g.scalar(DType::f32, 0.9) != g.scalar(DType::f32, 0.9));  // off: every call a node
+  g.share_scalars(true);
+  const size_t before = g.nodes.size();
+  NodeId a = g.scalar(DType::f32, 0.9);
+  CHECK(g.scalar(DType::f32, 0.9) == a);
+  CHECK(g.scalar(DType::bf16, 0.9) != a);                                  // per dtype
+  CHECK(g.scalar(DType::f32, 0.1) != a);                                   // per value
+  CHECK(g.scalar(DType::bf16, 0.1) == g.scalar(DType::bf16, 0.1000001));  // as the dtype holds it
+  NodeId b = g.broadcast_to(a, {4, 3});
+  CHECK(g.broadcast_to(a, {4, 3}) == b);
+  CHECK(g.broadcast(a, {4, 3}, {}) == b);
+  CHECK(g.broadcast_to(a, {3}) != b);                                      // per shape
+  NodeId row = g.reduce(x, {0}, ReduceKind::sum);                          // not a scalar constant:
+  CHECK(g.broadcast_to(row, {4, 3}) != g.broadcast_to(row, {4, 3}));       // each call a node
+  CHECK(g.nodes.size() == before + 9);  // 4 scalars, 2 shared broadcasts, the reduce, 2 broadcasts
+  CHECK(verify_graph(g).empty());
+  g.share_scalars(false);
+  CHECK(g.scalar(DType::f32, 0.9) != a);
+}
