@@ -102,4 +102,24 @@ function T.sequential_starts_with_an_input()
     "test_keras_names.lua:%d+: Sequential: layer 2 is an nn.Input; an Input can only come first")
 end
 
+function T.add_weight_names_an_unnamed_weight_as_keras_does()
+  local Scale = nn.Module:extend("Scale")
+  function Scale:build(shape)
+    self.a = self:add_weight {shape = {shape[#shape]}, initializer = "ones"}
+    self.b = self:add_weight {shape = {1}, initializer = "zeros", trainable = false}
+    self.c = self:add_weight {name = "variable_2", shape = {1}, initializer = "ones"}
+    self.d = self:add_weight {shape = {1}, initializer = "ones"}
+  end
+  function Scale:call(x) return x * self.a + self.b end
+  local layer = Scale()
+  local y = layer(tpu.tensor {{1, 2, 3}})
+  check.eq(y:totable(), {{1, 2, 3}})
+  local names = {}
+  for _, e in ipairs(layer:named_parameters()) do names[#names + 1] = e.name end
+  check.eq(names, {"variable", "variable_1", "variable_2", "variable_3"})
+  check.is_true(layer.variable == layer.a and layer.variable_3 == layer.d)
+  check.raises(function() Scale.add_weight(layer, {shape = {1}, name = 3}) end,
+    "add_weight needs {shape = <table>, name = <string>, ...}")
+end
+
 return T

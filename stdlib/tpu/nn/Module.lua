@@ -84,19 +84,29 @@ function Module:compute_dtype()
 end
 
 -- Creates a weight, stores it as self[name] and returns it.
+-- A weight without a name is named as Keras names one: "variable", then "variable_1", ...
+local function unnamed(self)
+  local taken = {}
+  for _, e in ipairs(self._weights) do taken[e.name] = true end
+  local name, n = "variable", 0
+  while taken[name] do n = n + 1; name = "variable_" .. n end
+  return name
+end
+
 function Module:add_weight(spec)
   ensure_init(self)
-  if type(spec) ~= "table" or type(spec.name) ~= "string" or type(spec.shape) ~= "table" then
-    util.fail("%s '%s': add_weight needs {name = <string>, shape = <table>, ...}, got %s",
+  if type(spec) ~= "table" or (spec.name ~= nil and type(spec.name) ~= "string") or type(spec.shape) ~= "table" then
+    util.fail("%s '%s': add_weight needs {shape = <table>, name = <string>, ...}, got %s",
       self.__name, self.name, util.show(spec))
   end
+  local name = spec.name or unnamed(self)
   local init = initializers.get(spec.initializer or "glorot_uniform")
   local dtype = spec.dtype or self:variable_dtype()
   local value = init(initializers.next_key(), util.copy(spec.shape), dtype)
   local reg = spec.regularizer ~= nil and regularizers.get(spec.regularizer) or nil
-  table.insert(self._weights, {name = spec.name, value = value, trainable = spec.trainable ~= false,
+  table.insert(self._weights, {name = name, value = value, trainable = spec.trainable ~= false,
                                regularizer = reg})
-  self[spec.name] = value
+  self[name] = value
   return value
 end
 
