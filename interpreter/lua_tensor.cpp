@@ -118,13 +118,17 @@ std::string user_where(lua_State* L) {
   lua_Debug ar;
   // From level 0: in a hook (Ctrl-C) the interrupted Lua function is level 0; when a C
   // function calls this, level 0 is that function, which has no line and is skipped.
+  // Every traced op asks, from under a dozen stdlib frames inside fit: the line (the costly
+  // part) is looked up only for the frame that is the user's.
   for (int level = 0; lua_getstack(L, level, &ar); ++level) {
-    lua_getinfo(L, "Sl", &ar);
-    if (ar.currentline <= 0) continue;
+    lua_getinfo(L, "S", &ar);
+    if (ar.what[0] == 'C') continue;
     // Chunks given on the command line ("=(command line)", "=stdin") are user code too.
     bool user = !is_stdlib_source(ar.source) || std::strcmp(ar.source, "=(command line)") == 0 ||
                 std::strcmp(ar.source, "=stdin") == 0;
-    if (user) return std::string(ar.short_src) + ":" + std::to_string(ar.currentline) + ": ";
+    if (!user) continue;
+    lua_getinfo(L, "l", &ar);
+    if (ar.currentline > 0) return std::string(ar.short_src) + ":" + std::to_string(ar.currentline) + ": ";
   }
   return "";
 }
