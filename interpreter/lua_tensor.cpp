@@ -1,6 +1,7 @@
 // The tensor userdata: creation, fields, metamethods, printing, and op application
 // (eager evaluation or recording into the active trace).
 #include <algorithm>
+#include <cctype>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
@@ -213,6 +214,36 @@ std::string known_list(std::initializer_list<const char*> allowed) {
   return known;
 }
 
+// Edits (insert, delete, replace, swap of neighbours) between a and b, ignoring case: the rule
+// of the Lua library's errors.did_you_mean, for the options the binding checks.
+size_t edit_distance(std::string a, std::string b) {
+  for (std::string* s : {&a, &b})
+    for (char& c : *s) c = char(std::tolower(static_cast<unsigned char>(c)));
+  std::vector<std::vector<size_t>> d(a.size() + 1, std::vector<size_t>(b.size() + 1));
+  for (size_t i = 0; i <= a.size(); ++i) d[i][0] = i;
+  for (size_t j = 0; j <= b.size(); ++j) d[0][j] = j;
+  for (size_t i = 1; i <= a.size(); ++i)
+    for (size_t j = 1; j <= b.size(); ++j) {
+      d[i][j] = std::min({d[i - 1][j] + 1, d[i][j - 1] + 1, d[i - 1][j - 1] + (a[i - 1] != b[j - 1])});
+      if (i > 1 && j > 1 && a[i - 1] == b[j - 2] && a[i - 2] == b[j - 1]) d[i][j] = std::min(d[i][j], d[i - 2][j - 2] + 1);
+    }
+  return d[a.size()][b.size()];
+}
+
+// "; did you mean 'axis'?" when exactly one allowed name is within one edit of key (up to 4
+// letters) or two (longer), else "".
+std::string did_you_mean(std::string_view key, std::initializer_list<const char*> allowed) {
+  size_t best_d = SIZE_MAX, ties = 0;
+  const char* best = nullptr;
+  for (const char* a : allowed) {
+    size_t d = edit_distance(std::string(key), a);
+    if (d < best_d) best = a, best_d = d, ties = 1;
+    else if (d == best_d) ++ties;
+  }
+  bool close = best && ties == 1 && best_d <= (key.size() <= 4 ? 1u : 2u);
+  return close ? std::string("; did you mean '") + best + "'?" : "";
+}
+
 }  // namespace
 
 bool check_options(lua_State* L, int arg, std::initializer_list<const char*> allowed) {
@@ -226,7 +257,8 @@ bool check_options(lua_State* L, int arg, std::initializer_list<const char*> all
     bool ok = false;
     for (const char* a : allowed) ok = ok || std::strcmp(a, key) == 0;
     if (!ok)
-      throw Error(called_name(L).first + ": unknown option '" + key + "' (known options: " + known_list(allowed) + ")");
+      throw Error(called_name(L).first + ": unknown option '" + key + "'" + did_you_mean(key, allowed) +
+                  " (known options: " + known_list(allowed) + ")");
   }
   return true;
 }

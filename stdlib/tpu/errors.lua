@@ -124,6 +124,37 @@ function M.options(n, fname, opts, allowed)
   return opts
 end
 
+-- Edits (insert, delete, replace, swap of neighbours) between a and b, ignoring case.
+local function distance(a, b)
+  a, b = a:lower(), b:lower()
+  local d = {}
+  for i = 0, #a do d[i] = {[0] = i} end
+  for j = 1, #b do d[0][j] = j end
+  for i = 1, #a do
+    for j = 1, #b do
+      local same = a:byte(i) == b:byte(j)
+      d[i][j] = math.min(d[i - 1][j] + 1, d[i][j - 1] + 1, d[i - 1][j - 1] + (same and 0 or 1))
+      if i > 1 and j > 1 and a:byte(i) == b:byte(j - 1) and a:byte(i - 1) == b:byte(j) then
+        d[i][j] = math.min(d[i][j], d[i - 2][j - 2] + 1)
+      end
+    end
+  end
+  return d[#a][#b]
+end
+
+-- "; did you mean 'epochs'?" when one name of `known` is a likely typo of `given` (within one
+-- edit for names of up to 4 letters, two beyond), else "".
+function M.did_you_mean(given, known)
+  if type(given) ~= "string" then return "" end
+  local best, best_d, ties = nil, math.huge, 0
+  for _, name in ipairs(known) do
+    local d = distance(given, name)
+    if d < best_d then best, best_d, ties = name, d, 1 elseif d == best_d then ties = ties + 1 end
+  end
+  local close = best_d <= (#given <= 4 and 1 or 2) and ties == 1
+  return close and string.format("; did you mean '%s'?", best) or ""
+end
+
 -- Refuses keys of opts that are not in `allowed` (list keys are left to the caller).
 function M.check_keys(fname, opts, allowed)
   for k in pairs(opts) do
@@ -133,7 +164,7 @@ function M.check_keys(fname, opts, allowed)
       if not known then
         local names = {table.unpack(allowed)}
         table.sort(names)
-        M.fail("%s: unknown option '%s' (known options: %s)", fname, tostring(k),
+        M.fail("%s: unknown option '%s'%s (known options: %s)", fname, tostring(k), M.did_you_mean(k, names),
           #names > 0 and table.concat(names, ", ") or "none")
       end
     end

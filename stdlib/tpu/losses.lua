@@ -235,8 +235,8 @@ function M.get(loss, extra)
   if type(loss) == "function" then return loss end
   if type(loss) == "table" and getmetatable(loss) and getmetatable(loss).__call then return loss end
   if type(loss) == "string" and per_example[loss] then return M[loss] end
-  util.fail("unknown loss %s (expected a function(y_true, y_pred) or one of: %s)",
-    util.show(loss), table.concat(names, ", "))
+  util.fail("unknown loss %s%s (expected a function(y_true, y_pred) or one of: %s)",
+    util.show(loss), errors.did_you_mean(loss, names), table.concat(names, ", "))
 end
 
 return M

@@ -160,8 +160,9 @@ function M.get(m, extra)
       return m(y_true, y_pred):cast("f32") * n, core.tensor(n, {dtype = "f32"})
     end}
   end
-  util.fail("unknown metric %s (expected a metric or one of: accuracy, top_k_accuracy, mse, perplexity)",
-    util.show(m))
+  local known = {"accuracy", "top_k_accuracy", "mse", "perplexity"}
+  util.fail("unknown metric %s%s (expected a metric or one of: %s)", util.show(m), errors.did_you_mean(m, known),
+    table.concat(known, ", "))
 end
 
 return M

@@ -122,4 +122,25 @@ function T.add_weight_names_an_unnamed_weight_as_keras_does()
     "add_weight needs {shape = <table>, name = <string>, ...}")
 end
 
+function T.a_typo_in_a_name_gets_a_suggestion()
+  local m = nn.Sequential {nn.Dense(1)}
+  m:compile {optimizer = "sgd", loss = "mse"}
+  local x, y = tpu.ones {4, 2}, tpu.ones {4, 1}
+  check.raises(function() m:fit(x, y, {epoch = 2}) end, "fit: unknown option 'epoch'; did you mean 'epochs'%? %(known")
+  check.raises(function() nn.Dense(3, {activation = "rleu"}) end, "unknown activation \"rleu\"; did you mean 'relu'%?")
+  check.raises(function() tpu.losses.get("Sparse_Categorical_Cross_Entropy") end,
+    "did you mean 'sparse_categorical_crossentropy'%?")
+  check.raises(function() tpu.optim.get("adma") end, "did you mean 'adam'%?")
+  check.raises(function() tpu.metrics.get("acuracy") end, "did you mean 'accuracy'%?")
+  check.raises(function() callbacks.early_stopping {patiance = 2} end, "did you mean 'patience'%?")
+  check.raises(function() tpu.data.range(4):batch(2, {drop_reminder = true}) end, "did you mean 'drop_remainder'%?")
+  check.raises(function() nn.Dense(3, {kernel_initializer = "glorot_unifrom"}) end, "did you mean 'glorot_uniform'%?")
+  check.raises(function() x:sum {axes = 2} end, "sum: unknown option 'axes'; did you mean 'axis'%?")
+  -- Nothing close, or two names as close: no suggestion.
+  local ok, err = pcall(nn.Dense, 3, {activation = "foo"})
+  check.is_true(not ok and not err:find("did you mean"), err)
+  ok, err = pcall(tpu.losses.get, "zzz")
+  check.is_true(not ok and not err:find("did you mean"), err)
+end
+
 return T

@@ -20,7 +20,8 @@ function M.check_options(who, opts, allowed)
   for k in pairs(out) do
     if not ok[k] then
       table.sort(allowed)
-      fail("%s: unknown option '%s' (known options: %s)", who, tostring(k), table.concat(allowed, ", "))
+      fail("%s: unknown option '%s'%s (known options: %s)", who, tostring(k), errors.did_you_mean(k, allowed),
+        table.concat(allowed, ", "))
     end
   end
   return out

@@ -52,7 +52,8 @@ function M.options(opts, where, allowed)
     local known = false
     for _, a in ipairs(allowed) do known = known or k == a end
     if not known then
-      M.fail("%s: unknown option %s (expected %s)", where, M.show(k), table.concat(allowed, ", "))
+      M.fail("%s: unknown option %s%s (expected %s)", where, M.show(k), errors.did_you_mean(k, allowed),
+        table.concat(allowed, ", "))
     end
   end
   return opts

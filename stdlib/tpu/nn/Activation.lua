@@ -2,6 +2,7 @@
 -- `activation=` option of other layers (Activation.get turns a name into a function).
 local Module = require "tpu.nn.Module"
 local util = require "tpu.nn.util"
+local errors = require "tpu.errors"
 
 local Activation = Module:extend("Activation")
 
@@ -43,7 +44,7 @@ local function known()
   local names = {}
   for k in pairs(Activation.functions) do names[#names + 1] = k end
   table.sort(names)
-  return table.concat(names, ", ")
+  return names
 end
 
 -- A name, nil ("linear") or a function(x) -> tensor.
@@ -52,8 +53,8 @@ function Activation.get(fn, who)
   if type(fn) == "function" then return fn end
   local f = Activation.functions[fn]
   if not f then
-    util.fail("%sunknown activation %s (expected a function or one of: %s)",
-      who and who .. ": " or "", util.show(fn), known())
+    util.fail("%sunknown activation %s%s (expected a function or one of: %s)",
+      who and who .. ": " or "", util.show(fn), errors.did_you_mean(fn, known()), table.concat(known(), ", "))
   end
   return f
 end

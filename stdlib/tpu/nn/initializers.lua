@@ -122,8 +122,8 @@ function M.get(init, who, extra)
   for _, n in ipairs(names) do
     if n == init then return M[n] end
   end
-  util.fail("%sunknown initializer %s (expected a function or one of: %s)",
-    who and who .. ": " or "", util.show(init), table.concat(names, ", "))
+  util.fail("%sunknown initializer %s%s (expected a function or one of: %s)",
+    who and who .. ": " or "", util.show(init), errors.did_you_mean(init, names), table.concat(names, ", "))
 end
 
 return M

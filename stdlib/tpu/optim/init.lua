@@ -24,8 +24,8 @@ function optim.get(x, extra)
   if type(x) == "table" and type(x.update) == "function" and type(x.init) == "function" then
     return x
   end
-  util.fail("unknown optimizer %s (expected an optimizer such as optim.Adam{} or one of: "
-    .. "adam, adamw, rmsprop, sgd)", util.show(x))
+  util.fail("unknown optimizer %s%s (expected an optimizer such as optim.Adam{} or one of: "
+    .. "adam, adamw, rmsprop, sgd)", util.show(x), errors.did_you_mean(x, {"adam", "adamw", "rmsprop", "sgd"}))
 end
 
 return optim
