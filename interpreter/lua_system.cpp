@@ -2,6 +2,7 @@
 // detection, directory listing, SIGINT / SIGTERM / SIGHUP.
 #include <dirent.h>
 #include <semaphore.h>
+#include <sys/ioctl.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -133,6 +134,15 @@ int l_isatty(lua_State* L) {
   return 1;
 }
 
+// core.terminal_columns() -> the width of the terminal on standard output, or nil (not a
+// terminal, or one that does not say).
+int l_terminal_columns(lua_State* L) {
+  winsize ws{};
+  if (ioctl(STDOUT_FILENO, TIOCGWINSZ, &ws) != 0 || ws.ws_col == 0) return 0;
+  lua_pushinteger(L, ws.ws_col);
+  return 1;
+}
+
 // core.list_dir(path) -> sorted list of entry names (without "." and ".."), or nil, message.
 int l_list_dir(lua_State* L) {
   const char* path = luaL_checkstring(L, 1);
@@ -180,6 +190,7 @@ int l_to_host(lua_State* L) {
 
 const LuaFunction kFunctions[] = {fn<l_now>("now"),
                                   fn<l_isatty>("isatty"),
+                                  fn<l_terminal_columns>("terminal_columns"),
                                   fn<l_list_dir>("list_dir"),
                                   fn<l_memory>("memory"),
                                   fn<l_reset_peak>("reset_peak"),

@@ -1,7 +1,7 @@
 -- Progress line for fit/evaluate:
 --   234/234 [==============================] - 3s 11ms/step - loss: 0.4012 - accuracy: 0.8563
--- On a terminal the line is redrawn as steps complete; otherwise only the final line is printed;
--- verbose = 0 prints nothing.
+-- On a terminal the line is redrawn as steps complete, within the terminal's width; otherwise
+-- only the final line is printed; verbose = 0 prints nothing.
 local class = require "tpu.class"
 
 local Progbar = class("Progbar")
@@ -23,12 +23,19 @@ function Progbar.isatty()
   return core.isatty ~= nil and core.isatty() == true
 end
 
--- Progbar{target = steps or nil (unknown), verbose = 1, tty = bool, out = file}
+function Progbar.columns()
+  local core = tpu_core()
+  return core.terminal_columns and core.terminal_columns() or nil
+end
+
+-- Progbar{target = steps or nil (unknown), verbose = 1, tty = bool, out = file, columns = the
+-- terminal's width (asked of the terminal when tty)}
 function Progbar:__init(opts)
   self.target = opts.target and opts.target > 0 and opts.target or nil
   self.verbose = opts.verbose or 1
   self.tty = opts.tty
   if self.tty == nil then self.tty = Progbar.isatty() end
+  self.columns = opts.columns or (self.tty and Progbar.columns()) or nil
   self.out = opts.out or io.stdout
   self.start = Progbar.now()
   self.last_draw = -math.huge
@@ -55,22 +62,22 @@ local function format_eta(s)
   return string.format("%ds", s)
 end
 
-function Progbar:bar(current)
+function Progbar:bar(current, width)
   if not self.target then
     return string.format("%7d/Unknown", current)
   end
   local digits = #tostring(self.target)
-  local filled = math.floor(WIDTH * math.min(current / self.target, 1))
+  local filled = math.floor(width * math.min(current / self.target, 1))
   local bar = string.rep("=", math.max(filled - 1, 0))
   if filled > 0 then bar = bar .. (current < self.target and ">" or "=") end
-  bar = bar .. string.rep(".", WIDTH - filled)
+  bar = bar .. string.rep(".", width - filled)
   return string.format("%" .. digits .. "d/%d [%s]", current, self.target, bar)
 end
 
 -- values: list of {name, number}
-function Progbar:line(current, values, final)
+function Progbar:line(current, values, final, width)
   local elapsed = Progbar.now() - self.start
-  local parts = {self:bar(current)}
+  local parts = {self:bar(current, width or WIDTH)}
   if final or not self.target then
     parts[#parts + 1] = string.format("%.0fs %s", elapsed, format_time(elapsed / math.max(current, 1)))
   else
@@ -83,26 +90,48 @@ function Progbar:line(current, values, final)
   return table.concat(parts, " - ")
 end
 
-function Progbar:draw(text, final)
-  local pad = math.max(self.width - #text, 0)
-  self.out:write("\r", text, string.rep(" ", pad), final and "\n" or "")
+-- The line within the terminal's columns (a wrapped line cannot be redrawn in place), as a
+-- list of lines: the bar narrows first (down to 10), then a line in progress is cut, and the
+-- closing one goes on in following lines, indented, split at its " - " separators.
+function Progbar:fitted(current, values, final, closing)
+  local text, cols = self:line(current, values, final), self.columns
+  if not cols or #text < cols then return {text} end
+  text = self:line(current, values, final, math.max(10, WIDTH - (#text - cols + 1)))
+  if #text < cols then return {text} end
+  if not closing then return {text:sub(1, cols - 1)} end
+  local lines, last = {}, nil
+  for part in (text .. " - "):gmatch("(.-) %- ") do
+    if last and #last + 3 + #part < cols then
+      last = last .. " - " .. part
+    else
+      lines[#lines + 1] = last
+      last = last and "    " .. part or part
+    end
+  end
+  lines[#lines + 1] = last
+  return lines
+end
+
+function Progbar:draw(lines, final)
+  local pad = string.rep(" ", math.max(self.width - #lines[1], 0))
+  self.out:write("\r", lines[1], pad, #lines > 1 and "\n" or "", table.concat(lines, "\n", 2), final and "\n" or "")
   self.out:flush()
-  self.width = #text
+  self.width = #lines[#lines]
 end
 
 -- Call after each step; `final` closes the line (after validation, with its values).
 function Progbar:update(current, values, final)
   if self.verbose == 0 then return end
   if final then
-    local text = self:line(current, values, true)
-    if self.tty then self:draw(text, true) else self.out:write(text, "\n") end
+    if self.tty then self:draw(self:fitted(current, values, true, true), true)
+    else self.out:write(self:line(current, values, true), "\n") end
     return
   end
   if not self.tty then return end
   local now = Progbar.now()
   if now - self.last_draw < 0.05 and current ~= self.target then return end
   self.last_draw = now
-  self:draw(self:line(current, values, current == self.target), false)
+  self:draw(self:fitted(current, values, current == self.target, false), false)
 end
 
 return Progbar
