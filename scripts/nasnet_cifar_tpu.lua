@@ -43,8 +43,9 @@ do
     #base.layers, total, trainable, frozen))
 end
 
--- A plain table of hooks is a callback: it prints the running mean of the loss after each step.
-local show_loss = {on_batch_end = function(_, b, logs) print(string.format("step %d: loss %.4f", b, logs.loss)) end}
+-- A plain table of hooks is a callback: it prints the running mean of the loss after each step
+-- (two decimals: builds with other compiler flags round a 1000-layer network differently).
+local show_loss = {on_batch_end = function(_, b, logs) print(string.format("step %d: loss %.2f", b, logs.loss)) end}
 model:fit(train, {epochs = 1, verbose = 0, callbacks = {show_loss}})
 
 local train_step = model:compile_stats().train
