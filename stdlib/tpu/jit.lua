@@ -10,6 +10,7 @@ local signature = core.signature
 
 local M = {}
 local all_functions = setmetatable({}, {__mode = "k"})
+local created = 0  -- jitted functions made so far: the report's order among equal names
 
 -- ---------------------------------------------------------------- shape-only arguments
 -- tpu.shape_dtype(shape[, dtype]): stands for a tensor argument known only by its shape and
@@ -386,6 +387,8 @@ function M.jit(fn, opts, extra)
     fn = fn, name = opts.name or default_name(type(fn) == "function" and fn or getmetatable(fn).__call),
     cache = {}, signatures = {}, compiles = 0, cache_hits = 0, compile_ms = 0, executions = 0, run_ms = 0, depth = 0,
   }, Jitted)
+  created = created + 1
+  self.serial = created
   all_functions[self] = true
   return self
 end
@@ -497,23 +500,32 @@ end
 function M.report()
   local options = package.loaded["tpu.options"] or {}
   if not options.profile then return end
-  local list = {}
-  for f in pairs(all_functions) do list[#list + 1] = f end
-  table.sort(list, function(a, b) return a.name < b.name end)
+  local list, count = {}, {}
+  for f in pairs(all_functions) do
+    if f.compiles > 0 then
+      list[#list + 1] = f
+      count[f.name] = (count[f.name] or 0) + 1
+    end
+  end
+  table.sort(list, function(a, b) return a.name < b.name or (a.name == b.name and a.serial < b.serial) end)
+  -- Functions of one name (two maps on one line) are told apart by their order of creation.
+  local seen, label = {}, {}
+  for _, f in ipairs(list) do
+    seen[f.name] = (seen[f.name] or 0) + 1
+    label[f] = count[f.name] > 1 and string.format("%s #%d", f.name, seen[f.name]) or f.name
+  end
   io.stderr:write("--profile: jitted functions\n")
   for _, f in ipairs(list) do
-    if f.compiles > 0 then
-      io.stderr:write(string.format("  %-40s compiles %d  cache hits %d  compile %.1f ms  runs %d  %.3f ms/run\n",
-        f.name, f.compiles, f.cache_hits, f.compile_ms, f.executions,
-        f.executions > 0 and f.run_ms / f.executions or 0))
-    end
+    io.stderr:write(string.format("  %-40s compiles %d  cache hits %d  compile %.1f ms  runs %d  %.3f ms/run\n",
+      label[f], f.compiles, f.cache_hits, f.compile_ms, f.executions,
+      f.executions > 0 and f.run_ms / f.executions or 0))
   end
   local advisor = require "tpu.advisor"
   for _, f in ipairs(list) do
     if f.last and f.executions > 0 then
       local nodes, info = f.last.exe:nodes(), f.last.exe:info()
       io.stderr:write(string.format("--profile: '%s' (last signature): %d kernels, %.3g GFLOP, planned %s, HBM %s\n",
-        f.name, info.kernels, info.flops / 1e9, core.format_bytes(info.planned_bytes), core.format_bytes(info.hbm_bytes)))
+        label[f], info.kernels, info.flops / 1e9, core.format_bytes(info.planned_bytes), core.format_bytes(info.hbm_bytes)))
       for _, v in ipairs {"v2", "v3", "v4"} do
         local sec, util = advisor.estimate(nodes, v)
         io.stderr:write(string.format("  estimated step on TPU %s: %.3f ms, MXU utilisation %.0f%%\n", v, sec * 1000, util * 100))

@@ -14,4 +14,17 @@ return {
     check.eq(code, 1, "exit status (not a crash): " .. err)
     check.is_true(err:find("s.lua:2: ", 1, true) ~= nil and err:find("/dev/null/graphs", 1, true) ~= nil, err)
   end,
+
+  ["--profile names each map of a pipeline by its line, and numbers those of one line"] = function()
+    local dir = files.tmpdir()
+    files.write(dir .. "/p.lua", "local ds = tpu.data.range(8):batch(4):map(function(x) return x * 2 end)\n" ..
+      "ds = ds:map(function(x) return x + 1 end):map(function(x) return x - 1 end)\n" ..
+      "for _ in ds:iter() do end\n")
+    check.is_true(files.sh(string.format("cd %q && %q --profile p.lua 2>err", dir, arg[-1])))
+    local err = files.must_read(dir .. "/err")
+    files.rmdir(dir)
+    for _, name in ipairs {"data.map@p.lua:1 ", "data.map@p.lua:2 #1 ", "data.map@p.lua:2 #2 "} do
+      check.is_true(err:find("\n  " .. name, 1, true) ~= nil, name .. " in:\n" .. err)
+    end
+  end,
 }

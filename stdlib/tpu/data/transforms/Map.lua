@@ -13,8 +13,10 @@ local Map = Dataset:extend("Map")
 function Map:__init(parent, fn, where)
   self._parent, self._desc, self._where = parent, parent._desc .. ":map(fn)", where
   -- Results as a list, so any number of components comes back as one structure.
+  -- Named by the line that called map, so --profile tells a pipeline's maps apart.
+  local at = type(where) == "string" and where:match("^(.-):?%s*$") or ""
   self._fn = tpu.jit(function(...) return {args.call(where, "map: the function", fn, ...)} end,
-    {name = "data.map"})
+    {name = at ~= "" and "data.map@" .. at or "data.map"})
 end
 
 local function string_error(where)
