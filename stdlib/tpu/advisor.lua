@@ -29,8 +29,10 @@ end
 -- Concats of fewer elements (a step's few statistics stacked into one result) cost nothing.
 local kSmallConcat = 1024
 
--- Advice lines for one compiled function: batch, feature dims, pools, concats.
-function M.advice(nodes, batch, compiles)
+-- Advice lines for one compiled function: batch, feature dims, pools, concats. data_dims: the
+-- sizes of the batch's own dimensions (set of numbers), which the user cannot choose.
+function M.advice(nodes, batch, compiles, data_dims)
+  data_dims = data_dims or {}
   local lines, seen = {}, {}
   local function add(key, text)
     if not seen[key] then
@@ -47,8 +49,10 @@ function M.advice(nodes, batch, compiles)
       for _, shape in ipairs(n.inputs) do
         local d = shape[#shape]
         if d % 128 ~= 0 and d > 8 then
-          add("dim" .. d, string.format("feature dimension %d%s is not a multiple of 128: the MXU pads it to %d (%.0f%% wasted)",
-            d, where, padded(d, 128), 100 * (1 - d / padded(d, 128))))
+          add("dim" .. d, string.format("feature dimension %d%s is not a multiple of 128: the MXU pads it to %d (%.0f%% wasted)%s",
+            d, where, padded(d, 128), 100 * (1 - d / padded(d, 128)), data_dims[d]
+              and "; the data has this size (input features or classes): a cost to know, not one to change"
+              or "; a width you choose (units, filters) wastes nothing at a multiple of 128, a class count cannot"))
         end
       end
     elseif n.op == "reduce_window" and n.kind == "max" then

@@ -155,7 +155,20 @@ local function compile(self, spec, leaves, args, probe, rep)
   if probe then return result end
   self.compiles = self.compiles + 1
   self.compile_ms = self.compile_ms + (core.now() - t0) * 1000
-  result.batch = M.leading_batch(leaves, M.batch_leaves(self, leaves, args))
+  local carries = M.batch_leaves(self, leaves, args)
+  result.batch = M.leading_batch(leaves, carries)
+  -- The sizes the data fixes (input features, one-hot classes): each non-batch dimension of the
+  -- batch, and each product of neighbouring ones (what Flatten or a reshape makes of them).
+  result.data_dims = {}
+  for i, t in ipairs(leaves) do
+    for first = 2, carries[i] and #t.shape or 0 do
+      local n = 1
+      for k = first, #t.shape do
+        n = n * t.shape[k]
+        result.data_dims[n] = true
+      end
+    end
+  end
   self.last = result
   return result
 end
@@ -530,7 +543,7 @@ function M.report()
         local sec, util = advisor.estimate(nodes, v)
         io.stderr:write(string.format("  estimated step on TPU %s: %.3f ms, MXU utilisation %.0f%%\n", v, sec * 1000, util * 100))
       end
-      for _, line in ipairs(advisor.advice(nodes, f.last.batch, f.compiles)) do
+      for _, line in ipairs(advisor.advice(nodes, f.last.batch, f.compiles, f.last.data_dims)) do
         io.stderr:write("  advice: " .. line .. "\n")
       end
     end

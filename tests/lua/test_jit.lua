@@ -189,4 +189,17 @@ return {
     model:fit(tpu.zeros({8, 3}, {dtype = "i32"}), tpu.zeros({8}, {dtype = "i32"}), {batch_size = 4, verbose = 0})
     check.eq(model.compiled.steps.train.last.batch, 4)
   end,
+
+  -- The profile's advice on feature dimensions says which the data fixes (input features, also
+  -- flattened) and does not ask to change those.
+  advice_tells_data_sizes_from_chosen_widths = function()
+    local advisor = require "tpu.advisor"
+    local f = tpu.jit(function(x, w1, w2) return x:reshape {4, 12}:matmul(w1):matmul(w2) end, {batch_argnums = 1})
+    f(tpu.zeros {4, 3, 4}, tpu.zeros {12, 100}, tpu.zeros {100, 10})
+    check.eq(f.last.data_dims, {[3] = true, [4] = true, [12] = true})
+    local lines = advisor.advice(f.last.exe:nodes(), f.last.batch, 1, f.last.data_dims)
+    local text = table.concat(lines, "\n")
+    check.is_true(text:find("dimension 12 [^\n]*the data has this size", 1) ~= nil, text)
+    check.is_true(text:find("dimension 100 [^\n]*a width you choose", 1) ~= nil, text)
+  end,
 }
