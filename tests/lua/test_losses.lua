@@ -160,7 +160,7 @@ function T.loss_objects_take_from_logits()
   check.near(model:evaluate(ds, {verbose = 0}).loss,
     losses.sparse_categorical_crossentropy(yy, out, {from_logits = false}):item(), 1e-5)
   check.raises(function() losses.SparseCategoricalCrossentropy {from_logit = true} end,
-    "test_losses.lua:%d+: SparseCategoricalCrossentropy: unknown option 'from_logit' %(known options: from_logits, ignore_class%)")
+    "test_losses.lua:%d+: SparseCategoricalCrossentropy: unknown option 'from_logit'; did you mean 'from_logits'%? %(known options: from_logits, ignore_class%)")
   check.raises(function() losses.BinaryCrossentropy {from_logits = 1} end,
     "BinaryCrossentropy: from_logits must be true or false, got 1")
   check.raises(function() losses.MeanSquaredError {from_logits = true} end, "MeanSquaredError: unknown option 'from_logits'")

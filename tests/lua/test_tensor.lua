@@ -152,7 +152,7 @@ return {
     check.eq(x:argmax {keepdims = true}.shape, {2, 1})
     check.eq(tpu.sum(x, {axis = 2}):totable(), {6, 15})
     check.eq(x:softmax {axis = 1}.shape, {2, 3})
-    check.raises(function() local _ = x:sum {axes = 2} end, "test_tensor.lua:%d+: sum: unknown option 'axes' %(known options: axis, keepdims%)")
+    check.raises(function() local _ = x:sum {axes = 2} end, "test_tensor.lua:%d+: sum: unknown option 'axes'; did you mean 'axis'%? %(known options: axis, keepdims%)")
     check.raises(function() local _ = x:mean {axis = 1, keep = true} end, "mean: unknown option 'keep'")
     check.raises(function() local _ = x:sum("two") end,
       "test_tensor.lua:%d+: bad argument #1 to 'sum' %(number or {axis=, keepdims=} expected, got string%)")
