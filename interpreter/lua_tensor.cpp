@@ -113,6 +113,17 @@ const Tensor& check_concrete(lua_State* L, int arg) {
 // ---------------------------------------------------------------- errors
 namespace {
 bool is_stdlib_source(const char* src) { return std::strncmp(src, "@[tpu]", 6) == 0 || src[0] == '='; }
+
+// Chunks given on the command line ("=(command line)", "=stdin") are user code too.
+bool is_user_source(const char* src) {
+  return !is_stdlib_source(src) || std::strcmp(src, "=(command line)") == 0 || std::strcmp(src, "=stdin") == 0;
+}
+
+struct Scope {
+  std::string name;
+  std::string built_at;
+};
+std::vector<Scope>& scopes();
 }  // namespace
 
 std::string user_where(lua_State* L) {
@@ -124,15 +135,31 @@ std::string user_where(lua_State* L) {
   for (int level = 0; lua_getstack(L, level, &ar); ++level) {
     lua_getinfo(L, "S", &ar);
     if (ar.what[0] == 'C') continue;
-    // Chunks given on the command line ("=(command line)", "=stdin") are user code too.
-    bool user = !is_stdlib_source(ar.source) || std::strcmp(ar.source, "=(command line)") == 0 ||
-                std::strcmp(ar.source, "=stdin") == 0;
-    if (!user) continue;
+    if (!is_user_source(ar.source)) continue;
     lua_getinfo(L, "l", &ar);
     if (ar.currentline > 0) return std::string(ar.short_src) + ":" + std::to_string(ar.currentline) + ": ";
   }
   return "";
 }
+
+namespace {
+// The file:line a traced op is reported at: its own line when the user's code made it (a
+// custom layer's call, a hand-written step); else, inside a layer of the library, the line
+// that built the layer (the user's line that made the model, not the fit that traced it).
+std::string op_location(lua_State* L) {
+  lua_Debug ar;
+  for (int level = 0; lua_getstack(L, level, &ar); ++level) {
+    lua_getinfo(L, "S", &ar);
+    if (ar.what[0] == 'C') continue;
+    if (!is_user_source(ar.source) && !scopes().empty() && !scopes().back().built_at.empty())
+      return scopes().back().built_at;
+    break;
+  }
+  std::string where = user_where(L);
+  if (where.size() > 2) where.resize(where.size() - 2);  // drop ": "
+  return where;
+}
+}  // namespace
 
 std::unordered_set<lua_CFunction>& boundary_functions() {
   static std::unordered_set<lua_CFunction> functions;
@@ -386,15 +413,17 @@ DType opt_dtype_field(lua_State* L, int arg, DType def) {
 }
 
 // ---------------------------------------------------------------- scopes
-// Names (layers) that nodes recorded while they are open carry after their file:line.
-std::vector<std::string>& scopes() {
-  static std::vector<std::string> s;
+// Names (layers) that nodes recorded while they are open carry after their file:line, and
+// where the layer was built (the user's file:line, or "" when not known).
+namespace {
+std::vector<Scope>& scopes() {
+  static std::vector<Scope> s;
   return s;
 }
 
-namespace {
+// core.push_scope(name[, built_at])
 int l_push_scope(lua_State* L) {
-  scopes().emplace_back(luaL_checkstring(L, 1));
+  scopes().push_back({luaL_checkstring(L, 1), luaL_optstring(L, 2, "")});
   return 0;
 }
 int l_pop_scope(lua_State*) {
@@ -465,9 +494,8 @@ int apply_op_multi(lua_State* L, const std::vector<Operand>& operands, DType num
   if (Trace* tr = trace_of(operands)) {
     poll_stop("tracing");  // a signal stops a long trace inside fit (DESIGN section 11)
     Graph& g = tr->graph;
-    std::string where = user_where(L);
-    if (where.size() > 2) where.resize(where.size() - 2);  // drop ": "
-    if (!scopes().empty()) where += " (" + scopes().back() + ")";
+    std::string where = op_location(L);
+    if (!scopes().empty()) where += " (" + scopes().back().name + ")";
     g.current_loc = where.empty() ? -1 : g.intern_location(where);
     std::vector<NodeId> in;
     for (const Operand& o : operands) in.push_back(operand_node(*tr, o, number_dtype));

@@ -325,4 +325,21 @@ function T.weights_of_the_shared_options()
   check.raises(function() nn.LayerNorm {center = "yes"} end, "LayerNorm: center must be")
 end
 
+-- A traced op of a library layer is reported at the line that built the layer (not at the
+-- fit or jit call that traced it); an op of the user's own call() at its own line.
+function T.traced_ops_point_at_the_line_that_built_their_layer()
+  local built = debug.getinfo(1, "l").currentline + 1
+  local dense = nn.Dense(2)
+  local Twice = nn.Module:extend("Twice")
+  local own = debug.getinfo(1, "l").currentline + 1
+  function Twice:call(x) return x * 2 end
+  local twice = Twice()
+  local nodes = require("tpu.jit").cost_nodes(function(x) return twice(dense(x)) end, "where", tpu.ones {1, 3})
+  local at = {}
+  for _, n in ipairs(nodes) do at[n.op] = n.loc end
+  local function line_and_layer(loc) return {tonumber(loc:match(":(%d+) %(")), loc:match("%((.-)%)$")} end
+  check.eq(line_and_layer(at.dot), {built, dense.name})
+  check.eq(line_and_layer(at.mul), {own, twice.name})
+end
+
 return T
