@@ -53,6 +53,11 @@ class MemorySource : public ByteSource {
   std::string_view bytes_;
 };
 
+// The file at `path` read front to back, decompressed when its name ends in ".gz". A missing
+// file, a directory ("is a directory, not <what>") or a corrupt or truncated gzip stream is an
+// Error naming the file.
+std::unique_ptr<ByteSource> open_file_source(const std::string& path, const std::string& what);
+
 // The unsigned integer in the n (1 to 8) bytes at p, in either byte order.
 uint64_t load_uint(const std::byte* p, size_t n, bool big_endian);
 

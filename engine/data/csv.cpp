@@ -3,12 +3,11 @@
 #include <charconv>
 #include <filesystem>
 #include <cmath>
-#include <fstream>
-#include <sstream>
 #include <type_traits>
 #include <unordered_map>
 
 #include "core/error.h"
+#include "data/byte_source.h"
 
 namespace tpu {
 
@@ -291,15 +290,18 @@ CsvData parse_csv(std::string_view text, const std::string& name, const CsvOptio
   return d;
 }
 
+// The whole file (gunzipped when its name ends in ".gz", as IDX files may be).
 CsvData read_csv(const std::string& path, const CsvOptions& o) {
-  std::error_code ec;
-  if (std::filesystem::is_directory(path, ec)) throw Error(path + ": is a directory, not a CSV file");
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw Error(path + ": cannot open the CSV file (missing or unreadable)");
-  std::stringstream ss;
-  ss << in.rdbuf();
-  if (in.bad()) throw Error(path + ": read error");
-  return parse_csv(ss.view(), path, o);
+  std::unique_ptr<ByteSource> src = open_file_source(path, "a CSV file");
+  std::string text;
+  for (size_t chunk = size_t(1) << 16;; chunk = std::min(chunk * 2, size_t(1) << 26)) {
+    const size_t had = text.size();
+    text.resize(had + chunk);
+    const size_t got = src->read(std::as_writable_bytes(std::span(text.data() + had, chunk)));
+    text.resize(had + got);
+    if (got < chunk) break;
+  }
+  return parse_csv(text, path, o);
 }
 
 }  // namespace tpu

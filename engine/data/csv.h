@@ -44,6 +44,7 @@ struct CsvData {
   std::vector<std::string> feature_names;  // from the header, or "column N"
 };
 
+// A path ending in ".gz" is decompressed (as IDX files are).
 CsvData read_csv(const std::string& path, const CsvOptions& options);
 
 // The same from text in memory; `name` stands for the path in messages.

@@ -1,7 +1,5 @@
 #include "data/idx.h"
 
-#include <zlib.h>
-
 #include <algorithm>
 #include <array>
 #include <bit>
@@ -45,76 +43,6 @@ std::string hex_byte(std::byte b) {
   char s[8];
   std::snprintf(s, sizeof s, "0x%02X", unsigned(b));
   return s;
-}
-
-// ---- byte sources: a plain file (data/byte_source.h) or a gzip stream ----
-
-class GzipFile : public ByteSource {
- public:
-  explicit GzipFile(const std::string& path) : path_(path) {
-    errno = 0;
-    file_.reset(gzopen(path.c_str(), "rb"));
-    if (!file_)
-      fail_file(path, std::string("cannot open: ") + (errno ? std::strerror(errno) : "out of memory"));
-  }
-  size_t read(std::span<std::byte> out) override {
-    size_t got = 0;
-    while (got < out.size()) {
-      unsigned want = unsigned(std::min<size_t>(out.size() - got, size_t(1) << 30));
-      int n = gzread(file_.get(), out.data() + got, want);
-      if (n < 0) fail_zlib();
-      got += size_t(n);
-      if (unsigned(n) < want) break;
-    }
-    if (got < out.size()) check_clean_end();
-    return got;
-  }
-  std::optional<uint64_t> remaining() const override { return std::nullopt; }
-
- private:
-  // A short read is the end of the stream or a defect zlib noticed (truncation, CRC, ...).
-  void check_clean_end() {
-    int err = Z_OK;
-    gzerror(file_.get(), &err);
-    if (err != Z_OK && err != Z_STREAM_END) fail_zlib();
-  }
-  [[noreturn]] void fail_zlib() {
-    int err = Z_OK;
-    const char* msg = gzerror(file_.get(), &err);
-    if (err == Z_ERRNO) fail_file(path_, std::string("read error: ") + std::strerror(errno));
-    if (err == Z_BUF_ERROR) fail_file(path_, "truncated gzip file: the compressed stream ends early");
-    fail_file(path_, "corrupt gzip file: " + strip_path(msg ? msg : ""));
-  }
-  // zlib's messages start with "path: ".
-  std::string strip_path(std::string msg) const {
-    if (msg.starts_with(path_ + ": ")) msg.erase(0, path_.size() + 2);
-    return msg.empty() ? "unknown zlib error" : msg;
-  }
-  struct Closer {
-    void operator()(gzFile f) const { gzclose(f); }
-  };
-  std::string path_;
-  std::unique_ptr<gzFile_s, Closer> file_;
-};
-
-bool ends_with_gz(const std::string& path) {
-  return path.size() >= 3 && path.compare(path.size() - 3, 3, ".gz") == 0;
-}
-
-std::unique_ptr<ByteSource> open_source(const std::string& path) {
-  namespace fs = std::filesystem;
-  std::error_code ec;
-  fs::file_status st = fs::status(path, ec);
-  if (st.type() == fs::file_type::not_found) fail_file(path, "file not found");
-  if (ec) fail_file(path, "cannot access: " + ec.message());
-  if (fs::is_directory(st)) fail_file(path, "is a directory, not an IDX file");
-  if (ends_with_gz(path)) return std::make_unique<GzipFile>(path);
-  std::optional<uint64_t> size;
-  if (fs::is_regular_file(st)) {
-    uint64_t s = fs::file_size(path, ec);
-    if (!ec) size = s;
-  }
-  return std::make_unique<FileSource>(path, size);
 }
 
 // ---- header ----
@@ -238,7 +166,7 @@ Tensor decode(const Header& h, std::span<const std::byte> raw) {
 }  // namespace
 
 Tensor read_idx(const std::string& path) {
-  std::unique_ptr<ByteSource> src = open_source(path);
+  std::unique_ptr<ByteSource> src = open_file_source(path, "an IDX file");
   Header h = read_header(*src, path);
   std::vector<std::byte> raw = read_payload(*src, h, path);
   return decode(h, raw);

@@ -89,7 +89,21 @@ tests["csv errors about the file and the options"] = function()
   check.raises(function() data.csv(path, {header = false, label = "species"}) end,
     path .. ': column "species" is chosen by name, but the file has no header row')
   check.raises(function() data.csv(path) end, path .. ':2:17: column 5 ("species"): expected a number, got "setosa"')
-  check.raises(function() data.csv(dir .. "/none.csv") end, dir .. "/none.csv: cannot open the CSV file")
+  check.raises(function() data.csv(dir .. "/none.csv") end, dir .. "/none.csv: file not found")
+  -- gzip-compressed, like IDX files: the same rows
+  assert(os.execute(string.format("gzip -c %q > %q", path, path .. ".gz")))
+  local opts = {label = "species", label_classes = {"setosa", "versicolor", "virginica"}}
+  local plain, packed = data.csv(path, opts), data.csv(path .. ".gz", opts)
+  check.eq(packed:cardinality(), plain:cardinality())
+  local px, py = plain:batch(1000):iter()()
+  local gx, gy = packed:batch(1000):iter()()
+  check.eq({gx:totable(), gy:totable()}, {px:totable(), py:totable()})
+  local f = assert(io.open(path .. ".gz", "rb"))
+  local bytes = f:read("a")
+  f:close()
+  util.write(dir .. "/cut.csv.gz", bytes:sub(1, #bytes // 2))
+  check.raises(function() data.csv(dir .. "/cut.csv.gz") end,
+    "cut.csv.gz: truncated gzip file: the compressed stream ends early")
   check.raises(function() data.csv(util.write(dir .. "/e.csv", "")) end, "e.csv: empty CSV file (no header row)")
   check.raises(function() data.csv(util.write(dir .. "/dup.csv", "a,a\n1,2\n"), {columns = {"a"}}) end,
     'dup.csv: the header names column "a" twice (columns 1 and 2)')

@@ -1,10 +1,13 @@
 // CSV reader: columns by name and position, labels by number and by class name, RFC 4180
 // quoting, and the file:line:column message of every malformed input.
 #include <doctest.h>
+#include <zlib.h>
 #include <unistd.h>
 
+#include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <string>
 #include <vector>
 
@@ -155,9 +158,33 @@ TEST_CASE("csv: files") {
   std::string path = (dir / "a.csv").string();
   std::ofstream(path) << "x,y\n1,2\n";
   CHECK(tpu::read_csv(path, {}).features.shape() == Shape{1, 2});
-  CHECK_THROWS_WITH(tpu::read_csv((dir / "no.csv").string(), {}),
-                    ((dir / "no.csv").string() + ": cannot open the CSV file (missing or unreadable)").c_str());
+  CHECK_THROWS_WITH(tpu::read_csv((dir / "no.csv").string(), {}), ((dir / "no.csv").string() + ": file not found").c_str());
   CHECK_THROWS_WITH(tpu::read_csv(dir.string(), {}), (dir.string() + ": is a directory, not a CSV file").c_str());
+  fs::remove_all(dir);
+}
+
+TEST_CASE("csv: gzip-compressed files read as the plain ones, and their defects are errors") {
+  namespace fs = std::filesystem;
+  fs::path dir = fs::temp_directory_path() / ("tpu_csv_gz_test_" + std::to_string(::getpid()));
+  fs::create_directories(dir);
+  std::string text = "x,y\n";
+  for (int i = 0; i < 20000; ++i) text += std::to_string(i) + "," + std::to_string(i % 7) + "\n";  // > 64 KiB
+  const std::string path = (dir / "a.csv.gz").string();
+  gzFile f = gzopen(path.c_str(), "wb");
+  REQUIRE(f != nullptr);
+  REQUIRE(gzwrite(f, text.data(), unsigned(text.size())) == int(text.size()));
+  gzclose(f);
+  tpu::CsvData plain = tpu::parse_csv(text, "a.csv", {}), packed = tpu::read_csv(path, {});
+  REQUIRE(packed.features.shape() == Shape{20000, 2});
+  CHECK(std::memcmp(packed.features.raw(), plain.features.raw(), size_t(plain.features.bytes())) == 0);
+  std::string bytes;
+  {
+    std::ifstream in(path, std::ios::binary);
+    bytes.assign(std::istreambuf_iterator<char>(in), {});
+  }
+  std::ofstream((dir / "cut.csv.gz").string(), std::ios::binary) << bytes.substr(0, bytes.size() / 2);
+  CHECK_THROWS_WITH(tpu::read_csv((dir / "cut.csv.gz").string(), {}),
+                    ((dir / "cut.csv.gz").string() + ": truncated gzip file: the compressed stream ends early").c_str());
   fs::remove_all(dir);
 }
 
