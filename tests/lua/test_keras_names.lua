@@ -143,4 +143,18 @@ function T.a_typo_in_a_name_gets_a_suggestion()
   check.is_true(not ok and not err:find("did you mean"), err)
 end
 
+function T.a_method_called_with_a_dot_or_without_targets_shows_the_call()
+  local m = nn.Sequential {nn.Dense(1)}
+  m:compile {optimizer = "sgd", loss = "mse"}
+  local x, y = tpu.ones {4, 2}, tpu.ones {4, 1}
+  check.raises(function() m.fit(x, y) end,
+    "fit is a method of the model: call it with a colon, model:fit(x, y, {epochs = ...}) or model:fit(dataset, {...})")
+  check.raises(function() m.evaluate(x, y) end, "evaluate is a method of the model: call it with a colon")
+  check.raises(function() m.predict(x) end, "predict is a method of the model: call it with a colon, model:predict(x)")
+  check.raises(function() m.compile {optimizer = "sgd", loss = "mse"} end, "compile is a method of the model")
+  check.raises(function() m:fit(x, {epochs = 1}) end,
+    "fit: a tensor f32[4,2] needs the targets too: model:fit(x, y, {epochs = ...})")
+  check.raises(function() m:evaluate(x) end, "evaluate: a tensor f32[4,2] needs the targets too: model:evaluate(x, y)")
+end
+
 return T

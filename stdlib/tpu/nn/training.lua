@@ -100,7 +100,16 @@ local function metric_list(spec, names)
   return out
 end
 
+-- A model method called with a dot (model.fit(x, y)) gets x as its model: say how to call it.
+local function check_model(self, who, call)
+  if type(self) ~= "table" or util.is_tensor(self) or self.compile ~= M.compile then
+    util.fail("%s is a method of the model: call it with a colon, %s (got %s where the model goes)",
+      who, call, util.show(self))
+  end
+end
+
 function M:compile(spec, extra)
+  check_model(self, "compile", "model:compile {optimizer = ..., loss = ...}")
   errors.none(2, "compile", extra)
   util.check_options({__name = "compile"}, spec or {}, compile_options)
   spec = spec or {}
@@ -574,9 +583,18 @@ local function epoch_steps(data, opts)
 end
 
 -- fit(x, y, {...}) and evaluate(x, y, {...}) with tensors, as in Keras, mean ({x, y}, {...}).
-local function keras_xy(who, data, opts, more)
+local xy_call = {fit = "model:fit(x, y, {epochs = ...}) or model:fit(dataset, {...})",
+                 evaluate = "model:evaluate(x, y) or model:evaluate(dataset)"}
+
+-- Keras's fit(x, y, opts) and evaluate(x, y): the tensors become one {x, y} pair. Inputs
+-- without their targets are an error that shows the call.
+local function keras_xy(who, self, data, opts, more)
+  check_model(self, who, xy_call[who])
   if util.is_tensor(data) and util.is_tensor(opts) then return {data, opts}, more end
   errors.none(3, who, more)
+  if util.is_tensor(data) then
+    util.fail("%s: %s needs the targets too: %s", who, errors.show(data), xy_call[who])
+  end
   return data, opts
 end
 
@@ -599,7 +617,7 @@ local function first_epoch(model, history, data, opts, epochs)
 end
 
 function M:fit(data, opts, more)
-  data, opts = keras_xy("fit", data, opts, more)
+  data, opts = keras_xy("fit", self, data, opts, more)
   opts = opts or {}
   util.check_options({__name = "fit"}, opts, fit_options)
   data, opts = split_validation(data, opts)
@@ -651,7 +669,7 @@ end
 ---------------------------------------------------------------- evaluate, predict
 
 function M:evaluate(data, opts, more)
-  data, opts = keras_xy("evaluate", data, opts, more)
+  data, opts = keras_xy("evaluate", self, data, opts, more)
   opts = opts or {}
   util.check_options({__name = "evaluate"}, opts, {"verbose", "batch_size"})
   local c = compiled(self, "evaluate")
@@ -666,6 +684,7 @@ end
 -- predict(ds | tensor | {x}) -> tensor of outputs for every example (concatenated batches); a
 -- list of them for a model with several outputs.
 function M:predict(data, opts, extra)
+  check_model(self, "predict", "model:predict(x) or model:predict(dataset)")
   errors.none(3, "predict", extra)
   opts = opts or {}
   util.check_options({__name = "predict"}, opts, {"verbose", "batch_size"})
