@@ -50,16 +50,17 @@ NodeId Graph::constant(Tensor value) {
 NodeId Graph::scalar(DType t, double v) {
   Tensor s(t, {});
   s.set(0, v);
-  if (!memo_) return constant(std::move(s));
+  ScalarMemo* memo = memo_.memo.get();
+  if (!memo) return constant(std::move(s));
   double stored = s.get(0);  // the value as the dtype holds it: 0.1 in bf16 and its rounding meet
   uint64_t bits;
   std::memcpy(&bits, &stored, sizeof bits);
-  auto [it, fresh] = memo_->scalars.try_emplace({t, bits}, -1);
+  auto [it, fresh] = memo->scalars.try_emplace({t, bits}, -1);
   if (fresh) it->second = constant(std::move(s));
   return it->second;
 }
 
-void Graph::share_scalars(bool on) { memo_ = on ? std::make_shared<ScalarMemo>() : nullptr; }
+void Graph::share_scalars(bool on) { memo_.memo = on ? std::make_unique<ScalarMemo>() : nullptr; }
 
 NodeId Graph::full(DType t, const Shape& s, double v) {
   NodeId c = scalar(t, v);
@@ -94,14 +95,15 @@ NodeId Graph::convert(NodeId x, DType to) {
 
 NodeId Graph::broadcast(NodeId x, Shape s, Dims dims) {
   if (at(x).shape == s) return x;
-  const bool shared = memo_ && at(x).op == Op::constant && at(x).shape.empty();
+  ScalarMemo* memo = memo_.memo.get();
+  const bool shared = memo && at(x).op == Op::constant && at(x).shape.empty();
   if (shared)
-    if (auto it = memo_->broadcasts.find({x, s, dims}); it != memo_->broadcasts.end()) return it->second;
+    if (auto it = memo->broadcasts.find({x, s, dims}); it != memo->broadcasts.end()) return it->second;
   Attrs a;
   a.dims = dims;
   a.set_dims2(s);
   NodeId id = add(Op::broadcast, {x}, std::move(a));
-  if (shared) memo_->broadcasts.emplace(std::tuple{x, std::move(s), std::move(dims)}, id);
+  if (shared) memo->broadcasts.emplace(std::tuple{x, std::move(s), std::move(dims)}, id);
   return id;
 }
 

@@ -130,7 +130,16 @@ class Graph {
     std::map<std::pair<DType, uint64_t>, NodeId> scalars;         // (dtype, value bits)
     std::map<std::tuple<NodeId, Shape, Dims>, NodeId> broadcasts;  // of those scalars
   };
-  std::shared_ptr<ScalarMemo> memo_;
+  // Moves with the graph but is not copied: a copy's new nodes are not this graph's.
+  struct MemoSlot {
+    std::unique_ptr<ScalarMemo> memo;
+    MemoSlot() = default;
+    MemoSlot(const MemoSlot&) {}
+    MemoSlot& operator=(const MemoSlot&) { memo.reset(); return *this; }
+    MemoSlot(MemoSlot&&) noexcept = default;
+    MemoSlot& operator=(MemoSlot&&) noexcept = default;
+  };
+  MemoSlot memo_;
 };
 
 // Text form, one node a line: "%3 = add f32[8,10] %1, %2  # mlp.lua:12".

@@ -212,6 +212,10 @@ TEST_CASE("while tracing, scalar constants and their broadcasts are made once") 
   CHECK(g.broadcast_to(row, {4, 3}) != g.broadcast_to(row, {4, 3}));       // each call a node
   CHECK(g.nodes.size() == before + 9);  // 4 scalars, 2 shared broadcasts, the reduce, 2 broadcasts
   CHECK(verify_graph(g).empty());
-  g.share_scalars(false);
-  CHECK(g.scalar(DType::f32, 0.9) != a);
+  Graph copy = g;  // a copy does not share: its new nodes are its own
+  CHECK(copy.scalar(DType::f32, 0.9) != a);
+  Graph moved = std::move(g);  // a move keeps sharing
+  CHECK(moved.scalar(DType::f32, 0.9) == a);
+  moved.share_scalars(false);
+  CHECK(moved.scalar(DType::f32, 0.9) != a);
 }
