@@ -218,6 +218,17 @@ end
 
 ---------------------------------------------------------------- lr_scheduler
 
+function T.the_history_records_what_callbacks_add_to_the_logs()
+  local m = model(0.1)
+  local x, y = tpu.ones {8, 3}, tpu.zeros({8}, {dtype = "i32"})
+  local log_path = tmpdir() .. "/log.csv"
+  local h = m:fit(x, y, {epochs = 3, batch_size = 4, verbose = 0, callbacks = {
+    cb.csv_logger(log_path), cb.lr_scheduler {fn = function(_, lr) return lr / 2 end}}})
+  check.near(h.history.lr, {0.05, 0.025, 0.0125}, 1e-9)
+  check.eq(h.keys, {"loss", "lr"})
+  check.eq(#h.history.loss, 3)
+end
+
 function T.lr_scheduler_sets_the_rate_before_each_epoch()
   local m = model(0.1)
   local seen = {}
