@@ -262,6 +262,12 @@ function T.attention_errors()
     "MultiHeadAttention: dropout must be a number in [0, 1), got 1.5")
   check.raises(function() nn.MultiHeadAttention {num_heads = 2, key_dim = 4}(rand({2, 3})) end,
     "expects query, value and key of shape [batch, length, features], got (None, 3)")
+  local built = nn.MultiHeadAttention {num_heads = 2, key_dim = 4}
+  built(rand({2, 3, 8}))  -- a call after the first is checked too
+  check.raises(function() built(rand({2, 8})) end,
+    "expects query, value and key of shape [batch, length, features], got (None, 8)")
+  check.raises(function() built {rand({2, 3, 8}), rand({2, 8})} end,
+    "expects query, value and key of shape [batch, length, features], got (None, 3, 8), (None, 8)")
 end
 
 ---------------------------------------------------------------- TransformerEncoder

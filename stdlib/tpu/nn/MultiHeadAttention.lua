@@ -50,16 +50,21 @@ function MultiHeadAttention:dense(name, n_in, n_out)
   end
 end
 
-function MultiHeadAttention:build(input_shape)
-  local shapes = type(input_shape[1]) == "table" and input_shape or {input_shape}
-  local q, v = shapes[1], shapes[2] or shapes[1]
-  local k = shapes[3] or v
+-- Every call's query, value and key are [batch, length, features] (not only the first's).
+local function check_ranks(self, shapes, q, v, k)
   for _, s in ipairs {q, v, k} do
     if #s ~= 3 then
       util.fail("MultiHeadAttention '%s' expects query, value and key of shape [batch, length, "
         .. "features], got %s", self.name, util.shapes_text(shapes))
     end
   end
+end
+
+function MultiHeadAttention:build(input_shape)
+  local shapes = type(input_shape[1]) == "table" and input_shape or {input_shape}
+  local q, v = shapes[1], shapes[2] or shapes[1]
+  local k = shapes[3] or v
+  check_ranks(self, shapes, q, v, k)
   local h = self.num_heads
   self.query_dim = q[3]
   self:dense("query", q[3], h * self.key_dim)
@@ -106,6 +111,8 @@ end
 
 function MultiHeadAttention:call(x, ctx)
   local q, v, k, mask, use_causal_mask = parts(x)
+  local given = util.is_tensor(x) and {q.shape} or {q.shape, x[2] and v.shape, x[3] and k.shape}
+  check_ranks(self, given, q.shape, v.shape, k.shape)
   -- model:generate: attention over a key/value cache (tpu/nn/generate.lua)
   if ctx and ctx.decode then return ctx.decode:attention(self, q, use_causal_mask, v ~= q) end
   local qh = self:project(q, "query", self.key_dim)
