@@ -348,4 +348,17 @@ function T.traced_ops_point_at_the_line_that_built_their_layer()
   check.eq(line_and_layer(at.mul), {own, twice.name})
 end
 
+-- The base class's compute_output_shape builds an unbuilt layer and runs an unknown batch as 1,
+-- so a custom layer with weights follows nn.Input in a Sequential.
+function T.default_output_shape_builds_and_keeps_the_batch_unknown()
+  local Scale = nn.Module:extend("Scale")
+  function Scale:build(s) self.w = self:add_weight {shape = {s[#s]}, initializer = "ones"} end
+  function Scale:call(x) return x * self.w end
+  check.eq(Scale():compute_output_shape {-1, 2}, {-1, 2})
+  check.eq(Scale():compute_output_shape {5, 2}, {5, 2})
+  local model = nn.Sequential {nn.Input {shape = {2}}, Scale(), nn.Dense(3)}
+  check.eq(model.output_shape, {-1, 3})
+  check.eq({model:count_params()}, {11, 11, 0})
+end
+
 return T

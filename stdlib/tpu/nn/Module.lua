@@ -204,18 +204,32 @@ function Module:call(_x, _ctx)
   util.fail("%s '%s' has no call(x, ctx) method", self.__name, self.name)
 end
 
--- Default output shape: run the layer once eagerly on zeros (layers override this cheaply).
--- input_shape is a shape or a list of shapes (several inputs).
+-- Default output shape: build the layer if needed, then run it once eagerly on zeros (layers
+-- override this cheaply). input_shape is a shape or a list of shapes (several inputs); a
+-- dimension of unknown size (None, -1: the batch) runs as 1 and comes back as None.
 function Module:compute_output_shape(input_shape)
+  local unknown_batch = false
   local function zeros(s)
     if type(s[1]) == "table" then
       local list = {}
       for i, one in ipairs(s) do list[i] = zeros(one) end
       return list
     end
-    return tpu.zeros(s)
+    local known = {}
+    for i, d in ipairs(s) do
+      known[i] = d < 0 and 1 or d
+      unknown_batch = unknown_batch or (i == 1 and d < 0)
+    end
+    return tpu.zeros(known)
   end
-  return util.shape_of(self:call(zeros(input_shape), {training = false}))
+  self:maybe_build(input_shape)
+  local out = util.shape_of(self:call(zeros(input_shape), {training = false}))
+  local function unknown(s)
+    if type(s[1]) == "table" then for _, one in ipairs(s) do unknown(one) end
+    elseif #s > 0 then s[1] = -1 end
+  end
+  if unknown_batch then unknown(out) end
+  return out
 end
 
 -- Weights in a fixed order: own weights in creation order, then children in layer order.
