@@ -385,17 +385,19 @@ local function check_optimizer_state(model, state, source)
   local params, trainable = model:parameters(), {}
   for i, idx in ipairs(model:trainable_indices()) do trainable[i] = params[idx] end
   local want, got = layout_of(opt:init(trainable)), layout_of(state)
-  for name, d in pairs(want) do
+  -- In name order, so the error names the same entry every run.
+  for _, name in ipairs(sorted_keys(want)) do
+    local d = want[name]
     if got[name] ~= d then
       fail("%s: the optimizer state does not fit %s: '%s' is %s in the file but %s for this model "
         .. "(resume with the optimizer and model the checkpoint was made with)", source, tostring(opt),
         name, got[name] or "missing", d)
     end
   end
-  for name, d in pairs(got) do
+  for _, name in ipairs(sorted_keys(got)) do
     if want[name] == nil then
       fail("%s: the optimizer state does not fit %s: the file has '%s' (%s), which it does not use",
-        source, tostring(opt), name, d)
+        source, tostring(opt), name, got[name])
     end
   end
 end
@@ -419,6 +421,10 @@ local function is_dataset(data) return type(data) == "table" and type(data.iter)
 -- Creates the model's weights from the first batch of `data` (restoring needs them).
 local function build_from(model, data)
   if model.built and #model:parameters() > 0 then return end
+  if type(data) == "table" and core.is_tensor(data[1]) then  -- fit(x, y, ...): one row of x
+    model(data[1]:slice {{1, 1}}, {training = false})
+    return
+  end
   if not is_dataset(data) then fail("fit: resume: build the model first (call it once on a batch)") end
   local x = data:iter {epoch = 0}()
   if x == nil then fail("fit: resume: the training data set produced no batches") end
