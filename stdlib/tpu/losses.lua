@@ -120,9 +120,13 @@ local function define_class(class_name, name, allowed)
     check_pair(class_name, y_true, y_pred, nil, extra, {})
     return self.per_example(y_true, y_pred):mean()
   end
-  Class.__tostring = function(self)
-    local ignore = self.ignore_class and ", ignore_class = " .. self.ignore_class or ""
-    return string.format("%s{from_logits = %s%s}", class_name, tostring(self.from_logits), ignore)
+  Class.__tostring = function(self)  -- the options this class takes, as its constructor reads them
+    local shown = {}
+    for _, k in ipairs(allowed) do
+      if k == "from_logits" then shown[#shown + 1] = "from_logits = " .. tostring(self.from_logits)
+      elseif self[k] ~= nil then shown[#shown + 1] = k .. " = " .. tostring(self[k]) end
+    end
+    return string.format("%s{%s}", class_name, table.concat(shown, ", "))
   end
   M[class_name] = function(opts, extra)
     errors.none(2, class_name, extra)

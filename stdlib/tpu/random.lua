@@ -81,12 +81,14 @@ end
 -- Uniform in [minval, maxval) (default [0, 1)).
 function random.uniform(key, shape, opts, extra)
   errors.none(4, "uniform", extra)
+  if opts ~= nil then errors.options(3, "uniform", opts, {"minval", "maxval", "dtype"}) end
   return core.random_uniform(data_of(key), shape_arg(2, "uniform", shape), opts)
 end
 
 -- Normal with mean and stddev (default 0, 1); truncated = true keeps |z| <= 2 stddevs.
 function random.normal(key, shape, opts, extra)
   errors.none(4, "normal", extra)
+  if opts ~= nil then errors.options(3, "normal", opts, {"mean", "stddev", "truncated", "dtype"}) end
   return core.random_normal(data_of(key), shape_arg(2, "normal", shape), opts)
 end
 

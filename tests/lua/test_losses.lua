@@ -134,6 +134,13 @@ function T.loss_by_name_reads_the_logits_of_a_final_softmax()
   check.near(sig:evaluate(dsb, {verbose = 0}).loss, wantb, 1e-5)
 end
 
+function T.a_loss_object_shows_the_options_its_class_takes()
+  check.eq(tostring(losses.MeanSquaredError()), "MeanSquaredError{}")
+  check.eq(tostring(losses.BinaryCrossentropy {from_logits = true}), "BinaryCrossentropy{from_logits = true}")
+  check.eq(tostring(losses.SparseCategoricalCrossentropy {ignore_class = 0}),
+    "SparseCategoricalCrossentropy{from_logits = false, ignore_class = 0}")
+end
+
 function T.loss_objects_take_from_logits()
   local y = tpu.tensor({2, 0}, {dtype = "i32"})
   local z = tpu.tensor(logits)
