@@ -179,6 +179,21 @@ function T.glorot_uniform_stays_within_its_limit()
   check.near(nn.initializers.zeros(nil, {2}, "f32"):sum():item(), 0, 0)
 end
 
+-- Keras's variance scaling: a normal truncated at two of its (widened) standard deviations,
+-- whose weights have the variance named (2 / fan_in for he_normal).
+function T.variance_scaling_normals_are_truncated_as_keras_does()
+  for name, sd in pairs {he_normal = math.sqrt(2 / 300), glorot_normal = math.sqrt(2 / 700),
+                         lecun_normal = math.sqrt(1 / 300)} do
+    local w = nn.initializers[name](tpu.random.key(4), {300, 400}, "f32")
+    local bound = 2 * sd / 0.87962566103423978
+    check.is_true(w:abs():max():item() <= bound * (1 + 1e-6), name .. " stays within 2 widened deviations")
+    check.is_true(w:abs():max():item() > 0.95 * bound, name .. " reaches near the bound")
+    check.near(w:square():mean():sqrt():item(), sd, 0.01 * sd, name .. "'s deviation")
+  end
+  local plain = nn.initializers.random_normal(tpu.random.key(4), {300, 400}, "f32")
+  check.is_true(plain:abs():max():item() > 2.5 * 0.05, "random_normal is not truncated")
+end
+
 function T.custom_layer_with_add_weight()
   local Scale = nn.Module:extend("Scale")
   function Scale:build(input_shape)

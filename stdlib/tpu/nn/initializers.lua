@@ -71,19 +71,26 @@ local function uniform(limit_of, name)
   end
 end
 
-local function normal(stddev_of, name)
+-- Keras's variance scaling draws from a normal truncated at two standard deviations, whose
+-- spread it widens by this factor (the truncated unit normal's standard deviation) so that the
+-- weights keep the variance asked for.
+local kTruncatedStddev = 0.87962566103423978
+
+local function normal(stddev_of, name, truncated)
   return function(key, shape, dtype, extra)
     check_init_args(name, key, shape, dtype, extra, true)
-    local t = random.normal(key, shape, {stddev = stddev_of(fans(shape))})
+    local sd = stddev_of(fans(shape))
+    local t = truncated and random.normal(key, shape, {stddev = sd / kTruncatedStddev, truncated = true})
+      or random.normal(key, shape, {stddev = sd})
     return dtype and t.dtype ~= dtype and t:cast(dtype) or t
   end
 end
 
 M.glorot_uniform = uniform(function(fi, fo) return math.sqrt(6 / (fi + fo)) end, "glorot_uniform")
-M.glorot_normal = normal(function(fi, fo) return math.sqrt(2 / (fi + fo)) end, "glorot_normal")
+M.glorot_normal = normal(function(fi, fo) return math.sqrt(2 / (fi + fo)) end, "glorot_normal", true)
 M.he_uniform = uniform(function(fi) return math.sqrt(6 / fi) end, "he_uniform")
-M.he_normal = normal(function(fi) return math.sqrt(2 / fi) end, "he_normal")
-M.lecun_normal = normal(function(fi) return math.sqrt(1 / fi) end, "lecun_normal")
+M.he_normal = normal(function(fi) return math.sqrt(2 / fi) end, "he_normal", true)
+M.lecun_normal = normal(function(fi) return math.sqrt(1 / fi) end, "lecun_normal", true)
 
 -- Uniform in [-0.05, 0.05] (Embedding's default) and normal with stddev 0.05.
 M.random_uniform = uniform(function() return 0.05 end, "random_uniform")
