@@ -102,7 +102,8 @@ end
 
 -- A model method called with a dot (model.fit(x, y)) gets x as its model: say how to call it.
 local function check_model(self, who, call)
-  if type(self) ~= "table" or util.is_tensor(self) or self.compile ~= M.compile then
+  -- Any model (a subclass may override compile and call this one), never a tensor or options.
+  if type(self) ~= "table" or util.is_tensor(self) or type(self.maybe_build) ~= "function" then
     util.fail("%s is a method of the model: call it with a colon, %s (got %s where the model goes)",
       who, call, util.show(self))
   end
