@@ -88,7 +88,6 @@ function Module:compute_dtype()
   return self.dtype_policy.compute_dtype
 end
 
--- Creates a weight, stores it as self[name] and returns it.
 -- A weight without a name is named as Keras names one: "variable", then "variable_1", ...
 local function unnamed(self)
   local taken = {}
@@ -98,6 +97,7 @@ local function unnamed(self)
   return name
 end
 
+-- Creates a weight, stores it as self[name] and returns it.
 function Module:add_weight(spec)
   ensure_init(self)
   if type(spec) ~= "table" or (spec.name ~= nil and type(spec.name) ~= "string") or type(spec.shape) ~= "table" then
