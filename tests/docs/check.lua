@@ -26,7 +26,7 @@ local internal = {}
 for name in ([[
   tpu.class tpu.core tpu.options tpu.version
   nn.Progbar nn.History nn.initializers.next_key callbacks.prepare losses.token_crossentropy
-  history:append history:extend history:is_instance
+  history:append history:append_late history:extend history:is_instance
   model:init_common model:maybe_build model:check_input model:trainable_indices model:weight_entries
   model:call_inputs model:repr model:is_instance model:extend
   Dataset:check_self Dataset:extend Dataset:is_instance

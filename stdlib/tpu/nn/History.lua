@@ -12,15 +12,32 @@ function History:__init(params)
 end
 
 -- Records one epoch's logs {name = value}; `order` lists the names in display order.
-function History:append(epoch, logs, order)
-  for _, k in ipairs(order) do
-    if not self.history[k] then
-      self.history[k] = {}
-      self.keys[#self.keys + 1] = k
-    end
-    self.history[k][#self.epoch + 1] = logs[k]
+-- The values of `key` per epoch, a new column (after the others) the first time.
+local function column(self, key)
+  if not self.history[key] then
+    self.history[key] = {}
+    self.keys[#self.keys + 1] = key
   end
+  return self.history[key]
+end
+
+function History:append(epoch, logs, order)
+  for _, k in ipairs(order) do column(self, k)[#self.epoch + 1] = logs[k] end
   self.epoch[#self.epoch + 1] = epoch
+end
+
+-- The numbers the last epoch's callbacks added to its logs after append took them (lr_scheduler's
+-- lr), recorded for that epoch as Keras's History (the last callback) sees them; new names in
+-- sorted order.
+function History:append_late(logs)
+  local late, e = {}, #self.epoch
+  for k, v in pairs(logs) do
+    if type(k) == "string" and math.type(v) and (not self.history[k] or self.history[k][e] == nil) then
+      late[#late + 1] = k
+    end
+  end
+  table.sort(late)
+  for _, k in ipairs(late) do column(self, k)[e] = logs[k] end
 end
 
 -- Writes an SVG chart of the curves per epoch (training solid, validation dashed); returns

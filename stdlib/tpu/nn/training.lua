@@ -599,26 +599,6 @@ local function keras_xy(who, self, data, opts, more)
   return data, opts
 end
 
--- The numbers an epoch's callbacks added to its logs (lr_scheduler's lr) after the history took
--- them: recorded for that epoch too, as Keras's History (the last callback) sees them; new names
--- in sorted order.
-local function record_late_logs(history, logs)
-  local late, e = {}, #history.epoch
-  for k, v in pairs(logs) do
-    if type(k) == "string" and math.type(v) and (not history.history[k] or history.history[k][e] == nil) then
-      late[#late + 1] = k
-    end
-  end
-  table.sort(late)
-  for _, k in ipairs(late) do
-    if not history.history[k] then
-      history.history[k] = {}
-      history.keys[#history.keys + 1] = k
-    end
-    history.history[k][e] = logs[k]
-  end
-end
-
 -- Where fit starts: a resumed state, Keras's initial_epoch (0-based count of epochs already
 -- done; the data set's shuffles continue from that pass, as in an uninterrupted run), or 0.
 local function first_epoch(model, history, data, opts, epochs)
@@ -679,7 +659,7 @@ function M:fit(data, opts, more)
     for i, p in ipairs(shown) do order[i] = p[1] end
     history:append(epoch, logs, order)
     callback(cbs, "on_epoch_end", epoch, logs)
-    record_late_logs(history, logs)
+    history:append_late(logs)
     self.fit_progress = {epoch = epoch, batch = steps}
     check_interrupt(self)
     if self.stop_training then break end
