@@ -12,6 +12,9 @@ optim.RMSprop = require "tpu.optim.RMSprop"
 optim.schedule = require "tpu.optim.schedule"
 
 local by_name = {sgd = optim.SGD, adam = optim.Adam, adamw = optim.AdamW, rmsprop = optim.RMSprop}
+local names = {}
+for name in pairs(by_name) do names[#names + 1] = name end
+table.sort(names)
 
 -- An optimizer object, or a name ("adam", "sgd", "adamw", "rmsprop") for one with default settings.
 function optim.get(x, extra)
@@ -24,8 +27,8 @@ function optim.get(x, extra)
   if type(x) == "table" and type(x.update) == "function" and type(x.init) == "function" then
     return x
   end
-  util.fail("unknown optimizer %s%s (expected an optimizer such as optim.Adam{} or one of: "
-    .. "adam, adamw, rmsprop, sgd)", util.show(x), errors.did_you_mean(x, {"adam", "adamw", "rmsprop", "sgd"}))
+  util.fail("unknown optimizer %s%s (expected an optimizer such as optim.Adam{} or one of: %s)", util.show(x),
+    errors.did_you_mean(x, names), table.concat(names, ", "))
 end
 
 return optim
