@@ -1,7 +1,6 @@
 #include "data/csv.h"
 
 #include <charconv>
-#include <filesystem>
 #include <cmath>
 #include <type_traits>
 #include <unordered_map>

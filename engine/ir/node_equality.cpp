@@ -22,8 +22,9 @@ bool same_literal(const Attrs& a, const Attrs& b) {
 bool same_node(const Node& a, const Node& b) {
   if (a.op != b.op || a.dtype != b.dtype || a.shape != b.shape || a.in != b.in) return false;
   const Attrs &x = a.attrs, &y = b.attrs;
-  return x.dims == y.dims && x.dims2() == y.dims2() && x.axis == y.axis && x.transpose_lhs == y.transpose_lhs &&
-         x.transpose_rhs == y.transpose_rhs && x.value() == y.value() && x.to == y.to && x.body() == y.body() && same_literal(x, y) &&
+  return x.dims == y.dims && x.dims2() == y.dims2() && x.axis == y.axis &&
+         x.transpose_lhs == y.transpose_lhs && x.transpose_rhs == y.transpose_rhs && x.value() == y.value() &&
+         x.to == y.to && x.body() == y.body() && same_literal(x, y) &&
          (x.window() && y.window() ? *x.window() == *y.window() : x.window() == y.window());
 }
 
