@@ -11,6 +11,7 @@ cd "$(dirname "${BASH_SOURCE[0]}")/.."
 # installed tpu module with.
 packages=(build-essential cmake pkg-config liblua5.4-dev lua5.4 libeigen3-dev doctest-dev libedit-dev
           zlib1g-dev libdnnl-dev libjemalloc-dev nlohmann-json3-dev python3-numpy dataset-fashion-mnist
+          libjpeg62-turbo-dev libpng-dev python3-onnx
           fortunes fortunes-de fortunes-it fortunes-es fortunes-br
           libopenmpi-dev openmpi-bin)
 [[ ${1:-} == --bench ]] && packages+=(python3-torch libopenblas0-pthread)
