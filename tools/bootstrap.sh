@@ -8,7 +8,8 @@ cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
 # nlohmann-json3-dev: the safetensors header; python3-numpy: the independent safetensors
 # reader/writer of the interchange test; lua5.4: stock Lua, which the embedding test runs the
-# installed tpu module with.
+# installed tpu module with; libjpeg62-turbo-dev, libpng-dev: the image decoders and writers;
+# python3-onnx: the checker the ONNX export test runs.
 packages=(build-essential cmake pkg-config liblua5.4-dev lua5.4 libeigen3-dev doctest-dev libedit-dev
           zlib1g-dev libdnnl-dev libjemalloc-dev nlohmann-json3-dev python3-numpy dataset-fashion-mnist
           libjpeg62-turbo-dev libpng-dev python3-onnx
