@@ -117,14 +117,6 @@ CsvOptions csv_options(lua_State* L, int t) {
   return o;
 }
 
-void push_strings(lua_State* L, const std::vector<std::string>& v) {
-  lua_createtable(L, int(v.size()), 0);
-  for (size_t i = 0; i < v.size(); ++i) {
-    lua_pushstring(L, v[i].c_str());
-    lua_seti(L, -2, lua_Integer(i + 1));
-  }
-}
-
 // core.read_csv(path, opts) -> features, labels or nil, feature names
 int l_read_csv(lua_State* L) {
   const char* path = luaL_checkstring(L, 1);
@@ -142,6 +134,15 @@ int l_read_csv(lua_State* L) {
 // ---- row indices ----
 
 }  // namespace
+
+void push_strings(lua_State* L, const std::vector<std::string>& v) {
+  lua_createtable(L, int(v.size()), 0);
+  for (size_t i = 0; i < v.size(); ++i) {
+    lua_pushstring(L, v[i].c_str());
+    lua_seti(L, -2, lua_Integer(i + 1));
+  }
+}
+
 
 std::vector<int64_t> row_indices(lua_State* L, int arg, const char* what) {
   luaL_checktype(L, arg, LUA_TTABLE);
@@ -255,6 +256,7 @@ void register_data_functions(lua_State* L, int core_table_index) {
   lua_pushvalue(L, core_table_index);
   set_functions(L, -1, data_functions);
   register_prefetcher(L, -1);
+  register_image_functions(L, -1);
   lua_pop(L, 1);
 }
 

@@ -1,11 +1,13 @@
-// core.batch_prefetcher(tensors, depth): the Lua face of tpu::BatchPrefetcher. The stdlib's
-// prefetch(n) pushes index lists (0-based rows) and pops gathered batches; the background
-// thread never touches the Lua state. close(), __close and __gc stop the thread.
+// core.batch_prefetcher(tensors or image reader, depth): the Lua face of tpu::BatchPrefetcher.
+// The stdlib's prefetch(n) pushes index lists (0-based rows) and pops gathered batches (rows of
+// the tensors, or images an image reader decodes); the background thread never touches the Lua
+// state. close(), __close and __gc stop the thread.
 #include <memory>
 #include <new>
 #include <string>
 
 #include "core/error.h"
+#include "data/image_folder.h"
 #include "data/prefetch.h"
 #include "lua_data.h"
 #include "lua_internal.h"
@@ -45,16 +47,23 @@ std::vector<Tensor> read_sources(lua_State* L, int arg) {
   return out;
 }
 
-// core.batch_prefetcher(tensors, depth)
+// The batches of an image reader, or the rows of the list of tensors at `arg`.
+BatchPrefetcher::Gather gather_of(lua_State* L, int arg) {
+  if (std::shared_ptr<const ImageBatchSpec> spec = test_image_reader(L, arg))
+    return [spec](const std::vector<int64_t>& indices) { return read_image_batch(*spec, indices); };
+  return BatchPrefetcher::rows_of(read_sources(L, arg));
+}
+
+// core.batch_prefetcher(tensors or image reader, depth)
 int l_new(lua_State* L) {
-  luaL_checktype(L, 1, LUA_TTABLE);
+  if (!lua_isuserdata(L, 1)) luaL_checktype(L, 1, LUA_TTABLE);
   const lua_Integer depth = luaL_checkinteger(L, 2);
   auto* lp = static_cast<LuaPrefetcher*>(lua_newuserdatauv(L, sizeof(LuaPrefetcher), 0));
   new (lp) LuaPrefetcher{};
   luaL_setmetatable(L, kPrefetcherMeta);
-  std::vector<Tensor> sources = read_sources(L, 1);
+  BatchPrefetcher::Gather gather = gather_of(L, 1);
   try {
-    lp->p = std::make_unique<BatchPrefetcher>(std::move(sources), size_t(depth < 1 ? 1 : depth));
+    lp->p = std::make_unique<BatchPrefetcher>(std::move(gather), size_t(depth < 1 ? 1 : depth));
   } catch (const std::exception& e) {
     throw Error(std::string("batch_prefetcher: cannot start the thread: ") + e.what());
   }

@@ -13,8 +13,17 @@ double ms_since(std::chrono::steady_clock::time_point t0) {
 }
 }  // namespace
 
-BatchPrefetcher::BatchPrefetcher(std::vector<Tensor> sources, size_t depth)
-    : sources_(std::move(sources)), depth_(depth < 1 ? 1 : depth), thread_([this] {
+BatchPrefetcher::Gather BatchPrefetcher::rows_of(std::vector<Tensor> sources) {
+  return [sources = std::move(sources)](const std::vector<int64_t>& indices) {
+    std::vector<Tensor> batch;
+    batch.reserve(sources.size());
+    for (const Tensor& t : sources) batch.push_back(gather_rows(t, indices));
+    return batch;
+  };
+}
+
+BatchPrefetcher::BatchPrefetcher(Gather gather, size_t depth)
+    : gather_(std::move(gather)), depth_(depth < 1 ? 1 : depth), thread_([this] {
         block_async_signals();
         HostAllocationScope host;  // batches of a data set, on the host
         run();
@@ -66,13 +75,6 @@ BatchPrefetcher::Stats BatchPrefetcher::stats() const {
   return stats_;
 }
 
-std::vector<Tensor> BatchPrefetcher::gather(const std::vector<int64_t>& indices) const {
-  std::vector<Tensor> batch;
-  batch.reserve(sources_.size());
-  for (const Tensor& t : sources_) batch.push_back(gather_rows(t, indices));
-  return batch;
-}
-
 void BatchPrefetcher::run() {
   std::unique_lock lock(mu_);
   while (true) {
@@ -85,7 +87,7 @@ void BatchPrefetcher::run() {
     std::vector<Tensor> batch;
     std::exception_ptr error;
     try {
-      batch = gather(indices);
+      batch = gather_(indices);
     } catch (...) {
       error = std::current_exception();
     }

@@ -1,5 +1,6 @@
-// BatchPrefetcher: gathers the next batches of an in-memory data set on a background thread,
-// so the copy of a shuffled batch overlaps the training step (tpu.data's prefetch(n)).
+// BatchPrefetcher: gathers the next batches of a data set on a background thread, so the copy
+// of a shuffled batch (or the decoding of an image folder's files) overlaps the training step
+// (tpu.data's prefetch(n)).
 //
 //   BatchPrefetcher p({images, labels}, 2);   // hold at most 2 gathered batches
 //   p.push({7, 3, 9});                        // rows to gather (0-based), in order
@@ -9,12 +10,14 @@
 // push never blocks: requests are queued and the thread gathers them in order while fewer than
 // `depth` results wait. pop blocks until the oldest request is gathered; it returns nullopt
 // when nothing is pending, and rethrows what gather threw. The thread only reads the source
-// tensors (shared buffers, never written) and never calls back into the caller; the destructor
-// stops and joins it.
+// tensors (shared buffers, never written) or runs the given gather function, which must not
+// touch the caller's state, and never calls back into the caller; the destructor stops and
+// joins it.
 #pragma once
 #include <condition_variable>
 #include <deque>
 #include <exception>
+#include <functional>
 #include <mutex>
 #include <optional>
 #include <thread>
@@ -33,7 +36,14 @@ class BatchPrefetcher {
     double wait_ms = 0;     // time pop spent waiting for the thread
   };
 
-  BatchPrefetcher(std::vector<Tensor> sources, size_t depth);
+  // Makes the batch of one index list.
+  using Gather = std::function<std::vector<Tensor>(const std::vector<int64_t>& indices)>;
+
+  // The gather of rows of in-memory tensors (one result per tensor).
+  static Gather rows_of(std::vector<Tensor> sources);
+
+  BatchPrefetcher(std::vector<Tensor> sources, size_t depth) : BatchPrefetcher(rows_of(std::move(sources)), depth) {}
+  BatchPrefetcher(Gather gather, size_t depth);
   ~BatchPrefetcher();
   BatchPrefetcher(const BatchPrefetcher&) = delete;
   BatchPrefetcher& operator=(const BatchPrefetcher&) = delete;
@@ -45,9 +55,8 @@ class BatchPrefetcher {
 
  private:
   void run();
-  std::vector<Tensor> gather(const std::vector<int64_t>& indices) const;
 
-  const std::vector<Tensor> sources_;
+  const Gather gather_;
   const size_t depth_;
   mutable std::mutex mu_;
   std::condition_variable work_cv_, ready_cv_;

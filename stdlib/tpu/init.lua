@@ -72,7 +72,7 @@ local lazy = {
   nn = "tpu.nn", optim = "tpu.optim", losses = "tpu.losses", metrics = "tpu.metrics",
   data = "tpu.data", strategy = "tpu.strategy", mixed_precision = "tpu.mixed_precision",
   checkpoint = "tpu.checkpoint", callbacks = "tpu.callbacks", plot = "tpu.plot",
-  applications = "tpu.applications",
+  applications = "tpu.applications", image = "tpu.image",
 }
 setmetatable(tpu, {
   __index = function(t, key)

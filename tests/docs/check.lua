@@ -151,6 +151,7 @@ local surfaces = {
   {"mixed_precision.md", "mixed_precision.", module "mixed_precision"},
   {"checkpoint.md", "checkpoint.", module "checkpoint"},
   {"applications.md", "applications.", module "applications"},
+  {"image.md", "image.", module "image"},
   {"embedding.md", "", c_api},
 }
 

@@ -8,7 +8,8 @@
 -- Sources held in memory (from_tensors, range, idx, npy, csv, fashion_mnist, text sources,
 -- anything after cache()) are shuffled and batched as index lists, so each batch costs one
 -- gather per tensor. Files: files.lua (idx, npy, csv), text.lua (text_lines, text_records,
--- fortunes), fashion_mnist.lua; transforms: one class per file in transforms/.
+-- fortunes), fashion_mnist.lua, images.lua (image_folder: decoded when batched);
+-- transforms: one class per file in transforms/.
 local Dataset = require "tpu.data.Dataset"
 local sources = require "tpu.data.sources"
 local args = require "tpu.data.args"
@@ -77,5 +78,6 @@ end
 M.idx, M.npy, M.csv = files.idx, files.npy, files.csv
 M.text_lines, M.text_records, M.fortunes = text.text_lines, text.text_records, text.fortunes
 M.fashion_mnist = require "tpu.data.fashion_mnist"
+M.image_folder = require("tpu.data.images").image_folder
 
 return M

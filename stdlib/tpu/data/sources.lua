@@ -3,8 +3,9 @@
 --
 -- A source has: n (element count), get(i) -> element, spec() -> list of component specs, and
 -- when it can batch faster than stacking elements one by one, gather(indices) -> batched
--- element. Indices are 0-based; an element is a list of components. A TensorSource also
--- has `components`, read by the background gather of prefetch, and rows(first, count), the
+-- element. Indices are 0-based; an element is a list of components. A source that prefetch
+-- can gather on a background thread has prefetcher(depth) and from_leaves(list) (see
+-- tpu.data.prefetching). A TensorSource also has `components` and rows(first, count), the
 -- batch of consecutive elements.
 -- find_files locates the files of a data set on disk.
 local class = require "tpu.class"
@@ -55,6 +56,13 @@ end
 function TensorSource:spec()
   return structure.spec_of(self.components, true)
 end
+
+-- The background gather of prefetch (tpu.data.prefetching).
+function TensorSource:prefetcher(depth)
+  return tpu.core.batch_prefetcher(structure.flatten(self.components), depth)
+end
+
+function TensorSource:from_leaves(leaves) return structure.unflatten(self.components, leaves) end
 
 -- Checks `components` (a list of structures) for from_tensors: tensors everywhere, concrete,
 -- at least one dimension, the same first dimension. `what` names the call in messages.

@@ -25,11 +25,11 @@ function Batch:_groups(next_item)
 end
 
 -- Batches of an in-memory source: one gather per tensor, on a background thread when a
--- prefetch downstream asks for it (ctx.prefetch) and the source holds tensors. Otherwise
+-- prefetch downstream asks for it (ctx.prefetch) and the source can (tensors, image files). Otherwise
 -- indices that are a run of the source's elements give views of row runs, without index lists.
 function Batch:_gathered(source, epoch, ctx)
   local groups = self:_groups(self._parent:_indices(epoch))
-  if ctx.prefetch and source.components then
+  if ctx.prefetch and source.prefetcher then
     return prefetching.batches(source, groups, ctx.prefetch, ctx)
   end
   local first, count = self._parent:_index_range(epoch)

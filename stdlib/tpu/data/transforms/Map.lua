@@ -10,8 +10,8 @@ local tpu = require "tpu"
 
 local Map = Dataset:extend("Map")
 
-function Map:__init(parent, fn, where)
-  self._parent, self._desc, self._where = parent, parent._desc .. ":map(fn)", where
+function Map:__init(parent, fn, where, seed)
+  self._parent, self._desc, self._where, self._seed = parent, parent._desc .. ":map(fn)", where, seed
   -- Results as a list, so any number of components comes back as one structure.
   -- Named by the line that called map, so --profile tells a pipeline's maps apart.
   local at = type(where) == "string" and where:match("^(.-):?%s*$") or ""
@@ -24,13 +24,30 @@ local function string_error(where)
     .. "ds:map(fn, {host = true}) to run a plain Lua function on them")
 end
 
+-- With {seed =}, element k of pass `epoch` gets the key seed / epoch / k (one traced argument
+-- more: the function compiles once).
+function Map:_key(epoch, k)
+  if self._seed == nil then return nil end
+  return tpu.random.key(self._seed):fold_in(epoch):fold_in(k)
+end
+
+-- The function's arguments for element e (a list the parent may still hold: not modified).
+function Map:_arguments(e, epoch, k)
+  local n, key = #e, self:_key(epoch, k)
+  if key == nil then return table.unpack(e, 1, n) end
+  local a = table.move(e, 1, n, 1, {})
+  a[n + 1] = key
+  return table.unpack(a, 1, n + 1)
+end
+
 function Map:_elements(epoch, ctx)
-  local next_element, fn = self._parent:_elements(epoch, ctx), self._fn
+  local next_element, fn, k = self._parent:_elements(epoch, ctx), self._fn, 0
   return function()
     local e = next_element()
     if e == nil then return nil end
     structure.walk(e, function(v) if type(v) == "string" then string_error(self._where) end end)
-    local out = fn(table.unpack(e, 1, #e))
+    local out = fn(self:_arguments(e, epoch, k))
+    k = k + 1
     if out[1] == nil then args.fail_at(self._where, "map: the function returned no tensors") end
     return out
   end
@@ -51,7 +68,7 @@ function Map:_spec()
     end
     return tpu.zeros(leaf._full, {dtype = leaf.dtype})
   end)
-  local out = self._fn(table.unpack(zeros, 1, #zeros))
+  local out = self._fn(self:_arguments(zeros, 0, 0))
   self._spec_cache = structure.map(out, function(t)
     local full = t.shape
     local shape = {table.unpack(full)}
@@ -68,15 +85,20 @@ end
 -- tensors out, no branching on values). With {host = true} fn is a plain Lua function called
 -- on the host for every element: it may take and return strings (text_lines(...) ->
 -- vocab:encode), numbers and tensors, and read values; it runs uncompiled, once per element.
+-- With {seed = n}, fn also receives a random key after the components, fn(x, y, key): a
+-- different one for every element of every pass, the same for the same seed (for the random
+-- functions of tpu.image and tpu.random).
 function Dataset:map(fn, opts, extra)
   errors.none(3, "map", extra)
   Dataset.check_self(self, "map")
   fn = args.func(fn, "map")
-  opts = args.options(opts, "map", {"host"})
+  opts = args.options(opts, "map", {"host", "seed"})
+  local seed = opts.seed ~= nil and args.integer(opts.seed, "map", "seed") or nil
   if opts.host ~= nil and args.boolean(opts.host, "map", "host") then
+    if seed ~= nil then args.fail("map: {seed =} goes with traced functions, not {host = true}") end
     return require("tpu.data.transforms.HostMap")(self, fn, args.where())
   end
-  return Map(self, fn, args.where())
+  return Map(self, fn, args.where(), seed)
 end
 
 return Map
