@@ -31,6 +31,9 @@ local function make_specs(dir)
   data_util.write_npy(npy, "<f4", "(2,)", string.pack("<ff", 1, 2))
   local safetensors = dir .. "/a.safetensors"
   tpu.save(safetensors, {w = x})
+  os.execute("mkdir -p " .. dir .. "/pics/a")
+  local png = dir .. "/pics/a/p.png"
+  tpu.image.write_png(png, tpu.ones({2, 2, 1}, {dtype = "u8"}))
 
   -- name -> {args..., opts = position of the option table, any = {positions taking anything},
   -- run = false when the working call has effects a test must not have}; or a string: the
@@ -101,7 +104,7 @@ local function make_specs(dir)
     Vocabulary = {{"a", "b"}, opts = 2}, csv = {csv, opts = 2}, fashion_mnist = {"test", {dir = dir}, opts = 2, run = false},
     fortunes = {txt}, from_tensors = {{x}}, generator = {function() return function() end end},
     idx = {dir .. "/images", dir .. "/labels", run = false}, npy = {npy}, range = {3},
-    text_lines = {txt}, text_records = {txt, opts = 2},
+    text_lines = {txt}, text_records = {txt, opts = 2}, image_folder = {dir .. "/pics", {verbose = false}, opts = 2},
   }
 
   specs.dataset = {
@@ -192,6 +195,12 @@ local function make_specs(dir)
                         ResNet50 = {image(32), opts = 1}, MobileNetV2 = {image(32), opts = 1},
                         Xception = {image(71), opts = 1}, EfficientNetB0 = {image(32), opts = 1},
                         NASNetMobile = {image(32), opts = 1}, NASNetLarge = {image(32), opts = 1}}
+  local pixels = tpu.ones({2, 2, 3}, {dtype = "u8"})
+  specs.image = {resize = {img, {2, 2}, opts = 3}, random_flip_left_right = {img, key},
+                 random_flip_up_down = {img, key}, random_crop = {img, {2, 2}, key},
+                 central_crop = {img, 0.5}, random_brightness = {img, 0.1, key},
+                 random_contrast = {img, 0.5, 1.5, key}, read = {png, opts = 2},
+                 write_png = {dir .. "/w.png", pixels}, write_jpeg = {dir .. "/w.jpg", pixels, opts = 3}}
   return specs
 end
 
@@ -209,7 +218,7 @@ local not_here = {
     losses = "its own group", metrics = "its own group", strategy = "its own group",
     callbacks = "its own group",
     mixed_precision = "its own group", checkpoint = "its own group", plot = "its own group",
-    applications = "its own group",
+    applications = "its own group", image = "its own group",
   },
 }
 
@@ -254,7 +263,7 @@ local modules = {
   tpu = tpu, nn = nn, data = data, optim = tpu.optim, losses = tpu.losses, metrics = tpu.metrics,
   random = tpu.random, strategy = tpu.strategy, callbacks = tpu.callbacks,
   mixed_precision = tpu.mixed_precision, checkpoint = tpu.checkpoint, plot = tpu.plot,
-  applications = tpu.applications,
+  applications = tpu.applications, image = tpu.image,
 }
 
 local function function_list(group)
@@ -352,7 +361,7 @@ end
 
 for _, group in ipairs {"tpu", "tensor", "nn", "data", "dataset", "optim", "losses", "metrics",
                         "random", "strategy", "callbacks", "mixed_precision", "checkpoint", "plot",
-                        "applications"} do
+                        "applications", "image"} do
   T["every function of " .. group .. " checks its arguments"] = function()
     local dir = data_util.temp_dir()
     specs = make_specs(dir)

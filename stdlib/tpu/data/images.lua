@@ -196,7 +196,8 @@ local function check_files(listing, o)
   end
   listing.paths, listing.labels, listing.skipped = keep_paths, keep_labels, skipped
   if skipped > 0 and o.verbose then
-    print(string.format("Skipped %d files that do not decode (the first: %s).", skipped, first))
+    print(string.format("Skipped %d of %d files, which do not decode (the first: %s).", skipped,
+      #listing.paths, first))
   end
   if #keep_paths == 0 then args.fail("image_folder: none of the images decodes (the first: %s)", first) end
 end

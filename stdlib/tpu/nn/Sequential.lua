@@ -71,6 +71,19 @@ function Sequential:build(input_shape)
   self.built, self.input_shape, self.output_shape = true, util.copy(input_shape), shape
 end
 
+-- A model declared with nn.Input takes inputs of that shape only: a mismatch names both shapes
+-- (data of the wrong size, say) instead of surfacing in some layer further down.
+function Sequential:check_input(x)
+  local declared = self.declared_input
+  if not declared or not util.is_tensor(x) then return Module.check_input(self, x) end
+  local ok = x.ndim == #declared
+  for d = 2, ok and #declared or 0 do ok = ok and (declared[d] == -1 or declared[d] == x.shape[d]) end
+  if not ok then
+    util.fail("Sequential '%s' expects input of shape %s (its nn.Input), got %s", self.name,
+      util.shape_text(declared), util.describe(x))
+  end
+end
+
 function Sequential:call(x, ctx)
   for _, layer in ipairs(self.modules) do x = layer(x, ctx) end
   return x
