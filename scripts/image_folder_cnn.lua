@@ -4,7 +4,7 @@
 -- from the first 3000 Fashion-MNIST training images (half PNG, half JPEG) under $TMPDIR, once.
 -- Test accuracy is measured on the 10000 Fashion-MNIST test images.
 --
---   tputrain scripts/image_folder_cnn.lua [DIR] [--from-idx] [--smoke]
+--   tputrain [--seed N] scripts/image_folder_cnn.lua [DIR] [--from-idx] [--smoke]
 --
 -- --from-idx trains the same CNN on the same images read from the IDX files instead, for
 -- comparison (the folder's JPEGs are lossy, so the two differ a little); --smoke makes a small
@@ -19,6 +19,7 @@ for _, a in ipairs(arg or {}) do
   else dir = a end
 end
 local count = smoke and 100 or 3000
+local seed = (tpu.options or {}).seed or 0  -- --seed: the order, the augmentation, the weights
 local epochs = smoke and 1 or 15
 
 -- Sorted names in label order, so a class's index is its Fashion-MNIST label.
@@ -53,9 +54,9 @@ end
 -- The training images as f32 [28, 28, 1] with values 0..255 and i32 labels, shuffled each pass.
 local source
 if from_idx then
-  source = data.fashion_mnist("train"):take(count):shuffle(count, {seed = 1})
+  source = data.fashion_mnist("train"):take(count):shuffle(count, {seed = seed})
 else
-  source = data.image_folder(dir, {image_size = {28, 28}, color = "grayscale", seed = 1})
+  source = data.image_folder(dir, {image_size = {28, 28}, color = "grayscale", seed = seed})
 end
 local batches = source:batch(50, {drop_remainder = true})
 if from_idx then
@@ -68,7 +69,7 @@ local train = batches:map(function(x, y, key)
   local k1, k2 = table.unpack(key:split(2))
   x = image.random_crop(image.resize(x, {32, 32}), {28, 28}, k1)
   return image.random_flip_left_right(x, k2), y
-end, {seed = 7}):prefetch(2)
+end, {seed = seed + 7}):prefetch(2)
 if smoke then train = train:take(3) end
 
 local test = data.fashion_mnist("test"):batch(1000)
@@ -87,7 +88,9 @@ local model = nn.Sequential {
   nn.Dense(128, {activation = "relu"}),
   nn.Dense(10),
 }
-model:compile {optimizer = tpu.optim.Adam {lr = 2e-3}, loss = "sparse_categorical_crossentropy",
+-- The rate falls from 2e-3 to 0 over the run (a cosine), so the last epoch settles.
+local lr = tpu.optim.schedule.cosine {lr = 2e-3, decay_steps = epochs * (count // 50)}
+model:compile {optimizer = tpu.optim.Adam {lr = lr}, loss = "sparse_categorical_crossentropy",
   metrics = {"accuracy"}}
 local t0 = tpu.core.now()
 model:fit(train, {epochs = epochs, verbose = smoke and 0 or nil})
