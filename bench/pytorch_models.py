@@ -5,7 +5,9 @@ measurements as "result KEY VALUE" lines.
 
     /usr/bin/python3 bench/pytorch_models.py MODEL PRECISION [STEPS [WARMUP]]
 
-MODEL: mlp, cnn or transformer (see bench/tputrain_models.lua); PRECISION: f32, or bf16 with
+MODEL: mlp, cnn, transformer, transformer256 (see bench/tputrain_models.lua), or resnet50,
+mobilenet_v2, efficientnet_b0 (torchvision's, 10 classes, on 512 random 64x64 RGB images in
+NCHW, batch 64; Debian's python3-torchvision); PRECISION: f32, or bf16 with
 torch.autocast("cpu", dtype=torch.bfloat16) around the forward pass and the loss (weights and
 optimizer stay f32, as in tputrain's mixed_bfloat16 policy). Threads: BENCH_THREADS (default 2);
 bench/run.sh also sets OMP_WAIT_POLICY=passive, PyTorch's best configuration on this machine.
@@ -21,7 +23,7 @@ import torch
 from torch import nn
 
 DATA_DIR = os.environ.get("TPUTRAIN_DATA_DIR", "/usr/share/datasets/fashion-mnist")
-LENGTH, VOCAB, CLASSES, DIM = 128, 128, 5, 64
+LENGTH, VOCAB, CLASSES = 128, 128, 5
 
 
 def result(key, value):
@@ -46,20 +48,26 @@ def fashion_mnist(shape):
 
 
 class TextClassifier(nn.Module):
-    """Embedding and learned positions, one post-norm encoder block, mean over the sequence.
-    PyTorch's block has one dropout more than tputrain's (after the feed-forward activation)."""
+    """Embedding and learned positions, `blocks` post-norm encoder blocks, mean over the
+    sequence. PyTorch's block has one dropout more than tputrain's (after the feed-forward
+    activation)."""
 
-    def __init__(self):
+    def __init__(self, dim, ff, blocks):
         super().__init__()
-        self.embedding = nn.Embedding(VOCAB, DIM)
-        self.position = nn.Parameter(torch.randn(LENGTH, DIM) * 0.05)
-        self.encoder = nn.TransformerEncoderLayer(DIM, nhead=4, dim_feedforward=2 * DIM, dropout=0.1,
-                                                  batch_first=True)
-        self.logits = nn.Linear(DIM, CLASSES)
+        self.embedding = nn.Embedding(VOCAB, dim)
+        self.position = nn.Parameter(torch.randn(LENGTH, dim) * 0.05)
+        self.encoders = nn.Sequential(*[nn.TransformerEncoderLayer(dim, nhead=4, dim_feedforward=ff,
+                                                                   dropout=0.1, batch_first=True)
+                                        for _ in range(blocks)])
+        self.logits = nn.Linear(dim, CLASSES)
 
     def forward(self, ids):
-        h = self.encoder(self.embedding(ids) + self.position)
+        h = self.encoders(self.embedding(ids) + self.position)
         return self.logits(h.mean(1))
+
+
+def tokens(n):
+    return torch.randint(0, VOCAB, (n, LENGTH)), torch.randint(0, CLASSES, (n,))
 
 
 def setup(name):
@@ -77,11 +85,18 @@ def setup(name):
                              nn.Linear(7 * 7 * 64, 128), nn.ReLU(),
                              nn.Linear(128, 10)), 128, x, y
     if name == "transformer":
-        n = 64 * 32
-        x = torch.randint(0, VOCAB, (n, LENGTH))
-        y = torch.randint(0, CLASSES, (n,))
-        return TextClassifier(), 64, x, y
-    raise SystemExit(f"model must be mlp, cnn or transformer, got {name!r}")
+        x, y = tokens(64 * 32)
+        return TextClassifier(64, 128, 1), 64, x, y
+    if name == "transformer256":
+        x, y = tokens(32 * 32)
+        return TextClassifier(256, 1024, 2), 32, x, y
+    if name in ("resnet50", "mobilenet_v2", "efficientnet_b0"):
+        import torchvision
+        model = getattr(torchvision.models, name)(num_classes=10)
+        x = torch.randint(0, 256, (512, 3, 64, 64), dtype=torch.uint8).float() / 255
+        return model, 64, x, torch.randint(0, 10, (512,))
+    raise SystemExit(f"model must be mlp, cnn, transformer, transformer256, resnet50, mobilenet_v2 "
+                     f"or efficientnet_b0, got {name!r}")
 
 
 def blas_library():

@@ -5,7 +5,10 @@
 
 RESULTS lines: "peak f32|bf16 GFLOPS|none|n/a", "MODEL PRECISION SIDE ROUND KEY VALUE" (the
 "result" lines of bench/tputrain_models.lua and bench/pytorch_models.py) and
-"MODEL PRECISION SIDE ROUND fail REASON". Each cell is the round with the most samples/s."""
+"MODEL PRECISION SIDE ROUND fail REASON". SIDE: tputrain (in-memory batches), pipeline
+(tputrain fed by a tpu.data pipeline) or pytorch. Each cell is the median of the rounds, with
+their range."""
+import statistics
 import sys
 from collections import defaultdict
 
@@ -13,20 +16,29 @@ L, D, FF, C = 128, 64, 128, 5  # the transformer: length, width, feed-forward wi
 
 # Forward multiply-add FLOPs per sample of the GEMMs and convolutions (2 per multiply-add);
 # training counts 3x: the forward product and the two of the backward pass (input, weights).
+def encoder(d, ff, blocks):
+    return 2 * (blocks * (4 * L * d * d + 2 * L * L * d + 2 * L * d * ff) + d * C)
+
+
 FORWARD = {
     "mlp": 2 * (784 * 512 + 512 * 512 + 512 * 10),
     "cnn": 2 * (28 * 28 * 32 * 9 * 1 + 14 * 14 * 64 * 9 * 32 + 7 * 7 * 64 * 128 + 128 * 10),
-    "transformer": 2 * (4 * L * D * D + 2 * L * L * D + 2 * L * D * FF + D * C),
+    "transformer": encoder(D, FF, 1),
+    "transformer256": encoder(256, 1024, 2),
 }
 FORMULA = {
     "mlp": "3 x 2 x (784*512 + 512*512 + 512*10)",
     "cnn": "3 x 2 x (28*28*32*3*3*1 + 14*14*64*3*3*32 + 3136*128 + 128*10)",
     "transformer": "3 x 2 x (4*L*d*d [q,k,v,out] + 2*L*L*d [scores, weights x values] "
                    "+ 2*L*d*ff + d*5), L=128 d=64 ff=128",
+    "transformer256": "3 x 2 x (2 blocks x (4*L*d*d + 2*L*L*d + 2*L*d*ff) + d*5), L=128 d=256 ff=1024",
 }
-ORDER = ["mlp", "cnn", "transformer"]
+# The applications: FLOPs per sample from tputrain's cost model of its compiled train step.
+APPS = ["resnet50", "mobilenet_v2", "efficientnet_b0"]
+ORDER = ["mlp", "cnn", "transformer", "transformer256"] + APPS
 LEGEND = [
-    "samples/s: timed steps x batch / their wall time; ratio: tputrain / PyTorch; GFLOP/s: samples/s",
+    "samples/s: timed steps x batch / their wall time; ratio: tputrain / PyTorch; pipe/mem: tputrain",
+    "  fed by a tpu.data pipeline (shuffle, batch, traced map, prefetch) over in-memory batches; GFLOP/s: samples/s",
     "  x the FLOPs per sample below; % peak: of the register FMA peak of that precision;",
     "host ms/step, host %: tputrain's step wall time minus its time inside kernels (per-op timing on,",
     "  in profiled steps after the timed ones); compile ms: tracing and compiling tputrain's train step;",
@@ -36,7 +48,7 @@ LEGEND = [
     "  planned TPU HBM of tputrain's compiled step (weights, optimizer state, activations, padded to",
     "  TPU tiles). PyTorch runs eagerly: no compile time, no HBM plan.",
 ]
-SIDES = [("tputrain", "tputrain"), ("pytorch", "PyTorch")]
+SIDES = [("tputrain", "tputrain"), ("pipeline", "pipeline"), ("pytorch", "PyTorch")]
 
 
 def number(text):
@@ -65,10 +77,28 @@ def load(path):
     return peak, runs, fails
 
 
-def best(rounds):
-    """The round with the most samples/s, or None."""
-    ok = [r for r in rounds.values() if number(r.get("samples_per_s", "")) is not None]
-    return max(ok, key=lambda r: float(r["samples_per_s"])) if ok else None
+def middle(rounds):
+    """The round whose samples/s is the median's (the upper one of an even count), with
+    "median" and "range" (min-max) added; or None."""
+    ok = sorted((r for r in rounds.values() if number(r.get("samples_per_s", "")) is not None),
+                key=lambda r: float(r["samples_per_s"]))
+    if not ok:
+        return None
+    values = [float(r["samples_per_s"]) for r in ok]
+    cell = dict(ok[len(ok) // 2])
+    cell["median"] = statistics.median(values)
+    cell["range"] = f"{values[0]:.0f}-{values[-1]:.0f}" if len(values) > 1 else "-"
+    return cell
+
+
+def flops_per_sample(model, cells):
+    """Training FLOPs per sample: the formula, or for the applications tputrain's cost model."""
+    if model in FORWARD:
+        return 3 * FORWARD[model]
+    c = cells.get("tputrain") or cells.get("pipeline")
+    if c and "graph_gflop" in c:
+        return float(c["graph_gflop"]) * 1e9 / int(c["batch"])
+    return None
 
 
 def main():
@@ -94,30 +124,34 @@ def main():
             notes.append(reason)
         return f"n/a [{notes.index(reason) + 1}]"
 
-    head = ("model", "prec", "side", "samples/s", "ratio", "GFLOP/s", "% peak", "host ms/step",
-            "host %", "compile ms", "1st step ms", "RSS MiB", "RSS/need", "HBM MiB")
-    widths = (12, 5, 9, 11, 7, 8, 7, 12, 7, 10, 11, 8, 8, 8)
+    head = ("model", "prec", "side", "samples/s", "range", "ratio", "pipe/mem", "GFLOP/s", "% peak",
+            "host ms/step", "host %", "compile ms", "1st step ms", "RSS MiB", "RSS/need", "HBM MiB")
+    widths = (15, 5, 9, 10, 11, 7, 8, 8, 7, 12, 7, 10, 11, 8, 8, 8)
     rows = []
     for model, precision in configs:
-        cells = {side: best(runs.get((model, precision, side), {})) for side, _ in SIDES}
-        speed = {s: float(c["samples_per_s"]) for s, c in cells.items() if c}
+        cells = {side: middle(runs.get((model, precision, side), {})) for side, _ in SIDES}
+        speed = {s: c["median"] for s, c in cells.items() if c}
+        per_sample = flops_per_sample(model, cells)
         for side, label in SIDES:
             c = cells[side]
             first = side == SIDES[0][0]
             row = [model if first else "", precision if first else "", label]
             if c is None:
                 reasons = fails.get((model, precision, side)) or ["no result"]
-                row += [note(reasons[-1])] + ["-"] * 10
+                row += [note(reasons[-1])] + ["-"] * 12
                 rows.append(row)
                 continue
             sps = speed[side]
-            gflops = sps * 3 * FORWARD[model] / 1e9 if model in FORWARD else None
-            ratio = "-"
-            if first:
-                other = speed.get(SIDES[1][0])
+            gflops = sps * per_sample / 1e9 if per_sample else None
+            ratio = pipe = "-"
+            if side != "pytorch":
+                other = speed.get("pytorch")
                 ratio = f"{sps / other:.2f}x" if other else "n/a"
+            if side == "pipeline":
+                memory = speed.get("tputrain")
+                pipe = f"{100 * sps / memory:.1f}%" if memory else "n/a"
             host_ms = host_pct = compile_ms = hbm = need = "-"
-            if side == "tputrain":
+            if side != "pytorch":
                 step, kernel = float(c["profiled_step_ms"]), float(c["kernel_ms"])
                 host_ms = f"{step - kernel:.3f}"
                 host_pct = f"{100 * (step - kernel) / step:.1f}%"
@@ -126,7 +160,7 @@ def main():
                 if "hbm_bytes" in c and "data_bytes" in c:
                     need = f"{int(c['rss_kb']) * 1024 / (int(c['hbm_bytes']) + int(c['data_bytes'])):.2f}x"
             pk = peaks.get(precision)
-            row += [f"{sps:.0f}", ratio,
+            row += [f"{sps:.0f}", c["range"], ratio, pipe,
                     f"{gflops:.1f}" if gflops is not None else "n/a",
                     f"{100 * gflops / pk:.1f}%" if gflops is not None and pk else "n/a",
                     host_ms, host_pct, compile_ms, f"{float(c['first_step_ms']):.0f}",
@@ -135,7 +169,8 @@ def main():
 
     rounds = max((len(r) for r in runs.values()), default=0)
     print(f"tputrain vs PyTorch on {threads} threads: steady state, warm-up excluded; each cell is "
-          f"the best of {rounds} round{'s' if rounds != 1 else ''} (alternating tputrain, PyTorch)")
+          f"the median of {rounds} round{'s' if rounds != 1 else ''} (alternating tputrain, its "
+          f"pipeline, PyTorch), the range their min-max")
     shown = lambda v: f"{v:.0f}" if v else "n/a"
     print(f"peak (register FMA, {threads} cores): f32 {shown(peak_f32)} GFLOP/s, "
           f"bf16 {shown(peak_bf16)} GFLOP/s{bf16_note}")
@@ -174,14 +209,15 @@ def main():
     print("peak RSS MiB while preparing the data set (decoding, converting; before training):")
     for model, precision in configs:
         for side, label in SIDES:
-            c = best(runs.get((model, precision, side), {}))
+            c = middle(runs.get((model, precision, side), {}))
             if c and "prepare_rss_kb" in c:
                 print(f"  {model:<12} {precision:<5} {label:<9} {int(c['prepare_rss_kb']) / 1024:.0f}")
     print()
-    print("FLOPs per training sample (3 x forward GEMM/conv FLOPs):")
+    print("FLOPs per training sample (3 x forward GEMM/conv FLOPs; the applications: tputrain's "
+          "cost model):")
     for model in ORDER:
-        if any(m == model for m, _ in configs):
-            c = best(runs.get((model, "f32", "tputrain"), {}))
+        if any(m == model for m, _ in configs) and model in FORMULA:
+            c = middle(runs.get((model, "f32", "tputrain"), {}))
             own = ""
             if c and "graph_gflop" in c:
                 own = (f"; tputrain's compiled step: {float(c['graph_gflop']) * 1e9 / int(c['batch']) / 1e6:.2f}"

@@ -1,14 +1,19 @@
--- The tputrain side of bench/run.sh: trains one benchmark model with fit on in-memory batches
--- and prints its measurements as "result KEY VALUE" lines (bench/pytorch_models.py is the same
--- models with PyTorch).
+-- The tputrain side of bench/run.sh: trains one benchmark model with fit and prints its
+-- measurements as "result KEY VALUE" lines (bench/pytorch_models.py is the same models with
+-- PyTorch).
 --
---   tputrain --threads 2 bench/tputrain_models.lua MODEL PRECISION [STEPS [WARMUP [PROFILE]]]
+--   tputrain --threads 2 bench/tputrain_models.lua MODEL PRECISION [STEPS [WARMUP [PROFILE [FEED]]]]
 --
 -- MODEL: mlp (784-512-512-10 ReLU, batch 256), cnn (conv32-pool-conv64-pool-128-10, 3x3 "same"
--- convolutions, 2x2 pools, batch 128; Fashion-MNIST for both) or transformer (the text model:
+-- convolutions, 2x2 pools, batch 128; Fashion-MNIST for both), transformer (the text model:
 -- embedding 64 + positions, one encoder block with 4 heads and a 128-wide feed-forward network,
 -- dropout 0.1, mean over the sequence, 5 classes; random tokens of length 128 from 128 ids,
--- batch 64). Adam lr 1e-3 for all. PRECISION: f32 or bf16 (the mixed_bfloat16 policy).
+-- batch 64), transformer256 (the same with 256 features, 4 heads, a 1024-wide feed-forward
+-- network and 2 blocks, batch 32), resnet50, mobilenet_v2, efficientnet_b0 (tpu.applications
+-- at 64x64x3, 10 classes, batch 64, on 512 random images). Adam lr 1e-3 for all. PRECISION: f32
+-- or bf16 (the mixed_bfloat16 policy). FEED: memory (default: batches sliced from tensors
+-- prepared in memory, in order) or pipeline (as a script feeds fit: the raw data (u8 images,
+-- i32 ids) shuffled, batched, converted by a traced map, prefetched).
 --
 -- Phases, all in one process: WARMUP steps (the first one compiles the step), STEPS timed steps
 -- (samples/s), then PROFILE steps with per-op timing on: the step's wall time minus the time
@@ -20,7 +25,9 @@ local model_name, precision = arg[1], arg[2] or "f32"
 local steps = math.tointeger(tonumber(arg[3] or "100"))
 local warmup = math.tointeger(tonumber(arg[4] or "5"))
 local profile_steps = math.tointeger(tonumber(arg[5] or "20"))
-local LENGTH, VOCAB, CLASSES, DIM = 128, 128, 5, 64
+local feed = arg[6] or "memory"
+assert(feed == "memory" or feed == "pipeline", "FEED must be memory or pipeline, got " .. tostring(feed))
+local LENGTH, VOCAB, CLASSES = 128, 128, 5
 
 local function result(key, value) print(string.format("result %s %s", key, value)) end
 
@@ -34,43 +41,54 @@ elseif precision ~= "f32" then
   error("precision must be f32 or bf16, got " .. tostring(precision), 0)
 end
 
--- The whole Fashion-MNIST training split as f32 in [0, 1], in file order.
-local function fashion_mnist(shape)
-  local x, y
-  for bx, by in data.fashion_mnist("train"):batch(60000):iter() do
-    x, y = bx:reshape(shape):cast("f32") / 255, by
-  end
-  return x, y
+-- The whole Fashion-MNIST training split: u8 images and labels, in file order.
+local function fashion_mnist()
+  return data.fashion_mnist("train"):batch(60000):iter()()
 end
 
--- Embedding and learned positions, one encoder block, the mean over the sequence, the logits.
+-- Embedding and learned positions, `blocks` encoder blocks, the mean over the sequence, the logits.
 local TextClassifier = nn.Module:extend("TextClassifier")
-function TextClassifier:__init()
+function TextClassifier:__init(dim, ff, blocks)
   self:init_common({})
-  self.embedding = nn.Embedding(VOCAB, DIM)
-  self.encoder = nn.TransformerEncoder {num_heads = 4, intermediate_dim = 2 * DIM, dropout = 0.1}
+  self.dim = dim
+  self.embedding = nn.Embedding(VOCAB, dim)
+  self.encoders = {}
+  for i = 1, blocks do
+    self.encoders[i] = nn.TransformerEncoder {num_heads = 4, intermediate_dim = ff, dropout = 0.1}
+  end
   self.logits = nn.Dense(CLASSES)
-  self.modules = {self.embedding, self.encoder, self.logits}
+  self.modules = {self.embedding, self.logits, table.unpack(self.encoders)}
 end
 function TextClassifier:build(_shape)
-  self:add_weight {name = "position", shape = {LENGTH, DIM}, initializer = "random_normal"}
+  self:add_weight {name = "position", shape = {LENGTH, self.dim}, initializer = "random_normal"}
 end
 function TextClassifier:call(ids, ctx)
-  local h = self.encoder(self.embedding(ids, ctx) + self.position, ctx)
+  local h = self.embedding(ids, ctx) + self.position
+  for _, encoder in ipairs(self.encoders) do h = encoder(h, ctx) end
   return self.logits(h:mean(2), ctx)
 end
 
--- model, batch size, x, y
+local APPS = {resnet50 = "ResNet50", mobilenet_v2 = "MobileNetV2", efficientnet_b0 = "EfficientNetB0"}
+
+-- Random token ids [n, LENGTH] and classes [n].
+local function tokens(n)
+  local k1, k2 = table.unpack(tpu.random.key(1):split(2))
+  return (tpu.random.uniform(k1, {n, LENGTH}) * VOCAB):cast("i32"), (tpu.random.uniform(k2, {n}) * CLASSES):cast("i32")
+end
+
+-- model, batch size, raw x, y, and the map from a raw batch to the model's input (nil: none)
 local function setup(name)
-  if name == "mlp" then
-    local x, y = fashion_mnist({-1, 784})
-    return nn.Sequential {
-      nn.Dense(512, {activation = "relu"}),
-      nn.Dense(512, {activation = "relu"}),
-      nn.Dense(10),
-    }, 256, x, y
-  elseif name == "cnn" then
-    local x, y = fashion_mnist({-1, 28, 28, 1})
+  if name == "mlp" or name == "cnn" then
+    local x, y = fashion_mnist()
+    local shape = name == "mlp" and {-1, 784} or {-1, 28, 28, 1}
+    local to_input = function(xb) return xb:reshape(shape):cast("f32") / 255 end
+    if name == "mlp" then
+      return nn.Sequential {
+        nn.Dense(512, {activation = "relu"}),
+        nn.Dense(512, {activation = "relu"}),
+        nn.Dense(10),
+      }, 256, x, y, to_input
+    end
     return nn.Sequential {
       nn.Conv2D(32, 3, {activation = "relu", padding = "same"}),
       nn.MaxPool2D(),
@@ -79,17 +97,26 @@ local function setup(name)
       nn.Flatten(),
       nn.Dense(128, {activation = "relu"}),
       nn.Dense(10),
-    }, 128, x, y
+    }, 128, x, y, to_input
   elseif name == "transformer" then
-    local n, k1, k2 = 64 * 32, table.unpack(tpu.random.key(1):split(2))
-    local x = (tpu.random.uniform(k1, {n, LENGTH}) * VOCAB):cast("i32")
-    local y = (tpu.random.uniform(k2, {n}) * CLASSES):cast("i32")
-    return TextClassifier(), 64, x, y
+    local x, y = tokens(64 * 32)
+    return TextClassifier(64, 128, 1), 64, x, y, nil
+  elseif name == "transformer256" then
+    local x, y = tokens(32 * 32)
+    return TextClassifier(256, 1024, 2), 32, x, y, nil
+  elseif APPS[name] then
+    local k1, k2 = table.unpack(tpu.random.key(2):split(2))
+    local x = (tpu.random.uniform(k1, {512, 64, 64, 3}) * 256):cast("u8")
+    local y = (tpu.random.uniform(k2, {512}) * 10):cast("i32")
+    local model = tpu.applications[APPS[name]] {input_shape = {64, 64, 3}, classes = 10}
+    return model, 64, x, y, function(xb) return xb:cast("f32") / 255 end
   end
-  error("model must be mlp, cnn or transformer, got " .. tostring(name), 0)
+  error("model must be mlp, cnn, transformer, transformer256, resnet50, mobilenet_v2 or "
+    .. "efficientnet_b0, got " .. tostring(name), 0)
 end
 
-local model, batch, x, y = setup(model_name)
+local model, batch, x, y, to_input = setup(model_name)
+local train
 
 -- Bytes of the data set held in memory (the x and y tensors fit slices batches from).
 local DTYPE_BYTES = {f32 = 4, i32 = 4, bf16 = 2, u8 = 1, bool = 1}
@@ -97,6 +124,16 @@ local function nbytes(t)
   local n = DTYPE_BYTES[t.dtype]
   for _, d in ipairs(t.shape) do n = n * d end
   return n
+end
+-- memory: the inputs converted once, batches sliced in order; pipeline: the raw data shuffled,
+-- batched, converted per batch by a traced map and prefetched, as a script writes it.
+if feed == "memory" then
+  if to_input then x = to_input(x) end
+  train = data.from_tensors {x, y}:batch(batch, {drop_remainder = true}):cycle()
+else
+  train = data.from_tensors {x, y}:shuffle(x.shape[1], {seed = 1}):batch(batch, {drop_remainder = true})
+  if to_input then train = train:map(function(xb, yb) return to_input(xb), yb end) end
+  train = train:prefetch(2):cycle()
 end
 result("data_bytes", nbytes(x) + nbytes(y))
 
@@ -114,7 +151,7 @@ result("prepare_rss_kb", peak_rss_kb())
 local clear_refs = io.open("/proc/self/clear_refs", "w")
 if clear_refs then clear_refs:write("5") clear_refs:close() end
 model:compile {optimizer = optim.Adam {lr = 1e-3}, loss = "sparse_categorical_crossentropy"}
-local train = data.from_tensors {x, y}:batch(batch, {drop_remainder = true}):cycle()
+
 
 -- Seconds for n steps; fails when the loss is not finite.
 local function fit(n)

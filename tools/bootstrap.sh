@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Installs what tputrain needs on Debian 12 (only the packages that are missing) and builds it
 # (Release) into ./build. Used by setup.sh and run_tests.sh; safe to run again.
-# `--bench` also installs what bench/run.sh compares against: PyTorch, with OpenBLAS (without
-# it PyTorch's f32 matrix products run on the reference BLAS, far from its best here).
+# `--bench` also installs what bench/run.sh compares against: PyTorch and torchvision (the
+# applications' counterparts), with OpenBLAS (without it PyTorch's f32 matrix products run on
+# the reference BLAS, far from its best here).
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
@@ -15,7 +16,7 @@ packages=(build-essential cmake pkg-config liblua5.4-dev lua5.4 libeigen3-dev do
           libjpeg62-turbo-dev libpng-dev python3-onnx
           fortunes fortunes-de fortunes-it fortunes-es fortunes-br
           libopenmpi-dev openmpi-bin)
-[[ ${1:-} == --bench ]] && packages+=(python3-torch libopenblas0-pthread)
+[[ ${1:-} == --bench ]] && packages+=(python3-torch python3-torchvision libopenblas0-pthread)
 
 missing=()
 for p in "${packages[@]}"; do
