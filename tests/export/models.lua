@@ -1,0 +1,155 @@
+-- The models of the export test (run.py): each is exported to DIR/<name>.onnx, and its
+-- random input and model:predict's output are saved to DIR/<name>.safetensors ("input_1", ...,
+-- "output_1", ...) for the evaluator to compare with.
+-- usage: tputrain tests/export/models.lua DIR [name...]   (no names: every model)
+local tpu = require "tpu"
+local nn = tpu.nn
+
+local dir = assert(arg[1], "usage: models.lua DIR [name...]")
+local key = tpu.random.key(7)
+local draws = 0
+local function next_key()
+  draws = draws + 1
+  return key:fold_in(draws)
+end
+
+-- Every weight replaced by random values (variances positive), so that BatchNorm's statistics,
+-- biases and betas take part in the comparison instead of their zeros and ones.
+local function randomize(model)
+  local list = {}
+  for i, w in ipairs(model:named_parameters()) do
+    local t = w.tensor
+    if t.dtype ~= "f32" then
+      list[i] = t
+    elseif w.name:match("variance$") then
+      list[i] = tpu.random.uniform(next_key(), t.shape) + 0.5
+    else
+      list[i] = tpu.random.normal(next_key(), t.shape, {stddev = 0.5})
+    end
+  end
+  model:set_parameters(list)
+end
+
+local function images(shape) return tpu.random.normal(next_key(), shape) end
+local function ids(shape, vocab)
+  return (tpu.random.uniform(next_key(), shape) * vocab):cast("i32")
+end
+
+local models = {}
+local order = {}
+local function case(name, build) models[name] = build; order[#order + 1] = name end
+
+case("mlp", function()
+  local m = nn.Sequential {nn.Input {shape = {12}}, nn.Dense(16, {activation = "relu"}), nn.Dropout(0.3),
+    nn.Dense(16, {activation = "tanh"}), nn.Dense(8, {activation = "gelu"}), nn.Dense(5, {activation = "softmax"})}
+  return m, {images {4, 12}}
+end)
+
+case("activations", function()
+  local layers = {nn.Input {shape = {6, 10}}}
+  for _, a in ipairs {"sigmoid", "swish", "silu", "hard_sigmoid", "hard_swish", "relu6", "linear", "softmax"} do
+    layers[#layers + 1] = nn.Dense(10, {activation = a})
+  end
+  layers[#layers + 1] = nn.Activation("gelu")
+  return nn.Sequential(layers), {images {3, 6, 10} * 3}
+end)
+
+case("cnn", function()
+  local m = nn.Sequential {nn.Input {shape = {16, 16, 3}},
+    nn.Rescaling(1 / 2, {offset = -0.5}),
+    nn.Conv2D(8, 3, {padding = "same", activation = "relu"}), nn.BatchNorm(), nn.MaxPool2D(),
+    nn.Conv2D(12, {3, 2}, {strides = 2, use_bias = false}), nn.BatchNorm {epsilon = 1e-5},
+    nn.Activation("relu"), nn.AvgPool2D(3, {strides = 1, padding = "same"}),
+    nn.MaxPool2D(2, {strides = 1, padding = "same"}), nn.Flatten(), nn.Dense(10, {activation = "softmax"})}
+  return m, {images {2, 16, 16, 3}}
+end)
+
+case("conv_kinds", function()
+  local m = nn.Sequential {nn.Input {shape = {15, 13, 8}},
+    nn.Conv2D(8, 3, {dilation_rate = 2, groups = 4, padding = "same"}),
+    nn.DepthwiseConv2D(3, {strides = 2, depth_multiplier = 2, padding = "same", activation = "relu6"}),
+    nn.SeparableConv2D(6, {3, 3}, {dilation_rate = 2, activation = "swish"}),
+    nn.Conv2DTranspose(5, 3, {strides = 2, padding = "same"}),
+    nn.Conv2DTranspose(4, {3, 2}, {strides = {2, 3}}),
+    nn.Conv2DTranspose(3, 3, {strides = 2, padding = "same", output_padding = 0, dilation_rate = 1}),
+    nn.GlobalMaxPool2D()}
+  return m, {images {2, 15, 13, 8}}
+end)
+
+case("borders", function()
+  local m = nn.Sequential {nn.Input {shape = {7, 9, 3}},
+    nn.ZeroPadding2D {padding = {{1, 2}, {0, 3}}}, nn.Conv2D(4, 3),
+    nn.Cropping2D {cropping = {{1, 0}, {2, 1}}}, nn.UpSampling2D(2),
+    nn.UpSampling2D({2, 3}, {interpolation = "bilinear"}), nn.GlobalAvgPool2D {keepdims = true},
+    nn.Reshape {-1}}
+  return m, {images {2, 7, 9, 3}}
+end)
+
+case("conv1d", function()
+  local m = nn.Sequential {nn.Input {shape = {20, 6}},
+    nn.Conv1D(8, 3, {padding = "causal", dilation_rate = 2, activation = "relu"}),
+    nn.Conv1D(8, 4, {padding = "same", strides = 2, groups = 2}), nn.BatchNorm(),
+    nn.Conv1D(4, 3), nn.LayerNorm(), nn.Flatten(), nn.Dense(3)}
+  return m, {images {3, 20, 6}}
+end)
+
+case("functional", function()
+  local image, meta = nn.Input {shape = {8, 8, 3}}, nn.Input {shape = {5}}
+  local a = nn.Conv2D(6, 3, {padding = "same", activation = "relu"})(image)
+  local b = nn.Conv2D(6, 1)(image)
+  local x = nn.Add() {a, b}
+  local gate = nn.Reshape {1, 1, 6}(nn.Dense(6, {activation = "sigmoid"})(nn.GlobalAvgPool2D()(x)))
+  x = nn.Multiply() {x, gate}
+  x = nn.Concatenate {axis = -1} {x, nn.DepthwiseConv2D(3, {padding = "same"})(x)}
+  local h = nn.Concatenate() {nn.GlobalMaxPool2D()(x), nn.Dense(4)(meta)}
+  local y1 = nn.Dense(3, {activation = "softmax"})(h)
+  local y2 = nn.Flatten()(nn.Conv2D(2, 2, {strides = 2})(x))
+  return nn.Model {inputs = {image, meta}, outputs = {y1, y2}}, {images {2, 8, 8, 3}, images {2, 5}}
+end)
+
+case("embedding", function()
+  local tokens = nn.Input {shape = {10}, dtype = "i32"}
+  local x = nn.Embedding(50, 16)(tokens)
+  x = nn.LayerNorm {epsilon = 1e-5}(x)
+  local y = nn.Dense(16, {activation = "gelu"})(x)
+  x = nn.LayerNorm()(nn.Add() {x, y})
+  x = nn.Flatten()(x)
+  return nn.Model {inputs = tokens, outputs = nn.Dense(4)(x)}, {ids({3, 10}, 50)}
+end)
+
+case("normalization", function()
+  local m = nn.Sequential {nn.Input {shape = {6, 6, 3}}, nn.Normalization(),
+    nn.Normalization {mean = {0.5, 0, -1}, variance = {4, 1, 0.25}}, nn.Normalization {axis = 2, mean = 1, variance = 2},
+    nn.Conv2D(4, 3), nn.GlobalAvgPool2D()}
+  return m, {images {2, 6, 6, 3}}
+end)
+
+case("mobilenet_v2", function()
+  return tpu.applications.MobileNetV2 {input_shape = {32, 32, 3}, classes = 10}, {images {2, 32, 32, 3}}
+end)
+
+-- A data set of one batch, the list of a model's inputs (predict takes several inputs so).
+local function one_batch(list)
+  return {iter = function()
+    local done = false
+    return function()
+      if done then return nil end
+      done = true
+      return list
+    end
+  end}
+end
+
+local wanted = {table.unpack(arg, 2)}
+if #wanted == 0 then wanted = order end
+for _, name in ipairs(wanted) do
+  local model, inputs = assert(models[name], "no model " .. name)()
+  randomize(model)
+  model:export(dir .. "/" .. name .. ".onnx")
+  local out = model:predict(#inputs == 1 and inputs[1] or one_batch(inputs))
+  local saved = {}
+  for i, x in ipairs(inputs) do saved["input_" .. i] = x end
+  for i, y in ipairs(tpu.is_tensor(out) and {out} or out) do saved["output_" .. i] = y end
+  tpu.save(dir .. "/" .. name .. ".safetensors", saved)
+  print("exported " .. name)
+end
