@@ -75,7 +75,7 @@ case("conv_kinds", function()
     nn.Conv2DTranspose(5, 3, {strides = 2, padding = "same"}),
     nn.Conv2DTranspose(4, {3, 2}, {strides = {2, 3}}),
     nn.Conv2DTranspose(3, 3, {strides = 2, padding = "same", output_padding = 0, dilation_rate = 1}),
-    nn.GlobalMaxPool2D()}
+    nn.Flatten()}  -- every position is compared: a row or column too many or too few fails
   return m, {images {2, 15, 13, 8}}
 end)
 
