@@ -225,7 +225,7 @@ function M.emit(g, layer, x, out_shape)
   local layers = require "tpu.nn.onnx_layers"  -- here: it requires this module
   local emit = layers[cls]
   if not emit then
-    M.fail(layer, "has no ONNX form (exportable layers: %s)", table.concat(layers.names(), ", "))
+    M.fail(layer, "has no ONNX form; the exportable layers are %s", table.concat(layers.names(), ", "))
   end
   local shape = out_shape or layer:compute_output_shape(map_values(x, function(v) return v.shape end))
   return emit(g, layer, x, shape)
