@@ -52,8 +52,8 @@ end
 local function activate(g, layer, name, x)
   local f = activations[name]
   if not f then
-    onnx.fail(layer, "has %s activation, which has no ONNX form (export supports the named "
-      .. "activations: %s)", name == "custom" and "a custom (function)" or "the '" .. tostring(name) .. "'",
+    onnx.fail(layer, "has %s activation, which has no ONNX form; the exportable activations are %s",
+      name == "custom" and "a custom (function)" or "the '" .. tostring(name) .. "'",
       table.concat(E.activation_names(), ", "))
   end
   return f(g, layer, x)
