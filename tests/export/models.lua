@@ -1,7 +1,7 @@
 -- The models of the export test (run.py): each is exported to DIR/<name>.onnx, and its
 -- random input and model:predict's output are saved to DIR/<name>.safetensors ("input_1", ...,
 -- "output_1", ...) for the evaluator to compare with.
--- usage: tputrain tests/export/models.lua DIR [name...]   (no names: every model)
+-- usage: tputrain tests/export/models.lua DIR [name... | all]   (no names: all but the large ones)
 local tpu = require "tpu"
 local nn = tpu.nn
 
@@ -40,7 +40,12 @@ end
 
 local models = {}
 local order = {}
-local function case(name, build) models[name] = build; order[#order + 1] = name end
+local large = {}  -- exported only when named (or "all"): tens of millions of weights, seconds each
+local function case(name, build, is_large)
+  models[name] = build
+  order[#order + 1] = name
+  large[name] = is_large
+end
 
 case("mlp", function()
   local m = nn.Sequential {nn.Input {shape = {12}}, nn.Dense(16, {activation = "relu"}), nn.Dropout(0.3),
@@ -127,9 +132,16 @@ case("normalization", function()
   return m, {images {2, 6, 6, 3}}
 end)
 
-case("mobilenet_v2", function()
-  return tpu.applications.MobileNetV2 {input_shape = {32, 32, 3}, classes = 10, classifier_activation = "linear"}, {images {2, 32, 32, 3}}
-end)
+-- The image applications, at their smallest input and with logits out (a softmax would hide
+-- errors in its saturated outputs).
+for _, app in ipairs {{"MobileNetV2", 32}, {"EfficientNetB0", 32}, {"NASNetMobile", 32}, {"ResNet50", 32, true},
+                      {"Xception", 71, true}, {"VGG16", 32, true}, {"AlexNet", 63, true}} do
+  local name, size = app[1], app[2]
+  case(name, function()
+    local model = tpu.applications[name] {input_shape = {size, size, 3}, classes = 10, classifier_activation = "linear"}
+    return model, {images {2, size, size, 3}}
+  end, app[3])
+end
 
 -- A data set of one batch, the list of a model's inputs (predict takes several inputs so).
 local function one_batch(list)
@@ -144,7 +156,13 @@ local function one_batch(list)
 end
 
 local wanted = {table.unpack(arg, 2)}
-if #wanted == 0 then wanted = order end
+if #wanted == 0 or wanted[1] == "all" then
+  local every = #wanted > 0
+  wanted = {}
+  for _, name in ipairs(order) do
+    if every or not large[name] then wanted[#wanted + 1] = name end
+  end
+end
 for _, name in ipairs(wanted) do
   local model, inputs = assert(models[name], "no model " .. name)()
   randomize(model)

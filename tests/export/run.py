@@ -6,7 +6,10 @@ Tolerance: an output passes when max |onnx - predict| <= 1e-5 * max(1, max |pred
 absolute 1e-5 for outputs of magnitude up to 1 (probabilities, normalized features), relative to
 the largest output beyond that.
 
-    /usr/bin/python3 tests/export/run.py build/tputrain [model...]
+    /usr/bin/python3 tests/export/run.py build/tputrain [model... | all]
+
+Without names it checks every model of models.lua but the large applications (ResNet50,
+Xception, VGG16, AlexNet: tens of millions of weights), which "all" adds.
 
 Ends with the line "N passed, N failed" (run_tests.sh counts it).
 """
