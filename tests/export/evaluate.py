@@ -161,7 +161,7 @@ def resize(x, roi, scales, mode="nearest", coordinate_transformation_mode="half_
 
 erf = np.vectorize(math.erf)
 
-CAST = {1: np.float64, 6: np.int32, 7: np.int64}
+CAST = {1: np.float64, 6: np.int32, 7: np.int64, 9: np.bool_}
 
 
 def run_node(op, ins, a):
@@ -211,6 +211,13 @@ def run_node(op, ins, a):
         return resize(*ins, **a)
     if op == "Gather":
         return np.take(x, ins[1], axis=a.get("axis", 0))
+    if op == "Unsqueeze":
+        axes = sorted(int(a) % (x.ndim + len(ins[1])) for a in ins[1])
+        return np.expand_dims(x, tuple(axes))
+    if op == "Shape":
+        return np.array(x.shape, dtype=np.int64)
+    if op == "Expand":
+        return np.broadcast_to(x, np.broadcast_shapes(x.shape, tuple(int(d) for d in ins[1]))).copy()
     if op == "Cast":
         return x.astype(CAST[a["to"]])
     raise NotImplementedError("the evaluator has no " + op)

@@ -132,6 +132,22 @@ case("normalization", function()
   return m, {images {2, 6, 6, 3}}
 end)
 
+case("attention", function()
+  local tokens, mask = nn.Input {shape = {7}, dtype = "i32"}, nn.Input {shape = {7}, dtype = "i32"}
+  local target = nn.Input {shape = {5, 12}}
+  local x = nn.Embedding(30, 12)(tokens)
+  x = nn.Add() {x, nn.PositionEmbedding {sequence_length = 9}(x)}
+  x = nn.TransformerEncoder {num_heads = 3, intermediate_dim = 16, activation = "gelu"} {x, mask = mask}
+  x = nn.TransformerEncoder {num_heads = 2, intermediate_dim = 8, normalize_first = true}(x)
+  local y = nn.TransformerDecoder {num_heads = 2, intermediate_dim = 10} {target, x, encoder_padding_mask = mask}
+  y = nn.TransformerDecoder {num_heads = 4, intermediate_dim = 6, normalize_first = true}(y)
+  local cross = nn.MultiHeadAttention {num_heads = 2, key_dim = 3, value_dim = 5, output_dim = 4} {y, x, x}
+  local causal = nn.MultiHeadAttention {num_heads = 1, key_dim = 4} {y, use_causal_mask = true}
+  local out = nn.Concatenate() {nn.Flatten()(cross), nn.Flatten()(causal)}
+  local mask_values = tpu.tensor({{1, 1, 1, 1, 1, 0, 0}, {1, 1, 1, 1, 1, 1, 1}}, {dtype = "i32"})
+  return nn.Model {inputs = {tokens, mask, target}, outputs = out}, {ids({2, 7}, 30), mask_values, images {2, 5, 12}}
+end)
+
 -- The image applications, at their smallest input and with logits out (a softmax would hide
 -- errors in its saturated outputs).
 for _, app in ipairs {{"MobileNetV2", 32}, {"EfficientNetB0", 32}, {"NASNetMobile", 32}, {"ResNet50", 32, true},

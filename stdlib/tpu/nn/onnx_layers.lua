@@ -359,6 +359,120 @@ E[nn.Embedding] = function(g, layer, ids, shape)
   return apply(g, layer, "Gather", {table_, ids.name}, {axis = 0}, shape, "last")
 end
 
+---------------------------------------------------------------- attention
+
+-- [batch, length, features] @ kernel (+ bias) -> [batch, heads, length, dim]
+local function heads(g, layer, x, name, dim)
+  local b, len, h = x.shape[1], x.shape[2], layer.num_heads
+  x = g:as_layout(x, "last")
+  local w = g:weight(layer.name .. "/" .. name .. "_kernel", layer[name .. "_kernel"])
+  local y = apply(g, layer, "MatMul", {x.name, w}, nil, {b, len, h * dim}, "last")
+  if layer.use_bias then y = same(g, layer, "Add", y, {g:weight(layer.name .. "/" .. name .. "_bias", layer[name .. "_bias"])}) end
+  local split = g:int64s(layer.name .. "/" .. name .. "_heads", {0, 0, h, dim})  -- 0: the input's size
+  y = apply(g, layer, "Reshape", {y.name, split}, nil, {b, len, h, dim}, "last")
+  return apply(g, layer, "Transpose", {y.name}, {perm = {0, 2, 1, 3}}, {b, h, len, dim}, "last")
+end
+
+-- scores + (1 - mask) * -1e9, the mask [batch, S] or [batch, T, S] (nonzero or true: attend)
+-- broadcast over the heads (and the queries).
+local function masked(g, layer, scores, mask)
+  local m = mask.dtype == "bool" and mask or apply(g, layer, "Cast", {mask.name}, {to = 9}, mask.shape, "last", "bool")
+  m = apply(g, layer, "Cast", {m.name}, {to = 1}, mask.shape, "last")  -- 1: FLOAT
+  local axes = g:int64s(layer.name .. "/mask_axes", #mask.shape == 2 and {1, 2} or {1})
+  m = apply(g, layer, "Unsqueeze", {m.name, axes}, nil, scores.shape, "last")
+  local drop = apply(g, layer, "Sub", {g:scalar(1), m.name}, nil, scores.shape, "last")
+  return same(g, layer, "Add", scores, {same(g, layer, "Mul", drop, {g:scalar(-1e9)}).name})
+end
+
+-- scores + -1e9 where key s comes after query t.
+local function causal(g, layer, scores)
+  local t, s = scores.shape[3], scores.shape[4]
+  if t < 0 or s < 0 then onnx.fail(layer, "has use_causal_mask over sequences of unknown length") end
+  local later = {}
+  for i = 1, t do
+    for j = 1, s do later[#later + 1] = j > i and -1e9 or 0 end
+  end
+  return same(g, layer, "Add", scores, {g:floats(layer.name .. "/causal_mask", later, {1, 1, t, s})})
+end
+
+E[nn.MultiHeadAttention] = function(g, layer, x, shape)
+  local q, v, k, mask, use_causal = x, x, x, nil, false
+  if not x.name then
+    q, v = x[1], x[2] or x[1]
+    k, mask, use_causal = x[3] or v, x.mask, x.use_causal_mask
+  end
+  local h = layer.num_heads
+  local qh, kh = heads(g, layer, q, "query", layer.key_dim), heads(g, layer, k, "key", layer.key_dim)
+  local vh = heads(g, layer, v, "value", layer.value_dim)
+  local b, t, s = q.shape[1], q.shape[2], k.shape[2]
+  local kt = apply(g, layer, "Transpose", {kh.name}, {perm = {0, 1, 3, 2}}, {b, h, layer.key_dim, s}, "last")
+  local scores = apply(g, layer, "MatMul", {qh.name, kt.name}, nil, {b, h, t, s}, "last")
+  scores = same(g, layer, "Mul", scores, {g:scalar(1 / math.sqrt(layer.key_dim))})
+  if mask then scores = masked(g, layer, scores, mask) end
+  if use_causal then scores = causal(g, layer, scores) end
+  local weights = same(g, layer, "Softmax", scores, nil, {axis = 3})
+  local out = apply(g, layer, "MatMul", {weights.name, vh.name}, nil, {b, h, t, layer.value_dim}, "last")
+  out = apply(g, layer, "Transpose", {out.name}, {perm = {0, 2, 1, 3}}, {b, t, h, layer.value_dim}, "last")
+  local merge = g:int64s(layer.name .. "/merge_heads", {0, 0, h * layer.value_dim})
+  out = apply(g, layer, "Reshape", {out.name, merge}, nil, {b, t, h * layer.value_dim}, "last")
+  local y = apply(g, layer, "MatMul", {out.name, g:weight(layer.name .. "/output_kernel", layer.output_kernel)},
+    nil, shape, "last")
+  if layer.use_bias then y = same(g, layer, "Add", y, {g:weight(layer.name .. "/output_bias", layer.output_bias)}) end
+  return y
+end
+
+-- The first `length` rows of the table broadcast to the input's shape.
+E[nn.PositionEmbedding] = function(g, layer, x, shape)
+  x = g:as_layout(x, "last")
+  local len = x.shape[#x.shape - 1]
+  if len < 0 then onnx.fail(layer, "has an input of unknown length (export needs it fixed)") end
+  local rows = g:weight(layer.name .. "/embeddings", layer.embeddings:slice {{1, len}})
+  local dims = apply(g, layer, "Shape", {x.name}, nil, {#x.shape}, "last", "i64")
+  return apply(g, layer, "Expand", {rows, dims.name}, nil, shape, "last")
+end
+
+-- x + the residual branch's value, normalized after unless the layer normalizes first.
+local function residual(g, layer, norm, x, branch)
+  local first = layer.normalize_first
+  local h = branch(first and E[nn.LayerNorm](g, norm, x) or x)
+  h = apply(g, layer, "Add", {h.name, x.name}, nil, x.shape, "last")
+  return first and h or E[nn.LayerNorm](g, norm, h)
+end
+
+-- The feed-forward branch of a transformer block, Dense to intermediate_dim then back.
+local function ffn(g, layer, x)
+  local mid = util.copy(x.shape)
+  mid[3] = layer.intermediate_dim
+  return E[nn.Dense](g, layer.ffn_out, E[nn.Dense](g, layer.ffn_in, x, mid), x.shape)
+end
+
+E[nn.TransformerEncoder] = function(g, layer, x)
+  local seq, mask = x, nil
+  if not x.name then seq, mask = x[1], x.mask end
+  seq = g:as_layout(seq, "last")
+  local h = residual(g, layer, layer.attention_norm, seq, function(q)
+    return E[nn.MultiHeadAttention](g, layer.attention, {q, mask = mask}, q.shape)
+  end)
+  return residual(g, layer, layer.ffn_norm, h, function(f) return ffn(g, layer, f) end)
+end
+
+E[nn.TransformerDecoder] = function(g, layer, x)
+  local seq, encoder, o = x, nil, {}
+  if not x.name then seq, encoder, o = x[1], x[2], x end
+  seq = g:as_layout(seq, "last")
+  local h = residual(g, layer, layer.self_attention_norm, seq, function(q)
+    return E[nn.MultiHeadAttention](g, layer.self_attention,
+      {q, mask = o.decoder_padding_mask, use_causal_mask = o.use_causal_mask ~= false}, q.shape)
+  end)
+  if encoder then
+    h = residual(g, layer, layer.cross_attention_norm, h, function(q)
+      return E[nn.MultiHeadAttention](g, layer.cross_attention,
+        {q, g:as_layout(encoder, "last"), mask = o.encoder_padding_mask}, q.shape)
+    end)
+  end
+  return residual(g, layer, layer.ffn_norm, h, function(f) return ffn(g, layer, f) end)
+end
+
 -- The names of the exportable layer classes, for the error about one that is not.
 function E.names()
   local names = {"Sequential", "Model"}
