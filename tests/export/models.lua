@@ -87,6 +87,7 @@ end)
 case("borders", function()
   local m = nn.Sequential {nn.Input {shape = {7, 9, 3}},
     nn.ZeroPadding2D {padding = {{1, 2}, {0, 3}}}, nn.Conv2D(4, 3),
+    nn.Rescaling({1, 2, 3, 4}, {offset = {0, 1, 0, -1}}),  -- per channel, on channels-first values
     nn.Cropping2D {cropping = {{1, 0}, {2, 1}}}, nn.UpSampling2D(2),
     nn.UpSampling2D({2, 3}, {interpolation = "bilinear"}), nn.GlobalAvgPool2D {keepdims = true},
     nn.Reshape {-1}}
@@ -113,6 +114,15 @@ case("functional", function()
   local y1 = nn.Dense(3, {activation = "softmax"})(h)
   local y2 = nn.Flatten()(nn.Conv2D(2, 2, {strides = 2})(x))
   return nn.Model {inputs = {image, meta}, outputs = {y1, y2}}, {images {2, 8, 8, 3}, images {2, 5}}
+end)
+
+case("shared_u8", function()  -- u8 images in; one Conv2D and one Dense called twice
+  local a, b = nn.Input {shape = {6, 6, 1}, dtype = "u8"}, nn.Input {shape = {6, 6, 1}, dtype = "u8"}
+  local scale, conv, head = nn.Rescaling(1 / 255), nn.Conv2D(3, 3, {activation = "relu"}), nn.Dense(2)
+  local function branch(x) return head(nn.Flatten()(conv(scale(x)))) end
+  local model = nn.Model {inputs = {a, b}, outputs = nn.Add() {branch(a), branch(b)}}
+  local function pixels() return (tpu.random.uniform(next_key(), {2, 6, 6, 1}) * 255):cast("u8") end
+  return model, {pixels(), pixels()}
 end)
 
 case("embedding", function()

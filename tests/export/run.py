@@ -55,7 +55,7 @@ def check(directory, name):
     worst, scale, ok = 0.0, 0.0, True
     for i, y in enumerate(got):
         want = saved["output_%d" % (i + 1)].astype(np.float64)
-        if y.shape != want.shape:
+        if y.shape != want.shape:  # a wrong shape is a failure, not a broadcast
             return False, "%s: output %d has shape %s, model:predict's %s" % (name, i + 1, y.shape, want.shape)
         err, size = float(np.abs(y - want).max()), float(np.abs(want).max())
         ok = ok and err <= TOLERANCE * max(1.0, size)

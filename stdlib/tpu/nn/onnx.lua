@@ -37,7 +37,7 @@ local Graph = {}
 Graph.__index = Graph
 
 function M.new_graph()
-  return setmetatable({nodes = {}, initializers = {}, taken = {}, scalars = {}}, Graph)
+  return setmetatable({nodes = {}, initializers = {}, taken = {}, scalars = {}, weights = {}}, Graph)
 end
 
 -- A name no other value has, from `base` (a layer's name, "dense_1/kernel").
@@ -150,11 +150,18 @@ end
 
 -- A weight tensor as an f32 initializer, optionally reshaped then transposed first (perm:
 -- 1-based, as tensor:transpose's).
+-- A layer called several times (shared weights) writes each weight once.
 function Graph:weight(base, t, reshape, perm)
-  if t.dtype ~= "f32" then t = t:cast("f32") end
-  if reshape then t = t:reshape(reshape) end
-  if perm then t = t:transpose(perm) end
-  return self:initializer(base, t.shape, "f32", f32_bytes(t))
+  local key = table.concat(reshape or {}, ",") .. "/" .. table.concat(perm or {}, ",")
+  self.weights[t] = self.weights[t] or {}
+  local cached = self.weights[t][key]
+  if cached then return cached end
+  local value = t.dtype ~= "f32" and t:cast("f32") or t
+  if reshape then value = value:reshape(reshape) end
+  if perm then value = value:transpose(perm) end
+  local name = self:initializer(base, value.shape, "f32", f32_bytes(value))
+  self.weights[t][key] = name
+  return name
 end
 
 ---------------------------------------------------------------- values and layouts
