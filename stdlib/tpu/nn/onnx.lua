@@ -149,8 +149,8 @@ local function f32_bytes(t)
 end
 
 -- A weight tensor as an f32 initializer, optionally reshaped then transposed first (perm:
--- 1-based, as tensor:transpose's).
--- A layer called several times (shared weights) writes each weight once.
+-- 1-based, as tensor:transpose's). Made once per tensor and form, so a layer called several
+-- times (shared weights) writes each weight once.
 function Graph:weight(base, t, reshape, perm)
   local key = table.concat(reshape or {}, ",") .. "/" .. table.concat(perm or {}, ",")
   self.weights[t] = self.weights[t] or {}
@@ -203,13 +203,6 @@ function M.axis(v, a)
   if a < 0 then a = a + r end
   if v.layout == "last" or a == 0 then return a end
   return a == r - 1 and 1 or a + 1
-end
-
--- v's dims in its layout.
-function M.dims(v)
-  local dims = {}
-  for a, d in ipairs(v.shape) do dims[M.axis(v, a - 1) + 1] = d end
-  return dims
 end
 
 ---------------------------------------------------------------- the walk
@@ -275,7 +268,8 @@ local function value_info(name, shape, dtype)
   return pb.string(1, name) .. pb.message(2, pb.message(1, tensor))
 end
 
--- The dtype of a graph input; Embedding reads integer ids.
+-- The element type of a graph input for an nn.Input's dtype: the graph computes in f32, so a
+-- bf16 input is declared f32.
 local input_dtypes = {f32 = "f32", bf16 = "f32", i32 = "i32", u8 = "u8", bool = "bool"}
 
 -- The model's inputs as {name=, shape=, dtype=}, in the order model:predict takes them.
