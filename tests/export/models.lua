@@ -48,7 +48,7 @@ local function case(name, build, is_large)
 end
 
 case("mlp", function()
-  local m = nn.Sequential {nn.Input {shape = {12}}, nn.Dense(16, {activation = "relu"}), nn.Dropout(0.3),
+  local m = nn.Sequential {nn.Input {shape = {12}}, nn.Dense(16, {activation = "relu"}), nn.BatchNorm(), nn.Dropout(0.3),
     nn.Dense(16, {activation = "tanh"}), nn.Dense(8, {activation = "gelu"}), nn.Dense(5, {activation = "softmax"})}
   return m, {images {4, 12}}
 end)
@@ -92,6 +92,19 @@ case("borders", function()
     nn.UpSampling2D({2, 3}, {interpolation = "bilinear"}), nn.GlobalAvgPool2D {keepdims = true},
     nn.Reshape {-1}}
   return m, {images {2, 7, 9, 3}}
+end)
+
+-- Layers that work in either layout, on channels-last values (straight from the input) and
+-- on channels-first ones (after a convolution), with their axes mapped.
+case("layouts", function()
+  local image = nn.Input {shape = {8, 6, 3}}
+  local last = nn.Cropping2D {cropping = {{1, 0}, {0, 2}}}(nn.ZeroPadding2D {padding = {{0, 1}, {2, 0}}}(image))
+  local first = nn.Conv2D(3, 1)(image)
+  local probs = nn.Activation("softmax")(first)  -- over the channels: axis 1 of the NCHW value
+  local x = nn.Concatenate {axis = 3} {first, last, probs}  -- the width axis
+  local pooled = nn.GlobalMaxPool2D {keepdims = true}(x)
+  local y = nn.Multiply() {image, nn.GlobalAvgPool2D {keepdims = true}(image)}
+  return nn.Model {inputs = image, outputs = {x, nn.Flatten()(pooled), y}}, {images {2, 8, 6, 3}}
 end)
 
 case("conv1d", function()
