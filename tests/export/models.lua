@@ -171,6 +171,28 @@ case("attention", function()
   return nn.Model {inputs = {tokens, mask, target}, outputs = out}, {ids({2, 7}, 30), mask_values, images {2, 5, 12}}
 end)
 
+-- The models of the example scripts (scripts/), built as they build them.
+case("fashion_mnist_mlp", function()
+  return nn.Sequential {nn.Flatten(), nn.Dense(512, {activation = "relu"}), nn.Dense(512, {activation = "relu"}),
+    nn.Dense(10)}, {images {2, 28, 28}}
+end)
+
+case("fashion_mnist_cnn", function()
+  return nn.Sequential {nn.Conv2D(32, 3, {activation = "relu", padding = "same"}), nn.MaxPool2D(),
+    nn.Conv2D(64, 3, {activation = "relu", padding = "same"}), nn.MaxPool2D(), nn.Flatten(),
+    nn.Dense(128, {activation = "relu"}), nn.Dense(10)}, {images {2, 28, 28, 1}}
+end)
+
+case("functional_two_inputs", function()
+  local image, stats = nn.Input {shape = {28, 28, 1}, name = "image"}, nn.Input {shape = {56}, name = "stats"}
+  local a = nn.MaxPool2D()(nn.Conv2D(16, 3, {activation = "relu"})(image))
+  a = nn.Flatten()(nn.MaxPool2D()(nn.Conv2D(32, 3, {activation = "relu"})(a)))
+  local b = nn.Dense(32, {activation = "relu"})(stats)
+  local h = nn.Dense(64, {activation = "relu"})(nn.Concatenate {axis = -1} {a, b})
+  return nn.Model {inputs = {image, stats}, outputs = {nn.Dense(10, {name = "class"})(h),
+    nn.Dense(1, {activation = "sigmoid", name = "footwear"})(h)}}, {images {2, 28, 28, 1}, images {2, 56}}
+end)
+
 -- The image applications, at their smallest input and with logits out (a softmax would hide
 -- errors in its saturated outputs).
 for _, app in ipairs {{"MobileNetV2", 32}, {"EfficientNetB0", 32}, {"NASNetMobile", 32}, {"ResNet50", 32, true},
@@ -204,9 +226,10 @@ if #wanted == 0 or wanted[1] == "all" then
 end
 for _, name in ipairs(wanted) do
   local model, inputs = assert(models[name], "no model " .. name)()
+  local out = model:predict(#inputs == 1 and inputs[1] or one_batch(inputs))  -- builds a Sequential without Input
   randomize(model)
+  out = model:predict(#inputs == 1 and inputs[1] or one_batch(inputs))
   model:export(dir .. "/" .. name .. ".onnx")
-  local out = model:predict(#inputs == 1 and inputs[1] or one_batch(inputs))
   local saved = {}
   for i, x in ipairs(inputs) do saved["input_" .. i] = x end
   for i, y in ipairs(tpu.is_tensor(out) and {out} or out) do saved["output_" .. i] = y end
