@@ -12,7 +12,8 @@ local E = {}
 
 local value, axis = onnx.value, onnx.axis
 
--- The value of node op_type(inputs) with x's dtype and `layout`, named after the layer.
+-- The value of a new node op_type(inputs), named after the layer, of tputrain shape `shape`
+-- in `layout` (dtype: f32 unless given).
 local function apply(g, layer, op_type, inputs, attrs, shape, layout, dtype)
   return value(g:op(op_type, inputs, attrs, layer.name), shape, dtype or "f32", layout)
 end
@@ -48,22 +49,22 @@ function activations.gelu(g, layer, x)
   return same(g, layer, "Mul", half, {same(g, layer, "Add", e, {g:scalar(1)}).name})
 end
 
+local function activation_names()
+  local names = {}
+  for k in pairs(activations) do names[#names + 1] = k end
+  table.sort(names)
+  return names
+end
+
 -- x through the activation called `name`, or the export error naming the layer.
 local function activate(g, layer, name, x)
   local f = activations[name]
   if not f then
     onnx.fail(layer, "has %s activation, which has no ONNX form; the exportable activations are %s",
       name == "custom" and "a custom (function)" or "the '" .. tostring(name) .. "'",
-      table.concat(E.activation_names(), ", "))
+      table.concat(activation_names(), ", "))
   end
   return f(g, layer, x)
-end
-
-function E.activation_names()
-  local names = {}
-  for k in pairs(activations) do names[#names + 1] = k end
-  table.sort(names)
-  return names
 end
 
 E[nn.Activation] = function(g, layer, x) return activate(g, layer, layer.activation, x) end
