@@ -85,7 +85,8 @@ function Graph:node(op_type, inputs, outputs, attrs)
   local keys = {}
   for k in pairs(attrs or {}) do keys[#keys + 1] = k end
   table.sort(keys)  -- a fixed order: the same model gives the same bytes
-  local parts = {pb.strings(1, inputs), pb.strings(2, outputs), pb.string(3, outputs[1]), pb.string(4, op_type)}
+  local parts = {pb.strings(1, inputs), pb.strings(2, outputs), pb.string(3, outputs[1]),
+                 pb.string(4, op_type)}
   for _, k in ipairs(keys) do parts[#parts + 1] = pb.message(5, attribute(k, attrs[k])) end
   self.nodes[#self.nodes + 1] = table.concat(parts)
 end
@@ -261,8 +262,9 @@ end
 -- A ValueInfoProto for a graph input or output of `dtype` and tputrain shape `shape`.
 local function value_info(name, shape, dtype)
   local dims = {}
-  for i, d in ipairs(shape) do
-    dims[i] = pb.message(1, (i == 1 or d < 0) and pb.string(2, i == 1 and "batch" or "dim_" .. i) or pb.int(1, d))
+  for i, d in ipairs(shape) do  -- a size known only at run time is named (dim_param), the rest given
+    local named = (i == 1 or d < 0) and (i == 1 and "batch" or "dim_" .. i)
+    dims[i] = pb.message(1, named and pb.string(2, named) or pb.int(1, d))
   end
   local tensor = pb.int(1, elem_types[dtype]) .. pb.message(2, table.concat(dims))
   return pb.string(1, name) .. pb.message(2, pb.message(1, tensor))
@@ -288,7 +290,8 @@ end
 local function check_built(model)
   if not model.built or not model.input_shape then
     util.fail("model:export: %s '%s' is not built (its input shape is unknown): declare its "
-      .. "input (nn.Input first), call it once on a batch, model(x), or fit it first", model.__name, model.name)
+      .. "input (nn.Input first), call it once on a batch, model(x), or fit it first",
+      model.__name, model.name)
   end
 end
 

@@ -18,6 +18,11 @@ local function apply(g, layer, op_type, inputs, attrs, shape, layout, dtype)
   return value(g:op(op_type, inputs, attrs, layer.name), shape, dtype or "f32", layout)
 end
 
+-- The layer's weight `name` as an initializer (reshaped, then transposed by the 1-based perm).
+local function weight(g, layer, name, reshape, perm)
+  return g:weight(layer.name .. "/" .. name, layer[name], reshape, perm)
+end
+
 -- op_type(x, ...) keeping x's shape and layout.
 local function same(g, layer, op_type, x, others, attrs)
   return apply(g, layer, op_type, {x.name, table.unpack(others or {})}, attrs, x.shape, x.layout)
@@ -33,7 +38,9 @@ local activations = {
   softmax = function(g, layer, x) return same(g, layer, "Softmax", x, nil, {axis = axis(x, -1)}) end,
   relu6 = function(g, layer, x) return same(g, layer, "Clip", x, {g:scalar(0), g:scalar(6)}) end,
   -- Keras's hard_sigmoid: relu6(x + 3) / 6, which is ONNX's HardSigmoid with these constants
-  hard_sigmoid = function(g, layer, x) return same(g, layer, "HardSigmoid", x, nil, {alpha = 1 / 6, beta = 0.5}) end,
+  hard_sigmoid = function(g, layer, x)
+    return same(g, layer, "HardSigmoid", x, nil, {alpha = 1 / 6, beta = 0.5})
+  end,
 }
 -- x * sigmoid(x) and x * hard_sigmoid(x)
 for name, gate in pairs {swish = "sigmoid", hard_swish = "hard_sigmoid"} do
@@ -79,9 +86,9 @@ end
 
 E[nn.Dense] = function(g, layer, x, shape)
   x = g:as_layout(x, "last")
-  local kernel = g:weight(layer.name .. "/kernel", layer.kernel)
+  local kernel = weight(g, layer, "kernel")
   local y = apply(g, layer, "MatMul", {x.name, kernel}, nil, shape, "last")
-  return finish(g, layer, y, layer.use_bias and g:weight(layer.name .. "/bias", layer.bias))
+  return finish(g, layer, y, layer.use_bias and weight(g, layer, "bias"))
 end
 
 -- {before, after} padding of one spatial axis of n positions for a window of k taps, stride
@@ -114,7 +121,7 @@ local function conv(g, layer, x, w, bias, shape, opts)
 end
 
 local function bias_of(g, layer)
-  return layer.use_bias and g:weight(layer.name .. "/bias", layer.bias) or nil
+  return layer.use_bias and weight(g, layer, "bias") or nil
 end
 
 local function conv2d_opts(layer, groups)
@@ -124,16 +131,17 @@ end
 
 E[nn.Conv2D] = function(g, layer, x, shape)
   x = g:as_layout(x, "first")
-  local w = g:weight(layer.name .. "/kernel", layer.kernel, nil, {4, 3, 1, 2})  -- HWIO -> OIHW
+  local w = weight(g, layer, "kernel", nil, {4, 3, 1, 2})  -- HWIO -> OIHW
   local y = conv(g, layer, x, w, bias_of(g, layer), shape, conv2d_opts(layer, layer.groups))
   return activate(g, layer, layer.activation_name, y)
 end
 
 E[nn.Conv1D] = function(g, layer, x, shape)
   x = g:as_layout(x, "first")
-  local w = g:weight(layer.name .. "/kernel", layer.kernel, nil, {3, 2, 1})  -- (k, I, O) -> (O, I, k)
-  local y = conv(g, layer, x, w, bias_of(g, layer), shape, {kernel = {layer.kernel_size},
-    strides = {layer.strides}, dilation = {layer.dilation_rate}, padding = layer.padding, groups = layer.groups})
+  local w = weight(g, layer, "kernel", nil, {3, 2, 1})  -- (k, I, O) -> (O, I, k)
+  local opts = {kernel = {layer.kernel_size}, strides = {layer.strides}, dilation = {layer.dilation_rate},
+                padding = layer.padding, groups = layer.groups}
+  local y = conv(g, layer, x, w, bias_of(g, layer), shape, opts)
   return activate(g, layer, layer.activation_name, y)
 end
 
@@ -141,7 +149,7 @@ end
 -- depth_multiplier filters, the kernel (kh, kw, c, m) as (c * m, 1, kh, kw).
 local function depthwise(g, layer, x, shape, bias)
   local kh, kw, c, m = table.unpack(layer.depthwise_kernel.shape)
-  local w = g:weight(layer.name .. "/depthwise_kernel", layer.depthwise_kernel, {kh, kw, 1, c * m}, {4, 3, 1, 2})
+  local w = weight(g, layer, "depthwise_kernel", {kh, kw, 1, c * m}, {4, 3, 1, 2})
   return conv(g, layer, x, w, bias, shape, conv2d_opts(layer, c))
 end
 
@@ -154,7 +162,7 @@ E[nn.SeparableConv2D] = function(g, layer, x, shape)
   local mid_shape = util.copy(shape)
   mid_shape[4] = layer.pointwise_kernel.shape[3]
   local mid = depthwise(g, layer, g:as_layout(x, "first"), mid_shape)
-  local w = g:weight(layer.name .. "/pointwise_kernel", layer.pointwise_kernel, nil, {4, 3, 1, 2})
+  local w = weight(g, layer, "pointwise_kernel", nil, {4, 3, 1, 2})
   local y = conv(g, layer, mid, w, bias_of(g, layer), shape,
     {kernel = {1, 1}, strides = {1, 1}, dilation = {1, 1}, padding = "valid"})
   return activate(g, layer, layer.activation_name, y)
@@ -176,7 +184,7 @@ end
 
 E[nn.Conv2DTranspose] = function(g, layer, x, shape)
   x = g:as_layout(x, "first")
-  local w = g:weight(layer.name .. "/kernel", layer.kernel, nil, {4, 3, 1, 2})  -- (kh, kw, O, I) -> (I, O, kh, kw)
+  local w = weight(g, layer, "kernel", nil, {4, 3, 1, 2})  -- (kh, kw, O, I) -> (I, O, kh, kw)
   local pads, extra = transpose_pads(layer, x, shape)
   local y = apply(g, layer, "ConvTranspose", {x.name, w, bias_of(g, layer)},
     {kernel_shape = layer.kernel_size, strides = layer.strides, dilations = layer.dilation_rate,
@@ -224,7 +232,7 @@ E[nn.BatchNorm] = function(g, layer, x)
   x = g:as_layout(x, "first")
   local c = layer.moving_mean.shape[1]
   local function param(name, fill)
-    if layer[name] and util.is_tensor(layer[name]) then return g:weight(layer.name .. "/" .. name, layer[name]) end
+    if layer[name] and util.is_tensor(layer[name]) then return weight(g, layer, name) end
     local list = {}
     for i = 1, c do list[i] = fill end
     return g:floats(layer.name .. "/" .. name, list, {c})
@@ -244,8 +252,8 @@ E[nn.LayerNorm] = function(g, layer, x)
   local var = mean(same(g, layer, "Mul", centered, {centered.name}))
   local std = same(g, layer, "Sqrt", same(g, layer, "Add", var, {g:scalar(layer.epsilon)}))
   local y = same(g, layer, "Mul", centered, {same(g, layer, "Reciprocal", std).name})
-  if layer.scale then y = same(g, layer, "Mul", y, {g:weight(layer.name .. "/gamma", layer.gamma)}) end
-  if layer.center then y = same(g, layer, "Add", y, {g:weight(layer.name .. "/beta", layer.beta)}) end
+  if layer.scale then y = same(g, layer, "Mul", y, {weight(g, layer, "gamma")}) end
+  if layer.center then y = same(g, layer, "Add", y, {weight(g, layer, "beta")}) end
   return y
 end
 
@@ -256,7 +264,7 @@ E[nn.Normalization] = function(g, layer, x)
     local v = layer[name .. "_value"]
     if type(v) == "number" then return g:scalar(v) end
     if v then return g:floats(layer.name .. "/" .. name, v, layer.broadcast) end
-    return g:weight(layer.name .. "/" .. name, layer[name], layer.broadcast)
+    return weight(g, layer, name, layer.broadcast)
   end
   local root = apply(g, layer, "Sqrt", {stat("variance")}, nil, x.shape, "last")
   local std = same(g, layer, "Max", root, {g:scalar(1e-7)})
@@ -356,7 +364,7 @@ end
 
 E[nn.Embedding] = function(g, layer, ids, shape)
   if ids.dtype ~= "i32" then ids = apply(g, layer, "Cast", {ids.name}, {to = 6}, ids.shape, "last", "i32") end
-  local table_ = g:weight(layer.name .. "/embeddings", layer.embeddings)
+  local table_ = weight(g, layer, "embeddings")
   return apply(g, layer, "Gather", {table_, ids.name}, {axis = 0}, shape, "last")
 end
 
@@ -366,9 +374,9 @@ end
 local function heads(g, layer, x, name, dim)
   local b, len, h = x.shape[1], x.shape[2], layer.num_heads
   x = g:as_layout(x, "last")
-  local w = g:weight(layer.name .. "/" .. name .. "_kernel", layer[name .. "_kernel"])
+  local w = weight(g, layer, name .. "_kernel")
   local y = apply(g, layer, "MatMul", {x.name, w}, nil, {b, len, h * dim}, "last")
-  if layer.use_bias then y = same(g, layer, "Add", y, {g:weight(layer.name .. "/" .. name .. "_bias", layer[name .. "_bias"])}) end
+  if layer.use_bias then y = same(g, layer, "Add", y, {weight(g, layer, name .. "_bias")}) end
   local split = g:int64s(layer.name .. "/" .. name .. "_heads", {0, 0, h, dim})  -- 0: the input's size
   y = apply(g, layer, "Reshape", {y.name, split}, nil, {b, len, h, dim}, "last")
   return apply(g, layer, "Transpose", {y.name}, {perm = {0, 2, 1, 3}}, {b, h, len, dim}, "last")
@@ -377,7 +385,8 @@ end
 -- scores + (1 - mask) * -1e9, the mask [batch, S] or [batch, T, S] (nonzero or true: attend)
 -- broadcast over the heads (and the queries).
 local function masked(g, layer, scores, mask)
-  local m = mask.dtype == "bool" and mask or apply(g, layer, "Cast", {mask.name}, {to = 9}, mask.shape, "last", "bool")
+  local m = mask  -- 9: BOOL (nonzero is true)
+  if m.dtype ~= "bool" then m = apply(g, layer, "Cast", {m.name}, {to = 9}, m.shape, "last", "bool") end
   m = apply(g, layer, "Cast", {m.name}, {to = 1}, mask.shape, "last")  -- 1: FLOAT
   local axes = g:int64s(layer.name .. "/mask_axes", #mask.shape == 2 and {1, 2} or {1})
   m = apply(g, layer, "Unsqueeze", {m.name, axes}, nil, scores.shape, "last")
@@ -416,9 +425,9 @@ E[nn.MultiHeadAttention] = function(g, layer, x, shape)
   out = apply(g, layer, "Transpose", {out.name}, {perm = {0, 2, 1, 3}}, {b, t, h, layer.value_dim}, "last")
   local merge = g:int64s(layer.name .. "/merge_heads", {0, 0, h * layer.value_dim})
   out = apply(g, layer, "Reshape", {out.name, merge}, nil, {b, t, h * layer.value_dim}, "last")
-  local y = apply(g, layer, "MatMul", {out.name, g:weight(layer.name .. "/output_kernel", layer.output_kernel)},
+  local y = apply(g, layer, "MatMul", {out.name, weight(g, layer, "output_kernel")},
     nil, shape, "last")
-  if layer.use_bias then y = same(g, layer, "Add", y, {g:weight(layer.name .. "/output_bias", layer.output_bias)}) end
+  if layer.use_bias then y = same(g, layer, "Add", y, {weight(g, layer, "output_bias")}) end
   return y
 end
 
