@@ -48,8 +48,9 @@ local function case(name, build, is_large)
 end
 
 case("mlp", function()
-  local m = nn.Sequential {nn.Input {shape = {12}}, nn.Dense(16, {activation = "relu"}), nn.BatchNorm(), nn.Dropout(0.3),
-    nn.Dense(16, {activation = "tanh"}), nn.Dense(8, {activation = "gelu"}), nn.Dense(5, {activation = "softmax"})}
+  local m = nn.Sequential {nn.Input {shape = {12}}, nn.Dense(16, {activation = "relu"}), nn.BatchNorm(),
+    nn.Dropout(0.3), nn.Dense(16, {activation = "tanh"}), nn.Dense(8, {activation = "gelu"}),
+    nn.Dense(5, {activation = "softmax"})}
   return m, {images {4, 12}}
 end)
 
@@ -150,7 +151,8 @@ end)
 
 case("normalization", function()
   local m = nn.Sequential {nn.Input {shape = {6, 6, 3}}, nn.Normalization(),
-    nn.Normalization {mean = {0.5, 0, -1}, variance = {4, 1, 0.25}}, nn.Normalization {axis = 2, mean = 1, variance = 2},
+    nn.Normalization {mean = {0.5, 0, -1}, variance = {4, 1, 0.25}},
+    nn.Normalization {axis = 2, mean = 1, variance = 2},
     nn.Conv2D(4, 3), nn.GlobalAvgPool2D()}
   return m, {images {2, 6, 6, 3}}
 end)
@@ -162,13 +164,15 @@ case("attention", function()
   x = nn.Add() {x, nn.PositionEmbedding {sequence_length = 9}(x)}
   x = nn.TransformerEncoder {num_heads = 3, intermediate_dim = 16, activation = "gelu"} {x, mask = mask}
   x = nn.TransformerEncoder {num_heads = 2, intermediate_dim = 8, normalize_first = true}(x)
-  local y = nn.TransformerDecoder {num_heads = 2, intermediate_dim = 10} {target, x, encoder_padding_mask = mask}
+  local y = nn.TransformerDecoder {num_heads = 2, intermediate_dim = 10}
+    {target, x, encoder_padding_mask = mask}
   y = nn.TransformerDecoder {num_heads = 4, intermediate_dim = 6, normalize_first = true}(y)
   local cross = nn.MultiHeadAttention {num_heads = 2, key_dim = 3, value_dim = 5, output_dim = 4} {y, x, x}
   local causal = nn.MultiHeadAttention {num_heads = 1, key_dim = 4} {y, use_causal_mask = true}
   local out = nn.Concatenate() {nn.Flatten()(cross), nn.Flatten()(causal)}
   local mask_values = tpu.tensor({{1, 1, 1, 1, 1, 0, 0}, {1, 1, 1, 1, 1, 1, 1}}, {dtype = "i32"})
-  return nn.Model {inputs = {tokens, mask, target}, outputs = out}, {ids({2, 7}, 30), mask_values, images {2, 5, 12}}
+  local model = nn.Model {inputs = {tokens, mask, target}, outputs = out}
+  return model, {ids({2, 7}, 30), mask_values, images {2, 5, 12}}
 end)
 
 -- The models of the example scripts (scripts/), built as they build them.
@@ -195,11 +199,13 @@ end)
 
 -- The image applications, at their smallest input and with logits out (a softmax would hide
 -- errors in its saturated outputs).
-for _, app in ipairs {{"MobileNetV2", 32}, {"EfficientNetB0", 32}, {"NASNetMobile", 32}, {"ResNet50", 32, true},
-                      {"Xception", 71, true}, {"VGG16", 32, true}, {"AlexNet", 63, true}} do
+for _, app in ipairs {{"MobileNetV2", 32}, {"EfficientNetB0", 32}, {"NASNetMobile", 32},
+                      {"ResNet50", 32, true}, {"Xception", 71, true}, {"VGG16", 32, true},
+                      {"AlexNet", 63, true}} do
   local name, size = app[1], app[2]
   case(name, function()
-    local model = tpu.applications[name] {input_shape = {size, size, 3}, classes = 10, classifier_activation = "linear"}
+    local model = tpu.applications[name] {input_shape = {size, size, 3}, classes = 10,
+                                          classifier_activation = "linear"}
     return model, {images {2, size, size, 3}}
   end, app[3])
 end
@@ -226,9 +232,10 @@ if #wanted == 0 or wanted[1] == "all" then
 end
 for _, name in ipairs(wanted) do
   local model, inputs = assert(models[name], "no model " .. name)()
-  local out = model:predict(#inputs == 1 and inputs[1] or one_batch(inputs))  -- builds a Sequential without Input
+  local data = #inputs == 1 and inputs[1] or one_batch(inputs)
+  model:predict(data)  -- builds a Sequential without nn.Input, as fit would
   randomize(model)
-  out = model:predict(#inputs == 1 and inputs[1] or one_batch(inputs))
+  local out = model:predict(data)
   model:export(dir .. "/" .. name .. ".onnx")
   local saved = {}
   for i, x in ipairs(inputs) do saved["input_" .. i] = x end

@@ -40,7 +40,8 @@ function T.a_custom_layer_is_an_error_naming_it()
   local model = nn.Sequential {nn.Input {shape = {4}}, nn.Dense(3), Scale {name = "my_scale"}}
   local err = check.raises(function() model:export("never_written.onnx") end,
     "model:export: Scale 'my_scale' %(built at [%w_./%-]*test_export%.lua:%d+%)")
-  check.is_true(err:match("^[%w_./%-]*test_export%.lua:%d+: ") ~= nil, "the error names the user's line: " .. err)
+  check.is_true(err:match("^[%w_./%-]*test_export%.lua:%d+: ") ~= nil,
+    "the error names the user's line: " .. err)
   check.is_true(err:find("the exportable layers are Activation, Add,", 1, true) ~= nil, err)
 end
 
@@ -50,7 +51,8 @@ function T.a_layer_inside_a_nested_model_is_named()
   local x = nn.Input {shape = {6, 8}}
   local inner = nn.Sequential {nn.Dense(8), Twice {name = "twice"}}
   local model = nn.Model {inputs = x, outputs = nn.Dense(2)(inner(x))}
-  check.raises(function() model:export("never_written.onnx") end, "model:export: Twice 'twice' %(built at [%w_./%-]*test_export%.lua:%d+%)")
+  check.raises(function() model:export("never_written.onnx") end,
+    "model:export: Twice 'twice' %(built at [%w_./%-]*test_export%.lua:%d+%)")
 end
 
 function T.a_custom_activation_is_an_error_naming_the_layer()
@@ -71,7 +73,8 @@ function T.bad_and_unwritable_paths()
   check.raises(function() model:export(42) end, "model:export: expected a file path, got 42")
   check.raises(function() model:export("m.onnx", {}) end, "bad argument #2 to 'export'")
   check.raises(function() model:export("no_such_dir/m.onnx") end,
-    "^[%w_./%-]*test_export%.lua:%d+: cannot write no_such_dir/m.onnx: the directory no_such_dir does not exist")
+    "^[%w_./%-]*test_export%.lua:%d+: cannot write no_such_dir/m.onnx: "
+    .. "the directory no_such_dir does not exist")
 end
 
 return T
