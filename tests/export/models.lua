@@ -175,6 +175,14 @@ case("attention", function()
   return model, {ids({2, 7}, 30), mask_values, images {2, 5, 12}}
 end)
 
+case("variable_length", function()  -- the length is a named dimension of the graph's input
+  local tokens = nn.Input {shape = {-1}, dtype = "i32"}
+  local x = nn.Embedding(20, 8)(tokens)
+  x = nn.TransformerEncoder {num_heads = 2, intermediate_dim = 8}(x)
+  x = nn.Conv1D(4, 3, {padding = "causal"})(x)
+  return nn.Model {inputs = tokens, outputs = nn.Dense(3)(x)}, {ids({2, 6}, 20)}
+end)
+
 -- The models of the example scripts (scripts/), built as they build them.
 case("fashion_mnist_mlp", function()
   return nn.Sequential {nn.Flatten(), nn.Dense(512, {activation = "relu"}), nn.Dense(512, {activation = "relu"}),
