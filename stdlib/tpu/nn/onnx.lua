@@ -337,8 +337,8 @@ function M.encode(model)
   local outputs = graph_outputs(g, M.emit(g, model, model_argument(model, values)))
   local graph = table.concat {pb.messages(1, g.nodes), pb.string(2, model.name),
     pb.messages(5, g.initializers), pb.messages(11, inputs), pb.messages(12, outputs)}
-  return table.concat {pb.int(1, IR_VERSION), pb.string(2, "tputrain"), pb.message(7, graph),
-                       pb.message(8, pb.int(2, M.OPSET))}
+  return table.concat {pb.int(1, IR_VERSION), pb.string(2, "tputrain"), pb.string(3, require("tpu").version),
+                       pb.message(7, graph), pb.message(8, pb.int(2, M.OPSET))}
 end
 
 -- model:export(path)
