@@ -405,30 +405,45 @@ local function causal(g, layer, scores)
   return same(g, layer, "Add", scores, {g:floats(layer.name .. "/causal_mask", later, {1, 1, t, s})})
 end
 
-E[nn.MultiHeadAttention] = function(g, layer, x, shape)
-  local q, v, k, mask, use_causal = x, x, x, nil, false
-  if not x.name then
-    q, v = x[1], x[2] or x[1]
-    k, mask, use_causal = x[3] or v, x.mask, x.use_causal_mask
-  end
-  local h = layer.num_heads
-  local qh, kh = heads(g, layer, q, "query", layer.key_dim), heads(g, layer, k, "key", layer.key_dim)
-  local vh = heads(g, layer, v, "value", layer.value_dim)
-  local b, t, s = q.shape[1], q.shape[2], k.shape[2]
-  local kt = apply(g, layer, "Transpose", {kh.name}, {perm = {0, 1, 3, 2}}, {b, h, layer.key_dim, s}, "last")
+-- query, value, key, mask and use_causal_mask of a call: self-attention on a value, or the
+-- list {query, value, key, mask=, use_causal_mask=}, as the layer's call reads them.
+local function attention_parts(x)
+  if x.name then return x, x, x, nil, false end
+  local v = x[2] or x[1]
+  return x[1], v, x[3] or v, x.mask, x.use_causal_mask
+end
+
+-- softmax(q k^T / sqrt(key_dim) + masks) over the keys: [batch, heads, T, S].
+local function attention_weights(g, layer, qh, kh, mask, use_causal)
+  local b, h, t, d = table.unpack(qh.shape)
+  local s = kh.shape[3]
+  local kt = apply(g, layer, "Transpose", {kh.name}, {perm = {0, 1, 3, 2}}, {b, h, d, s}, "last")
   local scores = apply(g, layer, "MatMul", {qh.name, kt.name}, nil, {b, h, t, s}, "last")
   scores = same(g, layer, "Mul", scores, {g:scalar(1 / math.sqrt(layer.key_dim))})
   if mask then scores = masked(g, layer, scores, mask) end
   if use_causal then scores = causal(g, layer, scores) end
-  local weights = same(g, layer, "Softmax", scores, nil, {axis = 3})
-  local out = apply(g, layer, "MatMul", {weights.name, vh.name}, nil, {b, h, t, layer.value_dim}, "last")
-  out = apply(g, layer, "Transpose", {out.name}, {perm = {0, 2, 1, 3}}, {b, t, h, layer.value_dim}, "last")
-  local merge = g:int64s(layer.name .. "/merge_heads", {0, 0, h * layer.value_dim})
-  out = apply(g, layer, "Reshape", {out.name, merge}, nil, {b, t, h * layer.value_dim}, "last")
-  local y = apply(g, layer, "MatMul", {out.name, weight(g, layer, "output_kernel")},
-    nil, shape, "last")
+  return same(g, layer, "Softmax", scores, nil, {axis = 3})
+end
+
+-- [batch, heads, T, value_dim] -> [batch, T, heads * value_dim] @ output_kernel (+ bias).
+local function merge_heads(g, layer, out, shape)
+  local b, h, t, d = table.unpack(out.shape)
+  out = apply(g, layer, "Transpose", {out.name}, {perm = {0, 2, 1, 3}}, {b, t, h, d}, "last")
+  local merged = g:int64s(layer.name .. "/merge_heads", {0, 0, h * d})
+  out = apply(g, layer, "Reshape", {out.name, merged}, nil, {b, t, h * d}, "last")
+  local y = apply(g, layer, "MatMul", {out.name, weight(g, layer, "output_kernel")}, nil, shape, "last")
   if layer.use_bias then y = same(g, layer, "Add", y, {weight(g, layer, "output_bias")}) end
   return y
+end
+
+E[nn.MultiHeadAttention] = function(g, layer, x, shape)
+  local q, v, k, mask, use_causal = attention_parts(x)
+  local qh, kh = heads(g, layer, q, "query", layer.key_dim), heads(g, layer, k, "key", layer.key_dim)
+  local vh = heads(g, layer, v, "value", layer.value_dim)
+  local weights = attention_weights(g, layer, qh, kh, mask, use_causal)
+  local b, h, t = table.unpack(weights.shape)
+  local out = apply(g, layer, "MatMul", {weights.name, vh.name}, nil, {b, h, t, layer.value_dim}, "last")
+  return merge_heads(g, layer, out, shape)
 end
 
 -- The first `length` rows of the table broadcast to the input's shape.
