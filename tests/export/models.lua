@@ -178,6 +178,7 @@ end)
 case("variable_length", function()  -- the length is a named dimension of the graph's input
   local tokens = nn.Input {shape = {-1}, dtype = "i32"}
   local x = nn.Embedding(20, 8)(tokens)
+  x = nn.Add() {x, nn.PositionEmbedding {sequence_length = 10}(x)}
   x = nn.TransformerEncoder {num_heads = 2, intermediate_dim = 8}(x)
   x = nn.Conv1D(4, 3, {padding = "causal"})(x)
   return nn.Model {inputs = tokens, outputs = nn.Dense(3)(x)}, {ids({2, 6}, 20)}

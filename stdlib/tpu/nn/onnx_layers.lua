@@ -446,13 +446,21 @@ E[nn.MultiHeadAttention] = function(g, layer, x, shape)
   return merge_heads(g, layer, out, shape)
 end
 
--- The first `length` rows of the table broadcast to the input's shape.
+-- The first `length` rows of the table (length: the input's, known when the graph runs for
+-- sequences of any length) broadcast to the input's shape.
 E[nn.PositionEmbedding] = function(g, layer, x, shape)
   x = g:as_layout(x, "last")
-  local len = x.shape[#x.shape - 1]
-  if len < 0 then onnx.fail(layer, "has an input of unknown length (export needs it fixed)") end
-  local rows = g:weight(layer.name .. "/embeddings", layer.embeddings:slice {{1, len}})
-  local dims = apply(g, layer, "Shape", {x.name}, nil, {#x.shape}, "last", "i64")
+  local r = #x.shape
+  local dims = apply(g, layer, "Shape", {x.name}, nil, {r}, "last", "i64")
+  local len = x.shape[r - 1]
+  local rows
+  if len >= 0 then
+    rows = g:weight(layer.name .. "/embeddings", layer.embeddings:slice {{1, len}})
+  else
+    local at = function(i) return g:int64s(layer.name .. "/index", {i}) end
+    local n = apply(g, layer, "Slice", {dims.name, at(r - 2), at(r - 1)}, nil, {1}, "last", "i64")
+    rows = g:op("Slice", {weight(g, layer, "embeddings"), at(0), n.name}, nil, layer.name)
+  end
   return apply(g, layer, "Expand", {rows, dims.name}, nil, shape, "last")
 end
 
