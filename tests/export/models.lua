@@ -6,8 +6,7 @@ local tpu = require "tpu"
 local nn = tpu.nn
 
 local dir = assert(arg[1], "usage: models.lua DIR [name...]")
-local key = tpu.random.key(7)
-local draws = 0
+local key, draws  -- each case's own key and the number of draws from it
 local function next_key()
   draws = draws + 1
   return key:fold_in(draws)
@@ -41,9 +40,11 @@ end
 local models = {}
 local order = {}
 local large = {}  -- exported only when named (or "all"): tens of millions of weights, seconds each
+local position = {}  -- the case's seed
 local function case(name, build, is_large)
   models[name] = build
   order[#order + 1] = name
+  position[name] = #order
   large[name] = is_large
 end
 
@@ -240,6 +241,7 @@ if #wanted == 0 or wanted[1] == "all" then
   end
 end
 for _, name in ipairs(wanted) do
+  key, draws = tpu.random.key(position[name]), 0  -- a case draws the same numbers in any selection
   local model, inputs = assert(models[name], "no model " .. name)()
   local data = #inputs == 1 and inputs[1] or one_batch(inputs)
   model:predict(data)  -- builds a Sequential without nn.Input, as fit would
