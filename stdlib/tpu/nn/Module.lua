@@ -305,6 +305,12 @@ function Module:summary(extra)
   io.stdout:write(require("tpu.nn.summary")(self), "\n")
 end
 
+-- Writes the inference graph as an ONNX model (opset 13): model:export("model.onnx").
+function Module:export(path, extra)
+  errors.none(2, "export", extra)
+  require("tpu.nn.onnx").export(self, path)
+end
+
 for k, v in pairs(require "tpu.nn.training") do Module[k] = v end
 Module.generate = require("tpu.nn.generate").generate  -- model:generate(ids, opts)
 
