@@ -1,13 +1,17 @@
 #!/usr/bin/env bash
-# The benchmark of tputrain against PyTorch on this CPU, in one run: the MLP, the CNN and the
-# transformer text model, f32 and bf16 each, same models, data, batch and thread count on both
-# sides. For every configuration it alternates the two (tputrain, PyTorch, tputrain, PyTorch, ...)
-# so machine noise hits both, then prints one table (bench/report.py; README explains the
-# columns). A configuration that fails shows "n/a" and the reason below the table.
+# The benchmark of tputrain against PyTorch on this CPU, in one run: the MLP, the CNN, the
+# transformer text models (d 64 and d 256) and three applications (ResNet50, MobileNetV2,
+# EfficientNetB0 against torchvision's), f32 and bf16 each, same models, data, batch and thread
+# count on both sides. tputrain runs each model two ways: on batches already in memory and fed
+# by the tpu.data pipeline a script writes (shuffle, batch, traced map, prefetch). For every
+# configuration it alternates the three (tputrain, pipeline, PyTorch, tputrain, ...) so machine
+# noise hits all, then prints one table of medians and ranges (bench/report.py; README explains
+# the columns). A configuration that fails shows "n/a" and the reason below the table.
 #
-#   bench/run.sh                      # short defaults: about a minute on a quiet 2-core machine
+#   bench/run.sh                      # every model: about 15 minutes on a quiet 2-core machine
+#   bench/run.sh --models mlp,cnn,transformer   # the short set: a few minutes
 #   bench/run.sh --long               # 5x the timed and profiled steps
-#   bench/run.sh --models mlp,cnn --precisions f32 --rounds 3 --scale 2 --threads 2
+#   bench/run.sh --models mlp,cnn --precisions f32 --rounds 3 --scale 2 --threads 2 --feeds memory
 #
 # Installs what is missing (tools/bootstrap.sh --bench: Debian's python3-torch with OpenBLAS)
 # and builds build/tputrain (TPUTRAIN=path picks another binary); g++ measures the peak
@@ -17,19 +21,21 @@
 set -uo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
-models=mlp,cnn,transformer
+models=mlp,cnn,transformer,transformer256,resnet50,mobilenet_v2,efficientnet_b0
 precisions=f32,bf16
-rounds=2
+feeds=memory,pipeline
+rounds=3
 scale=1
 threads=2
 usage() {
-  sed -n '2,16p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//' >&2
+  sed -n '2,20p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//' >&2
   exit 2
 }
 while (($#)); do
   case $1 in
     --models) models=$2; shift ;;
     --precisions) precisions=$2; shift ;;
+    --feeds) feeds=$2; shift ;;
     --rounds) rounds=$2; shift ;;
     --scale) scale=$2; shift ;;
     --long) scale=5 ;;
@@ -41,18 +47,21 @@ while (($#)); do
 done
 
 # Per model: timed steps, warm-up steps (the first compiles), profiled steps (host overhead).
-declare -A timed=([mlp]=100 [cnn]=20 [transformer]=20)
-declare -A warmup=([mlp]=10 [cnn]=3 [transformer]=3)
-declare -A profiled=([mlp]=30 [cnn]=5 [transformer]=5)
+declare -A timed=([mlp]=100 [cnn]=20 [transformer]=20 [transformer256]=6 [resnet50]=4 [mobilenet_v2]=8 [efficientnet_b0]=6)
+declare -A warmup=([mlp]=10 [cnn]=3 [transformer]=3 [transformer256]=2 [resnet50]=2 [mobilenet_v2]=2 [efficientnet_b0]=2)
+declare -A profiled=([mlp]=30 [cnn]=5 [transformer]=5 [transformer256]=2 [resnet50]=2 [mobilenet_v2]=2 [efficientnet_b0]=2)
 
 [[ $scale =~ ^[0-9]*\.?[0-9]+$ ]] || { echo "bench: --scale needs a positive number, got '$scale'" >&2; exit 2; }
 # N steps times --scale, at least 1.
 scaled() { awk -v n="$1" -v s="$scale" 'BEGIN { v = int(n * s + 0.5); print (v < 1 ? 1 : v) }'; }
 for model in ${models//,/ }; do
-  [[ -n ${timed[$model]:-} ]] || { echo "bench: unknown model '$model' (mlp, cnn, transformer)" >&2; exit 2; }
+  [[ -n ${timed[$model]:-} ]] || { echo "bench: unknown model '$model' (${!timed[*]})" >&2; exit 2; }
 done
 for precision in ${precisions//,/ }; do
   [[ $precision == f32 || $precision == bf16 ]] || { echo "bench: unknown precision '$precision' (f32, bf16)" >&2; exit 2; }
+done
+for feed in ${feeds//,/ }; do
+  [[ $feed == memory || $feed == pipeline ]] || { echo "bench: unknown feed '$feed' (memory, pipeline)" >&2; exit 2; }
 done
 
 tools/bootstrap.sh --bench >/dev/null || { echo "bench: installing or building failed (tools/bootstrap.sh --bench)" >&2; exit 1; }
@@ -116,12 +125,16 @@ for model in ${models//,/ }; do
     bf16_flag=()
     [[ $precision == bf16 ]] && bf16_flag=(--bf16)
     for ((r = 1; r <= rounds; r++)); do
-      if wait_for_tputrain; then
-        run "$model" "$precision" tputrain "$r" "$tputrain" --threads "$threads" "${bf16_flag[@]}" \
-          bench/tputrain_models.lua "$model" "$precision" "$steps" "$warm" "$prof"
-      else
-        echo "$model $precision tputrain $r fail $tputrain is missing: build it with ./setup.sh" >>"$results"
-      fi
+      for feed in ${feeds//,/ }; do
+        side=tputrain
+        [[ $feed == pipeline ]] && side=pipeline
+        if wait_for_tputrain; then
+          run "$model" "$precision" "$side" "$r" "$tputrain" --threads "$threads" "${bf16_flag[@]}" \
+            bench/tputrain_models.lua "$model" "$precision" "$steps" "$warm" "$prof" "$feed"
+        else
+          echo "$model $precision $side $r fail $tputrain is missing: build it with ./setup.sh" >>"$results"
+        fi
+      done
       if [[ -n $torch_missing ]]; then
         echo "$model $precision pytorch $r fail $torch_missing" >>"$results"
       else
