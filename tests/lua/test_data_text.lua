@@ -185,7 +185,7 @@ tests["host map and traced map errors"] = function()
   check.raises(function() collect(lines:map(function() return print end, {host = true})) end,
     "map: result [1] is a function; elements hold tensors, numbers, booleans and strings")
   check.raises(function() lines:map(function() end, {host = 1}) end, "map: host must be true or false, got 1")
-  check.raises(function() lines:map(function() end, {jit = false}) end, 'map: unknown option "jit" (expected host)')
+  check.raises(function() lines:map(function() end, {jit = false}) end, 'map: unknown option "jit" (expected host, seed)')
   util.remove(dir)
 end
 
