@@ -32,6 +32,8 @@ Activation.functions = {
   sigmoid = remembered("sigmoid", function(x) return x:sigmoid() end),
   softmax = remembered("softmax", function(x) return x:softmax(-1) end),
   gelu = function(x) return x:gelu() end,
+  -- the tanh approximation of GPT-2 and BERT's reference code (Keras's gelu(x, approximate=True))
+  gelu_approximate = function(x) return x:gelu {approximate = true} end,
   relu6 = function(x) return x:relu6() end,
   swish = function(x) return x:swish() end,
   silu = function(x) return x:swish() end,
