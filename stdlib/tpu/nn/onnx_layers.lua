@@ -56,6 +56,15 @@ function activations.gelu(g, layer, x)
   return same(g, layer, "Mul", half, {same(g, layer, "Add", e, {g:scalar(1)}).name})
 end
 
+-- the tanh form: x / 2 * (1 + tanh(sqrt(2 / pi) * (x + 0.044715 * x^3)))
+function activations.gelu_approximate(g, layer, x)
+  local cube = same(g, layer, "Mul", same(g, layer, "Mul", x, {x.name}), {x.name})
+  local inner = same(g, layer, "Add", x, {same(g, layer, "Mul", cube, {g:scalar(0.044715)}).name})
+  local t = same(g, layer, "Tanh", same(g, layer, "Mul", inner, {g:scalar(math.sqrt(2 / math.pi))}))
+  local half = same(g, layer, "Mul", x, {g:scalar(0.5)})
+  return same(g, layer, "Mul", half, {same(g, layer, "Add", t, {g:scalar(1)}).name})
+end
+
 local function activation_names()
   local names = {}
   for k in pairs(activations) do names[#names + 1] = k end
