@@ -218,6 +218,11 @@ def run_node(op, ins, a):
         return np.array(x.shape, dtype=np.int64)
     if op == "Expand":
         return np.broadcast_to(x, np.broadcast_shapes(x.shape, tuple(int(d) for d in ins[1]))).copy()
+    if op == "Range":  # start, start + delta, ... below limit
+        start, limit, delta = (int(v) for v in ins)
+        return np.array(list(range(start, limit, delta)), dtype=np.int64)
+    if op == "Greater":
+        return np.greater(x, ins[1])
     if op == "Cast":
         return x.astype(CAST[a["to"]])
     raise NotImplementedError("the evaluator has no " + op)

@@ -128,6 +128,11 @@ function Graph:int64s(base, list)
   return self:initializer(base, {#list}, "i64", pack(list, "i8"))
 end
 
+-- A scalar int64 constant (an index, a bound of Range).
+function Graph:int64(i)
+  return self:initializer("index", {}, "i64", string.pack("<i8", i))
+end
+
 -- A scalar f32 constant, shared by every node that uses the same number.
 function Graph:scalar(x)
   local key = string.pack("<d", x)

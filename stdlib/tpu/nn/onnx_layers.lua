@@ -403,15 +403,38 @@ local function masked(g, layer, scores, mask)
   return same(g, layer, "Add", scores, {same(g, layer, "Mul", drop, {g:scalar(-1e9)}).name})
 end
 
--- scores + -1e9 where key s comes after query t.
+-- The [T, S] f32 mask, 1 where key s comes after query t, for lengths known only when the
+-- graph runs: Range over each length from the scores' shape, compared.
+local function later_keys(g, layer, scores)
+  local dims = apply(g, layer, "Shape", {scores.name}, nil, {4}, "last", "i64")
+  local zero, one = g:int64(0), g:int64(1)
+  local function positions(a, n)  -- 0 .. n - 1 along axis `a` of the scores
+    local len = apply(g, layer, "Gather", {dims.name, g:int64(a)}, {axis = 0}, {}, "last", "i64")
+    return apply(g, layer, "Range", {zero, len.name, one}, nil, {n}, "last", "i64")
+  end
+  local t, s = scores.shape[3], scores.shape[4]
+  local row_axis = g:int64s(layer.name .. "/row_axis", {1})
+  local rows = apply(g, layer, "Unsqueeze", {positions(2, t).name, row_axis}, nil, {t, 1}, "last", "i64")
+  local cols = positions(3, s)
+  local later = apply(g, layer, "Greater", {cols.name, rows.name}, nil, {t, s}, "last", "bool")
+  return apply(g, layer, "Cast", {later.name}, {to = 1}, {t, s}, "last")  -- 1: FLOAT
+end
+
+-- scores + -1e9 where key s comes after query t: a constant for fixed lengths, else computed
+-- from the lengths the graph runs with.
 local function causal(g, layer, scores)
   local t, s = scores.shape[3], scores.shape[4]
-  if t < 0 or s < 0 then onnx.fail(layer, "has use_causal_mask over sequences of unknown length") end
-  local later = {}
-  for i = 1, t do
-    for j = 1, s do later[#later + 1] = j > i and -1e9 or 0 end
+  local mask
+  if t >= 0 and s >= 0 then
+    local later = {}
+    for i = 1, t do
+      for j = 1, s do later[#later + 1] = j > i and -1e9 or 0 end
+    end
+    mask = g:floats(layer.name .. "/causal_mask", later, {1, 1, t, s})
+  else
+    mask = same(g, layer, "Mul", later_keys(g, layer, scores), {g:scalar(-1e9)}).name
   end
-  return same(g, layer, "Add", scores, {g:floats(layer.name .. "/causal_mask", later, {1, 1, t, s})})
+  return same(g, layer, "Add", scores, {mask})
 end
 
 -- query, value, key, mask and use_causal_mask of a call: self-attention on a value, or the
