@@ -185,6 +185,35 @@ case("variable_length", function()  -- the length is a named dimension of the gr
   return nn.Model {inputs = tokens, outputs = nn.Dense(3)(x)}, {ids({2, 6}, 20)}
 end)
 
+-- A custom layer with export_onnx: its own weights (onnx:weight), a child layer (onnx:layer)
+-- and constants; y = x + relu(x @ kernel) * sigmoid(gate) + 0.5 * inner(x).
+local Gated = nn.Module:extend("Gated")
+function Gated:build(input_shape)
+  local n = input_shape[#input_shape]
+  self:add_weight {name = "kernel", shape = {n, n}, initializer = "he_normal"}
+  self:add_weight {name = "gate", shape = {n}, initializer = "zeros"}
+  self.inner = nn.Dense(n, {activation = "tanh"})
+  self.modules = {self.inner}  -- a child layer: its weights are the model's
+  self.inner:maybe_build(input_shape)
+end
+function Gated:call(x, ctx)
+  return x + x:matmul(self.kernel):relu() * self.gate:sigmoid() + self.inner(x, ctx) * 0.5
+end
+function Gated:export_onnx(onnx, x, out_shape)
+  local h = onnx:op("MatMul", {x, onnx:weight(self.kernel)}, nil, out_shape)
+  h = onnx:op("Relu", {h}, nil, out_shape)
+  local gate = onnx:op("Sigmoid", {onnx:weight(self.gate)}, nil, self.gate.shape)
+  local inner = onnx:op("Mul", {onnx:layer(self.inner, x), onnx:constant(0.5)}, nil, out_shape)
+  local y = onnx:op("Add", {x, onnx:op("Mul", {h, gate}, nil, out_shape)}, nil, out_shape)
+  return onnx:op("Add", {y, inner}, nil, out_shape)
+end
+
+case("custom_export", function()
+  local m = nn.Sequential {nn.Input {shape = {5, 8}}, nn.Conv1D(6, 3, {padding = "same"}), Gated(),
+    nn.Flatten(), nn.Dense(4)}
+  return m, {images {2, 5, 8}}
+end)
+
 -- The models of the example scripts (scripts/), built as they build them.
 case("fashion_mnist_mlp", function()
   return nn.Sequential {nn.Flatten(), nn.Dense(512, {activation = "relu"}), nn.Dense(512, {activation = "relu"}),

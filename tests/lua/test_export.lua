@@ -45,6 +45,35 @@ function T.a_custom_layer_is_an_error_naming_it()
   check.is_true(err:find("the exportable layers are Activation, Add,", 1, true) ~= nil, err)
 end
 
+function T.a_custom_layer_exports_with_its_export_onnx()
+  local Scale = nn.Module:extend("Scale")
+  function Scale:call(x, _ctx) return x * 2 end
+  local seen
+  function Scale:export_onnx(onnx, x, out_shape)
+    seen = {x.shape, out_shape}
+    return onnx:op("Mul", {x, onnx:constant(2)}, nil, out_shape)
+  end
+  local model = nn.Sequential {nn.Input {shape = {4}}, nn.Dense(3), Scale {name = "my_scale"}}
+  local dir = files.tmpdir()
+  model:export(dir .. "/scale.onnx")
+  local bytes = files.must_read(dir .. "/scale.onnx")
+  check.eq(seen, {{-1, 3}, {-1, 3}})
+  check.is_true(bytes:find("my_scale/Mul", 1, true) ~= nil, "the node is named after the layer")
+  files.rmdir(dir)
+end
+
+function T.export_onnx_must_return_a_value()
+  local Bad = nn.Module:extend("Bad")
+  function Bad:call(x, _ctx) return x end
+  function Bad:export_onnx(_onnx, _x) return 42 end
+  local model = nn.Sequential {nn.Input {shape = {4}}, Bad {name = "bad"}}
+  check.raises(function() model:export("never_written.onnx") end,
+    "model:export: Bad 'bad' %(built at [%w_./%-]*test_export%.lua:%d+%) export_onnx returned 42, not a graph value")
+  function Bad:export_onnx(onnx, x) return onnx:op("Relu", {x.name}, nil, x.shape) end
+  check.raises(function() model:export("never_written.onnx") end,
+    "Bad 'bad' %(built at [%w_./%-]*test_export%.lua:%d+%): expected a graph value, got \"[%w_]+\"")
+end
+
 function T.a_layer_inside_a_nested_model_is_named()
   local Twice = nn.Module:extend("Twice")
   function Twice:call(x, _ctx) return x * 2 end

@@ -5,9 +5,10 @@
 -- The graph has one input per model input (the batch dimension named "batch", the rest as the
 -- model declares them) and one output per model output, with the weights as initializers
 -- (f32; bf16 weights are widened). Dropout is the identity and BatchNorm uses its moving
--- statistics, as model:predict. A layer with no ONNX form (a custom nn.Module, a custom
--- activation function) is an error naming it. The file is written to a temporary file and
--- renamed, as checkpoints are.
+-- statistics, as model:predict. A custom nn.Module exports when its class defines
+-- export_onnx(onnx, x, out_shape), which builds its nodes with the Builder below; a layer with
+-- no ONNX form (a custom nn.Module without it, a custom activation function) is an error naming
+-- it. The file is written to a temporary file and renamed, as checkpoints are.
 --
 -- Layout: tputrain's images are NHWC (channels last) but ONNX's Conv, pools and
 -- BatchNormalization are NCHW (channels first). Each value of the graph under construction
@@ -211,8 +212,6 @@ function M.axis(v, a)
   return a == r - 1 and 1 or a + 1
 end
 
----------------------------------------------------------------- the walk
-
 local Sequential = require "tpu.nn.Sequential"
 local Model = require "tpu.nn.Model"
 local Node = require "tpu.nn.Node"
@@ -226,6 +225,66 @@ local function map_values(x, fn)
   return out
 end
 
+---------------------------------------------------------------- custom layers
+
+-- What a custom layer's export_onnx(onnx, x, out_shape) builds its graph with: the values it
+-- takes and returns are {name=, shape=, dtype=} (tputrain's axis order, channels last; -1 for
+-- a size known only when the graph runs), the nodes are named after the layer.
+local Builder = {}
+Builder.__index = Builder
+
+local function value_name(v, who)
+  if v == "" then return v end  -- an optional input left out
+  if type(v) ~= "table" or type(v.name) ~= "string" then
+    util.fail("model:export: %s: expected a graph value, got %s", who, util.show(v))
+  end
+  return v.name
+end
+
+-- onnx:op(op_type, inputs, attributes, shape, dtype) -> the value of a new node op_type(inputs)
+-- (opset 13) of tputrain shape `shape` and element type `dtype` (default "f32"). Attributes: a
+-- Lua integer is an INT, a float a FLOAT, a string a STRING, a list of integers INTS.
+function Builder:op(op_type, inputs, attrs, shape, dtype)
+  local names = {}
+  for i, v in ipairs(inputs) do names[i] = value_name(v, M.layer_text(self.owner)) end
+  local name = self.g:op(op_type, names, attrs, self.owner.name)
+  return M.value(name, shape, dtype or "f32", "last")
+end
+
+-- onnx:constant(numbers, dims, dtype) -> a constant: a number (dims {}) or a flat list, of
+-- dtype "f32" (default) or "i64".
+function Builder:constant(numbers, dims, dtype)
+  local list = type(numbers) == "table" and numbers or {numbers}
+  dims = dims or (type(numbers) == "table" and {#list} or {})
+  local base = self.owner.name .. "/const"
+  local name = dtype == "i64" and self.g:initializer(base, dims, "i64", pack(list, "i8"))
+    or self.g:floats(base, list, dims)
+  return M.value(name, dims, dtype or "f32", "last")
+end
+
+-- onnx:weight(tensor) -> a weight as an f32 initializer (written once, however many layers
+-- use it).
+function Builder:weight(t)
+  return M.value(self.g:weight(self.owner.name .. "/weight", t), t.shape, "f32", "last")
+end
+
+-- onnx:layer(module, x) -> the value of an exportable module (a child layer) applied to x.
+function Builder:layer(module, x)
+  return map_values(M.emit(self.g, module, x), function(v) return self.g:as_layout(v, "last") end)
+end
+
+-- The value(s) of a layer whose class defines export_onnx, its inputs in channels-last layout.
+local function emit_custom(g, layer, x, shape)
+  local builder = setmetatable({g = g, owner = layer}, Builder)
+  x = map_values(x, function(v) return g:as_layout(v, "last") end)
+  local y = layer:export_onnx(builder, x, shape)
+  local ok = type(y) == "table" and (y.name ~= nil or #y > 0)
+  if not ok then M.fail(layer, "export_onnx returned %s, not a graph value", util.show(y)) end
+  return y
+end
+
+---------------------------------------------------------------- the walk
+
 -- The value(s) of `layer` applied to x (a value, or a tree of them for several inputs);
 -- out_shape: tputrain's output shape, when known.
 function M.emit(g, layer, x, out_shape)
@@ -236,9 +295,10 @@ function M.emit(g, layer, x, out_shape)
   end
   if cls == Model then return M.emit_model(g, layer, x) end
   local layers = require "tpu.nn.onnx_layers"  -- here: it requires this module
-  local emit = layers[cls]
+  local emit = layers[cls] or (type(layer.export_onnx) == "function" and emit_custom)
   if not emit then
-    M.fail(layer, "has no ONNX form; the exportable layers are %s", table.concat(layers.names(), ", "))
+    M.fail(layer, "has no ONNX form (a custom layer can define export_onnx); the exportable "
+      .. "layers are %s", table.concat(layers.names(), ", "))
   end
   local shape = out_shape or layer:compute_output_shape(map_values(x, function(v) return v.shape end))
   return emit(g, layer, x, shape)
