@@ -249,6 +249,58 @@ for _, app in ipairs {{"MobileNetV2", 32}, {"EfficientNetB0", 32}, {"NASNetMobil
   end, app[3])
 end
 
+-- The text applications, small; their inputs at the longest length the model takes
+-- (max_length) and shorter. GPT-2's causal mask is built from the length the graph runs with.
+local small = {vocab_size = 50, max_length = 16, num_layers = 1, hidden_dim = 32, num_heads = 2,
+               intermediate_dim = 64}
+local function with(extra)
+  local opts = {}
+  for k, v in pairs(small) do opts[k] = v end
+  for k, v in pairs(extra or {}) do opts[k] = v end
+  return opts
+end
+-- A padding mask [batch, length]: the first row pads its last three positions.
+local function padding(batch, length)
+  local rows = {}
+  for i = 1, batch do
+    rows[i] = {}
+    for j = 1, length do rows[i][j] = (i == 1 and j > length - 3) and 0 or 1 end
+  end
+  return tpu.tensor(rows, {dtype = "i32"})
+end
+local function segments(batch, length)
+  return (tpu.random.uniform(next_key(), {batch, length}) * 2):cast("i32")
+end
+
+case("BertBase", function()
+  return tpu.applications.BertBase(with {num_layers = 2}),
+    {ids({2, 16}, 50), segments(2, 16), padding(2, 16)}
+end)
+
+case("BertBase_classifier", function()
+  return tpu.applications.BertBase(with {num_classes = 3}),
+    {ids({3, 9}, 50), segments(3, 9), padding(3, 9)}
+end)
+
+case("GPT2Small", function()
+  return tpu.applications.GPT2Small(with {num_layers = 2}), {ids({2, 16}, 50), padding(2, 16)}
+end)
+
+case("GPT2Small_logits", function()
+  return tpu.applications.GPT2Small(with {logits = true}), {ids({2, 16}, 50), padding(2, 16)}
+end)
+
+case("GPT2Small_logits_short", function()
+  return tpu.applications.GPT2Small(with {logits = true}), {ids({2, 7}, 50), padding(2, 7)}
+end)
+
+-- scripts/fortunes_gpt.lua's model (its vocabulary of 64 characters).
+case("fortunes_gpt", function()
+  local model = tpu.applications.GPT2Small {vocab_size = 64, max_length = 128, num_layers = 2,
+    hidden_dim = 64, num_heads = 2, intermediate_dim = 256, dropout = 0, logits = true}
+  return model, {ids({2, 128}, 64), padding(2, 128)}
+end)
+
 -- A data set of one batch, the list of a model's inputs (predict takes several inputs so).
 local function one_batch(list)
   return {iter = function()

@@ -29,6 +29,11 @@ function FirstToken:compute_output_shape(input_shape)
   return {input_shape[1], input_shape[3]}
 end
 
+-- model:export: position 0 of axis 1 (a Gather with a scalar index drops the axis).
+function FirstToken:export_onnx(onnx, x, out_shape)
+  return onnx:op("Gather", {x, onnx:constant(0, {}, "i64")}, {axis = 1}, out_shape)
+end
+
 local init = text_config.std_002
 
 local defaults = {vocab_size = 30522, max_length = 512, num_layers = 12, hidden_dim = 768,

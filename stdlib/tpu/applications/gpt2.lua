@@ -37,7 +37,13 @@ function TiedLogits:repr()
   return string.format("TiedLogits(%s)", self.embedding.name)
 end
 
-local function gelu_approximate(x) return x:gelu {approximate = true} end
+-- model:export: h @ the transposed embedding table, the table written once (the Embedding's).
+function TiedLogits:export_onnx(onnx, h, out_shape)
+  local table_ = onnx:weight(self.embedding.embeddings)  -- [vocab, d]
+  local vocab, d = table.unpack(table_.shape)
+  local transposed = onnx:op("Transpose", {table_}, {perm = {1, 0}}, {d, vocab})
+  return onnx:op("MatMul", {h, transposed}, nil, out_shape)
+end
 
 local init = text_config.std_002
 
@@ -58,7 +64,7 @@ return function(opts, extra)
   x = nn.Dropout(c.dropout, {name = "embeddings_dropout"})(x)
   for i = 1, c.num_layers do
     x = nn.TransformerDecoder {num_heads = c.num_heads, intermediate_dim = c.intermediate_dim,
-      dropout = c.dropout, activation = gelu_approximate, layer_norm_epsilon = 1e-5,
+      dropout = c.dropout, activation = "gelu_approximate", layer_norm_epsilon = 1e-5,
       normalize_first = true, kernel_initializer = init,
       name = "transformer_layer_" .. i} {x, decoder_padding_mask = mask}
   end
