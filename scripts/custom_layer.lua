@@ -1,6 +1,7 @@
 -- A custom layer: subclass nn.Module with build (create weights from the input shape) and call
--- (the forward pass; ctx.training says whether we train). This one is a residual block with a
--- learned gate, y = x + sigmoid(gate) * dense(x), trained on Fashion-MNIST.
+-- (the forward pass; ctx.training says whether we train), and export_onnx if model:export should
+-- write it. This one is a residual block with a learned gate, y = x + sigmoid(gate) * dense(x),
+-- trained on Fashion-MNIST.
 --
 --   tputrain scripts/custom_layer.lua            (--smoke: a few batches)
 local tpu = require "tpu"
@@ -28,6 +29,14 @@ end
 
 function GatedResidual:call(x, _ctx)
   return x + (x:matmul(self.kernel)):relu() * self.gate:sigmoid()
+end
+
+-- Its ONNX form, for model:export (docs/model.md): the same arithmetic as call, in graph nodes.
+function GatedResidual:export_onnx(onnx, x, out_shape)
+  local h = onnx:op("MatMul", {x, onnx:weight(self.kernel)}, nil, out_shape)
+  h = onnx:op("Relu", {h}, nil, out_shape)
+  local gate = onnx:op("Sigmoid", {onnx:weight(self.gate)}, nil, self.gate.shape)
+  return onnx:op("Add", {x, onnx:op("Mul", {h, gate}, nil, out_shape)}, nil, out_shape)
 end
 
 -- What print(model) shows for this layer.

@@ -236,6 +236,20 @@ case("functional_two_inputs", function()
     nn.Dense(1, {activation = "sigmoid", name = "footwear"})(h)}}, {images {2, 28, 28, 1}, images {2, 56}}
 end)
 
+-- scripts/custom_layer.lua's model, its GatedResidual (with export_onnx) read from the script:
+-- the part before the script loads its data.
+case("custom_layer", function()
+  local here = debug.getinfo(1, "S").source:match("^@(.*)/[^/]*$") or "."
+  local f = assert(io.open(here .. "/../../scripts/custom_layer.lua"))
+  local src = f:read("a")
+  f:close()
+  local cut = assert(src:find("local function scale", 1, true), "custom_layer.lua: no data part")
+  local GatedResidual = assert(load(src:sub(1, cut - 1) .. "return GatedResidual\n", "=custom_layer.lua"))()
+  local model = nn.Sequential {nn.Flatten(), nn.Dense(256, {activation = "relu"}),
+    GatedResidual {l2 = 1e-5}, GatedResidual {l2 = 1e-5}, nn.Dense(10)}
+  return model, {images {2, 28, 28}}
+end)
+
 -- The image applications, at their smallest input and with logits out (a softmax would hide
 -- errors in its saturated outputs).
 for _, app in ipairs {{"MobileNetV2", 32}, {"EfficientNetB0", 32}, {"NASNetMobile", 32},
