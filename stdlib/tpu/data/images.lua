@@ -69,13 +69,6 @@ local function image_size(v)
   return {v[1], v[2]}
 end
 
--- Without {seed =}: the --seed of the command line, else 0 (as shuffle), so the training and
--- validation subsets of one run always come from the same permutation.
-local function default_seed()
-  local seed = (tpu.options or {}).seed
-  return math.type(seed) == "integer" and seed >= 0 and seed or 0
-end
-
 local function check_split(o)
   if o.validation_split == nil and o.subset == nil then return end
   if o.validation_split == nil or o.subset == nil then
@@ -120,7 +113,9 @@ local function read_options(opts)
   for _, k in ipairs {"shuffle", "antialias", "verbose"} do
     r[k] = o[k] == nil or args.boolean(o[k], "image_folder", k)
   end
-  r.seed = o.seed == nil and default_seed() or args.integer(o.seed, "image_folder", "seed")
+  -- Without a seed, the default one (as shuffle's), so the training and validation subsets of
+  -- one run always come from the same permutation.
+  r.seed = o.seed == nil and random.default_seed() or args.integer(o.seed, "image_folder", "seed")
   check_split(o)
   return r
 end

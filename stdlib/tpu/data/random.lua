@@ -19,4 +19,11 @@ function M.stream(seed, epoch)
   end
 end
 
+-- The seed of a data set made without {seed =}: the --seed of the command line, else 0, so
+-- runs are reproducible either way.
+function M.default_seed()
+  local seed = (require("tpu").options or {}).seed
+  return math.type(seed) == "integer" and seed >= 0 and seed or 0
+end
+
 return M

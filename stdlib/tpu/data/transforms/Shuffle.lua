@@ -18,12 +18,6 @@ function Shuffle:_stream(upstream, epoch)
   return streams.shuffled(upstream(epoch), self._buffer, random.stream(self._seed, stream_epoch))
 end
 
--- Without {seed =}: the --seed of the command line, else 0; runs are reproducible either way.
-local function default_seed()
-  local seed = (require("tpu").options or {}).seed
-  return math.type(seed) == "integer" and seed >= 0 and seed or 0
-end
-
 -- Buffer shuffle (streams.shuffled); a buffer >= the data set's size gives a uniform
 -- permutation. Each pass (epoch) is shuffled differently, determined by the seed and the
 -- epoch number, unless {reshuffle_each_iteration = false}.
@@ -32,7 +26,7 @@ function Dataset:shuffle(buffer, opts, extra)
   Dataset.check_self(self, "shuffle")
   buffer = args.integer(buffer, "shuffle", "the buffer size", 1)
   opts = args.options(opts, "shuffle", {"seed", "reshuffle_each_iteration"})
-  local seed = opts.seed == nil and default_seed() or args.integer(opts.seed, "shuffle", "seed")
+  local seed = opts.seed == nil and random.default_seed() or args.integer(opts.seed, "shuffle", "seed")
   local reshuffle = opts.reshuffle_each_iteration
   if reshuffle == nil then reshuffle = true end
   args.boolean(reshuffle, "shuffle", "reshuffle_each_iteration")
