@@ -2,6 +2,7 @@
 // Each runs behind the boundary: engine errors become Lua errors at the user's line.
 #include "lua_io.h"
 
+#include <bit>
 #include <map>
 #include <new>
 #include <string>
@@ -96,9 +97,21 @@ int l_write_file_atomic(lua_State* L) {
   return 0;
 }
 
+// core.f32_bytes(tensor) -> the elements of a concrete f32 tensor as little-endian bytes (the
+// weights model:export writes into an ONNX file)
+int l_f32_bytes(lua_State* L) {
+  static_assert(std::endian::native == std::endian::little, "f32_bytes copies the host's floats as they are");
+  LuaTensor* t = test_tensor(L, 1);
+  if (!t || t->traced() || t->value.dtype() != DType::f32) throw ArgError(1, "a concrete f32 tensor");
+  const auto values = t->value.span<const float>();
+  lua_pushlstring(L, reinterpret_cast<const char*>(values.data()), values.size_bytes());
+  return 1;
+}
+
 const LuaFunction io_functions[] = {fn<l_save_safetensors>("save_safetensors"),
                                     fn<l_load_safetensors>("load_safetensors"),
-                                    fn<l_write_file_atomic>("write_file_atomic")};
+                                    fn<l_write_file_atomic>("write_file_atomic"),
+                                    fn<l_f32_bytes>("f32_bytes")};
 
 }  // namespace
 

@@ -7,6 +7,7 @@
 //     writes atomically (temporary file in the same directory, fsync, rename, fsync directory)
 // core.load_safetensors(path) -> {name = tensor, ...}, metadata {key = "text"}, names in file order
 // core.write_file_atomic(path, text)
+// core.f32_bytes(tensor) -> a concrete f32 tensor's elements as little-endian bytes
 // Errors start with the user's file:line, then the path and what is wrong.
 #pragma once
 
