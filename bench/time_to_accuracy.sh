@@ -29,7 +29,7 @@ results=$(for ((r = 1; r <= rounds; r++)); do
 done)
 echo "time to test accuracy $target (whole process; seconds, epochs, accuracy):"
 echo "$results" | sed 's/accuracy //' | awk '{printf "  %-9s %7.2f s  %2d epochs  %s\n", $1, $2, $3, $4}'
-median() { echo "$results" | awk -v s="$1" '$1 == s {print $2}' | sort -n | awk '{v[NR] = $1} END {print v[int((NR + 1) / 2)]}'; }
+median() { echo "$results" | awk -v s="$1" '$1 == s {print $2}' | sort -n | awk '{v[NR] = $1} END {printf "%.2f", v[int((NR + 1) / 2)]}'; }
 t=$(median tputrain)
 p=$(median pytorch)
 echo "median: tputrain $t s, PyTorch $p s: tputrain is $(awk -v p="$p" -v t="$t" 'BEGIN { printf "%.2f", p / t }')x faster"
