@@ -9,6 +9,14 @@ local jacobian = require "jacobian"
 
 local tests = {}
 
+-- Directories the tests make, removed after each test.
+local made = {}
+local function temp_dir()
+  local dir = util.temp_dir()
+  made[#made + 1] = dir
+  return dir
+end
+
 local function quiet(opts)
   opts.verbose = false
   return opts
@@ -18,7 +26,7 @@ end
 -- subdirectory per class; returns the directory and the u8 images and labels it holds.
 local NAMES = {"tshirt", "trouser", "pullover", "dress", "coat", "sandal", "shirt", "sneaker", "bag", "boot"}
 local function fashion_folder(n, only_png)
-  local dir = util.temp_dir()
+  local dir = temp_dir()
   local x, y = data.fashion_mnist("test"):take(n):batch(n):iter()()
   local labels = y:totable()
   for i = 1, n do
@@ -234,7 +242,7 @@ tests["image_folder: files that do not decode are errors naming them, or skipped
   local ds = data.image_folder(dir, quiet {image_size = {8, 8}, on_error = "skip"})
   check.eq({ds:cardinality(), ds.skipped}, {6, 1})
   -- A JPEG whose header reads but whose data is cut short fails the batch that reads it.
-  local cut = util.temp_dir()
+  local cut = temp_dir()
   os.execute("mkdir -p " .. cut .. "/a")
   image.write_jpeg(cut .. "/a/x.jpg", (tpu.random.uniform(tpu.random.key(0), {64, 64, 3}) * 255):cast("u8"))
   local f = io.open(cut .. "/a/x.jpg", "rb")
@@ -248,7 +256,7 @@ tests["image_folder: files that do not decode are errors naming them, or skipped
 end
 
 tests["image_folder: bad arguments and folders are clear errors"] = function()
-  local empty = util.temp_dir()
+  local empty = temp_dir()
   check.raises(function() data.image_folder(empty) end, "image_folder: no images in")
   check.raises(function() data.image_folder(empty .. "/missing") end, "missing: directory not found")
   local dir = fashion_folder(6, true)
@@ -260,6 +268,15 @@ tests["image_folder: bad arguments and folders are clear errors"] = function()
   check.raises(function() data.image_folder(dir, {class_names = {"cat"}, verbose = false}) end,
     "class_names must name each subdirectory")
   check.raises(function() data.image_folder(dir, {color = "cmyk"}) end, "color must be rgb, grayscale, rgba")
+end
+
+for name, test in pairs(tests) do
+  tests[name] = function()
+    local ok, err = pcall(test)
+    for _, dir in ipairs(made) do util.remove(dir) end
+    made = {}
+    if not ok then error(err, 0) end
+  end
 end
 
 return tests
