@@ -231,6 +231,17 @@ tests["image_folder: shuffling, splits, class_names, labels"] = function()
     shuffle = false})
   local _, yl = listed:batch(30):iter()()
   check.eq(yl.shape, {30, 3})
+  -- Two classes, label_mode = "binary": f32 [n, 1] of 0 and 1, as Keras.
+  local pair = temp_dir()
+  for i, class in ipairs {"no", "yes"} do
+    os.execute("mkdir -p " .. pair .. "/" .. class)
+    image.write_png(pair .. "/" .. class .. "/a.png", tpu.full({3, 3, 1}, i, {dtype = "u8"}))
+  end
+  local binary = data.image_folder(pair, quiet {image_size = {3, 3}, label_mode = "binary", shuffle = false})
+  local xb, yb = binary:batch(2):iter()()
+  check.eq(yb.dtype, "f32")
+  check.eq(yb:totable(), {{0}, {1}})
+  check.eq(xb:reshape({2, 27}):max(2):totable(), {1, 2})
 end
 
 tests["image_folder: files that do not decode are errors naming them, or skipped"] = function()
