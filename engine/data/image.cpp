@@ -241,7 +241,8 @@ bool encode_jpeg_into(const Image& image, int quality, JpegOutput& output, JpegE
   jpeg_set_quality(&cinfo, quality, TRUE);
   jpeg_start_compress(&cinfo, TRUE);
   while (cinfo.next_scanline < cinfo.image_height) {
-    auto* row = const_cast<JSAMPROW>(image.pixels.data() + size_t(cinfo.next_scanline) * size_t(image.width * image.channels));
+    const size_t offset = size_t(cinfo.next_scanline) * size_t(image.width * image.channels);
+    auto* row = const_cast<JSAMPROW>(image.pixels.data() + offset);
     jpeg_write_scanlines(&cinfo, &row, 1);
   }
   jpeg_finish_compress(&cinfo);
@@ -279,7 +280,8 @@ std::string encode_jpeg(const Image& image, int quality) {
 // ---- resize
 
 ResizeTaps resize_taps(int64_t in, int64_t out, bool antialias) {
-  if (in < 1 || out < 1) throw Error("resize: sizes must be positive, got " + std::to_string(in) + " -> " + std::to_string(out));
+  if (in < 1 || out < 1)
+    throw Error("resize: sizes must be positive, got " + std::to_string(in) + " -> " + std::to_string(out));
   const double inv_scale = double(in) / double(out);
   const double kernel_scale = antialias ? std::max(inv_scale, 1.0) : 1.0;
   ResizeTaps taps{in, out, std::min<int64_t>(in, int64_t(std::ceil(2 * kernel_scale)) + 1), {}, {}};

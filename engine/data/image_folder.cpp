@@ -110,7 +110,8 @@ std::vector<Tensor> read_image_batch(const ImageBatchSpec& spec, std::span<const
   const int64_t n = int64_t(indices.size()), per_image = spec.height * spec.width * spec.channels;
   for (int64_t i : indices)
     if (i < 0 || i >= int64_t(spec.paths.size()))
-      throw Error("read_image_batch: index " + std::to_string(i) + " is outside 0.." + std::to_string(spec.paths.size() - 1));
+      throw Error("read_image_batch: index " + std::to_string(i) + " is outside 0.." +
+                  std::to_string(spec.paths.size() - 1));
   Tensor images(DType::f32, {n, spec.height, spec.width, spec.channels}, Tensor::Uninitialized{});
   for (int64_t i = 0; i < n; ++i)
     read_resized(spec, spec.paths[size_t(indices[size_t(i)])],

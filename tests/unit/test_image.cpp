@@ -23,7 +23,9 @@ Image pattern(int64_t h, int64_t w, int64_t c) {
   return im;
 }
 
-std::span<const uint8_t> bytes_of(const std::string& s) { return {reinterpret_cast<const uint8_t*>(s.data()), s.size()}; }
+std::span<const uint8_t> bytes_of(const std::string& s) {
+  return {reinterpret_cast<const uint8_t*>(s.data()), s.size()};
+}
 
 std::string error_of(std::span<const uint8_t> bytes) {
   try {
@@ -83,7 +85,8 @@ TEST_CASE("JPEG at quality 100 comes back within a few levels") {
   for (size_t i = 0; i < im.pixels.size(); ++i) im.pixels[i] = uint8_t(((i / 3) % 16) * 8 + (i % 3) * 40);
   const Image back = tpu::decode_image(bytes_of(tpu::encode_jpeg(im, 100)), 3, "j.jpg");
   int worst = 0;
-  for (size_t i = 0; i < im.pixels.size(); ++i) worst = std::max(worst, std::abs(int(back.pixels[i]) - int(im.pixels[i])));
+  for (size_t i = 0; i < im.pixels.size(); ++i)
+    worst = std::max(worst, std::abs(int(back.pixels[i]) - int(im.pixels[i])));
   CHECK(worst <= 4);
   CHECK(std::string(tpu::read_image_header(bytes_of(tpu::encode_jpeg(im, 50)), "j.jpg").format) == "jpeg");
 }
@@ -119,7 +122,8 @@ TEST_CASE("a file that does not decode is an error naming it") {
 }
 
 TEST_CASE("resize taps equal the triangle filter's definition, shrinking and growing") {
-  for (auto [in, out] : {std::pair<int64_t, int64_t>{28, 28}, {28, 14}, {28, 9}, {7, 20}, {100, 3}, {5, 1}, {1, 6}, {3, 8}}) {
+  const std::pair<int64_t, int64_t> sizes[] = {{28, 28}, {28, 14}, {28, 9}, {7, 20}, {100, 3}, {5, 1}, {1, 6}, {3, 8}};
+  for (auto [in, out] : sizes) {
     for (bool antialias : {true, false}) {
       const std::vector<float> m = tpu::resize_matrix(tpu::resize_taps(in, out, antialias));
       const std::vector<double> ref = reference_matrix(in, out, antialias);
@@ -156,7 +160,8 @@ TEST_CASE("resize_image is the two matrix products") {
       for (int64_t c = 0; c < 2; ++c) {
         double v = 0;
         for (int64_t i = 0; i < 9; ++i)
-          for (int64_t j = 0; j < 6; ++j) v += mr[size_t(y * 9 + i)] * mc[size_t(x * 6 + j)] * im.pixels[size_t((i * 6 + j) * 2 + c)];
+          for (int64_t j = 0; j < 6; ++j)
+            v += mr[size_t(y * 9 + i)] * mc[size_t(x * 6 + j)] * im.pixels[size_t((i * 6 + j) * 2 + c)];
         worst = std::max(worst, std::abs(v - out[size_t((y * 10 + x) * 2 + c)]));
       }
   CHECK(worst < 1e-3);
