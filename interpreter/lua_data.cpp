@@ -135,6 +135,14 @@ int l_read_csv(lua_State* L) {
 
 }  // namespace
 
+void push_tensors(lua_State* L, std::vector<Tensor> tensors) {
+  lua_createtable(L, int(tensors.size()), 0);
+  for (size_t i = 0; i < tensors.size(); ++i) {
+    push_tensor(L, std::move(tensors[i]));
+    lua_seti(L, -2, lua_Integer(i + 1));
+  }
+}
+
 void push_strings(lua_State* L, const std::vector<std::string>& v) {
   lua_createtable(L, int(v.size()), 0);
   for (size_t i = 0; i < v.size(); ++i) {

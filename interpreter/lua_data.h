@@ -19,6 +19,8 @@
 #include <string>
 #include <vector>
 
+#include "core/tensor.h"
+
 struct lua_State;
 
 namespace tpu {
@@ -29,8 +31,9 @@ void register_data_functions(lua_State* L, int core_table_index);
 // integer" otherwise, raised before any C++ object exists (the caller must hold none either).
 std::vector<int64_t> row_indices(lua_State* L, int arg, const char* what);
 
-// Pushes a list of strings.
+// Pushes a list of strings; a list of tensors (a batch, one per component).
 void push_strings(lua_State* L, const std::vector<std::string>& v);
+void push_tensors(lua_State* L, std::vector<Tensor> tensors);
 
 struct ImageBatchSpec;
 // The image reader (core.image_batch_reader) at `arg`, or null when it is something else.

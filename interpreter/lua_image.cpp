@@ -65,14 +65,6 @@ void push_labels(lua_State* L, const std::vector<int32_t>& labels) {
   }
 }
 
-void push_batch(lua_State* L, std::vector<Tensor> batch) {
-  lua_createtable(L, int(batch.size()), 0);
-  for (size_t i = 0; i < batch.size(); ++i) {
-    push_tensor(L, std::move(batch[i]));
-    lua_seti(L, -2, lua_Integer(i + 1));
-  }
-}
-
 int l_list_image_folder(lua_State* L) {
   const char* dir = luaL_checkstring(L, 1);
   const bool by_class = lua_toboolean(L, 2);
@@ -123,7 +115,7 @@ int l_reader_read(lua_State* L) {
     HostAllocationScope host;  // a data set's batches live on the host
     batch = read_image_batch(*r->spec, indices);
   }
-  push_batch(L, std::move(batch));
+  push_tensors(L, std::move(batch));
   return 1;
 }
 

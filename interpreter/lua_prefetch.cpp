@@ -87,11 +87,7 @@ int l_pop(lua_State* L) {
     throw Error(std::string("prefetch: ") + e.what());
   }
   if (!batch) return lua_pushnil(L), 1;
-  lua_createtable(L, int(batch->size()), 0);
-  for (size_t i = 0; i < batch->size(); ++i) {
-    push_tensor(L, std::move((*batch)[i]));
-    lua_seti(L, -2, lua_Integer(i + 1));
-  }
+  push_tensors(L, std::move(*batch));
   return 1;
 }
 

@@ -127,14 +127,12 @@ end
 local function reorder_classes(dir, listing, class_names)
   local found, position = {}, {}
   for i, name in ipairs(listing.class_names) do found[name] = i - 1 end
+  local ok = #class_names == #listing.class_names
   for i, name in ipairs(class_names) do
-    if found[name] == nil or position[name] then
-      args.fail("image_folder: class_names must name each subdirectory of %s once; it has %s, got %s",
-        dir, args.show(listing.class_names), args.show(class_names))
-    end
+    ok = ok and found[name] ~= nil and position[name] == nil
     position[name] = i - 1
   end
-  if #class_names ~= #listing.class_names then
+  if not ok then
     args.fail("image_folder: class_names must name each subdirectory of %s once; it has %s, got %s",
       dir, args.show(listing.class_names), args.show(class_names))
   end
