@@ -10,8 +10,15 @@
 // A fresh page costs a fault on first touch, and a deep model's compile builds graphs of
 // hundreds of thousands of nodes pass after pass: a sixth of its time went to faults of 4 KiB
 // pages. jemalloc marks its extents and its metadata for transparent huge pages (madvise):
-// one fault per 2 MiB. It reads this before the first allocation.
-const char* malloc_conf = "thp:always,metadata_thp:always";  // jemalloc's C symbol
+// one fault per 2 MiB.
+// dirty_decay_ms:-1: jemalloc's default hands freed pages back to the kernel over time, but a
+// step loop frees and reallocates the same buffers every step, so it kept faulting (and
+// zeroing) pages it had just given back: a data-pipeline map converting a 256x784 batch took
+// 0.21 ms with the default, 0.03 ms without the purge (16 page faults a run, against none).
+// Freed pages now stay with the process, as a TPU runtime's pool does, until a full
+// collectgarbage() purges them (release_free_host_memory). jemalloc reads this before the
+// first allocation.
+const char* malloc_conf = "thp:always,metadata_thp:always,dirty_decay_ms:-1";  // jemalloc's C symbol
 #else
 #include <malloc.h>
 #endif
@@ -20,8 +27,7 @@ namespace tpu {
 
 #ifdef TPU_HAVE_JEMALLOC
 
-// jemalloc already reuses freed extents and purges unused pages only after they stay unused
-// for seconds (dirty_decay_ms): nothing more to set.
+// malloc_conf above says it all: nothing more to set.
 void tune_host_allocator() {}
 
 void release_free_host_memory() {
