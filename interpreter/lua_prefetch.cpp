@@ -1,7 +1,7 @@
 // core.batch_prefetcher(tensors or image reader, depth): the Lua face of tpu::BatchPrefetcher.
-// The stdlib's prefetch(n) pushes index lists (0-based rows) and pops gathered batches (rows of
-// the tensors, or images an image reader decodes); the background thread never touches the Lua
-// state. close(), __close and __gc stop the thread.
+// The stdlib's prefetch(n) pushes index lists (0-based rows), with the compiled maps to run on
+// each batch, and pops finished batches (rows of the tensors, or images an image reader
+// decodes, then mapped); the background thread never touches the Lua state. close(), __close and __gc stop the thread.
 #include <memory>
 #include <new>
 #include <string>
@@ -9,6 +9,8 @@
 #include "core/error.h"
 #include "data/image_folder.h"
 #include "data/prefetch.h"
+#include "runtime/executable.h"
+#include "runtime/thread_pool.h"
 #include "lua_data.h"
 #include "lua_internal.h"
 
@@ -70,10 +72,57 @@ int l_new(lua_State* L) {
   return 1;
 }
 
-// p:push(indices): a list of 0-based row numbers
+// One compiled function the thread applies to a gathered batch: its arguments are the batch's
+// tensors (the previous stage's results), then `extra` (a map's random key).
+struct Stage {
+  std::shared_ptr<Executable> exe;
+  std::vector<Tensor> extra;
+};
+
+// The stages at `arg`: a list of {exe, extra tensor, ...}.
+std::vector<Stage> read_stages(lua_State* L, int arg) {
+  luaL_checktype(L, arg, LUA_TTABLE);
+  std::vector<Stage> stages;
+  for (lua_Integer i = 1; lua_geti(L, arg, i) != LUA_TNIL; ++i) {
+    luaL_checktype(L, -1, LUA_TTABLE);
+    lua_geti(L, -1, 1);
+    Stage s{check_executable_ptr(L, -1), {}};
+    lua_pop(L, 1);
+    if (!s.exe->donated_args().empty()) throw Error("batch_prefetcher: a stage's function donates its arguments");
+    for (lua_Integer k = 2; lua_geti(L, -1, k) != LUA_TNIL; ++k) {
+      LuaTensor* t = check_tensor(L, -1);
+      if (t->traced()) throw Error("batch_prefetcher: a stage's extra argument is not a concrete tensor");
+      s.extra.push_back(t->value);
+      lua_pop(L, 1);
+    }
+    lua_pop(L, 2);
+    stages.push_back(std::move(s));
+  }
+  lua_pop(L, 1);
+  return stages;
+}
+
+// Runs the stages in order on the prefetch thread, serially there (thread_pool.h).
+BatchPrefetcher::Then then_of(std::vector<Stage> stages) {
+  if (stages.empty()) return nullptr;
+  return [stages = std::move(stages)](std::vector<Tensor> batch) {
+    SerialScope serial;
+    for (const Stage& s : stages) {
+      batch.insert(batch.end(), s.extra.begin(), s.extra.end());
+      batch = s.exe->run(batch);
+    }
+    return batch;
+  };
+}
+
+// p:push(indices [, stages]): a list of 0-based row numbers; stages (a list of {exe, extra
+// tensor, ...}) run on the gathered batch before pop returns it.
 int l_push(lua_State* L) {
   BatchPrefetcher& p = open_prefetcher(L);
-  p.push(row_indices(L, 2, "push"));
+  std::vector<int64_t> indices = row_indices(L, 2, "push");
+  std::vector<Stage> stages;
+  if (!lua_isnoneornil(L, 3)) stages = read_stages(L, 3);
+  p.push(std::move(indices), then_of(std::move(stages)));
   return 0;
 }
 
@@ -96,16 +145,18 @@ int l_pending(lua_State* L) {
   return 1;
 }
 
-// p:stats() -> {batches, ready, gather_ms, wait_ms}
+// p:stats() -> {batches, ready, gather_ms, map_ms (the stages' time), wait_ms}
 int l_stats(lua_State* L) {
   const BatchPrefetcher::Stats s = open_prefetcher(L).stats();
-  lua_createtable(L, 0, 4);
+  lua_createtable(L, 0, 5);
   lua_pushinteger(L, s.batches);
   lua_setfield(L, -2, "batches");
   lua_pushinteger(L, s.ready);
   lua_setfield(L, -2, "ready");
   lua_pushnumber(L, s.gather_ms);
   lua_setfield(L, -2, "gather_ms");
+  lua_pushnumber(L, s.then_ms);
+  lua_setfield(L, -2, "map_ms");
   lua_pushnumber(L, s.wait_ms);
   lua_setfield(L, -2, "wait_ms");
   return 1;

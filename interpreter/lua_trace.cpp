@@ -445,6 +445,8 @@ const LuaFunction kFunctions[] = {fn<l_trace_begin>("trace_begin"),   fn<l_trace
 
 }  // namespace
 
+std::shared_ptr<Executable> check_executable_ptr(lua_State* L, int arg) { return check_executable(L, arg)->exe; }
+
 void register_trace_functions(lua_State* L, int core) {
   luaL_newmetatable(L, kExecutableMeta);
   push_function<l_exe_gc>(L);

@@ -38,10 +38,10 @@ BatchPrefetcher::~BatchPrefetcher() {
   thread_.join();
 }
 
-void BatchPrefetcher::push(std::vector<int64_t> indices) {
+void BatchPrefetcher::push(std::vector<int64_t> indices, Then then) {
   {
     std::lock_guard lock(mu_);
-    requests_.push_back(std::move(indices));
+    requests_.push_back({std::move(indices), std::move(then)});
     ++pending_;
   }
   work_cv_.notify_one();
@@ -75,25 +75,38 @@ BatchPrefetcher::Stats BatchPrefetcher::stats() const {
   return stats_;
 }
 
+std::vector<Tensor> BatchPrefetcher::prepare(const Request& r) {
+  auto t0 = std::chrono::steady_clock::now();
+  std::vector<Tensor> batch = gather_(r.indices);
+  const double gather_ms = ms_since(t0);
+  double then_ms = 0;
+  if (r.then) {
+    t0 = std::chrono::steady_clock::now();
+    batch = r.then(std::move(batch));
+    then_ms = ms_since(t0);
+  }
+  std::lock_guard lock(mu_);
+  stats_.gather_ms += gather_ms;
+  stats_.then_ms += then_ms;
+  return batch;
+}
+
 void BatchPrefetcher::run() {
   std::unique_lock lock(mu_);
   while (true) {
     work_cv_.wait(lock, [this] { return stop_ || (!requests_.empty() && ready_.size() < depth_ && !error_); });
     if (stop_) return;
-    std::vector<int64_t> indices = std::move(requests_.front());
+    Request request = std::move(requests_.front());
     requests_.pop_front();
     lock.unlock();
-    const auto t0 = std::chrono::steady_clock::now();
     std::vector<Tensor> batch;
     std::exception_ptr error;
     try {
-      batch = gather_(indices);
+      batch = prepare(request);
     } catch (...) {
       error = std::current_exception();
     }
-    const double ms = ms_since(t0);
     lock.lock();
-    stats_.gather_ms += ms;
     if (error) error_ = error;
     else ready_.push_back(std::move(batch));
     ready_cv_.notify_all();

@@ -8,7 +8,8 @@
 //   std::optional<std::vector<Tensor>> b = p.pop();   // {u8[3,28,28], u8[3]}: rows 7, 3, 9
 //
 // push never blocks: requests are queued and the thread gathers them in order while fewer than
-// `depth` results wait. pop blocks until the oldest request is gathered; it returns nullopt
+// `depth` results wait. A request may carry a `then` function, which the thread applies to the
+// gathered batch (tpu.data runs a data set's compiled maps there, off the caller's step). pop blocks until the oldest request is gathered; it returns nullopt
 // when nothing is pending, and rethrows what gather threw. The thread only reads the source
 // tensors (shared buffers, never written) or runs the given gather function, which must not
 // touch the caller's state, and never calls back into the caller; the destructor stops and
@@ -33,11 +34,14 @@ class BatchPrefetcher {
     int64_t batches = 0;    // popped
     int64_t ready = 0;      // of those, already gathered when pop was called
     double gather_ms = 0;   // time the thread spent gathering
+    double then_ms = 0;     // time the thread spent in the requests' `then` functions
     double wait_ms = 0;     // time pop spent waiting for the thread
   };
 
   // Makes the batch of one index list.
   using Gather = std::function<std::vector<Tensor>(const std::vector<int64_t>& indices)>;
+  // What becomes of a gathered batch before pop returns it (none: the batch as gathered).
+  using Then = std::function<std::vector<Tensor>(std::vector<Tensor> batch)>;
 
   // The gather of rows of in-memory tensors (one result per tensor).
   static Gather rows_of(std::vector<Tensor> sources);
@@ -48,19 +52,24 @@ class BatchPrefetcher {
   BatchPrefetcher(const BatchPrefetcher&) = delete;
   BatchPrefetcher& operator=(const BatchPrefetcher&) = delete;
 
-  void push(std::vector<int64_t> indices);
+  void push(std::vector<int64_t> indices, Then then = nullptr);
   std::optional<std::vector<Tensor>> pop();
   size_t pending() const;  // pushed and not yet popped
   Stats stats() const;
 
  private:
+  struct Request {
+    std::vector<int64_t> indices;
+    Then then;
+  };
   void run();
+  std::vector<Tensor> prepare(const Request& r);  // gather, then `then`; times both
 
   const Gather gather_;
   const size_t depth_;
   mutable std::mutex mu_;
   std::condition_variable work_cv_, ready_cv_;
-  std::deque<std::vector<int64_t>> requests_;
+  std::deque<Request> requests_;
   std::deque<std::vector<Tensor>> ready_;
   std::exception_ptr error_;
   size_t pending_ = 0;

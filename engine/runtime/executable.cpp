@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <array>
+#include <atomic>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -28,7 +29,7 @@ bool reads_elementwise(Op op) { return op_info(op).writes_in_place(); }
 size_t exact_bytes(const Node& n) { return size_t(num_elements(n.shape)) * size_of(n.dtype); }
 
 
-bool profiling = false;
+std::atomic<bool> profiling{false};  // kernels may run on the prefetch thread too
 std::array<OpTime, kNumOps> times;
 std::mutex times_mutex;  // guards times
 
@@ -340,6 +341,7 @@ void Executable::run_reduce(const Step& s, std::vector<std::vector<Tensor>>& val
 }
 
 std::vector<Tensor> Executable::run(std::span<const Tensor> args) const {
+  std::lock_guard lock(*run_mutex_);
   const Graph& g = graph_;
   const int R = replicas_;
   if (args.size() != g.params.size())

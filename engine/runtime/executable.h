@@ -6,6 +6,8 @@
 //   std::vector<Tensor> results = exe.run(arguments);
 #pragma once
 #include <functional>
+#include <memory>
+#include <mutex>
 #include <span>
 #include <string>
 #include <vector>
@@ -39,6 +41,7 @@ class Executable {
   // Runs the graph. Arguments whose buffers were donated hold results afterwards: the caller
   // must treat them as consumed (see donated_args()). A sharded argument holds all replicas'
   // rows. A result that differs between replicas comes back stacked: [replicas, ...].
+  // Callable from any thread; concurrent runs of one executable take turns.
   std::vector<Tensor> run(std::span<const Tensor> args) const;
 
   int replicas() const { return replicas_; }
@@ -101,6 +104,9 @@ class Executable {
   size_t hbm_bytes_ = 0;
   mutable std::vector<Tensor> arenas_;  // one per replica, allocated on first run
   mutable Tensor shared_arena_;
+  // Runs share the arenas, so one runs at a time: a data set's map may run on the prefetch
+  // thread while the caller's thread runs it too (element_spec). A pointer keeps this movable.
+  std::unique_ptr<std::mutex> run_mutex_ = std::make_unique<std::mutex>();
 };
 
 // Set by a multi-worker runtime: combines an all_reduce result (already summed over this

@@ -22,7 +22,8 @@ namespace tpu {
 namespace {
 
 // Set while a thread runs a task: a parallel_for inside a task runs serially on that thread
-// (replicas already fill the pool; nesting would oversubscribe or deadlock).
+// (replicas already fill the pool; nesting would oversubscribe or deadlock). SerialScope sets
+// it too.
 thread_local bool in_task = false;
 
 // Regions come back to back in a step (tens of them, often well under a millisecond each), so
@@ -191,5 +192,8 @@ Pool& pool() {
 void set_num_threads(int n) { pool().resize(n > 0 ? n : default_threads()); }
 int num_threads() { return pool().size(); }
 void parallel_for(int64_t count, const std::function<void(int64_t)>& task) { pool().run(count, task); }
+
+SerialScope::SerialScope() : previous_(in_task) { in_task = true; }
+SerialScope::~SerialScope() { in_task = previous_; }
 
 }  // namespace tpu

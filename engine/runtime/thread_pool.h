@@ -12,4 +12,19 @@ int num_threads();
 // Exceptions from a task are rethrown here (the first one).
 void parallel_for(int64_t count, const std::function<void(int64_t)>& task);
 
+// While one lives, parallel_for on this thread runs its tasks here, one after another: a
+// background thread's small work (a data set's map beside the training step) then neither
+// waits for the pool's current region nor holds up the step's next one. Same tasks, same
+// results.
+class SerialScope {
+ public:
+  SerialScope();
+  ~SerialScope();
+  SerialScope(const SerialScope&) = delete;
+  SerialScope& operator=(const SerialScope&) = delete;
+
+ private:
+  bool previous_;
+};
+
 }  // namespace tpu

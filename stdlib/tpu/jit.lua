@@ -340,6 +340,15 @@ local function entry_for(self, ...)
   return cached(self, key, leaves, args, false)
 end
 
+-- (tpu.data) The cache entry {exe, spec} for these arguments, compiling on a miss: the prefetch
+-- thread runs a data set's compiled map itself (tpu.data.prefetching) and counts those runs
+-- here with _count_runs.
+function Jitted:_entry(...) return entry_for(self, ...) end
+function Jitted:_count_runs(n, ms)
+  self.executions = self.executions + n
+  self.run_ms = self.run_ms + ms
+end
+
 -- The compiled graph's text for these arguments (compiling if needed).
 function Jitted:lower(...)
   return entry_for(self, ...).exe:text()

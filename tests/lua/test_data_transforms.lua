@@ -207,6 +207,43 @@ tests["prefetch gathers batches on a background thread"] = function()
   check.eq(ds:prefetch_stats().batches, 16)
 end
 
+tests["prefetch runs the maps after the batch on its thread, the same as without"] = function()
+  local n = 70
+  local x = tpu.arange(n * 6):reshape {n, 6}
+  local y = tpu.arange(n)
+  local function chain(ds)
+    return ds:map(function(a, b) return a:cast("f32") / 7, b * 2 end)
+      :map(function(a, b, key) return a + tpu.random.uniform(key, a.shape), b + 1 end, {seed = 3})
+  end
+  -- Batches of 16 with a last one of 6: each size runs once on the caller's thread (its compile).
+  local function pipeline() return chain(data.from_tensors {x, y}:shuffle(n, {seed = 5}):batch(16)) end
+  local ds, reference = pipeline():prefetch(2), pipeline()
+  for epoch = 1, 3 do
+    local expected, got = collect(reference), collect(ds)
+    check.eq(#got, 5)
+    check.eq(got, expected, "epoch " .. epoch .. ": the same batches, keys and order")
+    local stats = ds:prefetch_stats()
+    check.eq(stats.batches, 5)
+    -- Epoch 1 maps the first batch of each size here; later epochs map everything on the thread.
+    if epoch > 1 then check.is_true(stats.map_ms > 0, "maps ran on the prefetch thread") end
+  end
+  local runs = 0
+  for _ = 1, 2 do
+    -- A host map in between keeps the maps above it on the caller's thread.
+    local split = chain(data.from_tensors {x, y}:batch(16):map(function(a, b) return a, b end, {host = true})):prefetch(2)
+    check.eq(collect(split), collect(chain(data.from_tensors {x, y}:batch(16))))
+    check.eq(split:prefetch_stats().map_ms, 0, "the batch gathers on the thread, the maps run here")
+    -- The map right after the batch runs on the thread; the one after a host map does not.
+    local mixed = data.from_tensors {x, y}:batch(16):map(function(a, b) return a * 3, b end)
+    local host = mixed:map(function(a, b) return a, b end, {host = true})
+    local after = host:map(function(a, b) return a - 1, b end):prefetch(2)
+    check.eq(collect(after), collect(data.from_tensors {x, y}:batch(16):map(function(a, b) return a * 3 - 1, b end)))
+    runs = runs + after:prefetch_stats().batches
+    check.is_true(after:prefetch_stats().map_ms > 0, "the first map ran on the thread")
+  end
+  check.eq(runs, 10)
+end
+
 tests["prefetch with drop_remainder false, cycle and an early break"] = function()
   local ds = data.from_tensors {tpu.arange(10)}:batch(4):prefetch(3)
   check.eq(collect(ds), {{0, 1, 2, 3}, {4, 5, 6, 7}, {8, 9}})

@@ -194,6 +194,16 @@ tests["image_folder: prefetch decodes on the thread and gives the same batches"]
   local plain, prefetched = util.collect(ds, {epoch = 0}), ds:prefetch(2)
   check.eq(util.collect(prefetched, {epoch = 0}), plain)
   check.eq(prefetched:prefetch_stats().batches, 4)
+  -- A traced augmentation after the batch runs on the thread too, with the same keys.
+  local function augment(x, y, key)
+    return tpu.image.random_flip_left_right(x / 255, key), y
+  end
+  local mapped = ds:map(augment, {seed = 9})
+  local expected = {util.collect(mapped, {epoch = 1}), util.collect(mapped, {epoch = 2})}
+  local on_thread = mapped:prefetch(1)
+  check.eq(util.collect(on_thread, {epoch = 1}), expected[1])
+  check.eq(util.collect(on_thread, {epoch = 2}), expected[2])
+  check.is_true(on_thread:prefetch_stats().map_ms > 0)
 end
 
 tests["image_folder: shuffling, splits, class_names, labels"] = function()

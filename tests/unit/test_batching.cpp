@@ -1,6 +1,7 @@
 // Batch building: gather_rows, pad_stack, and the BatchPrefetcher's background gather.
 #include <doctest.h>
 
+#include <atomic>
 #include <chrono>
 #include <numeric>
 #include <thread>
@@ -117,6 +118,32 @@ TEST_CASE("BatchPrefetcher gathers ahead while the caller works, up to its depth
   CHECK(s.batches == 8);
   CHECK(s.ready >= 7);  // gathered during the previous step
   CHECK(s.gather_ms > 0);
+}
+
+TEST_CASE("BatchPrefetcher applies a request's `then` on its thread; its error reaches pop") {
+  Tensor x = iota(DType::f32, {10, 3});
+  tpu::BatchPrefetcher p({x}, 2);
+  const std::thread::id caller = std::this_thread::get_id();
+  std::atomic<bool> on_caller{false};
+  auto doubled = [&](std::vector<Tensor> batch) {
+    if (std::this_thread::get_id() == caller) on_caller = true;
+    Tensor out(DType::f32, batch[0].shape());
+    for (int64_t i = 0; i < out.size(); ++i) out.set(i, 2 * batch[0].get(i));
+    return std::vector<Tensor>{out, batch[0]};
+  };
+  p.push({4, 1}, doubled);
+  p.push({2});
+  p.push({0}, [](std::vector<Tensor>) -> std::vector<Tensor> { throw tpu::Error("map failed"); });
+  auto first = p.pop();
+  REQUIRE(first.has_value());
+  REQUIRE(first->size() == 2);
+  CHECK(values((*first)[0]) == std::vector<double>{24, 26, 28, 6, 8, 10});
+  CHECK(values((*first)[1]) == std::vector<double>{12, 13, 14, 3, 4, 5});
+  auto second = p.pop();  // no `then`: as gathered
+  REQUIRE(second.has_value());
+  CHECK(values((*second)[0]) == std::vector<double>{6, 7, 8});
+  CHECK_THROWS_WITH_AS(p.pop(), "map failed", tpu::Error);
+  CHECK(!on_caller);
 }
 
 TEST_CASE("BatchPrefetcher reports a failed gather and stops cleanly when destroyed") {

@@ -4,6 +4,7 @@
 
 #include <atomic>
 #include <stdexcept>
+#include <thread>
 #include <vector>
 
 #include "runtime/thread_pool.h"
@@ -29,4 +30,26 @@ TEST_CASE("a nested region runs serially inside its task; errors reach the calle
   CHECK_THROWS_AS(parallel_for(8, [](int64_t i) { if (i == 5) throw std::runtime_error("task 5"); }), std::runtime_error);
   parallel_for(8, [&](int64_t) { total.fetch_add(1); });  // the pool still works
   CHECK(total == 20);
+}
+
+TEST_CASE("under a SerialScope, a region runs on the calling thread, in order") {
+  set_num_threads(2);
+  std::vector<int64_t> order;
+  const std::thread::id self = std::this_thread::get_id();
+  bool elsewhere = false;
+  {
+    SerialScope serial;
+    parallel_for(64, [&](int64_t i) {
+      order.push_back(i);  // no lock: one thread
+      if (std::this_thread::get_id() != self) elsewhere = true;
+    });
+  }
+  CHECK(!elsewhere);
+  std::vector<int64_t> want(64);
+  for (int64_t i = 0; i < 64; ++i) want[size_t(i)] = i;
+  CHECK(order == want);
+  std::atomic<int> after{0};
+  parallel_for(8, [&](int64_t) { after.fetch_add(1); });  // the scope ended: the pool again
+  CHECK(after == 8);
+  set_num_threads(0);
 }

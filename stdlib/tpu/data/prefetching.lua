@@ -3,21 +3,69 @@
 -- files) on its own thread while the training step runs; Lua only hands it index lists and
 -- takes finished batches. A source that can do this has prefetcher(depth) (the C++ object)
 -- and from_leaves(list) (its batch from the list of tensors the object returns).
+--
+-- The traced maps right after the batch (`batch(n):map(f):map(g):prefetch(2)`) run on that
+-- thread too, once compiled: the first batch of each size runs them here, on the caller's
+-- thread (tracing and compiling them, with their errors at the user's line), and keeps each
+-- map's compiled executable; later batches of that size are pushed with those executables
+-- (and each map's random key, for map {seed =}), and come back mapped.
+local jit = require "tpu.jit"
+
 local M = {}
 
--- A stream of batches of `source` for the index lists of `groups`, with
--- up to `depth` batches gathered ahead. ctx.stats() then tells how the gathering went:
--- {batches, ready (batches already gathered when asked for), gather_ms, wait_ms}. The thread
--- ends with the pass (or when the stream is garbage).
-function M.batches(source, groups, depth, ctx)
+-- Runs the chain's maps on `element` (batch k of the pass) on this thread. Returns the mapped
+-- element and, when the thread can run them the same way, the plan: each map's compiled entry.
+local function run_here(chain, element, k, gathered)
+  local plan, expected = {}, gathered
+  for i, link in ipairs(chain) do
+    local args = table.pack(link.map:_arguments(element, link.epoch, k))
+    element = link.map:_apply(args)
+    local leaves = jit.flatten(args)
+    local extra = jit.flatten({link.map:_key(link.epoch, k)})
+    -- The thread passes the previous results, then the key: only when these are the leaves.
+    if #leaves ~= #expected + #extra then plan = nil end
+    for j = 1, i == 1 and #expected or 0 do
+      if not rawequal(leaves[j], expected[j]) then plan = nil end
+    end
+    if plan then plan[i] = link.map._fn:_entry(table.unpack(args, 1, args.n)) end
+    expected = jit.flatten(element)
+  end
+  return element, plan
+end
+
+-- The stages to push for batch k: each map's executable and its key's leaves.
+local function stages(chain, plan, k)
+  local out = {}
+  for i, link in ipairs(chain) do
+    out[i] = {plan[i].exe, table.unpack((jit.flatten({link.map:_key(link.epoch, k)})))}
+  end
+  return out
+end
+
+-- A stream of batches of `source` for the index lists of `groups`, with up to `depth` batches
+-- gathered ahead, mapped by `chain` (a list, innermost first, of {map =, epoch =}; may be
+-- nil). ctx.stats() then tells how the gathering went: {batches, ready (batches already
+-- gathered when asked for), gather_ms, map_ms, wait_ms}. The thread ends with the pass (or
+-- when the stream is garbage).
+function M.batches(source, groups, depth, ctx, chain)
   local p = source:prefetcher(depth)
   local final
   ctx.stats = function() return final or p:stats() end
+  -- Plans by batch size, kept on the outermost map for every pass.
+  local plans = chain and chain[#chain].map:_thread_plans()
+  local queued, pushed, popped, map_ms = {}, 0, 0, 0
   local done = false
   local function refill()
     while not done and p:pending() < depth do
       local indices = groups()
-      if indices then p:push(indices) else done = true end
+      if not indices then
+        done = true
+      else
+        local plan = plans and plans[#indices]
+        p:push(indices, plan and stages(chain, plan, pushed) or nil)
+        queued[pushed] = {size = #indices, plan = plan}
+        pushed = pushed + 1
+      end
     end
   end
   return function()
@@ -29,8 +77,20 @@ function M.batches(source, groups, depth, ctx)
       p:close()
       return nil
     end
+    local k = popped
+    local request = queued[k]
+    queued[k], popped = nil, popped + 1
     refill()  -- keep `depth` batches in preparation during the caller's step
-    return source:from_leaves(leaves)
+    if not chain then return source:from_leaves(leaves) end
+    if request.plan then
+      local ms = p:stats().map_ms
+      for _, link in ipairs(chain) do link.map._fn:_count_runs(1, (ms - map_ms) / #chain) end
+      map_ms = ms
+      return jit.unflatten(request.plan[#chain].spec, leaves)[1]  -- the map's one result, a list
+    end
+    local element, plan = run_here(chain, source:from_leaves(leaves), k, leaves)
+    plans[request.size] = plans[request.size] or plan
+    return element
   end
 end
 

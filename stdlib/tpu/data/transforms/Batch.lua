@@ -25,12 +25,16 @@ function Batch:_groups(next_item)
 end
 
 -- Batches of an in-memory source: one gather per tensor, on a background thread when a
--- prefetch downstream asks for it (ctx.prefetch) and the source can (tensors, image files). Otherwise
--- indices that are a run of the source's elements give views of row runs, without index lists.
+-- prefetch downstream asks for it (ctx.prefetch) and the source can (tensors, image files),
+-- with the maps right after this batch (ctx.map_chain, see Map). Otherwise indices that are a
+-- run of the source's elements give views of row runs, without index lists.
 function Batch:_gathered(source, epoch, ctx)
   local groups = self:_groups(self._parent:_indices(epoch))
   if ctx.prefetch and source.prefetcher then
-    return prefetching.batches(source, groups, ctx.prefetch, ctx)
+    local chain = ctx.map_chain_for == self and ctx.map_chain or nil
+    ctx.maps_taken = {}
+    for _, link in ipairs(chain or {}) do ctx.maps_taken[link.map] = true end
+    return prefetching.batches(source, groups, ctx.prefetch, ctx, chain)
   end
   local first, count = self._parent:_index_range(epoch)
   if first and source.rows then return self:_row_runs(source, first, count) end

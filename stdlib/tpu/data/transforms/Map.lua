@@ -40,15 +40,37 @@ function Map:_arguments(e, epoch, k)
   return table.unpack(a, 1, n + 1)
 end
 
+-- The mapped element for the packed arguments `a` (_arguments).
+function Map:_apply(a)
+  local out = self._fn(table.unpack(a, 1, a.n))
+  if out[1] == nil then args.fail_at(self._where, "map: the function returned no tensors") end
+  return out
+end
+
+-- (tpu.data.prefetching) Its compiled plans by batch size, when this map ends a chain that
+-- runs on the prefetch thread.
+function Map:_thread_plans()
+  self._plans = self._plans or {}
+  return self._plans
+end
+
+-- Under prefetch, the maps right after a batch that gathers on the prefetch thread run on that
+-- thread (tpu.data.prefetching). Each map adds itself to ctx.map_chain, meant for its parent
+-- (ctx.map_chain_for): a node in between breaks the chain. The batch that takes a chain lists
+-- its maps in ctx.maps_taken; they then pass its elements through.
 function Map:_elements(epoch, ctx)
-  local next_element, fn, k = self._parent:_elements(epoch, ctx), self._fn, 0
+  if ctx.prefetch then
+    local above = ctx.map_chain_for == self and ctx.map_chain or {}
+    ctx.map_chain, ctx.map_chain_for = {{map = self, epoch = epoch}, table.unpack(above)}, self._parent
+  end
+  local next_element, k = self._parent:_elements(epoch, ctx), 0
+  if ctx.maps_taken and ctx.maps_taken[self] then return next_element end
   return function()
     local e = next_element()
     if e == nil then return nil end
     structure.walk(e, function(v) if type(v) == "string" then string_error(self._where) end end)
-    local out = fn(self:_arguments(e, epoch, k))
+    local out = self:_apply(table.pack(self:_arguments(e, epoch, k)))
     k = k + 1
-    if out[1] == nil then args.fail_at(self._where, "map: the function returned no tensors") end
     return out
   end
 end

@@ -15,7 +15,7 @@ function Prefetch:_elements(epoch, ctx)
   return self._parent:_elements(epoch, inner)
 end
 
--- How the background gather of the latest pass went: {batches, ready, gather_ms, wait_ms}
+-- How the background gather of the latest pass went: {batches, ready, gather_ms, map_ms, wait_ms}
 -- (ready: batches already gathered when the loop asked for them; wait_ms: time the loop
 -- waited for the thread), or nil when this prefetch runs no background gather.
 function Prefetch:prefetch_stats()
@@ -26,9 +26,10 @@ end
 -- Overlaps input preparation with the training step. When the pipeline batches an
 -- in-memory source (from_tensors, idx, fashion_mnist, npy, csv, or anything after cache())
 -- and then only maps, as in `ds:shuffle(n):batch(b):map(f):prefetch(2)`, the gathers of
--- the next n batches run on a background C++ thread while the step runs (map functions
--- still run on the caller's thread, compiled). Elsewhere (generators, text, padded_batch,
--- a prefetch before batch) prefetch passes elements through unchanged. n = 0 turns it off.
+-- the next n batches run on a background C++ thread while the step runs, and so do the
+-- compiled maps right after the batch (tpu.data.prefetching). Elsewhere (generators, text,
+-- padded_batch, a prefetch before batch) prefetch passes elements through unchanged. n = 0
+-- turns it off.
 Transform.counted(Prefetch, "prefetch", "the buffer size")
 
 return Prefetch
