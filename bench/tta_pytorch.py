@@ -3,6 +3,7 @@
 bench/tta_tputrain.lua (784-512-512-10 ReLU, Adam lr 1e-3, batch 256 without the last partial
 batch, Fashion-MNIST shuffled each epoch), evaluated on the test set after every epoch until the
 accuracy reaches the target (default 0.88) or 20 epochs pass. Prints "epochs N accuracy A".
+Arguments: [TARGET [SEED]] (SEED default 1: the weights and the shuffle).
 Threads: BENCH_THREADS (default 2)."""
 import gzip
 import os
@@ -32,7 +33,7 @@ def split(kind):
 def main():
     target = float(sys.argv[1]) if len(sys.argv) > 1 else 0.88
     torch.set_num_threads(int(os.environ.get("BENCH_THREADS", "2")))
-    torch.manual_seed(1)
+    torch.manual_seed(int(sys.argv[2]) if len(sys.argv) > 2 else 1)
     x, y = split("train")
     tx, ty = split("t10k")
     model = nn.Sequential(nn.Linear(784, 512), nn.ReLU(), nn.Linear(512, 512), nn.ReLU(), nn.Linear(512, 10))
