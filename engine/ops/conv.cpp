@@ -494,11 +494,26 @@ NodeId swap_channels(Graph& g, NodeId w, int64_t groups) {
   return g.reshape(g.transpose(split, {0, 1, 4, 3, 2}), {ws[0], ws[1], og, groups * ws[2]});
 }
 
+bool widened_from_bf16(const Graph& g, NodeId id) {
+  const Node& n = g.at(id);
+  return n.op == Op::convert && g.at(n.in[0]).dtype == DType::bf16;
+}
+
+// The output gradient the backward convs take. Under mixed_bfloat16 both operands arrive as
+// bf16 values widened to f32 (the MXU's contract: bf16 products, f32 sums); the gradient then
+// goes through the MXU the same way, rounded to bf16 as the dot's gradient rounds it, so the
+// backward convs run on bf16 operands too (bf16_exact_conv) instead of f32 ones.
+NodeId backward_operand(GradContext& c) {
+  if (!widened_from_bf16(c.g, c.in(0)) || !widened_from_bf16(c.g, c.in(1))) return c.out_grad;
+  return c.g.convert(c.g.convert(c.out_grad, DType::bf16), DType::f32);
+}
+
 void grad_conv(GradContext& c) {
   const Window2D w = c.n().window();
   const int64_t groups = c.n().groups();
-  if (c.needs(0)) c.give(0, conv_input_grad(c.g, c.out_grad, c.in(1), w, c.g.at(c.in(0)).shape, groups));
-  if (c.needs(1)) c.give(1, c.g.conv_filter_grad(c.in(0), c.out_grad, w, groups));
+  const NodeId dy = backward_operand(c);
+  if (c.needs(0)) c.give(0, conv_input_grad(c.g, dy, c.in(1), w, c.g.at(c.in(0)).shape, groups));
+  if (c.needs(1)) c.give(1, c.g.conv_filter_grad(c.in(0), dy, w, groups));
 }
 
 // conv_filter_grad(x, dy) is bilinear, and <G, conv_filter_grad(x, dy)> = <dy, conv(x, G)>

@@ -13,6 +13,7 @@
 #include "kernels/convert.h"
 #include "kernels/gemm.h"
 #include "kernels/onednn_matmul.h"
+#include "ops/conv.h"
 #include "runtime/executable.h"
 #include "runtime/thread_pool.h"
 #include "thread_count_runs.h"
@@ -199,6 +200,48 @@ TEST_CASE("convs of exactly-bf16 operands match the reference under every bf16 w
     const std::vector<Tensor> got = Executable::compile(g).run(args);
     for (size_t i = 0; i < got.size(); ++i) CHECK(std::memcmp(got[i].raw(), want[i].raw(), got[i].bytes()) == 0);
   }
+}
+
+// Under mixed_bfloat16 a conv's operands are bf16 values widened to f32; its backward convs
+// take the output gradient rounded to bf16 (as the dot's gradient does), so they run on bf16
+// operands too. Expected: the gradients of the same conv given that rounded gradient directly.
+TEST_CASE("a conv of widened bf16 operands rounds its output gradient to bf16") {
+  Window2D same;
+  same.pad_lo = {1, 1}, same.pad_hi = {1, 1};
+  const Shape xs{2, 6, 6, 8}, ws{3, 3, 8, 4}, ys{2, 6, 6, 4};
+  auto widened = [](Graph& g, NodeId p) { return g.convert(g.convert(p, DType::bf16), DType::f32); };
+  Graph g;
+  NodeId x = g.parameter(DType::f32, xs), w = g.parameter(DType::f32, ws), c = g.parameter(DType::f32, ys);
+  NodeId xw = widened(g, x), ww = widened(g, w);
+  NodeId loss = g.reduce(g.binary(Op::mul, g.conv(xw, ww, same), c), {0, 1, 2, 3}, ReduceKind::sum);
+  std::vector<NodeId> wrt = {xw, ww};
+  g.outputs = gradients(g, loss, wrt);
+  REQUIRE(verify_graph(g).empty());
+  // The same products by hand: d loss / d y = c, rounded to bf16.
+  Graph h;
+  NodeId hx = h.parameter(DType::f32, xs), hw = h.parameter(DType::f32, ws), hc = h.parameter(DType::f32, ys);
+  NodeId dy = widened(h, hc), xb = widened(h, hx), wb = widened(h, hw);
+  Window2D grad = same;
+  grad.size = {3, 3};
+  h.outputs = {conv_input_grad(h, dy, wb, grad, xs, 1), h.conv_filter_grad(xb, dy, grad)};
+  REQUIRE(verify_graph(h).empty());
+  std::vector<Tensor> args = {uniform(DType::f32, xs, 4), uniform(DType::f32, ws, 5), uniform(DType::f32, ys, 6)};
+  CompileOptions reference;
+  reference.reference_kernels = true;
+  const std::vector<Tensor> got = Executable::compile(g, reference).run(args);
+  const std::vector<Tensor> want = Executable::compile(h, reference).run(args);
+  for (size_t i = 0; i < got.size(); ++i) {
+    INFO("output " << i);
+    double worst = 0;
+    for (int64_t k = 0; k < got[i].size(); ++k) worst = std::max(worst, std::abs(got[i].get(k) - want[i].get(k)));
+    CHECK(worst == 0);
+  }
+  // The f32 gradient differs: the rounding is there.
+  Graph f;
+  f.parameter(DType::f32, xs);
+  NodeId fw = f.parameter(DType::f32, ws), fc = f.parameter(DType::f32, ys);
+  f.outputs = {conv_input_grad(f, fc, widened(f, fw), grad, xs, 1)};
+  CHECK(std::memcmp(Executable::compile(f, reference).run(args)[0].raw(), got[0].raw(), got[0].bytes()) != 0);
 }
 
 TEST_CASE("bf16 dot and its gradient do not depend on the thread count") {
