@@ -132,6 +132,10 @@ local function compile(self, spec, leaves, args, probe, rep)
     dump_dir = options.dump_graphs ~= "" and options.dump_graphs or nil,
     dump_name = sanitize(self.name) .. "." .. (self.compiles + 1),
   }
+  -- Tracing makes many small Lua objects (traced tensors, argument tables) that mostly live
+  -- until trace_end; the collector's default pace walks the growing heap again and again (a
+  -- third of a 10000-layer model's compile). It waits for 10x the heap while tracing.
+  local pause = collectgarbage("setpause", 1000)
   core.trace_begin(self.name)
   local ok, result = pcall(function()
     local symbolic = {}
@@ -145,6 +149,7 @@ local function compile(self, spec, leaves, args, probe, rep)
     local out_leaves, out_spec = M.flatten(outs)
     return {exe = core.trace_end(out_leaves, compile_options), spec = out_spec}
   end)
+  collectgarbage("setpause", pause)
   if not ok then
     if core.trace_depth() > self.depth then core.trace_abort() end
     if not probe and type(result) == "table" and result.kind == "ResourceExhausted" then
