@@ -13,6 +13,7 @@
 #include "data/csv.h"
 #include "data/idx.h"
 #include "data/npy.h"
+#include "data/shuffle.h"
 #include "lua_internal.h"
 
 namespace tpu {
@@ -153,6 +154,13 @@ void push_strings(lua_State* L, const std::vector<std::string>& v) {
 
 
 std::vector<int64_t> row_indices(lua_State* L, int arg, const char* what) {
+  if (LuaTensor* t = test_tensor(L, arg)) {  // an i32 vector (core.buffer_shuffle's rows)
+    if (t->traced() || t->dtype() != DType::i32 || t->shape().size() != 1)
+      throw Error(std::string(what) + ": indices must be a list or a concrete i32 vector, got " +
+                  type_str(t->dtype(), t->shape()));
+    const int32_t* p = t->value.data<int32_t>();
+    return std::vector<int64_t>(p, p + t->value.size());
+  }
   luaL_checktype(L, arg, LUA_TTABLE);
   const lua_Integer n = luaL_len(L, arg);
   for (lua_Integer i = 1; i <= n; ++i) {  // checked first: a huge list of non-integers allocates nothing
@@ -234,6 +242,41 @@ int l_row_range(lua_State* L) {
   return 1;
 }
 
+// ---- shuffling (data/shuffle.h) ----
+
+int l_below(lua_State* L) {
+  auto* s = static_cast<IndexStream*>(lua_touserdata(L, lua_upvalueindex(1)));
+  const lua_Integer n = luaL_checkinteger(L, 1);
+  if (n < 1 || n >= (lua_Integer(1) << 53)) throw ArgError(1, "an integer in [1, 2^53)");
+  lua_pushinteger(L, s->below(n));
+  return 1;
+}
+
+// core.index_stream(seed, epoch) -> below(n): the data pipeline's random stream of (seed, epoch)
+int l_index_stream(lua_State* L) {
+  const lua_Integer seed = luaL_checkinteger(L, 1), epoch = luaL_checkinteger(L, 2);
+  new (lua_newuserdatauv(L, sizeof(IndexStream), 0)) IndexStream(seed, epoch);  // trivially destructible
+  boundary_functions().insert(boundary<l_below>);
+  lua_pushcclosure(L, boundary<l_below>, 1);
+  return 1;
+}
+
+// core.buffer_shuffle(first, count, buffer, seed, epoch) -> i32[count]: the order in which
+// shuffle(buffer) with that stream passes on rows first .. first + count - 1
+int l_buffer_shuffle(lua_State* L) {
+  const lua_Integer first = luaL_checkinteger(L, 1), count = luaL_checkinteger(L, 2),
+                    buffer = luaL_checkinteger(L, 3), seed = luaL_checkinteger(L, 4), epoch = luaL_checkinteger(L, 5);
+  if (first < 0 || count < 0 || first + count > INT32_MAX) throw Error("buffer_shuffle: rows out of the i32 range");
+  IndexStream stream(seed, epoch);
+  const std::vector<int64_t> order = buffer_shuffle(first, count, buffer, stream);
+  push_tensor(L, on_host([&] {
+    Tensor t(DType::i32, {count}, Tensor::Uninitialized{});
+    std::copy(order.begin(), order.end(), t.data<int32_t>());
+    return t;
+  }));
+  return 1;
+}
+
 // ---- files ----
 
 // core.regular_files(dir) -> sorted names of the regular files in dir (not symbolic links,
@@ -256,7 +299,7 @@ int l_regular_files(lua_State* L) {
 const LuaFunction data_functions[] = {
     fn<l_read_idx>("read_idx"),   fn<l_read_npy>("read_npy"),         fn<l_read_csv>("read_csv"),
     fn<l_pad_stack>("pad_stack"), fn<l_gather_rows>("gather_rows"), fn<l_row_range>("row_range"),
-    fn<l_regular_files>("regular_files")};
+    fn<l_regular_files>("regular_files"), fn<l_index_stream>("index_stream"), fn<l_buffer_shuffle>("buffer_shuffle")};
 
 }  // namespace
 

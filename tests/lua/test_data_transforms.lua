@@ -244,6 +244,26 @@ tests["prefetch runs the maps after the batch on its thread, the same as without
   check.eq(runs, 10)
 end
 
+tests["a shuffled pass under prefetch is made in one call, in the same order"] = function()
+  local x = tpu.arange(103)
+  for _, buffer in ipairs {1, 7, 50, 103, 500} do
+    for _, reshuffle in ipairs {true, false} do
+      local function ds()
+        return data.from_tensors {x}:shuffle(buffer, {seed = -3, reshuffle_each_iteration = reshuffle}):batch(10)
+      end
+      local plain, fast = ds(), ds():prefetch(2)
+      for epoch = 1, 3 do
+        check.eq(collect(fast), collect(plain), string.format("buffer %d, epoch %d", buffer, epoch))
+      end
+    end
+  end
+  -- The pass's order itself: core.buffer_shuffle against the stream the Lua shuffle uses.
+  local order = tpu.core.buffer_shuffle(0, 103, 103, 5, 2):totable()
+  local lua_order = {}
+  for v in data.from_tensors {x}:shuffle(103, {seed = 5}):iter {epoch = 2} do lua_order[#lua_order + 1] = v:item() end
+  check.eq(order, lua_order)
+end
+
 tests["prefetch with drop_remainder false, cycle and an early break"] = function()
   local ds = data.from_tensors {tpu.arange(10)}:batch(4):prefetch(3)
   check.eq(collect(ds), {{0, 1, 2, 3}, {4, 5, 6, 7}, {8, 9}})

@@ -42,7 +42,7 @@ local function stages(chain, plan, k)
   return out
 end
 
--- A stream of batches of `source` for the index lists of `groups`, with up to `depth` batches
+-- A stream of batches of `source` for the index lists (or i32 vectors) of `groups`, with up to `depth` batches
 -- gathered ahead, mapped by `chain` (a list, innermost first, of {map =, epoch =}; may be
 -- nil). ctx.stats() then tells how the gathering went: {batches, ready (batches already
 -- gathered when asked for), gather_ms, map_ms, wait_ms}. The thread ends with the pass (or
@@ -61,9 +61,10 @@ function M.batches(source, groups, depth, ctx, chain)
       if not indices then
         done = true
       else
-        local plan = plans and plans[#indices]
+        local size = type(indices) == "table" and #indices or indices.shape[1]  -- a list or an i32 vector
+        local plan = plans and plans[size]
         p:push(indices, plan and stages(chain, plan, pushed) or nil)
-        queued[pushed] = {size = #indices, plan = plan}
+        queued[pushed] = {size = size, plan = plan}
         pushed = pushed + 1
       end
     end

@@ -4,6 +4,7 @@ local structure = require "tpu.data.structure"
 local streams = require "tpu.data.streams"
 local batching = require "tpu.data.batching"
 local prefetching = require "tpu.data.prefetching"
+local core = require "tpu.core"
 local args = require "tpu.data.args"
 local errors = require "tpu.errors"
 
@@ -31,6 +32,8 @@ end
 function Batch:_gathered(source, epoch, ctx)
   local groups = self:_groups(self._parent:_indices(epoch))
   if ctx.prefetch and source.prefetcher then
+    local order = self._parent._index_order and self._parent:_index_order(epoch)
+    if order then groups = self:_order_groups(order) end
     local chain = ctx.map_chain_for == self and ctx.map_chain or nil
     ctx.maps_taken = {}
     for _, link in ipairs(chain or {}) do ctx.maps_taken[link.map] = true end
@@ -41,6 +44,17 @@ function Batch:_gathered(source, epoch, ctx)
   return function()
     local indices = groups()
     if indices then return source:gather(indices) end
+  end
+end
+
+-- Groups of the i32 vector `order` (a shuffled pass): views of its runs of n, no Lua lists.
+function Batch:_order_groups(order)
+  local n, drop, first, count = self._n, self._drop, 0, order.shape[1]
+  return function()
+    local k = math.min(n, count - first)
+    if k <= 0 or (drop and k < n) then return nil end
+    first = first + k
+    return core.row_range(order, first - k, k)
   end
 end
 

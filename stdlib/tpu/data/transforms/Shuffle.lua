@@ -2,6 +2,7 @@
 local Dataset = require "tpu.data.Dataset"
 local Transform = require "tpu.data.transforms.Transform"
 local random = require "tpu.data.random"
+local core = require "tpu.core"
 local streams = require "tpu.data.streams"
 local args = require "tpu.data.args"
 local errors = require "tpu.errors"
@@ -16,6 +17,15 @@ end
 function Shuffle:_stream(upstream, epoch)
   local stream_epoch = self._reshuffle and epoch or 0
   return streams.shuffled(upstream(epoch), self._buffer, random.stream(self._seed, stream_epoch))
+end
+
+-- (Batch, under prefetch) The whole pass's indices as an i32 vector, made in C++ in one call,
+-- when the indices shuffled are the source's as they are (first, first + 1, ...); else nil.
+-- The same order as _indices (streams.shuffled with the same stream).
+function Shuffle:_index_order(epoch)
+  local first, count = self._parent:_index_range(epoch)
+  if not first then return nil end
+  return core.buffer_shuffle(first, count, self._buffer, self._seed, self._reshuffle and epoch or 0)
 end
 
 -- Buffer shuffle (streams.shuffled); a buffer >= the data set's size gives a uniform
