@@ -264,6 +264,30 @@ int l_transpose(lua_State* L) {
   return apply_op(L, {{t, 0}}, DType::f32, [perm](Graph& g, const std::vector<NodeId>& in) { return g.transpose(in[0], perm); });
 }
 
+// The non-negative integers of list `arg`, one per dimension of a rank-`rank` tensor.
+Dims margins_arg(lua_State* L, int arg, size_t rank, const char* what) {
+  if (!lua_istable(L, arg)) throw type_error(L, arg, "table of integers");
+  Dims d;
+  for (lua_Integer i = 1; i <= luaL_len(L, arg); ++i) {
+    lua_geti(L, arg, i);
+    if (!lua_isinteger(L, -1) || lua_tointeger(L, -1) < 0)
+      throw Error(std::string("pad: ") + what + " " + std::to_string(i) + " is not a non-negative integer");
+    d.push_back(lua_tointeger(L, -1));
+    lua_pop(L, 1);
+  }
+  if (d.size() != rank)
+    throw Error(std::string("pad: ") + std::to_string(d.size()) + " " + what + " margins for a tensor of rank " + std::to_string(rank));
+  return d;
+}
+
+// core.pad(x, lo, hi): x with lo[i] zeros before and hi[i] after it along each dimension i.
+int l_pad(lua_State* L) {
+  LuaTensor* t = check_tensor(L, 1);
+  check_no_more(L, 3);
+  const Dims lo = margins_arg(L, 2, t->shape().size(), "low"), hi = margins_arg(L, 3, t->shape().size(), "high");
+  return apply_op(L, {{t, 0}}, DType::f32, [=](Graph& g, const std::vector<NodeId>& in) { return g.pad(in[0], lo, hi, 0); });
+}
+
 bool has_string_key(lua_State* L, int arg) {
   lua_pushnil(L);
   while (lua_next(L, arg)) {
@@ -469,7 +493,7 @@ const LuaFunction kMetaOps[] = {
     fn<l_pow>("__pow"), fn<l_unm>("__unm")};
 
 const LuaFunction kFunctions[] = {
-    fn<l_where>("where"), fn<l_concat>("concat")};
+    fn<l_where>("where"), fn<l_concat>("concat"), fn<l_pad>("pad")};
 
 }  // namespace
 

@@ -231,6 +231,17 @@ void ref_pad(const Node& n, std::span<const Tensor* const> in, Tensor& out) {
     copy_strided(out.data<T>() + offset, dst, in[0]->data<T>(), src, in[0]->shape());
   });
 }
+// The same, filling by type instead of element by element through doubles.
+void fast_pad(const Node& n, std::span<const Tensor* const> in, Tensor& out) {
+  auto dst = strides_of(n.shape);
+  int64_t offset = 0;
+  for (size_t i = 0; i < dst.size(); ++i) offset += n.attrs.dims[i] * dst[i];
+  auto src = strides_of(in[0]->shape());
+  dispatch(out.dtype(), [&]<class T>() {
+    std::fill_n(out.data<T>(), out.size(), T(n.attrs.value()));
+    copy_strided(out.data<T>() + offset, dst, in[0]->data<T>(), src, in[0]->shape());
+  });
+}
 void grad_pad(GradContext& c) {
   const Node& n = c.n();
   const Shape& xs = c.g.at(c.in(0)).shape;
@@ -370,7 +381,7 @@ extern const OpInfo broadcast_row = {Op::broadcast, shape_broadcast, ref_broadca
 extern const OpInfo reshape_row = {Op::reshape, shape_reshape, ref_copy, nullptr, grad_reshape, cost_free};
 extern const OpInfo transpose_row = {Op::transpose, shape_transpose, ref_transpose, fast_transpose, grad_transpose, movement_cost};
 extern const OpInfo slice_row = {Op::slice, shape_slice, ref_slice, nullptr, grad_slice, movement_cost};
-extern const OpInfo pad_row = {Op::pad, shape_pad, ref_pad, nullptr, grad_pad, movement_cost};
+extern const OpInfo pad_row = {Op::pad, shape_pad, ref_pad, fast_pad, grad_pad, movement_cost};
 extern const OpInfo concat_row = {Op::concat, shape_concat, ref_concat, nullptr, grad_concat, movement_cost};
 extern const OpInfo gather_row = {Op::gather, shape_gather, ref_gather, nullptr, grad_gather, movement_cost};
 extern const OpInfo scatter_add_row = {Op::scatter_add, shape_scatter_add, ref_scatter_add, nullptr, grad_scatter_add, movement_cost};

@@ -71,8 +71,27 @@ NodeId broadcast_chain(Graph& g, const Node& n) {
   return g.broadcast(inner.in[0], n.shape, dims);
 }
 
-const Rule kRules[] = {times_one,   over_one,      minus_zero,      double_negation,
-                       same_choice, reshape_chain, transpose_chain, broadcast_chain};
+// conv(pad(x) with zeros around its rows and columns) -> conv(x) with the padding in its
+// window (ZeroPadding2D before a convolution, as Keras's applications write "valid" strided
+// convolutions): the padded copy is not made. Also for the filter gradient, which reads the
+// same padded input. The products are the same; only the zeros' own products (+0 or -0) no
+// longer join a sum, which changes a result only when every product in it is zero.
+NodeId pad_into_conv(Graph& g, const Node& n) {
+  if ((n.op != Op::conv && n.op != Op::conv_filter_grad) || g.at(n.in[0]).op != Op::pad) return -1;
+  const Node& pad = g.at(n.in[0]);
+  const Dims& lo = pad.pad_lo();
+  const Dims& hi = pad.pad_hi();
+  Window2D w = n.window();
+  if (pad.attrs.value() != 0 || lo.size() != 4 || lo[0] || hi[0] || lo[3] || hi[3] || w.lhs_dilation[0] != 1 ||
+      w.lhs_dilation[1] != 1)
+    return -1;
+  for (size_t k = 0; k < 2; ++k) w.pad_lo[k] += lo[k + 1], w.pad_hi[k] += hi[k + 1];
+  const NodeId x = pad.in[0];
+  return n.op == Op::conv ? g.conv(x, n.in[1], w, n.groups()) : g.conv_filter_grad(x, n.in[1], w, n.groups());
+}
+
+const Rule kRules[] = {times_one,   over_one,        minus_zero,      double_negation, same_choice,
+                       reshape_chain, transpose_chain, broadcast_chain, pad_into_conv};
 
 // The replacement for node n of g by the first rule that applies, or -1.
 NodeId simplify(Graph& g, const Node& n) {

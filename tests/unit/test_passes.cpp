@@ -80,6 +80,50 @@ TEST_CASE("algebraic simplification applies exact identities only") {
          true, "graph g\n%0 = parameter f32[2,3] index=0\n%1 = transpose f32[3,2] %0 dims=[1,0]\nreturn %0\n");
 }
 
+TEST_CASE("algebraic simplification folds zero padding of rows and columns into a conv's window") {
+  auto build = [](double value, Dims lo, Dims hi) {
+    Graph g;
+    NodeId x = g.parameter(DType::f32, {2, 7, 6, 3});
+    NodeId w = g.parameter(DType::f32, {3, 3, 3, 4});
+    NodeId padded = g.pad(x, lo, hi, value);
+    Window2D win;
+    win.stride = {2, 2};
+    NodeId y = g.conv(padded, w, win);
+    Window2D grad = g.at(y).window();
+    NodeId dw = g.conv_filter_grad(padded, g.binary(Op::mul, y, y), grad);
+    g.outputs = {y, dw};
+    return g;
+  };
+  auto count = [](const Graph& g, Op op) {
+    int n = 0;
+    for (NodeId i = 0; i < NodeId(g.nodes.size()); ++i) n += g.at(i).op == op;
+    return n;
+  };
+  const Graph g = build(0, {0, 1, 0, 0}, {0, 0, 1, 0});
+  PassResult r = dead_code_elimination(algebraic_simplification(g).graph);
+  CHECK(count(r.graph, Op::pad) == 0);
+  CHECK(count(r.graph, Op::conv) == 1);
+  CHECK(count(r.graph, Op::conv_filter_grad) == 1);
+  CHECK(verify_graph(r.graph).empty());
+  // Same values as the padded copy, on the reference kernels and on the fast ones.
+  std::vector<Tensor> args = {Tensor(DType::f32, {2, 7, 6, 3}), Tensor(DType::f32, {3, 3, 3, 4})};
+  for (int64_t i = 0; i < args[0].size(); ++i) args[0].set(i, std::sin(double(i)));
+  for (int64_t i = 0; i < args[1].size(); ++i) args[1].set(i, std::cos(double(i)));
+  CompileOptions reference;
+  reference.reference_kernels = true;
+  reference.optimize = false;
+  const auto want = Executable::compile(g, reference).run(args);
+  const auto folded = Executable::compile(r.graph, reference).run(args);
+  const auto fast = Executable::compile(g).run(args);
+  for (size_t i = 0; i < want.size(); ++i) {
+    CHECK(std::memcmp(want[i].raw(), folded[i].raw(), want[i].bytes()) == 0);
+    for (int64_t k = 0; k < want[i].size(); ++k) REQUIRE(std::abs(want[i].get(k) - fast[i].get(k)) < 1e-4);
+  }
+  // A pad of another value, or of the batch, stays.
+  CHECK(!algebraic_simplification(build(0.5, {0, 1, 0, 0}, {0, 0, 1, 0})).changed);
+  CHECK(!algebraic_simplification(build(0, {1, 1, 0, 0}, {0, 0, 1, 0})).changed);
+}
+
 TEST_CASE("elementwise fusion makes one kernel of a chain with its broadcasts") {
   PassResult r = elementwise_fusion(parse_graph(
       "graph g\n%0 = parameter f32[4,3] index=0\n%1 = parameter f32[3] index=0\n"

@@ -18,23 +18,10 @@ function ZeroPadding2D:build(input_shape)
 end
 
 -- x with `lo` zeros before and `hi` after along axis (1-based).
-local function pad_axis(x, axis, lo, hi)
-  if lo == 0 and hi == 0 then return x end
-  local function zeros(n)
-    local shape = x.shape
-    shape[axis] = n
-    return core.zeros(shape, {dtype = x.dtype})
-  end
-  local parts = {}
-  if lo > 0 then parts[#parts + 1] = zeros(lo) end
-  parts[#parts + 1] = x
-  if hi > 0 then parts[#parts + 1] = zeros(hi) end
-  return core.concat(parts, axis)
-end
-
+-- One pad op: the compiler folds it into a convolution that reads it (the window's padding).
 function ZeroPadding2D:call(x, _ctx)
   local p = self.padding
-  return pad_axis(pad_axis(x, 2, p[1][1], p[1][2]), 3, p[2][1], p[2][2])
+  return core.pad(x, {0, p[1][1], p[2][1], 0}, {0, p[1][2], p[2][2], 0})
 end
 
 function ZeroPadding2D:compute_output_shape(s)
