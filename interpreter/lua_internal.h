@@ -45,8 +45,8 @@ struct LuaTensor {
 LuaTensor* check_tensor(lua_State* L, int arg);  // also rejects donated tensors
 void mark_donated(LuaTensor* t, const std::string& function);
 LuaTensor* test_tensor(lua_State* L, int arg);
-// The compiled executable at `arg` (core.trace_end's result); raises a Lua error otherwise.
-std::shared_ptr<Executable> check_executable_ptr(lua_State* L, int arg);
+// The compiled executable at `arg` (core.trace_end's result), or null.
+std::shared_ptr<Executable> test_executable(lua_State* L, int arg);
 void push_traced(lua_State* L, uint64_t trace_id, NodeId node);
 Trace* active_trace();                 // innermost trace being recorded, or nullptr
 Trace* trace_by_id(uint64_t id);       // nullptr if it has ended

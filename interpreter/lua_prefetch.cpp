@@ -81,13 +81,14 @@ struct Stage {
 
 // The stages at `arg`: a list of {exe, extra tensor, ...}.
 std::vector<Stage> read_stages(lua_State* L, int arg) {
-  luaL_checktype(L, arg, LUA_TTABLE);
+  if (!lua_istable(L, arg)) throw Error("batch_prefetcher: push's stages must be a list");
   std::vector<Stage> stages;
   for (lua_Integer i = 1; lua_geti(L, arg, i) != LUA_TNIL; ++i) {
-    luaL_checktype(L, -1, LUA_TTABLE);
+    if (!lua_istable(L, -1)) throw Error("batch_prefetcher: stage " + std::to_string(i) + " is not a table");
     lua_geti(L, -1, 1);
-    Stage s{check_executable_ptr(L, -1), {}};
+    Stage s{test_executable(L, -1), {}};
     lua_pop(L, 1);
+    if (!s.exe) throw Error("batch_prefetcher: stage " + std::to_string(i) + " has no compiled executable");
     if (!s.exe->donated_args().empty()) throw Error("batch_prefetcher: a stage's function donates its arguments");
     for (lua_Integer k = 2; lua_geti(L, -1, k) != LUA_TNIL; ++k) {
       LuaTensor* t = check_tensor(L, -1);
@@ -102,11 +103,13 @@ std::vector<Stage> read_stages(lua_State* L, int arg) {
   return stages;
 }
 
-// Runs the stages in order on the prefetch thread, serially there (thread_pool.h).
+// Runs the stages in order on the prefetch thread, serially there (thread_pool.h), outside
+// op_times (the thread's time is the prefetcher's map_ms).
 BatchPrefetcher::Then then_of(std::vector<Stage> stages) {
   if (stages.empty()) return nullptr;
   return [stages = std::move(stages)](std::vector<Tensor> batch) {
     SerialScope serial;
+    OpTimesExcluded untimed;
     for (const Stage& s : stages) {
       batch.insert(batch.end(), s.extra.begin(), s.extra.end());
       batch = s.exe->run(batch);

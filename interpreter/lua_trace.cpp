@@ -445,7 +445,10 @@ const LuaFunction kFunctions[] = {fn<l_trace_begin>("trace_begin"),   fn<l_trace
 
 }  // namespace
 
-std::shared_ptr<Executable> check_executable_ptr(lua_State* L, int arg) { return check_executable(L, arg)->exe; }
+std::shared_ptr<Executable> test_executable(lua_State* L, int arg) {
+  auto* e = static_cast<LuaExecutable*>(luaL_testudata(L, arg, kExecutableMeta));
+  return e ? e->exe : nullptr;
+}
 
 void register_trace_functions(lua_State* L, int core) {
   luaL_newmetatable(L, kExecutableMeta);

@@ -9,11 +9,11 @@
 //
 // push never blocks: requests are queued and the thread gathers them in order while fewer than
 // `depth` results wait. A request may carry a `then` function, which the thread applies to the
-// gathered batch (tpu.data runs a data set's compiled maps there, off the caller's step). pop blocks until the oldest request is gathered; it returns nullopt
-// when nothing is pending, and rethrows what gather threw. The thread only reads the source
-// tensors (shared buffers, never written) or runs the given gather function, which must not
-// touch the caller's state, and never calls back into the caller; the destructor stops and
-// joins it.
+// gathered batch (tpu.data runs a data set's compiled maps there, off the caller's step). pop
+// blocks until the oldest request is ready; it returns nullopt when nothing is pending, and
+// rethrows what gather or `then` threw. The thread only reads the source tensors (shared
+// buffers, never written) or runs the given gather and `then` functions, which must not touch
+// the caller's state, and never calls back into the caller; the destructor stops and joins it.
 #pragma once
 #include <condition_variable>
 #include <deque>

@@ -30,12 +30,16 @@ size_t exact_bytes(const Node& n) { return size_t(num_elements(n.shape)) * size_
 
 
 std::atomic<bool> profiling{false};  // kernels may run on the prefetch thread too
+thread_local bool excluded = false;  // OpTimesExcluded
 std::array<OpTime, kNumOps> times;
 std::mutex times_mutex;  // guards times
 
 }  // namespace
 
 void set_op_profiling(bool on) { profiling = on; }
+
+OpTimesExcluded::OpTimesExcluded() : previous_(excluded) { excluded = true; }
+OpTimesExcluded::~OpTimesExcluded() { excluded = previous_; }
 
 std::vector<OpTime> op_times() {
   std::vector<OpTime> r;
@@ -241,14 +245,15 @@ namespace {
 template <class F>
 void run_kernel(const Graph& g, NodeId id, F f) {
   const Node& node = g.at(id);
-  auto t0 = profiling ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point();
+  const bool timed = profiling && !excluded;
+  auto t0 = timed ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point();
   try {
     f();
   } catch (const Error& e) {
     std::string where = g.location_of(id);
     throw Error((where.empty() ? "" : where + ": ") + std::string(op_name(node.op)) + ": " + e.what());
   }
-  if (profiling) {
+  if (timed) {
     std::lock_guard lock(times_mutex);
     OpTime& t = times[size_t(node.op)];
     t.seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();

@@ -122,5 +122,17 @@ struct OpTime {
   int64_t calls = 0;
 };
 std::vector<OpTime> op_times();  // most time first
+// While one lives, kernels run on this thread stay out of op_times: a data set's maps on the
+// prefetch thread run beside the step, and op_times is where the caller's time goes.
+class OpTimesExcluded {
+ public:
+  OpTimesExcluded();
+  ~OpTimesExcluded();
+  OpTimesExcluded(const OpTimesExcluded&) = delete;
+  OpTimesExcluded& operator=(const OpTimesExcluded&) = delete;
+
+ private:
+  bool previous_;
+};
 
 }  // namespace tpu

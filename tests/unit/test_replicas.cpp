@@ -234,3 +234,26 @@ TEST_CASE("two threads running one executable take turns and each get their own 
   CHECK(wrong_a == 0);
   CHECK(wrong_b == 0);
 }
+
+TEST_CASE("kernels run under OpTimesExcluded stay out of op_times") {
+  Graph g;
+  NodeId x = g.parameter(DType::f32, {8});
+  g.outputs = {g.unary(Op::exp, x)};
+  const Executable exe = Executable::compile(std::move(g));
+  const std::vector<Tensor> args = {iota_tensor({8})};
+  auto calls = [] {
+    int64_t n = 0;
+    for (const OpTime& t : op_times()) n += t.calls;
+    return n;
+  };
+  set_op_profiling(true);
+  const int64_t before = calls();
+  {
+    OpTimesExcluded untimed;
+    exe.run(args);
+  }
+  CHECK(calls() == before);
+  exe.run(args);
+  CHECK(calls() > before);
+  set_op_profiling(false);
+}
