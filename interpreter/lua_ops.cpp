@@ -276,7 +276,8 @@ Dims margins_arg(lua_State* L, int arg, size_t rank, const char* what) {
     lua_pop(L, 1);
   }
   if (d.size() != rank)
-    throw Error(std::string("pad: ") + std::to_string(d.size()) + " " + what + " margins for a tensor of rank " + std::to_string(rank));
+    throw Error(std::string("pad: ") + std::to_string(d.size()) + " " + what + " margins for a tensor of rank " +
+                std::to_string(rank));
   return d;
 }
 
@@ -285,7 +286,8 @@ int l_pad(lua_State* L) {
   LuaTensor* t = check_tensor(L, 1);
   check_no_more(L, 3);
   const Dims lo = margins_arg(L, 2, t->shape().size(), "low"), hi = margins_arg(L, 3, t->shape().size(), "high");
-  return apply_op(L, {{t, 0}}, DType::f32, [=](Graph& g, const std::vector<NodeId>& in) { return g.pad(in[0], lo, hi, 0); });
+  return apply_op(L, {{t, 0}}, DType::f32,
+                  [=](Graph& g, const std::vector<NodeId>& in) { return g.pad(in[0], lo, hi, 0); });
 }
 
 bool has_string_key(lua_State* L, int arg) {

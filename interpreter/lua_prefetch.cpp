@@ -1,7 +1,8 @@
 // core.batch_prefetcher(tensors or image reader, depth): the Lua face of tpu::BatchPrefetcher.
 // The stdlib's prefetch(n) pushes index lists (0-based rows), with the compiled maps to run on
 // each batch, and pops finished batches (rows of the tensors, or images an image reader
-// decodes, then mapped); the background thread never touches the Lua state. close(), __close and __gc stop the thread.
+// decodes, then mapped); the background thread never touches the Lua state. close(), __close
+// and __gc stop the thread.
 #include <memory>
 #include <new>
 #include <string>

@@ -230,7 +230,8 @@ tests["prefetch runs the maps after the batch on its thread, the same as without
   local runs = 0
   for _ = 1, 2 do
     -- A host map in between keeps the maps above it on the caller's thread.
-    local split = chain(data.from_tensors {x, y}:batch(16):map(function(a, b) return a, b end, {host = true})):prefetch(2)
+    local host_map = data.from_tensors {x, y}:batch(16):map(function(a, b) return a, b end, {host = true})
+    local split = chain(host_map):prefetch(2)
     check.eq(collect(split), collect(chain(data.from_tensors {x, y}:batch(16))))
     check.eq(split:prefetch_stats().map_ms, 0, "the batch gathers on the thread, the maps run here")
     -- The map right after the batch runs on the thread; the one after a host map does not.
