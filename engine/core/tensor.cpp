@@ -76,8 +76,7 @@ std::shared_ptr<std::byte[]> allocate(DType dtype, const Shape& shape, bool zero
 }
 }  // namespace
 
-HostAllocationScope::HostAllocationScope() : previous_(allocate_on_host) { allocate_on_host = true; }
-HostAllocationScope::~HostAllocationScope() { allocate_on_host = previous_; }
+HostAllocationScope::HostAllocationScope() : ScopedFlag(allocate_on_host) {}
 
 TensorMemory tensor_memory() {
   return {device_bytes.load(), device_peak.load(), host_bytes.load(), live_bytes.load(), allocated_bytes.load()};

@@ -5,6 +5,7 @@
 #include <span>
 
 #include "core/dtype.h"
+#include "core/scoped_flag.h"
 #include "core/shape.h"
 
 namespace tpu {
@@ -96,15 +97,9 @@ void release_device_buffers();
 
 // While one lives, the calling thread's new buffers are made on the host: data readers, the
 // input pipeline's batches.
-class HostAllocationScope {
+class HostAllocationScope : ScopedFlag {
  public:
   HostAllocationScope();
-  ~HostAllocationScope();
-  HostAllocationScope(const HostAllocationScope&) = delete;
-  HostAllocationScope& operator=(const HostAllocationScope&) = delete;
-
- private:
-  bool previous_;
 };
 
 }  // namespace tpu

@@ -221,26 +221,22 @@ std::string shape_pad(const Graph& g, Node& n) {
   for (size_t i = 0; i < lo.size(); ++i) n.shape.push_back(x.shape[i] + lo[i] + hi[i]);
   return "";
 }
-void ref_pad(const Node& n, std::span<const Tensor* const> in, Tensor& out) {
-  for (int64_t i = 0, m = out.size(); i < m; ++i) out.set(i, n.attrs.value());
+// The input copied into its place in the padded result (both kernels fill the rest first).
+void place_padded(const Node& n, const Tensor& x, Tensor& out) {
   auto dst = strides_of(n.shape);
   int64_t offset = 0;
   for (size_t i = 0; i < dst.size(); ++i) offset += n.attrs.dims[i] * dst[i];
-  auto src = strides_of(in[0]->shape());
-  dispatch(out.dtype(), [&]<class T>() {
-    copy_strided(out.data<T>() + offset, dst, in[0]->data<T>(), src, in[0]->shape());
-  });
+  auto src = strides_of(x.shape());
+  dispatch(out.dtype(), [&]<class T>() { copy_strided(out.data<T>() + offset, dst, x.data<T>(), src, x.shape()); });
+}
+void ref_pad(const Node& n, std::span<const Tensor* const> in, Tensor& out) {
+  for (int64_t i = 0, m = out.size(); i < m; ++i) out.set(i, n.attrs.value());
+  place_padded(n, *in[0], out);
 }
 // The same, filling by type instead of element by element through doubles.
 void fast_pad(const Node& n, std::span<const Tensor* const> in, Tensor& out) {
-  auto dst = strides_of(n.shape);
-  int64_t offset = 0;
-  for (size_t i = 0; i < dst.size(); ++i) offset += n.attrs.dims[i] * dst[i];
-  auto src = strides_of(in[0]->shape());
-  dispatch(out.dtype(), [&]<class T>() {
-    std::fill_n(out.data<T>(), out.size(), T(n.attrs.value()));
-    copy_strided(out.data<T>() + offset, dst, in[0]->data<T>(), src, in[0]->shape());
-  });
+  dispatch(out.dtype(), [&]<class T>() { std::fill_n(out.data<T>(), out.size(), T(n.attrs.value())); });
+  place_padded(n, *in[0], out);
 }
 void grad_pad(GradContext& c) {
   const Node& n = c.n();

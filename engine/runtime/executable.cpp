@@ -38,8 +38,7 @@ std::mutex times_mutex;  // guards times
 
 void set_op_profiling(bool on) { profiling = on; }
 
-OpTimesExcluded::OpTimesExcluded() : previous_(excluded) { excluded = true; }
-OpTimesExcluded::~OpTimesExcluded() { excluded = previous_; }
+OpTimesExcluded::OpTimesExcluded() : ScopedFlag(excluded) {}
 
 std::vector<OpTime> op_times() {
   std::vector<OpTime> r;

@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "core/scoped_flag.h"
 #include "ir/graph.h"
 #include "ops/op_table.h"
 #include "runtime/memory_plan.h"
@@ -124,15 +125,9 @@ struct OpTime {
 std::vector<OpTime> op_times();  // most time first
 // While one lives, kernels run on this thread stay out of op_times: a data set's maps on the
 // prefetch thread run beside the step, and op_times is where the caller's time goes.
-class OpTimesExcluded {
+class OpTimesExcluded : ScopedFlag {
  public:
   OpTimesExcluded();
-  ~OpTimesExcluded();
-  OpTimesExcluded(const OpTimesExcluded&) = delete;
-  OpTimesExcluded& operator=(const OpTimesExcluded&) = delete;
-
- private:
-  bool previous_;
 };
 
 }  // namespace tpu

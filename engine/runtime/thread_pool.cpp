@@ -193,7 +193,6 @@ void set_num_threads(int n) { pool().resize(n > 0 ? n : default_threads()); }
 int num_threads() { return pool().size(); }
 void parallel_for(int64_t count, const std::function<void(int64_t)>& task) { pool().run(count, task); }
 
-SerialScope::SerialScope() : previous_(in_task) { in_task = true; }
-SerialScope::~SerialScope() { in_task = previous_; }
+SerialScope::SerialScope() : ScopedFlag(in_task) {}
 
 }  // namespace tpu

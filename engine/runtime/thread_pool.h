@@ -4,6 +4,8 @@
 #include <cstdint>
 #include <functional>
 
+#include "core/scoped_flag.h"
+
 namespace tpu {
 
 void set_num_threads(int n);  // 0 = hardware concurrency
@@ -16,15 +18,9 @@ void parallel_for(int64_t count, const std::function<void(int64_t)>& task);
 // background thread's small work (a data set's map beside the training step) then neither
 // waits for the pool's current region nor holds up the step's next one. Same tasks, same
 // results.
-class SerialScope {
+class SerialScope : ScopedFlag {
  public:
   SerialScope();
-  ~SerialScope();
-  SerialScope(const SerialScope&) = delete;
-  SerialScope& operator=(const SerialScope&) = delete;
-
- private:
-  bool previous_;
 };
 
 }  // namespace tpu

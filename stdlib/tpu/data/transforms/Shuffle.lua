@@ -14,9 +14,11 @@ function Shuffle:__init(parent, buffer, seed, reshuffle)
   self._buffer, self._seed, self._reshuffle = buffer, seed, reshuffle
 end
 
+-- The epoch whose random stream shuffles pass `epoch`: the first one's again without reshuffling.
+function Shuffle:_stream_epoch(epoch) return self._reshuffle and epoch or 0 end
+
 function Shuffle:_stream(upstream, epoch)
-  local stream_epoch = self._reshuffle and epoch or 0
-  return streams.shuffled(upstream(epoch), self._buffer, random.stream(self._seed, stream_epoch))
+  return streams.shuffled(upstream(epoch), self._buffer, random.stream(self._seed, self:_stream_epoch(epoch)))
 end
 
 -- (Batch, under prefetch) The whole pass's indices as an i32 vector, made in C++ in one call,
@@ -25,7 +27,7 @@ end
 function Shuffle:_index_order(epoch)
   local first, count = self._parent:_index_range(epoch)
   if not first then return nil end
-  return core.buffer_shuffle(first, count, self._buffer, self._seed, self._reshuffle and epoch or 0)
+  return core.buffer_shuffle(first, count, self._buffer, self._seed, self:_stream_epoch(epoch))
 end
 
 -- Buffer shuffle (streams.shuffled); a buffer >= the data set's size gives a uniform
