@@ -52,10 +52,12 @@ std::optional<std::vector<Tensor>> BatchPrefetcher::pop() {
   if (pending_ == 0) return std::nullopt;
   const auto t0 = std::chrono::steady_clock::now();
   const bool was_ready = !ready_.empty();
-  ready_cv_.wait(lock, [this] { return !ready_.empty() || error_; });
+  ready_cv_.wait(lock, [this] { return !ready_.empty(); });
   stats_.wait_ms += ms_since(t0);
-  if (error_) std::rethrow_exception(error_);
-  std::vector<Tensor> batch = std::move(ready_.front());
+  // A failed request's error stays at the front: the batches before it were popped first, and
+  // every later pop rethrows it (the thread stopped there).
+  if (ready_.front().error) std::rethrow_exception(ready_.front().error);
+  std::vector<Tensor> batch = std::move(ready_.front().batch);
   ready_.pop_front();
   --pending_;
   ++stats_.batches;
@@ -94,21 +96,20 @@ std::vector<Tensor> BatchPrefetcher::prepare(const Request& r) {
 void BatchPrefetcher::run() {
   std::unique_lock lock(mu_);
   while (true) {
-    work_cv_.wait(lock, [this] { return stop_ || (!requests_.empty() && ready_.size() < depth_ && !error_); });
+    work_cv_.wait(lock, [this] { return stop_ || (!requests_.empty() && ready_.size() < depth_ && !failed_); });
     if (stop_) return;
     Request request = std::move(requests_.front());
     requests_.pop_front();
     lock.unlock();
-    std::vector<Tensor> batch;
-    std::exception_ptr error;
+    Result result;
     try {
-      batch = prepare(request);
+      result.batch = prepare(request);
     } catch (...) {
-      error = std::current_exception();
+      result.error = std::current_exception();
     }
     lock.lock();
-    if (error) error_ = error;
-    else ready_.push_back(std::move(batch));
+    failed_ = failed_ || result.error;
+    ready_.push_back(std::move(result));
     ready_cv_.notify_all();
   }
 }

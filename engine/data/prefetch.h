@@ -11,9 +11,10 @@
 // `depth` results wait. A request may carry a `then` function, which the thread applies to the
 // gathered batch (tpu.data runs a data set's compiled maps there, off the caller's step). pop
 // blocks until the oldest request is ready; it returns nullopt when nothing is pending, and
-// rethrows what gather or `then` threw. The thread only reads the source tensors (shared
-// buffers, never written) or runs the given gather and `then` functions, which must not touch
-// the caller's state, and never calls back into the caller; the destructor stops and joins it.
+// rethrows what gather or `then` threw for that request, in order: the batches before a failed
+// one are returned first. The thread only reads the source tensors (shared buffers, never
+// written) or runs the given gather and `then` functions, which must not touch the caller's
+// state, and never calls back into the caller; the destructor stops and joins it.
 #pragma once
 #include <condition_variable>
 #include <deque>
@@ -62,6 +63,10 @@ class BatchPrefetcher {
     std::vector<int64_t> indices;
     Then then;
   };
+  struct Result {  // a request's batch, or what its gather or `then` threw
+    std::vector<Tensor> batch;
+    std::exception_ptr error;
+  };
   void run();
   std::vector<Tensor> prepare(const Request& r);  // gather, then `then`; times both
 
@@ -70,8 +75,8 @@ class BatchPrefetcher {
   mutable std::mutex mu_;
   std::condition_variable work_cv_, ready_cv_;
   std::deque<Request> requests_;
-  std::deque<std::vector<Tensor>> ready_;
-  std::exception_ptr error_;
+  std::deque<Result> ready_;  // in request order
+  bool failed_ = false;       // a result holds an error: the thread takes no more requests
   size_t pending_ = 0;
   bool stop_ = false;
   Stats stats_;

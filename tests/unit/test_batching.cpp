@@ -146,6 +146,19 @@ TEST_CASE("BatchPrefetcher applies a request's `then` on its thread; its error r
   CHECK(!on_caller);
 }
 
+TEST_CASE("BatchPrefetcher returns the batches before a failed request, then its error") {
+  tpu::BatchPrefetcher p({iota(DType::i32, {3})}, 3);
+  p.push({0});
+  p.push({1});
+  p.push({7});
+  p.push({2});  // after the failure: never gathered
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));  // all three done before any pop
+  CHECK(values((*p.pop())[0]) == std::vector<double>{0});
+  CHECK(values((*p.pop())[0]) == std::vector<double>{1});
+  CHECK_THROWS_WITH_AS(p.pop(), "gather_rows: index 7 is out of range for 3 rows", tpu::Error);
+  CHECK_THROWS_WITH_AS(p.pop(), "gather_rows: index 7 is out of range for 3 rows", tpu::Error);
+}
+
 TEST_CASE("BatchPrefetcher reports a failed gather and stops cleanly when destroyed") {
   {
     tpu::BatchPrefetcher p({iota(DType::i32, {3})}, 1);
