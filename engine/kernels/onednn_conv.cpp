@@ -23,7 +23,7 @@ using namespace onednn;
 using tag = memory::format_tag;
 using dtype = memory::data_type;
 
-enum class Pass : uint8_t { forward, filter_grad };
+enum class Pass : uint8_t { forward, filter_grad, data_grad };
 
 struct Key {
   Pass pass;
@@ -36,7 +36,7 @@ struct Key {
 // moves it from HWIO before the forward conv, and the filter gradient back to HWIO after.
 struct Entry {
   bool ok = false;
-  Call conv;                   // forward: src, weights, dst; filter_grad: src, diff_dst, diff_weights
+  Call conv;  // forward: src, weights, dst; filter_grad: src, diff_dst, diff_weights; data_grad: diff_dst, weights, diff_src
   std::optional<Call> filter;  // the reorder, when the layouts differ
   size_t blocked_bytes = 0;    // the filter in the primitive's layout
 };
@@ -69,6 +69,16 @@ dnnl::convolution_backward_weights::primitive_desc filter_grad_pd(const ConvShap
   return {d, user_scratchpad(), cpu_engine(), forward_pd(s, in)};
 }
 
+// The input gradient is f32 for bf16 operands too.
+dnnl::convolution_backward_data::primitive_desc data_grad_pd(const ConvShape& s, dtype in) {
+  const memory::dims strides{s.stride[0], s.stride[1]}, dilates{s.dilation[0] - 1, s.dilation[1] - 1},
+      lo{s.pad_lo[0], s.pad_lo[1]}, hi{s.pad_hi[0], s.pad_hi[1]};
+  dnnl::convolution_backward_data::desc d(dnnl::algorithm::convolution_direct, image(s.n, s.h, s.w, s.ci),
+                                          filter(s, false, in), image(s.n, s.ho, s.wo, s.co, in), strides, dilates,
+                                          lo, hi);
+  return {d, user_scratchpad(), cpu_engine(), forward_pd(s, in)};
+}
+
 std::optional<Call> reorder(const memory::desc& from, const memory::desc& to) {
   if (from == to) return std::nullopt;
   dnnl::reorder::primitive_desc pd(cpu_engine(), from, cpu_engine(), to, user_scratchpad());
@@ -81,6 +91,15 @@ void make_primitives(const Key& key, Entry& e) {
     auto pd = forward_pd(s, key.in);
     e.conv = {dnnl::convolution_forward(pd),
               {{DNNL_ARG_SRC, pd.src_desc()}, {DNNL_ARG_WEIGHTS, pd.weights_desc()}, {DNNL_ARG_DST, pd.dst_desc()}},
+              pd.scratchpad_desc()};
+    e.filter = reorder(filter(s, true, key.in), pd.weights_desc());
+    e.blocked_bytes = pd.weights_desc().get_size();
+  } else if (key.pass == Pass::data_grad) {
+    auto pd = data_grad_pd(s, key.in);
+    e.conv = {dnnl::convolution_backward_data(pd),
+              {{DNNL_ARG_DIFF_DST, pd.diff_dst_desc()},
+               {DNNL_ARG_WEIGHTS, pd.weights_desc()},
+               {DNNL_ARG_DIFF_SRC, pd.diff_src_desc()}},
               pd.scratchpad_desc()};
     e.filter = reorder(filter(s, true, key.in), pd.weights_desc());
     e.blocked_bytes = pd.weights_desc().get_size();
@@ -203,6 +222,47 @@ bool check_filter_grad(const ConvShape& s, dtype in, const Entry& e) {
   return true;
 }
 
+// The same for an input-gradient primitive: sampled input elements, each the sum over the
+// filter taps that read it of the output gradient times the filter.
+bool check_data_grad(const ConvShape& s, dtype in, const Entry& e) {
+  const std::vector<float> dy = probe(s.n * s.ho * s.wo * s.co, 0), f = probe(s.kh * s.kw * s.ci / s.groups * s.co, 7919);
+  const int64_t cg = s.ci / s.groups, og = s.co / s.groups;  // channels per group
+  std::vector<float> dx(size_t(s.n * s.h * s.w * s.ci));
+  if (in == dtype::bf16) {
+    const std::vector<uint16_t> dyb = upper_halves(dy), fb = upper_halves(f);
+    run(e.conv, {dyb.data(), forward_filter(e, fb.data(), 0), dx.data()});
+  } else {
+    run(e.conv, {dy.data(), forward_filter(e, f.data(), 0), dx.data()});
+  }
+  for (int64_t at : samples(int64_t(dx.size()))) {
+    const int64_t c = at % s.ci, p = at / s.ci, iw = p % s.w, ih = p / s.w % s.h, b = p / (s.w * s.h);
+    const int64_t g = c / cg, k = c % cg;
+    double sum = 0, mag = 0;
+    for (int64_t i = 0; i < s.kh; ++i)
+      for (int64_t j = 0; j < s.kw; ++j) {
+        const int64_t th = ih + s.pad_lo[0] - i * s.dilation[0], tw = iw + s.pad_lo[1] - j * s.dilation[1];
+        if (th < 0 || tw < 0 || th % s.stride[0] != 0 || tw % s.stride[1] != 0) continue;
+        const int64_t oh = th / s.stride[0], ow = tw / s.stride[1];
+        if (oh >= s.ho || ow >= s.wo) continue;
+        for (int64_t m = g * og; m < (g + 1) * og; ++m) {
+          const double q = double(dy[size_t(((b * s.ho + oh) * s.wo + ow) * s.co + m)]) * f[size_t(((i * s.kw + j) * cg + k) * s.co + m)];
+          sum += q, mag += std::abs(q);
+        }
+      }
+    if (!close_to_sum(dx[size_t(at)], sum, mag, s.kh * s.kw * og)) return false;
+  }
+  return true;
+}
+
+bool check(const Key& key, const Entry& e) {
+  switch (key.pass) {
+    case Pass::forward: return check_forward(key.s, key.in, e);
+    case Pass::filter_grad: return check_filter_grad(key.s, key.in, e);
+    case Pass::data_grad: return check_data_grad(key.s, key.in, e);
+  }
+  return false;
+}
+
 std::shared_ptr<const Entry> make_entry(const Key& key) {
   auto e = std::make_shared<Entry>();
   try {
@@ -211,7 +271,7 @@ std::shared_ptr<const Entry> make_entry(const Key& key) {
     count_primitive(false);
     return e;  // no implementation for this shape
   }
-  e->ok = key.pass == Pass::forward ? check_forward(key.s, key.in, *e) : check_filter_grad(key.s, key.in, *e);
+  e->ok = check(key, *e);
   count_primitive(!e->ok);
   return e;
 }
@@ -291,6 +351,21 @@ bool filter_grad(dtype type, const ConvShape& s, const T* x, const T* dy, float*
   return true;
 }
 
+// The input gradient over chunks of the batch, for operands of type T (float or bf16 bits).
+template <class T>
+bool data_grad(dtype type, const ConvShape& s, const T* dy, const T* f, float* dx) {
+  const std::optional<Chunks> c = chunks_for(Pass::data_grad, type, s);
+  if (!c) return false;
+  const void* f_full = forward_filter(*c->full, f, 0);
+  const void* f_tail = c->tail == c->full ? f_full : forward_filter(*c->tail, f, 1);
+  const int64_t in = c->size * s.h * s.w * s.ci, out = c->size * s.ho * s.wo * s.co;
+  parallel_for(c->count, [&](int64_t t) {
+    run_single_threaded();
+    run(c->at(t).conv, {dy + t * out, t == c->count - 1 ? f_tail : f_full, dx + t * in});
+  });
+  return true;
+}
+
 }  // namespace
 
 void set_onednn_conv_enabled(bool on) { enabled = on; }
@@ -311,6 +386,14 @@ bool onednn_conv_filter_grad_bf16(const ConvShape& s, const uint16_t* x, const u
   return onednn_native_bf16() && filter_grad(dtype::bf16, s, x, dy, df);
 }
 
+bool onednn_conv_data_grad(const ConvShape& s, const float* dy, const float* f, float* dx) {
+  return data_grad(dtype::f32, s, dy, f, dx);
+}
+
+bool onednn_conv_data_grad_bf16(const ConvShape& s, const uint16_t* dy, const uint16_t* f, float* dx) {
+  return onednn_native_bf16() && data_grad(dtype::bf16, s, dy, f, dx);
+}
+
 }  // namespace tpu
 
 #else  // no oneDNN in this build
@@ -320,6 +403,8 @@ bool onednn_conv(const ConvShape&, const float*, const float*, float*) { return 
 bool onednn_conv_bf16(const ConvShape&, const uint16_t*, const uint16_t*, float*) { return false; }
 bool onednn_conv_filter_grad(const ConvShape&, const float*, const float*, float*) { return false; }
 bool onednn_conv_filter_grad_bf16(const ConvShape&, const uint16_t*, const uint16_t*, float*) { return false; }
+bool onednn_conv_data_grad(const ConvShape&, const float*, const float*, float*) { return false; }
+bool onednn_conv_data_grad_bf16(const ConvShape&, const uint16_t*, const uint16_t*, float*) { return false; }
 void set_onednn_conv_enabled(bool) {}
 }  // namespace tpu
 

@@ -1,9 +1,10 @@
-// oneDNN's convolution primitives for ops/conv.cpp: the forward conv and the filter gradient
-// of NHWC images with HWIO filters, f32 results of f32 or bf16 operands. The batch is cut into fixed chunks (by the shapes
-// alone), each run by one single-threaded primitive on one of the pool's threads, and the
-// chunks' filter-gradient partials are summed in chunk order: results do not depend on the
-// thread count. Primitives are made once per chunk shape and cached (thread-safe); each one
-// is checked on probe data against sums in double before it is used.
+// oneDNN's convolution primitives for ops/conv.cpp: the forward conv, the filter gradient and
+// the input gradient of NHWC images with HWIO filters, f32 results of f32 or bf16 operands.
+// The batch is cut into fixed chunks (by the shapes alone), each run by one single-threaded
+// primitive on one of the pool's threads, and the chunks' filter-gradient partials are summed
+// in chunk order: results do not depend on the thread count. Primitives are made once per
+// chunk shape and cached (thread-safe); each one is checked on probe data against sums in
+// double before it is used.
 //
 //   ConvShape s{.n = 128, .h = 14, .w = 14, .ci = 32, .kh = 3, .kw = 3, .co = 64, .ho = 14, .wo = 14,
 //               .stride = {1, 1}, .pad_lo = {1, 1}, .pad_hi = {1, 1}, .dilation = {1, 1}};
@@ -39,7 +40,14 @@ bool onednn_conv_filter_grad(const ConvShape& s, const float* x, const float* dy
 // The same for bf16 operands, as onednn_conv_bf16.
 bool onednn_conv_filter_grad_bf16(const ConvShape& s, const uint16_t* x, const uint16_t* dy, float* df);
 
-// Off: both return false, so the conv rows use their other kernels (tests and benchmarks of
+// dx[N,H,W,Ci] = the gradient of the conv s's input for the output gradient dy[N,Ho,Wo,Co] and
+// the filter f[Kh,Kw,Ci/groups,Co] the conv read (the input gradient of a strided conv, which
+// as a conv of its own reads a dilated dy that oneDNN's forward conv has no form for). False
+// as above.
+bool onednn_conv_data_grad(const ConvShape& s, const float* dy, const float* f, float* dx);
+bool onednn_conv_data_grad_bf16(const ConvShape& s, const uint16_t* dy, const uint16_t* f, float* dx);
+
+// Off: all return false, so the conv rows use their other kernels (tests and benchmarks of
 // those). On by default.
 void set_onednn_conv_enabled(bool on);
 

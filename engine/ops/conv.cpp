@@ -333,6 +333,53 @@ bool bf16_exact_filter_grad(const ConvShape& s, const float* x, const float* dy,
   return xb && onednn_conv_filter_grad_bf16(s, xb, dyb, dw);
 }
 
+bool bf16_exact_data_grad(const ConvShape& s, const float* dy, const float* w, float* dx) {
+  if (!bf16_convs() || s.co / s.groups < kMinBf16Channels) return false;
+  const uint16_t* wb = narrowed(w, s.kh * s.kw * s.ci / s.groups * s.co, 1);
+  const uint16_t* dyb = wb ? narrowed(dy, s.n * s.ho * s.wo * s.co, 0) : nullptr;
+  return dyb && onednn_conv_data_grad_bf16(s, dyb, wb, dx);
+}
+
+// The strided conv whose input gradient the conv (win, c) is (conv_input_grad: unit strides,
+// a dilated input), or nothing for a window of another form. Its rows past the last window
+// (read by none) need no padding, where the input gradient's window pads them.
+std::optional<ConvShape> strided_forward_of(const Window2D& win, const ConvGeom& c) {
+  ConvShape s{c.n, c.ho, c.wo, c.co, c.kh, c.kw, c.ci, c.h, c.w, {}, {}, {}, win.rhs_dilation, c.groups};
+  for (int i = 0; i < 2; ++i) {
+    const int64_t extent = (win.size[i] - 1) * win.rhs_dilation[i], in = i == 0 ? s.h : s.w, out = i == 0 ? s.ho : s.wo;
+    s.stride[i] = win.lhs_dilation[i];
+    s.pad_lo[i] = extent - win.pad_lo[i];
+    s.pad_hi[i] = std::max<int64_t>(0, (out - 1) * s.stride[i] + extent + 1 - in - s.pad_lo[i]);
+    const int64_t span = in + s.pad_lo[i] + s.pad_hi[i] - extent - 1;
+    if (win.stride[i] != 1 || s.pad_lo[i] < 0 || span < 0 || span / s.stride[i] + 1 != out) return std::nullopt;
+  }
+  return s;
+}
+
+// The strided conv's filter [Kh,Kw,Cg,G*Og] back from its input gradient's [Kh,Kw,Og,G*Cg]
+// (conv_input_grad reverses the taps and swaps each group's channels).
+std::vector<float> unflipped_filter(const ConvGeom& c, const float* w) {
+  const int64_t groups = c.groups, og = c.ci / groups, cg = c.co / groups, kh = c.kh, kw = c.kw;
+  std::vector<float> f(size_t(kh * kw * og * c.co));
+  for (int64_t i = 0; i < kh; ++i)
+    for (int64_t j = 0; j < kw; ++j)
+      for (int64_t k = 0; k < cg; ++k)
+        for (int64_t g = 0; g < groups; ++g)
+          for (int64_t o = 0; o < og; ++o)
+            f[size_t(((i * kw + j) * cg + k) * c.ci + g * og + o)] =
+                w[size_t((((kh - 1 - i) * kw + (kw - 1 - j)) * og + o) * c.co + g * cg + k)];
+  return f;
+}
+
+// The input gradient of a strided conv on oneDNN's input-gradient primitive, which skips the
+// dilation's zeros (the patch kernels multiply them).
+bool onednn_input_grad(const Window2D& win, const ConvGeom& c, const float* dy, const float* w, float* dx) {
+  const std::optional<ConvShape> s = strided_forward_of(win, c);
+  if (!s) return false;
+  const std::vector<float> f = unflipped_filter(c, w);
+  return bf16_exact_data_grad(*s, dy, f.data(), dx) || onednn_conv_data_grad(*s, dy, f.data(), dx);
+}
+
 using RowMajor = Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
 using ConstMat = Eigen::Map<const RowMajor>;
 using Mat = Eigen::Map<RowMajor>;
@@ -409,6 +456,7 @@ void direct_grouped_conv(const ConvGeom& c, const float* x, const float* w, floa
 void conv_f32(const Window2D& win, const ConvGeom& c, const float* x, const float* w, float* y) {
   const std::optional<ConvShape> s = onednn_shape(win, c);
   if (s && (bf16_exact_conv(*s, x, w, y) || onednn_conv(*s, x, w, y))) return;
+  if (!s && onednn_input_grad(win, c, x, w, y)) return;
   if (c.groups > 1 && c.cg() > kDirectMaxChannels) return conv_per_group(win, c, x, w, y);
   if (c.groups > 1) {
     const int64_t total = c.rows(), block = rows_per_block(c.kh * c.kw * c.co);

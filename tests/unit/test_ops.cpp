@@ -15,6 +15,7 @@
 #include "kernels/gemm.h"
 #include "kernels/onednn.h"
 #include "kernels/onednn_conv.h"
+#include "ops/conv.h"
 #include "ops/fusion_program.h"
 #include "ops/op_table.h"
 #include "runtime/executable.h"
@@ -161,6 +162,19 @@ const std::vector<OpCase>& cases() {
        [](Graph& g, V x) { return g.conv(x[0], x[1], window({1, 1}, {1, 0}, {1, 1}, {}, {2, 2}), 2); }},
       {"conv_depthwise_lhs_dilated_large", {{f, {4, 20, 20, 32}}, {f, {3, 3, 1, 32}}},
        [](Graph& g, V x) { return g.conv(x[0], x[1], window({1, 1}, {1, 1}, {2, 2}, {}, {2, 2}), 32); }, false},
+      // Input gradients of strided convs (conv_input_grad), which oneDNN takes as the strided
+      // conv's input gradient: odd and even sizes (the last row read by no window), 1x1 and
+      // 3x3, depthwise and grouped.
+      {"conv_input_grad_strided", {{f, {2, 4, 4, 8}}, {f, {3, 3, 6, 8}}},
+       [](Graph& g, V x) { return conv_input_grad(g, x[0], x[1], window({2, 2}, {1, 1}, {1, 1}, {3, 3}), {2, 8, 8, 6}, 1); }},
+      {"conv_input_grad_strided_odd", {{f, {2, 5, 4, 8}}, {f, {3, 3, 6, 8}}},
+       [](Graph& g, V x) { return conv_input_grad(g, x[0], x[1], window({2, 2}, {1, 1}, {1, 1}, {3, 3}), {2, 9, 7, 6}, 1); }},
+      {"conv_input_grad_pointwise_strided", {{f, {2, 4, 4, 16}}, {f, {1, 1, 8, 16}}},
+       [](Graph& g, V x) { return conv_input_grad(g, x[0], x[1], window({2, 2}, {0, 0}, {0, 0}), {2, 8, 8, 8}, 1); }},
+      {"conv_input_grad_depthwise_strided", {{f, {2, 5, 5, 8}}, {f, {3, 3, 1, 8}}},
+       [](Graph& g, V x) { return conv_input_grad(g, x[0], x[1], window({2, 2}, {0, 0}, {1, 1}, {3, 3}), {2, 10, 10, 8}, 8); }},
+      {"conv_input_grad_grouped_strided", {{f, {1, 5, 5, 6}}, {f, {3, 3, 2, 6}}},
+       [](Graph& g, V x) { return conv_input_grad(g, x[0], x[1], window({2, 2}, {1, 1}, {1, 1}, {3, 3}), {1, 9, 9, 4}, 2); }},
       {"conv_filter_grad_grouped", {{f, {2, 5, 4, 4}}, {f, {2, 5, 4, 6}}},
        [](Graph& g, V x) { return g.conv_filter_grad(x[0], x[1], window({1, 1}, {1, 0}, {1, 1}, {3, 2}), 2); }},
       {"conv_filter_grad_depthwise_strided", {{f, {2, 7, 6, 3}}, {f, {2, 4, 3, 3}}},
@@ -748,6 +762,25 @@ TEST_CASE("erf fuses with its neighbours, and the fusion program gives the unfus
   const std::vector<Tensor> args = {random_tensor({DType::f32, {3, 100}}, rng)};
   Tensor a = fused.run(args)[0], b = plain.run(args)[0];
   CHECK(std::memcmp(a.raw(), b.raw(), a.bytes()) == 0);
+}
+
+// The input gradient of a strided conv runs on oneDNN's input-gradient primitive (checked),
+// not on the patch kernels that multiply the dilation's zeros.
+TEST_CASE("a strided conv's input gradient takes a checked oneDNN primitive") {
+  if (!onednn_available()) return;
+  const size_t created = onednn_primitives_created(), rejected = onednn_primitives_rejected();
+  Graph g;
+  NodeId dy = g.parameter(DType::f32, {3, 7, 7, 24}), w = g.parameter(DType::f32, {1, 1, 40, 24});
+  g.outputs = {conv_input_grad(g, dy, w, window({2, 2}, {0, 0}, {0, 0}), {3, 14, 14, 40}, 1)};
+  CompileOptions fast, reference;
+  reference.reference_kernels = true;
+  std::mt19937 rng(5);
+  const std::vector<Tensor> args = {random_tensor({DType::f32, {3, 7, 7, 24}}, rng),
+                                    random_tensor({DType::f32, {1, 1, 40, 24}}, rng)};
+  Tensor out = Executable::compile(g, fast).run(args)[0];
+  check_close(out, Executable::compile(g, reference).run(args)[0], 1e-5, "input gradient");
+  CHECK(onednn_primitives_created() > created);
+  CHECK(onednn_primitives_rejected() == rejected);
 }
 
 // Depthwise (groups = channels) and grouped convs must run on oneDNN's primitives, whose
