@@ -185,11 +185,15 @@ TEST_CASE("convs of exactly-bf16 operands match the reference under every bf16 w
   NodeId x = g.parameter(DType::f32, {8, 12, 12, 16});
   NodeId w = g.parameter(DType::f32, {3, 3, 16, 8});
   NodeId dy = g.parameter(DType::f32, {8, 12, 12, 8});
-  Window2D grad = same;
+  NodeId strided_dy = g.parameter(DType::f32, {8, 6, 6, 8});
+  Window2D grad = same, strided = same;
   grad.size = {3, 3};
-  g.outputs = {g.conv(x, w, same), g.conv_filter_grad(x, dy, grad)};
+  strided.stride = {2, 2}, strided.pad_hi = {0, 0};
+  g.outputs = {g.conv(x, w, same), g.conv_filter_grad(x, dy, grad),
+               conv_input_grad(g, strided_dy, w, strided, {8, 12, 12, 16}, 1)};  // the oneDNN input gradient
   REQUIRE(verify_graph(g).empty());
-  std::vector<Tensor> args = {small_ints({8, 12, 12, 16}, 1), small_ints({3, 3, 16, 8}, 2), small_ints({8, 12, 12, 8}, 3)};
+  std::vector<Tensor> args = {small_ints({8, 12, 12, 16}, 1), small_ints({3, 3, 16, 8}, 2), small_ints({8, 12, 12, 8}, 3),
+                              small_ints({8, 6, 6, 8}, 4)};
   CompileOptions reference;
   reference.reference_kernels = true;
   const std::vector<Tensor> want = Executable::compile(g, reference).run(args);
