@@ -289,8 +289,12 @@ std::shared_ptr<const Entry> lookup(Pass pass, dtype in, ConvShape s, int64_t im
 }
 
 // Images per chunk: about kRows output positions, so each primitive call has enough work
-// to amortise loading its filter. Fixed by the shapes alone.
+// to amortise loading its filter, but at least kMinChunks chunks where the batch allows: a
+// late stage's small images (ResNet50's 4x4 and 2x2 at 64x64 inputs, a batch of 64) made one
+// chunk, which one thread ran while the others waited (ResNet50's step took 1.3x as long).
+// Fixed by the shapes alone.
 constexpr int64_t kRows = 2048;
+constexpr int64_t kMinChunks = 4;
 
 struct Chunks {
   int64_t size, count, last;  // images per chunk, chunks, images in the last one
@@ -304,6 +308,7 @@ std::optional<Chunks> chunks_for(Pass pass, dtype in, const ConvShape& s) {
   if (s.n == 0 || !enabled.load(std::memory_order_relaxed)) return std::nullopt;
   Chunks c;
   c.size = std::clamp<int64_t>(kRows / std::max<int64_t>(s.ho * s.wo, 1), 1, s.n);
+  c.size = std::min(c.size, (s.n + kMinChunks - 1) / kMinChunks);
   c.count = (s.n + c.size - 1) / c.size;
   c.last = s.n - (c.count - 1) * c.size;
   run_single_threaded();  // before a primitive is made: it keeps the thread count it sees
