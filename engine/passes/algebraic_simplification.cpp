@@ -71,6 +71,14 @@ NodeId broadcast_chain(Graph& g, const Node& n) {
   return g.broadcast(inner.in[0], n.shape, dims);
 }
 
+// sum(-x) -> -sum(x): the same sums in the same order, negated once (negation is exact, and
+// rounding is symmetric): the negated copy of x, as large as the activations in a BatchNorm
+// gradient, is not made.
+NodeId negation_out_of_sum(Graph& g, const Node& n) {
+  if (n.op != Op::reduce || n.reduce_kind() != ReduceKind::sum || g.at(n.in[0]).op != Op::neg) return -1;
+  return g.unary(Op::neg, g.reduce(g.at(n.in[0]).in[0], n.attrs.dims, ReduceKind::sum));
+}
+
 // conv(pad(x) with zeros around its rows and columns) -> conv(x) with the padding in its
 // window (ZeroPadding2D before a convolution, as Keras's applications write "valid" strided
 // convolutions): the padded copy is not made. Also for the filter gradient, which reads the
@@ -90,8 +98,8 @@ NodeId pad_into_conv(Graph& g, const Node& n) {
   return n.op == Op::conv ? g.conv(x, n.in[1], w, n.groups()) : g.conv_filter_grad(x, n.in[1], w, n.groups());
 }
 
-const Rule kRules[] = {times_one,   over_one,        minus_zero,      double_negation, same_choice,
-                       reshape_chain, transpose_chain, broadcast_chain, pad_into_conv};
+const Rule kRules[] = {times_one,       over_one,        minus_zero,          double_negation, same_choice,
+                       reshape_chain,   transpose_chain, broadcast_chain,     pad_into_conv,   negation_out_of_sum};
 
 // The replacement for node n of g by the first rule that applies, or -1.
 NodeId simplify(Graph& g, const Node& n) {

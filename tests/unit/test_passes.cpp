@@ -80,6 +80,24 @@ TEST_CASE("algebraic simplification applies exact identities only") {
          true, "graph g\n%0 = parameter f32[2,3] index=0\n%1 = transpose f32[3,2] %0 dims=[1,0]\nreturn %0\n");
 }
 
+TEST_CASE("algebraic simplification sums before it negates, with the same values") {
+  const std::string in = "graph g\n%0 = parameter f32[300,7] index=0\n%1 = neg f32[300,7] %0\n"
+                         "%2 = reduce f32[7] %1 dims=[0] kind=sum\nreturn %2\n";
+  expect(algebraic_simplification, in, true,
+         "graph g\n%0 = parameter f32[300,7] index=0\n%1 = neg f32[300,7] %0\n"  // dead: DCE drops it
+         "%2 = reduce f32[7] %0 dims=[0] kind=sum\n%3 = neg f32[7] %2\nreturn %3\n");
+  const std::string max = "graph g\n%0 = parameter f32[300,7] index=0\n%1 = neg f32[300,7] %0\n"
+                          "%2 = reduce f32[7] %1 dims=[0] kind=max\nreturn %2\n";
+  expect(algebraic_simplification, max, false, max);
+  std::vector<Tensor> args = {Tensor(DType::f32, {300, 7})};
+  for (int64_t i = 0; i < args[0].size(); ++i) args[0].set(i, std::sin(double(i)) * std::exp(double(i % 13)));
+  CompileOptions plain;
+  plain.optimize = false;
+  const Tensor want = Executable::compile(parse_graph(in), plain).run(args)[0];
+  const Tensor got = Executable::compile(algebraic_simplification(parse_graph(in)).graph, plain).run(args)[0];
+  CHECK(std::memcmp(want.raw(), got.raw(), want.bytes()) == 0);
+}
+
 TEST_CASE("algebraic simplification folds zero padding of rows and columns into a conv's window") {
   auto build = [](double value, Dims lo, Dims hi) {
     Graph g;
