@@ -517,19 +517,16 @@ void fast_conv_filter_grad(const Node& node, std::span<const Tensor* const> in, 
                   in[1]->data<float>(), out.data<float>());
 }
 
-// The filter with its two spatial dims reversed (gathers of reversed row indices).
+// The filter with its two spatial dims reversed: reversing both is reversing the flattened
+// taps (i * Kw + j -> (Kh-1-i) * Kw + (Kw-1-j)), one gather of whole rows [Ci, Co].
 NodeId reverse_spatial(Graph& g, NodeId w) {
-  for (int64_t axis : {0, 1}) {
-    const int64_t k = g.at(w).shape[size_t(axis)];
-    if (k == 1) continue;
-    Tensor idx(DType::i32, {k});
-    for (int64_t i = 0; i < k; ++i) idx.data<int32_t>()[i] = int32_t(k - 1 - i);
-    const std::vector<int64_t> swap = {1, 0, 2, 3};
-    if (axis == 1) w = g.transpose(w, swap);
-    w = g.gather(w, g.constant(std::move(idx)));
-    if (axis == 1) w = g.transpose(w, swap);
-  }
-  return w;
+  const Shape ws = g.at(w).shape;
+  const int64_t taps = ws[0] * ws[1];
+  if (taps == 1) return w;
+  Tensor idx(DType::i32, {taps});
+  for (int64_t t = 0; t < taps; ++t) idx.data<int32_t>()[t] = int32_t(taps - 1 - t);
+  NodeId rows = g.gather(g.reshape(w, {taps, ws[2], ws[3]}), g.constant(std::move(idx)));
+  return g.reshape(rows, ws);
 }
 
 // The filter w[Kh,Kw,Cg,G*Og] as the input gradient's filter [Kh,Kw,Og,G*Cg]: each group's
