@@ -278,7 +278,7 @@ void reduce_rows(const float* x, float* out, int64_t rows, int64_t len, double i
 
 template <ReduceKind K>
 void reduce_runs(const float* x, float* out, const Runs& r, double init) {
-  constexpr int64_t kBlock = 256, kTaskElements = int64_t(1) << 16;
+  constexpr int64_t kBlock = 256, kMinWidth = 64, kTaskElements = int64_t(1) << 16;
   const int64_t slice = std::max<int64_t>(1, r.len * r.inner);
   if (r.inner == 1) {
     const int64_t rows_per_task = std::max<int64_t>(8, kTaskElements / slice / 8 * 8);
@@ -289,13 +289,20 @@ void reduce_runs(const float* x, float* out, const Runs& r, double init) {
     return;
   }
   // Narrow slices: a task takes several, so tasks are not much shorter than their own cost.
-  const int64_t blocks = (r.inner + kBlock - 1) / kBlock;
+  // Columns in blocks of 64 to 256, as many as the pool has threads where the columns allow:
+  // a BatchNorm's sums over [N*H*W, C] are one slice, which one block of up to 256 channels
+  // left to one thread. A column's sum is the same whichever block takes it, so the blocks may
+  // follow the thread count; blocks narrower than 64 columns read rows in pieces too small for
+  // the memory system.
+  const int64_t share = (r.inner + num_threads() - 1) / num_threads();
+  const int64_t width = std::clamp<int64_t>((share + 15) / 16 * 16, kMinWidth, kBlock);
+  const int64_t blocks = (r.inner + width - 1) / width;
   const int64_t per_task = std::max<int64_t>(1, kTaskElements / slice);
   const int64_t groups = (r.outer + per_task - 1) / per_task;
   parallel_for(groups * blocks, [&](int64_t t) {
-    const int64_t g = t / blocks, i0 = (t % blocks) * kBlock;
+    const int64_t g = t / blocks, i0 = (t % blocks) * width;
     for (int64_t o = g * per_task; o < std::min(r.outer, (g + 1) * per_task); ++o)
-      reduce_block<K>(x + o * r.len * r.inner, out + o * r.inner, r, i0, std::min(kBlock, r.inner - i0), init);
+      reduce_block<K>(x + o * r.len * r.inner, out + o * r.inner, r, i0, std::min(width, r.inner - i0), init);
   });
 }
 
