@@ -675,7 +675,7 @@ TEST_CASE("f32 reduce over consecutive axes: the fast kernel gives the reference
   const std::vector<Case> cases = {{{64, 128}, {0}},      {{64, 128}, {1}},    {{8, 32, 64}, {1}},
                                    {{8, 32, 64}, {0, 1}}, {{8, 32, 64}, {1, 2}}, {{3, 4, 50, 700}, {1, 2}},
                                    {{5000, 3}, {0}},      {{2, 9000}, {1}},    {{37, 200}, {1}},
-                                   {{2000, 4, 3}, {1}}};
+                                   {{2000, 4, 3}, {1}},   {{64, 8, 8, 256}, {0, 1, 2}}, {{300, 4, 200}, {0, 1}}};
   std::mt19937 rng(3);
   std::uniform_real_distribution<float> u(-2, 2);
   for (const Case& c : cases)
@@ -688,7 +688,7 @@ TEST_CASE("f32 reduce over consecutive axes: the fast kernel gives the reference
       CompileOptions ref;
       ref.reference_kernels = true;
       Tensor want = Executable::compile(g, ref).run(std::vector<Tensor>{x})[0];
-      for (int threads : {1, 2}) {
+      for (int threads : {1, 2, 3}) {  // the column blocks follow the thread count
         set_num_threads(threads);
         Tensor got = Executable::compile(g).run(std::vector<Tensor>{x})[0];
         INFO(shape_str(c.shape) << " kind " << int(kind) << " threads " << threads);
