@@ -126,10 +126,15 @@ struct Registers {
   std::vector<float> f;
   std::vector<int32_t> m;
   std::vector<const float*> at;
+  // Per register of a repeating operand with a short period n: its n values and the first
+  // kChunk again, so that every chunk lies in order in it (else null).
+  std::vector<const float*> unrolled;
+  std::vector<float> unrolled_values;
   void size_for(int32_t count) {
     f.resize(size_t(count) * kChunk);
     m.resize(size_t(count) * kChunk);
     at.resize(size_t(count));
+    unrolled.assign(size_t(count), nullptr);
   }
   float* f_of(int32_t r) { return f.data() + int64_t(r) * kChunk; }
   int32_t* m_of(int32_t r) { return m.data() + int64_t(r) * kChunk; }
@@ -182,6 +187,10 @@ void load_chunk(const Instr& x, std::span<const Gather> gathers, std::span<const
       const float* s = in[size_t(x.param)]->data<float>();
       if (i % x.n + n <= x.n) {
         r.at[size_t(x.dst)] = s + i % x.n;
+        return;
+      }
+      if (const float* u = r.unrolled[size_t(x.dst)]) {
+        r.at[size_t(x.dst)] = u + i % x.n;
         return;
       }
       for (int64_t l = 0, j = i % x.n; l < n; ++l, j = j + 1 == x.n ? 0 : j + 1) d[l] = s[j];
@@ -292,10 +301,38 @@ std::optional<FusionProgram> FusionProgram::compile(const Graph& body) {
   return p;
 }
 
+namespace {
+
+// A chunk that wraps around a repeating operand's period (a per-channel scale over 96 or 144
+// channels, not a divisor of the chunk) would be copied element by element: each operand with
+// a period of at most kMaxUnrolled gets its values laid out once per run, period plus a chunk,
+// and every chunk reads them in order from there.
+constexpr int64_t kMaxUnrolled = 1024;
+
+void unroll_repeats(std::span<const FusionProgram::Instr> code, std::span<const Tensor* const> in, Registers& r) {
+  using Code = FusionProgram::Code;
+  size_t total = 0;
+  for (const auto& x : code)
+    if (x.code == Code::repeat && x.n <= kMaxUnrolled) total += size_t(x.n + kChunk);
+  if (total == 0) return;
+  r.unrolled_values.resize(total);
+  float* at = r.unrolled_values.data();
+  for (const auto& x : code) {
+    if (x.code != Code::repeat || x.n > kMaxUnrolled) continue;
+    const float* s = in[size_t(x.param)]->data<float>();
+    for (int64_t l = 0; l < x.n + kChunk; ++l) at[l] = s[l % x.n];
+    r.unrolled[size_t(x.dst)] = at;
+    at += x.n + kChunk;
+  }
+}
+
+}  // namespace
+
 void FusionProgram::run(std::span<const Tensor* const> in, Tensor& out, int64_t begin, int64_t end) const {
   if (begin % kChunk != 0) throw Error("fusion program: a run must start at a multiple of 64 elements");
   thread_local Registers r;
   r.size_for(registers_);
+  unroll_repeats(code_, in, r);
   // Splats and tiled operands hold the same values in every chunk: filled once.
   for (const Instr& x : code_) {
     if (x.code == Code::splat) {

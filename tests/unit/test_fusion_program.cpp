@@ -166,3 +166,20 @@ TEST_CASE("fusion programs read broadcasts along any dims, chunks crossing rows 
     check_same_bits(both.fused.run(args)[0], both.plain.run(args)[0], shape_str(s));
   }
 }
+
+// A per-channel operand repeats every C elements; chunks of 64 that wrap around its period
+// read its values laid out once per run (C up to 1024), or element by element (longer ones).
+TEST_CASE("fusion programs read per-channel operands whose period wraps around chunks") {
+  for (int64_t c : {96, 144, 1000, 1500}) {
+    const Shape s{7, 9, c};
+    Graph g;
+    NodeId x = g.parameter(DType::f32, s);
+    NodeId scale = g.parameter(DType::f32, {c}), shift = g.parameter(DType::f32, {c});
+    NodeId t = g.binary(Op::mul, x, g.broadcast(scale, s, {2}));
+    g.outputs = {g.binary(Op::add, t, g.broadcast(shift, s, {2}))};
+    Compiled both = compile_both(g);
+    CHECK(both.programs == 1);
+    const std::vector<Tensor> args = {operand(s, 21), operand({c}, 22), operand({c}, 23)};
+    check_same_bits(both.fused.run(args)[0], both.plain.run(args)[0], shape_str(s));
+  }
+}
