@@ -36,7 +36,9 @@ struct Key {
 // moves it from HWIO before the forward conv, and the filter gradient back to HWIO after.
 struct Entry {
   bool ok = false;
-  Call conv;  // forward: src, weights, dst; filter_grad: src, diff_dst, diff_weights; data_grad: diff_dst, weights, diff_src
+  // forward: src, weights, dst; filter_grad: src, diff_dst, diff_weights;
+  // data_grad: diff_dst, weights, diff_src
+  Call conv;
   std::optional<Call> filter;  // the reorder, when the layouts differ
   size_t blocked_bytes = 0;    // the filter in the primitive's layout
 };
@@ -169,6 +171,18 @@ std::vector<int64_t> samples(int64_t n) {
   return at;
 }
 
+// Runs an image-to-image primitive (forward or input gradient, with its filter reorder) once on
+// the probe image `a` and filter f, as bf16 operands when `in` is bf16, into `out`.
+void run_on_probes(dtype in, const Entry& e, const std::vector<float>& a, const std::vector<float>& f,
+                   std::vector<float>& out) {
+  if (in == dtype::bf16) {
+    const std::vector<uint16_t> ab = upper_halves(a), fb = upper_halves(f);
+    run(e.conv, {ab.data(), forward_filter(e, fb.data(), 0), out.data()});
+  } else {
+    run(e.conv, {a.data(), forward_filter(e, f.data(), 0), out.data()});
+  }
+}
+
 // Runs a new forward primitive (with its reorder) once on probe data and checks sampled
 // outputs against sums in double. Library implementations for some shapes and CPUs compute
 // wrong results without any error; a primitive that fails here is not used.
@@ -176,12 +190,7 @@ bool check_forward(const ConvShape& s, dtype in, const Entry& e) {
   const int64_t cg = s.ci / s.groups, og = s.co / s.groups;  // channels per group
   const std::vector<float> x = probe(s.n * s.h * s.w * s.ci, 0), f = probe(s.kh * s.kw * cg * s.co, 7919);
   std::vector<float> y(size_t(s.n * s.ho * s.wo * s.co));
-  if (in == dtype::bf16) {
-    const std::vector<uint16_t> xb = upper_halves(x), fb = upper_halves(f);
-    run(e.conv, {xb.data(), forward_filter(e, fb.data(), 0), y.data()});
-  } else {
-    run(e.conv, {x.data(), forward_filter(e, f.data(), 0), y.data()});
-  }
+  run_on_probes(in, e, x, f, y);
   for (int64_t at : samples(int64_t(y.size()))) {
     const int64_t m = at % s.co, o = at / s.co, ow = o % s.wo, oh = o / s.wo % s.ho, b = o / (s.wo * s.ho);
     double sum = 0, mag = 0;
@@ -225,15 +234,10 @@ bool check_filter_grad(const ConvShape& s, dtype in, const Entry& e) {
 // The same for an input-gradient primitive: sampled input elements, each the sum over the
 // filter taps that read it of the output gradient times the filter.
 bool check_data_grad(const ConvShape& s, dtype in, const Entry& e) {
-  const std::vector<float> dy = probe(s.n * s.ho * s.wo * s.co, 0), f = probe(s.kh * s.kw * s.ci / s.groups * s.co, 7919);
   const int64_t cg = s.ci / s.groups, og = s.co / s.groups;  // channels per group
+  const std::vector<float> dy = probe(s.n * s.ho * s.wo * s.co, 0), f = probe(s.kh * s.kw * cg * s.co, 7919);
   std::vector<float> dx(size_t(s.n * s.h * s.w * s.ci));
-  if (in == dtype::bf16) {
-    const std::vector<uint16_t> dyb = upper_halves(dy), fb = upper_halves(f);
-    run(e.conv, {dyb.data(), forward_filter(e, fb.data(), 0), dx.data()});
-  } else {
-    run(e.conv, {dy.data(), forward_filter(e, f.data(), 0), dx.data()});
-  }
+  run_on_probes(in, e, dy, f, dx);
   for (int64_t at : samples(int64_t(dx.size()))) {
     const int64_t c = at % s.ci, p = at / s.ci, iw = p % s.w, ih = p / s.w % s.h, b = p / (s.w * s.h);
     const int64_t g = c / cg, k = c % cg;
@@ -245,7 +249,8 @@ bool check_data_grad(const ConvShape& s, dtype in, const Entry& e) {
         const int64_t oh = th / s.stride[0], ow = tw / s.stride[1];
         if (oh >= s.ho || ow >= s.wo) continue;
         for (int64_t m = g * og; m < (g + 1) * og; ++m) {
-          const double q = double(dy[size_t(((b * s.ho + oh) * s.wo + ow) * s.co + m)]) * f[size_t(((i * s.kw + j) * cg + k) * s.co + m)];
+          const double q = double(dy[size_t(((b * s.ho + oh) * s.wo + ow) * s.co + m)]) *
+                           f[size_t(((i * s.kw + j) * cg + k) * s.co + m)];
           sum += q, mag += std::abs(q);
         }
       }
@@ -318,17 +323,20 @@ std::optional<Chunks> chunks_for(Pass pass, dtype in, const ConvShape& s) {
   return c;
 }
 
-// The forward conv over chunks of the batch, for operands of type T (float or bf16 bits).
+// A pass that reads one image tensor and the filter and writes another, over chunks of the
+// batch: the forward conv (x to y) or the input gradient (dy to dx), for operands of type T
+// (float or bf16 bits).
 template <class T>
-bool forward(dtype type, const ConvShape& s, const T* x, const T* f, float* y) {
-  const std::optional<Chunks> c = chunks_for(Pass::forward, type, s);
+bool image_to_image(Pass pass, dtype type, const ConvShape& s, const T* src, const T* f, float* dst) {
+  const std::optional<Chunks> c = chunks_for(pass, type, s);
   if (!c) return false;
   const void* f_full = forward_filter(*c->full, f, 0);
   const void* f_tail = c->tail == c->full ? f_full : forward_filter(*c->tail, f, 1);
-  const int64_t in = c->size * s.h * s.w * s.ci, out = c->size * s.ho * s.wo * s.co;
+  const int64_t x = c->size * s.h * s.w * s.ci, y = c->size * s.ho * s.wo * s.co;
+  const int64_t in = pass == Pass::forward ? x : y, out = pass == Pass::forward ? y : x;
   parallel_for(c->count, [&](int64_t t) {
     run_single_threaded();
-    run(c->at(t).conv, {x + t * in, t == c->count - 1 ? f_tail : f_full, y + t * out});
+    run(c->at(t).conv, {src + t * in, t == c->count - 1 ? f_tail : f_full, dst + t * out});
   });
   return true;
 }
@@ -356,31 +364,16 @@ bool filter_grad(dtype type, const ConvShape& s, const T* x, const T* dy, float*
   return true;
 }
 
-// The input gradient over chunks of the batch, for operands of type T (float or bf16 bits).
-template <class T>
-bool data_grad(dtype type, const ConvShape& s, const T* dy, const T* f, float* dx) {
-  const std::optional<Chunks> c = chunks_for(Pass::data_grad, type, s);
-  if (!c) return false;
-  const void* f_full = forward_filter(*c->full, f, 0);
-  const void* f_tail = c->tail == c->full ? f_full : forward_filter(*c->tail, f, 1);
-  const int64_t in = c->size * s.h * s.w * s.ci, out = c->size * s.ho * s.wo * s.co;
-  parallel_for(c->count, [&](int64_t t) {
-    run_single_threaded();
-    run(c->at(t).conv, {dy + t * out, t == c->count - 1 ? f_tail : f_full, dx + t * in});
-  });
-  return true;
-}
-
 }  // namespace
 
 void set_onednn_conv_enabled(bool on) { enabled = on; }
 
 bool onednn_conv(const ConvShape& s, const float* x, const float* f, float* y) {
-  return forward(dtype::f32, s, x, f, y);
+  return image_to_image(Pass::forward, dtype::f32, s, x, f, y);
 }
 
 bool onednn_conv_bf16(const ConvShape& s, const uint16_t* x, const uint16_t* f, float* y) {
-  return onednn_native_bf16() && forward(dtype::bf16, s, x, f, y);
+  return onednn_native_bf16() && image_to_image(Pass::forward, dtype::bf16, s, x, f, y);
 }
 
 bool onednn_conv_filter_grad(const ConvShape& s, const float* x, const float* dy, float* df) {
@@ -392,11 +385,11 @@ bool onednn_conv_filter_grad_bf16(const ConvShape& s, const uint16_t* x, const u
 }
 
 bool onednn_conv_data_grad(const ConvShape& s, const float* dy, const float* f, float* dx) {
-  return data_grad(dtype::f32, s, dy, f, dx);
+  return image_to_image(Pass::data_grad, dtype::f32, s, dy, f, dx);
 }
 
 bool onednn_conv_data_grad_bf16(const ConvShape& s, const uint16_t* dy, const uint16_t* f, float* dx) {
-  return onednn_native_bf16() && data_grad(dtype::bf16, s, dy, f, dx);
+  return onednn_native_bf16() && image_to_image(Pass::data_grad, dtype::bf16, s, dy, f, dx);
 }
 
 }  // namespace tpu
