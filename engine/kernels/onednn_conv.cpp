@@ -171,16 +171,22 @@ std::vector<int64_t> samples(int64_t n) {
   return at;
 }
 
+// An image-to-image primitive's run on probe data: its image operand, its filter, its result.
+struct ProbeRun {
+  std::vector<float> image, filter, out;
+};
+
 // Runs an image-to-image primitive (forward or input gradient, with its filter reorder) once on
-// the probe image `a` and filter f, as bf16 operands when `in` is bf16, into `out`.
-void run_on_probes(dtype in, const Entry& e, const std::vector<float>& a, const std::vector<float>& f,
-                   std::vector<float>& out) {
+// probe operands of the given sizes, as bf16 operands when `in` is bf16.
+ProbeRun run_on_probes(dtype in, const Entry& e, int64_t image, int64_t filter, int64_t out) {
+  ProbeRun r{probe(image, 0), probe(filter, 7919), std::vector<float>(size_t(out))};
   if (in == dtype::bf16) {
-    const std::vector<uint16_t> ab = upper_halves(a), fb = upper_halves(f);
-    run(e.conv, {ab.data(), forward_filter(e, fb.data(), 0), out.data()});
+    const std::vector<uint16_t> ib = upper_halves(r.image), fb = upper_halves(r.filter);
+    run(e.conv, {ib.data(), forward_filter(e, fb.data(), 0), r.out.data()});
   } else {
-    run(e.conv, {a.data(), forward_filter(e, f.data(), 0), out.data()});
+    run(e.conv, {r.image.data(), forward_filter(e, r.filter.data(), 0), r.out.data()});
   }
+  return r;
 }
 
 // Runs a new forward primitive (with its reorder) once on probe data and checks sampled
@@ -188,9 +194,8 @@ void run_on_probes(dtype in, const Entry& e, const std::vector<float>& a, const 
 // wrong results without any error; a primitive that fails here is not used.
 bool check_forward(const ConvShape& s, dtype in, const Entry& e) {
   const int64_t cg = s.ci / s.groups, og = s.co / s.groups;  // channels per group
-  const std::vector<float> x = probe(s.n * s.h * s.w * s.ci, 0), f = probe(s.kh * s.kw * cg * s.co, 7919);
-  std::vector<float> y(size_t(s.n * s.ho * s.wo * s.co));
-  run_on_probes(in, e, x, f, y);
+  const ProbeRun r = run_on_probes(in, e, s.n * s.h * s.w * s.ci, s.kh * s.kw * cg * s.co, s.n * s.ho * s.wo * s.co);
+  const auto& [x, f, y] = r;
   for (int64_t at : samples(int64_t(y.size()))) {
     const int64_t m = at % s.co, o = at / s.co, ow = o % s.wo, oh = o / s.wo % s.ho, b = o / (s.wo * s.ho);
     double sum = 0, mag = 0;
@@ -235,9 +240,8 @@ bool check_filter_grad(const ConvShape& s, dtype in, const Entry& e) {
 // filter taps that read it of the output gradient times the filter.
 bool check_data_grad(const ConvShape& s, dtype in, const Entry& e) {
   const int64_t cg = s.ci / s.groups, og = s.co / s.groups;  // channels per group
-  const std::vector<float> dy = probe(s.n * s.ho * s.wo * s.co, 0), f = probe(s.kh * s.kw * cg * s.co, 7919);
-  std::vector<float> dx(size_t(s.n * s.h * s.w * s.ci));
-  run_on_probes(in, e, dy, f, dx);
+  const ProbeRun r = run_on_probes(in, e, s.n * s.ho * s.wo * s.co, s.kh * s.kw * cg * s.co, s.n * s.h * s.w * s.ci);
+  const auto& [dy, f, dx] = r;
   for (int64_t at : samples(int64_t(dx.size()))) {
     const int64_t c = at % s.ci, p = at / s.ci, iw = p % s.w, ih = p / s.w % s.h, b = p / (s.w * s.h);
     const int64_t g = c / cg, k = c % cg;
