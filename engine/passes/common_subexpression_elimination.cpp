@@ -10,38 +10,88 @@ namespace tpu {
 
 namespace {
 
-// Nodes of the output graph by hash, in one flat table with linear probing (at most 3/4
-// full): a deep graph's lookups touch a few adjacent slots instead of a heap node per entry.
-// Each lookup's first probe is a cache miss once the table outgrows the cache, so it is kept
-// small: 8-byte slots, fuller rather than sparser.
-class Seen {
- public:
-  explicit Seen(size_t capacity) : slots_(std::bit_ceil(capacity + capacity / 3 + 2)) {}
+// Half a hash (the full comparison decides anyway).
+uint32_t tag_of(size_t h) { return uint32_t(h >> 32) ^ uint32_t(h); }
 
-  // The node of `out` equal to `probe` (whose hash is h), or -1.
+// Nodes by hash, in one flat table with linear probing (at most 3/4 full), grown as needed:
+// 8-byte slots, a few adjacent ones per lookup.
+class HashedNodes {
+ public:
   NodeId find(const Graph& out, const Node& probe, size_t h) const {
+    if (slots_.empty()) return -1;
     for (size_t i = start(h); slots_[i].id >= 0; i = (i + 1) & mask())
       if (slots_[i].tag == tag_of(h) && same_node(out.at(slots_[i].id), probe)) return slots_[i].id;
     return -1;
   }
 
   void add(size_t h, NodeId id) {
-    size_t i = start(h);
-    while (slots_[i].id >= 0) i = (i + 1) & mask();
-    slots_[i] = {tag_of(h), id};
+    if (4 * (count_ + 1) > 3 * slots_.size()) grow();
+    put({tag_of(h), id}, h);
+    ++count_;
   }
 
  private:
-  // Half a hash per slot (the full comparison decides anyway).
   struct Slot {
     uint32_t tag = 0;
     NodeId id = -1;
+    size_t hash = 0;
   };
-  static uint32_t tag_of(size_t h) { return uint32_t(h >> 32) ^ uint32_t(h); }
   size_t mask() const { return slots_.size() - 1; }
-  size_t start(size_t h) const { return ((h ^ (h >> 29)) * 0xbf58476d1ce4e5b9ull >> 20) & mask(); }
+  static size_t spread(size_t h) { return (h ^ (h >> 29)) * 0xbf58476d1ce4e5b9ull >> 20; }
+  size_t start(size_t h) const { return spread(h) & mask(); }
+  void put(Slot s, size_t h) {
+    s.hash = h;
+    size_t i = start(h);
+    while (slots_[i].id >= 0) i = (i + 1) & mask();
+    slots_[i] = s;
+  }
+  void grow() {
+    std::vector<Slot> old(std::max<size_t>(64, 2 * slots_.size()));
+    old.swap(slots_);
+    for (const Slot& s : old)
+      if (s.id >= 0) put(s, s.hash);
+  }
 
   std::vector<Slot> slots_;
+  size_t count_ = 0;
+};
+
+// The nodes of the output graph, found by their newest operand: a node equal to another has
+// the same operands, so it is among the earlier nodes that share that one. Operands are mostly
+// recent nodes, so a deep graph's lookups stay near the node being visited (a hash table over
+// the whole graph made each of them a cache miss once it outgrew the cache). Nodes without
+// operands, and the readers of an operand that already has kMaxChain of them, go to a hash table.
+class Seen {
+ public:
+  explicit Seen(size_t capacity) : head_(capacity, -1), next_(capacity, -1), tag_(capacity), chain_(capacity) {}
+
+  // The node of `out` equal to `probe` (whose hash is h), or -1.
+  NodeId find(const Graph& out, const Node& probe, size_t h) const {
+    const NodeId key = key_of(probe);
+    if (key >= 0)
+      for (NodeId o = head_[size_t(key)]; o >= 0; o = next_[size_t(o)])
+        if (tag_[size_t(o)] == tag_of(h) && same_node(out.at(o), probe)) return o;
+    return key < 0 || chain_[size_t(key)] == kMaxChain ? hashed_.find(out, probe, h) : -1;
+  }
+
+  void add(const Node& node, size_t h, NodeId id) {
+    const NodeId key = key_of(node);
+    if (key < 0 || chain_[size_t(key)] == kMaxChain) return hashed_.add(h, id);
+    ++chain_[size_t(key)];
+    next_[size_t(id)] = head_[size_t(key)];
+    head_[size_t(key)] = id;
+    tag_[size_t(id)] = tag_of(h);
+  }
+
+ private:
+  static constexpr uint8_t kMaxChain = 16;  // a chain walk compares tags: a short one is cheap
+  static NodeId key_of(const Node& n) { return n.in.empty() ? -1 : *std::max_element(n.in.begin(), n.in.end()); }
+
+  std::vector<NodeId> head_;   // per node: the latest node whose newest operand it is
+  std::vector<NodeId> next_;   // per node: the previous node with the same newest operand
+  std::vector<uint32_t> tag_;  // per node in a chain: its hash's tag
+  std::vector<uint8_t> chain_; // per node: how many nodes are chained to it (up to kMaxChain)
+  HashedNodes hashed_;
 };
 
 }  // namespace
@@ -55,7 +105,7 @@ PassResult common_subexpression_elimination(Graph g) {
     if (node.op == Op::parameter) continue;
     size_t h = hash_node(node);
     if (seen.find(g, node, h) >= 0) break;
-    seen.add(h, first);
+    seen.add(node, h, first);
   }
   if (first == NodeId(g.nodes.size())) return {std::move(g), false};
   Rewriter rw(g, Rewriter::in_place);  // nodes only drop out or map to earlier ones
@@ -73,7 +123,8 @@ PassResult common_subexpression_elimination(Graph g) {
       rw.set(n, found);
       changed = true;
     } else {
-      seen.add(h, rw.take(n));
+      const NodeId kept = rw.take(n);
+      seen.add(rw.out().at(kept), h, kept);
     }
   }
   return {rw.finish(), changed};

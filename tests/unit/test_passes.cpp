@@ -56,6 +56,27 @@ TEST_CASE("common subexpression elimination merges equal nodes and equal small c
          "%3 = add f32[2] %1, %1\nreturn %3, %2, %2\n");
 }
 
+TEST_CASE("common subexpression elimination finds equal nodes among many readers of one operand") {
+  // 40 slices of one vector, then the same 40 again, then 40 scalar constants twice: more
+  // readers of %0 (and more leaves) than a chain of candidates holds, so the later ones are
+  // looked up by hash.
+  Graph g;
+  g.share_scalars(false);
+  NodeId x = g.parameter(DType::f32, {64});
+  std::vector<NodeId> outs;
+  for (int round = 0; round < 2; ++round) {
+    for (int64_t k = 0; k < 40; ++k) outs.push_back(g.slice(x, {k}, {k + 1}));
+    for (int k = 0; k < 40; ++k) outs.push_back(g.scalar(DType::f32, k));
+  }
+  g.outputs = outs;
+  REQUIRE(g.nodes.size() == 161);
+  PassResult r = common_subexpression_elimination(std::move(g));
+  CHECK(r.changed);
+  CHECK(r.graph.nodes.size() == 81);
+  for (size_t i = 0; i < 80; ++i) CHECK(r.graph.outputs[i] == r.graph.outputs[i + 80]);
+  CHECK(verify_graph(r.graph).empty());
+}
+
 TEST_CASE("constant folding evaluates nodes of constants") {
   expect(constant_folding,
          "graph g\n%0 = parameter f32[2] index=0\n%1 = constant f32[2] literal=[1,2]\n%2 = exp f32[2] %1\n"
