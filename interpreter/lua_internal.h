@@ -48,6 +48,9 @@ LuaTensor* test_tensor(lua_State* L, int arg);
 // The compiled executable at `arg` (core.trace_end's result), or null.
 std::shared_ptr<Executable> test_executable(lua_State* L, int arg);
 void push_traced(lua_State* L, uint64_t trace_id, NodeId node);
+// Restarts the collector, stopped while tracing, once the Lua heap outgrows the limit its
+// trace_begin set (called for each new traced value).
+void watch_trace_heap(lua_State* L);
 Trace* active_trace();                 // innermost trace being recorded, or nullptr
 Trace* trace_by_id(uint64_t id);       // nullptr if it has ended
 std::vector<std::unique_ptr<Trace>>& trace_stack();

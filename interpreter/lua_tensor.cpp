@@ -82,6 +82,7 @@ void push_traced(lua_State* L, uint64_t trace_id, NodeId node) {
   LuaTensor* t = new_tensor(L);
   t->trace_id = trace_id;
   t->node = node;
+  watch_trace_heap(L);
 }
 
 LuaTensor* test_tensor(lua_State* L, int arg) {

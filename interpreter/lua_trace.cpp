@@ -25,9 +25,14 @@ Trace& require_trace() {
   return *t;
 }
 
-// core.trace_begin(name)
+// The Lua heap size (KiB) above which a traced value restarts the collector, which tpu/jit.lua
+// stops while it traces; 0 while no limit is watched.
+lua_Integer restart_collector_above_kb = 0;
+
+// core.trace_begin(name[, restart_collector_above_kb])
 int l_trace_begin(lua_State* L) {
   const char* name = luaL_optstring(L, 1, "jit");
+  if (lua_isinteger(L, 2)) restart_collector_above_kb = lua_tointeger(L, 2);
   auto t = std::make_unique<Trace>();
   t->id = next_trace_id();
   t->name = name;
@@ -50,13 +55,29 @@ int l_trace_param(lua_State* L) {
 void pop_trace(uint64_t id) {
   auto& st = trace_stack();
   if (!st.empty() && st.back()->id == id) st.pop_back();
+  if (st.empty()) restart_collector_above_kb = 0;
 }
 
 // core.trace_abort(): drop the innermost trace (after an error while tracing).
 int l_trace_abort(lua_State*) {
   if (!trace_stack().empty()) trace_stack().pop_back();
+  if (trace_stack().empty()) restart_collector_above_kb = 0;
   return 0;
 }
+
+}  // namespace
+
+void watch_trace_heap(lua_State* L) {
+  static int countdown = 4096;  // the count is cheap, but not free: checked every 4096 values
+  if (restart_collector_above_kb == 0 || --countdown > 0) return;
+  countdown = 4096;
+  if (lua_gc(L, LUA_GCCOUNT) > restart_collector_above_kb) {
+    lua_gc(L, LUA_GCRESTART);
+    restart_collector_above_kb = 0;
+  }
+}
+
+namespace {
 
 struct LuaExecutable {
   std::shared_ptr<Executable> exe;

@@ -15,6 +15,32 @@ return {
     check.eq(f:stats().compiles, 2)
   end,
 
+  ["the collector stops while tracing, and restarts when the trace's heap outgrows its limit"] = function()
+    local running
+    local f = tpu.jit(function(x)
+      running = collectgarbage("isrunning")
+      return x + 1
+    end)
+    f(tpu.ones{2})
+    check.eq(running, false)
+    check.eq(collectgarbage("isrunning"), true)
+    -- 300 MiB of garbage (more than the 256 MiB the trace may add), then enough traced values
+    -- for the trace to look at the heap.
+    local g = tpu.jit(function(x)
+      for i = 1, 300 do local _ = string.rep("x", 1 << 20, tostring(i)) end
+      for _ = 1, 5000 do x = x + 1 end
+      running = collectgarbage("isrunning")
+      return x
+    end)
+    check.eq(g(tpu.zeros{2}):totable(), {5000, 5000})
+    check.eq(running, true)
+    -- A collector the script stopped stays stopped.
+    collectgarbage("stop")
+    f(tpu.ones{3})
+    check.eq(collectgarbage("isrunning"), false)
+    collectgarbage("restart")
+  end,
+
   ["jit takes and returns nested tables; non-tensor leaves are static"] = function()
     local calls = 0
     local f = tpu.jit(function(p, scale)
