@@ -6,8 +6,9 @@
 // the transpose runs once and every replica reads it. The rule looks at the graph alone (not
 // at the replica count), so N workers x 1 core and 1 process x N cores still run the same
 // kernels on the same shapes.
+#include "core/error.h"
+#include "ops/op_table.h"
 #include "passes/pass.h"
-#include "passes/rewriter.h"
 
 namespace tpu {
 
@@ -23,36 +24,49 @@ bool reads_weight_transposed(const Graph& g, const Node& n) {
   return rows <= kFewRows && g.at(n.in[1]).op == Op::parameter && g.at(n.in[1]).dtype == DType::f32;
 }
 
-// dot(a, w, tb) -> dot(a, transpose(w)) on the output graph's operands.
-NodeId untransposed(Graph& g, const Node& n) {
-  const NodeId a = n.in[0], w = n.in[1];
-  const bool ta = n.attrs.transpose_lhs;
-  std::vector<int64_t> perm(g.at(w).shape.size());
-  for (size_t i = 0; i < perm.size(); ++i) perm[i] = int64_t(i);
-  std::swap(perm[perm.size() - 1], perm[perm.size() - 2]);
-  return g.dot(a, g.transpose(w, perm), ta, false);
+// transpose(w) with the last two dims swapped, at w's location `w` in g; the node reads `reads`.
+Node transposed(const Graph& g, NodeId w, NodeId reads, int32_t loc) {
+  Attrs a;
+  a.dims.resize(g.at(w).shape.size());
+  for (size_t i = 0; i < a.dims.size(); ++i) a.dims[i] = int64_t(i);
+  std::swap(a.dims[a.dims.size() - 1], a.dims[a.dims.size() - 2]);
+  Node t{Op::transpose, DType::f32, {}, {w}, std::move(a), loc};
+  if (std::string problem = op_info(Op::transpose).shape(g, t); !problem.empty()) throw Error(problem);
+  t.in[0] = reads;
+  return t;
 }
 
 }  // namespace
 
+// The graph grows in place: one node more per rewritten dot, and each node after the first
+// moves up by the transposes before it (walking from the end, each node moves once). Rebuilding
+// the graph took fresh memory for all of it, where a deep model's compile spent most of the
+// pass (10000 layers: 66 MB of new pages, 120 of the pass's 160 ms).
 PassResult dot_layout(Graph g) {
-  std::vector<bool> hit(g.nodes.size(), false);  // decided before take() moves nodes out
-  NodeId first = -1;
-  for (NodeId n = NodeId(g.nodes.size()); n-- > 0;)
-    if (reads_weight_transposed(g, g.at(n))) hit[size_t(n)] = true, first = n;
-  if (first < 0) return {std::move(g), false};
-  Rewriter rw(g);
-  rw.keep_prefix(first);
-  for (NodeId n = first; n < NodeId(g.nodes.size()); ++n) {
-    if (!hit[size_t(n)]) {
-      rw.take(n);
-      continue;
+  const NodeId count = NodeId(g.nodes.size());
+  std::vector<NodeId> moved_to(static_cast<size_t>(count));  // decided before any node moves
+  NodeId first = -1, hits = 0;
+  for (NodeId n = 0; n < count; ++n) {
+    if (reads_weight_transposed(g, g.at(n))) {
+      if (first < 0) first = n;
+      ++hits;
     }
-    rw.at_location_of(n);
-    const Node m = rw.mapped_node(n);
-    rw.set(n, untransposed(rw.out(), m));
+    moved_to[size_t(n)] = n + hits;
   }
-  return {rw.finish(), true};
+  if (hits == 0) return {std::move(g), false};
+  for (NodeId k = 0; k < hits; ++k) g.nodes.emplace_back();
+  for (NodeId n = count - 1; n >= first; --n) {
+    Node node = std::move(g.nodes[size_t(n)]);
+    const NodeId to = moved_to[size_t(n)];
+    const bool hit = to - (n > 0 ? moved_to[size_t(n) - 1] : -1) == 2;  // a transpose goes before it
+    if (hit) g.nodes[size_t(to) - 1] = transposed(g, node.in[1], moved_to[size_t(node.in[1])], node.loc);
+    for (NodeId& i : node.in) i = moved_to[size_t(i)];
+    if (hit) node.in[1] = to - 1, node.attrs.transpose_rhs = false;
+    g.nodes[size_t(to)] = std::move(node);
+  }
+  for (NodeId& p : g.params) p = moved_to[size_t(p)];
+  for (NodeId& o : g.outputs) o = moved_to[size_t(o)];
+  return {std::move(g), true};
 }
 
 }  // namespace tpu

@@ -297,6 +297,17 @@ TEST_CASE("dot layout reads a transposed parameter untransposed when few rows mu
                              "%2 = parameter f32[128,64] index=2\n";
   expect(dot_layout, params + "%3 = dot f32[32,16] %0, %1 tb\nreturn %3\n", true,
          params + "%3 = transpose f32[64,16] %1 dims=[1,0]\n%4 = dot f32[32,16] %0, %3\nreturn %4\n");
+  // Two such dots with nodes between and after them, a parameter among them and a location:
+  // every node moves up by the transposes before it, and the transpose takes its dot's line.
+  expect(dot_layout,
+         params + "%3 = dot f32[32,16] %0, %1 tb\n%4 = parameter f32[32,16] index=3\n%5 = exp f32[32,16] %3\n"
+                  "%6 = dot f32[32,16] %0, %1 tb  # a.lua:7\n%7 = add f32[32,16] %5, %6\n%8 = add f32[32,16] %7, %4\n"
+                  "return %8, %3\n",
+         true,
+         params + "%3 = transpose f32[64,16] %1 dims=[1,0]\n%4 = dot f32[32,16] %0, %3\n"
+                  "%5 = parameter f32[32,16] index=3\n%6 = exp f32[32,16] %4\n"
+                  "%7 = transpose f32[64,16] %1 dims=[1,0]  # a.lua:7\n%8 = dot f32[32,16] %0, %7  # a.lua:7\n"
+                  "%9 = add f32[32,16] %6, %8\n%10 = add f32[32,16] %9, %5\nreturn %10, %4\n");
   // Many rows (the kernels' rate does not suffer), or an operand that is no parameter: kept.
   const std::string many = params + "%3 = dot f32[128,16] %2, %1 tb\nreturn %3\n";
   expect(dot_layout, many, false, many);
