@@ -63,6 +63,12 @@ class StableVector {
   void truncate(size_t count) {
     while (size_ > count) pop_back();
   }
+  // Frees the chunks past the last element (truncate keeps them, for appends to come).
+  void release_unused() {
+    const size_t used = size_ == 0 ? 0 : chunk_of(size_ - 1) + 1;
+    for (size_t c = used; c < chunks_.size(); ++c) Allocator().deallocate(chunks_[c], chunk_capacity(c));
+    chunks_.resize(used);
+  }
   void clear() {
     for (size_t c = 0; c < chunks_.size(); ++c) {
       const size_t first = chunk_capacity(c) - chunk_capacity(0);  // index of the chunk's first element

@@ -10,6 +10,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "core/error.h"
 #include "ir/node_equality.h"
 #include "ops/op_table.h"
 #include "passes/pass.h"
@@ -141,27 +142,29 @@ class Bodies {
   std::unordered_map<size_t, std::vector<std::shared_ptr<const Graph>>> by_hash_;
 };
 
-// Builds the body of group `id` and emits the fusion node in place of its root.
+// A group's fusion node before it is placed: its operands (nodes of the source graph) and its
+// attributes (the interned body).
+struct Outlined {
+  Operands inputs;
+  Attrs attrs;
+};
+
+// Builds the body of a group from the source graph.
 class Outliner {
  public:
-  Outliner(const Graph& g, const Groups& gr, Rewriter& rw)
-      : g_(g), gr_(gr), rw_(rw), local_(g.nodes.size(), -1) {
-    body_.name = "fused";
-  }
+  Outliner(const Graph& g, const Groups& gr) : g_(g), gr_(gr), local_(g.nodes.size(), -1) { body_.name = "fused"; }
 
-  void emit(int32_t group, std::span<const NodeId> members) {
+  Outlined outline(int32_t group, std::span<const NodeId> members) {
     body_.nodes.truncate(0);  // built in one graph, its nodes' memory reused from body to body
     body_.params.clear();
     for (NodeId id : touched_) local_[size_t(id)] = -1;
     touched_.clear();
-    inputs_.clear();
+    Outlined o;
+    inputs_ = &o.inputs;
     for (NodeId m : members) remember(m, body_.add(g_.at(m).op, local_inputs(m, group), g_.at(m).attrs));
-    NodeId root = gr_.root[size_t(group)];
-    body_.outputs = {local_[size_t(root)]};
-    Attrs a;
-    a.set_body(bodies_.intern(body_));
-    rw_.at_location_of(root);
-    rw_.set(root, rw_.out().add(Op::fusion, inputs_, std::move(a)));
+    body_.outputs = {local_[size_t(gr_.root[size_t(group)])]};
+    o.attrs.set_body(bodies_.intern(body_));
+    return o;
   }
 
  private:
@@ -185,7 +188,7 @@ class Outliner {
       made = body_.add(n.op, local_inputs(id, group), n.attrs);
     } else {
       made = body_.parameter(n.dtype, n.shape);
-      inputs_.push_back(rw_.map(id));
+      inputs_->push_back(id);
     }
     remember(id, made);
     return made;
@@ -193,14 +196,13 @@ class Outliner {
 
   const Graph& g_;
   const Groups& gr_;
-  Rewriter& rw_;
   Graph body_;
   Bodies bodies_;
   // Body node of each node of g in the group being built (-1: none yet); reset through
   // touched_, so building a group costs its own size, not the graph's.
   std::vector<NodeId> local_;
   std::vector<NodeId> touched_;
-  Operands inputs_;
+  Operands* inputs_ = nullptr;
 };
 
 }  // namespace
@@ -215,24 +217,27 @@ PassResult elementwise_fusion(Graph g) {
       if (g.at(i).op == Op::broadcast || gr.of[size_t(i)] == kRecomputed) return true;
     return false;
   };
-  // Nodes the outliner reads when it builds a body (operands of fused members, and through the
-  // broadcasts and scalars it clones, theirs) are copied; the rest are moved.
-  std::vector<bool> read(g.nodes.size(), false);
-  for (NodeId n = NodeId(g.nodes.size()) - 1; n >= 0; --n) {
-    int32_t grp = gr.of[size_t(n)];
-    if ((grp >= 0 && worth(grp)) || (read[size_t(n)] && (clonable(g, n) || grp == kRecomputed)))
-      for (NodeId i : g.at(n).in) read[size_t(i)] = true;
+  // Every body first, from the source graph; then the graph is rewritten in place, each fusion
+  // node where its root was. Rebuilding it in a second graph took fresh memory for all of it
+  // (a 10000-layer model's compile: 30 MB of new pages).
+  std::vector<Outlined> outlined(gr.root.size());
+  {
+    Outliner outliner(g, gr);
+    for (int32_t grp = 0; grp < int32_t(gr.root.size()); ++grp)
+      if (worth(grp)) outlined[size_t(grp)] = outliner.outline(grp, members.of(grp));
   }
-  Rewriter rw(g);
-  Outliner outliner(g, gr, rw);
+  Rewriter rw(g, Rewriter::in_place);  // a group's members before its root drop out
   bool changed = false;
   for (NodeId n = 0; n < NodeId(g.nodes.size()); ++n) {
-    int32_t grp = gr.of[size_t(n)];
+    const int32_t grp = gr.of[size_t(n)];
     if (grp < 0 || !worth(grp)) {
-      if (read[size_t(n)]) rw.copy(n);
-      else rw.take(n);
+      rw.take(n);
     } else if (gr.root[size_t(grp)] == n) {
-      outliner.emit(grp, members.of(grp));
+      Outlined& o = outlined[size_t(grp)];
+      for (NodeId& i : o.inputs) i = rw.map(i);
+      Node fused{Op::fusion, DType::f32, {}, std::move(o.inputs), std::move(o.attrs), g.at(n).loc};
+      if (std::string problem = op_info(Op::fusion).shape(rw.out(), fused); !problem.empty()) throw Error(problem);
+      rw.replace(n, std::move(fused));
       changed = true;
     }
   }

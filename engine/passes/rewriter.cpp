@@ -136,11 +136,20 @@ void Rewriter::keep_prefix(NodeId end) {
 
 void Rewriter::set(NodeId old, NodeId replacement) { map_[size_t(old)] = replacement; }
 
+NodeId Rewriter::replace(NodeId old, Node n) {
+  if (in_place_ && old < written_) throw Error("rewriter: %" + std::to_string(old) + " was overwritten before it was replaced");
+  out().current_loc = n.loc;
+  return map_[size_t(old)] = emit(std::move(n));
+}
+
 Graph Rewriter::finish() {
   for (NodeId p : in_place_ ? source_params_ : src_.params)
     if (map_[size_t(p)] < 0) throw Error("rewriter: a parameter was dropped");
   if (in_place_) {
+    // The memory of the nodes that dropped out goes back for what follows (a deep model's
+    // fusion leaves half of them, and the executable keeps its graph).
     in_place_->nodes.truncate(size_t(written_));
+    in_place_->nodes.release_unused();
     for (NodeId& o : in_place_->outputs) o = map_[size_t(o)];
     in_place_->current_loc = -1;
     return std::move(*in_place_);

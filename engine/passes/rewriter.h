@@ -43,6 +43,8 @@ class Rewriter {
   // pass that found nothing to do before `end` skips the per-node work there.
   void keep_prefix(NodeId end);
   void set(NodeId old, NodeId replacement);  // `old` now means `replacement` in out()
+  // Emits a new node in place of `old` (its operands mapped, its type set).
+  NodeId replace(NodeId old, Node n);
   void at_location_of(NodeId old);           // new nodes carry old's location
 
   Graph finish();

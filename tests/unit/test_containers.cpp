@@ -49,4 +49,16 @@ TEST_CASE("StableVector keeps references valid while it grows") {
   StableVector<std::string> moved = std::move(copy);
   CHECK(copy.empty());
   CHECK(moved[9] == "9");
+  // Chunks past the last element are freed; appending makes them again.
+  for (int i = 10; i < 600; ++i) moved.push_back(std::to_string(i));
+  moved.truncate(20);
+  moved.release_unused();
+  CHECK(moved.size() == 20);
+  CHECK(moved[19] == "19");
+  for (int i = 20; i < 700; ++i) moved.push_back(std::to_string(i));
+  CHECK(moved[699] == "699");
+  moved.truncate(0);
+  moved.release_unused();
+  moved.push_back("again");
+  CHECK(moved[0] == "again");
 }
