@@ -210,13 +210,14 @@ class Outliner {
 PassResult elementwise_fusion(Graph g) {
   Groups gr = form_groups(g);
   const Members members = members_of(g, gr);
-  // A lone op is fused only when it reads a broadcast or a recomputed op it can absorb.
-  auto worth = [&](int32_t grp) {
-    if (gr.size[size_t(grp)] > 1) return true;
-    for (NodeId i : g.at(gr.root[size_t(grp)]).in)
-      if (g.at(i).op == Op::broadcast || gr.of[size_t(i)] == kRecomputed) return true;
-    return false;
-  };
+  // A lone op is fused only when it reads a broadcast or a recomputed op it can absorb. Decided
+  // before the rewrite, which overwrites the operands it looks at.
+  std::vector<bool> worth(gr.root.size(), false);
+  for (size_t grp = 0; grp < worth.size(); ++grp) {
+    worth[grp] = gr.size[grp] > 1;
+    for (NodeId i : g.at(gr.root[grp]).in)
+      worth[grp] = worth[grp] || g.at(i).op == Op::broadcast || gr.of[size_t(i)] == kRecomputed;
+  }
   // Every body first, from the source graph; then the graph is rewritten in place, each fusion
   // node where its root was. Rebuilding it in a second graph took fresh memory for all of it
   // (a 10000-layer model's compile: 30 MB of new pages).
@@ -224,13 +225,13 @@ PassResult elementwise_fusion(Graph g) {
   {
     Outliner outliner(g, gr);
     for (int32_t grp = 0; grp < int32_t(gr.root.size()); ++grp)
-      if (worth(grp)) outlined[size_t(grp)] = outliner.outline(grp, members.of(grp));
+      if (worth[size_t(grp)]) outlined[size_t(grp)] = outliner.outline(grp, members.of(grp));
   }
   Rewriter rw(g, Rewriter::in_place);  // a group's members before its root drop out
   bool changed = false;
   for (NodeId n = 0; n < NodeId(g.nodes.size()); ++n) {
     const int32_t grp = gr.of[size_t(n)];
-    if (grp < 0 || !worth(grp)) {
+    if (grp < 0 || !worth[size_t(grp)]) {
       rw.take(n);
     } else if (gr.root[size_t(grp)] == n) {
       Outlined& o = outlined[size_t(grp)];

@@ -205,6 +205,22 @@ TEST_CASE("elementwise fusion recomputes a cheap op read by two groups instead o
   CHECK(fusions == 2);
 }
 
+TEST_CASE("elementwise fusion decides each group before it rewrites the graph in place") {
+  // %5 is a lone exp of %3, which fuses nothing. By the time the in-place rewrite reaches %5,
+  // %3's slot holds the broadcast that moved down behind the fusion of %2 and %3: looking at
+  // the operands then would take %5 for an op that absorbs a broadcast.
+  const std::string in =
+      "graph g\n%0 = parameter f32[4] index=0\n%1 = parameter f32[] index=1\n%2 = exp f32[4] %0\n"
+      "%3 = neg f32[4] %2\n%4 = broadcast f32[4] %1\n%5 = exp f32[4] %3\nreturn %3, %4, %5\n";
+  PassResult r = elementwise_fusion(parse_graph(in));
+  CHECK(r.changed);
+  CHECK(verify_graph(r.graph).empty());
+  REQUIRE(r.graph.nodes.size() == 5);
+  CHECK(r.graph.at(2).op == Op::fusion);
+  CHECK(r.graph.at(3).op == Op::broadcast);
+  CHECK(r.graph.at(4).op == Op::exp);
+}
+
 TEST_CASE("elementwise fusion gives identical fused computations one shared body") {
   // tanh(x + 1) on two parameters and tanh(x + 2) on a third: the first two fuse into the
   // same body, the third into its own (its constant differs).
