@@ -19,7 +19,7 @@ using Code = FusionProgram::Code;
 using Instr = FusionProgram::Instr;
 using Gather = FusionProgram::Gather;
 
-constexpr int64_t kChunk = kFusionChunk;  // elements per register: four AVX-512 vectors
+constexpr int64_t kChunk = kFusionChunk;  // elements per register: sixteen AVX-512 vectors
 
 bool is_f32(const Node& n) { return n.dtype == DType::f32; }
 bool is_bool(const Node& n) { return n.dtype == DType::boolean; }
@@ -329,7 +329,7 @@ void unroll_repeats(std::span<const FusionProgram::Instr> code, std::span<const 
 }  // namespace
 
 void FusionProgram::run(std::span<const Tensor* const> in, Tensor& out, int64_t begin, int64_t end) const {
-  if (begin % kChunk != 0) throw Error("fusion program: a run must start at a multiple of 64 elements");
+  if (begin % kChunk != 0) throw Error("fusion program: a run must start at a multiple of " + std::to_string(kChunk) + " elements");
   thread_local Registers r;
   r.size_for(registers_);
   unroll_repeats(code_, in, r);

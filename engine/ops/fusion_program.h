@@ -1,10 +1,10 @@
-// A fusion body as straight-line code over chunks of 64 elements: every op of the body for one
-// chunk at a time, in register-sized arrays, where the block evaluation (ops/fusion.cpp) makes
-// one pass over a 4096-element block per op. Only bodies whose every op has a fused form in its
-// row (OpInfo::fused: the chunk loop of the kernel's own element function, a comparison, a
-// selection or a conversion between f32 and bool or bf16), over f32 values (bf16 and bool ones
-// only as operands, conversions and the result), are taken: each element then comes out
-// bitwise as the block evaluation computes it. A bf16 value is held as the f32 of the same value.
+// A fusion body as straight-line code over chunks of kFusionChunk elements: every op of the
+// body for one chunk at a time, in register-sized arrays, where the block evaluation
+// (ops/fusion.cpp) makes one pass over a 4096-element block per op. Only bodies whose every op
+// has a fused form in its row (OpInfo::fused: the chunk loop of the kernel's own element
+// function, a comparison, a selection or a conversion between f32 and bool or bf16), over f32
+// values (bf16 and bool ones only as operands, conversions and the result), are taken: each
+// element then comes out bitwise as the block evaluation computes it. A bf16 value is held as the f32 of the same value.
 #pragma once
 #include <cstdint>
 #include <optional>
@@ -21,7 +21,7 @@ class FusionProgram {
  public:
   // nullopt when the body holds an op or a dtype the program does not take.
   static std::optional<FusionProgram> compile(const Graph& body);
-  // Elements [begin, end) of the result; begin a multiple of 64 (chunks start there).
+  // Elements [begin, end) of the result; begin a multiple of kFusionChunk (chunks start there).
   void run(std::span<const Tensor* const> in, Tensor& out, int64_t begin, int64_t end) const;
 
   enum class Code : uint8_t {
