@@ -51,7 +51,8 @@ AxisKey axis_key(Op op) {
   switch (op) {
     case Op::parameter: return {"index", {}};
     case Op::compare: return {"direction", kDirections};
-    case Op::reduce: return {"kind", kReduceKinds};
+    case Op::reduce:
+    case Op::reduce_fusion: return {"kind", kReduceKinds};
     case Op::reduce_window: return {"kind", kWindowKinds};
     case Op::rng: return {"kind", kRngKinds};
     case Op::all_reduce: return {"kind", kAllReduceKinds};

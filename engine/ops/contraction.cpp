@@ -9,6 +9,7 @@
 #include "kernels/simd.h"
 #include "ops/collective.h"
 #include "ops/kernel_util.h"
+#include "ops/reduce.h"
 #include "runtime/thread_pool.h"
 
 namespace tpu {
@@ -306,6 +307,59 @@ void reduce_runs(const float* x, float* out, const Runs& r, double init) {
   });
 }
 
+// ---- reduce of an operand made tile by tile (ops/reduce.h) ----
+constexpr int64_t kTileElements = int64_t(1) << 15;  // 128 KiB of f32: a tile stays in cache
+
+// Elements [begin, end) of the operand, made from the aligned element at or before begin into
+// this thread's scratch; returns where element begin is.
+const float* produce_tile(const TileProducer& produce, int64_t align, int64_t begin, int64_t end) {
+  thread_local std::vector<float> scratch;
+  const int64_t from = begin / align * align;
+  if (scratch.size() < size_t(end - from)) scratch.resize(size_t(end - from));
+  produce(from, end, scratch.data());
+  return scratch.data() + (begin - from);
+}
+
+// Over the last dims (inner 1): whole rows per task, reduced as reduce_rows reduces them.
+template <ReduceKind K>
+void reduce_produced_rows(const Runs& r, int64_t align, const TileProducer& produce, float* out, double init) {
+  const int64_t rows_per_task = std::max<int64_t>(1, kTileElements / r.len);
+  parallel_for((r.outer + rows_per_task - 1) / rows_per_task, [&](int64_t t) {
+    const int64_t o0 = t * rows_per_task, n = std::min(rows_per_task, r.outer - o0);
+    reduce_rows<K>(produce_tile(produce, align, o0 * r.len, (o0 + n) * r.len), out + o0, n, r.len, init);
+  });
+}
+
+// Over leading dims: each slice's rows in tiles of about kTileElements, a tile's column sums in
+// double, then the tiles' in tile order.
+template <ReduceKind K>
+void reduce_produced_columns(const Runs& r, int64_t align, const TileProducer& produce, float* out, double init) {
+  const int64_t tile_rows = std::max<int64_t>(1, kTileElements / r.inner);
+  const int64_t tiles = (r.len + tile_rows - 1) / tile_rows;
+  std::vector<double> partial(size_t(r.outer * tiles * r.inner));
+  parallel_for(r.outer * tiles, [&](int64_t t) {
+    const int64_t o = t / tiles, k0 = (t % tiles) * tile_rows, n = std::min(tile_rows, r.len - k0);
+    const int64_t first = (o * r.len + k0) * r.inner;
+    const float* x = produce_tile(produce, align, first, first + n * r.inner);
+    double* acc = partial.data() + t * r.inner;
+    std::fill_n(acc, r.inner, init);
+    for (int64_t k = 0; k < n; ++k)
+      for (int64_t i = 0; i < r.inner; ++i) acc[i] = combine<K>(acc[i], double(x[k * r.inner + i]));
+  });
+  for (int64_t o = 0; o < r.outer; ++o)
+    for (int64_t i = 0; i < r.inner; ++i) {
+      double a = init;
+      for (int64_t t = 0; t < tiles; ++t) a = combine<K>(a, partial[size_t((o * tiles + t) * r.inner + i)]);
+      out[o * r.inner + i] = float(a);
+    }
+}
+
+template <ReduceKind K>
+void reduce_produced_runs(const Runs& r, int64_t align, const TileProducer& produce, float* out, double init) {
+  if (r.inner == 1) reduce_produced_rows<K>(r, align, produce, out, init);
+  else reduce_produced_columns<K>(r, align, produce, out, init);
+}
+
 void fast_reduce(const Node& n, std::span<const Tensor* const> in, Tensor& out) {
   const Tensor& x = *in[0];
   Runs r;
@@ -369,6 +423,19 @@ Cost cost_reduce(const Graph& g, const Node& n) {
 }
 
 }  // namespace
+
+bool reduce_produced(const Shape& shape, std::span<const int64_t> dims, ReduceKind kind, int64_t align,
+                     const TileProducer& produce, float* out) {
+  Runs r;
+  if (!consecutive_runs(shape, dims, r) || r.len > kTileElements || r.inner > kTileElements) return false;
+  const double inf = std::numeric_limits<double>::infinity();
+  switch (kind) {
+    case ReduceKind::sum: reduce_produced_runs<ReduceKind::sum>(r, align, produce, out, 0.0); break;
+    case ReduceKind::max: reduce_produced_runs<ReduceKind::max>(r, align, produce, out, -inf); break;
+    case ReduceKind::min: reduce_produced_runs<ReduceKind::min>(r, align, produce, out, inf); break;
+  }
+  return true;
+}
 
 bool summable_dot(const Graph& g, const Node& dot) {
   return dot.op == Op::dot && dot.dtype == DType::f32 && g.at(dot.in[0]).dtype == DType::f32;

@@ -10,6 +10,7 @@
 #include "ops/fusion.h"
 #include "ops/fusion_program.h"
 #include "ops/kernel_util.h"
+#include "ops/reduce.h"
 #include "runtime/thread_pool.h"
 
 namespace tpu {
@@ -197,6 +198,57 @@ Cost cost_fusion(const Graph& g, const Node& n) {
   return c;
 }
 
+// ---- reduce_fusion: the body's result reduced over attrs.dims (kind attrs.axis) ----
+
+// The reduce the body's result goes through, as a node of its own.
+Node reduce_of(const Node& n) {
+  Node r{Op::reduce, n.dtype, n.shape, {}, {}, n.loc};
+  r.attrs.dims = n.attrs.dims;
+  r.attrs.axis = n.attrs.axis;
+  return r;
+}
+
+const Shape& reduced_shape(const Node& n) { return body_of(n).at(body_of(n).outputs[0]).shape; }
+
+std::string shape_reduce_fusion(const Graph& g, Node& n) {
+  if (std::string problem = shape_fusion(g, n); !problem.empty()) return "reduce_" + problem;
+  if (n.dtype != DType::f32) return "reduce_fusion: the body's result is " + type_str(n.dtype, n.shape) + ", not f32";
+  if (!valid_axes(n.attrs.dims, n.shape.size()) || n.attrs.axis < 0 || n.attrs.axis > 2)
+    return "reduce_fusion: bad axes " + shape_str(n.attrs.dims) + " for the body's " + type_str(n.dtype, n.shape);
+  Shape kept;
+  for (size_t i = 0; i < n.shape.size(); ++i)
+    if (std::find(n.attrs.dims.begin(), n.attrs.dims.end(), int64_t(i)) == n.attrs.dims.end()) kept.push_back(n.shape[i]);
+  n.shape = kept;
+  return "";
+}
+
+// The body's whole result with the reference kernels, then the reference reduce.
+void ref_reduce_fusion(const Node& n, std::span<const Tensor* const> in, Tensor& out) {
+  Tensor operand(DType::f32, reduced_shape(n));
+  ref_fusion(n, in, operand);
+  const Tensor* args[] = {&operand};
+  op_info(Op::reduce).reference(reduce_of(n), std::span<const Tensor* const>(args), out);
+}
+
+// The body's program makes the operand a tile at a time for the reduce (ops/reduce.h); a body
+// without a program, or a reduce that does not tile, stores the operand and reduces it.
+void fast_reduce_fusion(const Node& n, std::span<const Tensor* const> in, Tensor& out) {
+  const FusionProgram* p = fusion_program(n);
+  const TileProducer produce = [&](int64_t begin, int64_t end, float* dst) { p->run_into(in, dst, begin, end); };
+  if (p && reduce_produced(reduced_shape(n), n.attrs.dims, n.reduce_kind(), kFusionChunk, produce, out.data<float>()))
+    return;
+  Tensor operand(DType::f32, reduced_shape(n));
+  fast_fusion(n, in, operand);
+  const Tensor* args[] = {&operand};
+  kernel_for(Op::reduce)(reduce_of(n), std::span<const Tensor* const>(args), out);
+}
+
+Cost cost_reduce_fusion(const Graph& g, const Node& n) {
+  Cost c = cost_fusion(g, n);
+  c.flops += double(num_elements(reduced_shape(n)));
+  return c;
+}
+
 }  // namespace
 
 void run_fusions_in_lockstep(std::span<const FusionCall> calls) {
@@ -218,5 +270,7 @@ void run_fusions_in_lockstep(std::span<const FusionCall> calls) {
 }
 
 extern const OpInfo fusion_row = {Op::fusion, shape_fusion, ref_fusion, fast_fusion, nullptr, cost_fusion, kInPlace};
+extern const OpInfo reduce_fusion_row = {Op::reduce_fusion, shape_reduce_fusion, ref_reduce_fusion, fast_reduce_fusion,
+                                         nullptr, cost_reduce_fusion};
 
 }  // namespace tpu

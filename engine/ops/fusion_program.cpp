@@ -329,7 +329,17 @@ void unroll_repeats(std::span<const FusionProgram::Instr> code, std::span<const 
 }  // namespace
 
 void FusionProgram::run(std::span<const Tensor* const> in, Tensor& out, int64_t begin, int64_t end) const {
-  if (begin % kChunk != 0) throw Error("fusion program: a run must start at a multiple of " + std::to_string(kChunk) + " elements");
+  run_range(in, out.raw() + begin * int64_t(size_of(result_type_)), begin, end);
+}
+
+void FusionProgram::run_into(std::span<const Tensor* const> in, float* dst, int64_t begin, int64_t end) const {
+  if (result_type_ != DType::f32) throw Error("fusion program: run_into takes an f32 result");
+  run_range(in, reinterpret_cast<std::byte*>(dst), begin, end);
+}
+
+void FusionProgram::run_range(std::span<const Tensor* const> in, std::byte* dst, int64_t begin, int64_t end) const {
+  if (begin % kChunk != 0)
+    throw Error("fusion program: a run must start at a multiple of " + std::to_string(kChunk) + " elements");
   thread_local Registers r;
   r.size_for(registers_);
   unroll_repeats(code_, in, r);
@@ -351,17 +361,17 @@ void FusionProgram::run(std::span<const Tensor* const> in, Tensor& out, int64_t 
     const int64_t len = std::min(kChunk, end - i);
     // An f32 result is computed straight into the output (copied there when the root is a
     // leaf); a bool one is a mask and a bf16 one an f32 of a bf16 value, stored as such.
-    float* result = result_type_ == DType::f32 ? out.data<float>() + i : nullptr;
+    float* result = result_type_ == DType::f32 ? reinterpret_cast<float*>(dst) + (i - begin) : nullptr;
     if (len == kChunk) run_chunk(code_, gathers_, in, r, i, std::integral_constant<int64_t, kChunk>(), result_, result);
     else run_chunk(code_, gathers_, in, r, i, len, result_, result);
     if (result && r.at[size_t(result_)] != result) std::copy_n(r.at[size_t(result_)], len, result);
     if (result_type_ == DType::boolean) {
       const int32_t* m = r.m_of(result_);
-      uint8_t* o = out.data<uint8_t>() + i;
+      uint8_t* o = reinterpret_cast<uint8_t*>(dst) + (i - begin);
       for (int64_t l = 0; l < len; ++l) o[l] = m[l] ? 1 : 0;
     } else if (result_type_ == DType::bf16) {
       const float* v = r.at[size_t(result_)];
-      uint16_t* o = out.data<uint16_t>() + i;
+      uint16_t* o = reinterpret_cast<uint16_t*>(dst) + (i - begin);
       for (int64_t l = 0; l < len; ++l) o[l] = uint16_t(std::bit_cast<uint32_t>(v[l]) >> 16);
     }
   }

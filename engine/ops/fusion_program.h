@@ -23,6 +23,9 @@ class FusionProgram {
   static std::optional<FusionProgram> compile(const Graph& body);
   // Elements [begin, end) of the result; begin a multiple of kFusionChunk (chunks start there).
   void run(std::span<const Tensor* const> in, Tensor& out, int64_t begin, int64_t end) const;
+  // The same elements of an f32 result into dst[0 .. end - begin) (a reduce_fusion's tile).
+  void run_into(std::span<const Tensor* const> in, float* dst, int64_t begin, int64_t end) const;
+  DType result_type() const { return result_type_; }
 
   enum class Code : uint8_t {
     load, load_bool, load_bf16,  // an operand of the result's shape (f32, bool, bf16)
@@ -51,6 +54,9 @@ class FusionProgram {
   };
 
  private:
+  // dst holds the result's elements from `begin` on.
+  void run_range(std::span<const Tensor* const> in, std::byte* dst, int64_t begin, int64_t end) const;
+
   std::vector<Instr> code_;
   std::vector<Gather> gathers_;
   int32_t registers_ = 0;

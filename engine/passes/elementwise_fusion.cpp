@@ -60,10 +60,18 @@ bool recomputable(const Graph& g, const Groups& gr, const UserList& users, NodeI
   return several;
 }
 
-Groups form_groups(const Graph& g) {
-  const Users users = users_of(g);
-  std::vector<bool> is_output(g.nodes.size(), false);
-  for (NodeId o : g.outputs) is_output[size_t(o)] = true;
+// Who reads each node: its users, and whether the graph returns it.
+struct Readers {
+  Users users;
+  std::vector<bool> is_output;
+  explicit Readers(const Graph& g) : users(users_of(g)), is_output(g.nodes.size(), false) {
+    for (NodeId o : g.outputs) is_output[size_t(o)] = true;
+  }
+};
+
+Groups form_groups(const Graph& g, const Readers& readers) {
+  const Users& users = readers.users;
+  const std::vector<bool>& is_output = readers.is_output;
   Groups gr{std::vector<int32_t>(g.nodes.size(), -1), {}, {}};
   for (NodeId n = NodeId(g.nodes.size()) - 1; n >= 0; --n) {
     const Node& node = g.at(n);
@@ -205,19 +213,49 @@ class Outliner {
   Operands* inputs_ = nullptr;
 };
 
+// What the rewrite does with each group, decided before it overwrites the nodes looked at.
+struct Decisions {
+  std::vector<bool> outline;     // per group: becomes a fusion (or a reduce_fusion's body)
+  std::vector<int32_t> reduced;  // per node: the group a reduce takes in as its body, or -1
+  std::vector<bool> in_reduce;   // per group: taken in by the reduce that alone reads it
+};
+
+Decisions decide(const Graph& g, const Groups& gr, const Readers& readers) {
+  Decisions d{std::vector<bool>(gr.root.size(), false), std::vector<int32_t>(g.nodes.size(), -1),
+              std::vector<bool>(gr.root.size(), false)};
+  for (size_t grp = 0; grp < gr.root.size(); ++grp) {
+    // A lone op is fused only when it reads a broadcast or a recomputed op it can absorb.
+    const NodeId root = gr.root[grp];
+    d.outline[grp] = gr.size[grp] > 1;
+    for (NodeId i : g.at(root).in)
+      d.outline[grp] = d.outline[grp] || g.at(i).op == Op::broadcast || gr.of[size_t(i)] == kRecomputed;
+    // A result only a reduce reads goes into that reduce, which makes it tile by tile in cache
+    // instead of storing it (a BatchNorm's statistics over its input and its squares).
+    const auto users = readers.users.of(root);
+    if (readers.is_output[size_t(root)] || users.size() != 1 || g.at(users[0]).op != Op::reduce ||
+        g.at(root).dtype != DType::f32)
+      continue;
+    d.outline[grp] = d.in_reduce[grp] = true;
+    d.reduced[size_t(users[0])] = int32_t(grp);
+  }
+  return d;
+}
+
+// The node of op `op` (fusion or reduce_fusion) for an outlined group, in place of `n`.
+void place(Rewriter& rw, NodeId n, Op op, Outlined& o, int32_t loc) {
+  for (NodeId& i : o.inputs) i = rw.map(i);
+  Node fused{op, DType::f32, {}, std::move(o.inputs), std::move(o.attrs), loc};
+  if (std::string problem = op_info(op).shape(rw.out(), fused); !problem.empty()) throw Error(problem);
+  rw.replace(n, std::move(fused));
+}
+
 }  // namespace
 
 PassResult elementwise_fusion(Graph g) {
-  Groups gr = form_groups(g);
+  const Readers readers(g);
+  Groups gr = form_groups(g, readers);
   const Members members = members_of(g, gr);
-  // A lone op is fused only when it reads a broadcast or a recomputed op it can absorb. Decided
-  // before the rewrite, which overwrites the operands it looks at.
-  std::vector<bool> worth(gr.root.size(), false);
-  for (size_t grp = 0; grp < worth.size(); ++grp) {
-    worth[grp] = gr.size[grp] > 1;
-    for (NodeId i : g.at(gr.root[grp]).in)
-      worth[grp] = worth[grp] || g.at(i).op == Op::broadcast || gr.of[size_t(i)] == kRecomputed;
-  }
+  const Decisions d = decide(g, gr, readers);
   // Every body first, from the source graph; then the graph is rewritten in place, each fusion
   // node where its root was. Rebuilding it in a second graph took fresh memory for all of it
   // (a 10000-layer model's compile: 30 MB of new pages).
@@ -225,20 +263,22 @@ PassResult elementwise_fusion(Graph g) {
   {
     Outliner outliner(g, gr);
     for (int32_t grp = 0; grp < int32_t(gr.root.size()); ++grp)
-      if (worth[size_t(grp)]) outlined[size_t(grp)] = outliner.outline(grp, members.of(grp));
+      if (d.outline[size_t(grp)]) outlined[size_t(grp)] = outliner.outline(grp, members.of(grp));
   }
   Rewriter rw(g, Rewriter::in_place);  // a group's members before its root drop out
   bool changed = false;
   for (NodeId n = 0; n < NodeId(g.nodes.size()); ++n) {
     const int32_t grp = gr.of[size_t(n)];
-    if (grp < 0 || !worth[size_t(grp)]) {
+    if (const int32_t body = d.reduced[size_t(n)]; body >= 0) {
+      Outlined& o = outlined[size_t(body)];
+      o.attrs.dims = g.at(n).attrs.dims;
+      o.attrs.axis = g.at(n).attrs.axis;
+      place(rw, n, Op::reduce_fusion, o, g.at(n).loc);
+      changed = true;
+    } else if (grp < 0 || !d.outline[size_t(grp)]) {
       rw.take(n);
-    } else if (gr.root[size_t(grp)] == n) {
-      Outlined& o = outlined[size_t(grp)];
-      for (NodeId& i : o.inputs) i = rw.map(i);
-      Node fused{Op::fusion, DType::f32, {}, std::move(o.inputs), std::move(o.attrs), g.at(n).loc};
-      if (std::string problem = op_info(Op::fusion).shape(rw.out(), fused); !problem.empty()) throw Error(problem);
-      rw.replace(n, std::move(fused));
+    } else if (gr.root[size_t(grp)] == n && !d.in_reduce[size_t(grp)]) {
+      place(rw, n, Op::fusion, outlined[size_t(grp)], g.at(n).loc);
       changed = true;
     }
   }

@@ -63,6 +63,23 @@ NodeId fused_chain(Graph& g, const std::vector<NodeId>& x) {
   return g.add(Op::fusion, {x[0], x[1]}, a);
 }
 
+// sum/max/min over `dims` of sqrt(|x * broadcast(b)|) + 0.5, b along x's last dim, as one
+// reduce_fusion node (every op of the body has a fusion program form).
+NodeId reduced_chain(Graph& g, const std::vector<NodeId>& x, std::vector<int64_t> dims, ReduceKind kind) {
+  const Shape shape = g.at(x[0]).shape;
+  auto body = std::make_shared<Graph>();
+  NodeId px = body->parameter(DType::f32, shape);
+  NodeId pb = body->parameter(DType::f32, {shape.back()});
+  NodeId xb = body->binary(Op::mul, px, body->broadcast(pb, shape, {int64_t(shape.size()) - 1}));
+  NodeId t = body->unary(Op::sqrt, body->unary(Op::abs, xb));
+  body->outputs = {body->binary(Op::add, t, body->full(DType::f32, shape, 0.5))};
+  Attrs a;
+  a.set_body(body);
+  a.dims = Dims(dims);
+  a.axis = int64_t(kind);
+  return g.add(Op::reduce_fusion, {x[0], x[1]}, a);
+}
+
 Tensor random_tensor(const Input& in, std::mt19937& rng) {
   Tensor t(in.dtype, in.shape);
   std::uniform_real_distribution<double> unit(-1, 1), pos(0.5, 2.0);
@@ -231,6 +248,16 @@ const std::vector<OpCase>& cases() {
       {"rng_fold", {{i, {2}, Fill::small_int}, {i, {3}, Fill::small_int}},
        [](Graph& g, V x) { return g.rng_fold(x[0], x[1]); }, false},
       {"fusion", {{f, {5, 3000}}, {f, {3000}}}, fused_chain, false},
+      // Rows (the last dims), columns in three tiles of rows, two leading dims by max, and dims
+      // that are not consecutive (the body's result stored, then reduced).
+      {"reduce_fusion_rows", {{f, {5, 3000}}, {f, {3000}}},
+       [](Graph& g, V x) { return reduced_chain(g, x, {1}, ReduceKind::sum); }, false},
+      {"reduce_fusion_columns", {{f, {700, 96}}, {f, {96}}},
+       [](Graph& g, V x) { return reduced_chain(g, x, {0}, ReduceKind::sum); }, false},
+      {"reduce_fusion_max", {{f, {3, 40, 500}}, {f, {500}}},
+       [](Graph& g, V x) { return reduced_chain(g, x, {0, 1}, ReduceKind::max); }, false},
+      {"reduce_fusion_apart", {{f, {4, 6, 50}}, {f, {50}}},
+       [](Graph& g, V x) { return reduced_chain(g, x, {0, 2}, ReduceKind::min); }, false},
       {"all_reduce", {{f, {3, 4}}}, [](Graph& g, V x) { return g.add(Op::all_reduce, {x[0]}); }},
       {"iota", {{f, {2, 3}}},
        [](Graph& g, V x) { return g.binary(Op::mul, x[0], g.convert(g.iota(DType::i32, {2, 3}, 1), DType::f32)); }},
@@ -696,6 +723,41 @@ TEST_CASE("f32 reduce over consecutive axes: the fast kernel gives the reference
       }
       set_num_threads(0);
     }
+}
+
+TEST_CASE("reduce_fusion reduces its body's result tile by tile: the same bits at any thread count") {
+  struct Case {
+    Shape shape;
+    std::vector<int64_t> dims;
+    ReduceKind kind;
+    bool reference_bits;  // rows: each row's sum as the unfused reduce takes it
+  };
+  const std::vector<Case> cases = {{{5, 3000}, {1}, ReduceKind::sum, true},
+                                   {{64, 8, 8, 96}, {0, 1, 2}, ReduceKind::sum, false},
+                                   {{3, 700, 40}, {1}, ReduceKind::sum, false},
+                                   {{3, 40, 500}, {0, 1}, ReduceKind::max, true},
+                                   {{4, 300, 100}, {0, 1}, ReduceKind::min, true}};
+  std::mt19937 rng(5);
+  for (const Case& c : cases) {
+    Graph g;
+    std::vector<NodeId> x = {g.parameter(DType::f32, c.shape), g.parameter(DType::f32, {c.shape.back()})};
+    g.outputs = {reduced_chain(g, x, c.dims, c.kind)};
+    REQUIRE(fusion_program(g.at(g.outputs[0])) != nullptr);  // the tiled path, not the stored one
+    std::vector<Tensor> args = {random_tensor({DType::f32, c.shape}, rng), random_tensor({DType::f32, {c.shape.back()}}, rng)};
+    CompileOptions ref;
+    ref.reference_kernels = true;
+    const Tensor want = Executable::compile(g, ref).run(args)[0];
+    std::vector<Tensor> got;
+    for (int threads : {1, 2, 3}) {
+      set_num_threads(threads);
+      got.push_back(Executable::compile(g).run(args)[0]);
+    }
+    set_num_threads(0);
+    INFO(shape_str(c.shape));
+    for (const Tensor& t : got) CHECK(std::memcmp(t.raw(), got[0].raw(), t.bytes()) == 0);
+    check_close(got[0], want, 1e-6, "reduce_fusion");
+    if (c.reference_bits) CHECK(std::memcmp(got[0].raw(), want.raw(), want.bytes()) == 0);
+  }
 }
 
 TEST_CASE("the startup row check finds a row whose traits and fused form disagree") {

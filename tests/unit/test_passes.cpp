@@ -221,6 +221,38 @@ TEST_CASE("elementwise fusion decides each group before it rewrites the graph in
   CHECK(r.graph.at(4).op == Op::exp);
 }
 
+TEST_CASE("elementwise fusion puts a result only a reduce reads into that reduce") {
+  // %2 (even a lone op) is read by the reduce alone: one reduce_fusion. %4 is also returned,
+  // and %6 feeds a reduce and an add: both are stored as they were.
+  const std::string in =
+      "graph g\n%0 = parameter f32[8,64] index=0\n%1 = parameter f32[64] index=1\n"
+      "%2 = mul f32[8,64] %0, %0\n%3 = reduce f32[64] %2 dims=[0] kind=sum\n"
+      "%4 = exp f32[8,64] %0\n%5 = reduce f32[8] %4 dims=[1] kind=max\n"
+      "%6 = neg f32[8,64] %0\n%7 = reduce f32[64] %6 dims=[0] kind=sum\n%8 = add f32[8,64] %6, %0\n"
+      "return %3, %4, %5, %7, %8\n";
+  PassResult r = elementwise_fusion(parse_graph(in));
+  CHECK(r.changed);
+  CHECK(verify_graph(r.graph).empty());
+  std::vector<Op> ops;
+  for (const Node& n : r.graph.nodes) ops.push_back(n.op);
+  CHECK(ops == std::vector<Op>{Op::parameter, Op::parameter, Op::reduce_fusion, Op::exp, Op::reduce, Op::neg,
+                               Op::reduce, Op::add});
+  const Node& fused = r.graph.at(2);
+  CHECK(fused.shape == Shape{64});
+  CHECK(fused.reduce_kind() == ReduceKind::sum);
+  CHECK(fused.attrs.dims == Dims{0});
+  CHECK(fused.attrs.body()->at(fused.attrs.body()->outputs[0]).op == Op::mul);
+  // The same numbers as the graph before the pass.
+  std::vector<Tensor> args = {Tensor(DType::f32, {8, 64}), Tensor(DType::f32, {64})};
+  for (int64_t i = 0; i < args[0].size(); ++i) args[0].set(i, std::sin(double(i)));
+  CompileOptions plain;
+  plain.optimize = false;
+  auto want = Executable::compile(parse_graph(in), plain).run(args);
+  auto got = Executable::compile(std::move(r.graph), plain).run(args);
+  REQUIRE(got.size() == want.size());
+  for (size_t i = 0; i < got.size(); ++i) CHECK(std::memcmp(got[i].raw(), want[i].raw(), got[i].bytes()) == 0);
+}
+
 TEST_CASE("elementwise fusion gives identical fused computations one shared body") {
   // tanh(x + 1) on two parameters and tanh(x + 2) on a third: the first two fuse into the
   // same body, the third into its own (its constant differs).

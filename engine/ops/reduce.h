@@ -1,0 +1,26 @@
+// Reductions whose operand is made tile by tile rather than read from memory: a reduce_fusion
+// (ops/fusion.cpp) runs its elementwise body into a tile of the operand, in cache, and reduces
+// it there, so the operand is never stored whole.
+#pragma once
+#include <cstdint>
+#include <functional>
+#include <span>
+
+#include "core/shape.h"
+#include "ir/op.h"
+
+namespace tpu {
+
+// Writes elements [begin, end) of the flattened operand to dst; begin is a multiple of the
+// alignment reduce_produced was given.
+using TileProducer = std::function<void(int64_t begin, int64_t end, float* dst)>;
+
+// The f32 reduce of kind `kind` over the consecutive `dims` of an operand of `shape`, made by
+// `produce`, into out. Reductions over the last dims give each row the unfused kernel's bits;
+// over leading dims, column sums are taken in double over tiles of rows and the tiles' sums
+// added in tile order (tiles depend on the shape alone: the same bits at any thread count).
+// False, with nothing done, when the dims are not consecutive or a row is too long to tile.
+bool reduce_produced(const Shape& shape, std::span<const int64_t> dims, ReduceKind kind, int64_t align,
+                     const TileProducer& produce, float* out);
+
+}  // namespace tpu
