@@ -4,7 +4,9 @@
 // its shape; broadcasts and scalar constants are cloned into each group that reads them, and
 // so is a cheap op that reads one tensor and feeds several groups (a bias add read by the
 // activation and by its gradient): recomputing it costs less than writing and reading it.
-// Identical bodies are one body, shared by their fusion nodes.
+// Identical bodies are one body, shared by their fusion nodes. A group whose result only a
+// reduce reads becomes that reduce's body instead: one `reduce_fusion` node, which never
+// stores the result.
 #include <memory>
 #include <span>
 #include <unordered_map>
