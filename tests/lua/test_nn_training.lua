@@ -119,4 +119,26 @@ function T.compile_stats_reports_each_compiled_step()
   check.raises(function() model:compile_stats({}) end, "compile_stats")
 end
 
+-- A model only a forward pass can build (a custom container: its child's input size comes from
+-- running it) is built on one example, not on the whole batch or data set.
+function T.a_model_is_built_by_a_forward_pass_over_one_example()
+  local rows = {}
+  local Wrap = nn.Module:extend("Wrap")
+  function Wrap:__init(opts)
+    self:init_common(opts or {})
+    self.inner = nn.Dense(3)
+    self.modules = {self.inner}
+  end
+  function Wrap:call(x, ctx)
+    if not tpu.is_traced(x) then rows[#rows + 1] = x.shape[1] end
+    return self.inner(x, ctx)
+  end
+  local model = Wrap {}
+  model:compile {optimizer = optim.SGD {learning_rate = 0.1}, loss = "mse"}
+  model:fit({rand({16, 4}), rand({16, 3})}, {epochs = 1, batch_size = 8, verbose = 0})
+  check.eq(rows, {1})
+  check.eq(model.inner.kernel.shape, {4, 3})
+  check.eq(Wrap {}:predict(rand({10, 4})).shape, {10, 3})
+end
+
 return T
