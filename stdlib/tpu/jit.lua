@@ -135,8 +135,8 @@ local function compile(self, spec, leaves, args, probe, rep)
   -- Tracing makes many small Lua objects (traced tensors, argument tables) that mostly live
   -- until trace_end. A collection cycle under way would walk the whole heap, the model's too,
   -- as the trace allocates (a 10000-layer model's parameters took 80 ms to trace, not 35), so
-  -- the collector stops while tracing. Should the heap grow by what it held, and by 256 MiB,
-  -- the trace restarts it.
+  -- the collector stops while tracing. Should the heap grow by more than it held before (and
+  -- by at least 256 MiB), the trace restarts it.
   local restart = collectgarbage("isrunning")
   local heap_kb = collectgarbage("count")
   collectgarbage("stop")
