@@ -1,6 +1,6 @@
 // CSE: a node equal to an earlier one (same op, operands and attributes; small constants
 // compared by value: ir/node_equality.h) is replaced by it.
-#include <bit>
+#include <algorithm>
 
 #include "ir/node_equality.h"
 #include "passes/pass.h"
@@ -13,8 +13,8 @@ namespace {
 // Half a hash (the full comparison decides anyway).
 uint32_t tag_of(size_t h) { return uint32_t(h >> 32) ^ uint32_t(h); }
 
-// Nodes by hash, in one flat table with linear probing (at most 3/4 full), grown as needed:
-// 8-byte slots, a few adjacent ones per lookup.
+// Nodes by hash, in one flat table with linear probing (at most 3/4 full), grown as needed
+// (each slot keeps its full hash for that): a few adjacent slots per lookup.
 class HashedNodes {
  public:
   NodeId find(const Graph& out, const Node& probe, size_t h) const {

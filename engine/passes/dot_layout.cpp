@@ -24,7 +24,8 @@ bool reads_weight_transposed(const Graph& g, const Node& n) {
   return rows <= kFewRows && g.at(n.in[1]).op == Op::parameter && g.at(n.in[1]).dtype == DType::f32;
 }
 
-// transpose(w) with the last two dims swapped, at w's location `w` in g; the node reads `reads`.
+// transpose(w) with the last two dims swapped: its shape rule reads w at `w` in g (not moved
+// yet), the node itself reads `reads` (where w moves to).
 Node transposed(const Graph& g, NodeId w, NodeId reads, int32_t loc) {
   Attrs a;
   a.dims.resize(g.at(w).shape.size());
