@@ -163,13 +163,27 @@ void for_each_mapped(const Shape& shape, std::span<const int64_t> out_strides, F
   }
 }
 
+// The value a reduce of `kind` starts from.
+double reduce_init(ReduceKind kind) {
+  const double inf = std::numeric_limits<double>::infinity();
+  return kind == ReduceKind::sum ? 0.0 : kind == ReduceKind::max ? -inf : inf;
+}
+
+// Calls f.template operator()<K>(init): the kernel instantiated for the reduce's kind K, with
+// its starting value.
+template <class F>
+void for_kind(ReduceKind kind, F&& f) {
+  switch (kind) {
+    case ReduceKind::sum: return f.template operator()<ReduceKind::sum>(reduce_init(kind));
+    case ReduceKind::max: return f.template operator()<ReduceKind::max>(reduce_init(kind));
+    case ReduceKind::min: return f.template operator()<ReduceKind::min>(reduce_init(kind));
+  }
+}
+
 void ref_reduce(const Node& n, std::span<const Tensor* const> in, Tensor& out) {
   const Tensor& x = *in[0];
   const ReduceKind kind = n.reduce_kind();
-  const double init = kind == ReduceKind::sum   ? 0.0
-                      : kind == ReduceKind::max ? -std::numeric_limits<double>::infinity()
-                                                : std::numeric_limits<double>::infinity();
-  std::vector<double> acc(size_t(out.size()), init);
+  std::vector<double> acc(size_t(out.size()), reduce_init(kind));
   auto st = reduce_strides(x.shape(), n.attrs.dims);
   dispatch(x.dtype(), [&]<class T>() {
     const T* a = x.data<T>();
@@ -365,12 +379,8 @@ void fast_reduce(const Node& n, std::span<const Tensor* const> in, Tensor& out) 
   Runs r;
   if (x.dtype() != DType::f32 || !consecutive_runs(x.shape(), n.attrs.dims, r) || x.size() < 4096)
     return ref_reduce(n, in, out);
-  const double inf = std::numeric_limits<double>::infinity();
-  switch (n.reduce_kind()) {
-    case ReduceKind::sum: return reduce_runs<ReduceKind::sum>(x.data<float>(), out.data<float>(), r, 0.0);
-    case ReduceKind::max: return reduce_runs<ReduceKind::max>(x.data<float>(), out.data<float>(), r, -inf);
-    case ReduceKind::min: return reduce_runs<ReduceKind::min>(x.data<float>(), out.data<float>(), r, inf);
-  }
+  for_kind(n.reduce_kind(),
+           [&]<ReduceKind K>(double init) { reduce_runs<K>(x.data<float>(), out.data<float>(), r, init); });
 }
 
 void grad_reduce(GradContext& c) {
@@ -428,12 +438,7 @@ bool reduce_produced(const Shape& shape, std::span<const int64_t> dims, ReduceKi
                      const TileProducer& produce, float* out) {
   Runs r;
   if (!consecutive_runs(shape, dims, r) || r.len > kTileElements || r.inner > kTileElements) return false;
-  const double inf = std::numeric_limits<double>::infinity();
-  switch (kind) {
-    case ReduceKind::sum: reduce_produced_runs<ReduceKind::sum>(r, align, produce, out, 0.0); break;
-    case ReduceKind::max: reduce_produced_runs<ReduceKind::max>(r, align, produce, out, -inf); break;
-    case ReduceKind::min: reduce_produced_runs<ReduceKind::min>(r, align, produce, out, inf); break;
-  }
+  for_kind(kind, [&]<ReduceKind K>(double init) { reduce_produced_runs<K>(r, align, produce, out, init); });
   return true;
 }
 
