@@ -203,7 +203,7 @@ end
 
 -- The first example of each tensor in x: the build pass needs the shapes past the batch.
 local function first_example(x)
-  if util.is_tensor(x) then return #x.shape > 0 and x:slice {{1, 1}} or x end
+  if util.is_tensor(x) then return #x.shape > 0 and x.shape[1] > 0 and x:slice {{1, 1}} or x end
   if type(x) == "table" and getmetatable(x) == nil then
     local out = {}
     for k, v in pairs(x) do out[k] = first_example(v) end
