@@ -18,8 +18,9 @@ std::string Graph::location_of(NodeId id) const {
   return loc >= 0 ? locations[size_t(loc)] : std::string();
 }
 
-NodeId Graph::add(Op op, Operands in, Attrs attrs) {
-  Node n{op, DType::f32, {}, std::move(in), std::move(attrs), current_loc};
+NodeId Graph::add(Op op, Operands in, Attrs attrs, Shape shape) {
+  Node n{op, DType::f32, shape_is_attribute(op) ? std::move(shape) : Shape{}, std::move(in), std::move(attrs),
+         current_loc};
   // Shape rules read their operands by position: the count comes first.
   if (std::string e = operand_count_problem(op, n.in.size()); !e.empty()) throw Error(e);
   for (NodeId i : n.in)
@@ -34,9 +35,8 @@ NodeId Graph::add(Op op, Operands in, Attrs attrs) {
 NodeId Graph::parameter(DType t, Shape s) {
   Attrs a;
   a.to = t;
-  a.dims = std::move(s);
   a.axis = int64_t(params.size());
-  NodeId id = add(Op::parameter, {}, std::move(a));
+  NodeId id = add(Op::parameter, {}, std::move(a), std::move(s));
   params.push_back(id);
   return id;
 }
@@ -70,9 +70,8 @@ NodeId Graph::full(DType t, const Shape& s, double v) {
 NodeId Graph::iota(DType t, Shape s, int64_t axis) {
   Attrs a;
   a.to = t;
-  a.dims = std::move(s);
   a.axis = axis;
-  return add(Op::iota, {}, std::move(a));
+  return add(Op::iota, {}, std::move(a), std::move(s));
 }
 
 NodeId Graph::unary(Op op, NodeId x) { return add(op, {x}); }
@@ -100,7 +99,7 @@ NodeId Graph::broadcast(NodeId x, Shape s, Dims dims) {
   if (shared)
     if (auto it = memo->broadcasts.find({x, s, dims}); it != memo->broadcasts.end()) return it->second;
   Attrs a;
-  a.dims = dims;
+  a.set_dims(dims);
   a.set_dims2(s);
   NodeId id = add(Op::broadcast, {x}, std::move(a));
   if (shared) memo->broadcasts.emplace(std::tuple{x, std::move(s), std::move(dims)}, id);
@@ -109,9 +108,7 @@ NodeId Graph::broadcast(NodeId x, Shape s, Dims dims) {
 
 NodeId Graph::reshape(NodeId x, Shape s) {
   if (at(x).shape == s) return x;
-  Attrs a;
-  a.dims = std::move(s);
-  return add(Op::reshape, {x}, std::move(a));
+  return add(Op::reshape, {x}, {}, std::move(s));
 }
 
 NodeId Graph::transpose(NodeId x, Dims perm) {
@@ -119,20 +116,20 @@ NodeId Graph::transpose(NodeId x, Dims perm) {
   for (size_t i = 0; i < perm.size(); ++i) identity &= perm[i] == int64_t(i);
   if (identity && perm.size() == at(x).shape.size()) return x;
   Attrs a;
-  a.dims = std::move(perm);
+  a.set_dims(std::move(perm));
   return add(Op::transpose, {x}, std::move(a));
 }
 
 NodeId Graph::slice(NodeId x, Dims start, Dims limit) {
   Attrs a;
-  a.dims = std::move(start);
+  a.set_dims(std::move(start));
   a.set_dims2(std::move(limit));
   return add(Op::slice, {x}, std::move(a));
 }
 
 NodeId Graph::pad(NodeId x, Dims lo, Dims hi, double value) {
   Attrs a;
-  a.dims = std::move(lo);
+  a.set_dims(std::move(lo));
   a.set_dims2(std::move(hi));
   a.set_value(value);
   return add(Op::pad, {x}, std::move(a));
@@ -162,7 +159,7 @@ NodeId Graph::dot(NodeId a, NodeId b, bool ta, bool tb, std::optional<DType> to)
 NodeId Graph::reduce(NodeId x, Dims axes, ReduceKind k) {
   if (axes.empty()) return x;
   Attrs a;
-  a.dims = std::move(axes);
+  a.set_dims(std::move(axes));
   a.axis = int64_t(k);
   return add(Op::reduce, {x}, std::move(a));
 }
@@ -205,8 +202,7 @@ NodeId Graph::select_and_scatter(NodeId x, NodeId dy, Window2D win) {
 NodeId Graph::rng(NodeId key, RngKind k, Shape s) {
   Attrs a;
   a.axis = int64_t(k);
-  a.dims = std::move(s);
-  return add(Op::rng, {key}, std::move(a));
+  return add(Op::rng, {key}, std::move(a), std::move(s));
 }
 
 NodeId Graph::rng_fold(NodeId key, NodeId data) {

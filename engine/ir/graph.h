@@ -46,9 +46,9 @@ struct Node {
   Window2D window() const { return window_of(attrs); }               // conv, reduce_window, ...
   int64_t groups() const { return attrs.axis; }                      // conv, conv_filter_grad: feature groups
   const Shape& broadcast_shape() const { return attrs.dims2(); }     // broadcast
-  const Dims& slice_start() const { return attrs.dims; }             // slice
+  const Dims& slice_start() const { return attrs.dims(); }             // slice
   const Dims& slice_limit() const { return attrs.dims2(); }
-  const Dims& pad_lo() const { return attrs.dims; }                  // pad
+  const Dims& pad_lo() const { return attrs.dims(); }                  // pad
   const Dims& pad_hi() const { return attrs.dims2(); }
 };
 
@@ -67,8 +67,10 @@ class Graph {
   int32_t intern_location(const std::string& where);
   std::string location_of(NodeId id) const;
 
-  // Generic append: runs the shape rule, throws tpu::Error on mismatch.
-  NodeId add(Op op, Operands in, Attrs attrs = {});
+  // Generic append: runs the shape rule, throws tpu::Error on mismatch. `shape` is the result's
+  // shape for the ops that take it as an attribute (shape_is_attribute); other ops' rules make
+  // their own.
+  NodeId add(Op op, Operands in, Attrs attrs = {}, Shape shape = {});
 
   // Builders (thin wrappers over add).
   NodeId parameter(DType t, Shape s);

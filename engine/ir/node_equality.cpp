@@ -22,7 +22,7 @@ bool same_literal(const Attrs& a, const Attrs& b) {
 bool same_node(const Node& a, const Node& b) {
   if (a.op != b.op || a.dtype != b.dtype || a.shape != b.shape || a.in != b.in) return false;
   const Attrs &x = a.attrs, &y = b.attrs;
-  return x.dims == y.dims && x.dims2() == y.dims2() && x.axis == y.axis &&
+  return x.dims() == y.dims() && x.dims2() == y.dims2() && x.axis == y.axis &&
          x.transpose_lhs == y.transpose_lhs && x.transpose_rhs == y.transpose_rhs && x.value() == y.value() &&
          x.to == y.to && x.body() == y.body() && same_literal(x, y) &&
          (x.window() && y.window() ? *x.window() == *y.window() : x.window() == y.window());
@@ -31,7 +31,9 @@ bool same_node(const Node& a, const Node& b) {
 size_t hash_node(const Node& n) {
   size_t h = hash_mix(size_t(n.op), size_t(n.dtype));
   for (NodeId i : n.in) h = hash_mix(h, size_t(i));
-  for (int64_t d : n.attrs.dims) h = hash_mix(h, size_t(d));
+  for (int64_t d : n.attrs.dims()) h = hash_mix(h, size_t(d));
+  if (shape_is_attribute(n.op))  // two reshapes of one operand differ by their shape alone
+    for (int64_t d : n.shape) h = hash_mix(h, size_t(d));
   for (int64_t d : n.attrs.dims2()) h = hash_mix(h, size_t(d));
   h = hash_mix(h, size_t(n.attrs.axis));
   if (const Window2D* w = n.attrs.window())

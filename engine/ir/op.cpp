@@ -43,6 +43,11 @@ std::string operand_count_problem(Op op, size_t given) {
   return std::string(op_name(op)) + " takes " + wanted + ", given " + std::to_string(given);
 }
 
+const Dims& Attrs::dims() const {
+  static const Dims none;
+  return rare_ ? rare_->dims : none;
+}
+
 const Dims& Attrs::dims2() const {
   static const Dims none;
   return rare_ ? rare_->dims2 : none;
@@ -65,12 +70,12 @@ RareAttrs& Attrs::own_rare() {
 }
 
 bool Attrs::operator==(const Attrs& o) const {
-  if (dims != o.dims || axis != o.axis || transpose_lhs != o.transpose_lhs || transpose_rhs != o.transpose_rhs ||
+  if (axis != o.axis || transpose_lhs != o.transpose_lhs || transpose_rhs != o.transpose_rhs ||
       to != o.to)
     return false;
   if (rare_ == o.rare_) return true;
   const bool same_window = window() && o.window() ? *window() == *o.window() : window() == o.window();
-  return same_window && dims2() == o.dims2() && value() == o.value() && literal() == o.literal() && body() == o.body();
+  return same_window && dims() == o.dims() && dims2() == o.dims2() && value() == o.value() && literal() == o.literal() && body() == o.body();
 }
 
 }  // namespace tpu

@@ -34,6 +34,11 @@ bool parse_op(std::string_view s, Op& out);
 // "" when `given` operands suit `op` (ops.def), otherwise the problem, e.g.
 // "reshape takes 1 operand, given 0".
 std::string operand_count_problem(Op op, size_t given);
+// The ops whose result shape is an attribute (parameter, iota, reshape, rng): the node's own
+// shape, given to Graph::add, and checked by the shape rule rather than made by it.
+constexpr bool shape_is_attribute(Op op) {
+  return op == Op::parameter || op == Op::iota || op == Op::reshape || op == Op::rng;
+}
 
 enum class Cmp : uint8_t { lt, le, gt, ge, eq, ne };
 enum class ReduceKind : uint8_t { sum, max, min };
@@ -56,6 +61,7 @@ struct Window2D {
 // The attributes only a few ops carry: out of line, shared by the copies of a node (graph
 // nodes are many, and most carry none of these).
 struct RareAttrs {
+  Dims dims;                              // axes / permutation / broadcast dims / slice start / pad low
   Dims dims2;                             // broadcast: its shape; slice: limit; pad: high padding
   Window2D window;                        // the windowed ops (has_window)
   bool has_window = false;
@@ -67,17 +73,20 @@ struct RareAttrs {
 // Attributes, interpreted per op (documented on each op's builder in ir/graph.h); read them
 // through Node's typed accessors (ir/graph.h), which say what each field means for an op.
 struct Attrs {
-  Dims dims;   // axes / permutation / broadcast dims / slice start / pad low
   // concat, argmax, iota: an axis; parameter: its index; compare: a Cmp; reduce: a
   // ReduceKind; reduce_window: a WindowKind; rng: an RngKind; all_reduce: 1 for the mean;
   // conv, conv_filter_grad: the feature group count (1: one group).
   int64_t axis = 0;
 
+  const Dims& dims() const;  // see RareAttrs
   const Dims& dims2() const;
   double value() const { return rare_ ? rare_->value : 0; }
   const std::shared_ptr<const Tensor>& literal() const;
   const std::shared_ptr<const Graph>& body() const;
   const Window2D* window() const { return rare_ && rare_->has_window ? &rare_->window : nullptr; }
+  void set_dims(Dims d) {
+    if (!d.empty() || rare_) own_rare().dims = std::move(d);
+  }
   void set_dims2(Dims d) { own_rare().dims2 = std::move(d); }
   void set_window(const Window2D& w) { own_rare().window = w, rare_->has_window = true; }
   void set_value(double v) { own_rare().value = v; }

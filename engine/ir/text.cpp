@@ -63,9 +63,9 @@ AxisKey axis_key(Op op) {
 }
 
 // Attributes that repeat the node's own type, left out of the text (the parser fills them
-// in from the type, and takes them when given): a parameter's and an iota's shape and dtype,
-// a broadcast's and a reshape's shape.
-bool dims_from_type(Op op) { return op == Op::parameter || op == Op::iota || op == Op::reshape; }
+// in from the type, and takes them when given): a parameter's and an iota's dtype, a
+// broadcast's shape. The ops whose shape is an attribute (shape_is_attribute) read it from the
+// type; a `dims=` on them (older texts wrote it) must repeat it.
 bool to_from_type(Op op) { return op == Op::parameter || op == Op::iota; }
 
 // The names of dims and dims2 for op.
@@ -90,7 +90,7 @@ std::string attrs_text(const Node& n) {
   const Attrs& a = n.attrs;
   const auto [dims_key, dims2_key] = dims_keys(n.op);
   std::string s;
-  if (!a.dims.empty() && !dims_from_type(n.op)) s += " " + std::string(dims_key) + "=" + list(a.dims);
+  if (!a.dims().empty()) s += " " + std::string(dims_key) + "=" + list(a.dims());
   if (!a.dims2().empty() && !dims2_key.empty()) s += " " + std::string(dims2_key) + "=" + list(a.dims2());
   if (a.window()) s += " window={" + window_text(*a.window()) + "}";
   s += axis_text(n);
@@ -303,7 +303,9 @@ bool windowed(Op op) {
 
 void parse_attr(LineParser& p, std::string_view key, Attrs& a, Op op, DType type, const Shape& shape) {
   const auto [dims_key, dims2_key] = dims_keys(op);
-  if (key == dims_key) a.dims = p.int_list();
+  if (key == dims_key && shape_is_attribute(op)) {
+    if (p.int_list() != shape) p.fail("dims= does not repeat the type's shape for " + std::string(op_name(op)));
+  } else if (key == dims_key) a.set_dims(p.int_list());
   else if (key == dims2_key && !dims2_key.empty()) a.set_dims2(p.int_list());
   else if (key == axis_key(op).key) a.axis = parse_axis_value(p, op);
   else if (key == "window" && windowed(op)) a.set_window(parse_window(p));
@@ -316,7 +318,6 @@ void parse_attr(LineParser& p, std::string_view key, Attrs& a, Op op, DType type
 // The attributes the text leaves out because they repeat the node's type.
 Attrs attrs_from_type(Op op, DType type, const Shape& shape) {
   Attrs a;
-  if (dims_from_type(op)) a.dims = shape;
   if (to_from_type(op)) a.to = type;
   a.axis = default_axis(op);
   if (op == Op::broadcast) a.set_dims2(shape);
@@ -375,7 +376,7 @@ void parse_node(Graph& g, LineParser& p, Lines& lines) {
   g.current_loc = where.empty() ? -1 : g.intern_location(where);
   NodeId made;
   try {
-    made = g.add(op, std::move(in), std::move(a));
+    made = g.add(op, std::move(in), std::move(a), shape);
   } catch (const Error& e) {
     p.fail(e.what());
   }

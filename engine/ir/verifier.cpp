@@ -11,7 +11,7 @@ std::string verify_graph(const Graph& g) {
     for (NodeId i : n.in)
       if (i < 0 || size_t(i) >= id) return "%" + std::to_string(id) + " uses %" + std::to_string(i) + " before it is defined";
     if (std::string e = operand_count_problem(n.op, n.in.size()); !e.empty()) return "%" + std::to_string(id) + ": " + e;
-    Node check{n.op, DType::f32, {}, n.in, n.attrs, n.loc};
+    Node check{n.op, DType::f32, shape_is_attribute(n.op) ? n.shape : Shape{}, n.in, n.attrs, n.loc};
     std::string e = op_info(n.op).shape(g, check);
     if (!e.empty()) return "%" + std::to_string(id) + ": " + e;
     if (check.dtype != n.dtype || check.shape != n.shape)

@@ -124,12 +124,12 @@ Cost cost_dot(const Graph& g, const Node& n) {
 // ---- reduce over a sorted axis list ----
 std::string shape_reduce(const Graph& g, Node& n) {
   const Node& x = g.at(n.in.at(0));
-  if (!valid_axes(n.attrs.dims, x.shape.size()) || n.attrs.axis < 0 || n.attrs.axis > 2)
-    return "reduce: bad axes " + shape_str(n.attrs.dims) + " for " + type_of(g, n.in[0]);
+  if (!valid_axes(n.attrs.dims(), x.shape.size()) || n.attrs.axis < 0 || n.attrs.axis > 2)
+    return "reduce: bad axes " + shape_str(n.attrs.dims()) + " for " + type_of(g, n.in[0]);
   if (x.dtype == DType::boolean) return "reduce is not defined on bool; cast to i32 first";
   n.dtype = x.dtype;
   for (size_t i = 0; i < x.shape.size(); ++i)
-    if (std::find(n.attrs.dims.begin(), n.attrs.dims.end(), int64_t(i)) == n.attrs.dims.end())
+    if (std::find(n.attrs.dims().begin(), n.attrs.dims().end(), int64_t(i)) == n.attrs.dims().end())
       n.shape.push_back(x.shape[i]);
   return "";
 }
@@ -184,7 +184,7 @@ void ref_reduce(const Node& n, std::span<const Tensor* const> in, Tensor& out) {
   const Tensor& x = *in[0];
   const ReduceKind kind = n.reduce_kind();
   std::vector<double> acc(size_t(out.size()), reduce_init(kind));
-  auto st = reduce_strides(x.shape(), n.attrs.dims);
+  auto st = reduce_strides(x.shape(), n.attrs.dims());
   dispatch(x.dtype(), [&]<class T>() {
     const T* a = x.data<T>();
     for_each_mapped(x.shape(), st, [&](int64_t i, int64_t o) {
@@ -377,7 +377,7 @@ void reduce_produced_runs(const Runs& r, int64_t align, const TileProducer& prod
 void fast_reduce(const Node& n, std::span<const Tensor* const> in, Tensor& out) {
   const Tensor& x = *in[0];
   Runs r;
-  if (x.dtype() != DType::f32 || !consecutive_runs(x.shape(), n.attrs.dims, r) || x.size() < 4096)
+  if (x.dtype() != DType::f32 || !consecutive_runs(x.shape(), n.attrs.dims(), r) || x.size() < 4096)
     return ref_reduce(n, in, out);
   for_kind(n.reduce_kind(),
            [&]<ReduceKind K>(double init) { reduce_runs<K>(x.data<float>(), out.data<float>(), r, init); });
@@ -388,7 +388,7 @@ void grad_reduce(GradContext& c) {
   const Node& x = g.at(c.in(0));
   std::vector<int64_t> kept;
   for (int64_t i = 0; i < int64_t(x.shape.size()); ++i)
-    if (std::find(c.n().attrs.dims.begin(), c.n().attrs.dims.end(), i) == c.n().attrs.dims.end()) kept.push_back(i);
+    if (std::find(c.n().attrs.dims().begin(), c.n().attrs.dims().end(), i) == c.n().attrs.dims().end()) kept.push_back(i);
   NodeId spread = g.broadcast(c.out_grad, x.shape, kept);
   if (c.n().reduce_kind() == ReduceKind::sum) return c.give(0, spread);
   NodeId hit = g.compare(Cmp::eq, c.in(0), g.broadcast(c.node, x.shape, kept));

@@ -66,7 +66,7 @@ void broadcast_block_typed(const Node& b, const Tensor& src, int64_t start, int6
     return;
   }
   const Shape& out = b.shape;
-  const auto& dims = b.attrs.dims;
+  const auto& dims = b.attrs.dims();
   const size_t r = out.size(), k = dims.size();
   bool trailing = true, leading = true;
   for (size_t i = 0; i < k; ++i) {
@@ -198,12 +198,12 @@ Cost cost_fusion(const Graph& g, const Node& n) {
   return c;
 }
 
-// ---- reduce_fusion: the body's result reduced over attrs.dims (kind attrs.axis) ----
+// ---- reduce_fusion: the body's result reduced over attrs.dims() (kind attrs.axis) ----
 
 // The reduce the body's result goes through, as a node of its own.
 Node reduce_of(const Node& n) {
   Node r{Op::reduce, n.dtype, n.shape, {}, {}, n.loc};
-  r.attrs.dims = n.attrs.dims;
+  r.attrs.set_dims(n.attrs.dims());
   r.attrs.axis = n.attrs.axis;
   return r;
 }
@@ -213,11 +213,11 @@ const Shape& reduced_shape(const Node& n) { return body_of(n).at(body_of(n).outp
 std::string shape_reduce_fusion(const Graph& g, Node& n) {
   if (std::string problem = shape_fusion(g, n); !problem.empty()) return "reduce_" + problem;
   if (n.dtype != DType::f32) return "reduce_fusion: the body's result is " + type_str(n.dtype, n.shape) + ", not f32";
-  if (!valid_axes(n.attrs.dims, n.shape.size()) || n.attrs.axis < 0 || n.attrs.axis > 2)
-    return "reduce_fusion: bad axes " + shape_str(n.attrs.dims) + " for the body's " + type_str(n.dtype, n.shape);
+  if (!valid_axes(n.attrs.dims(), n.shape.size()) || n.attrs.axis < 0 || n.attrs.axis > 2)
+    return "reduce_fusion: bad axes " + shape_str(n.attrs.dims()) + " for the body's " + type_str(n.dtype, n.shape);
   Shape kept;
   for (size_t i = 0; i < n.shape.size(); ++i)
-    if (std::find(n.attrs.dims.begin(), n.attrs.dims.end(), int64_t(i)) == n.attrs.dims.end()) kept.push_back(n.shape[i]);
+    if (std::find(n.attrs.dims().begin(), n.attrs.dims().end(), int64_t(i)) == n.attrs.dims().end()) kept.push_back(n.shape[i]);
   n.shape = kept;
   return "";
 }
@@ -235,7 +235,7 @@ void ref_reduce_fusion(const Node& n, std::span<const Tensor* const> in, Tensor&
 void fast_reduce_fusion(const Node& n, std::span<const Tensor* const> in, Tensor& out) {
   const FusionProgram* p = fusion_program(n);
   const TileProducer produce = [&](int64_t begin, int64_t end, float* dst) { p->run_into(in, dst, begin, end); };
-  if (p && reduce_produced(reduced_shape(n), n.attrs.dims, n.reduce_kind(), kFusionChunk, produce, out.data<float>()))
+  if (p && reduce_produced(reduced_shape(n), n.attrs.dims(), n.reduce_kind(), kFusionChunk, produce, out.data<float>()))
     return;
   Tensor operand(DType::f32, reduced_shape(n));
   fast_fusion(n, in, operand);

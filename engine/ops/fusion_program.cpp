@@ -42,7 +42,7 @@ Gather gather_of(const Node& b, const Shape& src) {
   for (int d = m.rank; d-- > 0;) m.shape[d] = b.shape[size_t(d)], m.out_stride[d] = stride, stride *= b.shape[size_t(d)];
   stride = 1;
   for (size_t k = src.size(); k-- > 0;) {
-    m.src_stride[b.attrs.dims[k]] = src[k] == 1 ? 0 : stride;
+    m.src_stride[b.attrs.dims()[k]] = src[k] == 1 ? 0 : stride;
     stride *= src[k];
   }
   return m;
@@ -66,7 +66,7 @@ std::optional<Instr> broadcast_instr(const Graph& body, const Node& b, int32_t d
   const int64_t src_n = num_elements(src.shape), out_n = num_elements(b.shape);
   if (src_n == 1) return in;
   if (is_bool(src) || src_n == 0 || out_n == 0) return std::nullopt;  // empty: the plain kernel
-  const auto& dims = b.attrs.dims;
+  const auto& dims = b.attrs.dims();
   const size_t r = b.shape.size(), k = dims.size();
   bool trailing = true, leading = true;
   for (size_t i = 0; i < k; ++i) {

@@ -18,10 +18,9 @@ std::string dims_str(std::span<const int64_t> d) { return shape_str(d); }
 
 // ---- leaves ----
 std::string shape_parameter(const Graph&, Node& n) {
-  for (int64_t d : n.attrs.dims)
-    if (d < 0) return "parameter: negative dimension in " + dims_str(n.attrs.dims);
+  for (int64_t d : n.shape)
+    if (d < 0) return std::string(op_name(n.op)) + ": negative dimension in " + dims_str(n.shape);
   n.dtype = n.attrs.to;
-  n.shape = n.attrs.dims;
   return "";
 }
 std::string shape_constant(const Graph&, Node& n) {
@@ -52,7 +51,7 @@ Cost cost_free(const Graph&, const Node&) { return {}; }
 // ---- broadcast: operand dim i becomes output dim dims[i]; other output dims repeat ----
 std::string shape_broadcast(const Graph& g, Node& n) {
   const Node& x = g.at(n.in.at(0));
-  const auto& dims = n.attrs.dims;
+  const auto& dims = n.attrs.dims();
   const Shape& to = n.broadcast_shape();
   bool ok = dims.size() == x.shape.size() && valid_axes(dims, to.size());
   for (size_t i = 0; ok && i < dims.size(); ++i) ok = x.shape[i] == to[size_t(dims[i])];
@@ -64,7 +63,7 @@ std::string shape_broadcast(const Graph& g, Node& n) {
 void ref_broadcast(const Node& n, std::span<const Tensor* const> in, Tensor& out) {
   auto xs = strides_of(in[0]->shape());
   std::vector<int64_t> src(n.shape.size(), 0);
-  for (size_t i = 0; i < n.attrs.dims.size(); ++i) src[size_t(n.attrs.dims[i])] = xs[i];
+  for (size_t i = 0; i < n.attrs.dims().size(); ++i) src[size_t(n.attrs.dims()[i])] = xs[i];
   auto dst = strides_of(n.shape);
   dispatch(out.dtype(), [&]<class T>() { copy_strided(out.data<T>(), dst, in[0]->data<T>(), src, n.shape); });
 }
@@ -72,7 +71,7 @@ void grad_broadcast(GradContext& c) {
   const Node& n = c.n();
   std::vector<int64_t> axes;
   for (int64_t d = 0; d < int64_t(n.shape.size()); ++d)
-    if (std::find(n.attrs.dims.begin(), n.attrs.dims.end(), d) == n.attrs.dims.end()) axes.push_back(d);
+    if (std::find(n.attrs.dims().begin(), n.attrs.dims().end(), d) == n.attrs.dims().end()) axes.push_back(d);
   c.give(0, c.g.reduce(c.out_grad, axes, ReduceKind::sum));
 }
 
@@ -80,11 +79,10 @@ void grad_broadcast(GradContext& c) {
 std::string shape_reshape(const Graph& g, Node& n) {
   const Node& x = g.at(n.in.at(0));
   // shape_problem first: it rules out negative dims and products that overflow.
-  if (!shape_problem(n.attrs.dims).empty() || num_elements(x.shape) != num_elements(n.attrs.dims))
+  if (!shape_problem(n.shape).empty() || num_elements(x.shape) != num_elements(n.shape))
     return "cannot reshape " + type_of(g, n.in[0]) + " (" + std::to_string(num_elements(x.shape)) +
-           " elements) to " + dims_str(n.attrs.dims);
+           " elements) to " + dims_str(n.shape);
   n.dtype = x.dtype;
-  n.shape = n.attrs.dims;
   return "";
 }
 void ref_copy(const Node&, std::span<const Tensor* const> in, Tensor& out) {
@@ -95,19 +93,19 @@ void grad_reshape(GradContext& c) { c.give(0, c.g.reshape(c.out_grad, c.g.at(c.i
 // ---- transpose: output dim i is operand dim perm[i] ----
 std::string shape_transpose(const Graph& g, Node& n) {
   const Node& x = g.at(n.in.at(0));
-  auto sorted = n.attrs.dims;
+  auto sorted = n.attrs.dims();
   std::sort(sorted.begin(), sorted.end());
   bool ok = sorted.size() == x.shape.size();
   for (size_t i = 0; ok && i < sorted.size(); ++i) ok = sorted[i] == int64_t(i);
-  if (!ok) return "transpose: " + dims_str(n.attrs.dims) + " is not a permutation of the dims of " + type_of(g, n.in[0]);
+  if (!ok) return "transpose: " + dims_str(n.attrs.dims()) + " is not a permutation of the dims of " + type_of(g, n.in[0]);
   n.dtype = x.dtype;
-  for (int64_t p : n.attrs.dims) n.shape.push_back(x.shape[size_t(p)]);
+  for (int64_t p : n.attrs.dims()) n.shape.push_back(x.shape[size_t(p)]);
   return "";
 }
 void ref_transpose(const Node& n, std::span<const Tensor* const> in, Tensor& out) {
   auto xs = strides_of(in[0]->shape());
   std::vector<int64_t> src;
-  for (int64_t p : n.attrs.dims) src.push_back(xs[size_t(p)]);
+  for (int64_t p : n.attrs.dims()) src.push_back(xs[size_t(p)]);
   auto dst = strides_of(n.shape);
   dispatch(out.dtype(), [&]<class T>() { copy_strided(out.data<T>(), dst, in[0]->data<T>(), src, n.shape); });
 }
@@ -162,7 +160,7 @@ void transpose_tiles(const T* x, T* out, int64_t batch, int64_t rows, int64_t co
 }
 
 void fast_transpose(const Node& n, std::span<const Tensor* const> in, Tensor& out) {
-  const auto& perm = n.attrs.dims;
+  const auto& perm = n.attrs.dims();
   const size_t r = perm.size();
   bool swaps_last_two = r >= 2 && perm[r - 1] == int64_t(r - 2) && perm[r - 2] == int64_t(r - 1);
   for (size_t i = 0; swaps_last_two && i + 2 < r; ++i) swaps_last_two = perm[i] == int64_t(i);
@@ -173,7 +171,7 @@ void fast_transpose(const Node& n, std::span<const Tensor* const> in, Tensor& ou
 }
 
 void grad_transpose(GradContext& c) {
-  const auto& perm = c.n().attrs.dims;
+  const auto& perm = c.n().attrs.dims();
   std::vector<int64_t> inverse(perm.size());
   for (size_t i = 0; i < perm.size(); ++i) inverse[size_t(perm[i])] = int64_t(i);
   c.give(0, c.g.transpose(c.out_grad, inverse));
@@ -194,7 +192,7 @@ std::string shape_slice(const Graph& g, Node& n) {
 void ref_slice(const Node& n, std::span<const Tensor* const> in, Tensor& out) {
   auto xs = strides_of(in[0]->shape());
   int64_t offset = 0;
-  for (size_t i = 0; i < xs.size(); ++i) offset += n.attrs.dims[i] * xs[i];
+  for (size_t i = 0; i < xs.size(); ++i) offset += n.attrs.dims()[i] * xs[i];
   auto dst = strides_of(n.shape);
   dispatch(out.dtype(), [&]<class T>() {
     copy_strided(out.data<T>(), dst, in[0]->data<T>() + offset, xs, n.shape);
@@ -225,7 +223,7 @@ std::string shape_pad(const Graph& g, Node& n) {
 void place_padded(const Node& n, const Tensor& x, Tensor& out) {
   auto dst = strides_of(n.shape);
   int64_t offset = 0;
-  for (size_t i = 0; i < dst.size(); ++i) offset += n.attrs.dims[i] * dst[i];
+  for (size_t i = 0; i < dst.size(); ++i) offset += n.attrs.dims()[i] * dst[i];
   auto src = strides_of(x.shape());
   dispatch(out.dtype(), [&]<class T>() { copy_strided(out.data<T>() + offset, dst, x.data<T>(), src, x.shape()); });
 }
@@ -242,8 +240,8 @@ void grad_pad(GradContext& c) {
   const Node& n = c.n();
   const Shape& xs = c.g.at(c.in(0)).shape;
   Dims hi;
-  for (size_t i = 0; i < xs.size(); ++i) hi.push_back(n.attrs.dims[i] + xs[i]);
-  c.give(0, c.g.slice(c.out_grad, n.attrs.dims, hi));
+  for (size_t i = 0; i < xs.size(); ++i) hi.push_back(n.attrs.dims()[i] + xs[i]);
+  c.give(0, c.g.slice(c.out_grad, n.attrs.dims(), hi));
 }
 
 // ---- concat along axis ----

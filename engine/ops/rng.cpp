@@ -21,11 +21,13 @@ std::string shape_rng(const Graph& g, Node& n) {
   if (n.in.size() != (fold ? 2u : 1u) || (fold && g.at(n.in[1]).dtype != DType::i32))
     return fold ? "rng fold needs a key i32[2] and i32 data, got " + operands_str(g, n)
                 : "rng takes only a key, got " + operands_str(g, n);
-  for (int64_t d : n.attrs.dims)
-    if (d < 0) return "rng: negative dimension in " + shape_str(n.attrs.dims);
   n.dtype = kind_of(n) == RngKind::bits || fold ? DType::i32 : DType::f32;
-  n.shape = fold ? g.at(n.in[1]).shape : n.attrs.dims;
-  if (fold) n.shape.push_back(2);
+  if (fold) {
+    n.shape = g.at(n.in[1]).shape;
+    n.shape.push_back(2);
+  }
+  for (int64_t d : n.shape)
+    if (d < 0) return "rng: negative dimension in " + shape_str(n.shape);
   return "";
 }
 

@@ -60,14 +60,14 @@ NodeId transpose_chain(Graph& g, const Node& n) {
   if (n.op != Op::transpose || g.at(n.in[0]).op != Op::transpose) return -1;
   const Node& inner = g.at(n.in[0]);
   std::vector<int64_t> perm;  // out dim i = inner dim n.perm[i] = x dim inner.perm[n.perm[i]]
-  for (int64_t p : n.attrs.dims) perm.push_back(inner.attrs.dims[size_t(p)]);
+  for (int64_t p : n.attrs.dims()) perm.push_back(inner.attrs.dims()[size_t(p)]);
   return g.transpose(inner.in[0], perm);
 }
 NodeId broadcast_chain(Graph& g, const Node& n) {
   if (n.op != Op::broadcast || g.at(n.in[0]).op != Op::broadcast) return -1;
   const Node& inner = g.at(n.in[0]);
   std::vector<int64_t> dims;  // x dim i -> inner dim inner.dims[i] -> out dim n.dims[...]
-  for (int64_t d : inner.attrs.dims) dims.push_back(n.attrs.dims[size_t(d)]);
+  for (int64_t d : inner.attrs.dims()) dims.push_back(n.attrs.dims()[size_t(d)]);
   return g.broadcast(inner.in[0], n.shape, dims);
 }
 
@@ -76,7 +76,7 @@ NodeId broadcast_chain(Graph& g, const Node& n) {
 // gradient, is not made.
 NodeId negation_out_of_sum(Graph& g, const Node& n) {
   if (n.op != Op::reduce || n.reduce_kind() != ReduceKind::sum || g.at(n.in[0]).op != Op::neg) return -1;
-  return g.unary(Op::neg, g.reduce(g.at(n.in[0]).in[0], n.attrs.dims, ReduceKind::sum));
+  return g.unary(Op::neg, g.reduce(g.at(n.in[0]).in[0], n.attrs.dims(), ReduceKind::sum));
 }
 
 // conv(pad(x) with zeros around its rows and columns) -> conv(x) with the padding in its

@@ -27,10 +27,11 @@ bool reads_weight_transposed(const Graph& g, const Node& n) {
 // transpose(w) with the last two dims swapped: its shape rule reads w at `w` in g (not moved
 // yet), the node itself reads `reads` (where w moves to).
 Node transposed(const Graph& g, NodeId w, NodeId reads, int32_t loc) {
+  Dims perm(g.at(w).shape.size());
+  for (size_t i = 0; i < perm.size(); ++i) perm[i] = int64_t(i);
+  std::swap(perm[perm.size() - 1], perm[perm.size() - 2]);
   Attrs a;
-  a.dims.resize(g.at(w).shape.size());
-  for (size_t i = 0; i < a.dims.size(); ++i) a.dims[i] = int64_t(i);
-  std::swap(a.dims[a.dims.size() - 1], a.dims[a.dims.size() - 2]);
+  a.set_dims(std::move(perm));
   Node t{Op::transpose, DType::f32, {}, {w}, std::move(a), loc};
   if (std::string problem = op_info(Op::transpose).shape(g, t); !problem.empty()) throw Error(problem);
   t.in[0] = reads;

@@ -195,7 +195,7 @@ class Outliner {
     NodeId made;
     const Node& n = g_.at(id);
     if (gr_.of[size_t(id)] == kRecomputed || (gr_.of[size_t(id)] != group && clonable(g_, id))) {
-      made = body_.add(n.op, local_inputs(id, group), n.attrs);
+      made = body_.add(n.op, local_inputs(id, group), n.attrs, n.shape);
     } else {
       made = body_.parameter(n.dtype, n.shape);
       inputs_->push_back(id);
@@ -273,7 +273,7 @@ PassResult elementwise_fusion(Graph g) {
     const int32_t grp = gr.of[size_t(n)];
     if (const int32_t body = d.reduced[size_t(n)]; body >= 0) {
       Outlined& o = outlined[size_t(body)];
-      o.attrs.dims = g.at(n).attrs.dims;
+      o.attrs.set_dims(g.at(n).attrs.dims());
       o.attrs.axis = g.at(n).attrs.axis;
       place(rw, n, Op::reduce_fusion, o, g.at(n).loc);
       changed = true;

@@ -11,7 +11,7 @@ namespace {
 // those dirtied lines go back to memory before the source is freed.
 Node take_from(Node& n) {
   const bool owns_heap =
-      n.attrs.has_rare() || !n.shape.is_inline() || !n.in.is_inline() || !n.attrs.dims.is_inline();
+      n.attrs.has_rare() || !n.shape.is_inline() || !n.in.is_inline();
   if (owns_heap) return std::move(n);
   return n;
 }

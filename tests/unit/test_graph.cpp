@@ -122,11 +122,13 @@ TEST_CASE("attribute lists of the wrong length or size are errors, not crashes")
   CHECK(parse_error("%1 = pad f32[2,3] %0 lo=[0] hi=[0]").find("does not fit") != std::string::npos);
   CHECK(parse_error("%1 = broadcast f32[2,3] %0 dims=[0]").find("cannot broadcast") != std::string::npos);
   CHECK(parse_error("%1 = reduce f32[] %0 dims=[0,1,2]").find("bad axes") != std::string::npos);
-  CHECK(parse_error("%1 = reshape f32[6] %0 dims=[-1,-6]").find("cannot reshape") != std::string::npos);
+  CHECK(parse_error("%1 = reshape f32[-1,-6] %0").find("cannot reshape") != std::string::npos);
   // Products and sums that would overflow int64 are refused before they are computed.
-  CHECK(parse_error("%1 = reshape f32[6] %0 dims=[4294967296,4294967296,6]").find("cannot reshape") != std::string::npos);
+  CHECK(parse_error("%1 = reshape f32[4294967296,4294967296,6] %0").find("cannot reshape") != std::string::npos);
   CHECK(parse_error("%1 = pad f32[2,3] %0 lo=[0,0] hi=[0,9223372036854775807]").find("does not fit") != std::string::npos);
-  CHECK(parse_error("%1 = parameter f32[2] dims=[4294967296,4294967296]").find("is too large: a tensor has fewer than 2^40 elements") != std::string::npos);
+  CHECK(parse_error("%1 = parameter f32[4294967296,4294967296]").find("is too large: a tensor has fewer than 2^40 elements") != std::string::npos);
+  // A shape that is an attribute is the type's: a dims= (older texts wrote one) repeats it.
+  CHECK(parse_error("%1 = rng f32[3,2] %0 dims=[2,3] kind=uniform").find("dims= does not repeat the type's shape for rng") != std::string::npos);
   const std::string x4 = "%1 = parameter f32[1,4,4,1] dims=[1,4,4,1]\n";
   CHECK(parse_error(x4 + "%2 = reduce_window f32[1,4,4,1] %1 kind=max").find("bad window") != std::string::npos);
   CHECK(parse_error(x4 + "%2 = reduce_window f32[1,4,4,1] %1 window={size=0x1}").find("bad window attributes size=0x1") !=

@@ -75,7 +75,7 @@ NodeId reduced_chain(Graph& g, const std::vector<NodeId>& x, std::vector<int64_t
   body->outputs = {body->binary(Op::add, t, body->full(DType::f32, shape, 0.5))};
   Attrs a;
   a.set_body(body);
-  a.dims = Dims(dims);
+  a.set_dims(Dims(dims));
   a.axis = int64_t(kind);
   return g.add(Op::reduce_fusion, {x[0], x[1]}, a);
 }

@@ -240,7 +240,7 @@ TEST_CASE("elementwise fusion puts a result only a reduce reads into that reduce
   const Node& fused = r.graph.at(2);
   CHECK(fused.shape == Shape{64});
   CHECK(fused.reduce_kind() == ReduceKind::sum);
-  CHECK(fused.attrs.dims == Dims{0});
+  CHECK(fused.attrs.dims() == Dims{0});
   CHECK(fused.attrs.body()->at(fused.attrs.body()->outputs[0]).op == Op::mul);
   // The same numbers as the graph before the pass.
   std::vector<Tensor> args = {Tensor(DType::f32, {8, 64}), Tensor(DType::f32, {64})};
