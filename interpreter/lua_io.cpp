@@ -29,7 +29,7 @@ const Tensor& saveable(lua_State* L, int index, const std::string& path, const s
   LuaTensor* t = test_tensor(L, index);
   std::string where = path + ": cannot save '" + name + "': ";
   if (!t) throw Error(where + "it is a " + luaL_typename(L, index) + ", not a tensor");
-  if (!t->donated_to.empty()) throw Error(where + "the tensor was donated to jit '" + t->donated_to + "'");
+  if (t->donated_to) throw Error(where + "the tensor was donated to jit '" + *t->donated_to + "'");
   if (t->traced()) throw Error(where + "the tensor is traced (save outside tpu.jit)");
   return t->value;
 }

@@ -21,7 +21,7 @@ std::vector<std::unique_ptr<Trace>>& trace_stack() {
   return stack;
 }
 Trace* active_trace() { return trace_stack().empty() ? nullptr : trace_stack().back().get(); }
-Trace* trace_by_id(uint64_t id) {
+Trace* trace_by_id(TraceId id) {
   for (auto& t : trace_stack())
     if (t->id == id) return t.get();
   return nullptr;
@@ -78,7 +78,7 @@ void push_tensor(lua_State* L, Tensor t) {
   pace_collector(L);
 }
 
-void push_traced(lua_State* L, uint64_t trace_id, NodeId node) {
+void push_traced(lua_State* L, TraceId trace_id, NodeId node) {
   LuaTensor* t = new_tensor(L);
   t->trace_id = trace_id;
   t->node = node;
@@ -91,8 +91,8 @@ LuaTensor* test_tensor(lua_State* L, int arg) {
 LuaTensor* check_tensor(lua_State* L, int arg) {
   LuaTensor* t = test_tensor(L, arg);
   if (!t) raise_type_error(L, arg, "tensor");
-  if (!t->donated_to.empty())
-    raise_user_error(L, "this tensor was donated to jit '" + t->donated_to +
+  if (t->donated_to)
+    raise_user_error(L, "this tensor was donated to jit '" + *t->donated_to +
                             "', which reused its buffer for a result; use the function's results instead");
   if (t->value.released())
     raise_user_error(L, "this tensor's device buffer was released by tpu.reset(); make it again after the reset "
@@ -103,7 +103,7 @@ LuaTensor* check_tensor(lua_State* L, int arg) {
 void mark_donated(LuaTensor* t, const std::string& function) {
   if (!t) return;
   t->value = Tensor();
-  t->donated_to = function.empty() ? "?" : function;
+  t->donated_to = std::make_unique<const std::string>(function.empty() ? "?" : function);
 }
 bool is_tensor(lua_State* L, int arg) { return test_tensor(L, arg) != nullptr; }
 
@@ -668,8 +668,8 @@ int l_eq(lua_State* L) {
 
 int l_tostring(lua_State* L) {
   auto* t = static_cast<LuaTensor*>(luaL_checkudata(L, 1, kTensorMeta));
-  if (!t->donated_to.empty()) {
-    lua_pushfstring(L, "Tensor<donated to jit '%s'>", t->donated_to.c_str());
+  if (t->donated_to) {
+    lua_pushfstring(L, "Tensor<donated to jit '%s'>", t->donated_to->c_str());
     return 1;
   }
   if (t->traced()) {

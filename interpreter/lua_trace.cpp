@@ -3,6 +3,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <limits>
 
 #include "autodiff/gradients.h"
 #include "core/error.h"
@@ -14,8 +15,9 @@ namespace tpu {
 
 namespace {
 
-uint64_t next_trace_id() {
-  static uint64_t id = 0;
+TraceId next_trace_id() {
+  static TraceId id = 0;
+  if (id == std::numeric_limits<TraceId>::max()) throw Error("more than 4294967295 traces in one process");
   return ++id;
 }
 
@@ -52,7 +54,7 @@ int l_trace_param(lua_State* L) {
   return 1;
 }
 
-void pop_trace(uint64_t id) {
+void pop_trace(TraceId id) {
   auto& st = trace_stack();
   if (!st.empty() && st.back()->id == id) st.pop_back();
   if (st.empty()) restart_collector_above_kb = 0;
