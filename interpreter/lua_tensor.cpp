@@ -56,10 +56,11 @@ LuaTensor* new_tensor(lua_State* L) {
 // allocated (at least kMinCollectBytes), so dead buffers add at most that to the process's peak.
 // A tensor that allocates nothing (a donated buffer reused by a step's result, a batch that is
 // a view of its data set) does not hasten one. With a small Lua heap a collection costs little
-// next to the memory it returns (bench/run.sh: the MLP fed by a pipeline peaked at 164 MiB with
-// a collection per 64 MiB or per what was in use, 134 MiB now, at the same speed).
+// next to the memory it returns (bench/tputrain_models.lua, the MLP fed by a pipeline: a peak of
+// 164 MiB with a collection per 64 MiB or per what was in use, 139 MiB per 32 MiB, 121 MiB per
+// 8 MiB, at the same speed: a collection every 8 steps there).
 namespace {
-constexpr int64_t kMinCollectBytes = int64_t(32) << 20;
+constexpr int64_t kMinCollectBytes = int64_t(8) << 20;
 int64_t allocated_at_collect = 0;
 int64_t collect_after = kMinCollectBytes;
 
