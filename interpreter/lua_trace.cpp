@@ -95,10 +95,10 @@ bool optimize_by_default() {
 }
 
 // Options of trace_end: {optimize=, donate={bool per parameter}, dump_dir=, dump_name=,
-// hbm_version="v2"|"v3"|"v4" (check the plan against one core of it), arg_names={string per
-// parameter} (for that check's report)}.
+// hbm_version="v2"|"v3"|"v4" (check the plan against one core of it), arg_label=function(j)
+// (what parameter j is, for that check's report: param_label)}.
 CompileOptions compile_options(lua_State* L, int arg, std::string& dump_dir, std::string& dump_name,
-                               std::string& hbm_version, std::vector<std::string>& arg_names) {
+                               std::string& hbm_version) {
   CompileOptions o;
   o.optimize = optimize_by_default();
   if (!lua_istable(L, arg)) return o;
@@ -116,13 +116,6 @@ CompileOptions compile_options(lua_State* L, int arg, std::string& dump_dir, std
   if (lua_getfield(L, arg, "dump_name") == LUA_TSTRING) dump_name = lua_tostring(L, -1);
   lua_pop(L, 1);
   if (lua_getfield(L, arg, "hbm_version") == LUA_TSTRING) hbm_version = lua_tostring(L, -1);
-  lua_pop(L, 1);
-  if (lua_getfield(L, arg, "arg_names") == LUA_TTABLE)
-    for (lua_Integer i = 1; i <= luaL_len(L, -1); ++i) {
-      lua_geti(L, -1, i);
-      arg_names.emplace_back(lua_isstring(L, -1) ? lua_tostring(L, -1) : "");
-      lua_pop(L, 1);
-    }
   lua_pop(L, 1);
   if (lua_getfield(L, arg, "replicas") == LUA_TNUMBER) o.replicas = int(lua_tointeger(L, -1));
   lua_pop(L, 1);
@@ -157,13 +150,25 @@ void dump_stage(const std::string& dir, const std::string& name, const std::stri
   out << print_graph(g);
 }
 
+// What parameter `param` (0-based) is: options.arg_label(param + 1) for the options table at
+// `arg`, or "" (no such function, or it failed: the report then numbers the argument).
+std::string param_label(lua_State* L, int arg, size_t param) {
+  std::string label;
+  if (!lua_istable(L, arg)) return label;
+  if (lua_getfield(L, arg, "arg_label") == LUA_TFUNCTION) {  // pcall leaves one value, as getfield
+    lua_pushinteger(L, lua_Integer(param) + 1);
+    if (lua_pcall(L, 1, 1, 0) == LUA_OK && lua_type(L, -1) == LUA_TSTRING) label = lua_tostring(L, -1);
+  }
+  lua_pop(L, 1);
+  return label;
+}
+
 // core.trace_end(outputs[, options]) -> executable: the outputs (a list of tensors) end the trace.
 int trace_end(lua_State* L) {
   Trace& t = require_trace();
   luaL_checktype(L, 1, LUA_TTABLE);
   std::string dump_dir, dump_name, hbm_version;
-  std::vector<std::string> arg_names;
-  CompileOptions options = compile_options(L, 2, dump_dir, dump_name, hbm_version, arg_names);
+  CompileOptions options = compile_options(L, 2, dump_dir, dump_name, hbm_version);
   Graph& g = t.graph;
   g.share_scalars(false);  // the passes rewrite nodes in place
   g.outputs.clear();
@@ -185,7 +190,7 @@ int trace_end(lua_State* L) {
   check_round_trip(exe->graph(), "after the pipeline");
   if (const TpuVersion* v = find_tpu_version(hbm_version)) {
     try {
-      hbm_check(*exe, *v, arg_names);
+      hbm_check(*exe, *v, [L](size_t param) { return param_label(L, 2, param); });
     } catch (const ResourceExhausted&) {
       pop_trace(t.id);
       throw;

@@ -29,11 +29,12 @@ const TpuVersion* find_tpu_version(std::string_view name) {
 namespace {
 
 struct Held {
-  std::string type, what;
+  std::string type, what;  // what: empty for a parameter until it is reported
   size_t bytes;
+  size_t param = 0;
 };
 
-std::vector<Held> held_buffers(const Executable& exe, const std::vector<std::string>& arg_names) {
+std::vector<Held> held_buffers(const Executable& exe) {
   const Graph& g = exe.graph();
   std::vector<Held> all;
   auto where = [&](NodeId n) {
@@ -47,8 +48,7 @@ std::vector<Held> held_buffers(const Executable& exe, const std::vector<std::str
   };
   for (size_t i = 0; i < g.params.size(); ++i) {
     const Node& p = g.at(g.params[i]);
-    std::string what = i < arg_names.size() ? arg_names[i] : "argument " + std::to_string(i + 1);
-    all.push_back({type_str(p.dtype, p.shape), what, tpu_padded_bytes(p.dtype, p.shape)});
+    all.push_back({type_str(p.dtype, p.shape), "", tpu_padded_bytes(p.dtype, p.shape), i});
   }
   for (const MemoryPlan* plan : {&exe.memory_plan(), &exe.shared_memory_plan()})
     for (const Buffer& b : plan->buffers)
@@ -59,14 +59,16 @@ std::vector<Held> held_buffers(const Executable& exe, const std::vector<std::str
 
 }  // namespace
 
-void hbm_check(const Executable& exe, const TpuVersion& v, const std::vector<std::string>& arg_names) {
+void hbm_check(const Executable& exe, const TpuVersion& v, const ParamLabel& param_label) {
   const double need = double(exe.hbm_bytes()), have = double(v.hbm_bytes);
   if (need <= have) return;
   std::string s = "ResourceExhausted: '" + exe.graph().name + "' needs " + format_bytes(need) +
                   " of HBM on core 0 but a TPU " + std::string(v.name) + " core has " + format_bytes(have) +
                   " (over by " + format_bytes(need - have) + ")\n  largest buffers (sizes padded to TPU tiles of 8x128):";
-  std::vector<Held> held = held_buffers(exe, arg_names);
+  std::vector<Held> held = held_buffers(exe);
   for (size_t i = 0; i < held.size() && i < 5; ++i) {
+    if (held[i].what.empty() && param_label) held[i].what = param_label(held[i].param);
+    if (held[i].what.empty()) held[i].what = "argument " + std::to_string(held[i].param + 1);
     char line[512];
     std::snprintf(line, sizeof line, "\n    %-24s %10s  %s", held[i].type.c_str(), format_bytes(double(held[i].bytes)).c_str(),
                   held[i].what.c_str());

@@ -2,6 +2,7 @@
 // capacity check and the roofline estimate), and the ResourceExhausted report.
 #pragma once
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -24,8 +25,10 @@ const TpuVersion* find_tpu_version(std::string_view name);
 
 // Returns when the executable fits one core of `v`; otherwise throws ResourceExhausted: needed
 // vs capacity, the five largest buffers with their type, padded size and where they were made.
-// `arg_names` (optional, one per parameter) says what each argument is, e.g. "argument 2 (x)".
-void hbm_check(const Executable& exe, const TpuVersion& v, const std::vector<std::string>& arg_names = {});
+// `param_label` (optional) says what parameter i (0-based) is, e.g. "argument 2 (x)"; it is
+// asked only for the parameters the report shows, and "" falls back to "argument i+1".
+using ParamLabel = std::function<std::string(size_t)>;
+void hbm_check(const Executable& exe, const TpuVersion& v, const ParamLabel& param_label = {});
 
 
 }  // namespace tpu

@@ -82,38 +82,68 @@ end
 
 local function sanitize(name) return (name:gsub("[^%w_.-]", "_")) end
 
--- Per tensor leaf of args, its argument: {arg = number, name = the parameter's name or nil,
--- k = the leaf's number within the argument, count = the argument's leaves}.
-local function leaf_owners(self, args)
-  local owners = {}
-  for i = 1, args.n do
-    local name = type(self.fn) == "function" and debug.getlocal(self.fn, i) or nil
-    local count = #M.flatten(args[i])
-    for k = 1, count do owners[#owners + 1] = {arg = i, name = name, k = k, count = count} end
-  end
-  return owners
+-- Tensor leaves under a spec (M.flatten's): a walk that allocates nothing.
+local function spec_leaves(spec)
+  if spec == true then return 1 end
+  if spec.object then return spec_leaves(spec.child) end
+  local n = 0
+  for _, child in ipairs(spec.children or {}) do n = n + spec_leaves(child) end
+  return n
 end
 
--- Per leaf, f(its owner).
+-- Per argument of args, in order: {arg = number, name = the parameter's name or nil, count =
+-- its tensor leaves}. The leaves of args are argument 1's, then argument 2's, and so on. One
+-- walk of args per call of a jitted function (a fit step's arguments have tens of thousands of
+-- leaves; their owners are asked for several times as it compiles).
+local groups_of_args = setmetatable({}, {__mode = "k"})
+local function arg_groups(self, args, spec)
+  local memo = groups_of_args[args]
+  if memo and memo.fn == self.fn then return memo.groups end
+  if not spec then spec = select(2, M.flatten(args)) end
+  local counts = {}
+  for i, key in ipairs(spec.keys or {}) do
+    if math.type(key) == "integer" then counts[key] = spec_leaves(spec.children[i]) end
+  end
+  local groups = {}
+  for i = 1, args.n do
+    local name = type(self.fn) == "function" and debug.getlocal(self.fn, i) or nil
+    groups[i] = {arg = i, name = name, count = counts[i] or 0}
+  end
+  groups_of_args[args] = {fn = self.fn, groups = groups}
+  return groups
+end
+
+-- Per leaf of args, f(its argument's group, the leaf's number k within the argument).
 local function per_leaf(self, args, f)
   local out = {}
-  for j, owner in ipairs(leaf_owners(self, args)) do out[j] = f(owner) end
+  for _, g in ipairs(arg_groups(self, args)) do
+    for k = 1, g.count do out[#out + 1] = f(g, k) end
+  end
   return out
 end
 
--- What each tensor leaf of args is, for the HBM report: "argument 2 (x)", or for a leaf of a
--- table argument "argument 1 (params), tensor 3 of 16".
-local function leaf_labels(self, args)
-  return per_leaf(self, args, function(o)
-    local head = "argument " .. o.arg .. (o.name and " (" .. o.name .. ")" or "")
-    return o.count == 1 and head or string.format("%s, tensor %d of %d", head, o.k, o.count)
-  end)
+-- What leaf k of an argument's group is, for the HBM report: "argument 2 (x)", or for a leaf
+-- of a table argument "argument 1 (params), tensor 3 of 16".
+local function label(g, k)
+  local head = "argument " .. g.arg .. (g.name and " (" .. g.name .. ")" or "")
+  return g.count == 1 and head or string.format("%s, tensor %d of %d", head, k, g.count)
 end
+
+-- The label of leaf j of args.
+local function leaf_label(self, args, j)
+  for _, g in ipairs(arg_groups(self, args)) do
+    if j <= g.count then return label(g, j) end
+    j = j - g.count
+  end
+  return nil
+end
+
+local function leaf_labels(self, args) return per_leaf(self, args, label) end
 
 -- Per leaf: whether it belongs to an argument listed in donate_argnums.
 local function donation_mask(self, args)
   if not self.donate then return nil end
-  return per_leaf(self, args, function(o) return self.donate[o.arg] or false end)
+  return per_leaf(self, args, function(g) return self.donate[g.arg] or false end)
 end
 
 -- Traces fn on symbolic arguments shaped like `leaves` and compiles it. A probe compile
@@ -127,7 +157,8 @@ local function compile(self, spec, leaves, args, probe, rep)
     replicas = rep and rep.replicas, sharded = rep and rep.sharded,
     hbm_version = not probe and require("tpu.device").version() or nil,
     donate = args and donation_mask(self, args),
-    arg_names = args and not probe and leaf_labels(self, args) or nil,
+    -- Only the HBM report's five largest buffers need a label: asked for when one is reported.
+    arg_label = args and not probe and function(j) return leaf_label(self, args, j) end or nil,
     optimize = optimize,
     dump_dir = options.dump_graphs ~= "" and options.dump_graphs or nil,
     dump_name = sanitize(self.name) .. "." .. (self.compiles + 1),
@@ -213,7 +244,8 @@ local function note_signature(self, leaves, args)
   for i, t in ipairs(leaves) do shapes[i] = t.shape end
   self.signatures[#self.signatures + 1] = shapes
   if #self.signatures ~= kSignatureWarning then return end
-  local what = varying_dimension(self, leaf_owners(self, args)) or "the non-tensor arguments"
+  local owners = per_leaf(self, args, function(g) return g end)
+  local what = varying_dimension(self, owners) or "the non-tensor arguments"
   require("tpu").warn(string.format(
     "%swarning: jit '%s' has compiled %d signatures; %s varies.\n" ..
     "  Each new shape traces and compiles the function again. Give the inputs a few fixed shapes:\n" ..
@@ -256,7 +288,7 @@ function M.batch_leaves(self, leaves, args)
     for i = 1, #leaves do carries[i] = true end
     return carries
   end
-  for j, owner in ipairs(leaf_owners(self, args)) do carries[j] = self.batch_args[owner.arg] or nil end
+  for j, g in ipairs(per_leaf(self, args, function(g) return g end)) do carries[j] = self.batch_args[g.arg] or nil end
   return carries
 end
 
@@ -291,7 +323,8 @@ local function cached(self, key, leaves, args, run, rep)
   end
   self.depth = core.trace_depth()
   local _, spec = M.flatten(args)
-  if rep then rep.sharded = per_leaf(self, args, function(o) return rep.shard[o.arg] or false end) end
+  arg_groups(self, args, spec)
+  if rep then rep.sharded = per_leaf(self, args, function(g) return rep.shard[g.arg] or false end) end
   entry = compile(self, spec, leaves, args, false, rep)
   if rep then entry.per_replica = entry.exe:per_replica() end
   if run and M.before_first_run then M.before_first_run(self.name, entry.exe, leaves, leaf_labels(self, args)) end

@@ -195,6 +195,15 @@ return {
     check.raises(function() return f(w) end, "donated to jit 'twice'")
   end,
 
+  -- The HBM report labels only the buffers it shows (a fit step has tens of thousands of
+  -- leaves): a leaf of a table argument by its number in it.
+  ["the HBM report names a table argument's leaf by its number"] = function()
+    local f = tpu.jit(function(params, x) return x:matmul(params[2]:transpose()) + params[1]:sum() end, {name = "big"})
+    local params = {tpu.shape_dtype {2}, tpu.shape_dtype {1 << 17, 1 << 17}}  -- 64 GiB: more than a core
+    check.raises(function() f:info(params, tpu.shape_dtype {8, 1 << 17}) end,
+      "64.00 GiB  argument 1 (params), tensor 2 of 2\n")
+  end,
+
   -- batch_argnums names the arguments that carry the batch: the profile's per-core batch advice
   -- and the HBM advice look there, not at the largest argument (a weight, e.g. an embedding).
   batch_argnums_name_the_batch = function()
