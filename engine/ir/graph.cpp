@@ -100,8 +100,7 @@ NodeId Graph::broadcast(NodeId x, Shape s, Dims dims) {
     if (auto it = memo->broadcasts.find({x, s, dims}); it != memo->broadcasts.end()) return it->second;
   Attrs a;
   a.set_dims(dims);
-  a.set_dims2(s);
-  NodeId id = add(Op::broadcast, {x}, std::move(a));
+  NodeId id = add(Op::broadcast, {x}, std::move(a), s);
   if (shared) memo->broadcasts.emplace(std::tuple{x, std::move(s), std::move(dims)}, id);
   return id;
 }

@@ -45,7 +45,7 @@ struct Node {
   int64_t param_index() const { return attrs.axis; }                 // parameter
   Window2D window() const { return window_of(attrs); }               // conv, reduce_window, ...
   int64_t groups() const { return attrs.axis; }                      // conv, conv_filter_grad: feature groups
-  const Shape& broadcast_shape() const { return attrs.dims2(); }     // broadcast
+  const Shape& broadcast_shape() const { return shape; }             // broadcast (an attribute)
   const Dims& slice_start() const { return attrs.dims(); }             // slice
   const Dims& slice_limit() const { return attrs.dims2(); }
   const Dims& pad_lo() const { return attrs.dims(); }                  // pad

@@ -34,10 +34,10 @@ bool parse_op(std::string_view s, Op& out);
 // "" when `given` operands suit `op` (ops.def), otherwise the problem, e.g.
 // "reshape takes 1 operand, given 0".
 std::string operand_count_problem(Op op, size_t given);
-// The ops whose result shape is an attribute (parameter, iota, reshape, rng): the node's own
-// shape, given to Graph::add, and checked by the shape rule rather than made by it.
+// The ops whose result shape is an attribute (parameter, iota, reshape, rng, broadcast): the
+// node's own shape, given to Graph::add, and checked by the shape rule rather than made by it.
 constexpr bool shape_is_attribute(Op op) {
-  return op == Op::parameter || op == Op::iota || op == Op::reshape || op == Op::rng;
+  return op == Op::parameter || op == Op::iota || op == Op::reshape || op == Op::rng || op == Op::broadcast;
 }
 
 enum class Cmp : uint8_t { lt, le, gt, ge, eq, ne };
@@ -62,9 +62,8 @@ struct Window2D {
 // nodes are many, and most carry none of these).
 struct RareAttrs {
   Dims dims;                              // axes / permutation / broadcast dims / slice start / pad low
-  Dims dims2;                             // broadcast: its shape; slice: limit; pad: high padding
-  Window2D window;                        // the windowed ops (has_window)
-  bool has_window = false;
+  Dims dims2;                              // slice: limit; pad: high padding
+  std::shared_ptr<const Window2D> window;  // the windowed ops (out of line: most rare ones have none)
   double value = 0;                       // pad value
   std::shared_ptr<const Tensor> literal;  // constant payload
   std::shared_ptr<const Graph> body;      // fusion: the fused elementwise computation
@@ -83,12 +82,12 @@ struct Attrs {
   double value() const { return rare_ ? rare_->value : 0; }
   const std::shared_ptr<const Tensor>& literal() const;
   const std::shared_ptr<const Graph>& body() const;
-  const Window2D* window() const { return rare_ && rare_->has_window ? &rare_->window : nullptr; }
+  const Window2D* window() const { return rare_ ? rare_->window.get() : nullptr; }
   void set_dims(Dims d) {
     if (!d.empty() || rare_) own_rare().dims = std::move(d);
   }
   void set_dims2(Dims d) { own_rare().dims2 = std::move(d); }
-  void set_window(const Window2D& w) { own_rare().window = w, rare_->has_window = true; }
+  void set_window(const Window2D& w) { own_rare().window = std::make_shared<const Window2D>(w); }
   void set_value(double v) { own_rare().value = v; }
   void set_literal(std::shared_ptr<const Tensor> t) { own_rare().literal = std::move(t); }
   void set_body(std::shared_ptr<const Graph> b) { own_rare().body = std::move(b); }

@@ -63,10 +63,12 @@ AxisKey axis_key(Op op) {
 }
 
 // Attributes that repeat the node's own type, left out of the text (the parser fills them
-// in from the type, and takes them when given): a parameter's and an iota's dtype, a
-// broadcast's shape. The ops whose shape is an attribute (shape_is_attribute) read it from the
-// type; a `dims=` on them (older texts wrote it) must repeat it.
+// in from the type, and takes them when given): a parameter's and an iota's dtype. The ops
+// whose shape is an attribute (shape_is_attribute) read it from the type.
 bool to_from_type(Op op) { return op == Op::parameter || op == Op::iota; }
+// The ops whose dims were their shape: a `dims=` on them (older texts wrote one for rng) must
+// repeat the type's.
+bool dims_were_shape(Op op) { return shape_is_attribute(op) && op != Op::broadcast; }
 
 // The names of dims and dims2 for op.
 std::pair<std::string_view, std::string_view> dims_keys(Op op) {
@@ -303,7 +305,7 @@ bool windowed(Op op) {
 
 void parse_attr(LineParser& p, std::string_view key, Attrs& a, Op op, DType type, const Shape& shape) {
   const auto [dims_key, dims2_key] = dims_keys(op);
-  if (key == dims_key && shape_is_attribute(op)) {
+  if (key == dims_key && dims_were_shape(op)) {
     if (p.int_list() != shape) p.fail("dims= does not repeat the type's shape for " + std::string(op_name(op)));
   } else if (key == dims_key) a.set_dims(p.int_list());
   else if (key == dims2_key && !dims2_key.empty()) a.set_dims2(p.int_list());
@@ -316,11 +318,10 @@ void parse_attr(LineParser& p, std::string_view key, Attrs& a, Op op, DType type
 }
 
 // The attributes the text leaves out because they repeat the node's type.
-Attrs attrs_from_type(Op op, DType type, const Shape& shape) {
+Attrs attrs_from_type(Op op, DType type) {
   Attrs a;
   if (to_from_type(op)) a.to = type;
   a.axis = default_axis(op);
-  if (op == Op::broadcast) a.set_dims2(shape);
   return a;
 }
 
@@ -345,7 +346,7 @@ void parse_node(Graph& g, LineParser& p, Lines& lines) {
   DType type = p.dtype();
   Shape shape = p.int_list();
   std::vector<NodeId> in;
-  Attrs a = attrs_from_type(op, type, shape);
+  Attrs a = attrs_from_type(op, type);
   if (p.eat("%")) {
     do {
       if (!in.empty()) p.expect("%");

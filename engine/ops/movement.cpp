@@ -57,7 +57,6 @@ std::string shape_broadcast(const Graph& g, Node& n) {
   for (size_t i = 0; ok && i < dims.size(); ++i) ok = x.shape[i] == to[size_t(dims[i])];
   if (!ok) return "cannot broadcast " + type_of(g, n.in[0]) + " to " + dims_str(to) + " along " + dims_str(dims);
   n.dtype = x.dtype;
-  n.shape = to;
   return "";
 }
 void ref_broadcast(const Node& n, std::span<const Tensor* const> in, Tensor& out) {
