@@ -292,7 +292,7 @@ function M.batch_leaves(self, leaves, args)
   return carries
 end
 
-function M.batch_advice(self, spec, leaves, args)
+local function batch_advice(self, spec, leaves, args)
   local carries = M.batch_leaves(self, leaves, args)
   local batch = M.leading_batch(leaves, carries)
   local capacity = require("tpu.device").spec().hbm_bytes
@@ -310,6 +310,18 @@ function M.batch_advice(self, spec, leaves, args)
   local fit = math.max(1, lo * step)
   return string.format("\n  Try: a per-core batch of at most %d (needs %s), or more cores (TPU{cores=8}) " ..
     "to split the batch.", fit, core.format_bytes(need(fit)))
+end
+
+-- The advice, or when a probe fails (the dimension taken for the batch is not one: another
+-- size in the function depends on it) a note that says how to name the batch; the report of
+-- what does not fit stays the error.
+function M.batch_advice(self, spec, leaves, args)
+  local ok, advice = pcall(batch_advice, self, spec, leaves, args)
+  if ok then return advice end
+  if core.interrupted() then error(advice, 0) end
+  return "\n  No batch advice: the leading dimension of the largest argument, taken for the batch, cannot " ..
+    "change without breaking the function; name the arguments that carry the batch: " ..
+    "tpu.jit(f, {batch_argnums = ...})."
 end
 
 -- The cache entry for args, whose leaves and key core.signature gave, compiling on a miss.

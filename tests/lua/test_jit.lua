@@ -204,6 +204,17 @@ return {
       "64.00 GiB  argument 1 (params), tensor 2 of 2\n")
   end,
 
+  -- The HBM advice probes smaller batches of the largest argument's leading dimension. When that
+  -- dimension is no batch (here a weight's rows, which the matmul ties to x), the report stays
+  -- the error and says how to name the batch.
+  ["the HBM report stands when its batch advice cannot probe"] = function()
+    local f = tpu.jit(function(w, x) return x:matmul(w) end, {name = "mm"})
+    local err = check.raises(function() f:info(tpu.shape_dtype {1 << 17, 1 << 17}, tpu.shape_dtype {8, 1 << 17}) end,
+      "ResourceExhausted: 'mm' needs")
+    check.is_true(err:find("64.00 GiB  argument 1 (w)", 1, true) ~= nil, err)
+    check.is_true(err:find("No batch advice: [^\n]*batch_argnums", 1) ~= nil, err)
+  end,
+
   -- batch_argnums names the arguments that carry the batch: the profile's per-core batch advice
   -- and the HBM advice look there, not at the largest argument (a weight, e.g. an embedding).
   batch_argnums_name_the_batch = function()
