@@ -171,7 +171,10 @@ class Outliner {
     touched_.clear();
     Outlined o;
     inputs_ = &o.inputs;
-    for (NodeId m : members) remember(m, body_.add(g_.at(m).op, local_inputs(m, group), g_.at(m).attrs));
+    for (NodeId m : members) {
+      const Node& n = g_.at(m);
+      remember(m, body_.add(n.op, local_inputs(m, group), n.attrs, n.shape));
+    }
     body_.outputs = {local_[size_t(gr_.root[size_t(group)])]};
     o.attrs.set_body(bodies_.intern(body_));
     return o;
