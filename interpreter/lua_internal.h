@@ -23,10 +23,10 @@ class Executable;
 inline constexpr const char* kTensorMeta = "tpu.Tensor";
 inline constexpr const char* kExecutableMeta = "tpu.Executable";
 
-// A graph being recorded by tpu.jit (or tpu.grad called eagerly).
 // Traces count up from 1 in a process (0: not traced); 32 bits keep the userdata small.
 using TraceId = uint32_t;
 
+// A graph being recorded by tpu.jit (or tpu.grad called eagerly).
 struct Trace {
   TraceId id = 0;
   std::string name;
@@ -57,7 +57,7 @@ void push_traced(lua_State* L, TraceId trace_id, NodeId node);
 // trace_begin set (called for each new traced value).
 void watch_trace_heap(lua_State* L);
 Trace* active_trace();                 // innermost trace being recorded, or nullptr
-Trace* trace_by_id(TraceId id);       // nullptr if it has ended
+Trace* trace_by_id(TraceId id);        // nullptr if it has ended
 std::vector<std::unique_ptr<Trace>>& trace_stack();
 
 // An operand of an op call: a tensor or a Lua number (which takes its dtype from the others).

@@ -46,9 +46,9 @@ struct Node {
   Window2D window() const { return window_of(attrs); }               // conv, reduce_window, ...
   int64_t groups() const { return attrs.axis; }                      // conv, conv_filter_grad: feature groups
   const Shape& broadcast_shape() const { return shape; }             // broadcast (an attribute)
-  const Dims& slice_start() const { return attrs.dims(); }             // slice
+  const Dims& slice_start() const { return attrs.dims(); }           // slice
   const Dims& slice_limit() const { return attrs.dims2(); }
-  const Dims& pad_lo() const { return attrs.dims(); }                  // pad
+  const Dims& pad_lo() const { return attrs.dims(); }                // pad
   const Dims& pad_hi() const { return attrs.dims2(); }
 };
 

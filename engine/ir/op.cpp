@@ -70,12 +70,12 @@ RareAttrs& Attrs::own_rare() {
 }
 
 bool Attrs::operator==(const Attrs& o) const {
-  if (axis != o.axis || transpose_lhs != o.transpose_lhs || transpose_rhs != o.transpose_rhs ||
-      to != o.to)
+  if (axis != o.axis || transpose_lhs != o.transpose_lhs || transpose_rhs != o.transpose_rhs || to != o.to)
     return false;
   if (rare_ == o.rare_) return true;
   const bool same_window = window() && o.window() ? *window() == *o.window() : window() == o.window();
-  return same_window && dims() == o.dims() && dims2() == o.dims2() && value() == o.value() && literal() == o.literal() && body() == o.body();
+  return same_window && dims() == o.dims() && dims2() == o.dims2() && value() == o.value() &&
+         literal() == o.literal() && body() == o.body();
 }
 
 }  // namespace tpu

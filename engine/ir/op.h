@@ -61,12 +61,12 @@ struct Window2D {
 // The attributes only a few ops carry: out of line, shared by the copies of a node (graph
 // nodes are many, and most carry none of these).
 struct RareAttrs {
-  Dims dims;                              // axes / permutation / broadcast dims / slice start / pad low
+  Dims dims;                               // axes / permutation / broadcast dims / slice start / pad low
   Dims dims2;                              // slice: limit; pad: high padding
   std::shared_ptr<const Window2D> window;  // the windowed ops (out of line: most rare ones have none)
-  double value = 0;                       // pad value
-  std::shared_ptr<const Tensor> literal;  // constant payload
-  std::shared_ptr<const Graph> body;      // fusion: the fused elementwise computation
+  double value = 0;                        // pad value
+  std::shared_ptr<const Tensor> literal;   // constant payload
+  std::shared_ptr<const Graph> body;       // fusion: the fused elementwise computation
 };
 
 // Attributes, interpreted per op (documented on each op's builder in ir/graph.h); read them

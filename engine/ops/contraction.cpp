@@ -128,9 +128,9 @@ std::string shape_reduce(const Graph& g, Node& n) {
     return "reduce: bad axes " + shape_str(n.attrs.dims()) + " for " + type_of(g, n.in[0]);
   if (x.dtype == DType::boolean) return "reduce is not defined on bool; cast to i32 first";
   n.dtype = x.dtype;
+  const Dims& axes = n.attrs.dims();
   for (size_t i = 0; i < x.shape.size(); ++i)
-    if (std::find(n.attrs.dims().begin(), n.attrs.dims().end(), int64_t(i)) == n.attrs.dims().end())
-      n.shape.push_back(x.shape[i]);
+    if (std::find(axes.begin(), axes.end(), int64_t(i)) == axes.end()) n.shape.push_back(x.shape[i]);
   return "";
 }
 
@@ -387,8 +387,9 @@ void grad_reduce(GradContext& c) {
   auto& g = c.g;
   const Node& x = g.at(c.in(0));
   std::vector<int64_t> kept;
+  const Dims& axes = c.n().attrs.dims();
   for (int64_t i = 0; i < int64_t(x.shape.size()); ++i)
-    if (std::find(c.n().attrs.dims().begin(), c.n().attrs.dims().end(), i) == c.n().attrs.dims().end()) kept.push_back(i);
+    if (std::find(axes.begin(), axes.end(), i) == axes.end()) kept.push_back(i);
   NodeId spread = g.broadcast(c.out_grad, x.shape, kept);
   if (c.n().reduce_kind() == ReduceKind::sum) return c.give(0, spread);
   NodeId hit = g.compare(Cmp::eq, c.in(0), g.broadcast(c.node, x.shape, kept));

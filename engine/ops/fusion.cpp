@@ -198,7 +198,7 @@ Cost cost_fusion(const Graph& g, const Node& n) {
   return c;
 }
 
-// ---- reduce_fusion: the body's result reduced over attrs.dims() (kind attrs.axis) ----
+// ---- reduce_fusion: the body's result reduced over the axes attrs.dims() (kind attrs.axis) ----
 
 // The reduce the body's result goes through, as a node of its own.
 Node reduce_of(const Node& n) {
@@ -216,8 +216,9 @@ std::string shape_reduce_fusion(const Graph& g, Node& n) {
   if (!valid_axes(n.attrs.dims(), n.shape.size()) || n.attrs.axis < 0 || n.attrs.axis > 2)
     return "reduce_fusion: bad axes " + shape_str(n.attrs.dims()) + " for the body's " + type_str(n.dtype, n.shape);
   Shape kept;
+  const Dims& axes = n.attrs.dims();
   for (size_t i = 0; i < n.shape.size(); ++i)
-    if (std::find(n.attrs.dims().begin(), n.attrs.dims().end(), int64_t(i)) == n.attrs.dims().end()) kept.push_back(n.shape[i]);
+    if (std::find(axes.begin(), axes.end(), int64_t(i)) == axes.end()) kept.push_back(n.shape[i]);
   n.shape = kept;
   return "";
 }

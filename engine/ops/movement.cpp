@@ -62,15 +62,17 @@ std::string shape_broadcast(const Graph& g, Node& n) {
 void ref_broadcast(const Node& n, std::span<const Tensor* const> in, Tensor& out) {
   auto xs = strides_of(in[0]->shape());
   std::vector<int64_t> src(n.shape.size(), 0);
-  for (size_t i = 0; i < n.attrs.dims().size(); ++i) src[size_t(n.attrs.dims()[i])] = xs[i];
+  const Dims& dims = n.attrs.dims();
+  for (size_t i = 0; i < dims.size(); ++i) src[size_t(dims[i])] = xs[i];
   auto dst = strides_of(n.shape);
   dispatch(out.dtype(), [&]<class T>() { copy_strided(out.data<T>(), dst, in[0]->data<T>(), src, n.shape); });
 }
 void grad_broadcast(GradContext& c) {
   const Node& n = c.n();
   std::vector<int64_t> axes;
+  const Dims& dims = n.attrs.dims();
   for (int64_t d = 0; d < int64_t(n.shape.size()); ++d)
-    if (std::find(n.attrs.dims().begin(), n.attrs.dims().end(), d) == n.attrs.dims().end()) axes.push_back(d);
+    if (std::find(dims.begin(), dims.end(), d) == dims.end()) axes.push_back(d);
   c.give(0, c.g.reduce(c.out_grad, axes, ReduceKind::sum));
 }
 
@@ -191,7 +193,7 @@ std::string shape_slice(const Graph& g, Node& n) {
 void ref_slice(const Node& n, std::span<const Tensor* const> in, Tensor& out) {
   auto xs = strides_of(in[0]->shape());
   int64_t offset = 0;
-  for (size_t i = 0; i < xs.size(); ++i) offset += n.attrs.dims()[i] * xs[i];
+  for (size_t i = 0; i < xs.size(); ++i) offset += n.slice_start()[i] * xs[i];
   auto dst = strides_of(n.shape);
   dispatch(out.dtype(), [&]<class T>() {
     copy_strided(out.data<T>(), dst, in[0]->data<T>() + offset, xs, n.shape);
@@ -222,7 +224,7 @@ std::string shape_pad(const Graph& g, Node& n) {
 void place_padded(const Node& n, const Tensor& x, Tensor& out) {
   auto dst = strides_of(n.shape);
   int64_t offset = 0;
-  for (size_t i = 0; i < dst.size(); ++i) offset += n.attrs.dims()[i] * dst[i];
+  for (size_t i = 0; i < dst.size(); ++i) offset += n.pad_lo()[i] * dst[i];
   auto src = strides_of(x.shape());
   dispatch(out.dtype(), [&]<class T>() { copy_strided(out.data<T>() + offset, dst, x.data<T>(), src, x.shape()); });
 }
@@ -239,8 +241,8 @@ void grad_pad(GradContext& c) {
   const Node& n = c.n();
   const Shape& xs = c.g.at(c.in(0)).shape;
   Dims hi;
-  for (size_t i = 0; i < xs.size(); ++i) hi.push_back(n.attrs.dims()[i] + xs[i]);
-  c.give(0, c.g.slice(c.out_grad, n.attrs.dims(), hi));
+  for (size_t i = 0; i < xs.size(); ++i) hi.push_back(n.pad_lo()[i] + xs[i]);
+  c.give(0, c.g.slice(c.out_grad, n.pad_lo(), hi));
 }
 
 // ---- concat along axis ----
