@@ -10,6 +10,7 @@
 #include <unordered_map>
 
 #include "core/error.h"
+#include "ops/fusion_jit.h"
 
 namespace tpu {
 
@@ -105,6 +106,7 @@ std::optional<Instr> op_instr(const Graph& body, const Node& n, int32_t dst) {
   };
   const FusedForm& fused = op_info(n.op).fused;
   in.fused = &fused;
+  in.op = n.op;
   switch (fused.kind) {
     case FusedForm::Kind::unary: return all_f32() ? std::optional(in) : std::nullopt;
     case FusedForm::Kind::binary: in.code = Code::binary; return all_f32() ? std::optional(in) : std::nullopt;
@@ -298,6 +300,9 @@ std::optional<FusionProgram> FusionProgram::compile(const Graph& body) {
     in->dst = id;
     p.code_.push_back(*in);
   }
+  if (p.result_type_ == DType::f32)
+    if (std::optional<FusionJit> native = FusionJit::compile(p.code_, p.result_))
+      p.native_ = std::make_shared<const FusionJit>(std::move(*native));
   return p;
 }
 
@@ -328,6 +333,8 @@ void unroll_repeats(std::span<const FusionProgram::Instr> code, std::span<const 
 
 }  // namespace
 
+bool FusionProgram::native_loops() const { return native_ && native_->loops(); }
+
 void FusionProgram::run(std::span<const Tensor* const> in, Tensor& out, int64_t begin, int64_t end) const {
   run_range(in, out.raw() + begin * int64_t(size_of(result_type_)), begin, end);
 }
@@ -357,11 +364,28 @@ void FusionProgram::run_range(std::span<const Tensor* const> in, std::byte* dst,
       r.at[size_t(x.dst)] = r.f_of(x.dst);
     }
   }
-  for (int64_t i = begin; i < end; i += kChunk) {
+  int64_t i = begin;
+  if (native_ && native_->loops() && end - begin >= kChunk) {  // the whole chunks in one call
+    for (const Instr& x : code_)
+      if (x.code == Code::load) r.at[size_t(x.dst)] = in[size_t(x.param)]->data<float>() + i;
+    const int64_t chunks = (end - begin) / kChunk;
+    native_->run(r.at.data(), r.m.data(), reinterpret_cast<float*>(dst), chunks);
+    i += chunks * kChunk;
+  }
+  for (; i < end; i += kChunk) {
     const int64_t len = std::min(kChunk, end - i);
     // An f32 result is computed straight into the output (copied there when the root is a
     // leaf); a bool one is a mask and a bf16 one an f32 of a bf16 value, stored as such.
     float* result = result_type_ == DType::f32 ? reinterpret_cast<float*>(dst) + (i - begin) : nullptr;
+    if (native_ && len == kChunk) {  // the leaves' chunks, then the body as native code
+      for (const Instr& x : code_) {
+        if (x.code == Code::load) r.at[size_t(x.dst)] = in[size_t(x.param)]->data<float>() + i;
+        else if (x.code <= Code::gather && x.code != Code::splat && x.code != Code::splat_bool && x.code != Code::tiled)
+          load_chunk(x, gathers_, in, r, i, std::integral_constant<int64_t, kChunk>());
+      }
+      native_->run(r.at.data(), r.m.data(), result, 1);
+      continue;
+    }
     if (len == kChunk) run_chunk(code_, gathers_, in, r, i, std::integral_constant<int64_t, kChunk>(), result_, result);
     else run_chunk(code_, gathers_, in, r, i, len, result_, result);
     if (result && r.at[size_t(result_)] != result) std::copy_n(r.at[size_t(result_)], len, result);

@@ -7,6 +7,7 @@
 // element then comes out bitwise as the block evaluation computes it. A bf16 value is held as the f32 of the same value.
 #pragma once
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <span>
 #include <vector>
@@ -17,6 +18,8 @@
 
 namespace tpu {
 
+class FusionJit;
+
 class FusionProgram {
  public:
   // nullopt when the body holds an op or a dtype the program does not take.
@@ -26,6 +29,8 @@ class FusionProgram {
   // The same elements of an f32 result into dst[0 .. end - begin) (a reduce_fusion's tile).
   void run_into(std::span<const Tensor* const> in, float* dst, int64_t begin, int64_t end) const;
   DType result_type() const { return result_type_; }
+  bool native() const { return native_ != nullptr; }  // whole chunks run as native code
+  bool native_loops() const;                           // ... all of a run's in one call
 
   enum class Code : uint8_t {
     load, load_bool, load_bf16,  // an operand of the result's shape (f32, bool, bf16)
@@ -44,6 +49,7 @@ class FusionProgram {
     float value = 0;          // a constant splat
     int64_t n = 0;            // repeat / spread period; gather: its map
     const FusedForm* fused = nullptr;  // unary / binary: the op's chunk loops
+    Op op = Op::parameter;             // unary / binary: the op
   };
   // Where a broadcast's elements come from: the source offset of result element i is the sum
   // over dims of ((i / out_stride) % shape) * src_stride, src_stride 0 along broadcast dims.
@@ -62,6 +68,7 @@ class FusionProgram {
   int32_t registers_ = 0;
   int32_t result_ = 0;
   DType result_type_ = DType::f32;
+  std::shared_ptr<const FusionJit> native_;  // whole chunks as native code (ops/fusion_jit.h), or null
 };
 
 // The program of a fusion node's body, compiled on first use and kept while the body lives;

@@ -1,0 +1,330 @@
+#include "ops/fusion_jit.h"
+
+#include <algorithm>
+#include <atomic>
+#include <cstring>
+#include <vector>
+
+#if defined(__x86_64__) && defined(__linux__)
+#include <sys/mman.h>
+#include <unistd.h>
+#define TPU_FUSION_JIT 1
+#endif
+
+namespace tpu {
+
+const uint32_t FusionJit::kConstants[4] = {0x80000000u, 0x7fffffffu, 0x3f800000u, 0u};
+
+namespace {
+
+using Code = FusionProgram::Code;
+using Instr = FusionProgram::Instr;
+
+#ifdef TPU_FUSION_JIT
+bool cpu_has_avx512() {
+  __builtin_cpu_init();
+  return __builtin_cpu_supports("avx512f");  // also checks that the OS saves the zmm state
+}
+std::atomic<bool> jit_enabled{cpu_has_avx512()};
+#else
+std::atomic<bool> jit_enabled{false};
+#endif
+
+// Registers zmm0..kValueRegs-1 hold values; the rest are fixed (a scratch vector and the
+// constants), k1..kMaskRegs masks and k7 a scratch mask.
+constexpr int kValueRegs = 27, kScratch = 27, kZero = 28, kOne = 29, kAbsMask = 30, kSignMask = 31;
+constexpr int kMaskRegs = 6, kScratchMask = 7;
+// General registers of the entry's arguments (System V): at, masks, out, constants, chunks;
+// rax scratch.
+constexpr int kRax = 0, kConstReg = 1, kOut = 2, kMasksReg = 6, kAt = 7, kChunks = 8;
+constexpr int kVectorFloats = 16, kVectors = int(kFusionChunk / kVectorFloats);
+
+bool makes_mask(Code c) { return c == Code::load_bool || c == Code::splat_bool || c == Code::compare; }
+bool is_leaf(Code c) { return c <= Code::gather; }
+
+// The native opcode (map 0F, no prefix) of an f32 binary op, or 0. max and min are comparisons
+// and selections, not vmaxps / vminps: those return an operand flushed to zero when the
+// thread treats subnormal operands as zero, where the kernels pass on its bits.
+uint8_t binary_opcode(Op op) {
+  switch (op) {
+    case Op::add: return 0x58;
+    case Op::mul: return 0x59;
+    case Op::sub: return 0x5C;
+    case Op::min: return 0x5D;  // (not emitted)
+    case Op::div: return 0x5E;
+    case Op::max: return 0x5F;  // (not emitted)
+    default: return 0;
+  }
+}
+
+bool takes(const Instr& x) {
+  switch (x.code) {
+    case Code::unary: return x.op == Op::neg || x.op == Op::abs || x.op == Op::sqrt;
+    case Code::binary: return binary_opcode(x.op) != 0;
+    case Code::f32_to_bf16: return false;
+    default: return true;
+  }
+}
+
+// The vcmpps predicate of each Cmp (ordered, false on NaN, but ne: true on NaN), as C++'s
+// comparisons of floats.
+uint8_t predicate(uint8_t cmp) {
+  switch (Cmp(cmp)) {
+    case Cmp::eq: return 0x00;
+    case Cmp::lt: return 0x01;
+    case Cmp::le: return 0x02;
+    case Cmp::ne: return 0x04;
+    case Cmp::ge: return 0x0D;
+    case Cmp::gt: return 0x0E;
+  }
+  return 0;
+}
+
+// x86-64 machine code: EVEX-encoded 512-bit vector instructions and the few general ones.
+class Emitter {
+ public:
+  std::vector<uint8_t> bytes;
+
+  // op zmm/k reg, zmm vvvv, zmm rm (register form). map: 1 = 0F, 2 = 0F38; pp: 0 none, 1 66, 2 F3.
+  void evex_rr(int map, int pp, int reg, int vvvv, int rm, int mask, uint8_t opcode) {
+    prefix(map, pp, reg, vvvv, (rm & 8) != 0, (rm & 16) != 0, mask);
+    byte(opcode);
+    byte(uint8_t(0xC0 | (reg & 7) << 3 | (rm & 7)));
+  }
+  // op zmm reg, [base + disp] (base a general register, neither rsp, rbp, r12 nor r13).
+  void evex_rm(int map, int pp, int reg, int base, int32_t disp, uint8_t opcode) {
+    prefix(map, pp, reg, 0, (base & 8) != 0, false, 0);
+    byte(opcode);
+    byte(uint8_t(0x80 | (reg & 7) << 3 | (base & 7)));
+    u32(uint32_t(disp));
+  }
+  void mov_from(int dst, int base, int32_t disp) {  // mov dst, [base + disp] (base below 8)
+    byte(uint8_t(0x48 | (dst & 8 ? 4 : 0))), byte(0x8B), byte(uint8_t(0x80 | (dst & 7) << 3 | base));
+    u32(uint32_t(disp));
+  }
+  void add_imm(int reg, int32_t imm) {  // add reg, imm
+    byte(uint8_t(0x48 | (reg & 8 ? 1 : 0))), byte(0x81), byte(uint8_t(0xC0 | (reg & 7)));
+    u32(uint32_t(imm));
+  }
+  void dec(int reg) { byte(uint8_t(0x48 | (reg & 8 ? 1 : 0))), byte(0xFF), byte(uint8_t(0xC8 | (reg & 7))); }
+  void jnz_to(size_t target) {  // jnz rel32 back to target
+    byte(0x0F), byte(0x85);
+    u32(uint32_t(int32_t(int64_t(target) - int64_t(bytes.size() + 4))));
+  }
+  void byte(uint8_t b) { bytes.push_back(b); }
+
+ private:
+  void u32(uint32_t v) {
+    for (int i = 0; i < 4; ++i) byte(uint8_t(v >> (8 * i)));
+  }
+  // The four EVEX bytes: 512-bit length, W0, the high bits of reg / rm / vvvv inverted.
+  void prefix(int map, int pp, int reg, int vvvv, bool rm_bit3, bool rm_bit4, int mask) {
+    byte(0x62);
+    byte(uint8_t((reg & 8 ? 0 : 0x80) | (rm_bit4 ? 0 : 0x40) | (rm_bit3 ? 0 : 0x20) | (reg & 16 ? 0 : 0x10) | map));
+    byte(uint8_t((~vvvv & 15) << 3 | 0x04 | pp));
+    byte(uint8_t(0x40 | (vvvv & 16 ? 0 : 0x08) | mask));
+  }
+};
+
+// Where each value lives while a vector goes through the body: a zmm or a k register, chosen
+// once (the same for every vector). Values die at their last reader; a result never shares a
+// register with its operands (max and min read an operand after writing the result). A splat
+// is the same in every vector: loaded once a chunk, it keeps its register. The first leaves'
+// chunk pointers are loaded once a chunk too, into general registers.
+struct Allocation {
+  std::vector<int> reg;  // per register id of the program: the machine register, -1: unused
+  std::vector<int> gpr;  // per register id: the general register holding its chunk pointer, or -1
+  bool fits = true;
+};
+
+bool is_splat(Code c) { return c == Code::splat || c == Code::splat_bool; }
+
+// General registers free for chunk pointers (caller-saved; rcx and rsi once the constants and
+// the splats are loaded; rsi last, as mask operands read through it).
+constexpr int kPointerRegs[] = {9, 10, 11, kConstReg, kMasksReg};
+
+Allocation allocate(std::span<const Instr> code, int32_t root) {
+  int32_t ids = root + 1;
+  for (const Instr& x : code) ids = std::max({ids, x.dst + 1, x.a + 1, x.b + 1, x.c + 1});
+  // What the result depends on, and where each such value is read last.
+  std::vector<bool> live(size_t(ids), false), mask(size_t(ids), false);
+  live[size_t(root)] = true;
+  bool mask_loads = false;
+  for (size_t j = code.size(); j-- > 0;) {
+    const Instr& x = code[j];
+    mask[size_t(x.dst)] = makes_mask(x.code);
+    mask_loads = mask_loads || x.code == Code::load_bool;
+    if (!live[size_t(x.dst)] || is_leaf(x.code)) continue;
+    for (int32_t o : {x.a, x.b, x.c})
+      if (o >= 0) live[size_t(o)] = true;
+  }
+  std::vector<int64_t> last(size_t(ids), -1);
+  for (size_t j = 0; j < code.size(); ++j) {
+    if (!live[size_t(code[j].dst)] || is_leaf(code[j].code)) continue;
+    for (int32_t o : {code[j].a, code[j].b, code[j].c})
+      if (o >= 0) last[size_t(o)] = int64_t(j);
+  }
+  last[size_t(root)] = int64_t(code.size());
+  // rsi holds the masks while a chunk's mask operands are read from them.
+  const size_t pointer_regs = std::size(kPointerRegs) - (mask_loads ? 1 : 0);
+  Allocation al{std::vector<int>(size_t(ids), -1), std::vector<int>(size_t(ids), -1)};
+  std::vector<bool> zmm_free(kValueRegs, true), k_free(kMaskRegs + 1, true);
+  k_free[0] = false;  // k0 cannot mask
+  auto take = [&](std::vector<bool>& pool) {
+    for (size_t i = 0; i < pool.size(); ++i)
+      if (pool[i]) return pool[i] = false, int(i);
+    return -1;
+  };
+  size_t pointers = 0;
+  for (const Instr& x : code) {
+    if (last[size_t(x.dst)] < 0 || !is_leaf(x.code)) continue;
+    if (is_splat(x.code)) {
+      al.reg[size_t(x.dst)] = take(mask[size_t(x.dst)] ? k_free : zmm_free);
+      al.fits = al.fits && al.reg[size_t(x.dst)] >= 0;
+      last[size_t(x.dst)] = int64_t(code.size());  // kept
+    } else if (!mask[size_t(x.dst)] && pointers < pointer_regs) {
+      al.gpr[size_t(x.dst)] = kPointerRegs[pointers++];
+    }
+  }
+  for (size_t j = 0; j < code.size() && al.fits; ++j) {
+    const Instr& x = code[j];
+    if (last[size_t(x.dst)] < 0 || is_splat(x.code)) continue;  // read by nothing, or loaded once
+    const int r = take(mask[size_t(x.dst)] ? k_free : zmm_free);
+    al.fits = r >= 0;
+    al.reg[size_t(x.dst)] = r;
+    if (is_leaf(x.code)) continue;
+    for (int32_t o : {x.a, x.b, x.c}) {
+      if (o < 0 || last[size_t(o)] != int64_t(j)) continue;
+      (mask[size_t(o)] ? k_free : zmm_free)[size_t(al.reg[size_t(o)])] = true;
+      last[size_t(o)] = -2;  // freed once, however many operands name it
+    }
+  }
+  return al;
+}
+
+// Once a chunk: the constants, the splats, the chunk pointers.
+void emit_prologue(Emitter& e, std::span<const Instr> code, const Allocation& al) {
+  for (int k = 0; k < 4; ++k) e.evex_rm(2, 1, kSignMask - k, kConstReg, 4 * k, 0x18);  // vbroadcastss
+  for (const Instr& x : code) {
+    const int d = al.reg[size_t(x.dst)];
+    if (x.code == Code::splat && d >= 0) {
+      e.mov_from(kRax, kAt, x.dst * int32_t(sizeof(float*)));
+      e.evex_rm(1, 0, d, kRax, 0, 0x10);  // vmovups
+    } else if (x.code == Code::splat_bool && d >= 0) {
+      e.evex_rm(1, 2, kScratch, kMasksReg, int32_t(x.dst * kFusionChunk * 4), 0x6F);  // vmovdqu32
+      e.evex_rr(2, 1, d, kScratch, kScratch, 0, 0x27);                                 // vptestmd
+    }
+  }
+  for (const Instr& x : code)
+    if (al.gpr[size_t(x.dst)] >= 0) e.mov_from(al.gpr[size_t(x.dst)], kAt, x.dst * int32_t(sizeof(float*)));
+}
+
+// One vector (number v of the chunk) through the body.
+void emit_vector(Emitter& e, std::span<const Instr> code, const Allocation& al, int32_t root, int v) {
+  const int32_t offset = v * kVectorFloats * int32_t(sizeof(float));
+  const std::vector<int>& reg = al.reg;
+  for (const Instr& x : code) {
+    const int d = reg[size_t(x.dst)];
+    if (d < 0 || is_splat(x.code)) continue;
+    const int a = x.a >= 0 ? reg[size_t(x.a)] : 0, b = x.b >= 0 ? reg[size_t(x.b)] : 0;
+    const int c = x.c >= 0 ? reg[size_t(x.c)] : 0;
+    switch (x.code) {
+      case Code::load_bool:  // the mask register's lanes (-1 or 0) in memory
+        e.evex_rm(1, 2, kScratch, kMasksReg, int32_t(x.dst * kFusionChunk * 4) + offset, 0x6F);  // vmovdqu32
+        e.evex_rr(2, 1, d, kScratch, kScratch, 0, 0x27);                                            // vptestmd
+        break;
+      case Code::unary:
+        if (x.op == Op::sqrt) e.evex_rr(1, 0, d, 0, a, 0, 0x51);
+        else e.evex_rr(1, 1, d, a, x.op == Op::neg ? kSignMask : kAbsMask, 0, x.op == Op::neg ? 0xEF : 0xDB);  // vpxord / vpandd
+        break;
+      case Code::binary:
+        if (x.op == Op::max || x.op == Op::min) {  // (a > b or a NaN) ? a : b, a < b for min
+          e.evex_rr(1, 0, kScratchMask, a, b, 0, 0xC2), e.byte(x.op == Op::max ? 0x0E : 0x01);  // vcmpps k7, a, b
+          e.evex_rr(2, 1, d, b, a, kScratchMask, 0x65);                                           // d = k7 ? a : b
+          e.evex_rr(1, 0, kScratchMask, a, a, 0, 0xC2), e.byte(0x03);                             // k7 = a unordered
+          e.evex_rr(2, 1, d, d, a, kScratchMask, 0x65);
+        } else {
+          e.evex_rr(1, 0, d, a, b, 0, binary_opcode(x.op));
+        }
+        break;
+      case Code::compare: e.evex_rr(1, 0, d, a, b, 0, 0xC2), e.byte(predicate(x.cmp)); break;
+      case Code::select: e.evex_rr(2, 1, d, c, b, a, 0x65); break;         // d = a ? b : c
+      case Code::bool_to_f32: e.evex_rr(2, 1, d, kZero, kOne, a, 0x65); break;
+      case Code::bf16_to_f32: e.evex_rr(1, 0, d, 0, a, 0, 0x28); break;  // vmovaps: held exactly
+      case Code::f32_to_bf16: break;                                      // not taken
+      default: {  // an f32 leaf: its chunk's vector v
+        int base = al.gpr[size_t(x.dst)];
+        if (base < 0) e.mov_from(kRax, kAt, x.dst * int32_t(sizeof(float*))), base = kRax;
+        e.evex_rm(1, 0, d, base, offset, 0x10);  // vmovups
+        break;
+      }
+    }
+  }
+  e.evex_rm(1, 0, reg[size_t(root)], kOut, offset, 0x11);  // vmovups [out + offset], root
+}
+
+}  // namespace
+
+void FusionJit::set_enabled(bool on) {
+#ifdef TPU_FUSION_JIT
+  jit_enabled = on && cpu_has_avx512();
+#else
+  (void)on;
+#endif
+}
+
+bool FusionJit::enabled() { return jit_enabled; }
+
+void FusionJit::Unmap::operator()(void* p) const {
+#ifdef TPU_FUSION_JIT
+  munmap(p, size);
+#else
+  (void)p;
+#endif
+}
+
+std::optional<FusionJit> FusionJit::compile(std::span<const FusionProgram::Instr> code, int32_t root) {
+#ifdef TPU_FUSION_JIT
+  if (!jit_enabled || code.empty()) return std::nullopt;
+  for (const Instr& x : code)
+    if (!takes(x)) return std::nullopt;
+  const Allocation al = allocate(code, root);
+  if (!al.fits || al.reg[size_t(root)] < 0) return std::nullopt;
+  for (const Instr& x : code)
+    if (x.dst == root && makes_mask(x.code)) return std::nullopt;  // an f32 result only
+  Emitter e;
+  emit_prologue(e, code, al);
+  // The chunks in a loop: every leaf pointer (and the result's) moves on a chunk each time.
+  const size_t loop = e.bytes.size();
+  for (int v = 0; v < kVectors; ++v) emit_vector(e, code, al, root, v);
+  const int32_t chunk_bytes = int32_t(kFusionChunk * sizeof(float));
+  for (const Instr& x : code)
+    if (al.gpr[size_t(x.dst)] >= 0) e.add_imm(al.gpr[size_t(x.dst)], chunk_bytes);
+  e.add_imm(kOut, chunk_bytes);
+  e.dec(kChunks);
+  e.jnz_to(loop);
+  e.byte(0xC5), e.byte(0xF8), e.byte(0x77);  // vzeroupper
+  e.byte(0xC3);                              // ret
+  const size_t page = size_t(sysconf(_SC_PAGESIZE));
+  const size_t size = (e.bytes.size() + page - 1) / page * page;
+  void* p = mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (p == MAP_FAILED) return std::nullopt;
+  FusionJit jit;
+  jit.code_ = std::unique_ptr<void, Unmap>(p, Unmap{size});
+  std::memcpy(p, e.bytes.data(), e.bytes.size());
+  if (mprotect(p, size, PROT_READ | PROT_EXEC) != 0) return std::nullopt;
+  jit.entry_ = reinterpret_cast<Entry>(p);
+  jit.size_ = e.bytes.size();
+  jit.loops_ = true;
+  for (const Instr& x : code)
+    if (is_leaf(x.code) && !is_splat(x.code) && al.reg[size_t(x.dst)] >= 0 &&
+        (x.code != Code::load || al.gpr[size_t(x.dst)] < 0))
+      jit.loops_ = false;
+  return jit;
+#else
+  (void)code, (void)root;
+  return std::nullopt;
+#endif
+}
+
+}  // namespace tpu

@@ -1,0 +1,57 @@
+// A fusion program's chunk as native code. The program (ops/fusion_program.h) runs each op
+// over a whole chunk, so every op stores its chunk and the next one loads it again: on a CPU
+// that double-pumps 512-bit vectors that is two cycles per vector per op, and an Adam update
+// ran 5x slower than the same loop compiled. Here the body is compiled, once per program,
+// into x86-64 AVX-512 code that takes one vector of the chunk at a time through the whole
+// body in registers and stores the result only.
+//
+// It takes the f32 arithmetic whose results are exact IEEE operations (add, sub, mul, div,
+// sqrt, max, min, neg, abs), comparisons, selections and the conversions from bool and bf16,
+// so each element comes out bitwise as the program computes it. A body with any other op (a
+// transcendental, a rounding to bf16) or a result other than f32, or a CPU without AVX-512,
+// has no native form and runs on the program.
+#pragma once
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <span>
+
+#include "ops/fusion_program.h"
+
+namespace tpu {
+
+class FusionJit {
+ public:
+  // The native form of a program's code (result register `root`), or nullopt.
+  static std::optional<FusionJit> compile(std::span<const FusionProgram::Instr> code, int32_t root);
+  // `chunks` whole chunks: `at[r]` points at the first chunk of f32 leaf register r, `masks`
+  // holds the mask registers (register r's kFusionChunk lanes at masks + r * kFusionChunk),
+  // `out` gets the result's elements. Each leaf's and the result's chunks follow one another;
+  // only a program that loops() takes more than one chunk a call (its leaves are operands
+  // read in place and splats).
+  void run(const float* const* at, const int32_t* masks, float* out, int64_t chunks) const {
+    entry_(at, masks, out, kConstants, chunks);
+  }
+  bool loops() const { return loops_; }
+  size_t code_bytes() const { return size_; }
+
+  // Whether programs get native code (tests turn it off to compare both); on by default
+  // where the CPU runs AVX-512.
+  static void set_enabled(bool on);
+  static bool enabled();
+
+ private:
+  using Entry = void (*)(const float* const*, const int32_t*, float*, const uint32_t*, int64_t);
+  static const uint32_t kConstants[4];  // sign bit, all but the sign bit, 1.0f, 0.0f
+  struct Unmap {
+    size_t size;
+    void operator()(void* p) const;
+  };
+  std::unique_ptr<void, Unmap> code_{nullptr, Unmap{0}};
+  Entry entry_ = nullptr;
+  size_t size_ = 0;
+  bool loops_ = false;
+};
+
+}  // namespace tpu

@@ -1,0 +1,150 @@
+// Native fusion code (ops/fusion_jit.h): random fused bodies, compiled to native code and run
+// by the fusion program alone, give the same bits (any NaN standing for any other), whole
+// chunks and the partial last one, from the first element or from a later chunk. Bodies mix
+// every leaf form (operands read in place, bool and bf16 operands, splats, broadcasts along
+// either dim), every op the native code takes, and some it does not.
+#include <doctest.h>
+
+#include <bit>
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <random>
+#include <string>
+
+#include "ops/fusion_jit.h"
+#include "ops/fusion_program.h"
+
+using namespace tpu;
+
+namespace {
+
+Tensor random_tensor(DType t, const Shape& s, std::mt19937& rng) {
+  Tensor x(t, s);
+  std::uniform_real_distribution<float> unit(-3, 3);
+  const float special[] = {0.0f, -0.0f, std::numeric_limits<float>::quiet_NaN(), std::numeric_limits<float>::infinity(),
+                           -std::numeric_limits<float>::infinity(), 1e-40f, 1.0f};
+  for (int64_t i = 0; i < x.size(); ++i) {
+    const float v = rng() % 11 == 0 ? special[rng() % 7] : unit(rng);
+    if (t == DType::boolean) x.data<uint8_t>()[i] = rng() % 2;
+    else if (t == DType::bf16) x.data<uint16_t>()[i] = f32_to_bf16(v);
+    else x.data<float>()[i] = v;
+  }
+  return x;
+}
+
+// A random body over an [m, c] result: f32 operands, a scalar, a constant and, when `mixed`,
+// a bool and a bf16 operand and a row and a column broadcast; then `ops` random ops, the last
+// f32 value its result. Its parameters' tensors go to `args`.
+Graph random_body(const Shape& s, int operands, bool mixed, int ops, std::mt19937& rng, std::vector<Tensor>& args) {
+  Graph g;
+  std::vector<NodeId> f, masks;
+  auto param = [&](DType t, const Shape& shape) {
+    args.push_back(random_tensor(t, shape, rng));
+    return g.parameter(t, shape);
+  };
+  for (int i = 0; i < operands; ++i) f.push_back(param(DType::f32, s));
+  f.push_back(g.broadcast(param(DType::f32, {}), s, {}));
+  f.push_back(g.full(DType::f32, s, 0.5));
+  masks.push_back(g.broadcast(param(DType::boolean, {}), s, {}));
+  if (mixed) {
+    masks.push_back(param(DType::boolean, s));
+    f.push_back(g.convert(param(DType::bf16, s), DType::f32));
+    f.push_back(g.broadcast(param(DType::f32, {s[1]}), s, {1}));
+    f.push_back(g.broadcast(param(DType::f32, {s[0]}), s, {0}));
+  }
+  auto any = [&](const std::vector<NodeId>& v) { return v[rng() % v.size()]; };
+  const Op binary[] = {Op::add, Op::sub, Op::mul, Op::div, Op::max, Op::min};
+  const Op unary[] = {Op::neg, Op::abs, Op::sqrt};
+  const Cmp cmps[] = {Cmp::lt, Cmp::le, Cmp::gt, Cmp::ge, Cmp::eq, Cmp::ne};
+  for (int k = 0; k < ops; ++k) {
+    switch (rng() % 8) {
+      case 0: f.push_back(g.unary(unary[rng() % 3], any(f))); break;
+      case 1: masks.push_back(g.compare(cmps[rng() % 6], any(f), any(f))); break;
+      case 2: f.push_back(g.select(any(masks), any(f), any(f))); break;
+      case 3: f.push_back(g.convert(any(masks), DType::f32)); break;
+      default: f.push_back(g.binary(binary[rng() % 6], any(f), any(f))); break;
+    }
+  }
+  g.outputs = {f.back()};
+  return g;
+}
+
+void check_same_bits(const Tensor& got, const Tensor& want, const std::string& what) {
+  for (int64_t i = 0; i < got.size(); ++i) {
+    const float u = got.data<float>()[i], v = want.data<float>()[i];
+    if (std::memcmp(&u, &v, sizeof u) != 0 && !(std::isnan(u) && std::isnan(v)))
+      FAIL_CHECK(what << " element " << i << ": " << u << " vs " << v << " (bits " << std::hex
+                      << std::bit_cast<uint32_t>(u) << " vs " << std::bit_cast<uint32_t>(v) << std::dec << ")");
+  }
+}
+
+}  // namespace
+
+TEST_CASE("native fusion code gives the fusion program's bits") {
+  const bool native_here = FusionJit::enabled();
+  std::mt19937 rng(7);
+  int native = 0, loops = 0, bodies = 0;
+  for (const Shape& s : {Shape{37, 96}, Shape{9, 1000}, Shape{3, 5}}) {
+    for (int trial = 0; trial < 40; ++trial, ++bodies) {
+      std::vector<Tensor> args;
+      const int operands = 1 + int(rng() % 8), ops = 1 + int(rng() % (trial < 30 ? 12 : 60));
+      const Graph body = random_body(s, operands, trial % 2 == 1, ops, rng, args);
+      FusionJit::set_enabled(false);
+      const std::optional<FusionProgram> plain = FusionProgram::compile(body);
+      FusionJit::set_enabled(native_here);
+      const std::optional<FusionProgram> fast = FusionProgram::compile(body);
+      REQUIRE(plain);
+      REQUIRE(fast);
+      CHECK_FALSE(plain->native());
+      native += fast->native();
+      loops += fast->native() && fast->native_loops();
+      std::vector<const Tensor*> in;
+      for (const Tensor& t : args) in.push_back(&t);
+      const int64_t n = num_elements(s), cut = n / 2 / kFusionChunk * kFusionChunk;
+      Tensor want(DType::f32, s), whole(DType::f32, s), halves(DType::f32, s);
+      plain->run(in, want, 0, n);
+      fast->run(in, whole, 0, n);
+      fast->run(in, halves, 0, cut);
+      fast->run(in, halves, cut, n);
+      const std::string what = "body " + std::to_string(trial) + " on " + shape_str(s);
+      check_same_bits(whole, want, what);
+      check_same_bits(halves, want, what + " in two runs");
+    }
+  }
+  // Most bodies fit the registers; where the CPU runs AVX-512 they get native code.
+  if (native_here) CHECK(native > bodies / 2);
+  if (native_here) CHECK(loops > bodies / 8);
+  else CHECK(native == 0);
+}
+
+TEST_CASE("a body with more live values than registers runs on the fusion program") {
+  const Shape s{10, 300};
+  std::mt19937 rng(3);
+  Graph g;
+  std::vector<Tensor> args;
+  std::vector<NodeId> squares;
+  for (int i = 0; i < 32; ++i) {
+    args.push_back(random_tensor(DType::f32, s, rng));
+    const NodeId x = g.parameter(DType::f32, s);
+    squares.push_back(g.binary(Op::mul, x, x));  // all live until the sum reads them
+  }
+  NodeId sum = squares[0];
+  for (size_t i = 1; i < squares.size(); ++i) sum = g.binary(Op::add, sum, squares[i]);
+  g.outputs = {sum};
+  const std::optional<FusionProgram> p = FusionProgram::compile(g);
+  REQUIRE(p);
+  CHECK_FALSE(p->native());
+  std::vector<const Tensor*> in;
+  for (const Tensor& t : args) in.push_back(&t);
+  Tensor out(DType::f32, s);
+  p->run(in, out, 0, out.size());
+  for (int64_t i = 0; i < out.size(); i += 97) {
+    float want = args[0].data<float>()[i] * args[0].data<float>()[i];
+    for (size_t k = 1; k < args.size(); ++k) {
+      volatile float square = args[k].data<float>()[i] * args[k].data<float>()[i];  // no fused multiply-add
+      want = want + square;
+    }
+    CHECK((std::bit_cast<uint32_t>(out.data<float>()[i]) == std::bit_cast<uint32_t>(want) || (std::isnan(want) && std::isnan(out.data<float>()[i]))));
+  }
+}
