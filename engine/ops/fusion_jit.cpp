@@ -13,7 +13,7 @@
 
 namespace tpu {
 
-const uint32_t FusionJit::kConstants[4] = {0x80000000u, 0x7fffffffu, 0x3f800000u, 0u};
+const uint32_t FusionJit::kConstants[8] = {0x80000000u, 0x7fffffffu, 0x3f800000u, 0u, 1u, 0x7fffu, 0xffff0000u, 0x00400000u};
 
 namespace {
 
@@ -31,8 +31,10 @@ std::atomic<bool> jit_enabled{false};
 #endif
 
 // Registers zmm0..kValueRegs-1 hold values; the rest are fixed (a scratch vector and the
-// constants), k1..kMaskRegs masks and k7 a scratch mask.
-constexpr int kValueRegs = 27, kScratch = 27, kZero = 28, kOne = 29, kAbsMask = 30, kSignMask = 31;
+// constants, zmm31 down to zmm24 in kConstants' order), k1..kMaskRegs masks and k7 a scratch
+// mask.
+constexpr int kValueRegs = 23, kScratch = 23, kQuietBit = 24, kHighHalf = 25, kRoundingBias = 26, kIntOne = 27,
+              kZero = 28, kOne = 29, kAbsMask = 30, kSignMask = 31;
 constexpr int kMaskRegs = 6, kScratchMask = 7;
 // General registers of the entry's arguments (System V): at, masks, out, constants, chunks;
 // rax scratch.
@@ -61,7 +63,6 @@ bool takes(const Instr& x) {
   switch (x.code) {
     case Code::unary: return x.op == Op::neg || x.op == Op::abs || x.op == Op::sqrt;
     case Code::binary: return binary_opcode(x.op) != 0;
-    case Code::f32_to_bf16: return false;
     default: return true;
   }
 }
@@ -204,7 +205,7 @@ Allocation allocate(std::span<const Instr> code, int32_t root) {
 
 // Once a chunk: the constants, the splats, the chunk pointers.
 void emit_prologue(Emitter& e, std::span<const Instr> code, const Allocation& al) {
-  for (int k = 0; k < 4; ++k) e.evex_rm(2, 1, kSignMask - k, kConstReg, 4 * k, 0x18);  // vbroadcastss
+  for (int k = 0; k < 8; ++k) e.evex_rm(2, 1, kSignMask - k, kConstReg, 4 * k, 0x18);  // vbroadcastss
   for (const Instr& x : code) {
     const int d = al.reg[size_t(x.dst)];
     if (x.code == Code::splat && d >= 0) {
@@ -219,8 +220,33 @@ void emit_prologue(Emitter& e, std::span<const Instr> code, const Allocation& al
     if (al.gpr[size_t(x.dst)] >= 0) e.mov_from(al.gpr[size_t(x.dst)], kAt, x.dst * int32_t(sizeof(float*)));
 }
 
+// d = a rounded to the nearest bf16 (ties to even), as an f32; a NaN's quiet bit set: the
+// fusion program's rounded_to_bf16, in integer lanes.
+void emit_round_to_bf16(Emitter& e, int d, int a) {
+  e.evex_rr(1, 1, 2, d, a, 0, 0x72), e.byte(16);      // vpsrld d, a, 16
+  e.evex_rr(1, 1, d, d, kIntOne, 0, 0xDB);            // vpandd: the lowest kept bit
+  e.evex_rr(1, 1, d, d, kRoundingBias, 0, 0xFE);      // vpaddd 0x7fff
+  e.evex_rr(1, 1, d, d, a, 0, 0xFE);                  // vpaddd a
+  e.evex_rr(1, 1, d, d, kHighHalf, 0, 0xDB);          // vpandd 0xffff0000
+  e.evex_rr(1, 0, kScratchMask, a, a, 0, 0xC2), e.byte(0x03);  // k7 = a is a NaN
+  e.evex_rr(1, 1, kScratch, a, kHighHalf, 0, 0xDB);
+  e.evex_rr(1, 1, kScratch, kScratch, kQuietBit, 0, 0xEB);     // vpord: quiet
+  e.evex_rr(2, 1, d, d, kScratch, kScratchMask, 0x65);
+}
+
+// The result's vector v into out: f32 as it is, bf16 as its upper halves, bool as bytes.
+void emit_store(Emitter& e, int root, DType type, int v) {
+  if (type == DType::f32) return e.evex_rm(1, 0, root, kOut, v * 64, 0x11);  // vmovups
+  if (type == DType::bf16) {
+    e.evex_rr(1, 1, 2, kScratch, root, 0, 0x72), e.byte(16);  // vpsrld scratch, root, 16
+    return e.evex_rm(2, 2, kScratch, kOut, v * 32, 0x33);     // vpmovdw [out], scratch
+  }
+  e.evex_rr(2, 1, kScratch, kZero, kIntOne, root, 0x65);  // 1 where the mask is set
+  e.evex_rm(2, 2, kScratch, kOut, v * 16, 0x31);          // vpmovdb [out], scratch
+}
+
 // One vector (number v of the chunk) through the body.
-void emit_vector(Emitter& e, std::span<const Instr> code, const Allocation& al, int32_t root, int v) {
+void emit_vector(Emitter& e, std::span<const Instr> code, const Allocation& al, int32_t root, DType type, int v) {
   const int32_t offset = v * kVectorFloats * int32_t(sizeof(float));
   const std::vector<int>& reg = al.reg;
   for (const Instr& x : code) {
@@ -251,7 +277,7 @@ void emit_vector(Emitter& e, std::span<const Instr> code, const Allocation& al, 
       case Code::select: e.evex_rr(2, 1, d, c, b, a, 0x65); break;         // d = a ? b : c
       case Code::bool_to_f32: e.evex_rr(2, 1, d, kZero, kOne, a, 0x65); break;
       case Code::bf16_to_f32: e.evex_rr(1, 0, d, 0, a, 0, 0x28); break;  // vmovaps: held exactly
-      case Code::f32_to_bf16: break;                                      // not taken
+      case Code::f32_to_bf16: emit_round_to_bf16(e, d, a); break;
       default: {  // an f32 leaf: its chunk's vector v
         int base = al.gpr[size_t(x.dst)];
         if (base < 0) e.mov_from(kRax, kAt, x.dst * int32_t(sizeof(float*))), base = kRax;
@@ -260,7 +286,7 @@ void emit_vector(Emitter& e, std::span<const Instr> code, const Allocation& al, 
       }
     }
   }
-  e.evex_rm(1, 0, reg[size_t(root)], kOut, offset, 0x11);  // vmovups [out + offset], root
+  emit_store(e, reg[size_t(root)], type, v);
 }
 
 }  // namespace
@@ -283,24 +309,25 @@ void FusionJit::Unmap::operator()(void* p) const {
 #endif
 }
 
-std::optional<FusionJit> FusionJit::compile(std::span<const FusionProgram::Instr> code, int32_t root) {
+std::optional<FusionJit> FusionJit::compile(std::span<const FusionProgram::Instr> code, int32_t root, DType result) {
 #ifdef TPU_FUSION_JIT
   if (!jit_enabled || code.empty()) return std::nullopt;
   for (const Instr& x : code)
     if (!takes(x)) return std::nullopt;
   const Allocation al = allocate(code, root);
   if (!al.fits || al.reg[size_t(root)] < 0) return std::nullopt;
+  if (result != DType::f32 && result != DType::bf16 && result != DType::boolean) return std::nullopt;
   for (const Instr& x : code)
-    if (x.dst == root && makes_mask(x.code)) return std::nullopt;  // an f32 result only
+    if (x.dst == root && makes_mask(x.code) != (result == DType::boolean)) return std::nullopt;
   Emitter e;
   emit_prologue(e, code, al);
   // The chunks in a loop: every leaf pointer (and the result's) moves on a chunk each time.
   const size_t loop = e.bytes.size();
-  for (int v = 0; v < kVectors; ++v) emit_vector(e, code, al, root, v);
+  for (int v = 0; v < kVectors; ++v) emit_vector(e, code, al, root, result, v);
   const int32_t chunk_bytes = int32_t(kFusionChunk * sizeof(float));
   for (const Instr& x : code)
     if (al.gpr[size_t(x.dst)] >= 0) e.add_imm(al.gpr[size_t(x.dst)], chunk_bytes);
-  e.add_imm(kOut, chunk_bytes);
+  e.add_imm(kOut, int32_t(kFusionChunk * size_of(result)));
   e.dec(kChunks);
   e.jnz_to(loop);
   e.byte(0xC5), e.byte(0xF8), e.byte(0x77);  // vzeroupper
@@ -322,7 +349,7 @@ std::optional<FusionJit> FusionJit::compile(std::span<const FusionProgram::Instr
       jit.loops_ = false;
   return jit;
 #else
-  (void)code, (void)root;
+  (void)code, (void)root, (void)result;
   return std::nullopt;
 #endif
 }

@@ -6,10 +6,10 @@
 // body in registers and stores the result only.
 //
 // It takes the f32 arithmetic whose results are exact IEEE operations (add, sub, mul, div,
-// sqrt, max, min, neg, abs), comparisons, selections and the conversions from bool and bf16,
-// so each element comes out bitwise as the program computes it. A body with any other op (a
-// transcendental, a rounding to bf16) or a result other than f32, or a CPU without AVX-512,
-// has no native form and runs on the program.
+// sqrt, max, min, neg, abs), comparisons, selections and the conversions between f32 and bool
+// or bf16, so each element comes out bitwise as the program computes it; f32, bf16 and bool
+// results. A body with any other op (a transcendental), or a CPU without AVX-512, has no
+// native form and runs on the program.
 #pragma once
 #include <cstddef>
 #include <cstdint>
@@ -23,14 +23,14 @@ namespace tpu {
 
 class FusionJit {
  public:
-  // The native form of a program's code (result register `root`), or nullopt.
-  static std::optional<FusionJit> compile(std::span<const FusionProgram::Instr> code, int32_t root);
+  // The native form of a program's code (result register `root` of type `result`), or nullopt.
+  static std::optional<FusionJit> compile(std::span<const FusionProgram::Instr> code, int32_t root, DType result);
   // `chunks` whole chunks: `at[r]` points at the first chunk of f32 leaf register r, `masks`
   // holds the mask registers (register r's kFusionChunk lanes at masks + r * kFusionChunk),
-  // `out` gets the result's elements. Each leaf's and the result's chunks follow one another;
+  // `out` gets the result's elements (f32, bf16 or bool, as the program's result). Each leaf's and the result's chunks follow one another;
   // only a program that loops() takes more than one chunk a call (its leaves are operands
   // read in place and splats).
-  void run(const float* const* at, const int32_t* masks, float* out, int64_t chunks) const {
+  void run(const float* const* at, const int32_t* masks, std::byte* out, int64_t chunks) const {
     entry_(at, masks, out, kConstants, chunks);
   }
   bool loops() const { return loops_; }
@@ -42,8 +42,10 @@ class FusionJit {
   static bool enabled();
 
  private:
-  using Entry = void (*)(const float* const*, const int32_t*, float*, const uint32_t*, int64_t);
-  static const uint32_t kConstants[4];  // sign bit, all but the sign bit, 1.0f, 0.0f
+  using Entry = void (*)(const float* const*, const int32_t*, std::byte*, const uint32_t*, int64_t);
+  // The sign bit, all but the sign bit, 1.0f, 0.0f, 1, a bf16 rounding's bias, the upper half,
+  // a bf16 NaN's quiet bit.
+  static const uint32_t kConstants[8];
   struct Unmap {
     size_t size;
     void operator()(void* p) const;

@@ -300,9 +300,8 @@ std::optional<FusionProgram> FusionProgram::compile(const Graph& body) {
     in->dst = id;
     p.code_.push_back(*in);
   }
-  if (p.result_type_ == DType::f32)
-    if (std::optional<FusionJit> native = FusionJit::compile(p.code_, p.result_))
-      p.native_ = std::make_shared<const FusionJit>(std::move(*native));
+  if (std::optional<FusionJit> native = FusionJit::compile(p.code_, p.result_, p.result_type_))
+    p.native_ = std::make_shared<const FusionJit>(std::move(*native));
   return p;
 }
 
@@ -369,7 +368,7 @@ void FusionProgram::run_range(std::span<const Tensor* const> in, std::byte* dst,
     for (const Instr& x : code_)
       if (x.code == Code::load) r.at[size_t(x.dst)] = in[size_t(x.param)]->data<float>() + i;
     const int64_t chunks = (end - begin) / kChunk;
-    native_->run(r.at.data(), r.m.data(), reinterpret_cast<float*>(dst), chunks);
+    native_->run(r.at.data(), r.m.data(), dst, chunks);
     i += chunks * kChunk;
   }
   for (; i < end; i += kChunk) {
@@ -383,7 +382,7 @@ void FusionProgram::run_range(std::span<const Tensor* const> in, std::byte* dst,
         else if (x.code <= Code::gather && x.code != Code::splat && x.code != Code::splat_bool && x.code != Code::tiled)
           load_chunk(x, gathers_, in, r, i, std::integral_constant<int64_t, kChunk>());
       }
-      native_->run(r.at.data(), r.m.data(), result, 1);
+      native_->run(r.at.data(), r.m.data(), dst + (i - begin) * int64_t(size_of(result_type_)), 1);
       continue;
     }
     if (len == kChunk) run_chunk(code_, gathers_, in, r, i, std::integral_constant<int64_t, kChunk>(), result_, result);

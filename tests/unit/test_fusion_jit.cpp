@@ -35,8 +35,10 @@ Tensor random_tensor(DType t, const Shape& s, std::mt19937& rng) {
 
 // A random body over an [m, c] result: f32 operands, a scalar, a constant and, when `mixed`,
 // a bool and a bf16 operand and a row and a column broadcast; then `ops` random ops, the last
-// f32 value its result. Its parameters' tensors go to `args`.
-Graph random_body(const Shape& s, int operands, bool mixed, int ops, std::mt19937& rng, std::vector<Tensor>& args) {
+// f32 value its result (rounded to bf16 for a bf16 result; the last mask for a bool one). Its
+// parameters' tensors go to `args`.
+Graph random_body(const Shape& s, int operands, bool mixed, int ops, DType result, std::mt19937& rng,
+                  std::vector<Tensor>& args) {
   Graph g;
   std::vector<NodeId> f, masks;
   auto param = [&](DType t, const Shape& shape) {
@@ -58,7 +60,8 @@ Graph random_body(const Shape& s, int operands, bool mixed, int ops, std::mt1993
   const Op unary[] = {Op::neg, Op::abs, Op::sqrt};
   const Cmp cmps[] = {Cmp::lt, Cmp::le, Cmp::gt, Cmp::ge, Cmp::eq, Cmp::ne};
   for (int k = 0; k < ops; ++k) {
-    switch (rng() % 8) {
+    switch (rng() % 9) {
+      case 4: f.push_back(g.convert(g.convert(any(f), DType::bf16), DType::f32)); break;  // a rounding
       case 0: f.push_back(g.unary(unary[rng() % 3], any(f))); break;
       case 1: masks.push_back(g.compare(cmps[rng() % 6], any(f), any(f))); break;
       case 2: f.push_back(g.select(any(masks), any(f), any(f))); break;
@@ -66,12 +69,20 @@ Graph random_body(const Shape& s, int operands, bool mixed, int ops, std::mt1993
       default: f.push_back(g.binary(binary[rng() % 6], any(f), any(f))); break;
     }
   }
-  g.outputs = {f.back()};
+  if (result == DType::boolean) g.outputs = {masks.back()};
+  else g.outputs = {result == DType::bf16 ? g.convert(f.back(), DType::bf16) : f.back()};
   return g;
 }
 
 void check_same_bits(const Tensor& got, const Tensor& want, const std::string& what) {
   for (int64_t i = 0; i < got.size(); ++i) {
+    if (got.dtype() != DType::f32) {
+      const float u = float(got.get(i)), v = float(want.get(i));
+      if (std::memcmp(got.raw() + i * size_of(got.dtype()), want.raw() + i * size_of(got.dtype()), size_of(got.dtype())) != 0 &&
+          !(std::isnan(u) && std::isnan(v)))
+        FAIL_CHECK(what << " element " << i << ": " << u << " vs " << v);
+      continue;
+    }
     const float u = got.data<float>()[i], v = want.data<float>()[i];
     if (std::memcmp(&u, &v, sizeof u) != 0 && !(std::isnan(u) && std::isnan(v)))
       FAIL_CHECK(what << " element " << i << ": " << u << " vs " << v << " (bits " << std::hex
@@ -86,10 +97,11 @@ TEST_CASE("native fusion code gives the fusion program's bits") {
   std::mt19937 rng(7);
   int native = 0, loops = 0, bodies = 0;
   for (const Shape& s : {Shape{37, 96}, Shape{9, 1000}, Shape{3, 5}}) {
-    for (int trial = 0; trial < 40; ++trial, ++bodies) {
+    for (int trial = 0; trial < 60; ++trial, ++bodies) {
       std::vector<Tensor> args;
-      const int operands = 1 + int(rng() % 8), ops = 1 + int(rng() % (trial < 30 ? 12 : 60));
-      const Graph body = random_body(s, operands, trial % 2 == 1, ops, rng, args);
+      const int operands = 1 + int(rng() % 8), ops = 1 + int(rng() % (trial < 40 ? 12 : 60));
+      const DType result = trial % 3 == 0 ? DType::f32 : trial % 3 == 1 ? DType::bf16 : DType::boolean;
+      const Graph body = random_body(s, operands, trial % 2 == 1, ops, result, rng, args);
       FusionJit::set_enabled(false);
       const std::optional<FusionProgram> plain = FusionProgram::compile(body);
       FusionJit::set_enabled(native_here);
@@ -102,7 +114,7 @@ TEST_CASE("native fusion code gives the fusion program's bits") {
       std::vector<const Tensor*> in;
       for (const Tensor& t : args) in.push_back(&t);
       const int64_t n = num_elements(s), cut = n / 2 / kFusionChunk * kFusionChunk;
-      Tensor want(DType::f32, s), whole(DType::f32, s), halves(DType::f32, s);
+      Tensor want(result, s), whole(result, s), halves(result, s);
       plain->run(in, want, 0, n);
       fast->run(in, whole, 0, n);
       fast->run(in, halves, 0, cut);
