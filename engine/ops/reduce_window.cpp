@@ -4,6 +4,9 @@
 // select_and_scatter: the max gradient, each window's output gradient added at its maximum.
 #include <algorithm>
 #include <cmath>
+#ifdef __AVX512F__
+#include <immintrin.h>
+#endif
 
 #include "ops/f32_compute.h"
 #include "ops/kernel_util.h"
@@ -194,11 +197,103 @@ void window_max(const PoolGeom& p, const float* a, int64_t b, int64_t oh, int64_
   });
 }
 
+// 2x2 windows at stride 2 that tile the image (the usual max pool), 16 channels to a vector:
+// an output row's windows read two input rows side by side, each window's channels a few
+// vectors, with none of the general path's per-window set-up (which took most of its time:
+// a window's 32 channels are two vectors). Bitwise the general path's results: comparisons
+// and selections of the values as they are.
+bool tiles_2x2(const Window2D& w, const Shape& xs, int64_t ho, int64_t wo) {
+#ifdef __AVX512F__
+  Window2D pool;
+  pool.size = pool.stride = {2, 2};
+  return w == pool && xs[1] == 2 * ho && xs[2] == 2 * wo && xs[3] % 16 == 0;
+#else
+  (void)w, (void)xs, (void)ho, (void)wo;
+  return false;
+#endif
+}
+
+#ifdef __AVX512F__
+// The rows of output row (b, oh) of a tiling 2x2 pool: the two input rows it reads, then the
+// output (or output gradient) row.
+struct PoolRows {
+  int64_t r0, r1, o;
+};
+PoolRows pool_rows(const Shape& xs, int64_t ho, int64_t b, int64_t oh) {
+  const int64_t row = xs[2] * xs[3];
+  return {(b * xs[1] + 2 * oh) * row, (b * xs[1] + 2 * oh + 1) * row, (b * ho + oh) * (row / 2)};
+}
+
+// beats(v, best, true) lane by lane: v > best, or v is a NaN and best is not.
+__mmask16 beats16(__m512 v, __m512 best) {
+  return _mm512_cmp_ps_mask(v, best, _CMP_GT_OS) |
+         (_mm512_cmp_ps_mask(v, v, _CMP_UNORD_Q) & _mm512_cmp_ps_mask(best, best, _CMP_ORD_Q));
+}
+
+// Equal to the maximum: the same value, or both NaN.
+__mmask16 is_max16(__m512 v, __m512 best) {
+  return _mm512_cmp_ps_mask(v, best, _CMP_EQ_OQ) |
+         (_mm512_cmp_ps_mask(v, v, _CMP_UNORD_Q) & _mm512_cmp_ps_mask(best, best, _CMP_UNORD_Q));
+}
+
+// The window's four vectors (window order) and their first maximum.
+struct Window16 {
+  __m512 v[4], best;
+};
+Window16 window16(const float* x0, const float* x1, int64_t ch) {
+  Window16 w{{_mm512_loadu_ps(x0), _mm512_loadu_ps(x0 + ch), _mm512_loadu_ps(x1), _mm512_loadu_ps(x1 + ch)}, {}};
+  w.best = w.v[0];
+  for (int k = 1; k < 4; ++k) w.best = _mm512_mask_blend_ps(beats16(w.v[k], w.best), w.best, w.v[k]);
+  return w;
+}
+
+void max_pool_2x2(const float* a, float* y, const Shape& xs, int64_t ho, int64_t b) {
+  const int64_t wo = xs[2] / 2, ch = xs[3];
+  for (int64_t oh = 0; oh < ho; ++oh) {
+    const PoolRows r = pool_rows(xs, ho, b, oh);
+    for (int64_t ow = 0; ow < wo; ++ow)
+      for (int64_t c = 0; c < ch; c += 16) {
+        const int64_t in = 2 * ow * ch + c;
+        _mm512_storeu_ps(y + r.o + ow * ch + c, window16(a + r.r0 + in, a + r.r1 + in, ch).best);
+      }
+  }
+}
+
+// Each window's gradient to its first maximum, 0 to the other three elements.
+void max_pool_2x2_grad(const float* a, const float* dy, float* dx, const Shape& xs, int64_t ho, int64_t b) {
+  const int64_t wo = xs[2] / 2, ch = xs[3];
+  for (int64_t oh = 0; oh < ho; ++oh) {
+    const PoolRows r = pool_rows(xs, ho, b, oh);
+    for (int64_t ow = 0; ow < wo; ++ow)
+      for (int64_t c = 0; c < ch; c += 16) {
+        const int64_t in = 2 * ow * ch + c;
+        const Window16 w = window16(a + r.r0 + in, a + r.r1 + in, ch);
+        const __m512 g = _mm512_loadu_ps(dy + r.o + ow * ch + c);
+        float* d[4] = {dx + r.r0 + in, dx + r.r0 + in + ch, dx + r.r1 + in, dx + r.r1 + in + ch};
+        __mmask16 taken = 0;
+        for (int k = 0; k < 4; ++k) {
+          const __mmask16 hit = is_max16(w.v[k], w.best) & __mmask16(~taken);
+          _mm512_storeu_ps(d[k], _mm512_maskz_mov_ps(hit, g));
+          taken |= hit;
+        }
+      }
+  }
+}
+#else
+void max_pool_2x2(const float*, float*, const Shape&, int64_t, int64_t) {}
+void max_pool_2x2_grad(const float*, const float*, float*, const Shape&, int64_t, int64_t) {}
+#endif
+
 // f32 (and bf16 through f32): one task per image; each window's channels are a vector.
 void fast_reduce_window_f32(const Node& n, std::span<const Tensor* const> in, Tensor& out) {
   const PoolGeom p = pool_geom(n.window(), in[0]->shape(), n.shape[1], n.shape[2]);
   const WindowKind kind = kind_of(n);
   const float* a = in[0]->data<float>();
+  if (kind == WindowKind::max && tiles_2x2(n.window(), in[0]->shape(), n.shape[1], n.shape[2])) {
+    return parallel_for(in[0]->shape()[0], [&](int64_t b) {
+      max_pool_2x2(a, out.data<float>(), in[0]->shape(), n.shape[1], b);
+    });
+  }
   parallel_for(in[0]->shape()[0], [&](int64_t b) {
     std::vector<float> best(static_cast<size_t>(p.ch));
     for (int64_t oh = 0; oh < p.ho; ++oh)
@@ -264,8 +359,10 @@ void fast_select_and_scatter_f32(const Node& n, std::span<const Tensor* const> i
   const PoolGeom p = pool_geom(n.window(), in[0]->shape(), in[1]->shape()[1], in[1]->shape()[2]);
   const float* a = in[0]->data<float>();
   const float* dy = in[1]->data<float>();
+  const bool tiles = tiles_2x2(n.window(), in[0]->shape(), p.ho, p.wo);
   parallel_for(in[0]->shape()[0], [&](int64_t b) {
-    if (p.disjoint) scatter_disjoint(p, a, dy, out.data<float>(), b);
+    if (tiles) max_pool_2x2_grad(a, dy, out.data<float>(), in[0]->shape(), p.ho, b);
+    else if (p.disjoint) scatter_disjoint(p, a, dy, out.data<float>(), b);
     else scatter_overlapping(p, a, dy, out.data<float>(), b);
   });
 }

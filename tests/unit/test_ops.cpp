@@ -577,6 +577,33 @@ TEST_CASE("conv and pooling results do not depend on the thread count") {
   }
 }
 
+TEST_CASE("2x2 max pools that tile the image: the fast kernels give the reference's bits, NaNs and ties included") {
+  // Each row's windows in one loop (ops/reduce_window.cpp's tiling path), 32 channels (two
+  // vectors) and 3; a 5x5 image leaves a row and a column out (the general path).
+  for (const Shape& s : {Shape{2, 6, 8, 32}, Shape{3, 4, 4, 3}, Shape{1, 5, 5, 4}}) {
+    Graph g;
+    NodeId x = g.parameter(DType::f32, s);
+    const Window2D pool = window({2, 2}, {0, 0}, {0, 0}, {2, 2});
+    NodeId y = g.reduce_window(x, WindowKind::max, pool);
+    NodeId dy = g.parameter(DType::f32, g.at(y).shape);
+    NodeId dx = g.select_and_scatter(x, dy, pool);
+    std::mt19937 rng(11);
+    Tensor tx(DType::f32, s), tdy(DType::f32, g.at(y).shape);
+    for (int64_t i = 0; i < tx.size(); ++i)  // small integers (ties), some NaNs and -0
+      tx.data<float>()[i] = rng() % 13 == 0 ? std::nanf("") : rng() % 11 == 0 ? -0.0f : float(int(rng() % 5) - 2);
+    for (int64_t i = 0; i < tdy.size(); ++i) tdy.data<float>()[i] = float(i % 7) - 3.5f;
+    for (NodeId id : {y, dx}) {
+      const Node& n = g.at(id);
+      std::vector<const Tensor*> args = {&tx};
+      if (id == dx) args.push_back(&tdy);
+      Tensor fast(DType::f32, n.shape), ref(DType::f32, n.shape);
+      kernel_for(n.op)(n, args, fast);
+      op_info(n.op).reference(n, args, ref);
+      CHECK(std::memcmp(fast.raw(), ref.raw(), size_t(fast.size()) * 4) == 0);
+    }
+  }
+}
+
 TEST_CASE("rng draws depend only on the key and are well distributed") {
   auto draw = [](RngKind kind, int32_t k0, int32_t k1, int64_t n) {
     Graph g;
