@@ -140,6 +140,11 @@ struct Allocation {
 
 bool is_splat(Code c) { return c == Code::splat || c == Code::splat_bool; }
 
+// A leaf whose chunks lie one after another in memory (an operand read in place, or a
+// per-channel one whose period is whole chunks, within a period): its pointer moves on a
+// chunk at a time. A tiled one holds the same chunk throughout.
+bool advances(const Instr& x) { return x.code == Code::load || (x.code == Code::repeat && x.n % kFusionChunk == 0); }
+
 // General registers free for chunk pointers (caller-saved; rcx and rsi once the constants and
 // the splats are loaded; rsi last, as mask operands read through it).
 constexpr int kPointerRegs[] = {9, 10, 11, kConstReg, kMasksReg};
@@ -321,12 +326,13 @@ std::optional<FusionJit> FusionJit::compile(std::span<const FusionProgram::Instr
     if (x.dst == root && makes_mask(x.code) != (result == DType::boolean)) return std::nullopt;
   Emitter e;
   emit_prologue(e, code, al);
-  // The chunks in a loop: every leaf pointer (and the result's) moves on a chunk each time.
+  // The chunks in a loop: the leaf pointers that advance (and the result's) move on a chunk
+  // each time.
   const size_t loop = e.bytes.size();
   for (int v = 0; v < kVectors; ++v) emit_vector(e, code, al, root, result, v);
   const int32_t chunk_bytes = int32_t(kFusionChunk * sizeof(float));
   for (const Instr& x : code)
-    if (al.gpr[size_t(x.dst)] >= 0) e.add_imm(al.gpr[size_t(x.dst)], chunk_bytes);
+    if (al.gpr[size_t(x.dst)] >= 0 && advances(x)) e.add_imm(al.gpr[size_t(x.dst)], chunk_bytes);
   e.add_imm(kOut, int32_t(kFusionChunk * size_of(result)));
   e.dec(kChunks);
   e.jnz_to(loop);
@@ -345,7 +351,7 @@ std::optional<FusionJit> FusionJit::compile(std::span<const FusionProgram::Instr
   jit.loops_ = true;
   for (const Instr& x : code)
     if (is_leaf(x.code) && !is_splat(x.code) && al.reg[size_t(x.dst)] >= 0 &&
-        (x.code != Code::load || al.gpr[size_t(x.dst)] < 0))
+        (al.gpr[size_t(x.dst)] < 0 || !(advances(x) || x.code == Code::tiled)))
       jit.loops_ = false;
   return jit;
 #else

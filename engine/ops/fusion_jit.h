@@ -29,7 +29,8 @@ class FusionJit {
   // holds the mask registers (register r's kFusionChunk lanes at masks + r * kFusionChunk),
   // `out` gets the result's elements (f32, bf16 or bool, as the program's result). Each leaf's and the result's chunks follow one another;
   // only a program that loops() takes more than one chunk a call (its leaves are operands
-  // read in place and splats).
+  // read in place, splats, operands repeating every few chunks (the call stays within one
+  // period) or within one chunk).
   void run(const float* const* at, const int32_t* masks, std::byte* out, int64_t chunks) const {
     entry_(at, masks, out, kConstants, chunks);
   }

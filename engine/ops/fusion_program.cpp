@@ -364,11 +364,15 @@ void FusionProgram::run_range(std::span<const Tensor* const> in, std::byte* dst,
     }
   }
   int64_t i = begin;
-  if (native_ && native_->loops() && end - begin >= kChunk) {  // the whole chunks in one call
-    for (const Instr& x : code_)
+  while (native_ && native_->loops() && end - i >= kChunk) {  // whole chunks, a period of each operand at most
+    int64_t chunks = (end - i) / kChunk;
+    for (const Instr& x : code_) {
       if (x.code == Code::load) r.at[size_t(x.dst)] = in[size_t(x.param)]->data<float>() + i;
-    const int64_t chunks = (end - begin) / kChunk;
-    native_->run(r.at.data(), r.m.data(), dst, chunks);
+      if (x.code != Code::repeat || x.n % kChunk != 0) continue;  // another repeat is read by nothing here
+      r.at[size_t(x.dst)] = in[size_t(x.param)]->data<float>() + i % x.n;
+      chunks = std::min(chunks, (x.n - i % x.n) / kChunk);
+    }
+    native_->run(r.at.data(), r.m.data(), dst + (i - begin) * int64_t(size_of(result_type_)), chunks);
     i += chunks * kChunk;
   }
   for (; i < end; i += kChunk) {

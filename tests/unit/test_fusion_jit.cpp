@@ -2,7 +2,8 @@
 // by the fusion program alone, give the same bits (any NaN standing for any other), whole
 // chunks and the partial last one, from the first element or from a later chunk. Bodies mix
 // every leaf form (operands read in place, bool and bf16 operands, splats, broadcasts along
-// either dim), every op the native code takes, and some it does not.
+// either dim: per-channel operands of 64 channels (within a chunk), 512 (whole chunks), 96 and
+// 1000), every op the native code takes and every result type.
 #include <doctest.h>
 
 #include <bit>
@@ -33,11 +34,15 @@ Tensor random_tensor(DType t, const Shape& s, std::mt19937& rng) {
   return x;
 }
 
-// A random body over an [m, c] result: f32 operands, a scalar, a constant and, when `mixed`,
-// a bool and a bf16 operand and a row and a column broadcast; then `ops` random ops, the last
-// f32 value its result (rounded to bf16 for a bf16 result; the last mask for a bool one). Its
-// parameters' tensors go to `args`.
-Graph random_body(const Shape& s, int operands, bool mixed, int ops, DType result, std::mt19937& rng,
+// Which leaves a random body has beyond its f32 operands, scalar and constant.
+enum class Leaves { plain, rows, all };
+
+// A random body over an [m, c] result: f32 operands, a scalar, a constant, with Leaves::rows a
+// row broadcast along m (a per-channel operand), with Leaves::all also a bool and a bf16
+// operand and a column broadcast; then `ops` random ops, the last f32 value its result
+// (rounded to bf16 for a bf16 result; the last mask for a bool one). Its parameters' tensors
+// go to `args`.
+Graph random_body(const Shape& s, int operands, Leaves leaves, int ops, DType result, std::mt19937& rng,
                   std::vector<Tensor>& args) {
   Graph g;
   std::vector<NodeId> f, masks;
@@ -49,10 +54,10 @@ Graph random_body(const Shape& s, int operands, bool mixed, int ops, DType resul
   f.push_back(g.broadcast(param(DType::f32, {}), s, {}));
   f.push_back(g.full(DType::f32, s, 0.5));
   masks.push_back(g.broadcast(param(DType::boolean, {}), s, {}));
-  if (mixed) {
+  if (leaves != Leaves::plain) f.push_back(g.broadcast(param(DType::f32, {s[1]}), s, {1}));
+  if (leaves == Leaves::all) {
     masks.push_back(param(DType::boolean, s));
     f.push_back(g.convert(param(DType::bf16, s), DType::f32));
-    f.push_back(g.broadcast(param(DType::f32, {s[1]}), s, {1}));
     f.push_back(g.broadcast(param(DType::f32, {s[0]}), s, {0}));
   }
   auto any = [&](const std::vector<NodeId>& v) { return v[rng() % v.size()]; };
@@ -96,12 +101,13 @@ TEST_CASE("native fusion code gives the fusion program's bits") {
   const bool native_here = FusionJit::enabled();
   std::mt19937 rng(7);
   int native = 0, loops = 0, bodies = 0;
-  for (const Shape& s : {Shape{37, 96}, Shape{9, 1000}, Shape{3, 5}}) {
+  for (const Shape& s : {Shape{37, 96}, Shape{9, 1000}, Shape{3, 5}, Shape{12, 512}, Shape{40, 64}}) {
     for (int trial = 0; trial < 60; ++trial, ++bodies) {
       std::vector<Tensor> args;
       const int operands = 1 + int(rng() % 8), ops = 1 + int(rng() % (trial < 40 ? 12 : 60));
       const DType result = trial % 3 == 0 ? DType::f32 : trial % 3 == 1 ? DType::bf16 : DType::boolean;
-      const Graph body = random_body(s, operands, trial % 2 == 1, ops, result, rng, args);
+      const Leaves leaves = (trial / 3) % 3 == 0 ? Leaves::plain : (trial / 3) % 3 == 1 ? Leaves::rows : Leaves::all;
+      const Graph body = random_body(s, operands, leaves, ops, result, rng, args);
       FusionJit::set_enabled(false);
       const std::optional<FusionProgram> plain = FusionProgram::compile(body);
       FusionJit::set_enabled(native_here);
