@@ -438,7 +438,10 @@ Cost cost_reduce(const Graph& g, const Node& n) {
 bool reduce_produced(const Shape& shape, std::span<const int64_t> dims, ReduceKind kind, int64_t align,
                      const TileProducer& produce, float* out) {
   Runs r;
-  if (!consecutive_runs(shape, dims, r) || r.len > kTileElements || r.inner > kTileElements) return false;
+  // A tile holds whole rows (over the last dims) or at least one row of columns (over leading
+  // dims: any number of rows, a BatchNorm's N*H*W included, goes in tiles of rows).
+  if (!consecutive_runs(shape, dims, r) || (r.inner == 1 && r.len > kTileElements) || r.inner > kTileElements)
+    return false;
   for_kind(kind, [&]<ReduceKind K>(double init) { reduce_produced_runs<K>(r, align, produce, out, init); });
   return true;
 }

@@ -763,7 +763,10 @@ TEST_CASE("reduce_fusion reduces its body's result tile by tile: the same bits a
                                    {{64, 8, 8, 96}, {0, 1, 2}, ReduceKind::sum, false},
                                    {{3, 700, 40}, {1}, ReduceKind::sum, false},
                                    {{3, 40, 500}, {0, 1}, ReduceKind::max, true},
-                                   {{4, 300, 100}, {0, 1}, ReduceKind::min, true}};
+                                   {{4, 300, 100}, {0, 1}, ReduceKind::min, true},
+                                   // more rows than a tile holds (a BatchNorm's N*H*W): tiles of rows
+                                   {{9, 70, 70, 8}, {0, 1, 2}, ReduceKind::sum, false},
+                                   {{2, 200, 100, 4}, {0, 1, 2}, ReduceKind::max, true}};
   std::mt19937 rng(5);
   for (const Case& c : cases) {
     Graph g;
