@@ -604,6 +604,27 @@ TEST_CASE("2x2 max pools that tile the image: the fast kernels give the referenc
   }
 }
 
+TEST_CASE("a filter gradient over chunks of the batch agrees with the reference, f32 and bf16") {
+  // 16 images of 12x12: four chunks of four (kernels/onednn_conv.cpp sums their gradients in
+  // chunk order); 20 images: chunks of 5.
+  for (int64_t n : {16, 20}) {
+    for (DType t : {DType::f32, DType::bf16}) {
+      Graph g;
+      NodeId x = g.parameter(t, {n, 12, 12, 16}), dy = g.parameter(t, {n, 12, 12, 32});
+      NodeId df = g.conv_filter_grad(x, dy, window({1, 1}, {1, 1}, {1, 1}, {3, 3}));
+      std::mt19937 rng(8);
+      std::vector<Tensor> args = {random_tensor({t, {n, 12, 12, 16}, Fill::small_int}, rng),
+                                  random_tensor({t, {n, 12, 12, 32}, Fill::small_int}, rng)};
+      std::vector<const Tensor*> in = {&args[0], &args[1]};
+      const Node& node = g.at(df);
+      Tensor fast(node.dtype, node.shape), ref(node.dtype, node.shape);
+      kernel_for(node.op)(node, in, fast);
+      op_info(node.op).reference(node, in, ref);
+      check_close(fast, ref, 1e-6, "conv_filter_grad");  // small integers: exact sums
+    }
+  }
+}
+
 TEST_CASE("rng draws depend only on the key and are well distributed") {
   auto draw = [](RngKind kind, int32_t k0, int32_t k1, int64_t n) {
     Graph g;
