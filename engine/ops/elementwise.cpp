@@ -5,6 +5,7 @@
 
 #include "kernels/convert.h"
 #include "ops/elementwise.h"
+#include "runtime/thread_pool.h"
 
 namespace tpu {
 
@@ -262,11 +263,29 @@ void ref_convert(const Node&, std::span<const Tensor* const> in, Tensor& out) {
   });
 }
 
-// f32 <-> bf16 (the casts mixed precision puts around every matmul) in SIMD loops.
+// Runs f(begin, end) over [0, n) in pieces across the pool (elementwise: any split gives the
+// same bits).
+template <class F>
+void in_pieces(int64_t n, F f) {
+  constexpr int64_t kPiece = int64_t(1) << 16;
+  if (n < 2 * kPiece) return f(int64_t(0), n);
+  parallel_for((n + kPiece - 1) / kPiece, [&](int64_t t) { f(t * kPiece, std::min(n, (t + 1) * kPiece)); });
+}
+
+// f32 <-> bf16 (the casts mixed precision puts around every matmul) in SIMD loops, large ones
+// on every thread (a batch and the weights each step).
 void fast_convert(const Node& n, std::span<const Tensor* const> in, Tensor& out) {
   const DType from = in[0]->dtype(), to = out.dtype();
-  if (from == DType::f32 && to == DType::bf16) return round_to_bf16(in[0]->data<float>(), out.data<uint16_t>(), out.size());
-  if (from == DType::bf16 && to == DType::f32) return widen_bf16(in[0]->data<uint16_t>(), out.data<float>(), out.size());
+  if (from == DType::f32 && to == DType::bf16) {
+    const float* a = in[0]->data<float>();
+    uint16_t* o = out.data<uint16_t>();
+    return in_pieces(out.size(), [&](int64_t b, int64_t e) { round_to_bf16(a + b, o + b, e - b); });
+  }
+  if (from == DType::bf16 && to == DType::f32) {
+    const uint16_t* a = in[0]->data<uint16_t>();
+    float* o = out.data<float>();
+    return in_pieces(out.size(), [&](int64_t b, int64_t e) { widen_bf16(a + b, o + b, e - b); });
+  }
   if (from == to) return (void)std::memcpy(out.raw(), in[0]->raw(), out.bytes());
   ref_convert(n, in, out);
 }

@@ -625,6 +625,31 @@ TEST_CASE("a filter gradient over chunks of the batch agrees with the reference,
   }
 }
 
+TEST_CASE("large f32 <-> bf16 converts run in pieces across threads with the reference's bits") {
+  const Shape s{3, 100003};  // several pieces and a short last one
+  std::mt19937 rng(12);
+  Tensor x(DType::f32, s);
+  const float special[] = {0.0f, -0.0f, std::nanf(""), INFINITY, -INFINITY, 1e-40f, 3.0e38f};
+  for (int64_t i = 0; i < x.size(); ++i)
+    x.data<float>()[i] = rng() % 13 == 0 ? special[rng() % 7] : std::ldexp(float(rng() % 100000) - 50000, int(rng() % 40) - 20);
+  Graph g;
+  NodeId p = g.parameter(DType::f32, s);
+  NodeId narrow = g.convert(p, DType::bf16), wide = g.convert(narrow, DType::f32);
+  for (int threads : {1, 2}) {
+    set_num_threads(threads);
+    Tensor nb(DType::bf16, s), nr(DType::bf16, s), wb(DType::f32, s), wr(DType::f32, s);
+    std::vector<const Tensor*> in = {&x};
+    kernel_for(Op::convert)(g.at(narrow), in, nb);
+    op_info(Op::convert).reference(g.at(narrow), in, nr);
+    CHECK(std::memcmp(nb.raw(), nr.raw(), nb.bytes()) == 0);
+    in = {&nb};
+    kernel_for(Op::convert)(g.at(wide), in, wb);
+    op_info(Op::convert).reference(g.at(wide), in, wr);
+    CHECK(std::memcmp(wb.raw(), wr.raw(), wb.bytes()) == 0);
+  }
+  set_num_threads(0);
+}
+
 TEST_CASE("rng draws depend only on the key and are well distributed") {
   auto draw = [](RngKind kind, int32_t k0, int32_t k1, int64_t n) {
     Graph g;
