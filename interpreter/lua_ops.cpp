@@ -177,7 +177,7 @@ int l_cast(lua_State* L) {
 }
 
 // matmul: rank-1 operands are promoted to matrices and the added dim removed again;
-// leading batch dims broadcast. `to` = f32 on bf16 operands keeps the f32 sums (mixed precision).
+// leading batch dims broadcast; a matrix b takes all of a's rows in one product. `to` = f32 on bf16 operands keeps the f32 sums (mixed precision).
 NodeId matmul(Graph& g, NodeId a, NodeId b, std::optional<DType> to = std::nullopt) {
   const Shape as = g.at(a).shape, bs = g.at(b).shape;
   if (as.empty() || bs.empty()) throw Error("matmul needs tensors of rank >= 1, got " + type_str(g.at(a).dtype, as) + " and " + type_str(g.at(b).dtype, bs));
@@ -188,6 +188,14 @@ NodeId matmul(Graph& g, NodeId a, NodeId b, std::optional<DType> to = std::nullo
   Shape b2 = bs.size() == 1 ? Shape{bs[0], 1} : bs;
   if (a2.back() != b2[b2.size() - 2])
     throw Error("matmul: inner dimensions differ: " + type_str(t, as) + " @ " + type_str(t, bs));
+  if (as.size() > 2 && bs.size() == 2) {
+    // [..., m, k] @ [k, n]: one product of all the rows, [prod(...) * m, k] @ [k, n]. Batched,
+    // b would be broadcast to every batch (stored so) and its gradient summed back over them.
+    Shape out(as.begin(), as.end() - 1);
+    const int64_t rows = num_elements(out);
+    out.push_back(bs[1]);
+    return g.reshape(g.dot(g.reshape(a, {rows, as.back()}), b, false, false, to), out);
+  }
   Shape batch = broadcast_shapes(Shape(a2.begin(), a2.end() - 2), Shape(b2.begin(), b2.end() - 2));
   Shape at = batch, bt = batch;
   at.insert(at.end(), a2.end() - 2, a2.end());

@@ -75,6 +75,21 @@ return {
     check.raises(function() return a:matmul(tpu.ones{3, 1}) end, "inner dimensions")
   end,
 
+  ["a batch of rows times a matrix: each batch's product, one product in the graph, its gradient"] = function()
+    local x = tpu.arange(24):reshape{2, 3, 4} / 10
+    local w = tpu.arange(20):reshape{4, 5} / 7 - 1
+    local y = x:matmul(w)
+    check.eq(y.shape, {2, 3, 5})
+    for b = 1, 2 do check.near(y:slice{{b, b}}:reshape{3, 5}:totable(), x:slice{{b, b}}:reshape{3, 4}:matmul(w):totable(), 1e-6) end
+    -- w is neither broadcast to the batch nor summed back: one [6, 4] @ [4, 5] product.
+    local f = tpu.jit(function(x, w) return (x:matmul(w) * x:matmul(w)):sum() end)
+    check.eq(f:lower(x, w):find("broadcast", 1, true), nil)
+    local _, dw = tpu.value_and_grad(function(w) return (x:matmul(w) * x:matmul(w)):sum() end)(w)
+    local x2 = x:reshape{6, 4}
+    check.near(dw:totable(), (x2:transpose():matmul(x2:matmul(w)) * 2):totable(), 1e-5)
+    check.eq(tpu.ones{2, 3, 0}:matmul(tpu.ones{0, 5}):totable(), tpu.zeros{2, 3, 5}:totable())
+  end,
+
   ["slice, take and one_hot"] = function()
     local a = t{{1, 2, 3}, {4, 5, 6}, {7, 8, 9}}
     check.eq(a:slice{{2, 3}}:totable(), {{4, 5, 6}, {7, 8, 9}})
