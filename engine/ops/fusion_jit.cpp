@@ -143,7 +143,15 @@ bool is_splat(Code c) { return c == Code::splat || c == Code::splat_bool; }
 // A leaf whose chunks lie one after another in memory (an operand read in place, or a
 // per-channel one whose period is whole chunks, within a period): its pointer moves on a
 // chunk at a time. A tiled one holds the same chunk throughout.
-bool advances(const Instr& x) { return x.code == Code::load || (x.code == Code::repeat && x.n % kFusionChunk == 0); }
+bool advances(const Instr& x) {
+  return x.code == Code::load || (x.code == Code::repeat && x.n % kFusionChunk == 0) || FusionJit::reads_spread(x);
+}
+
+// How far an advancing leaf's pointer moves a chunk: a chunk of elements, or of a spread
+// operand's values (a chunk holds kFusionChunk / n of them).
+int32_t advance_bytes(const Instr& x) {
+  return int32_t(sizeof(float) * (FusionJit::reads_spread(x) ? kFusionChunk / x.n : kFusionChunk));
+}
 
 // General registers free for chunk pointers (caller-saved; rcx and rsi once the constants and
 // the splats are loaded; rsi last, as mask operands read through it).
@@ -283,10 +291,11 @@ void emit_vector(Emitter& e, std::span<const Instr> code, const Allocation& al, 
       case Code::bool_to_f32: e.evex_rr(2, 1, d, kZero, kOne, a, 0x65); break;
       case Code::bf16_to_f32: e.evex_rr(1, 0, d, 0, a, 0, 0x28); break;  // vmovaps: held exactly
       case Code::f32_to_bf16: emit_round_to_bf16(e, d, a); break;
-      default: {  // an f32 leaf: its chunk's vector v
+      default: {  // an f32 leaf: its chunk's vector v (a spread one: the value the vector repeats)
         int base = al.gpr[size_t(x.dst)];
         if (base < 0) e.mov_from(kRax, kAt, x.dst * int32_t(sizeof(float*))), base = kRax;
-        e.evex_rm(1, 0, d, base, offset, 0x10);  // vmovups
+        if (FusionJit::reads_spread(x)) e.evex_rm(2, 1, d, base, int32_t(sizeof(float) * (v * kVectorFloats / x.n)), 0x18);
+        else e.evex_rm(1, 0, d, base, offset, 0x10);  // vmovups
         break;
       }
     }
@@ -295,6 +304,10 @@ void emit_vector(Emitter& e, std::span<const Instr> code, const Allocation& al, 
 }
 
 }  // namespace
+
+bool FusionJit::reads_spread(const FusionProgram::Instr& x) {
+  return x.code == Code::spread && x.n % kVectorFloats == 0 && kFusionChunk % x.n == 0;
+}
 
 void FusionJit::set_enabled(bool on) {
 #ifdef TPU_FUSION_JIT
@@ -330,9 +343,8 @@ std::optional<FusionJit> FusionJit::compile(std::span<const FusionProgram::Instr
   // each time.
   const size_t loop = e.bytes.size();
   for (int v = 0; v < kVectors; ++v) emit_vector(e, code, al, root, result, v);
-  const int32_t chunk_bytes = int32_t(kFusionChunk * sizeof(float));
   for (const Instr& x : code)
-    if (al.gpr[size_t(x.dst)] >= 0 && advances(x)) e.add_imm(al.gpr[size_t(x.dst)], chunk_bytes);
+    if (al.gpr[size_t(x.dst)] >= 0 && advances(x)) e.add_imm(al.gpr[size_t(x.dst)], advance_bytes(x));
   e.add_imm(kOut, int32_t(kFusionChunk * size_of(result)));
   e.dec(kChunks);
   e.jnz_to(loop);

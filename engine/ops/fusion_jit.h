@@ -35,6 +35,10 @@ class FusionJit {
     entry_(at, masks, out, kConstants, chunks);
   }
   bool loops() const { return loops_; }
+  // A spread operand (each of its values repeated n times) with n a multiple of the vector
+  // width that divides a chunk (a softmax's or a LayerNorm's row statistics): the native code
+  // broadcasts its values itself, at[r] pointing at the value of the chunk's first element.
+  static bool reads_spread(const FusionProgram::Instr& x);
   size_t code_bytes() const { return size_; }
 
   // Whether programs get native code (tests turn it off to compare both); on by default

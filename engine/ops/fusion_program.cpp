@@ -368,6 +368,7 @@ void FusionProgram::run_range(std::span<const Tensor* const> in, std::byte* dst,
     int64_t chunks = (end - i) / kChunk;
     for (const Instr& x : code_) {
       if (x.code == Code::load) r.at[size_t(x.dst)] = in[size_t(x.param)]->data<float>() + i;
+      if (FusionJit::reads_spread(x)) r.at[size_t(x.dst)] = in[size_t(x.param)]->data<float>() + i / x.n;
       if (x.code != Code::repeat || x.n % kChunk != 0) continue;  // another repeat is read by nothing here
       r.at[size_t(x.dst)] = in[size_t(x.param)]->data<float>() + i % x.n;
       chunks = std::min(chunks, (x.n - i % x.n) / kChunk);
@@ -383,6 +384,7 @@ void FusionProgram::run_range(std::span<const Tensor* const> in, std::byte* dst,
     if (native_ && len == kChunk) {  // the leaves' chunks, then the body as native code
       for (const Instr& x : code_) {
         if (x.code == Code::load) r.at[size_t(x.dst)] = in[size_t(x.param)]->data<float>() + i;
+        else if (FusionJit::reads_spread(x)) r.at[size_t(x.dst)] = in[size_t(x.param)]->data<float>() + i / x.n;
         else if (x.code <= Code::gather && x.code != Code::splat && x.code != Code::splat_bool && x.code != Code::tiled)
           load_chunk(x, gathers_, in, r, i, std::integral_constant<int64_t, kChunk>());
       }

@@ -3,7 +3,8 @@
 // chunks and the partial last one, from the first element or from a later chunk. Bodies mix
 // every leaf form (operands read in place, bool and bf16 operands, splats, broadcasts along
 // either dim: per-channel operands of 64 channels (within a chunk), 512 (whole chunks), 96 and
-// 1000), every op the native code takes and every result type.
+// 1000; per-row ones over rows of 16, 64 and 256 (read a vector at a time) and others), every
+// op the native code takes and every result type.
 #include <doctest.h>
 
 #include <bit>
@@ -101,7 +102,8 @@ TEST_CASE("native fusion code gives the fusion program's bits") {
   const bool native_here = FusionJit::enabled();
   std::mt19937 rng(7);
   int native = 0, loops = 0, bodies = 0;
-  for (const Shape& s : {Shape{37, 96}, Shape{9, 1000}, Shape{3, 5}, Shape{12, 512}, Shape{40, 64}}) {
+  for (const Shape& s : {Shape{37, 96}, Shape{9, 1000}, Shape{3, 5}, Shape{12, 512}, Shape{40, 64}, Shape{30, 16},
+                         Shape{17, 256}}) {
     for (int trial = 0; trial < 60; ++trial, ++bodies) {
       std::vector<Tensor> args;
       const int operands = 1 + int(rng() % 8), ops = 1 + int(rng() % (trial < 40 ? 12 : 60));
