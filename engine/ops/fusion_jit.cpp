@@ -41,20 +41,19 @@ constexpr int kMaskRegs = 6, kScratchMask = 7;
 constexpr int kRax = 0, kConstReg = 1, kOut = 2, kMasksReg = 6, kAt = 7, kChunks = 8;
 constexpr int kVectorFloats = 16, kVectors = int(kFusionChunk / kVectorFloats);
 
+#ifdef TPU_FUSION_JIT
 bool makes_mask(Code c) { return c == Code::load_bool || c == Code::splat_bool || c == Code::compare; }
 bool is_leaf(Code c) { return c <= Code::gather; }
 
-// The native opcode (map 0F, no prefix) of an f32 binary op, or 0. max and min are comparisons
-// and selections, not vmaxps / vminps: those return an operand flushed to zero when the
-// thread treats subnormal operands as zero, where the kernels pass on its bits.
-uint8_t binary_opcode(Op op) {
+// The native opcode (map 0F, no prefix) of an f32 arithmetic op, or 0. max and min are
+// comparisons and selections, not vmaxps / vminps: those return an operand flushed to zero
+// when the thread treats subnormal operands as zero, where the kernels pass on its bits.
+uint8_t arithmetic_opcode(Op op) {
   switch (op) {
     case Op::add: return 0x58;
     case Op::mul: return 0x59;
     case Op::sub: return 0x5C;
-    case Op::min: return 0x5D;  // (not emitted)
     case Op::div: return 0x5E;
-    case Op::max: return 0x5F;  // (not emitted)
     default: return 0;
   }
 }
@@ -62,7 +61,7 @@ uint8_t binary_opcode(Op op) {
 bool takes(const Instr& x) {
   switch (x.code) {
     case Code::unary: return x.op == Op::neg || x.op == Op::abs || x.op == Op::sqrt;
-    case Code::binary: return binary_opcode(x.op) != 0;
+    case Code::binary: return arithmetic_opcode(x.op) != 0 || x.op == Op::max || x.op == Op::min;
     default: return true;
   }
 }
@@ -157,31 +156,45 @@ int32_t advance_bytes(const Instr& x) {
 // the splats are loaded; rsi last, as mask operands read through it).
 constexpr int kPointerRegs[] = {9, 10, 11, kConstReg, kMasksReg};
 
-Allocation allocate(std::span<const Instr> code, int32_t root) {
+// Per register id: where the result reads it last (-1: the result does not depend on it; the
+// root's: past the end) and whether it is a mask.
+struct Liveness {
+  std::vector<int64_t> last;
+  std::vector<bool> mask;
+  bool mask_loads = false;  // a mask operand is read chunk by chunk
+};
+
+Liveness liveness(std::span<const Instr> code, int32_t root) {
   int32_t ids = root + 1;
   for (const Instr& x : code) ids = std::max({ids, x.dst + 1, x.a + 1, x.b + 1, x.c + 1});
-  // What the result depends on, and where each such value is read last.
-  std::vector<bool> live(size_t(ids), false), mask(size_t(ids), false);
+  Liveness lv{std::vector<int64_t>(size_t(ids), -1), std::vector<bool>(size_t(ids), false)};
+  std::vector<bool> live(size_t(ids), false);
   live[size_t(root)] = true;
-  bool mask_loads = false;
   for (size_t j = code.size(); j-- > 0;) {
     const Instr& x = code[j];
-    mask[size_t(x.dst)] = makes_mask(x.code);
-    mask_loads = mask_loads || x.code == Code::load_bool;
+    lv.mask[size_t(x.dst)] = makes_mask(x.code);
+    lv.mask_loads = lv.mask_loads || x.code == Code::load_bool;
     if (!live[size_t(x.dst)] || is_leaf(x.code)) continue;
     for (int32_t o : {x.a, x.b, x.c})
       if (o >= 0) live[size_t(o)] = true;
   }
-  std::vector<int64_t> last(size_t(ids), -1);
   for (size_t j = 0; j < code.size(); ++j) {
     if (!live[size_t(code[j].dst)] || is_leaf(code[j].code)) continue;
     for (int32_t o : {code[j].a, code[j].b, code[j].c})
-      if (o >= 0) last[size_t(o)] = int64_t(j);
+      if (o >= 0) lv.last[size_t(o)] = int64_t(j);
   }
-  last[size_t(root)] = int64_t(code.size());
+  lv.last[size_t(root)] = int64_t(code.size());
+  return lv;
+}
+
+Allocation allocate(std::span<const Instr> code, int32_t root) {
+  Liveness lv = liveness(code, root);
+  std::vector<int64_t>& last = lv.last;
+  const std::vector<bool>& mask = lv.mask;
+  const size_t ids = last.size();
   // rsi holds the masks while a chunk's mask operands are read from them.
-  const size_t pointer_regs = std::size(kPointerRegs) - (mask_loads ? 1 : 0);
-  Allocation al{std::vector<int>(size_t(ids), -1), std::vector<int>(size_t(ids), -1)};
+  const size_t pointer_regs = std::size(kPointerRegs) - (lv.mask_loads ? 1 : 0);
+  Allocation al{std::vector<int>(ids, -1), std::vector<int>(ids, -1)};
   std::vector<bool> zmm_free(kValueRegs, true), k_free(kMaskRegs + 1, true);
   k_free[0] = false;  // k0 cannot mask
   auto take = [&](std::vector<bool>& pool) {
@@ -283,7 +296,7 @@ void emit_vector(Emitter& e, std::span<const Instr> code, const Allocation& al, 
           e.evex_rr(1, 0, kScratchMask, a, a, 0, 0xC2), e.byte(0x03);                             // k7 = a unordered
           e.evex_rr(2, 1, d, d, a, kScratchMask, 0x65);
         } else {
-          e.evex_rr(1, 0, d, a, b, 0, binary_opcode(x.op));
+          e.evex_rr(1, 0, d, a, b, 0, arithmetic_opcode(x.op));
         }
         break;
       case Code::compare: e.evex_rr(1, 0, d, a, b, 0, 0xC2), e.byte(predicate(x.cmp)); break;
@@ -302,6 +315,7 @@ void emit_vector(Emitter& e, std::span<const Instr> code, const Allocation& al, 
   }
   emit_store(e, reg[size_t(root)], type, v);
 }
+#endif
 
 }  // namespace
 
@@ -327,20 +341,14 @@ void FusionJit::Unmap::operator()(void* p) const {
 #endif
 }
 
-std::optional<FusionJit> FusionJit::compile(std::span<const FusionProgram::Instr> code, int32_t root, DType result) {
+namespace {
+
 #ifdef TPU_FUSION_JIT
-  if (!jit_enabled || code.empty()) return std::nullopt;
-  for (const Instr& x : code)
-    if (!takes(x)) return std::nullopt;
-  const Allocation al = allocate(code, root);
-  if (!al.fits || al.reg[size_t(root)] < 0) return std::nullopt;
-  if (result != DType::f32 && result != DType::bf16 && result != DType::boolean) return std::nullopt;
-  for (const Instr& x : code)
-    if (x.dst == root && makes_mask(x.code) != (result == DType::boolean)) return std::nullopt;
+// The whole entry: the prologue, then the chunks in a loop (the leaf pointers that advance,
+// and the result's, move on a chunk each time).
+std::vector<uint8_t> entry_code(std::span<const Instr> code, const Allocation& al, int32_t root, DType result) {
   Emitter e;
   emit_prologue(e, code, al);
-  // The chunks in a loop: the leaf pointers that advance (and the result's) move on a chunk
-  // each time.
   const size_t loop = e.bytes.size();
   for (int v = 0; v < kVectors; ++v) emit_vector(e, code, al, root, result, v);
   for (const Instr& x : code)
@@ -350,21 +358,43 @@ std::optional<FusionJit> FusionJit::compile(std::span<const FusionProgram::Instr
   e.jnz_to(loop);
   e.byte(0xC5), e.byte(0xF8), e.byte(0x77);  // vzeroupper
   e.byte(0xC3);                              // ret
+  return std::move(e.bytes);
+}
+
+// Whether a call may take many chunks: every leaf read is a splat, or one whose pointer
+// advances (or stays, tiled) in a general register.
+bool takes_many_chunks(std::span<const Instr> code, const Allocation& al) {
+  for (const Instr& x : code)
+    if (is_leaf(x.code) && !is_splat(x.code) && al.reg[size_t(x.dst)] >= 0 &&
+        (al.gpr[size_t(x.dst)] < 0 || !(advances(x) || x.code == Code::tiled)))
+      return false;
+  return true;
+}
+#endif
+
+}  // namespace
+
+std::optional<FusionJit> FusionJit::compile(std::span<const FusionProgram::Instr> code, int32_t root, DType result) {
+#ifdef TPU_FUSION_JIT
+  if (!jit_enabled || code.empty()) return std::nullopt;
+  if (result != DType::f32 && result != DType::bf16 && result != DType::boolean) return std::nullopt;
+  for (const Instr& x : code)
+    if (!takes(x) || (x.dst == root && makes_mask(x.code) != (result == DType::boolean))) return std::nullopt;
+  const Allocation al = allocate(code, root);
+  if (!al.fits || al.reg[size_t(root)] < 0) return std::nullopt;
+  const std::vector<uint8_t> bytes = entry_code(code, al, root, result);
+  // Written, then made executable (never both).
   const size_t page = size_t(sysconf(_SC_PAGESIZE));
-  const size_t size = (e.bytes.size() + page - 1) / page * page;
+  const size_t size = (bytes.size() + page - 1) / page * page;
   void* p = mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
   if (p == MAP_FAILED) return std::nullopt;
   FusionJit jit;
   jit.code_ = std::unique_ptr<void, Unmap>(p, Unmap{size});
-  std::memcpy(p, e.bytes.data(), e.bytes.size());
+  std::memcpy(p, bytes.data(), bytes.size());
   if (mprotect(p, size, PROT_READ | PROT_EXEC) != 0) return std::nullopt;
   jit.entry_ = reinterpret_cast<Entry>(p);
-  jit.size_ = e.bytes.size();
-  jit.loops_ = true;
-  for (const Instr& x : code)
-    if (is_leaf(x.code) && !is_splat(x.code) && al.reg[size_t(x.dst)] >= 0 &&
-        (al.gpr[size_t(x.dst)] < 0 || !(advances(x) || x.code == Code::tiled)))
-      jit.loops_ = false;
+  jit.size_ = bytes.size();
+  jit.loops_ = takes_many_chunks(code, al);
   return jit;
 #else
   (void)code, (void)root, (void)result;
