@@ -247,37 +247,39 @@ Window16 window16(const float* x0, const float* x1, int64_t ch) {
   return w;
 }
 
-void max_pool_2x2(const float* a, float* y, const Shape& xs, int64_t ho, int64_t b) {
+// Calls f(i0, i1, o) for each 16-channel vector of image b's windows: the offsets of the
+// window's top-left vector in its two input rows, and of its output.
+template <class F>
+void for_each_vector_2x2(const Shape& xs, int64_t ho, int64_t b, F f) {
   const int64_t wo = xs[2] / 2, ch = xs[3];
   for (int64_t oh = 0; oh < ho; ++oh) {
     const PoolRows r = pool_rows(xs, ho, b, oh);
     for (int64_t ow = 0; ow < wo; ++ow)
-      for (int64_t c = 0; c < ch; c += 16) {
-        const int64_t in = 2 * ow * ch + c;
-        _mm512_storeu_ps(y + r.o + ow * ch + c, window16(a + r.r0 + in, a + r.r1 + in, ch).best);
-      }
+      for (int64_t c = 0; c < ch; c += 16) f(r.r0 + 2 * ow * ch + c, r.r1 + 2 * ow * ch + c, r.o + ow * ch + c);
   }
+}
+
+void max_pool_2x2(const float* a, float* y, const Shape& xs, int64_t ho, int64_t b) {
+  const int64_t ch = xs[3];
+  for_each_vector_2x2(xs, ho, b, [&](int64_t i0, int64_t i1, int64_t o) {
+    _mm512_storeu_ps(y + o, window16(a + i0, a + i1, ch).best);
+  });
 }
 
 // Each window's gradient to its first maximum, 0 to the other three elements.
 void max_pool_2x2_grad(const float* a, const float* dy, float* dx, const Shape& xs, int64_t ho, int64_t b) {
-  const int64_t wo = xs[2] / 2, ch = xs[3];
-  for (int64_t oh = 0; oh < ho; ++oh) {
-    const PoolRows r = pool_rows(xs, ho, b, oh);
-    for (int64_t ow = 0; ow < wo; ++ow)
-      for (int64_t c = 0; c < ch; c += 16) {
-        const int64_t in = 2 * ow * ch + c;
-        const Window16 w = window16(a + r.r0 + in, a + r.r1 + in, ch);
-        const __m512 g = _mm512_loadu_ps(dy + r.o + ow * ch + c);
-        float* d[4] = {dx + r.r0 + in, dx + r.r0 + in + ch, dx + r.r1 + in, dx + r.r1 + in + ch};
-        __mmask16 taken = 0;
-        for (int k = 0; k < 4; ++k) {
-          const __mmask16 hit = is_max16(w.v[k], w.best) & __mmask16(~taken);
-          _mm512_storeu_ps(d[k], _mm512_maskz_mov_ps(hit, g));
-          taken |= hit;
-        }
-      }
-  }
+  const int64_t ch = xs[3];
+  for_each_vector_2x2(xs, ho, b, [&](int64_t i0, int64_t i1, int64_t o) {
+    const Window16 w = window16(a + i0, a + i1, ch);
+    const __m512 g = _mm512_loadu_ps(dy + o);
+    float* d[4] = {dx + i0, dx + i0 + ch, dx + i1, dx + i1 + ch};
+    __mmask16 taken = 0;
+    for (int k = 0; k < 4; ++k) {
+      const __mmask16 hit = is_max16(w.v[k], w.best) & __mmask16(~taken);
+      _mm512_storeu_ps(d[k], _mm512_maskz_mov_ps(hit, g));
+      taken |= hit;
+    }
+  });
 }
 #else
 void max_pool_2x2(const float*, float*, const Shape&, int64_t, int64_t) {}
