@@ -13,7 +13,8 @@
 
 namespace tpu {
 
-const uint32_t FusionJit::kConstants[8] = {0x80000000u, 0x7fffffffu, 0x3f800000u, 0u, 1u, 0x7fffu, 0xffff0000u, 0x00400000u};
+const uint32_t FusionJit::kConstants[8] = {0x80000000u, 0x7fffffffu, 0x3f800000u, 0u,
+                                           1u,          0x7fffu,     0xffff0000u, 0x00400000u};
 
 namespace {
 
@@ -287,7 +288,8 @@ void emit_vector(Emitter& e, std::span<const Instr> code, const Allocation& al, 
         break;
       case Code::unary:
         if (x.op == Op::sqrt) e.evex_rr(1, 0, d, 0, a, 0, 0x51);
-        else e.evex_rr(1, 1, d, a, x.op == Op::neg ? kSignMask : kAbsMask, 0, x.op == Op::neg ? 0xEF : 0xDB);  // vpxord / vpandd
+        else if (x.op == Op::neg) e.evex_rr(1, 1, d, a, kSignMask, 0, 0xEF);  // vpxord: the sign flipped
+        else e.evex_rr(1, 1, d, a, kAbsMask, 0, 0xDB);                        // vpandd: the sign cleared
         break;
       case Code::binary:
         if (x.op == Op::max || x.op == Op::min) {  // (a > b or a NaN) ? a : b, a < b for min
@@ -307,8 +309,10 @@ void emit_vector(Emitter& e, std::span<const Instr> code, const Allocation& al, 
       default: {  // an f32 leaf: its chunk's vector v (a spread one: the value the vector repeats)
         int base = al.gpr[size_t(x.dst)];
         if (base < 0) e.mov_from(kRax, kAt, x.dst * int32_t(sizeof(float*))), base = kRax;
-        if (FusionJit::reads_spread(x)) e.evex_rm(2, 1, d, base, int32_t(sizeof(float) * (v * kVectorFloats / x.n)), 0x18);
-        else e.evex_rm(1, 0, d, base, offset, 0x10);  // vmovups
+        if (FusionJit::reads_spread(x))
+          e.evex_rm(2, 1, d, base, int32_t(sizeof(float) * (v * kVectorFloats / x.n)), 0x18);  // vbroadcastss
+        else
+          e.evex_rm(1, 0, d, base, offset, 0x10);  // vmovups
         break;
       }
     }
@@ -393,7 +397,6 @@ std::optional<FusionJit> FusionJit::compile(std::span<const FusionProgram::Instr
   std::memcpy(p, bytes.data(), bytes.size());
   if (mprotect(p, size, PROT_READ | PROT_EXEC) != 0) return std::nullopt;
   jit.entry_ = reinterpret_cast<Entry>(p);
-  jit.size_ = bytes.size();
   jit.loops_ = takes_many_chunks(code, al);
   return jit;
 #else

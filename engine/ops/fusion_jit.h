@@ -27,10 +27,10 @@ class FusionJit {
   static std::optional<FusionJit> compile(std::span<const FusionProgram::Instr> code, int32_t root, DType result);
   // `chunks` whole chunks: `at[r]` points at the first chunk of f32 leaf register r, `masks`
   // holds the mask registers (register r's kFusionChunk lanes at masks + r * kFusionChunk),
-  // `out` gets the result's elements (f32, bf16 or bool, as the program's result). Each leaf's and the result's chunks follow one another;
-  // only a program that loops() takes more than one chunk a call (its leaves are operands
-  // read in place, splats, operands repeating every few chunks (the call stays within one
-  // period) or within one chunk).
+  // `out` gets the result's elements (f32, bf16 or bool, as the program's result). Each
+  // leaf's and the result's chunks follow one another; only a program that loops() takes more
+  // than one chunk a call (its leaves are operands read in place, splats, operands repeating
+  // every few chunks (the call stays within one period) or within one chunk).
   void run(const float* const* at, const int32_t* masks, std::byte* out, int64_t chunks) const {
     entry_(at, masks, out, kConstants, chunks);
   }
@@ -39,7 +39,6 @@ class FusionJit {
   // width that divides a chunk (a softmax's or a LayerNorm's row statistics): the native code
   // broadcasts its values itself, at[r] pointing at the value of the chunk's first element.
   static bool reads_spread(const FusionProgram::Instr& x);
-  size_t code_bytes() const { return size_; }
 
   // Whether programs get native code (tests turn it off to compare both); on by default
   // where the CPU runs AVX-512.
@@ -57,7 +56,6 @@ class FusionJit {
   };
   std::unique_ptr<void, Unmap> code_{nullptr, Unmap{0}};
   Entry entry_ = nullptr;
-  size_t size_ = 0;
   bool loops_ = false;
 };
 

@@ -4,7 +4,9 @@
 // has a fused form in its row (OpInfo::fused: the chunk loop of the kernel's own element
 // function, a comparison, a selection or a conversion between f32 and bool or bf16), over f32
 // values (bf16 and bool ones only as operands, conversions and the result), are taken: each
-// element then comes out bitwise as the block evaluation computes it. A bf16 value is held as the f32 of the same value.
+// element then comes out bitwise as the block evaluation computes it. A bf16 value is held as
+// the f32 of the same value. Where ops/fusion_jit.h takes a body, its whole chunks run as
+// native code (the same bits again).
 #pragma once
 #include <cstdint>
 #include <memory>
