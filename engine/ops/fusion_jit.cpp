@@ -140,13 +140,6 @@ struct Allocation {
 
 bool is_splat(Code c) { return c == Code::splat || c == Code::splat_bool; }
 
-// A leaf whose chunks lie one after another in memory (an operand read in place, or a
-// per-channel one whose period is whole chunks, within a period): its pointer moves on a
-// chunk at a time. A tiled one holds the same chunk throughout.
-bool advances(const Instr& x) {
-  return x.code == Code::load || (x.code == Code::repeat && x.n % kFusionChunk == 0) || FusionJit::reads_spread(x);
-}
-
 // How far an advancing leaf's pointer moves a chunk: a chunk of elements, or of a spread
 // operand's values (a chunk holds kFusionChunk / n of them).
 int32_t advance_bytes(const Instr& x) {
@@ -327,6 +320,10 @@ bool FusionJit::reads_spread(const FusionProgram::Instr& x) {
   return x.code == Code::spread && x.n % kVectorFloats == 0 && kFusionChunk % x.n == 0;
 }
 
+bool FusionJit::reads_in_place(const FusionProgram::Instr& x) {
+  return x.code == Code::load || (x.code == Code::repeat && x.n % kFusionChunk == 0) || reads_spread(x);
+}
+
 void FusionJit::set_enabled(bool on) {
 #ifdef TPU_FUSION_JIT
   jit_enabled = on && cpu_has_avx512();
@@ -356,7 +353,7 @@ std::vector<uint8_t> entry_code(std::span<const Instr> code, const Allocation& a
   const size_t loop = e.bytes.size();
   for (int v = 0; v < kVectors; ++v) emit_vector(e, code, al, root, result, v);
   for (const Instr& x : code)
-    if (al.gpr[size_t(x.dst)] >= 0 && advances(x)) e.add_imm(al.gpr[size_t(x.dst)], advance_bytes(x));
+    if (al.gpr[size_t(x.dst)] >= 0 && FusionJit::reads_in_place(x)) e.add_imm(al.gpr[size_t(x.dst)], advance_bytes(x));
   e.add_imm(kOut, int32_t(kFusionChunk * size_of(result)));
   e.dec(kChunks);
   e.jnz_to(loop);
@@ -370,7 +367,7 @@ std::vector<uint8_t> entry_code(std::span<const Instr> code, const Allocation& a
 bool takes_many_chunks(std::span<const Instr> code, const Allocation& al) {
   for (const Instr& x : code)
     if (is_leaf(x.code) && !is_splat(x.code) && al.reg[size_t(x.dst)] >= 0 &&
-        (al.gpr[size_t(x.dst)] < 0 || !(advances(x) || x.code == Code::tiled)))
+        (al.gpr[size_t(x.dst)] < 0 || !(FusionJit::reads_in_place(x) || x.code == Code::tiled)))
       return false;
   return true;
 }

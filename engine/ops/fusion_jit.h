@@ -39,6 +39,9 @@ class FusionJit {
   // width that divides a chunk (a softmax's or a LayerNorm's row statistics): the native code
   // broadcasts its values itself, at[r] pointing at the value of the chunk's first element.
   static bool reads_spread(const FusionProgram::Instr& x);
+  // A leaf the native code reads in place, its pointer moving on with the chunks: an operand
+  // of the result's shape, a per-channel one of whole chunks (within a period), such a spread one.
+  static bool reads_in_place(const FusionProgram::Instr& x);
 
   // Whether programs get native code (tests turn it off to compare both); on by default
   // where the CPU runs AVX-512.

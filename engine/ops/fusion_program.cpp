@@ -363,15 +363,18 @@ void FusionProgram::run_range(std::span<const Tensor* const> in, std::byte* dst,
       r.at[size_t(x.dst)] = r.f_of(x.dst);
     }
   }
+  // Where a leaf the native code reads in place has element i (a spread one: its value).
+  auto in_place = [&](const Instr& x, int64_t i) {
+    const float* src = in[size_t(x.param)]->data<float>();
+    return x.code == Code::load ? src + i : x.code == Code::repeat ? src + i % x.n : src + i / x.n;
+  };
   int64_t i = begin;
   while (native_ && native_->loops() && end - i >= kChunk) {  // whole chunks, a period of each operand at most
     int64_t chunks = (end - i) / kChunk;
     for (const Instr& x : code_) {
-      if (x.code == Code::load) r.at[size_t(x.dst)] = in[size_t(x.param)]->data<float>() + i;
-      if (FusionJit::reads_spread(x)) r.at[size_t(x.dst)] = in[size_t(x.param)]->data<float>() + i / x.n;
-      if (x.code != Code::repeat || x.n % kChunk != 0) continue;  // another repeat is read by nothing here
-      r.at[size_t(x.dst)] = in[size_t(x.param)]->data<float>() + i % x.n;
-      chunks = std::min(chunks, (x.n - i % x.n) / kChunk);
+      if (!FusionJit::reads_in_place(x)) continue;
+      r.at[size_t(x.dst)] = in_place(x, i);
+      if (x.code == Code::repeat) chunks = std::min(chunks, (x.n - i % x.n) / kChunk);
     }
     native_->run(r.at.data(), r.m.data(), dst + (i - begin) * int64_t(size_of(result_type_)), chunks);
     i += chunks * kChunk;
@@ -382,11 +385,9 @@ void FusionProgram::run_range(std::span<const Tensor* const> in, std::byte* dst,
     // leaf); a bool one is a mask and a bf16 one an f32 of a bf16 value, stored as such.
     float* result = result_type_ == DType::f32 ? reinterpret_cast<float*>(dst) + (i - begin) : nullptr;
     if (native_ && len == kChunk) {  // the leaves' chunks, then the body as native code
-      for (const Instr& x : code_) {
-        if (x.code == Code::load) r.at[size_t(x.dst)] = in[size_t(x.param)]->data<float>() + i;
-        else if (FusionJit::reads_spread(x)) r.at[size_t(x.dst)] = in[size_t(x.param)]->data<float>() + i / x.n;
-        else if (x.code <= Code::gather && x.code != Code::splat && x.code != Code::splat_bool && x.code != Code::tiled)
-          load_chunk(x, gathers_, in, r, i, std::integral_constant<int64_t, kChunk>());
+      for (const Instr& x : code_) {  // (load_chunk leaves splats and tiled operands as they are)
+        if (FusionJit::reads_in_place(x)) r.at[size_t(x.dst)] = in_place(x, i);
+        else if (x.code <= Code::gather) load_chunk(x, gathers_, in, r, i, std::integral_constant<int64_t, kChunk>());
       }
       native_->run(r.at.data(), r.m.data(), dst + (i - begin) * int64_t(size_of(result_type_)), 1);
       continue;

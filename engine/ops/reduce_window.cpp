@@ -288,7 +288,6 @@ void max_pool_2x2_grad(const float*, const float*, float*, const Shape&, int64_t
 
 // f32 (and bf16 through f32): one task per image; each window's channels are a vector.
 void fast_reduce_window_f32(const Node& n, std::span<const Tensor* const> in, Tensor& out) {
-  const PoolGeom p = pool_geom(n.window(), in[0]->shape(), n.shape[1], n.shape[2]);
   const WindowKind kind = kind_of(n);
   const float* a = in[0]->data<float>();
   if (kind == WindowKind::max && tiles_2x2(n.window(), in[0]->shape(), n.shape[1], n.shape[2])) {
@@ -296,6 +295,7 @@ void fast_reduce_window_f32(const Node& n, std::span<const Tensor* const> in, Te
       max_pool_2x2(a, out.data<float>(), in[0]->shape(), n.shape[1], b);
     });
   }
+  const PoolGeom p = pool_geom(n.window(), in[0]->shape(), n.shape[1], n.shape[2]);
   parallel_for(in[0]->shape()[0], [&](int64_t b) {
     std::vector<float> best(static_cast<size_t>(p.ch));
     for (int64_t oh = 0; oh < p.ho; ++oh)
