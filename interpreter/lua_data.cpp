@@ -158,8 +158,8 @@ std::vector<int64_t> row_indices(lua_State* L, int arg, const char* what) {
     if (t->traced() || t->dtype() != DType::i32 || t->shape().size() != 1)
       throw Error(std::string(what) + ": indices must be a list or a concrete i32 vector, got " +
                   type_str(t->dtype(), t->shape()));
-    const int32_t* p = t->value.data<int32_t>();
-    return std::vector<int64_t>(p, p + t->value.size());
+    const int32_t* p = t->value().data<int32_t>();
+    return std::vector<int64_t>(p, p + t->value().size());
   }
   luaL_checktype(L, arg, LUA_TTABLE);
   const lua_Integer n = luaL_len(L, arg);
@@ -186,7 +186,7 @@ std::vector<Tensor> tensor_list(lua_State* L, int t) {
   for (lua_Integer i = 1; lua_geti(L, t, i) != LUA_TNIL; ++i) {
     LuaTensor* x = test_tensor(L, -1);
     if (!x || x->traced()) throw Error("pad_stack: item " + std::to_string(i) + " is not a concrete tensor");
-    items.push_back(x->value);
+    items.push_back(x->value());
     lua_pop(L, 1);
   }
   lua_pop(L, 1);
@@ -224,7 +224,7 @@ int l_gather_rows(lua_State* L) {
   if (!t || t->traced()) throw ArgError(1, "a concrete tensor");
   return reading([&] {
     const std::vector<int64_t> indices = row_indices(L, 2, "gather_rows");
-    push_tensor(L, on_host([&] { return gather_rows(t->value, indices); }));
+    push_tensor(L, on_host([&] { return gather_rows(t->value(), indices); }));
     return 1;
   });
 }
@@ -233,12 +233,12 @@ int l_gather_rows(lua_State* L) {
 // (0-based), a view of the tensor's buffer (an unshuffled batch, without an index list).
 int l_row_range(lua_State* L) {
   LuaTensor* t = test_tensor(L, 1);
-  if (!t || t->traced() || t->value.rank() == 0) throw ArgError(1, "a concrete tensor with rows");
+  if (!t || t->traced() || t->value().rank() == 0) throw ArgError(1, "a concrete tensor with rows");
   const lua_Integer first = luaL_checkinteger(L, 2), count = luaL_checkinteger(L, 3);
-  if (first < 0 || count < 0 || first + count > t->value.shape()[0])
+  if (first < 0 || count < 0 || first + count > t->value().shape()[0])
     throw Error("row_range: rows " + std::to_string(first) + " to " + std::to_string(first + count - 1) +
-                " are out of range for " + std::to_string(t->value.shape()[0]) + " rows");
-  push_tensor(L, t->value.rows(first, count));
+                " are out of range for " + std::to_string(t->value().shape()[0]) + " rows");
+  push_tensor(L, t->value().rows(first, count));
   return 1;
 }
 

@@ -155,11 +155,11 @@ int l_write_image(lua_State* L) {
   const char* format = luaL_checkstring(L, 3);
   const lua_Integer quality = luaL_optinteger(L, 4, 95);
   if (std::strcmp(format, "png") != 0 && std::strcmp(format, "jpeg") != 0) throw ArgError(3, "\"png\" or \"jpeg\"");
-  if (!t || t->traced() || t->value.dtype() != DType::u8 || t->value.rank() != 3)
+  if (!t || t->traced() || t->value().dtype() != DType::u8 || t->value().rank() != 3)
     throw ArgError(2, "a concrete u8 tensor [height, width, channels]");
-  const Shape& s = t->value.shape();
+  const Shape& s = t->value().shape();
   Image image{s[0], s[1], s[2], {}};
-  const auto pixels = t->value.span<uint8_t>();
+  const auto pixels = t->value().span<uint8_t>();
   image.pixels.assign(pixels.begin(), pixels.end());
   const std::string bytes = std::strcmp(format, "png") == 0 ? encode_png(image) : encode_jpeg(image, int(quality));
   write_file_atomic(path, bytes);

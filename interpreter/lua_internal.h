@@ -35,17 +35,25 @@ struct Trace {
 };
 
 // The userdata: concrete (trace_id == 0, value set) or traced (node of trace `trace_id`).
+// A tensor as Lua holds it. A traced value is this header alone: a deep model's trace makes
+// hundreds of thousands of them (48 bytes each with Lua's header, where a whole Tensor made
+// 112). A concrete tensor's userdata holds its Tensor right after the header.
 struct LuaTensor {
-  Tensor value;
-  // A deep model's trace makes hundreds of thousands of these: the fields are kept small (a
-  // jemalloc size class of 112 bytes with Lua's header, where 160 were).
   TraceId trace_id = 0;
   NodeId node = -1;
   std::unique_ptr<const std::string> donated_to;  // the jit function that took this tensor's buffer
+  Tensor& value();  // a concrete tensor's value (not for traced ones)
+  const Tensor& value() const;
   DType dtype() const;
   const Shape& shape() const;
   bool traced() const { return trace_id != 0; }
 };
+// Where a concrete tensor's value sits in its userdata (Lua aligns userdata for any C type).
+inline constexpr size_t kTensorValueOffset = (sizeof(LuaTensor) + alignof(Tensor) - 1) / alignof(Tensor) * alignof(Tensor);
+inline Tensor& LuaTensor::value() {
+  return *std::launder(reinterpret_cast<Tensor*>(reinterpret_cast<std::byte*>(this) + kTensorValueOffset));
+}
+inline const Tensor& LuaTensor::value() const { return const_cast<LuaTensor*>(this)->value(); }
 
 LuaTensor* check_tensor(lua_State* L, int arg);  // also rejects donated tensors
 void mark_donated(LuaTensor* t, const std::string& function);

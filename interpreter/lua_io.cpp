@@ -31,7 +31,7 @@ const Tensor& saveable(lua_State* L, int index, const std::string& path, const s
   if (!t) throw Error(where + "it is a " + luaL_typename(L, index) + ", not a tensor");
   if (t->donated_to) throw Error(where + "the tensor was donated to jit '" + *t->donated_to + "'");
   if (t->traced()) throw Error(where + "the tensor is traced (save outside tpu.jit)");
-  return t->value;
+  return t->value();
 }
 
 TensorFile file_from_tables(lua_State* L, const std::string& path) {
@@ -102,8 +102,8 @@ int l_write_file_atomic(lua_State* L) {
 int l_f32_bytes(lua_State* L) {
   static_assert(std::endian::native == std::endian::little, "f32_bytes copies the host's floats as they are");
   LuaTensor* t = test_tensor(L, 1);
-  if (!t || t->traced() || t->value.dtype() != DType::f32) throw ArgError(1, "a concrete f32 tensor");
-  const auto values = t->value.span<const float>();
+  if (!t || t->traced() || t->value().dtype() != DType::f32) throw ArgError(1, "a concrete f32 tensor");
+  const auto values = t->value().span<const float>();
   lua_pushlstring(L, reinterpret_cast<const char*>(values.data()), values.size_bytes());
   return 1;
 }

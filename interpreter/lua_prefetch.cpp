@@ -41,9 +41,9 @@ std::vector<Tensor> read_sources(lua_State* L, int arg) {
   for (lua_Integer i = 1; lua_geti(L, arg, i) != LUA_TNIL; ++i) {
     LuaTensor* t = test_tensor(L, -1);
     lua_pop(L, 1);
-    if (!t || t->traced() || t->value.rank() == 0)
+    if (!t || t->traced() || t->value().rank() == 0)
       throw Error("batch_prefetcher: source " + std::to_string(i) + " is not a concrete tensor with rows");
-    out.push_back(t->value);
+    out.push_back(t->value());
   }
   lua_pop(L, 1);
   if (out.empty()) throw Error("batch_prefetcher: no source tensors");
@@ -94,7 +94,7 @@ std::vector<Stage> read_stages(lua_State* L, int arg) {
     for (lua_Integer k = 2; lua_geti(L, -1, k) != LUA_TNIL; ++k) {
       LuaTensor* t = check_tensor(L, -1);
       if (t->traced()) throw Error("batch_prefetcher: a stage's extra argument is not a concrete tensor");
-      s.extra.push_back(t->value);
+      s.extra.push_back(t->value());
       lua_pop(L, 1);
     }
     lua_pop(L, 2);

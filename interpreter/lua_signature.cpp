@@ -65,7 +65,7 @@ void Walk::value(int v) {
   v = lua_absindex(L, v);
   luaL_checkstack(L, 12, "argument tree too deep");
   if (LuaTensor* t = test_tensor(L, v)) {
-    any_donated = any_donated || t->donated_to || t->value.released();
+    any_donated = any_donated || t->donated_to || (!t->traced() && t->value().released());
     any_traced = any_traced || t->traced();
     add_leaf(v);
     piece(type_str(t->dtype(), t->shape()));

@@ -28,22 +28,25 @@ Trace* trace_by_id(TraceId id) {
 }
 
 DType LuaTensor::dtype() const {
-  if (!traced()) return value.dtype();
+  if (!traced()) return value().dtype();
   Trace* t = trace_by_id(trace_id);
   return t ? t->graph.at(node).dtype : DType::f32;
 }
 const Shape& LuaTensor::shape() const {
   static const Shape empty;
-  if (!traced()) return value.shape();
+  if (!traced()) return value().shape();
   Trace* t = trace_by_id(trace_id);
   return t ? t->graph.at(node).shape : empty;
 }
 
 // ---------------------------------------------------------------- userdata
 namespace {
-LuaTensor* new_tensor(lua_State* L) {
-  void* p = lua_newuserdatauv(L, sizeof(LuaTensor), 0);
+// A traced value's userdata is the header alone; a concrete one's holds its Tensor too.
+LuaTensor* new_tensor(lua_State* L, bool concrete) {
+  static_assert(alignof(Tensor) <= alignof(std::max_align_t) && alignof(LuaTensor) <= alignof(std::max_align_t));
+  void* p = lua_newuserdatauv(L, concrete ? kTensorValueOffset + sizeof(Tensor) : sizeof(LuaTensor), 0);
   LuaTensor* t = new (p) LuaTensor();
+  if (concrete) new (&t->value()) Tensor();
   luaL_setmetatable(L, kTensorMeta);
   return t;
 }
@@ -74,13 +77,13 @@ void pace_collector(lua_State* L) {
 }  // namespace
 
 void push_tensor(lua_State* L, Tensor t) {
-  LuaTensor* lt = new_tensor(L);
-  lt->value = std::move(t);
+  LuaTensor* lt = new_tensor(L, true);
+  lt->value() = std::move(t);
   pace_collector(L);
 }
 
 void push_traced(lua_State* L, TraceId trace_id, NodeId node) {
-  LuaTensor* t = new_tensor(L);
+  LuaTensor* t = new_tensor(L, false);
   t->trace_id = trace_id;
   t->node = node;
   watch_trace_heap(L);
@@ -95,7 +98,7 @@ LuaTensor* check_tensor(lua_State* L, int arg) {
   if (t->donated_to)
     raise_user_error(L, "this tensor was donated to jit '" + *t->donated_to +
                             "', which reused its buffer for a result; use the function's results instead");
-  if (t->value.released())
+  if (!t->traced() && t->value().released())
     raise_user_error(L, "this tensor's device buffer was released by tpu.reset(); make it again after the reset "
                         "(data sets stay on the host and are kept)");
   return t;
@@ -103,7 +106,7 @@ LuaTensor* check_tensor(lua_State* L, int arg) {
 
 void mark_donated(LuaTensor* t, const std::string& function) {
   if (!t) return;
-  t->value = Tensor();
+  if (!t->traced()) t->value() = Tensor();
   t->donated_to = std::make_unique<const std::string>(function.empty() ? "?" : function);
 }
 bool is_tensor(lua_State* L, int arg) { return test_tensor(L, arg) != nullptr; }
@@ -111,7 +114,7 @@ bool is_tensor(lua_State* L, int arg) { return test_tensor(L, arg) != nullptr; }
 const Tensor& check_concrete(lua_State* L, int arg) {
   LuaTensor* t = check_tensor(L, arg);
   if (t->traced()) raise_data_dependent(L, *t, "reading the value of");
-  return t->value;
+  return t->value();
 }
 
 // ---------------------------------------------------------------- errors
@@ -446,8 +449,8 @@ NodeId operand_node(Trace& tr, const Operand& o, DType number_dtype) {
   if (o.tensor->traced()) return o.tensor->node;
   // A concrete tensor used inside a trace becomes a constant of the graph (once per buffer).
   for (auto& [t, id] : tr.captured)
-    if (t->raw() == o.tensor->value.raw() && t->same_type(o.tensor->value)) return id;
-  auto held = std::make_shared<const Tensor>(o.tensor->value);
+    if (t->raw() == o.tensor->value().raw() && t->same_type(o.tensor->value())) return id;
+  auto held = std::make_shared<const Tensor>(o.tensor->value());
   Attrs a;
   a.set_literal(held);
   NodeId id = g.add(Op::constant, {}, std::move(a));
@@ -476,8 +479,8 @@ std::vector<Tensor> eager_eval(const std::vector<Operand>& operands, DType numbe
   std::vector<Tensor> args;
   for (const Operand& o : operands) {
     if (o.tensor) {
-      in.push_back(g.parameter(o.tensor->value.dtype(), o.tensor->value.shape()));
-      args.push_back(o.tensor->value);
+      in.push_back(g.parameter(o.tensor->value().dtype(), o.tensor->value().shape()));
+      args.push_back(o.tensor->value());
     } else {
       in.push_back(g.scalar(number_dtype, o.number));
     }
@@ -568,20 +571,20 @@ int l_tensor(lua_State* L) {
   table_shape(L, 1, shape, 0);
   // Rows that share one table can multiply past any real count: {r, r, ...} nested deep.
   check_lua_shape(L, shape, "tensor");
-  LuaTensor* lt = new_tensor(L);  // filled in place: an error (a ragged row) leaves it to the collector
-  lt->value = Tensor(dt, shape);
+  LuaTensor* lt = new_tensor(L, true);  // filled in place: an error (a ragged row) leaves it to the collector
+  lt->value() = Tensor(dt, shape);
   int64_t pos = 0;
-  table_fill(L, 1, shape, 0, lt->value, pos);
+  table_fill(L, 1, shape, 0, lt->value(), pos);
   pace_collector(L);
   return 1;
 }
 
 // An allocation that fails raises "out of host memory: ..." at the user's line.
 Tensor* push_new_tensor(lua_State* L, DType dt, const Shape& s) {
-  LuaTensor* lt = new_tensor(L);
-  lt->value = Tensor(dt, s);
+  LuaTensor* lt = new_tensor(L, true);
+  lt->value() = Tensor(dt, s);
   pace_collector(L);
-  return &lt->value;
+  return &lt->value();
 }
 
 int fill_with(lua_State* L, double v, int opts, const char* call) {
@@ -625,6 +628,7 @@ int l_index(lua_State* L) {
 
 int l_gc(lua_State* L) {
   auto* t = static_cast<LuaTensor*>(luaL_checkudata(L, 1, kTensorMeta));
+  if (!t->traced()) t->value().~Tensor();
   t->~LuaTensor();
   return 0;
 }
@@ -642,10 +646,10 @@ double scalar_value(lua_State* L, int idx, const char* op) {
   if (lua_isnumber(L, idx)) return lua_tonumber(L, idx);
   LuaTensor* t = check_tensor(L, idx);
   if (t->traced()) raise_data_dependent(L, *t, std::string("a Lua comparison (") + op + ") on");
-  if (t->value.size() != 1)
+  if (t->value().size() != 1)
     raise_user_error(L, std::string("the Lua comparison '") + op + "' needs scalar tensors, got " +
                             type_str(t->dtype(), t->shape()) + "; use t:lt(u), t:le(u) or t:eq(u) for elementwise results");
-  return t->value.get(0);
+  return t->value().get(0);
 }
 int l_lt(lua_State* L) {
   double a = scalar_value(L, 1, "< or >"), b = scalar_value(L, 2, "< or >");
@@ -662,7 +666,7 @@ int l_eq(lua_State* L) {
   LuaTensor* b = check_tensor(L, 2);
   if (a->traced()) raise_data_dependent(L, *a, "a Lua comparison (==) on");
   if (b->traced()) raise_data_dependent(L, *b, "a Lua comparison (==) on");
-  bool same = a->value.same_type(b->value) && std::memcmp(a->value.raw(), b->value.raw(), a->value.bytes()) == 0;
+  bool same = a->value().same_type(b->value()) && std::memcmp(a->value().raw(), b->value().raw(), a->value().bytes()) == 0;
   lua_pushboolean(L, same);
   return 1;
 }
@@ -679,7 +683,7 @@ int l_tostring(lua_State* L) {
     lua_pushstring(L, s.c_str());
     return 1;
   }
-  std::string s = format_tensor(t->value);
+  std::string s = format_tensor(t->value());
   lua_pushlstring(L, s.data(), s.size());
   return 1;
 }
@@ -688,9 +692,9 @@ int l_item(lua_State* L) {
   LuaTensor* t = check_tensor(L, 1);
   check_no_more(L, 1);
   if (t->traced()) raise_data_dependent(L, *t, "item() on");
-  if (t->value.size() != 1)
+  if (t->value().size() != 1)
     raise_user_error(L, "item() needs a tensor with one element, got " + type_str(t->dtype(), t->shape()));
-  double v = t->value.get(0);
+  double v = t->value().get(0);
   if (is_float(t->dtype())) lua_pushnumber(L, v);
   else if (t->dtype() == DType::boolean) lua_pushboolean(L, v != 0);
   else lua_pushinteger(L, lua_Integer(v));
@@ -719,7 +723,7 @@ int l_totable(lua_State* L) {
   check_no_more(L, 1);
   if (t->traced()) raise_data_dependent(L, *t, "totable() on");
   int64_t pos = 0;
-  push_nested(L, t->value, 0, pos);
+  push_nested(L, t->value(), 0, pos);
   return 1;
 }
 

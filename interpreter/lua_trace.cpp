@@ -177,7 +177,7 @@ int trace_end(lua_State* L) {
     LuaTensor* x = test_tensor(L, -1);
     lua_pop(L, 1);
     if (!x) throw Error("trace_end: output " + std::to_string(i) + " is not a tensor");
-    if (!x->traced()) g.outputs.push_back(g.constant(x->value));
+    if (!x->traced()) g.outputs.push_back(g.constant(x->value()));
     else if (x->trace_id == t.id) g.outputs.push_back(x->node);
     else throw Error("a result of '" + t.name + "' comes from another trace");
   }
@@ -215,7 +215,7 @@ int exe_run(lua_State* L) {
     lua_geti(L, 2, i);
     LuaTensor* t = check_tensor(L, -1);
     if (t->traced()) throw Error("run: argument " + std::to_string(i) + " is not a concrete tensor");
-    args.push_back(t->value);
+    args.push_back(t->value());
     lua_pop(L, 1);
   }
   // A donated buffer is overwritten with results. One held by more than this Lua tensor and
@@ -395,7 +395,7 @@ int l_lift(lua_State* L) {
   LuaTensor* x = check_tensor(L, 1);
   if (x->traced()) return lua_pushvalue(L, 1), 1;
   t.graph.current_loc = -1;
-  push_traced(L, t.id, t.graph.constant(x->value));
+  push_traced(L, t.id, t.graph.constant(x->value()));
   return 1;
 }
 
