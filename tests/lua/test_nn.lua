@@ -136,6 +136,31 @@ function T.set_parameters_swaps_values()
   check.raises(function() m:set_parameters {zeros[1]} end, "set_parameters expects 4 tensors, got 1")
 end
 
+-- A layer that keeps a weight under a second field gets the new tensor in both; a frozen
+-- child's weights walk as non-trainable, in parameters() order.
+function T.set_parameters_updates_aliases_and_each_weight_walks_in_order()
+  local Twice = nn.Module:extend("Twice")
+  function Twice:build() self:add_weight {name = "w", shape = {2}}; self.alias = self.w end
+  function Twice:call(x) return x * self.w + x * self.alias end
+  local frozen = nn.Dense(1, {trainable = false})
+  local m = nn.Sequential {Twice(), nn.Dense(2), frozen}
+  m(rand({3, 2}))
+  local new = {}
+  for i, p in ipairs(m:parameters()) do new[i] = p + 1 end
+  m:set_parameters(new)
+  check.eq(m.modules[1].w, new[1])
+  check.eq(m.modules[1].alias, new[1])
+  check.eq(m.modules[3].bias, new[5])
+  local walked = {}
+  m:each_weight(function(layer, entry, trainable)
+    walked[#walked + 1] = layer.__name .. "." .. entry.name .. (trainable and "" or "(frozen)")
+    check.eq(entry.value, new[#walked])
+  end)
+  check.eq(table.concat(walked, " "), "Twice.w Dense.kernel Dense.bias Dense.kernel(frozen) Dense.bias(frozen)")
+  check.eq(table.concat(m:trainable_indices(), " "), "1 2 3")
+  check.eq(#m:weight_entries(), 5)
+end
+
 function T.sequential_rejects_non_layers()
   check.raises(function() nn.Sequential {nn.Flatten(), 3} end, "layer 2 is not a layer")
   check.raises(function() nn.Sequential {nn.Flatten} end, "layer 1 is the class Flatten")

@@ -140,13 +140,13 @@ end
 -- The sum of the weight regularizers (l2, ...) of every trainable weight, or nil when none.
 function Module:regularization_loss()
   local total
-  for _, w in ipairs(self:weight_entries()) do
-    local reg = w.entry.regularizer
-    if reg and w.trainable then
-      local v = reg(w.entry.value)
+  self:each_weight(function(_, entry, trainable)
+    local reg = entry.regularizer
+    if reg and trainable then
+      local v = reg(entry.value)
       total = total and total + v or v
     end
-  end
+  end)
   return total
 end
 
@@ -232,49 +232,69 @@ function Module:compute_output_shape(input_shape)
   return out
 end
 
--- Weights in a fixed order: own weights in creation order, then children in layer order.
--- Each entry: {owner=, entry=, trainable=} (trainable is false under a frozen parent).
-function Module:weight_entries(out, frozen)
+-- Calls fn(owner, entry, trainable) for each weight in a fixed order: own weights in creation
+-- order, then children in layer order (trainable is false under a frozen parent). A train
+-- step's trace walks the weights several times: a walk makes no table per weight.
+function Module:each_weight(fn, frozen)
   ensure_init(self)
-  out = out or {}
   frozen = frozen or not self.trainable
-  for _, e in ipairs(self._weights) do
-    table.insert(out, {owner = self, entry = e, trainable = e.trainable and not frozen})
-  end
-  for _, m in ipairs(self.modules) do m:weight_entries(out, frozen) end
+  for _, e in ipairs(self._weights) do fn(self, e, e.trainable and not frozen) end
+  for _, m in ipairs(self.modules) do m:each_weight(fn, frozen) end
+end
+
+-- The same walk as a list of {owner=, entry=, trainable=}.
+function Module:weight_entries()
+  local out = {}
+  self:each_weight(function(owner, entry, trainable)
+    out[#out + 1] = {owner = owner, entry = entry, trainable = trainable}
+  end)
   return out
 end
 
 function Module:parameters(extra)
   errors.none(1, "parameters", extra)
   local list = {}
-  for i, w in ipairs(self:weight_entries()) do list[i] = w.entry.value end
+  self:each_weight(function(_, entry) list[#list + 1] = entry.value end)
   return list
 end
 
 -- Indices (into parameters()) of the weights the optimizer updates.
 function Module:trainable_indices()
-  local idx = {}
-  for i, e in ipairs(self:weight_entries()) do
-    if e.trainable then table.insert(idx, i) end
-  end
+  local idx, i = {}, 0
+  self:each_weight(function(_, _, trainable)
+    i = i + 1
+    if trainable then idx[#idx + 1] = i end
+  end)
   return idx
 end
 
--- Swaps in new tensors, in parameters() order. Fields that held the old tensor are updated too.
-function Module:set_parameters(list)
-  local entries = self:weight_entries()
-  if #list ~= #entries then
-    util.fail("%s '%s': set_parameters expects %d tensors, got %d",
-      self.__name, self.name, #entries, #list)
-  end
-  for i, w in ipairs(entries) do
-    local old, new = w.entry.value, list[i]
-    for k, v in pairs(w.owner) do
-      if rawequal(v, old) then w.owner[k] = new end
+-- Swaps in new tensors, in parameters() order. Fields that held the old tensor are updated too:
+-- one walk of each module's fields for all its own weights.
+local function swap_fields(m, list, first)
+  for k, v in pairs(m) do
+    for j, e in ipairs(m._weights) do
+      if rawequal(v, e.value) then m[k] = list[first + j]; break end
     end
-    w.entry.value = new
   end
+end
+
+function Module:set_parameters(list)
+  local count = 0
+  self:each_weight(function() count = count + 1 end)
+  if #list ~= count then
+    util.fail("%s '%s': set_parameters expects %d tensors, got %d", self.__name, self.name, count, #list)
+  end
+  local done = 0
+  local function walk(m)
+    ensure_init(m)
+    if #m._weights > 0 then
+      swap_fields(m, list, done)
+      for j, e in ipairs(m._weights) do e.value = list[done + j] end
+      done = done + #m._weights
+    end
+    for _, child in ipairs(m.modules) do walk(child) end
+  end
+  walk(self)
 end
 
 -- Total, trainable and non-trainable numbers of weight elements, the three lines of Keras's
@@ -283,11 +303,11 @@ end
 function Module:count_params(extra)
   errors.none(1, "count_params", extra)
   local total, trainable = 0, 0
-  for _, w in ipairs(self:weight_entries()) do
-    local n = util.numel(w.entry.value.shape)
+  self:each_weight(function(_, entry, is_trainable)
+    local n = util.numel(entry.value.shape)
     total = total + n
-    if w.trainable then trainable = trainable + n end
-  end
+    if is_trainable then trainable = trainable + n end
+  end)
   return total, trainable, total - trainable
 end
 

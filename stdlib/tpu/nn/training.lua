@@ -293,6 +293,7 @@ end
 
 -- The non-trainable weights after a step: the values layers recorded, else unchanged.
 local function new_state(model, layout, frozen, updates)
+  if #layout.frozen == 0 then return {} end
   local entries, out = model:weight_entries(), {}
   for i, idx in ipairs(layout.frozen) do out[i] = updates[entries[idx].entry] or frozen[i] end
   return out

@@ -122,8 +122,8 @@ function Optimizer:update(params, grads, state)
   for _, name in ipairs(self.slots) do new_state[name] = {} end
   local scalars = self:scalars(state, step, lr)
   local new_params = {}
+  local slots = {}  -- one table for every parameter's slots: update_one's results are copied out
   for i, p in ipairs(params) do
-    local slots = {}
     for _, name in ipairs(self.slots) do slots[name] = state[name][i] end
     local new_slots
     new_params[i], new_slots = self:update_one(p, grads[i], slots, scalars)
