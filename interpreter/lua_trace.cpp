@@ -45,10 +45,24 @@ int l_trace_begin(lua_State* L) {
 }
 
 // core.trace_param(dtype, shape) -> traced tensor
+// core.trace_param(tensor[, rows]) -> a traced tensor of the tensor's type, with `rows` rows if
+// given (a replica's share): a compile traces one per argument leaf, read without a shape table.
 int l_trace_param(lua_State* L) {
   Trace& t = require_trace();
-  DType dt = check_dtype(L, 1);
-  Shape s = check_shape(L, 2, "jit");
+  DType dt;
+  Shape s;
+  if (test_tensor(L, 1)) {
+    const LuaTensor* like = check_tensor(L, 1);  // not a donated or released one
+    dt = like->dtype();
+    s = like->shape();
+    if (!lua_isnoneornil(L, 2)) {
+      if (s.empty()) luaL_argerror(L, 2, "a scalar has no rows");
+      s[0] = luaL_checkinteger(L, 2);
+    }
+  } else {
+    dt = check_dtype(L, 1);
+    s = check_shape(L, 2, "jit");
+  }
   t.graph.current_loc = -1;
   push_traced(L, t.id, t.graph.parameter(dt, s));
   return 1;

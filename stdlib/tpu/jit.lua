@@ -175,9 +175,14 @@ local function compile(self, spec, leaves, args, probe, rep)
   local ok, result = pcall(function()
     local symbolic = {}
     for i, t in ipairs(leaves) do
-      local shape = {table.unpack(t.shape)}
-      if rep and rep.sharded[i] then shape[1] = shape[1] // rep.replicas end  -- one replica's rows
-      symbolic[i] = core.trace_param(t.dtype, shape)
+      local rows = rep and rep.sharded[i] and t.shape[1] // rep.replicas or nil  -- one replica's rows
+      if core.is_tensor(t) then
+        symbolic[i] = core.trace_param(t, rows)
+      else
+        local shape = {table.unpack(t.shape)}
+        shape[1] = rows or shape[1]
+        symbolic[i] = core.trace_param(t.dtype, shape)
+      end
     end
     local args = M.unflatten(spec, symbolic)
     local outs = table.pack(self.fn(table.unpack(args, 1, args.n)))
