@@ -2,7 +2,11 @@
 
 #include <algorithm>
 #include <atomic>
+#include <bit>
 #include <cstring>
+#include <mutex>
+#include <string>
+#include <unordered_map>
 #include <vector>
 
 #if defined(__x86_64__) && defined(__linux__)
@@ -400,6 +404,47 @@ std::optional<FusionJit> FusionJit::compile(std::span<const FusionProgram::Instr
   (void)code, (void)root, (void)result;
   return std::nullopt;
 #endif
+}
+
+namespace {
+
+// A program's code as bytes: equal keys compile to the same native code (its only inputs are
+// the instructions, the root and the result type).
+std::string code_key(std::span<const FusionProgram::Instr> code, int32_t root, DType result) {
+  std::string key;
+  key.reserve(code.size() * 48 + 8);
+  auto put = [&](const auto& v) { key.append(reinterpret_cast<const char*>(&v), sizeof v); };
+  put(root), put(result);
+  for (const FusionProgram::Instr& x : code) {
+    put(x.code), put(x.cmp), put(x.dst), put(x.a), put(x.b), put(x.c), put(x.param);
+    put(std::bit_cast<uint32_t>(x.value)), put(x.n), put(x.fused), put(x.op);
+  }
+  return key;
+}
+
+}  // namespace
+
+std::shared_ptr<const FusionJit> FusionJit::shared(std::span<const FusionProgram::Instr> code, int32_t root,
+                                                   DType result) {
+  if (!jit_enabled) return nullptr;
+  static std::mutex mu;
+  static std::unordered_map<std::string, std::weak_ptr<const FusionJit>> cache;
+  static size_t swept_at = 0;
+  std::string key = code_key(code, root, result);
+  std::lock_guard lock(mu);
+  std::weak_ptr<const FusionJit>& entry = cache[std::move(key)];
+  std::shared_ptr<const FusionJit> found = entry.lock();
+  if (!found) {
+    std::optional<FusionJit> native = compile(code, root, result);
+    if (!native) return nullptr;  // the entry stays empty: the next such program tries again
+    found = std::make_shared<const FusionJit>(std::move(*native));
+    entry = found;
+  }
+  if (cache.size() > 2 * swept_at + 256) {  // drop the entries no program holds now and then
+    std::erase_if(cache, [](const auto& kv) { return kv.second.expired(); });
+    swept_at = cache.size();
+  }
+  return found;
 }
 
 }  // namespace tpu

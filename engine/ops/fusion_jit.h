@@ -25,6 +25,10 @@ class FusionJit {
  public:
   // The native form of a program's code (result register `root` of type `result`), or nullopt.
   static std::optional<FusionJit> compile(std::span<const FusionProgram::Instr> code, int32_t root, DType result);
+  // The same, shared by every program of the same code while one holds it: a deep model's
+  // layers fuse into the same bodies, and each native form costs a mapping of its own.
+  static std::shared_ptr<const FusionJit> shared(std::span<const FusionProgram::Instr> code, int32_t root,
+                                                 DType result);
   // `chunks` whole chunks: `at[r]` points at the first chunk of f32 leaf register r, `masks`
   // holds the mask registers (register r's kFusionChunk lanes at masks + r * kFusionChunk),
   // `out` gets the result's elements (f32, bf16 or bool, as the program's result). Each

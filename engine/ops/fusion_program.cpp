@@ -300,8 +300,7 @@ std::optional<FusionProgram> FusionProgram::compile(const Graph& body) {
     in->dst = id;
     p.code_.push_back(*in);
   }
-  if (std::optional<FusionJit> native = FusionJit::compile(p.code_, p.result_, p.result_type_))
-    p.native_ = std::make_shared<const FusionJit>(std::move(*native));
+  p.native_ = FusionJit::shared(p.code_, p.result_, p.result_type_);
   return p;
 }
 

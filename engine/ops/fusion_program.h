@@ -32,6 +32,7 @@ class FusionProgram {
   void run_into(std::span<const Tensor* const> in, float* dst, int64_t begin, int64_t end) const;
   DType result_type() const { return result_type_; }
   bool native() const { return native_ != nullptr; }  // whole chunks run as native code
+  const FusionJit* native_code() const { return native_.get(); }  // shared by programs of the same code
   bool native_loops() const;                           // ... all of a run's in one call
 
   enum class Code : uint8_t {

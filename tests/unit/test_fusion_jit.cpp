@@ -168,3 +168,28 @@ TEST_CASE("a body with more live values than registers runs on the fusion progra
     CHECK((std::bit_cast<uint32_t>(out.data<float>()[i]) == std::bit_cast<uint32_t>(want) || (std::isnan(want) && std::isnan(out.data<float>()[i]))));
   }
 }
+
+// A deep model fuses the same body once per layer: programs of the same code share one native
+// form (one mapping), a different constant makes another, and the code compiles again once no
+// program holds it.
+TEST_CASE("programs of the same code share their native code") {
+  if (!FusionJit::enabled()) return;  // a CPU without AVX-512: no native code to share
+  auto body = [](float scale) {
+    Graph g;
+    const Shape s{64, 32};
+    const NodeId x = g.parameter(DType::f32, s), y = g.parameter(DType::f32, s);
+    g.outputs = {g.binary(Op::add, g.binary(Op::mul, x, g.full(DType::f32, s, scale)), y)};
+    return g;
+  };
+  std::optional<FusionProgram> a = FusionProgram::compile(body(0.5f));
+  std::optional<FusionProgram> b = FusionProgram::compile(body(0.5f));
+  const std::optional<FusionProgram> c = FusionProgram::compile(body(0.25f));
+  REQUIRE((a && b && c && a->native() && c->native()));
+  CHECK(a->native_code() == b->native_code());
+  CHECK(a->native_code() != c->native_code());
+  a.reset();
+  CHECK(b->native_code() != nullptr);  // still held by b
+  b.reset();
+  const std::optional<FusionProgram> again = FusionProgram::compile(body(0.5f));
+  REQUIRE((again && again->native()));
+}
