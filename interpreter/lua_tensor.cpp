@@ -129,6 +129,10 @@ bool is_user_source(const char* src) {
 struct Scope {
   std::string name;
   std::string built_at;
+  // "built_at (name)" interned in the graph of trace `trace`: a layer's every op is placed
+  // there, and building and hashing the string once per op cost a deep model's trace.
+  TraceId trace = 0;
+  int32_t location = -1;
 };
 std::vector<Scope>& scopes();
 }  // namespace
@@ -150,21 +154,26 @@ std::string user_where(lua_State* L) {
 }
 
 namespace {
-// The file:line a traced op is reported at: its own line when the user's code made it (a
-// custom layer's call, a hand-written step); else, inside a layer of the library, the line
-// that built the layer (the user's line that made the model, not the fit that traced it).
-std::string op_location(lua_State* L) {
+// Where a traced op is reported (its graph's location id): its own file:line when the user's
+// code made it (a custom layer's call, a hand-written step); else, inside a layer of the
+// library, the line that built the layer (the user's line that made the model, not the fit
+// that traced it). The innermost open scope's name follows, in brackets.
+int32_t op_location(lua_State* L, const Trace& tr, Graph& g) {
   lua_Debug ar;
   for (int level = 0; lua_getstack(L, level, &ar); ++level) {
     lua_getinfo(L, "S", &ar);
     if (ar.what[0] == 'C') continue;
-    if (!is_user_source(ar.source) && !scopes().empty() && !scopes().back().built_at.empty())
-      return scopes().back().built_at;
+    if (!is_user_source(ar.source) && !scopes().empty() && !scopes().back().built_at.empty()) {
+      Scope& s = scopes().back();
+      if (s.trace != tr.id) s.trace = tr.id, s.location = g.intern_location(s.built_at + " (" + s.name + ")");
+      return s.location;
+    }
     break;
   }
   std::string where = user_where(L);
   if (where.size() > 2) where.resize(where.size() - 2);  // drop ": "
-  return where;
+  if (!scopes().empty()) where += " (" + scopes().back().name + ")";
+  return where.empty() ? -1 : g.intern_location(where);
 }
 }  // namespace
 
@@ -431,7 +440,7 @@ std::vector<Scope>& scopes() {
 
 // core.push_scope(name[, built_at])
 int l_push_scope(lua_State* L) {
-  scopes().push_back({luaL_checkstring(L, 1), luaL_optstring(L, 2, "")});
+  scopes().push_back({luaL_checkstring(L, 1), luaL_optstring(L, 2, "")});  // located in no trace yet
   return 0;
 }
 int l_pop_scope(lua_State*) {
@@ -502,9 +511,7 @@ int apply_op_multi(lua_State* L, const std::vector<Operand>& operands, DType num
   if (Trace* tr = trace_of(operands)) {
     poll_stop("tracing");  // a signal stops a long trace inside fit (DESIGN section 11)
     Graph& g = tr->graph;
-    std::string where = op_location(L);
-    if (!scopes().empty()) where += " (" + scopes().back().name + ")";
-    g.current_loc = where.empty() ? -1 : g.intern_location(where);
+    g.current_loc = op_location(L, *tr, g);
     std::vector<NodeId> in;
     for (const Operand& o : operands) in.push_back(operand_node(*tr, o, number_dtype));
     std::vector<NodeId> out = build(g, in);
