@@ -144,9 +144,10 @@ struct Allocation {
 
 bool is_splat(Code c) { return c == Code::splat || c == Code::splat_bool; }
 
-// How far an advancing leaf's pointer moves a chunk: a chunk of elements, or of a spread
-// operand's values (a chunk holds kFusionChunk / n of them).
+// How far an advancing leaf's pointer moves a chunk: a chunk of elements (floats, or bytes for
+// a u8 operand), or of a spread operand's values (a chunk holds kFusionChunk / n of them).
 int32_t advance_bytes(const Instr& x) {
+  if (x.code == Code::load_u8) return int32_t(kFusionChunk);  // a byte an element
   return int32_t(sizeof(float) * (FusionJit::reads_spread(x) ? kFusionChunk / x.n : kFusionChunk));
 }
 
@@ -301,7 +302,14 @@ void emit_vector(Emitter& e, std::span<const Instr> code, const Allocation& al, 
       case Code::compare: e.evex_rr(1, 0, d, a, b, 0, 0xC2), e.byte(predicate(x.cmp)); break;
       case Code::select: e.evex_rr(2, 1, d, c, b, a, 0x65); break;         // d = a ? b : c
       case Code::bool_to_f32: e.evex_rr(2, 1, d, kZero, kOne, a, 0x65); break;
-      case Code::bf16_to_f32: e.evex_rr(1, 0, d, 0, a, 0, 0x28); break;  // vmovaps: held exactly
+      case Code::exact_to_f32: e.evex_rr(1, 0, d, 0, a, 0, 0x28); break;  // vmovaps: held exactly
+      case Code::load_u8: {  // 16 bytes, widened to 16 ints, converted (exactly) to floats
+        int base = al.gpr[size_t(x.dst)];
+        if (base < 0) e.mov_from(kRax, kAt, x.dst * int32_t(sizeof(float*))), base = kRax;
+        e.evex_rm(2, 1, d, base, v * kVectorFloats, 0x31);  // vpmovzxbd
+        e.evex_rr(1, 0, d, 0, d, 0, 0x5B);                   // vcvtdq2ps
+        break;
+      }
       case Code::f32_to_bf16: emit_round_to_bf16(e, d, a); break;
       default: {  // an f32 leaf: its chunk's vector v (a spread one: the value the vector repeats)
         int base = al.gpr[size_t(x.dst)];
@@ -325,7 +333,8 @@ bool FusionJit::reads_spread(const FusionProgram::Instr& x) {
 }
 
 bool FusionJit::reads_in_place(const FusionProgram::Instr& x) {
-  return x.code == Code::load || (x.code == Code::repeat && x.n % kFusionChunk == 0) || reads_spread(x);
+  return x.code == Code::load || x.code == Code::load_u8 || (x.code == Code::repeat && x.n % kFusionChunk == 0) ||
+         reads_spread(x);
 }
 
 void FusionJit::set_enabled(bool on) {

@@ -88,7 +88,7 @@ bool all_f32_values(const Graph& body, const Node& n) {
 
 std::optional<Instr> convert_instr(const Node& from, const Node& n, Instr in) {
   if (is_bool(from) && is_f32(n)) return in.code = Code::bool_to_f32, in;
-  if (is_bf16(from) && is_f32(n)) return in.code = Code::bf16_to_f32, in;
+  if ((is_bf16(from) || from.dtype == DType::u8) && is_f32(n)) return in.code = Code::exact_to_f32, in;
   if (is_f32(from) && is_bf16(n)) return in.code = Code::f32_to_bf16, in;
   return std::nullopt;
 }
@@ -185,6 +185,11 @@ void load_chunk(const Instr& x, std::span<const Gather> gathers, std::span<const
       for (int64_t l = 0; l < len; ++l) d[l] = std::bit_cast<float>(uint32_t(s[l]) << 16);
       break;
     }
+    case Code::load_u8: {  // image bytes: a data set's map converts them
+      const uint8_t* s = in[size_t(x.param)]->data<uint8_t>() + i;
+      for (int64_t l = 0; l < len; ++l) d[l] = float(s[l]);
+      break;
+    }
     case Code::repeat: {
       const float* s = in[size_t(x.param)]->data<float>();
       if (i % x.n + n <= x.n) {
@@ -246,7 +251,7 @@ void run_chunk(std::span<const Instr> code, std::span<const Gather> gathers, std
         for (int64_t l = 0; l < len; ++l) d[l] = p[l] ? 1.0f : 0.0f;
         break;
       }
-      case Code::bf16_to_f32: for (int64_t l = 0; l < len; ++l) d[l] = a[l]; break;  // held exactly
+      case Code::exact_to_f32: for (int64_t l = 0; l < len; ++l) d[l] = a[l]; break;
       case Code::f32_to_bf16: for (int64_t l = 0; l < len; ++l) d[l] = rounded_to_bf16(a[l]); break;
       case Code::compare: {
         int32_t* m = r.m_of(x.dst);
@@ -287,8 +292,11 @@ std::optional<FusionProgram> FusionProgram::compile(const Graph& body) {
       if (n.op == Op::constant && is_f32(n) && num_elements(n.shape) == 1) {
         in = Instr{Code::splat};
         in->value = float(n.attrs.literal()->get(0));
-      } else if (n.op == Op::parameter && (is_f32(n) || is_bool(n) || is_bf16(n))) {
-        in = Instr{is_bool(n) ? Code::load_bool : is_bf16(n) ? Code::load_bf16 : Code::load};
+      } else if (n.op == Op::parameter && (is_f32(n) || is_bool(n) || is_bf16(n) || n.dtype == DType::u8)) {
+        in = Instr{is_bool(n)   ? Code::load_bool
+                   : is_bf16(n) ? Code::load_bf16
+                   : is_f32(n)  ? Code::load
+                                : Code::load_u8};
         in->param = param_of[size_t(id)];
       }
     } else if (n.op == Op::broadcast) {
@@ -363,7 +371,9 @@ void FusionProgram::run_range(std::span<const Tensor* const> in, std::byte* dst,
     }
   }
   // Where a leaf the native code reads in place has element i (a spread one: its value).
+  // (A u8 operand's pointer is to its bytes: the native code widens them.)
   auto in_place = [&](const Instr& x, int64_t i) {
+    if (x.code == Code::load_u8) return reinterpret_cast<const float*>(in[size_t(x.param)]->data<uint8_t>() + i);
     const float* src = in[size_t(x.param)]->data<float>();
     return x.code == Code::load ? src + i : x.code == Code::repeat ? src + i % x.n : src + i / x.n;
   };

@@ -36,13 +36,15 @@ class FusionProgram {
   bool native_loops() const;                           // ... all of a run's in one call
 
   enum class Code : uint8_t {
-    load, load_bool, load_bf16,  // an operand of the result's shape (f32, bool, bf16)
+    load, load_bool, load_bf16, load_u8,  // an operand of the result's shape (f32, bool, bf16, u8)
     splat, splat_bool,        // a scalar operand or constant
     tiled,                    // an operand repeating every `n` elements, n dividing a chunk: the same in every chunk
     repeat, spread,           // a broadcast operand: repeating every `n` elements, or each spanning `n`
     gather,                   // any other broadcast of an operand: gathers_[n] maps the elements
     unary, binary,            // the op's chunk loop (its row's FusedForm)
-    compare, select, bool_to_f32, bf16_to_f32, f32_to_bf16,
+    compare, select, bool_to_f32,
+    exact_to_f32,             // a bf16 or u8 value to f32: held exactly as one already
+    f32_to_bf16,
   };
   struct Instr {
     Code code;

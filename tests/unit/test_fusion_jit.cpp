@@ -29,6 +29,7 @@ Tensor random_tensor(DType t, const Shape& s, std::mt19937& rng) {
   for (int64_t i = 0; i < x.size(); ++i) {
     const float v = rng() % 11 == 0 ? special[rng() % 7] : unit(rng);
     if (t == DType::boolean) x.data<uint8_t>()[i] = rng() % 2;
+    else if (t == DType::u8) x.data<uint8_t>()[i] = uint8_t(rng());
     else if (t == DType::bf16) x.data<uint16_t>()[i] = f32_to_bf16(v);
     else x.data<float>()[i] = v;
   }
@@ -59,6 +60,7 @@ Graph random_body(const Shape& s, int operands, Leaves leaves, int ops, DType re
   if (leaves == Leaves::all) {
     masks.push_back(param(DType::boolean, s));
     f.push_back(g.convert(param(DType::bf16, s), DType::f32));
+    f.push_back(g.convert(param(DType::u8, s), DType::f32));  // a data set's image bytes
     f.push_back(g.broadcast(param(DType::f32, {s[0]}), s, {0}));
   }
   auto any = [&](const std::vector<NodeId>& v) { return v[rng() % v.size()]; };

@@ -153,6 +153,22 @@ TEST_CASE("fusion programs convert to and from bf16 with the kernels' rounding")
   }
 }
 
+// A data set's map: image bytes to floats in [0, 1] (every byte value, partial last chunks).
+TEST_CASE("fusion programs read u8 operands as the convert kernel widens them") {
+  for (const Shape& s : {Shape{37, 61}, Shape{256, 784}, Shape{3, 5}}) {
+    Graph g;
+    NodeId pixels = g.parameter(DType::u8, s), x = g.parameter(DType::f32, s);
+    NodeId wide = g.convert(pixels, DType::f32);
+    g.outputs = {g.binary(Op::add, g.binary(Op::div, wide, g.full(DType::f32, s, 255)), x)};
+    Compiled both = compile_both(g);
+    CHECK(both.programs == 1);
+    Tensor bytes(DType::u8, s);
+    for (int64_t i = 0; i < bytes.size(); ++i) bytes.data<uint8_t>()[i] = uint8_t(i * 7 + i / 256);
+    const std::vector<Tensor> args = {bytes, operand(s, 10)};
+    check_same_bits(both.fused.run(args)[0], both.plain.run(args)[0], shape_str(s));
+  }
+}
+
 TEST_CASE("fusion programs read broadcasts along any dims, chunks crossing rows included") {
   for (const Shape& s : {Shape{6, 128, 64}, Shape{5, 7, 30}, Shape{3, 40, 1}}) {
     Graph g;
