@@ -56,6 +56,17 @@ NodeId reshape_chain(Graph& g, const Node& n) {
   if (g.at(x).shape == n.shape) return x;
   return x == n.in[0] ? -1 : g.reshape(x, n.shape);
 }
+// reshape(convert(p)) -> convert(reshape(p)) for an argument p: the reshape of an argument
+// costs nothing, and the convert then fuses with what reads the reshape (a data set's map
+// `x:cast("f32"):reshape{...} / 255`: one pass over the bytes, not a widened copy first).
+NodeId reshape_before_convert(Graph& g, const Node& n) {
+  if (n.op != Op::reshape || g.at(n.in[0]).op != Op::convert) return -1;
+  const Node& convert = g.at(n.in[0]);
+  const NodeId p = convert.in[0];
+  if (g.at(p).op != Op::parameter) return -1;
+  const DType to = convert.dtype;
+  return g.convert(g.reshape(p, n.shape), to);
+}
 NodeId transpose_chain(Graph& g, const Node& n) {
   if (n.op != Op::transpose || g.at(n.in[0]).op != Op::transpose) return -1;
   const Node& inner = g.at(n.in[0]);
@@ -99,7 +110,8 @@ NodeId pad_into_conv(Graph& g, const Node& n) {
 }
 
 const Rule kRules[] = {times_one,       over_one,        minus_zero,          double_negation, same_choice,
-                       reshape_chain,   transpose_chain, broadcast_chain,     pad_into_conv,   negation_out_of_sum};
+                       reshape_chain,   reshape_before_convert, transpose_chain, broadcast_chain,
+                       pad_into_conv,   negation_out_of_sum};
 
 // The replacement for node n of g by the first rule that applies, or -1.
 NodeId simplify(Graph& g, const Node& n) {

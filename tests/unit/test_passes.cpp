@@ -101,6 +101,19 @@ TEST_CASE("algebraic simplification applies exact identities only") {
          true, "graph g\n%0 = parameter f32[2,3] index=0\n%1 = transpose f32[3,2] %0 dims=[1,0]\nreturn %0\n");
 }
 
+// A data set's map casts image bytes, then flattens them: the reshape moves onto the argument,
+// so the convert fuses with what follows. A reshape of a computed value's convert stays.
+TEST_CASE("algebraic simplification reshapes an argument before its convert") {
+  expect(algebraic_simplification,
+         "graph g\n%0 = parameter u8[2,3,4] index=0\n%1 = convert f32[2,3,4] %0\n%2 = reshape f32[2,12] %1\nreturn %2\n",
+         true,
+         "graph g\n%0 = parameter u8[2,3,4] index=0\n%1 = convert f32[2,3,4] %0\n"  // dead: DCE drops it
+         "%2 = reshape u8[2,12] %0\n%3 = convert f32[2,12] %2\nreturn %3\n");
+  const std::string computed = "graph g\n%0 = parameter f32[2,3] index=0\n%1 = neg f32[2,3] %0\n"
+                               "%2 = convert bf16[2,3] %1 to=bf16\n%3 = reshape bf16[6] %2\nreturn %3\n";
+  expect(algebraic_simplification, computed, false, computed);
+}
+
 TEST_CASE("algebraic simplification sums before it negates, with the same values") {
   const std::string in = "graph g\n%0 = parameter f32[300,7] index=0\n%1 = neg f32[300,7] %0\n"
                          "%2 = reduce f32[7] %1 dims=[0] kind=sum\nreturn %2\n";
