@@ -46,7 +46,7 @@ LuaTensor* new_tensor(lua_State* L, bool concrete) {
   static_assert(alignof(Tensor) <= alignof(std::max_align_t) && alignof(LuaTensor) <= alignof(std::max_align_t));
   void* p = lua_newuserdatauv(L, concrete ? kTensorValueOffset + sizeof(Tensor) : sizeof(LuaTensor), 0);
   LuaTensor* t = new (p) LuaTensor();
-  if (concrete) new (&t->value()) Tensor();
+  if (concrete) new (static_cast<std::byte*>(p) + kTensorValueOffset) Tensor();
   luaL_setmetatable(L, kTensorMeta);
   return t;
 }
