@@ -34,10 +34,10 @@ struct Trace {
   std::vector<std::pair<std::shared_ptr<const Tensor>, NodeId>> captured;  // concrete -> constant
 };
 
-// The userdata: concrete (trace_id == 0, value set) or traced (node of trace `trace_id`).
-// A tensor as Lua holds it. A traced value is this header alone: a deep model's trace makes
-// hundreds of thousands of them (48 bytes each with Lua's header, where a whole Tensor made
-// 112). A concrete tensor's userdata holds its Tensor right after the header.
+// A tensor as Lua holds it (its userdata): concrete (trace_id == 0) or traced (node `node` of
+// trace `trace_id`). A traced value is this header alone: a deep model's trace makes hundreds
+// of thousands of them (48 bytes each with Lua's header, where a whole Tensor made 112). A
+// concrete tensor's userdata holds its Tensor right after the header.
 struct LuaTensor {
   TraceId trace_id = 0;
   NodeId node = -1;
@@ -49,7 +49,8 @@ struct LuaTensor {
   bool traced() const { return trace_id != 0; }
 };
 // Where a concrete tensor's value sits in its userdata (Lua aligns userdata for any C type).
-inline constexpr size_t kTensorValueOffset = (sizeof(LuaTensor) + alignof(Tensor) - 1) / alignof(Tensor) * alignof(Tensor);
+inline constexpr size_t kTensorValueOffset =
+    (sizeof(LuaTensor) + alignof(Tensor) - 1) / alignof(Tensor) * alignof(Tensor);
 inline Tensor& LuaTensor::value() {
   return *std::launder(reinterpret_cast<Tensor*>(reinterpret_cast<std::byte*>(this) + kTensorValueOffset));
 }

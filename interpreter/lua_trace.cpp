@@ -56,8 +56,10 @@ int l_trace_param(lua_State* L) {
     dt = like->dtype();
     s = like->shape();
     if (!lua_isnoneornil(L, 2)) {
-      if (s.empty()) luaL_argerror(L, 2, "a scalar has no rows");
-      s[0] = luaL_checkinteger(L, 2);
+      int ok = 0;
+      const lua_Integer rows = lua_tointegerx(L, 2, &ok);
+      if (!ok || rows < 0 || s.empty()) throw ArgError(2, "rows must be a count of the tensor's leading dimension");
+      s[0] = rows;
     }
   } else {
     dt = check_dtype(L, 1);
