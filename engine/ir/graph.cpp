@@ -95,7 +95,7 @@ NodeId Graph::convert(NodeId x, DType to) {
 NodeId Graph::broadcast(NodeId x, Shape s, Dims dims) {
   if (at(x).shape == s) return x;
   ScalarMemo* memo = memo_.memo.get();
-  const bool shared = memo && at(x).op == Op::constant && at(x).shape.empty();
+  const bool shared = memo && at(x).shape.empty();
   if (shared)
     if (auto it = memo->broadcasts.find({x, s, dims}); it != memo->broadcasts.end()) return it->second;
   Attrs a;

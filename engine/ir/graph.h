@@ -121,8 +121,9 @@ class Graph {
   NodeId broadcast_to(NodeId x, const Shape& s);              // trailing dims align, size-1 dims stretch
   NodeId sum_to(NodeId x, const Shape& s);                    // inverse of broadcast_to
 
-  // While on, scalar() makes one node per dtype and value and broadcast() one per scalar
-  // constant, shape and dims: a trace repeats its Lua numbers (an optimizer's betas once per
+  // While on, scalar() makes one node per dtype and value and broadcast() one per scalar,
+  // shape and dims: a trace repeats its Lua numbers (an optimizer's betas once per parameter)
+  // and its scalars' broadcasts (Adam's step size, fit's is-the-loss-finite flag: once per
   // parameter), and a graph half made of copies costs every pass until CSE. The tracer turns
   // it on; passes leave it off, so a node they rewrite in place cannot leave a stale entry.
   void share_scalars(bool on);
@@ -130,7 +131,7 @@ class Graph {
  private:
   struct ScalarMemo {
     std::map<std::pair<DType, uint64_t>, NodeId> scalars;         // (dtype, value bits)
-    std::map<std::tuple<NodeId, Shape, Dims>, NodeId> broadcasts;  // of those scalars
+    std::map<std::tuple<NodeId, Shape, Dims>, NodeId> broadcasts;  // of scalars
   };
   // Moves with the graph but is not copied: a copy's new nodes are not this graph's.
   struct MemoSlot {

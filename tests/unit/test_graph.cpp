@@ -195,7 +195,7 @@ TEST_CASE("unused nodes are not run") {
   CHECK(Executable::compile(g, unoptimized).num_kernels() == 1);
 }
 
-TEST_CASE("while tracing, scalar constants and their broadcasts are made once") {
+TEST_CASE("while tracing, scalar constants and the broadcasts of scalars are made once") {
   Graph g;
   NodeId x = g.parameter(DType::f32, {4, 3});
   CHECK(g.scalar(DType::f32, 0.9) != g.scalar(DType::f32, 0.9));  // off: every call a node
@@ -210,9 +210,11 @@ TEST_CASE("while tracing, scalar constants and their broadcasts are made once") 
   CHECK(g.broadcast_to(a, {4, 3}) == b);
   CHECK(g.broadcast(a, {4, 3}, {}) == b);
   CHECK(g.broadcast_to(a, {3}) != b);                                      // per shape
-  NodeId row = g.reduce(x, {0}, ReduceKind::sum);                          // not a scalar constant:
+  NodeId total = g.reduce(x, {0, 1}, ReduceKind::sum);                     // a computed scalar:
+  CHECK(g.broadcast_to(total, {4, 3}) == g.broadcast_to(total, {4, 3}));   // shared too
+  NodeId row = g.reduce(x, {0}, ReduceKind::sum);                          // not a scalar:
   CHECK(g.broadcast_to(row, {4, 3}) != g.broadcast_to(row, {4, 3}));       // each call a node
-  CHECK(g.nodes.size() == before + 9);  // 4 scalars, 2 shared broadcasts, the reduce, 2 broadcasts
+  CHECK(g.nodes.size() == before + 11);  // 4 scalars, 2 shared broadcasts, a sum and its broadcast, the reduce, 2 broadcasts
   CHECK(verify_graph(g).empty());
   Graph copy = g;  // a copy does not share: its new nodes are its own
   CHECK(copy.scalar(DType::f32, 0.9) != a);
