@@ -341,6 +341,12 @@ void grad_sub(GradContext& c) {
   if (c.needs(1)) c.give(1, c.g.unary(Op::neg, c.out_grad));
 }
 void grad_mul(GradContext& c) {
+  if (c.in(0) == c.in(1)) {  // x * x (a squared error): both operands get one product, made once
+    const NodeId product = c.g.binary(Op::mul, c.out_grad, c.in(0));
+    c.give(0, product);
+    c.give(1, product);
+    return;
+  }
   if (c.needs(0)) c.give(0, c.g.binary(Op::mul, c.out_grad, c.in(1)));
   if (c.needs(1)) c.give(1, c.g.binary(Op::mul, c.out_grad, c.in(0)));
 }

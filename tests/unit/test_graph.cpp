@@ -25,6 +25,26 @@ Graph small_mlp_step() {
 }
 }  // namespace
 
+// A squared error's gradient: x * x gives both operands one product (g * x), made once, where
+// two equal ones made a duplicate for CSE to find (at the loss, early in a deep model's graph,
+// which made CSE rewrite all that follows). The same value: (g * x) + (g * x).
+TEST_CASE("the gradient of x * x makes its product once") {
+  Graph g;
+  NodeId x = g.parameter(DType::f32, {5});
+  NodeId loss = g.reduce(g.binary(Op::mul, x, x), {0}, ReduceKind::sum);
+  const size_t before = g.nodes.size();
+  const NodeId dx = gradients(g, loss, std::vector<NodeId>{x})[0];
+  size_t products = 0;
+  for (size_t i = before; i < g.nodes.size(); ++i) products += g.nodes[i].op == Op::mul;
+  CHECK(products == 1);
+  g.outputs = {dx};
+  Tensor v(DType::f32, {5});
+  for (int64_t i = 0; i < 5; ++i) v.set(i, 0.3 * double(i) - 0.7);
+  const std::vector<Tensor> args = {v};
+  const Tensor got = Executable::compile(g).run(args)[0];
+  for (int64_t i = 0; i < 5; ++i) CHECK(got.get(i) == double(2 * float(v.get(i))));
+}
+
 TEST_CASE("printed IR parses back to the same text") {
   Graph g = small_mlp_step();
   Tensor c(DType::f32, {2});
