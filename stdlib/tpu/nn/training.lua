@@ -278,9 +278,10 @@ local function loss_sum(c, y, y_pred, w)
 end
 
 -- One f32 vector summed over the cores: loss sum (with the regularizers' penalty once per
--- example), example count, then (numerator, denominator) per metric.
-local function batch_stats(c, aux, y, w)
-  local count = w:sum()
+-- example), example count (this core's: `count` when the caller has it), then (numerator,
+-- denominator) per metric.
+local function batch_stats(c, aux, y, w, count)
+  count = count or w:sum()
   local loss = aux.reg and aux.sum + f32(aux.reg) * count or aux.sum
   local parts = {loss, count}
   for _, m in ipairs(c.metrics) do
@@ -317,14 +318,15 @@ local function make_train_step(model, c, layout)
   local grad_fn = tpu.value_and_grad(loss_of, {argnums = 1, has_aux = true, name = "train_step.grad"})
   return tpu.jit(function(tparams, opt_state, frozen, x, y, w, dropout_key, step)
     local key = dropout_key:fold_in(step)
-    local count = reduce(w:sum())
+    local core_count = w:sum()
+    local count = reduce(core_count)
     local _, aux, grads = with_params(model, model:parameters(), grad_fn, tparams, frozen, x, y, w, key, count)
     for i, g in ipairs(grads) do grads[i] = reduce(g) end
     local new_params, new_opt_state = c.optimizer:update(tparams, grads, opt_state)
     -- A step whose loss is not finite keeps the weights it got (its inputs are donated), so
     -- fit can find the layer that went non-finite. The optimizer state is not kept: selecting
     -- it too would cost a pass over it every step, and fit stops there anyway.
-    local stats = batch_stats(c, aux, y, w)
+    local stats = batch_stats(c, aux, y, w, core_count)
     new_params, aux.state = nonfinite.keep_if_finite(stats:slice {{1, 1}}, {tparams, frozen}, {new_params, aux.state})
     return new_params, new_opt_state, aux.state, stats
   end, {name = "train_step", donate_argnums = {1, 2}, batch_argnums = {4, 5, 6}})
