@@ -285,16 +285,11 @@ function Module:set_parameters(list)
     util.fail("%s '%s': set_parameters expects %d tensors, got %d", self.__name, self.name, count, #list)
   end
   local done = 0
-  local function walk(m)
-    ensure_init(m)
-    if #m._weights > 0 then
-      swap_fields(m, list, done)
-      for j, e in ipairs(m._weights) do e.value = list[done + j] end
-      done = done + #m._weights
-    end
-    for _, child in ipairs(m.modules) do walk(child) end
-  end
-  walk(self)
+  self:each_weight(function(owner, entry)
+    if entry == owner._weights[1] then swap_fields(owner, list, done) end  -- before any is replaced
+    done = done + 1
+    entry.value = list[done]
+  end)
 end
 
 -- Total, trainable and non-trainable numbers of weight elements, the three lines of Keras's
