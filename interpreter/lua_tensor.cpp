@@ -56,14 +56,18 @@ LuaTensor* new_tensor(lua_State* L, bool concrete) {
 // tensors (the batches of an epoch, say) grows the process by every dead one until the
 // collector happens to run, and each new buffer costs fresh pages. So the bytes of new buffers
 // pace full collections: one whenever a quarter of what was in use after the last one was
-// allocated (at least kMinCollectBytes), so dead buffers add at most that to the process's peak.
-// A tensor that allocates nothing (a donated buffer reused by a step's result, a batch that is
-// a view of its data set) does not hasten one. With a small Lua heap a collection costs little
-// next to the memory it returns (bench/tputrain_models.lua, the MLP fed by a pipeline: a peak of
-// 164 MiB with a collection per 64 MiB or per what was in use, 139 MiB per 32 MiB, 121 MiB per
-// 8 MiB, at the same speed: a collection every 8 steps there).
+// allocated, so dead buffers add at most that to the process's peak. A tensor that allocates
+// nothing (a donated buffer reused by a step's result, a batch that is a view of its data set)
+// does not hasten one.
+// A full collection walks the Lua heap (about 0.13 ms per MiB of it here), so with a small heap
+// it costs little next to the memory it returns: then one comes after kBuffersPerHeapByte times
+// the heap's size in new buffers, at least kMinCollectBytes, when that is sooner.
+// (bench/tputrain_models.lua, the MLP fed by a pipeline: its data set and weights are 65 MB,
+// its Lua heap 1 MB; a peak of 122 MiB with a collection per 16 MiB (a quarter of what is in
+// use), 112 MiB per 8 MiB, 110 per 4 or 2, at the same speed.)
 namespace {
 constexpr int64_t kMinCollectBytes = int64_t(8) << 20;
+constexpr int64_t kBuffersPerHeapByte = 8;
 int64_t allocated_at_collect = 0;
 int64_t collect_after = kMinCollectBytes;
 
@@ -71,8 +75,9 @@ void pace_collector(lua_State* L) {
   if (tensor_memory().allocated - allocated_at_collect < collect_after) return;
   lua_gc(L, LUA_GCCOLLECT);
   const TensorMemory m = tensor_memory();
+  const int64_t heap_bytes = int64_t(lua_gc(L, LUA_GCCOUNT)) << 10;
   allocated_at_collect = m.allocated;
-  collect_after = std::max(kMinCollectBytes, m.live / 4);
+  collect_after = std::max(kMinCollectBytes, std::min(m.live / 4, kBuffersPerHeapByte * heap_bytes));
 }
 }  // namespace
 

@@ -31,6 +31,28 @@ return {
     check.is_true(grown < 200, string.format("resident memory grew by %.0f MiB", grown))
   end,
 
+  ["with a small Lua heap, dead tensors are collected before a quarter of what is in use adds up"] = function()
+    -- 128 MiB held, then 100 tensors of 1 MiB, each dropped at once. A quarter of what is in use
+    -- (32 MiB) would pace the collections by the held tensor; a small Lua heap makes a collection
+    -- cheap, so one comes after 8 times the heap in new buffers (at least 8 MiB).
+    collectgarbage()
+    local held = tpu.zeros {32, 1024, 1024}
+    collectgarbage()
+    local heap_mib = collectgarbage("count") / 1024
+    tpu.core.reset_peak()
+    local in_use = tpu.core.memory()
+    for _ = 1, 100 do
+      local t = tpu.ones {256, 1024}
+      check.eq(t.shape[1], 256)
+    end
+    local _, peak = tpu.core.memory()
+    local dead_mib = (peak - in_use) / 2 ^ 20
+    local bound = math.max(8, 8 * heap_mib) + 1
+    check.is_true(bound < 32, string.format("the test's Lua heap (%.1f MiB) is too large to tell", heap_mib))
+    check.is_true(dead_mib <= bound, string.format("%.0f MiB of dead tensors, over %.0f", dead_mib, bound))
+    check.eq(held.shape[1], 32)
+  end,
+
   ["collectgarbage() gives the freed heap back to the kernel"] = function()
     -- 200 tensors of 1 MiB (under the size that glibc maps on its own), all alive at once, then
     -- dropped: the heap keeps their pages until a full collection hands them back.
