@@ -32,7 +32,18 @@ struct Trace {
   std::string name;
   Graph graph;
   std::vector<std::pair<std::shared_ptr<const Tensor>, NodeId>> captured;  // concrete -> constant
+  // Where ops traced outside the user's code and outside any layer are placed (an optimizer's
+  // update inside fit): the user's frame under the one that began the trace, which stays put
+  // while the trace runs. The thread and the levels of its stack when the trace began (an op
+  // in a coroutine searches the whole of the coroutine's stack); the frame's location, found
+  // at the first such op (-2: not yet).
+  const lua_State* base_thread = nullptr;
+  int base_depth = 0;
+  int32_t base_location = -2;
 };
+
+// Levels on the Lua stack: lua_getstack(L, level) succeeds for level < lua_stack_depth(L).
+int lua_stack_depth(lua_State* L);
 
 // A tensor as Lua holds it (its userdata): concrete (trace_id == 0) or traced (node `node` of
 // trace `trace_id`). A traced value is this header alone: a deep model's trace makes hundreds

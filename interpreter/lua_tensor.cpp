@@ -5,6 +5,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstring>
+#include <limits>
 
 #include "core/error.h"
 #include "lua_data.h"
@@ -142,13 +143,12 @@ struct Scope {
 std::vector<Scope>& scopes();
 }  // namespace
 
-std::string user_where(lua_State* L) {
+namespace {
+// "file:line: " of the innermost frame of the user's code among levels [first, end), or "".
+// The line (the costly part) is looked up only for the frame that is the user's.
+std::string user_where_in(lua_State* L, int first, int end) {
   lua_Debug ar;
-  // From level 0: in a hook (Ctrl-C) the interrupted Lua function is level 0; when a C
-  // function calls this, level 0 is that function, which has no line and is skipped.
-  // Every traced op asks, from under a dozen stdlib frames inside fit: the line (the costly
-  // part) is looked up only for the frame that is the user's.
-  for (int level = 0; lua_getstack(L, level, &ar); ++level) {
+  for (int level = first; level < end && lua_getstack(L, level, &ar); ++level) {
     lua_getinfo(L, "S", &ar);
     if (ar.what[0] == 'C') continue;
     if (!is_user_source(ar.source)) continue;
@@ -157,13 +157,33 @@ std::string user_where(lua_State* L) {
   }
   return "";
 }
+}  // namespace
+
+// From level 0: in a hook (Ctrl-C) the interrupted Lua function is level 0; when a C function
+// calls this, level 0 is that function, which has no line and is skipped.
+std::string user_where(lua_State* L) { return user_where_in(L, 0, std::numeric_limits<int>::max()); }
+
+int lua_stack_depth(lua_State* L) {
+  lua_Debug ar;
+  int exists = -1, missing = 1;  // lua_getstack walks `level` frames: search, do not count
+  while (lua_getstack(L, missing, &ar)) exists = missing, missing *= 2;
+  if (exists < 0) exists = lua_getstack(L, 0, &ar) ? 0 : -1;
+  while (missing - exists > 1) {
+    const int mid = exists + (missing - exists) / 2;
+    (lua_getstack(L, mid, &ar) ? exists : missing) = mid;
+  }
+  return exists + 1;
+}
 
 namespace {
 // Where a traced op is reported (its graph's location id): its own file:line when the user's
 // code made it (a custom layer's call, a hand-written step); else, inside a layer of the
 // library, the line that built the layer (the user's line that made the model, not the fit
 // that traced it). The innermost open scope's name follows, in brackets.
-int32_t op_location(lua_State* L, const Trace& tr, Graph& g) {
+// Frames the trace made are searched for the user's; without one there, the user's frame
+// under the trace's first is taken, found once per trace: fit's optimizer update (most of a
+// deep model's ops) searched a dozen library frames per op, and built and hashed its line.
+int32_t op_location(lua_State* L, Trace& tr, Graph& g) {
   lua_Debug ar;
   for (int level = 0; lua_getstack(L, level, &ar); ++level) {
     lua_getinfo(L, "S", &ar);
@@ -175,10 +195,18 @@ int32_t op_location(lua_State* L, const Trace& tr, Graph& g) {
     }
     break;
   }
-  std::string where = user_where(L);
+  // Levels [0, made) are the frames made since the trace began (its own call's level included).
+  const bool base_thread = L == tr.base_thread;
+  const int made = base_thread ? lua_stack_depth(L) - tr.base_depth + 1 : std::numeric_limits<int>::max();
+  std::string where = user_where_in(L, 0, made);
+  const bool from_base = where.empty() && base_thread;
+  if (from_base && scopes().empty() && tr.base_location != -2) return tr.base_location;
+  if (from_base) where = user_where_in(L, made, std::numeric_limits<int>::max());
   if (where.size() > 2) where.resize(where.size() - 2);  // drop ": "
   if (!scopes().empty()) where += " (" + scopes().back().name + ")";
-  return where.empty() ? -1 : g.intern_location(where);
+  const int32_t location = where.empty() ? -1 : g.intern_location(where);
+  if (from_base && scopes().empty()) tr.base_location = location;
+  return location;
 }
 }  // namespace
 

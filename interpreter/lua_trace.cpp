@@ -40,6 +40,8 @@ int l_trace_begin(lua_State* L) {
   t->name = name;
   t->graph.name = t->name;
   t->graph.share_scalars(true);
+  t->base_thread = L;
+  t->base_depth = lua_stack_depth(L);
   trace_stack().push_back(std::move(t));
   return 0;
 }

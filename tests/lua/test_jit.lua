@@ -41,6 +41,34 @@ return {
     collectgarbage("restart")
   end,
 
+  ["a traced op is placed at the user's line that made it, else at the line that called the trace"] = function()
+    local here = debug.getinfo(1, "l").currentline
+    local f = tpu.jit(function(x, y)
+      local d = x - y
+      local loss = tpu.losses.mse(x, y)  -- the loss's ops are the library's, called from here
+      return d, loss
+    end)
+    local mse = tpu.jit(tpu.losses.mse)  -- no frame of the user's inside this trace
+    local a = tpu.ones {4}
+    f(a, a * 2)
+    mse(a, a * 3)
+    local other = tpu.jit(function(x, y) return tpu.losses.mse(x, y) end)  -- a tail call: no frame
+    other(a, a)
+    local co = tpu.jit(function(x)
+      return coroutine.wrap(function() return x * 3 end)(), tpu.losses.mse(x, x + 1)
+    end)
+    co(a)
+    local function lines(fn)
+      local seen = {}
+      for line in fn.last.exe:text():gmatch("# [^\n]*test_jit%.lua:(%d+)") do seen[tonumber(line) - here] = true end
+      return seen
+    end
+    check.eq(lines(f), {[2] = true, [3] = true})
+    check.eq(lines(mse), {[9] = true})
+    check.eq(lines(other), {[11] = true})
+    check.eq(lines(co), {[13] = true})
+  end,
+
   ["jit takes and returns nested tables; non-tensor leaves are static"] = function()
     local calls = 0
     local f = tpu.jit(function(p, scale)
