@@ -174,10 +174,7 @@ class Outliner {
     touched_.clear();
     Outlined o;
     inputs_ = &o.inputs;
-    for (NodeId m : members) {
-      const Node& n = g_.at(m);
-      remember(m, body_.add(n.op, local_inputs(m, group), n.attrs, n.shape));
-    }
+    for (NodeId m : members) remember(m, copy(m, group));
     body_.outputs = {local_[size_t(gr_.root[size_t(group)])]};
     o.attrs = bodies_.intern(body_);
     return o;
@@ -188,6 +185,15 @@ class Outliner {
     Operands in;
     for (NodeId i : g_.at(id).in) in.push_back(local(i, group));
     return in;
+  }
+
+  // Node `id` in the body, reading the body's nodes for its operands. Its shape and type were
+  // derived when it joined the source graph, from operands of the shapes they have here, so
+  // its shape rule is not run again (it was a sixth of the pass).
+  NodeId copy(NodeId id, int32_t group) {
+    const Node& n = g_.at(id);
+    body_.nodes.push_back(Node{n.op, n.dtype, n.shape, local_inputs(id, group), n.attrs, -1});
+    return NodeId(body_.nodes.size() - 1);
   }
 
   void remember(NodeId id, NodeId made) {
@@ -201,7 +207,7 @@ class Outliner {
     NodeId made;
     const Node& n = g_.at(id);
     if (gr_.of[size_t(id)] == kRecomputed || (gr_.of[size_t(id)] != group && clonable(g_, id))) {
-      made = body_.add(n.op, local_inputs(id, group), n.attrs, n.shape);
+      made = copy(id, group);
     } else {
       made = body_.parameter(n.dtype, n.shape);
       inputs_->push_back(id);
