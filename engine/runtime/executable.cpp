@@ -189,6 +189,17 @@ void Executable::emit_steps(Planning& p) {
   for (NodeId d : p.dot_of)
     if (d >= 0) summed[size_t(d)] = true;
   phases_.assign(size_t(p.sched.phases), Phase{});
+  // Each list at its size first: grown by doubling, a deep model's lists took their memory
+  // several times over, fresh each time (the stage 0.2 -> 9.6 ms from 1000 to 10000 layers).
+  auto list_of = [&](int32_t slot) -> std::vector<Step>& {
+    Phase& ph = phases_[size_t(Schedule::phase(slot))];
+    const int32_t group = Schedule::group(slot);
+    return group == 0 ? ph.once : group == 1 ? ph.each : ph.reduce;
+  };
+  std::vector<size_t> sizes(phases_.size() * 3, 0);  // per slot
+  for (NodeId n : order)
+    if (!summed[size_t(n)]) ++sizes[size_t(p.sched.slot[size_t(n)])];
+  for (size_t slot = 0; slot < sizes.size(); ++slot) list_of(int32_t(slot)).reserve(sizes[slot]);
   for (size_t k = 0; k < order.size(); ++k) {
     const NodeId n = order[k];
     Step st{n, Step::Place::fresh};
@@ -200,11 +211,7 @@ void Executable::emit_steps(Planning& p) {
     else if (p.planned_shared[size_t(n)]) st.place = Step::Place::shared, st.offset = p.offset[size_t(n)];
     else if (p.donation.into[size_t(n)] >= 0) st.place = Step::Place::donated, st.arg = p.donation.into[size_t(n)];
     kernels_ += st.place == Step::Place::alias ? 0 : 1;
-    if (summed[size_t(n)]) continue;
-    const int32_t slot = p.sched.slot[size_t(n)];
-    Phase& ph = phases_[size_t(Schedule::phase(slot))];
-    const int32_t group = Schedule::group(slot);
-    (group == 0 ? ph.once : group == 1 ? ph.each : ph.reduce).push_back(st);
+    if (!summed[size_t(n)]) list_of(p.sched.slot[size_t(n)]).push_back(st);
   }
 }
 
