@@ -21,6 +21,9 @@ struct Pass {
   const char* name;
   PassFn run;
   bool idempotent = false;  // a second run right after one changes nothing
+  // It changes a graph only by removing nodes no result reads. The other cleanup passes look
+  // at a node and its operands, never at its readers, so one at its fixed point stays there.
+  bool removes_dead_only = false;
 };
 
 PassResult dead_code_elimination(Graph g);
@@ -35,6 +38,8 @@ struct PipelineOptions {
   int max_rounds = 8;  // of the cleanup passes, until nothing changes
   // Called with each stage's graph ("input", then each pass that changed something).
   std::function<void(const std::string& stage, const Graph& g)> observe;
+  // Called after each pass that ran, with whether it changed the graph.
+  std::function<void(const char* pass, bool changed)> ran;
 };
 
 // The compile pipeline: dot layout, cleanup passes to a fixed point, then fusion, then DCE.

@@ -375,3 +375,23 @@ TEST_CASE("dot layout reads a transposed parameter untransposed when few rows mu
   const std::string computed = params + "%3 = exp f32[16,64] %1\n%4 = dot f32[32,16] %0, %3 tb\nreturn %4\n";
   expect(dot_layout, computed, false, computed);
 }
+
+TEST_CASE("the pipeline does not rerun the cleanup passes after dead code elimination alone changed the graph") {
+  // The dead exp goes in round one; folding, simplifying and merging had nothing to do before
+  // and cannot have now. A graph where simplification makes dead code still gets a second round.
+  auto runs = [](const std::string& text) {
+    std::string order;
+    PipelineOptions options;
+    options.ran = [&](const char* pass, bool changed) { order += std::string(pass) + (changed ? "* " : " "); };
+    Graph out = run_pipeline(parse_graph(text), options);
+    CHECK(verify_graph(out).empty());
+    return order;
+  };
+  CHECK(runs("graph g\n%0 = parameter f32[2] index=0\n%1 = exp f32[2] %0\n%2 = neg f32[2] %0\nreturn %2\n") ==
+        "dot_layout constant_folding algebraic_simplification common_subexpression_elimination "
+        "dead_code_elimination* elementwise_fusion dead_code_elimination ");
+  CHECK(runs("graph g\n%0 = parameter f32[2] index=0\n%1 = neg f32[2] %0\n%2 = neg f32[2] %1\n"
+             "%3 = exp f32[2] %2\nreturn %3\n") ==
+        "dot_layout constant_folding algebraic_simplification* common_subexpression_elimination "
+        "dead_code_elimination* constant_folding algebraic_simplification elementwise_fusion dead_code_elimination ");
+}
