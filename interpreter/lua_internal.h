@@ -6,6 +6,7 @@
 #include <functional>
 #include <memory>
 #include <new>
+#include <optional>
 #include <span>
 #include <string>
 #include <unordered_set>
@@ -36,10 +37,10 @@ struct Trace {
   // update inside fit): the user's frame under the one that began the trace, which stays put
   // while the trace runs. The thread and the levels of its stack when the trace began (an op
   // in a coroutine searches the whole of the coroutine's stack); the frame's location, found
-  // at the first such op (-2: not yet).
+  // at the first such op.
   const lua_State* base_thread = nullptr;
   int base_depth = 0;
-  int32_t base_location = -2;
+  std::optional<int32_t> base_location;
 };
 
 // Levels on the Lua stack: lua_getstack(L, level) succeeds for level < lua_stack_depth(L).

@@ -176,6 +176,14 @@ int lua_stack_depth(lua_State* L) {
 }
 
 namespace {
+// "file:line: " (user_where's) in the graph's locations, without the ": " and followed by the
+// innermost open scope's name in brackets; -1 when that leaves nothing.
+int32_t intern_where(Graph& g, std::string where) {
+  if (where.size() > 2) where.resize(where.size() - 2);
+  if (!scopes().empty()) where += " (" + scopes().back().name + ")";
+  return where.empty() ? -1 : g.intern_location(where);
+}
+
 // Where a traced op is reported (its graph's location id): its own file:line when the user's
 // code made it (a custom layer's call, a hand-written step); else, inside a layer of the
 // library, the line that built the layer (the user's line that made the model, not the fit
@@ -199,14 +207,11 @@ int32_t op_location(lua_State* L, Trace& tr, Graph& g) {
   const bool base_thread = L == tr.base_thread;
   const int made = base_thread ? lua_stack_depth(L) - tr.base_depth + 1 : std::numeric_limits<int>::max();
   std::string where = user_where_in(L, 0, made);
-  const bool from_base = where.empty() && base_thread;
-  if (from_base && scopes().empty() && tr.base_location != -2) return tr.base_location;
-  if (from_base) where = user_where_in(L, made, std::numeric_limits<int>::max());
-  if (where.size() > 2) where.resize(where.size() - 2);  // drop ": "
-  if (!scopes().empty()) where += " (" + scopes().back().name + ")";
-  const int32_t location = where.empty() ? -1 : g.intern_location(where);
-  if (from_base && scopes().empty()) tr.base_location = location;
-  return location;
+  if (!where.empty() || !base_thread) return intern_where(g, std::move(where));
+  const auto below = [&] { return intern_where(g, user_where_in(L, made, std::numeric_limits<int>::max())); };
+  if (!scopes().empty()) return below();  // the scope's name follows: not the trace's own place
+  if (!tr.base_location) tr.base_location = below();
+  return *tr.base_location;
 }
 }  // namespace
 
