@@ -269,11 +269,15 @@ function Module:trainable_indices()
 end
 
 -- Swaps in new tensors, in parameters() order. Fields that held the old tensor are updated too:
--- one walk of each module's fields for all its own weights.
+-- one walk of each module's fields for all its own weights, where only a tensor (a userdata)
+-- can match (a train step's trace swaps every layer's weights three times).
 local function swap_fields(m, list, first)
+  local weights = m._weights
   for k, v in pairs(m) do
-    for j, e in ipairs(m._weights) do
-      if rawequal(v, e.value) then m[k] = list[first + j]; break end
+    if type(v) == "userdata" then
+      for j = 1, #weights do
+        if rawequal(v, weights[j].value) then m[k] = list[first + j]; break end
+      end
     end
   end
 end

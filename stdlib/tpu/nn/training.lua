@@ -246,14 +246,21 @@ local function param_layout(model)
   return {trainable = trainable, frozen = frozen}
 end
 
--- Runs fn with the model's weights swapped for `params`; always puts the real ones back.
-local function with_params(model, params, fn, ...)
+-- Runs fn(...) and puts the model's weights back as they were, whatever fn set.
+local function restoring_params(model, fn, ...)
   local saved = model:parameters()
-  model:set_parameters(params)
   local res = table.pack(pcall(fn, ...))
   model:set_parameters(saved)
   if not res[1] then error(res[2], 0) end
   return table.unpack(res, 2, res.n)
+end
+
+-- Runs fn with the model's weights swapped for `params`; always puts the real ones back.
+local function with_params(model, params, fn, ...)
+  return restoring_params(model, function(...)
+    model:set_parameters(params)
+    return fn(...)
+  end, ...)
 end
 
 local function f32(x)
@@ -320,7 +327,7 @@ local function make_train_step(model, c, layout)
     local key = dropout_key:fold_in(step)
     local core_count = w:sum()
     local count = reduce(core_count)
-    local _, aux, grads = with_params(model, model:parameters(), grad_fn, tparams, frozen, x, y, w, key, count)
+    local _, aux, grads = restoring_params(model, grad_fn, tparams, frozen, x, y, w, key, count)
     for i, g in ipairs(grads) do grads[i] = reduce(g) end
     local new_params, new_opt_state = c.optimizer:update(tparams, grads, opt_state)
     -- A step whose loss is not finite keeps the weights it got (its inputs are donated), so
