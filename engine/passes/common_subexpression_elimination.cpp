@@ -59,11 +59,16 @@ class HashedNodes {
 // The nodes of the output graph, found by their newest operand: a node equal to another has
 // the same operands, so it is among the earlier nodes that share that one. Operands are mostly
 // recent nodes, so a deep graph's lookups stay near the node being visited (a hash table over
-// the whole graph made each of them a cache miss once it outgrew the cache). Nodes without
-// operands, and the readers of an operand that already has kMaxChain of them, go to a hash table.
+// the whole graph made each of them a cache miss once it outgrew the cache). Constants and
+// broadcasts of scalars do not count as the newest operand when another is there: read all
+// over the graph (an optimizer's betas and fit's is-the-loss-finite flag, once per weight),
+// they would chain a fifth of a deep model's nodes into the hash table. Nodes without
+// operands, and the readers of an operand that already has kMaxChain of them, go to a hash
+// table.
 class Seen {
  public:
-  explicit Seen(size_t capacity) : head_(capacity, -1), next_(capacity, -1), tag_(capacity), chain_(capacity) {}
+  explicit Seen(size_t capacity)
+      : head_(capacity, -1), next_(capacity, -1), tag_(capacity), chain_(capacity), shared_(capacity) {}
 
   // The node of `out` equal to `probe` (whose hash is h), or -1.
   NodeId find(const Graph& out, const Node& probe, size_t h) const {
@@ -75,6 +80,7 @@ class Seen {
   }
 
   void add(const Node& node, size_t h, NodeId id) {
+    shared_[size_t(id)] = node.op == Op::constant || (node.op == Op::broadcast && node.attrs.dims().empty());
     const NodeId key = key_of(node);
     if (key < 0 || chain_[size_t(key)] == kMaxChain) return hashed_.add(h, id);
     ++chain_[size_t(key)];
@@ -85,12 +91,20 @@ class Seen {
 
  private:
   static constexpr uint8_t kMaxChain = 16;  // a chain walk compares tags: a short one is cheap
-  static NodeId key_of(const Node& n) { return n.in.empty() ? -1 : *std::max_element(n.in.begin(), n.in.end()); }
+  NodeId key_of(const Node& n) const {
+    NodeId key = -1, shared = -1;
+    for (NodeId o : n.in) {
+      NodeId& k = shared_[size_t(o)] ? shared : key;
+      k = std::max(k, o);
+    }
+    return key >= 0 ? key : shared;
+  }
 
   std::vector<NodeId> head_;   // per node: the latest node whose newest operand it is
   std::vector<NodeId> next_;   // per node: the previous node with the same newest operand
   std::vector<uint32_t> tag_;  // per node in a chain: its hash's tag
   std::vector<uint8_t> chain_; // per node: how many nodes are chained to it (up to kMaxChain)
+  std::vector<uint8_t> shared_; // per node: a constant or a scalar's broadcast
   HashedNodes hashed_;
 };
 

@@ -77,6 +77,27 @@ TEST_CASE("common subexpression elimination finds equal nodes among many readers
   CHECK(verify_graph(r.graph).empty());
 }
 
+TEST_CASE("common subexpression elimination finds equal readers of a scalar's broadcast") {
+  // The broadcast is every mul's newest operand, so the muls are found by their other one;
+  // a node of broadcasts only (%b * %b) is found by the newest of them.
+  Graph g;
+  NodeId b = g.broadcast(g.scalar(DType::f32, 0.9), {8}, {});
+  std::vector<NodeId> params, outs;
+  for (int k = 0; k < 40; ++k) params.push_back(g.parameter(DType::f32, {8}));
+  NodeId late = g.broadcast(g.scalar(DType::f32, 0.5), {8}, {});
+  for (int round = 0; round < 2; ++round) {
+    for (NodeId p : params) outs.push_back(g.binary(Op::mul, g.binary(Op::mul, p, b), late));
+    outs.push_back(g.binary(Op::mul, b, late));
+  }
+  g.outputs = outs;
+  const size_t before = g.nodes.size();
+  PassResult r = common_subexpression_elimination(std::move(g));
+  CHECK(r.changed);
+  CHECK(r.graph.nodes.size() == before - 81);
+  for (size_t i = 0; i < 41; ++i) CHECK(r.graph.outputs[i] == r.graph.outputs[i + 41]);
+  CHECK(verify_graph(r.graph).empty());
+}
+
 TEST_CASE("constant folding evaluates nodes of constants") {
   expect(constant_folding,
          "graph g\n%0 = parameter f32[2] index=0\n%1 = constant f32[2] literal=[1,2]\n%2 = exp f32[2] %1\n"
