@@ -161,6 +161,37 @@ function T.set_parameters_updates_aliases_and_each_weight_walks_in_order()
   check.eq(#m:weight_entries(), 5)
 end
 
+-- set_parameters returns what it replaced; that list given back puts everything back, aliases
+-- too, without walking again (a layer built in between keeps its new weight), and is still
+-- checked for its length. Another model's list is walked for that model.
+function T.set_parameters_returns_what_it_replaced()
+  local Twice = nn.Module:extend("Twice")
+  function Twice:build() self:add_weight {name = "w", shape = {2}}; self.alias = self.w end
+  function Twice:call(x) return x * self.w + x * self.alias end
+  local m = nn.Sequential {Twice(), nn.Dense(2)}
+  m(rand({3, 2}))
+  local own = m:parameters()
+  local new = {}
+  for i, p in ipairs(own) do new[i] = p + 1 end
+  local replaced = m:set_parameters(new)
+  for i = 1, #own do check.eq(replaced[i], own[i]) end
+  local extra = m.modules[2]:add_weight {name = "extra", shape = {1}}
+  local back = m:set_parameters(replaced)
+  check.eq(m.modules[1].w, own[1])
+  check.eq(m.modules[1].alias, own[1])
+  check.eq(m.modules[2].kernel, own[2])
+  check.eq(m.modules[2].extra, extra)
+  for i = 1, #new do check.eq(back[i], new[i]) end
+  check.eq(#m:parameters(), 4)
+  check.raises(function() m:set_parameters(own) end, "set_parameters expects 4 tensors, got 3")
+  table.remove(back)
+  check.raises(function() m:set_parameters(back) end, "set_parameters expects 3 tensors, got 2")
+  local other = nn.Sequential {Twice(), nn.Dense(2)}
+  other(rand({3, 2}))
+  local from_m = m:set_parameters(m:parameters())
+  check.raises(function() other:set_parameters(from_m) end, "set_parameters expects 3 tensors, got 4")
+end
+
 function T.sequential_rejects_non_layers()
   check.raises(function() nn.Sequential {nn.Flatten(), 3} end, "layer 2 is not a layer")
   check.raises(function() nn.Sequential {nn.Flatten} end, "layer 1 is the class Flatten")

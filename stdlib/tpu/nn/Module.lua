@@ -268,32 +268,54 @@ function Module:trainable_indices()
   return idx
 end
 
--- Swaps in new tensors, in parameters() order. Fields that held the old tensor are updated too:
--- one walk of each module's fields for all its own weights, where only a tensor (a userdata)
--- can match (a train step's trace swaps every layer's weights three times).
-local function swap_fields(m, list, first)
-  local weights = m._weights
+-- Swaps in new tensors: list[j] for entries[j], j = first..last (module m's own weights).
+-- Fields that held the old tensor are updated too: one walk of the module's fields for all of
+-- them, where only a tensor (a userdata) can match (a train step's trace swaps every layer's
+-- weights in and back).
+local function swap_weights(m, entries, list, first, last)
   for k, v in pairs(m) do
     if type(v) == "userdata" then
-      for j = 1, #weights do
-        if rawequal(v, weights[j].value) then m[k] = list[first + j]; break end
+      for j = first, last do
+        if rawequal(v, entries[j].value) then m[k] = list[j]; break end
       end
     end
   end
+  for j = first, last do entries[j].value = list[j] end
 end
 
-function Module:set_parameters(list)
-  local count = 0
-  self:each_weight(function() count = count + 1 end)
-  if #list ~= count then
-    util.fail("%s '%s': set_parameters expects %d tensors, got %d", self.__name, self.name, count, #list)
-  end
-  local done = 0
+-- The walk behind each list set_parameters returned (weakly): given that list back, it puts
+-- the tensors back without walking the modules again. A walk misses the cache once per layer
+-- of a deep model, and a train step's trace swaps its weights in and back.
+local walk_of_replaced = setmetatable({}, {__mode = "k"})
+
+local function find_weights(self)
+  local owners, entries = {}, {}
   self:each_weight(function(owner, entry)
-    if entry == owner._weights[1] then swap_fields(owner, list, done) end  -- before any is replaced
-    done = done + 1
-    entry.value = list[done]
+    local n = #entries + 1
+    owners[n], entries[n] = owner, entry
   end)
+  return {module = self, owners = owners, entries = entries}
+end
+
+-- Returns the tensors it replaced, in the same order. Nothing changes before the count is checked.
+function Module:set_parameters(list)
+  local walk = walk_of_replaced[list]
+  if not (walk and walk.module == self) then walk = find_weights(self) end
+  local owners, entries = walk.owners, walk.entries
+  if #list ~= #entries then
+    util.fail("%s '%s': set_parameters expects %d tensors, got %d", self.__name, self.name, #entries, #list)
+  end
+  local replaced = {}
+  for i, entry in ipairs(entries) do replaced[i] = entry.value end
+  local first = 1
+  while first <= #entries do  -- a module's weights are consecutive in the walk
+    local last = first
+    while owners[last + 1] == owners[first] do last = last + 1 end
+    swap_weights(owners[first], entries, list, first, last)
+    first = last + 1
+  end
+  walk_of_replaced[replaced] = walk
+  return replaced
 end
 
 -- Total, trainable and non-trainable numbers of weight elements, the three lines of Keras's

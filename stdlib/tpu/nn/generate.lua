@@ -180,10 +180,9 @@ end
 
 -- fn(...) with the model's weights swapped for `params`; the real ones always go back.
 local function with_params(model, params, fn, ...)
-  local saved = model:parameters()
-  model:set_parameters(params)
+  local own = model:set_parameters(params)
   local res = table.pack(pcall(fn, ...))
-  model:set_parameters(saved)
+  model:set_parameters(own)
   if not res[1] then error(res[2], 0) end
   return table.unpack(res, 2, res.n)
 end

@@ -246,21 +246,13 @@ local function param_layout(model)
   return {trainable = trainable, frozen = frozen}
 end
 
--- Runs fn(...) and puts the model's weights back as they were, whatever fn set.
-local function restoring_params(model, fn, ...)
-  local saved = model:parameters()
-  local res = table.pack(pcall(fn, ...))
-  model:set_parameters(saved)
-  if not res[1] then error(res[2], 0) end
-  return table.unpack(res, 2, res.n)
-end
-
 -- Runs fn with the model's weights swapped for `params`; always puts the real ones back.
 local function with_params(model, params, fn, ...)
-  return restoring_params(model, function(...)
-    model:set_parameters(params)
-    return fn(...)
-  end, ...)
+  local own = model:set_parameters(params)
+  local res = table.pack(pcall(fn, ...))
+  model:set_parameters(own)
+  if not res[1] then error(res[2], 0) end
+  return table.unpack(res, 2, res.n)
 end
 
 local function f32(x)
@@ -311,8 +303,7 @@ end
 -- of the regularizers' penalty, so the gradients summed over the cores are the full ones.
 local function make_train_step(model, c, layout)
   local reduce, R = cross_replica(c), replicas(c)
-  local function loss_of(tparams, frozen, x, y, w, key, count)
-    model:set_parameters(merge(layout, tparams, frozen))
+  local function objective_of(frozen, x, y, w, key, count)
     local ctx = {training = true, key = key, updates = {}, sample_weight = w,
                  cross_replica = R > 1 and reduce or nil}
     local y_pred = model(x, ctx)
@@ -322,12 +313,17 @@ local function make_train_step(model, c, layout)
     if aux.reg then objective = objective + (R > 1 and aux.reg / R or aux.reg) end
     return objective, aux
   end
+  -- The model holds the traced weights while the objective is traced: the gradients are the
+  -- graph's, so its own weights go back before the gradients are taken.
+  local function loss_of(tparams, frozen, ...)
+    return with_params(model, merge(layout, tparams, frozen), objective_of, frozen, ...)
+  end
   local grad_fn = tpu.value_and_grad(loss_of, {argnums = 1, has_aux = true, name = "train_step.grad"})
   return tpu.jit(function(tparams, opt_state, frozen, x, y, w, dropout_key, step)
     local key = dropout_key:fold_in(step)
     local core_count = w:sum()
     local count = reduce(core_count)
-    local _, aux, grads = restoring_params(model, grad_fn, tparams, frozen, x, y, w, key, count)
+    local _, aux, grads = grad_fn(tparams, frozen, x, y, w, key, count)
     for i, g in ipairs(grads) do grads[i] = reduce(g) end
     local new_params, new_opt_state = c.optimizer:update(tparams, grads, opt_state)
     -- A step whose loss is not finite keeps the weights it got (its inputs are donated), so
