@@ -178,14 +178,7 @@ end
 
 ---------------------------------------------------------------- compiled steps
 
--- fn(...) with the model's weights swapped for `params`; the real ones always go back.
-local function with_params(model, params, fn, ...)
-  local own = model:set_parameters(params)
-  local res = table.pack(pcall(fn, ...))
-  model:set_parameters(own)
-  if not res[1] then error(res[2], 0) end
-  return table.unpack(res, 2, res.n)
-end
+local with_params = util.with_params
 
 -- Runs the model on ids under `state`; returns the next tokens and the caches (a list in
 -- the order of `attention`).

@@ -246,14 +246,7 @@ local function param_layout(model)
   return {trainable = trainable, frozen = frozen}
 end
 
--- Runs fn with the model's weights swapped for `params`; always puts the real ones back.
-local function with_params(model, params, fn, ...)
-  local own = model:set_parameters(params)
-  local res = table.pack(pcall(fn, ...))
-  model:set_parameters(own)
-  if not res[1] then error(res[2], 0) end
-  return table.unpack(res, 2, res.n)
-end
+local with_params = util.with_params
 
 local function f32(x)
   return x.dtype == "f32" and x or x:cast("f32")

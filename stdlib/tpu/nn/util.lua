@@ -193,6 +193,16 @@ function M.axis(axis, n)
 end
 
 -- "(None, 28, 28, 1)" from a shape whose first entry is the batch.
+-- fn(...) with the model's weights swapped for `params` (traced ones, in a compiled step);
+-- the model's own always go back, error or not.
+function M.with_params(model, params, fn, ...)
+  local own = model:set_parameters(params)
+  local res = table.pack(pcall(fn, ...))
+  model:set_parameters(own)
+  if not res[1] then error(res[2], 0) end
+  return table.unpack(res, 2, res.n)
+end
+
 function M.shape_text(shape)
   local dims = {"None"}
   for i = 2, #shape do dims[i] = shape[i] == -1 and "None" or tostring(shape[i]) end
