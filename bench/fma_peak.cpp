@@ -1,5 +1,6 @@
 // The machine's register-only multiply-add peak, the ceiling of the "% of peak" columns of
-// bench/run.sh: independent fused multiply-adds on 512-bit vectors (f32) and, where the CPU has
+// bench/run.sh: independent fused multiply-adds on the widest vectors the CPU has (512-bit with
+// AVX-512, else 256-bit with AVX2 and FMA) for f32 and, where the CPU has
 // AVX512_BF16, bf16 dot-product instructions (vdpbf16ps: 32 products and 32 sums each), nothing
 // loaded or stored, on N threads at once, each thread's rate by its own CPU time (what N free
 // cores give, also on a busy machine); the best of 3 runs. Without AVX512_BF16 there is no
@@ -21,23 +22,37 @@ namespace {
 constexpr long kIters = 50'000'000;
 constexpr int kAcc = 12;  // independent chains: enough to cover the FMA latency on 2 ports
 
-float sum(const __m512* acc) {
-  alignas(64) float lanes[16];
+#ifdef __AVX512F__
+using Vec = __m512;
+constexpr int kLanes = 16;
+inline Vec splat(float v) { return _mm512_set1_ps(v); }
+inline Vec fma(Vec a, Vec b, Vec c) { return _mm512_fmadd_ps(a, b, c); }
+inline void store(float* p, Vec v) { _mm512_store_ps(p, v); }
+#else
+using Vec = __m256;
+constexpr int kLanes = 8;
+inline Vec splat(float v) { return _mm256_set1_ps(v); }
+inline Vec fma(Vec a, Vec b, Vec c) { return _mm256_fmadd_ps(a, b, c); }
+inline void store(float* p, Vec v) { _mm256_store_ps(p, v); }
+#endif
+
+float sum(const Vec* acc) {
+  alignas(64) float lanes[kLanes];
   float total = 0;
   for (int i = 0; i < kAcc; ++i) {
-    _mm512_store_ps(lanes, acc[i]);
+    store(lanes, acc[i]);
     for (float v : lanes) total += v;
   }
   return total;
 }
 
 float f32_chain(int seed) {
-  __m512 acc[kAcc];
-  __m512 x = _mm512_set1_ps(0.999f), y = _mm512_set1_ps(0.001f * float(seed + 1));
-  for (int i = 0; i < kAcc; ++i) acc[i] = _mm512_set1_ps(float(i));
+  Vec acc[kAcc];
+  Vec x = splat(0.999f), y = splat(0.001f * float(seed + 1));
+  for (int i = 0; i < kAcc; ++i) acc[i] = splat(float(i));
   for (long it = 0; it < kIters; ++it) {
 #pragma GCC unroll 12
-    for (int i = 0; i < kAcc; ++i) acc[i] = _mm512_fmadd_ps(acc[i], x, y);
+    for (int i = 0; i < kAcc; ++i) acc[i] = fma(acc[i], x, y);
   }
   return sum(acc);
 }
@@ -92,7 +107,7 @@ double best_of_3(float (*chain)(int), int threads, double flops_per_op) {
 
 int main(int argc, char** argv) {
   int threads = argc > 1 ? std::max(1, std::atoi(argv[1])) : 2;
-  std::printf("f32 %.1f\n", best_of_3(f32_chain, threads, 2.0 * 16));
+  std::printf("f32 %.1f\n", best_of_3(f32_chain, threads, 2.0 * kLanes));
 #ifdef __AVX512BF16__
   std::printf("bf16 %.1f\n", best_of_3(bf16_chain, threads, 2.0 * 32));
 #else
