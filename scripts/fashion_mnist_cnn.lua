@@ -19,7 +19,7 @@ local train = data.fashion_mnist("train")
   :batch(128, {drop_remainder = true})
   :map(prepare)
 local test = data.fashion_mnist("test"):batch(1000):map(prepare)
-if smoke then train, test = train:take(3), test:take(1) end
+if smoke then train, test = train:take(4), test:take(1) end
 local epochs = smoke and 1 or 2
 
 local model = nn.Sequential {
