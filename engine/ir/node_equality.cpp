@@ -19,8 +19,10 @@ bool same_literal(const Attrs& a, const Attrs& b) {
 
 }  // namespace
 
-bool same_node(const Node& a, const Node& b) {
-  if (a.op != b.op || a.dtype != b.dtype || a.shape != b.shape || a.in != b.in) return false;
+bool same_node(const Node& a, const Node& b) { return a.in == b.in && same_node_but_operands(a, b); }
+
+bool same_node_but_operands(const Node& a, const Node& b) {
+  if (a.op != b.op || a.dtype != b.dtype || a.shape != b.shape) return false;
   const Attrs &x = a.attrs, &y = b.attrs;
   return x.dims() == y.dims() && x.dims2() == y.dims2() && x.axis == y.axis &&
          x.transpose_lhs == y.transpose_lhs && x.transpose_rhs == y.transpose_rhs && x.value() == y.value() &&
@@ -28,9 +30,11 @@ bool same_node(const Node& a, const Node& b) {
          (x.window() && y.window() ? *x.window() == *y.window() : x.window() == y.window());
 }
 
-size_t hash_node(const Node& n) {
+size_t hash_node(const Node& n) { return hash_node(n, n.in); }
+
+size_t hash_node(const Node& n, std::span<const NodeId> in) {
   size_t h = hash_mix(size_t(n.op), size_t(n.dtype));
-  for (NodeId i : n.in) h = hash_mix(h, size_t(i));
+  for (NodeId i : in) h = hash_mix(h, size_t(i));
   for (int64_t d : n.attrs.dims()) h = hash_mix(h, size_t(d));
   if (shape_is_attribute(n.op))  // two reshapes of one operand differ by their shape alone
     for (int64_t d : n.shape) h = hash_mix(h, size_t(d));

@@ -7,6 +7,7 @@
 // Identical bodies are one body, shared by their fusion nodes. A group whose result only a
 // reduce reads becomes that reduce's body instead: one `reduce_fusion` node, which never
 // stores the result.
+#include <algorithm>
 #include <memory>
 #include <span>
 #include <unordered_map>
@@ -121,40 +122,6 @@ Members members_of(const Graph& g, const Groups& gr) {
   return m;
 }
 
-// One body for each distinct fused computation: the layers of a deep model fuse into the same
-// few bodies again and again (a 10000-layer MLP's 30000 fusions into ~10000 bodies, its
-// forward ones differing only in a constant), and each body is a graph of its own, with a
-// fusion program compiled for it at its first run.
-class Bodies {
- public:
-  // The attributes of a fusion node of this body: their out-of-line block, which holds the
-  // body, is shared by all such nodes too (one block per fusion node was 15 MB of fresh memory
-  // in a 10000-layer model's compile).
-  Attrs intern(const Graph& body) {
-    std::vector<Attrs>& same_hash = by_hash_[hash(body)];
-    for (const Attrs& a : same_hash)
-      if (same(*a.body(), body)) return a;
-    same_hash.emplace_back().set_body(std::make_shared<const Graph>(body));
-    return same_hash.back();
-  }
-
- private:
-  static size_t hash(const Graph& body) {
-    size_t h = body.nodes.size();
-    for (const Node& n : body.nodes) h = hash_mix(h, hash_node(n));
-    for (NodeId o : body.outputs) h = hash_mix(h, size_t(o));
-    return h;
-  }
-  static bool same(const Graph& a, const Graph& b) {
-    if (a.nodes.size() != b.nodes.size() || a.params != b.params || a.outputs != b.outputs) return false;
-    for (size_t i = 0; i < a.nodes.size(); ++i)
-      if (!same_node(a.nodes[i], b.nodes[i])) return false;
-    return true;
-  }
-
-  std::unordered_map<size_t, std::vector<Attrs>> by_hash_;
-};
-
 // A group's fusion node before it is placed: its operands (nodes of the source graph) and its
 // attributes (the interned body).
 struct Outlined {
@@ -162,38 +129,58 @@ struct Outlined {
   Attrs attrs;
 };
 
-// Builds the body of a group from the source graph.
+// Builds the body of each group from the source graph, one body for each distinct fused
+// computation: the layers of a deep model fuse into the same few bodies again and again (a
+// 10000-layer MLP's 80000 fusions into a handful), and each body is a graph of its own, with a
+// fusion program compiled for it at its first run. A group is first numbered as its body would
+// be, without building it: its hash and a comparison with the bodies of that hash find the
+// body it repeats, and only a new one is built (building each group's body first was most of
+// the pass).
 class Outliner {
  public:
   Outliner(const Graph& g, const Groups& gr) : g_(g), gr_(gr), local_(g.nodes.size(), -1) { body_.name = "fused"; }
 
   Outlined outline(int32_t group, std::span<const NodeId> members) {
-    body_.nodes.truncate(0);  // built in one graph, its nodes' memory reused from body to body
-    body_.params.clear();
     for (NodeId id : touched_) local_[size_t(id)] = -1;
     touched_.clear();
+    slots_.clear();
+    operands_.clear();
     Outlined o;
     inputs_ = &o.inputs;
-    for (NodeId m : members) remember(m, copy(m, group));
-    body_.outputs = {local_[size_t(gr_.root[size_t(group)])]};
-    o.attrs = bodies_.intern(body_);
+    for (NodeId m : members) remember(m, number(m, group));
+    const NodeId result = local_[size_t(gr_.root[size_t(group)])];
+    std::vector<Attrs>& same_hash = by_hash_[hash(result)];
+    for (const Attrs& a : same_hash)
+      if (repeats(*a.body(), result)) {
+        o.attrs = a;
+        return o;
+      }
+    // The attributes of a fusion node of this body: their out-of-line block, which holds the
+    // body, is shared by all such nodes too (one block per fusion node was 15 MB of fresh
+    // memory in a 10000-layer model's compile).
+    same_hash.emplace_back().set_body(std::make_shared<const Graph>(build(result)));
+    o.attrs = same_hash.back();
     return o;
   }
 
  private:
-  Operands local_inputs(NodeId id, int32_t group) {
+  // A node of the body being numbered: node `source` of g, with its operands' body ids at
+  // operands_[first, first + count), or (parameter) a parameter the fusion node fills with it.
+  struct Slot {
+    NodeId source;
+    bool parameter;
+    uint32_t first, count;
+  };
+
+  std::span<const NodeId> operands_of(const Slot& s) const { return {operands_.data() + s.first, s.count}; }
+
+  // The body id of a copy of node `id` (a member, or a clone of a broadcast or scalar).
+  NodeId number(NodeId id, int32_t group) {
     Operands in;
     for (NodeId i : g_.at(id).in) in.push_back(local(i, group));
-    return in;
-  }
-
-  // Node `id` in the body, reading the body's nodes for its operands. Its shape and type were
-  // derived when it joined the source graph, from operands of the shapes they have here, so
-  // its shape rule is not run again (it was a sixth of the pass).
-  NodeId copy(NodeId id, int32_t group) {
-    const Node& n = g_.at(id);
-    body_.nodes.push_back(Node{n.op, n.dtype, n.shape, local_inputs(id, group), n.attrs, -1});
-    return NodeId(body_.nodes.size() - 1);
+    slots_.push_back(Slot{id, false, uint32_t(operands_.size()), uint32_t(in.size())});
+    operands_.insert(operands_.end(), in.begin(), in.end());
+    return NodeId(slots_.size() - 1);
   }
 
   void remember(NodeId id, NodeId made) {
@@ -205,25 +192,73 @@ class Outliner {
   NodeId local(NodeId id, int32_t group) {
     if (NodeId known = local_[size_t(id)]; known >= 0) return known;
     NodeId made;
-    const Node& n = g_.at(id);
     if (gr_.of[size_t(id)] == kRecomputed || (gr_.of[size_t(id)] != group && clonable(g_, id))) {
-      made = copy(id, group);
+      made = number(id, group);
     } else {
-      made = body_.parameter(n.dtype, n.shape);
+      slots_.push_back(Slot{id, true, 0, 0});
+      made = NodeId(slots_.size() - 1);
       inputs_->push_back(id);
     }
     remember(id, made);
     return made;
   }
 
+  size_t hash(NodeId result) const {
+    size_t h = hash_mix(slots_.size(), size_t(result));
+    for (const Slot& s : slots_) {
+      const Node& n = g_.at(s.source);
+      if (s.parameter) {
+        h = hash_mix(hash_mix(h, size_t(Op::parameter)), size_t(n.dtype));
+        for (int64_t d : n.shape) h = hash_mix(h, size_t(d));
+      } else {
+        h = hash_mix(h, hash_node(n, operands_of(s)));
+      }
+    }
+    return h;
+  }
+
+  // Whether `body` is the body numbered in slots_ (its parameters are numbered in order).
+  bool repeats(const Graph& body, NodeId result) const {
+    if (body.nodes.size() != slots_.size() || body.outputs.size() != 1 || body.outputs[0] != result) return false;
+    for (size_t k = 0; k < slots_.size(); ++k) {
+      const Node &b = body.nodes[k], &n = g_.at(slots_[k].source);
+      if (slots_[k].parameter) {
+        if (b.op != Op::parameter || b.dtype != n.dtype || b.shape != n.shape) return false;
+      } else {
+        const std::span<const NodeId> in = operands_of(slots_[k]);
+        if (!std::equal(b.in.begin(), b.in.end(), in.begin(), in.end()) || !same_node_but_operands(b, n)) return false;
+      }
+    }
+    return true;
+  }
+
+  // The body numbered in slots_. Its nodes' shapes and types were derived when they joined the
+  // source graph, from operands of the shapes they have here, so their shape rules are not run
+  // again.
+  const Graph& build(NodeId result) {
+    body_.nodes.truncate(0);  // built in one graph, its nodes' memory reused from body to body
+    body_.params.clear();
+    for (const Slot& s : slots_) {
+      const Node& n = g_.at(s.source);
+      if (s.parameter)
+        body_.parameter(n.dtype, n.shape);
+      else
+        body_.nodes.push_back(Node{n.op, n.dtype, n.shape, Operands(operands_of(s)), n.attrs, -1});
+    }
+    body_.outputs = {result};
+    return body_;
+  }
+
   const Graph& g_;
   const Groups& gr_;
   Graph body_;
-  Bodies bodies_;
-  // Body node of each node of g in the group being built (-1: none yet); reset through
-  // touched_, so building a group costs its own size, not the graph's.
+  std::unordered_map<size_t, std::vector<Attrs>> by_hash_;
+  // Body node of each node of g in the group being numbered (-1: none yet); reset through
+  // touched_, so numbering a group costs its own size, not the graph's.
   std::vector<NodeId> local_;
   std::vector<NodeId> touched_;
+  std::vector<Slot> slots_;
+  std::vector<NodeId> operands_;
   Operands* inputs_ = nullptr;
 };
 

@@ -327,6 +327,42 @@ TEST_CASE("elementwise fusion gives identical fused computations one shared body
       CHECK(out[size_t(k)].get(i) == doctest::Approx(std::tanh(0.25 * double(k + i) + (k == 2 ? 2 : 1))).epsilon(1e-6));
 }
 
+TEST_CASE("elementwise fusion shares a body only where operand order, types and shapes agree") {
+  // sub(x, 1) twice (one body), sub(1, x) (the operands swapped), sub(x, 1) on f32[2] (another
+  // parameter shape) and on an f32[4] that is a convert from i32 (a third operand read): four bodies.
+  std::string in = "graph g\n%0 = parameter f32[4] index=0\n%1 = parameter f32[4] index=1\n"
+                   "%2 = parameter f32[4] index=2\n%3 = parameter f32[2] index=3\n%4 = parameter i32[4] index=4\n"
+                   "%5 = constant f32[] literal=[1]\n"
+                   "%6 = broadcast f32[4] %5\n%7 = sub f32[4] %0, %6\n%8 = tanh f32[4] %7\n"
+                   "%9 = broadcast f32[4] %5\n%10 = sub f32[4] %1, %9\n%11 = tanh f32[4] %10\n"
+                   "%12 = broadcast f32[4] %5\n%13 = sub f32[4] %12, %2\n%14 = tanh f32[4] %13\n"
+                   "%15 = broadcast f32[2] %5\n%16 = sub f32[2] %3, %15\n%17 = tanh f32[2] %16\n"
+                   "%18 = convert f32[4] %4\n%19 = broadcast f32[4] %5\n%20 = sub f32[4] %18, %19\n"
+                   "%21 = tanh f32[4] %20\n"
+                   "return %8, %11, %14, %17, %21\n";
+  PassResult r = elementwise_fusion(parse_graph(in));
+  CHECK(verify_graph(r.graph).empty());
+  std::vector<const Graph*> bodies;
+  for (NodeId o : r.graph.outputs) {
+    REQUIRE(r.graph.at(o).op == Op::fusion);
+    bodies.push_back(r.graph.at(o).attrs.body().get());
+  }
+  CHECK(bodies[0] == bodies[1]);
+  for (size_t i = 1; i < bodies.size(); ++i)
+    for (size_t j = i + 1; j < bodies.size(); ++j) CHECK(bodies[i] != bodies[j]);
+  std::vector<Tensor> args;
+  for (int k = 0; k < 5; ++k) {
+    args.emplace_back(k == 4 ? DType::i32 : DType::f32, Shape{k == 3 ? 2 : 4});
+    for (int64_t i = 0; i < args.back().size(); ++i) args.back().set(i, double(k + i));
+  }
+  CompileOptions plain;
+  plain.optimize = false;
+  auto want = Executable::compile(parse_graph(in), plain).run(args);
+  auto got = Executable::compile(std::move(r.graph), plain).run(args);
+  REQUIRE(got.size() == want.size());
+  for (size_t i = 0; i < got.size(); ++i) CHECK(std::memcmp(got[i].raw(), want[i].raw(), got[i].bytes()) == 0);
+}
+
 TEST_CASE("a cleanup pass marked idempotent changes nothing when it runs again right away") {
   // The pipeline skips such a pass while the graph is as it left it. Chains whose duplicates
   // and dead ends only appear once their operands are merged or dropped.
