@@ -97,7 +97,12 @@ Operands operands(const GemmShape& s) {
 // The register-only FMA rate: independent fused multiply-adds on the widest vectors the
 // build targets, nothing loaded or stored. The ceiling any f32 GEMM can approach.
 double fma_peak(int threads) {
-  constexpr int kLanes = 16, kAcc = 12;
+#ifdef __AVX512F__
+  constexpr int kLanes = 16;
+#else
+  constexpr int kLanes = 8;  // AVX2
+#endif
+  constexpr int kAcc = 12;
   typedef float Vec __attribute__((vector_size(kLanes * sizeof(float))));
   const int64_t iters = 20'000'000;
   auto t0 = std::chrono::steady_clock::now();
