@@ -3,6 +3,8 @@
 
 #include <cmath>
 #include <cstring>
+#include <string>
+#include <vector>
 
 #include "core/error.h"
 #include "passes/pass.h"
@@ -18,6 +20,27 @@ void expect(PassFn pass, const std::string& in, bool changed, const std::string&
   CHECK(r.changed == changed);
   CHECK(print_graph(r.graph) == out);
   CHECK(verify_graph(r.graph).empty());
+}
+
+// Checks that the pass's `optimized` graph gives bit for bit the numbers of the graph parsed
+// from `in`, both compiled without the pipeline.
+void expect_same_numbers(const std::string& in, Graph optimized, const std::vector<Tensor>& args) {
+  CompileOptions plain;
+  plain.optimize = false;
+  auto want = Executable::compile(parse_graph(in), plain).run(args);
+  auto got = Executable::compile(std::move(optimized), plain).run(args);
+  REQUIRE(got.size() == want.size());
+  for (size_t i = 0; i < got.size(); ++i) CHECK(std::memcmp(got[i].raw(), want[i].raw(), got[i].bytes()) == 0);
+}
+
+// The body of each output of a fused graph (each one a fusion node).
+std::vector<const Graph*> output_bodies(const Graph& g) {
+  std::vector<const Graph*> bodies;
+  for (NodeId o : g.outputs) {
+    REQUIRE(g.at(o).op == Op::fusion);
+    bodies.push_back(g.at(o).attrs.body().get());
+  }
+  return bodies;
 }
 
 }  // namespace
@@ -279,12 +302,7 @@ TEST_CASE("elementwise fusion puts a result only a reduce reads into that reduce
   // The same numbers as the graph before the pass.
   std::vector<Tensor> args = {Tensor(DType::f32, {8, 64}), Tensor(DType::f32, {64})};
   for (int64_t i = 0; i < args[0].size(); ++i) args[0].set(i, std::sin(double(i)));
-  CompileOptions plain;
-  plain.optimize = false;
-  auto want = Executable::compile(parse_graph(in), plain).run(args);
-  auto got = Executable::compile(std::move(r.graph), plain).run(args);
-  REQUIRE(got.size() == want.size());
-  for (size_t i = 0; i < got.size(); ++i) CHECK(std::memcmp(got[i].raw(), want[i].raw(), got[i].bytes()) == 0);
+  expect_same_numbers(in, std::move(r.graph), args);
 }
 
 TEST_CASE("elementwise fusion gives identical fused computations one shared body") {
@@ -307,11 +325,7 @@ TEST_CASE("elementwise fusion gives identical fused computations one shared body
   PassResult r = elementwise_fusion(parse_graph(in));
   CHECK(r.changed);
   CHECK(verify_graph(r.graph).empty());
-  std::vector<const Graph*> bodies;
-  for (NodeId o : r.graph.outputs) {
-    REQUIRE(r.graph.at(o).op == Op::fusion);
-    bodies.push_back(r.graph.at(o).attrs.body().get());
-  }
+  const std::vector<const Graph*> bodies = output_bodies(r.graph);
   CHECK(bodies[0] == bodies[1]);
   CHECK(bodies[0] != bodies[2]);
   // Shared or not, each fusion computes its own value.
@@ -342,11 +356,7 @@ TEST_CASE("elementwise fusion shares a body only where operand order, types and 
                    "return %8, %11, %14, %17, %21\n";
   PassResult r = elementwise_fusion(parse_graph(in));
   CHECK(verify_graph(r.graph).empty());
-  std::vector<const Graph*> bodies;
-  for (NodeId o : r.graph.outputs) {
-    REQUIRE(r.graph.at(o).op == Op::fusion);
-    bodies.push_back(r.graph.at(o).attrs.body().get());
-  }
+  const std::vector<const Graph*> bodies = output_bodies(r.graph);
   CHECK(bodies[0] == bodies[1]);
   for (size_t i = 1; i < bodies.size(); ++i)
     for (size_t j = i + 1; j < bodies.size(); ++j) CHECK(bodies[i] != bodies[j]);
@@ -355,12 +365,7 @@ TEST_CASE("elementwise fusion shares a body only where operand order, types and 
     args.emplace_back(k == 4 ? DType::i32 : DType::f32, Shape{k == 3 ? 2 : 4});
     for (int64_t i = 0; i < args.back().size(); ++i) args.back().set(i, double(k + i));
   }
-  CompileOptions plain;
-  plain.optimize = false;
-  auto want = Executable::compile(parse_graph(in), plain).run(args);
-  auto got = Executable::compile(std::move(r.graph), plain).run(args);
-  REQUIRE(got.size() == want.size());
-  for (size_t i = 0; i < got.size(); ++i) CHECK(std::memcmp(got[i].raw(), want[i].raw(), got[i].bytes()) == 0);
+  expect_same_numbers(in, std::move(r.graph), args);
 }
 
 TEST_CASE("a cleanup pass marked idempotent changes nothing when it runs again right away") {
