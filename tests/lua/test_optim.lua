@@ -244,4 +244,20 @@ function T.schedule_errors()
   check.raises(function() s.cosine {lr = 0.1, decay_steps = 10, steps = 1} end, "schedule.cosine: unknown option 'steps'")
 end
 
+-- A traced update's ops carry the optimizer's class and the line that built it, as a layer's
+-- carry the layer's name and line; the step's own ops keep their own line.
+function T.update_ops_are_labelled_with_the_optimizer_and_its_line()
+  local here = debug.getinfo(1, "l").currentline
+  local opt = optim.Adam {lr = 0.1}
+  local params = {tpu.tensor {1, 2}}
+  local step = tpu.jit(function(p, s) return opt:update(p, {p[1] * 2}, s) end, {optimize = false})
+  step(params, opt:init(params))
+  local places = {}
+  for place in step.last.exe:text():gmatch("# ([^\n]*)") do places[place] = (places[place] or 0) + 1 end
+  local update, own = "test_optim.lua:" .. (here + 1) .. " (Adam)", "test_optim.lua:" .. (here + 3)
+  for place in pairs(places) do check.is_true(place == update or place == own, place) end
+  check.is_true((places[update] or 0) >= 12, "the update's 12 ops per weight")
+  check.is_true((places[own] or 0) >= 1, "the gradient's mul")
+end
+
 return T
