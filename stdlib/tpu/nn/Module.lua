@@ -34,8 +34,6 @@ local Node = require "tpu.nn.Node"
 local errors = require "tpu.errors"
 
 local Module = class("Module")
-local core = tpu.core
-local scope_closer = setmetatable({}, {__close = function() core.pop_scope() end})
 
 local counters = {}  -- per default-name counters: dense_1, dense_2, ...
 
@@ -60,9 +58,8 @@ function Module:init_common(opts)
     util.fail("%s: name must be a string, got %s", self.__name, util.show(opts.name))
   end
   self.name = opts.name or default_name(self.__name)
-  -- The user's line that built the layer: reports (HBM, --profile, summary) name it for the
-  -- nodes the layer traces, rather than the fit call that traced them.
-  self._built_at = errors.where():match("^(.-):?%s*$")
+  -- Reports (HBM, --profile, summary) name the layer's nodes by the line that built it.
+  self._built_at = util.built_at()
   self.dtype = opts.dtype
   self.dtype_policy = util.layer_policy(self, opts.dtype)  -- the global policy, read now
   self.trainable = opts.trainable ~= false
@@ -193,8 +190,7 @@ function Module:__call(x, ctx)
   if util.is_tensor(x) then self.input_dtype = x.dtype end  -- for summary's costs
   -- Nodes traced in call carry the layer's name (HBM report, profile, summary's costs) and the
   -- line that built it.
-  core.push_scope(self.name, rawget(self, "_built_at"))
-  local _ <close> = scope_closer
+  local _ <close> = util.scope(self.name, rawget(self, "_built_at"))
   local y = self:call(x, ctx or {training = false})
   self.output_shape = util.shape_of(y)
   return y

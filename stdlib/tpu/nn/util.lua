@@ -192,7 +192,6 @@ function M.axis(axis, n)
   return axis < 0 and n + 1 + axis or axis
 end
 
--- "(None, 28, 28, 1)" from a shape whose first entry is the batch.
 -- fn(...) with the model's weights swapped for `params` (traced ones, in a compiled step);
 -- the model's own always go back, error or not.
 function M.with_params(model, params, fn, ...)
@@ -203,6 +202,21 @@ function M.with_params(model, params, fn, ...)
   return table.unpack(res, 2, res.n)
 end
 
+-- The user's line that builds a layer or an optimizer ("script.lua:12"): its scope names it
+-- for the nodes it traces, rather than the fit call that traced them.
+function M.built_at()
+  return errors.where():match("^(.-):?%s*$")
+end
+
+-- Labels the nodes traced until the returned value is closed with `name` and `built_at`:
+--   local _ <close> = util.scope(self.name, rawget(self, "_built_at"))
+local scope_closer = setmetatable({}, {__close = function() core.pop_scope() end})
+function M.scope(name, built_at)
+  core.push_scope(name, built_at)
+  return scope_closer
+end
+
+-- "(None, 28, 28, 1)" from a shape whose first entry is the batch.
 function M.shape_text(shape)
   local dims = {"None"}
   for i = 2, #shape do dims[i] = shape[i] == -1 and "None" or tostring(shape[i]) end

@@ -19,11 +19,6 @@ local errors = require "tpu.errors"
 local Optimizer = class("Optimizer")
 Optimizer.slots = {}
 
--- The update's nodes carry the optimizer's name and the line that built it, as a layer's carry
--- the layer's: reports name them, and a traced op then finds its place without searching the
--- stack for the user's frame (a deep model's update is most of its ops).
-local scope_closer = setmetatable({}, {__close = function() core.pop_scope() end})
-
 
 -- Checks a hyperparameter: a number in [lo, hi) (hi may be nil).
 function Optimizer:check_number(name, value, lo, hi)
@@ -55,7 +50,7 @@ function Optimizer:init_options(opts, own)
   for _, k in ipairs(own) do names[#names + 1] = k end
   if type(opts) == "table" and not util.is_tensor(opts) then opts = errors.keras_names(self.__name, opts, keras_names, names) end
   util.check_options(self, opts, names)
-  self._built_at = errors.where():match("^(.-):?%s*$")
+  self._built_at = util.built_at()
   self.lr = self:check_lr(opts)
   if opts.clipnorm ~= nil and (type(opts.clipnorm) ~= "number" or opts.clipnorm <= 0) then
     util.fail("%s: clipnorm must be a positive number, got %s", self.__name, util.show(opts.clipnorm))
@@ -119,8 +114,10 @@ function Optimizer:update(params, grads, state)
   if #grads ~= #params then
     util.fail("%s: got %d gradients for %d parameters", self.__name, #grads, #params)
   end
-  core.push_scope(self.__name, rawget(self, "_built_at"))
-  local _ <close> = scope_closer
+  -- The update's nodes carry the optimizer's name and the line that built it, as a layer's
+  -- carry the layer's: reports name them, and a traced op then finds its place without
+  -- searching the stack for the user's frame (a deep model's update is most of its ops).
+  local _ <close> = util.scope(self.__name, rawget(self, "_built_at"))
   if self.clipnorm then grads = self:clip(grads) end
   local step = state.step + 1
   -- The rate from step - 1 (= state.step) rather than state.step itself: then only `step`
