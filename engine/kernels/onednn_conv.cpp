@@ -1,5 +1,46 @@
 #include "kernels/onednn_conv.h"
 
+#include <algorithm>
+
+namespace tpu {
+
+namespace {
+
+// Images per chunk: about kRows output positions, so each primitive call has enough work
+// to amortise loading its filter, but at least kMinChunks chunks where the batch allows: a
+// late stage's small images (ResNet50's 4x4 and 2x2 at 64x64 inputs, a batch of 64) made one
+// chunk, which one thread ran while the others waited (ResNet50's step took 1.3x as long).
+constexpr int64_t kRows = 2048;
+constexpr int64_t kMinChunks = 4;
+
+// The pool's threads take chunks in turn, so the chunk count decides how evenly they share a
+// pass: 13 chunks of 10 (a 14x14 stage at batch 128) kept one of two threads busy for 7 chunks
+// while the other ran 6. Of the sizes down to half the one above, the one whose busiest thread
+// (on 2 or on 4 threads) has the fewest images more than its share is taken; the larger on a tie.
+int64_t busiest_images(int64_t n, int64_t size, int64_t threads) {
+  const int64_t count = (n + size - 1) / size, last = n - (count - 1) * size;
+  const int64_t rounds = (count + threads - 1) / threads;
+  return count % threads == 1 ? (rounds - 1) * size + last : rounds * size;
+}
+
+}  // namespace
+
+int64_t conv_chunk_images(int64_t n, int64_t positions) {
+  if (n <= 1) return 1;
+  int64_t most = std::clamp<int64_t>(kRows / std::max<int64_t>(positions, 1), 1, n);
+  most = std::min(most, (n + kMinChunks - 1) / kMinChunks);
+  int64_t best = most;
+  double best_excess = 1e300;
+  for (int64_t size = most; size >= (most + 1) / 2; --size) {
+    double excess = 0;  // the busiest thread's images over an even share, the worse of 2 and 4 threads
+    for (int64_t threads : {2, 4}) excess = std::max(excess, double(busiest_images(n, size, threads) * threads) / double(n));
+    if (excess < best_excess) best = size, best_excess = excess;
+  }
+  return best;
+}
+
+}  // namespace tpu
+
 #ifdef TPU_HAVE_ONEDNN
 
 #include <algorithm>
@@ -297,14 +338,6 @@ std::shared_ptr<const Entry> lookup(Pass pass, dtype in, ConvShape s, int64_t im
   return it->second;
 }
 
-// Images per chunk: about kRows output positions, so each primitive call has enough work
-// to amortise loading its filter, but at least kMinChunks chunks where the batch allows: a
-// late stage's small images (ResNet50's 4x4 and 2x2 at 64x64 inputs, a batch of 64) made one
-// chunk, which one thread ran while the others waited (ResNet50's step took 1.3x as long).
-// Fixed by the shapes alone.
-constexpr int64_t kRows = 2048;
-constexpr int64_t kMinChunks = 4;
-
 struct Chunks {
   int64_t size, count, last;  // images per chunk, chunks, images in the last one
   std::shared_ptr<const Entry> full, tail;
@@ -316,8 +349,7 @@ std::atomic<bool> enabled{true};
 std::optional<Chunks> chunks_for(Pass pass, dtype in, const ConvShape& s) {
   if (s.n == 0 || !enabled.load(std::memory_order_relaxed)) return std::nullopt;
   Chunks c;
-  c.size = std::clamp<int64_t>(kRows / std::max<int64_t>(s.ho * s.wo, 1), 1, s.n);
-  c.size = std::min(c.size, (s.n + kMinChunks - 1) / kMinChunks);
+  c.size = conv_chunk_images(s.n, s.ho * s.wo);
   c.count = (s.n + c.size - 1) / c.size;
   c.last = s.n - (c.count - 1) * c.size;
   run_single_threaded();  // before a primitive is made: it keeps the thread count it sees

@@ -47,6 +47,12 @@ bool onednn_conv_filter_grad_bf16(const ConvShape& s, const uint16_t* x, const u
 bool onednn_conv_data_grad(const ConvShape& s, const float* dy, const float* f, float* dx);
 bool onednn_conv_data_grad_bf16(const ConvShape& s, const uint16_t* dy, const uint16_t* f, float* dx);
 
+// Images per chunk of a batch of n images of `positions` output positions each (by the shape
+// alone): about 2048 positions a chunk, at least four chunks where the batch allows, and a
+// chunk count that 2 and 4 threads share as evenly as sizes down to half that allow (128 images
+// of 14x14: 16 chunks of 8, not 13 of 10).
+int64_t conv_chunk_images(int64_t n, int64_t positions);
+
 // Off: all return false, so the conv rows use their other kernels (tests and benchmarks of
 // those). On by default.
 void set_onednn_conv_enabled(bool on);

@@ -606,15 +606,19 @@ TEST_CASE("2x2 max pools that tile the image: the fast kernels give the referenc
 
 TEST_CASE("a filter gradient over chunks of the batch agrees with the reference, f32 and bf16") {
   // 16 images of 12x12: four chunks of four (kernels/onednn_conv.cpp sums their gradients in
-  // chunk order); 20 images: chunks of 5.
-  for (int64_t n : {16, 20}) {
+  // chunk order); 20 images: chunks of 5; 128 images of 14x14: 16 chunks of 8.
+  struct Case {
+    int64_t n, side, ci, co;
+  };
+  for (Case c : {Case{16, 12, 16, 32}, Case{20, 12, 16, 32}, Case{128, 14, 4, 8}}) {
     for (DType t : {DType::f32, DType::bf16}) {
       Graph g;
-      NodeId x = g.parameter(t, {n, 12, 12, 16}), dy = g.parameter(t, {n, 12, 12, 32});
+      const int64_t n = c.n, h = c.side;
+      NodeId x = g.parameter(t, {n, h, h, c.ci}), dy = g.parameter(t, {n, h, h, c.co});
       NodeId df = g.conv_filter_grad(x, dy, window({1, 1}, {1, 1}, {1, 1}, {3, 3}));
       std::mt19937 rng(8);
-      std::vector<Tensor> args = {random_tensor({t, {n, 12, 12, 16}, Fill::small_int}, rng),
-                                  random_tensor({t, {n, 12, 12, 32}, Fill::small_int}, rng)};
+      std::vector<Tensor> args = {random_tensor({t, {n, h, h, c.ci}, Fill::small_int}, rng),
+                                  random_tensor({t, {n, h, h, c.co}, Fill::small_int}, rng)};
       std::vector<const Tensor*> in = {&args[0], &args[1]};
       const Node& node = g.at(df);
       Tensor fast(node.dtype, node.shape), ref(node.dtype, node.shape);
@@ -623,6 +627,23 @@ TEST_CASE("a filter gradient over chunks of the batch agrees with the reference,
       check_close(fast, ref, 1e-6, "conv_filter_grad");  // small integers: exact sums
     }
   }
+}
+
+TEST_CASE("conv chunks: about 2048 positions each, at least four, a count 2 and 4 threads share evenly") {
+  CHECK(conv_chunk_images(128, 14 * 14) == 8);   // 16 chunks, not 13 of 10
+  CHECK(conv_chunk_images(128, 28 * 28) == 2);   // 64 chunks
+  CHECK(conv_chunk_images(64, 8 * 8) == 16);     // at least four chunks
+  CHECK(conv_chunk_images(16, 12 * 12) == 4);
+  CHECK(conv_chunk_images(20, 12 * 12) == 5);
+  CHECK(conv_chunk_images(1, 4) == 1);
+  CHECK(conv_chunk_images(0, 4) == 1);
+  for (int64_t n = 1; n <= 300; ++n)
+    for (int64_t positions : {1, 4, 49, 196, 784, 4096}) {
+      const int64_t size = conv_chunk_images(n, positions);
+      CHECK(size >= 1);
+      CHECK(size <= std::max<int64_t>(1, (n + 3) / 4));
+      CHECK(size * positions <= std::max<int64_t>(2048, positions));
+    }
 }
 
 TEST_CASE("large f32 <-> bf16 converts run in pieces across threads with the reference's bits") {
