@@ -27,6 +27,20 @@ end
 local metrics = {{"loss", 0.1234}, {"accuracy", 0.9}, {"val_loss", 0.2}, {"val_accuracy", 0.85},
                  {"top_k_accuracy", 0.99}}
 
+-- A terminal that reports no width (a 0x0 pseudo-terminal): the lines are written whole.
+function T.a_terminal_without_a_width_gets_whole_lines()
+  local asked = Progbar.terminal_columns
+  Progbar.terminal_columns = function() return nil end
+  local ok, p, written = pcall(bar, nil, 10)
+  Progbar.terminal_columns = asked
+  check.is_true(ok, p)
+  check.is_true(p.columns == nil, "no width: " .. tostring(p.columns))
+  p:update(5, metrics)
+  p:update(10, metrics, true)
+  local shown = table.concat(screen_lines(written), "\n")
+  check.is_true(shown:find("10/10 %[=+%].* top_k_accuracy: 0%.9900") ~= nil, shown)
+end
+
 function T.lines_fit_80_columns()
   local p, written = bar(80, 1875)
   for step = 1, 1875, 125 do p.last_draw = -math.huge; p:update(step, metrics) end

@@ -23,7 +23,9 @@ function Progbar.isatty()
   return core.isatty ~= nil and core.isatty() == true
 end
 
-function Progbar.columns()
+-- The terminal's width, or nil when it does not say (a pseudo-terminal of size 0x0, as `script`
+-- and `docker exec -t` make). Not named `columns`: an instance without a width would find it.
+function Progbar.terminal_columns()
   local core = tpu_core()
   return core.terminal_columns and core.terminal_columns() or nil
 end
@@ -35,7 +37,7 @@ function Progbar:__init(opts)
   self.verbose = opts.verbose or 1
   self.tty = opts.tty
   if self.tty == nil then self.tty = Progbar.isatty() end
-  self.columns = opts.columns or (self.tty and Progbar.columns()) or nil
+  self.columns = opts.columns or (self.tty and Progbar.terminal_columns()) or nil
   self.out = opts.out or io.stdout
   self.start = Progbar.now()
   self.last_draw = -math.huge
