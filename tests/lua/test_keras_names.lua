@@ -18,6 +18,17 @@ function T.optimizer_names()
   check.raises(function() optim.SGD {beta_1 = 0.9} end, "SGD: unknown option 'beta_1'")
 end
 
+function T.schedule_names()
+  local schedule = optim.schedule
+  check.eq(schedule.cosine {learning_rate = 0.5, decay_steps = 10}:value(0), 0.5)
+  check.eq(schedule.exponential {initial_learning_rate = 0.5, decay_steps = 1, decay_rate = 0.5}:value(1), 0.25)
+  check.eq(schedule.warmup {learning_rate = 2, warmup_steps = 2}:value(2), 2)
+  check.raises(function() schedule.cosine {lr = 1, learning_rate = 2, decay_steps = 10} end,
+    "schedule.cosine: give lr or its Keras name learning_rate, not both")
+  check.raises(function() schedule.cosine {learning_rate = 1, initial_learning_rate = 2, decay_steps = 10} end,
+    "schedule.cosine: give learning_rate or initial_learning_rate, not both")
+end
+
 function T.callback_names()
   local dir = data_util.temp_dir()
   check.eq(callbacks.early_stopping {restore_best_weights = true}.restore_best, true)

@@ -31,8 +31,18 @@ end
 
 function M.is_schedule(v) return getmetatable(v) == Schedule end
 
+-- Keras's names for the starting rate (DESIGN section 3: a Keras user's first try must not
+-- fail): its schedules take initial_learning_rate, its optimizers learning_rate.
+local keras_names = {learning_rate = "lr", initial_learning_rate = "lr"}
+
 local function check(who, opts, names, extra)
   errors.none(2, who, extra)
+  if type(opts) == "table" then
+    if opts.learning_rate ~= nil and opts.initial_learning_rate ~= nil then
+      util.fail("schedule.%s: give learning_rate or initial_learning_rate, not both", who)
+    end
+    opts = errors.keras_names("schedule." .. who, opts, keras_names, names)
+  end
   util.check_options({__name = "schedule." .. who}, opts or {}, names)
   return opts or {}
 end
