@@ -746,6 +746,38 @@ int l_item(lua_State* L) {
   return 1;
 }
 
+// tonumber(t) of a tensor: its value as a number (Lua's own tonumber gives nil for any userdata),
+// raising where item() does: inside jit, and for more than one element (DESIGN section 5, rule 1).
+int l_tensor_tonumber(lua_State* L) {
+  LuaTensor* t = check_tensor(L, 1);
+  if (t->traced()) raise_data_dependent(L, *t, "tonumber() on");
+  if (t->value().size() != 1)
+    raise_user_error(L, "tonumber() needs a tensor with one element, got " + type_str(t->dtype(), t->shape()));
+  const double v = t->value().get(0);
+  if (is_float(t->dtype()) || t->dtype() == DType::boolean) lua_pushnumber(L, v);
+  else lua_pushinteger(L, lua_Integer(v));
+  return 1;
+}
+
+// The global tonumber: tensors as above, anything else to Lua's (upvalue 1). The arguments are
+// checked here, as Lua's tonumber checks them, so that a bad one is reported against
+// `tonumber` (called from C, the original has no name to report). A plain C function: Lua's
+// errors leave it by longjmp, past no C++ frame.
+int l_tonumber(lua_State* L) {
+  if (lua_isnoneornil(L, 2)) {
+    luaL_checkany(L, 1);
+    if (test_tensor(L, 1)) return boundary<l_tensor_tonumber>(L);
+  } else {
+    const lua_Integer base = luaL_checkinteger(L, 2);
+    luaL_checktype(L, 1, LUA_TSTRING);
+    luaL_argcheck(L, 2 <= base && base <= 36, 2, "base out of range");
+  }
+  lua_pushvalue(L, lua_upvalueindex(1));
+  lua_insert(L, 1);
+  lua_call(L, lua_gettop(L) - 1, 1);
+  return 1;
+}
+
 void push_element(lua_State* L, const Tensor& t, int64_t i) {
   double v = t.get(i);
   if (is_float(t.dtype())) lua_pushnumber(L, v);
@@ -869,6 +901,9 @@ int luaopen_tpu_core(lua_State* L) {
   register_mpi_functions(L, core);
   register_data_functions(L, core);
   register_io_functions(L, core);
+  lua_getglobal(L, "tonumber");
+  lua_pushcclosure(L, l_tonumber, 1);
+  lua_setglobal(L, "tonumber");
   lua_pushvalue(L, core);
   return 1;
 }

@@ -115,6 +115,9 @@ return {
     check.is_true(msg:find("tpu.where", 1, true) ~= nil and msg:find("tpu.cond", 1, true) ~= nil, msg)
     check.raises(function() tpu.jit(function(x) return x:item() end)(tpu.ones{1}) end, "item%(%) on")
     check.raises(function() tpu.jit(function(x) return x:totable() end)(tpu.ones{1}) end, "totable%(%) on")
+    msg = check.raises(function() tpu.jit(function(x) return x * tonumber(x:sum()) end)(tpu.ones{1}) end,
+      "data%-dependent value read from a traced f32%[%] value")
+    check.is_true(msg:find("test_jit.lua:%d+:") ~= nil and msg:find("tonumber() on", 1, true) ~= nil, msg)
     -- the failed trace leaves nothing behind: eager code still works
     check.eq((tpu.ones{2} + 1):totable(), {2, 2})
   end,

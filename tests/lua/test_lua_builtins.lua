@@ -14,6 +14,20 @@ end
 local function has(text, part) check.is_true(string.find(text, part, 1, true) ~= nil, text .. " lacks " .. part) end
 
 return {
+  ["tonumber reads a one-element tensor and is Lua's for everything else"] = function()
+    check.eq(tonumber(tpu.tensor(2.5)), 2.5)
+    check.eq(math.type(tonumber(tpu.tensor(3, {dtype = "i32"}))), "integer")
+    check.eq(tonumber(tpu.tensor(true, {dtype = "bool"})), 1)
+    check.raises(function() return tonumber(tpu.ones{2}) end, "tonumber%(%) needs a tensor with one element, got f32%[2%]")
+    check.eq({tonumber("12"), tonumber("ff", 16), tonumber("0x10"), tonumber("z", 36)}, {12, 255, 16, 35})
+    check.eq(tonumber({}), nil)
+    check.eq(tonumber(tpu.ones{1}, nil), 1)
+    has(message_of(tonumber), "bad argument #1 to 'tonumber' (value expected)")
+    has(message_of(tonumber, "10", 99), "bad argument #2 to 'tonumber' (base out of range)")
+    has(message_of(tonumber, 10, 16), "bad argument #1 to 'tonumber' (string expected, got number)")
+    has(message_of(tonumber, tpu.ones{1}, 16), "bad argument #1 to 'tonumber' (string expected, got tpu.Tensor)")
+  end,
+
   ["collectgarbage takes every option of Lua's"] = function()
     check.eq(math.type(collectgarbage("count")), "float")
     check.eq(collectgarbage("isrunning"), true)
