@@ -87,7 +87,7 @@ void on_signal(int sig) {
   }
 }
 
-// core.interrupted() -> false, or true and the signal's label ("Ctrl-C", "SIGTERM", "SIGHUP")
+// core.interrupted() -> false, or true and the signal's name ("SIGINT", "SIGTERM", "SIGHUP")
 int l_interrupted(lua_State* L) {
   const int sig = stop_signal();
   lua_pushboolean(L, sig != 0);

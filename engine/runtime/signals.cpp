@@ -65,7 +65,7 @@ void poll_stop(const char* doing) {
 
 const char* signal_label(int sig) {
   switch (sig) {
-    case SIGINT: return "Ctrl-C";
+    case SIGINT: return "SIGINT";
     case SIGTERM: return "SIGTERM";
     case SIGHUP: return "SIGHUP";
     default: return "a signal";

@@ -26,7 +26,7 @@ end
 
 function M.requested() return core.interrupted() end
 
--- Raises "<what>: interrupted (SIGTERM) <detail>" when a signal came ("Ctrl-C" for SIGINT).
+-- Raises "<what>: interrupted (SIGTERM) <detail>" when a signal came (SIGINT, SIGTERM or SIGHUP).
 function M.check(what, detail, ...)
   local interrupted, label = core.interrupted()
   if not interrupted then return end

@@ -46,7 +46,7 @@ local function check_interrupted_at(script, line)
   local dir = tmpdir()
   local code, err = interrupt(dir, script)
   check.eq(code, 130)
-  check.is_true(err:find("s.lua:" .. line .. ": interrupted %(Ctrl%-C%)") ~= nil, err)
+  check.is_true(err:find("s.lua:" .. line .. ": interrupted %(SIGINT%)") ~= nil, err)
   sh("rm -rf " .. dir)
 end
 
@@ -86,7 +86,7 @@ function T.deferred_loops_stop_where_they_check()
   local dir = tmpdir()
   local code, err = interrupt(dir, DEFERRED)
   check.eq(code, 130)
-  check.is_true(err:find("s.lua:9: loop: interrupted (Ctrl-C) after some rounds", 1, true) ~= nil, err)
+  check.is_true(err:find("s.lua:9: loop: interrupted (SIGINT) after some rounds", 1, true) ~= nil, err)
   sh("rm -rf " .. dir)
 end
 
@@ -136,7 +136,7 @@ function T.a_second_signal_exits_at_once()
   local dir = tmpdir()
   local code, err, out = interrupt(dir, STUCK, {"TERM", "INT"})
   check.eq(code, 130)
-  check.eq(err, "tputrain: interrupted again (Ctrl-C), exiting at once\n")
+  check.eq(err, "tputrain: interrupted again (SIGINT), exiting at once\n")
   check.eq(out, "waiting\n")
   sh("rm -rf " .. dir)
 end

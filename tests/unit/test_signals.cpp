@@ -95,7 +95,7 @@ TEST_CASE("a stop request stops compiling, naming the signal") {
   CHECK_THROWS_WITH_AS(Executable::compile(parse_graph(text), {}), "interrupted (SIGTERM) while compiling", Error);
   clear_stop_request();
   request_stop(SIGINT);
-  CHECK_THROWS_WITH_AS(poll_stop("tracing"), "interrupted (Ctrl-C) while tracing", Error);
+  CHECK_THROWS_WITH_AS(poll_stop("tracing"), "interrupted (SIGINT) while tracing", Error);
   clear_stop_request();
   CHECK_NOTHROW(Executable::compile(parse_graph(text), {}));
 }
