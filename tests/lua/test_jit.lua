@@ -153,6 +153,24 @@ return {
     check.eq(f:stats().cache_hits, 2)
   end,
 
+  ["lower, info and dump without arguments take the signature compiled last"] = function()
+    local f = tpu.jit(function(x) return x * 2 end, {name = "twice"})
+    f(tpu.ones {3})
+    f(tpu.ones {2, 5})
+    check.is_true(f:lower():find("f32[2,5]", 1, true) ~= nil, f:lower())
+    check.eq(f:info().nodes, f:info(tpu.ones {2, 5}).nodes)
+    local path = os.tmpname()
+    f:dump(path)
+    local file = io.open(path)
+    local dot = file:read("a")
+    file:close()
+    os.remove(path)
+    check.is_true(dot:find("digraph", 1, true) ~= nil and dot:find("2,5", 1, true) ~= nil, dot)
+    check.eq(f:stats().compiles, 2)
+    local g = tpu.jit(function() return tpu.ones {2} end)  -- no arguments: compiled on first use
+    check.is_true(g:lower():find("f32[2]", 1, true) ~= nil, g:lower())
+  end,
+
   ["lower returns graph text that names the user's lines"] = function()
     local f = tpu.jit(function(x) return x:exp():sum() end, {name = "lowered"})
     local text = f:lower(tpu.ones{4})
