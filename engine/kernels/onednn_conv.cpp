@@ -43,7 +43,6 @@ int64_t conv_chunk_images(int64_t n, int64_t positions) {
 
 #ifdef TPU_HAVE_ONEDNN
 
-#include <algorithm>
 #include <atomic>
 #include <bit>
 #include <cmath>
