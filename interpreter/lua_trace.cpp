@@ -434,6 +434,31 @@ int l_op_times(lua_State* L) {
   return 1;
 }
 
+// core.kernel_times() -> {{where=, op=, type=, seconds=, calls=, first_seconds=}, ...}, most
+// time first: per kernel label, its runs after the first, and the first apart (while profiling).
+int l_kernel_times(lua_State* L) {
+  const std::vector<KernelTime> times = kernel_times();
+  lua_createtable(L, int(times.size()), 0);
+  for (size_t i = 0; i < times.size(); ++i) {
+    const KernelTime& k = times[i];
+    lua_createtable(L, 0, 6);
+    lua_pushstring(L, k.where.c_str());
+    lua_setfield(L, -2, "where");
+    lua_pushstring(L, k.op.c_str());
+    lua_setfield(L, -2, "op");
+    lua_pushstring(L, k.type.c_str());
+    lua_setfield(L, -2, "type");
+    lua_pushnumber(L, k.seconds);
+    lua_setfield(L, -2, "seconds");
+    lua_pushinteger(L, k.calls);
+    lua_setfield(L, -2, "calls");
+    lua_pushnumber(L, k.first_seconds);
+    lua_setfield(L, -2, "first_seconds");
+    lua_seti(L, -2, lua_Integer(i + 1));
+  }
+  return 1;
+}
+
 int l_set_op_profiling(lua_State* L) {
   set_op_profiling(lua_toboolean(L, 1));
   return 0;
@@ -485,7 +510,7 @@ const LuaFunction kFunctions[] = {fn<l_trace_begin>("trace_begin"),   fn<l_trace
                                   fn<trace_end>("trace_end"),         fn<l_trace_abort>("trace_abort"),
                                   fn<l_trace_depth>("trace_depth"),   fn<gradients_of>("gradients"),
                                   fn<l_lift>("lift"),                 fn<all_reduce>("all_reduce"),
-                                  fn<l_op_times>("op_times"),         fn<l_set_op_profiling>("set_op_profiling"),
+                                  fn<l_op_times>("op_times"), fn<l_kernel_times>("kernel_times"),         fn<l_set_op_profiling>("set_op_profiling"),
                                   fn<l_trace_name>("trace_name"),     fn<l_tpu_version>("tpu_version"),
                                   fn<l_format_bytes>("format_bytes"), fn<l_padded_bytes>("padded_bytes")};
 

@@ -6,7 +6,9 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <map>
 #include <mutex>
+#include <tuple>
 
 #include "core/error.h"
 #include "ops/collective.h"
@@ -32,7 +34,10 @@ size_t exact_bytes(const Node& n) { return size_t(num_elements(n.shape)) * size_
 std::atomic<bool> profiling{false};  // kernels may run on the prefetch thread too
 thread_local bool excluded = false;  // OpTimesExcluded
 std::array<OpTime, kNumOps> times;
-std::mutex times_mutex;  // guards times
+// Per kernel, by its label (place, op, type): graphs come and go (an eager op's lives for one
+// call), so their addresses cannot name a kernel.
+std::map<std::tuple<std::string, std::string, std::string>, KernelTime> kernel_time_of;
+std::mutex times_mutex;  // guards times and kernel_time_of
 
 }  // namespace
 
@@ -48,6 +53,14 @@ std::vector<OpTime> op_times() {
       r.back().op = std::string(op_name(Op(i)));
     }
   std::sort(r.begin(), r.end(), [](const OpTime& a, const OpTime& b) { return a.seconds > b.seconds; });
+  return r;
+}
+
+std::vector<KernelTime> kernel_times() {
+  std::lock_guard lock(times_mutex);
+  std::vector<KernelTime> r;
+  for (const auto& [key, t] : kernel_time_of) r.push_back(t);
+  std::stable_sort(r.begin(), r.end(), [](const KernelTime& a, const KernelTime& b) { return a.seconds > b.seconds; });
   return r;
 }
 
@@ -260,10 +273,20 @@ void run_kernel(const Graph& g, NodeId id, F f) {
     throw Error((where.empty() ? "" : where + ": ") + std::string(op_name(node.op)) + ": " + e.what());
   }
   if (timed) {
+    const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     std::lock_guard lock(times_mutex);
     OpTime& t = times[size_t(node.op)];
-    t.seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    t.seconds += seconds;
     ++t.calls;
+    auto label = std::tuple{g.location_of(id), std::string(op_name(node.op)), type_str(node.dtype, node.shape)};
+    auto [it, first] = kernel_time_of.try_emplace(label);
+    KernelTime& k = it->second;
+    if (first) {
+      k = {std::get<0>(label), std::get<1>(label), std::get<2>(label), 0, 0, seconds};
+    } else {
+      k.seconds += seconds;
+      ++k.calls;
+    }
   }
 }
 

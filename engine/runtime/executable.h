@@ -123,6 +123,16 @@ struct OpTime {
   int64_t calls = 0;
 };
 std::vector<OpTime> op_times();  // most time first
+// The same time per kernel: its place in the script ("script.lua:12 (dense_1)"), op and result
+// type, with each kernel's first run apart (it pays one-time set-up, such as making a oneDNN
+// primitive, which would otherwise read as the kernel's own cost).
+struct KernelTime {
+  std::string where, op, type;
+  double seconds = 0;        // runs after the first
+  int64_t calls = 0;         // runs after the first
+  double first_seconds = 0;  // the first run
+};
+std::vector<KernelTime> kernel_times();  // most time (after the first run) first
 // While one lives, kernels run on this thread stay out of op_times: a data set's maps on the
 // prefetch thread run beside the step, and op_times is where the caller's time goes.
 class OpTimesExcluded : ScopedFlag {

@@ -628,6 +628,17 @@ function M.report()
         100 * t.seconds / total, t.calls))
     end
   end
+  -- Where in the script: each kernel's runs after its first (which pays one-time set-up).
+  local kernels = core.kernel_times()
+  if #kernels > 0 and kernels[1].calls > 0 then
+    io.stderr:write("--profile: top kernels by time, after each one's first run (which pays one-time set-up)\n")
+    for i = 1, math.min(10, #kernels) do
+      local k = kernels[i]
+      if k.calls == 0 then break end
+      io.stderr:write(string.format("  %9.1f ms %7d runs %9.3f ms/run %8.1f ms first  %-8s %-18s %s\n", k.seconds * 1000,
+        k.calls, k.seconds * 1000 / k.calls, k.first_seconds * 1000, k.op, k.type, k.where ~= "" and k.where or "-"))
+    end
+  end
 end
 
 return M

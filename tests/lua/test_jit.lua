@@ -171,6 +171,22 @@ return {
     check.is_true(g:lower():find("f32[2]", 1, true) ~= nil, g:lower())
   end,
 
+  ["kernel times name each kernel's place, its first run apart"] = function()
+    local f = tpu.jit(function(a, b) return a:matmul(b) end, {name = "timed"})
+    local a, b = tpu.ones {4, 3}, tpu.ones {3, 5}
+    tpu.core.set_op_profiling(true)
+    for _ = 1, 3 do f(a, b) end
+    tpu.core.set_op_profiling(false)
+    local line = debug.getinfo(1, "l").currentline - 5  -- the line that built f
+    local found
+    for _, k in ipairs(tpu.core.kernel_times()) do
+      if k.where:find("test_jit.lua:" .. line, 1, true) and k.op == "dot" then found = k end
+    end
+    check.is_true(found ~= nil, "no dot kernel at test_jit.lua:" .. line)
+    check.eq({found.type, found.calls}, {"f32[4,5]", 2})
+    check.is_true(found.first_seconds > 0 and found.seconds > 0)
+  end,
+
   ["lower returns graph text that names the user's lines"] = function()
     local f = tpu.jit(function(x) return x:exp():sum() end, {name = "lowered"})
     local text = f:lower(tpu.ones{4})
