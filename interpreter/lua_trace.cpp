@@ -510,9 +510,10 @@ const LuaFunction kFunctions[] = {fn<l_trace_begin>("trace_begin"),   fn<l_trace
                                   fn<trace_end>("trace_end"),         fn<l_trace_abort>("trace_abort"),
                                   fn<l_trace_depth>("trace_depth"),   fn<gradients_of>("gradients"),
                                   fn<l_lift>("lift"),                 fn<all_reduce>("all_reduce"),
-                                  fn<l_op_times>("op_times"), fn<l_kernel_times>("kernel_times"),         fn<l_set_op_profiling>("set_op_profiling"),
+                                  fn<l_op_times>("op_times"),         fn<l_set_op_profiling>("set_op_profiling"),
                                   fn<l_trace_name>("trace_name"),     fn<l_tpu_version>("tpu_version"),
-                                  fn<l_format_bytes>("format_bytes"), fn<l_padded_bytes>("padded_bytes")};
+                                  fn<l_format_bytes>("format_bytes"), fn<l_padded_bytes>("padded_bytes"),
+                                  fn<l_kernel_times>("kernel_times")};
 
 }  // namespace
 

@@ -36,7 +36,11 @@ thread_local bool excluded = false;  // OpTimesExcluded
 std::array<OpTime, kNumOps> times;
 // Per kernel, by its label (place, op, type): graphs come and go (an eager op's lives for one
 // call), so their addresses cannot name a kernel.
-std::map<std::tuple<std::string, std::string, std::string>, KernelTime> kernel_time_of;
+struct KernelRuns {
+  double seconds = 0, first_seconds = 0;
+  int64_t calls = 0;  // after the first
+};
+std::map<std::tuple<std::string, std::string, std::string>, KernelRuns> kernel_time_of;
 std::mutex times_mutex;  // guards times and kernel_time_of
 
 }  // namespace
@@ -59,7 +63,10 @@ std::vector<OpTime> op_times() {
 std::vector<KernelTime> kernel_times() {
   std::lock_guard lock(times_mutex);
   std::vector<KernelTime> r;
-  for (const auto& [key, t] : kernel_time_of) r.push_back(t);
+  for (const auto& [label, runs] : kernel_time_of) {
+    const auto& [where, op, type] = label;
+    r.push_back({where, op, type, runs.seconds, runs.calls, runs.first_seconds});
+  }
   std::stable_sort(r.begin(), r.end(), [](const KernelTime& a, const KernelTime& b) { return a.seconds > b.seconds; });
   return r;
 }
@@ -278,11 +285,10 @@ void run_kernel(const Graph& g, NodeId id, F f) {
     OpTime& t = times[size_t(node.op)];
     t.seconds += seconds;
     ++t.calls;
-    auto label = std::tuple{g.location_of(id), std::string(op_name(node.op)), type_str(node.dtype, node.shape)};
-    auto [it, first] = kernel_time_of.try_emplace(label);
-    KernelTime& k = it->second;
+    auto [it, first] = kernel_time_of.try_emplace({g.location_of(id), std::string(op_name(node.op)), type_str(node.dtype, node.shape)});
+    KernelRuns& k = it->second;
     if (first) {
-      k = {std::get<0>(label), std::get<1>(label), std::get<2>(label), 0, 0, seconds};
+      k.first_seconds = seconds;
     } else {
       k.seconds += seconds;
       ++k.calls;
