@@ -62,13 +62,19 @@ LuaTensor* new_tensor(lua_State* L, bool concrete) {
 // does not hasten one.
 // A full collection walks the Lua heap (about 0.13 ms per MiB of it here), so with a small heap
 // it costs little next to the memory it returns: then one comes after kBuffersPerHeapByte times
-// the heap's size in new buffers, at least kMinCollectBytes, when that is sooner.
+// the heap's size in new buffers, at least kMinCollectBytes, when that is sooner. With a large
+// heap the walks add up instead: building a 10000-layer model and its optimizer state (4 KiB
+// tensors that all stay alive, a heap of 10-40 MiB) made 16 collections of 20-65 ms each, a
+// quarter of live memory apart; so one never comes before kHeapsPerCollect times the heap in
+// new buffers, which keeps the walking linear in what is allocated (as Lua's own pause does
+// for its objects), and the dead buffers it lets pile up no larger than that many heaps.
 // (bench/tputrain_models.lua, the MLP fed by a pipeline: its data set and weights are 65 MB,
 // its Lua heap 1 MB; a peak of 122 MiB with a collection per 16 MiB (a quarter of what is in
 // use), 112 MiB per 8 MiB, 110 per 4 or 2, at the same speed.)
 namespace {
 constexpr int64_t kMinCollectBytes = int64_t(8) << 20;
 constexpr int64_t kBuffersPerHeapByte = 8;
+constexpr int64_t kHeapsPerCollect = 2;
 int64_t allocated_at_collect = 0;
 int64_t collect_after = kMinCollectBytes;
 
@@ -78,7 +84,8 @@ void pace_collector(lua_State* L) {
   const TensorMemory m = tensor_memory();
   const int64_t heap_bytes = int64_t(lua_gc(L, LUA_GCCOUNT)) << 10;
   allocated_at_collect = m.allocated;
-  collect_after = std::max(kMinCollectBytes, std::min(m.live / 4, kBuffersPerHeapByte * heap_bytes));
+  collect_after = std::max({kMinCollectBytes, kHeapsPerCollect * heap_bytes,
+                            std::min(m.live / 4, kBuffersPerHeapByte * heap_bytes)});
 }
 }  // namespace
 

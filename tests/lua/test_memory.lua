@@ -54,6 +54,25 @@ return {
     check.eq(held.shape[1], 64)
   end,
 
+  ["with a large Lua heap, tensors that stay alive do not make a collection per few MiB"] = function()
+    -- A 48 MiB heap of tables (a deep model's), then 48 tensors of 1 MiB kept alive (its weights
+    -- or optimizer state). Pacing by a quarter of what is in use would walk the whole heap every
+    -- 8 MiB of new tensors; a collection waits for twice the heap's size in new buffers. A
+    -- finalizer that re-arms itself counts the collections that complete.
+    local heap = {}
+    for i = 1, 400000 do heap[i] = {i} end
+    collectgarbage()
+    local collections = 0
+    local function arm() setmetatable({}, {__gc = function() collections = collections + 1; arm() end}) end
+    arm()
+    local keep = {}
+    for i = 1, 48 do keep[i] = tpu.zeros {256, 1024} end
+    check.is_true(collectgarbage("count") / 1024 > 24, "the test's Lua heap is too small to tell")
+    check.is_true(collections <= 1, string.format("%d collections while 48 MiB of tensors were made", collections))
+    check.eq(#keep, 48)
+    check.eq(#heap, 400000)
+  end,
+
   ["collectgarbage() gives the freed heap back to the kernel"] = function()
     -- 200 tensors of 1 MiB (under the size that glibc maps on its own), all alive at once, then
     -- dropped: the heap keeps their pages until a full collection hands them back.
