@@ -19,21 +19,29 @@ namespace tpu {
 
 const uint32_t FusionJit::kConstants[8] = {0x80000000u, 0x7fffffffu, 0x3f800000u, 0u,
                                            1u,          0x7fffu,     0xffff0000u, 0x00400000u};
+#define TPU_LANES(v) {v, v, v, v, v, v, v, v}
+alignas(32) const uint32_t FusionJit::kConstantVectors[8][8] = {
+    TPU_LANES(0x80000000u), TPU_LANES(0x7fffffffu), TPU_LANES(0x3f800000u), TPU_LANES(0u),
+    TPU_LANES(1u),          TPU_LANES(0x7fffu),     TPU_LANES(0xffff0000u), TPU_LANES(0x00400000u)};
+#undef TPU_LANES
 
 namespace {
 
 using Code = FusionProgram::Code;
 using Instr = FusionProgram::Instr;
 
+using Isa = FusionJit::Isa;
+
+Isa cpu_isa() {
 #ifdef TPU_FUSION_JIT
-bool cpu_has_avx512() {
   __builtin_cpu_init();
-  return __builtin_cpu_supports("avx512f");  // also checks that the OS saves the zmm state
-}
-std::atomic<bool> jit_enabled{cpu_has_avx512()};
-#else
-std::atomic<bool> jit_enabled{false};
+  // Each also checks that the OS saves the vector state.
+  if (__builtin_cpu_supports("avx512f")) return Isa::avx512;
+  if (__builtin_cpu_supports("avx2")) return Isa::avx2;
 #endif
+  return Isa::none;
+}
+std::atomic<Isa> jit_isa{cpu_isa()};
 
 // Registers zmm0..kValueRegs-1 hold values; the rest are fixed (a scratch vector and the
 // constants, zmm31 down to zmm24 in kConstants' order), k1..kMaskRegs masks and k7 a scratch
@@ -41,6 +49,11 @@ std::atomic<bool> jit_enabled{false};
 constexpr int kValueRegs = 23, kScratch = 23, kQuietBit = 24, kHighHalf = 25, kRoundingBias = 26, kIntOne = 27,
               kZero = 28, kOne = 29, kAbsMask = 30, kSignMask = 31;
 constexpr int kMaskRegs = 6, kScratchMask = 7;
+// AVX2: ymm0..13 hold values and masks (a mask's lanes all ones or all zeros), ymm14 and ymm15
+// are scratch; the constants stay in memory (kConstantVectors, at rcx all along).
+constexpr int kAvx2ValueRegs = 14, kAvx2Scratch = 14, kAvx2Scratch2 = 15, kAvx2VectorFloats = 8;
+enum Constant { kSignBit, kAllButSign, kOneF, kZeroF, kOneI, kBf16Bias, kUpperHalf, kBf16Quiet };
+int32_t constant_at(Constant c) { return int32_t(8 * sizeof(uint32_t)) * c; }  // a row of kConstantVectors
 // General registers of the entry's arguments (System V): at, masks, out, constants, chunks;
 // rax scratch.
 constexpr int kRax = 0, kConstReg = 1, kOut = 2, kMasksReg = 6, kAt = 7, kChunks = 8;
@@ -118,7 +131,33 @@ class Emitter {
   }
   void byte(uint8_t b) { bytes.push_back(b); }
 
+  // VEX-encoded (AVX2) op, register form: reg, vvvv, rm; wide: 256 bits, else 128.
+  void vex_rr(int map, int pp, bool wide, int reg, int vvvv, int rm, uint8_t opcode) {
+    vex(map, pp, wide, reg, vvvv, rm);
+    byte(opcode);
+    byte(uint8_t(0xC0 | (reg & 7) << 3 | (rm & 7)));
+  }
+  // op reg, vvvv, [base + disp] (base as for evex_rm).
+  void vex_rm(int map, int pp, bool wide, int reg, int vvvv, int base, int32_t disp, uint8_t opcode) {
+    vex(map, pp, wide, reg, vvvv, base);
+    byte(opcode);
+    byte(uint8_t(0x80 | (reg & 7) << 3 | (base & 7)));
+    u32(uint32_t(disp));
+  }
+  // vblendvps d, a, b, mask: d = mask ? b : a, lane by lane (by the mask's sign bits).
+  void blend(int d, int a, int b, int mask) {
+    vex_rr(3, 1, true, d, a, b, 0x4A);
+    byte(uint8_t(mask << 4));
+  }
+
  private:
+  // The three VEX bytes: W0, the high bits of reg and rm (or base) and vvvv inverted.
+  void vex(int map, int pp, bool wide, int reg, int vvvv, int rm) {
+    byte(0xC4);
+    byte(uint8_t((reg & 8 ? 0 : 0x80) | 0x40 | (rm & 8 ? 0 : 0x20) | map));
+    byte(uint8_t((~vvvv & 15) << 3 | (wide ? 4 : 0) | pp));
+  }
+
   void u32(uint32_t v) {
     for (int i = 0; i < 4; ++i) byte(uint8_t(v >> (8 * i)));
   }
@@ -152,8 +191,10 @@ int32_t advance_bytes(const Instr& x) {
 }
 
 // General registers free for chunk pointers (caller-saved; rcx and rsi once the constants and
-// the splats are loaded; rsi last, as mask operands read through it).
+// the splats are loaded; rsi last, as mask operands read through it). AVX2 code reads its
+// constants through rcx all along.
 constexpr int kPointerRegs[] = {9, 10, 11, kConstReg, kMasksReg};
+constexpr int kAvx2PointerRegs[] = {9, 10, 11, kMasksReg};
 
 // Per register id: where the result reads it last (-1: the result does not depend on it; the
 // root's: past the end) and whether it is a mask.
@@ -186,42 +227,46 @@ Liveness liveness(std::span<const Instr> code, int32_t root) {
   return lv;
 }
 
-Allocation allocate(std::span<const Instr> code, int32_t root) {
+Allocation allocate(std::span<const Instr> code, int32_t root, Isa isa) {
   Liveness lv = liveness(code, root);
   std::vector<int64_t>& last = lv.last;
   const std::vector<bool>& mask = lv.mask;
   const size_t ids = last.size();
+  const bool avx2 = isa == Isa::avx2;
+  const std::span<const int> pointer_set = avx2 ? std::span<const int>(kAvx2PointerRegs) : std::span<const int>(kPointerRegs);
   // rsi holds the masks while a chunk's mask operands are read from them.
-  const size_t pointer_regs = std::size(kPointerRegs) - (lv.mask_loads ? 1 : 0);
+  const size_t pointer_regs = pointer_set.size() - (lv.mask_loads ? 1 : 0);
   Allocation al{std::vector<int>(ids, -1), std::vector<int>(ids, -1)};
-  std::vector<bool> zmm_free(kValueRegs, true), k_free(kMaskRegs + 1, true);
+  std::vector<bool> vector_free(avx2 ? kAvx2ValueRegs : kValueRegs, true), k_free(kMaskRegs + 1, true);
   k_free[0] = false;  // k0 cannot mask
-  auto take = [&](std::vector<bool>& pool) {
-    for (size_t i = 0; i < pool.size(); ++i)
-      if (pool[i]) return pool[i] = false, int(i);
+  // AVX2 has no mask registers: a mask takes a vector register.
+  auto pool = [&](int32_t id) -> std::vector<bool>& { return mask[size_t(id)] && !avx2 ? k_free : vector_free; };
+  auto take = [&](std::vector<bool>& free) {
+    for (size_t i = 0; i < free.size(); ++i)
+      if (free[i]) return free[i] = false, int(i);
     return -1;
   };
   size_t pointers = 0;
   for (const Instr& x : code) {
     if (last[size_t(x.dst)] < 0 || !is_leaf(x.code)) continue;
     if (is_splat(x.code)) {
-      al.reg[size_t(x.dst)] = take(mask[size_t(x.dst)] ? k_free : zmm_free);
+      al.reg[size_t(x.dst)] = take(pool(x.dst));
       al.fits = al.fits && al.reg[size_t(x.dst)] >= 0;
       last[size_t(x.dst)] = int64_t(code.size());  // kept
     } else if (!mask[size_t(x.dst)] && pointers < pointer_regs) {
-      al.gpr[size_t(x.dst)] = kPointerRegs[pointers++];
+      al.gpr[size_t(x.dst)] = pointer_set[pointers++];
     }
   }
   for (size_t j = 0; j < code.size() && al.fits; ++j) {
     const Instr& x = code[j];
     if (last[size_t(x.dst)] < 0 || is_splat(x.code)) continue;  // read by nothing, or loaded once
-    const int r = take(mask[size_t(x.dst)] ? k_free : zmm_free);
+    const int r = take(pool(x.dst));
     al.fits = r >= 0;
     al.reg[size_t(x.dst)] = r;
     if (is_leaf(x.code)) continue;
     for (int32_t o : {x.a, x.b, x.c}) {
       if (o < 0 || last[size_t(o)] != int64_t(j)) continue;
-      (mask[size_t(o)] ? k_free : zmm_free)[size_t(al.reg[size_t(o)])] = true;
+      pool(o)[size_t(al.reg[size_t(o)])] = true;
       last[size_t(o)] = -2;  // freed once, however many operands name it
     }
   }
@@ -324,6 +369,109 @@ void emit_vector(Emitter& e, std::span<const Instr> code, const Allocation& al, 
   }
   emit_store(e, reg[size_t(root)], type, v);
 }
+
+// ---- AVX2: the same code in 256-bit VEX instructions, masks in vector registers.
+
+void emit_prologue_avx2(Emitter& e, std::span<const Instr> code, const Allocation& al) {
+  for (const Instr& x : code) {
+    const int d = al.reg[size_t(x.dst)];
+    if (x.code == Code::splat && d >= 0) {
+      e.mov_from(kRax, kAt, x.dst * int32_t(sizeof(float*)));
+      e.vex_rm(1, 0, true, d, 0, kRax, 0, 0x10);  // vmovups
+    } else if (x.code == Code::splat_bool && d >= 0) {
+      e.vex_rm(1, 0, true, d, 0, kMasksReg, int32_t(x.dst * kFusionChunk * 4), 0x10);  // its lanes, -1 or 0
+    }
+  }
+  for (const Instr& x : code)
+    if (al.gpr[size_t(x.dst)] >= 0) e.mov_from(al.gpr[size_t(x.dst)], kAt, x.dst * int32_t(sizeof(float*)));
+}
+
+// d = op(a, constant c): the constant a memory operand.
+void with_constant(Emitter& e, int pp, int d, int a, Constant c, uint8_t opcode) {
+  e.vex_rm(1, pp, true, d, a, kConstReg, constant_at(c), opcode);
+}
+
+// As emit_round_to_bf16.
+void emit_round_to_bf16_avx2(Emitter& e, int d, int a) {
+  e.vex_rr(1, 1, true, 2, d, a, 0x72), e.byte(16);  // vpsrld d, a, 16
+  with_constant(e, 1, d, d, kOneI, 0xDB);           // vpand: the lowest kept bit
+  with_constant(e, 1, d, d, kBf16Bias, 0xFE);       // vpaddd 0x7fff
+  e.vex_rr(1, 1, true, d, d, a, 0xFE);              // vpaddd a
+  with_constant(e, 1, d, d, kUpperHalf, 0xDB);      // vpand 0xffff0000
+  e.vex_rr(1, 0, true, kAvx2Scratch, a, a, 0xC2), e.byte(0x03);  // a is a NaN
+  with_constant(e, 1, kAvx2Scratch2, a, kUpperHalf, 0xDB);
+  with_constant(e, 1, kAvx2Scratch2, kAvx2Scratch2, kBf16Quiet, 0xEB);  // vpor: quiet
+  e.blend(d, d, kAvx2Scratch2, kAvx2Scratch);
+}
+
+// As emit_store: 8 lanes, bf16 and bool narrowed through the two 128-bit halves.
+void emit_store_avx2(Emitter& e, int root, DType type, int v) {
+  constexpr int s = kAvx2Scratch, t = kAvx2Scratch2;
+  if (type == DType::f32) return e.vex_rm(1, 0, true, root, 0, kOut, v * 32, 0x11);  // vmovups
+  if (type == DType::bf16) e.vex_rr(1, 1, true, 2, s, root, 0x72), e.byte(16);      // vpsrld s, root, 16
+  else with_constant(e, 1, s, root, kOneI, 0xDB);                                    // 1 where the mask is set
+  e.vex_rr(3, 1, true, s, 0, t, 0x39), e.byte(1);  // vextracti128 t, s, 1
+  e.vex_rr(2, 1, false, s, s, t, 0x2B);            // vpackusdw: 8 words
+  if (type == DType::bf16) return e.vex_rm(1, 2, false, s, 0, kOut, v * 16, 0x7F);  // vmovdqu
+  e.vex_rr(1, 1, false, s, s, s, 0x67);              // vpackuswb: 8 bytes
+  e.vex_rm(1, 1, false, s, 0, kOut, v * 8, 0xD6);    // vmovq
+}
+
+// (a > b or a NaN) ? a : b into d, a < b for min, as the AVX-512 code.
+void emit_max_min_avx2(Emitter& e, Op op, int d, int a, int b) {
+  e.vex_rr(1, 0, true, kAvx2Scratch, a, b, 0xC2), e.byte(op == Op::max ? 0x0E : 0x01);  // vcmpps
+  e.blend(d, b, a, kAvx2Scratch);
+  e.vex_rr(1, 0, true, kAvx2Scratch, a, a, 0xC2), e.byte(0x03);  // a unordered
+  e.blend(d, d, a, kAvx2Scratch);
+}
+
+void emit_op_avx2(Emitter& e, const Instr& x, int d, int a, int b, int c) {
+  switch (x.code) {
+    case Code::unary:
+      if (x.op == Op::sqrt) e.vex_rr(1, 0, true, d, 0, a, 0x51);
+      else if (x.op == Op::neg) with_constant(e, 0, d, a, kSignBit, 0x57);  // vxorps: the sign flipped
+      else with_constant(e, 0, d, a, kAllButSign, 0x54);                    // vandps: the sign cleared
+      break;
+    case Code::binary:
+      if (x.op == Op::max || x.op == Op::min) emit_max_min_avx2(e, x.op, d, a, b);
+      else e.vex_rr(1, 0, true, d, a, b, arithmetic_opcode(x.op));
+      break;
+    case Code::compare: e.vex_rr(1, 0, true, d, a, b, 0xC2), e.byte(predicate(x.cmp)); break;
+    case Code::select: e.blend(d, c, b, a); break;                                 // d = a ? b : c
+    case Code::bool_to_f32: with_constant(e, 0, d, a, kOneF, 0x54); break;         // 1.0f where set
+    case Code::exact_to_f32: e.vex_rr(1, 0, true, d, 0, a, 0x28); break;           // vmovaps
+    case Code::f32_to_bf16: emit_round_to_bf16_avx2(e, d, a); break;
+    default: break;
+  }
+}
+
+// One vector (number v of the chunk) through the body.
+void emit_vector_avx2(Emitter& e, std::span<const Instr> code, const Allocation& al, int32_t root, DType type, int v) {
+  const int32_t offset = v * kAvx2VectorFloats * int32_t(sizeof(float));
+  const std::vector<int>& reg = al.reg;
+  for (const Instr& x : code) {
+    const int d = reg[size_t(x.dst)];
+    if (d < 0 || is_splat(x.code)) continue;
+    int base = al.gpr[size_t(x.dst)];
+    if (x.code == Code::load_bool) {  // the mask's lanes (-1 or 0) in memory
+      e.vex_rm(1, 0, true, d, 0, kMasksReg, int32_t(x.dst * kFusionChunk * 4) + offset, 0x10);
+    } else if (is_leaf(x.code)) {
+      if (base < 0) e.mov_from(kRax, kAt, x.dst * int32_t(sizeof(float*))), base = kRax;
+      if (x.code == Code::load_u8) {  // 8 bytes, widened to 8 ints, converted (exactly) to floats
+        e.vex_rm(2, 1, true, d, 0, base, v * kAvx2VectorFloats, 0x31);  // vpmovzxbd
+        e.vex_rr(1, 0, true, d, 0, d, 0x5B);                             // vcvtdq2ps
+      } else if (FusionJit::reads_spread(x)) {  // the value the vector repeats
+        e.vex_rm(2, 1, true, d, 0, base, int32_t(sizeof(float) * (v * kAvx2VectorFloats / x.n)), 0x18);  // vbroadcastss
+      } else {
+        e.vex_rm(1, 0, true, d, 0, base, offset, 0x10);  // vmovups
+      }
+    } else {
+      emit_op_avx2(e, x, d, x.a >= 0 ? reg[size_t(x.a)] : 0, x.b >= 0 ? reg[size_t(x.b)] : 0,
+                   x.c >= 0 ? reg[size_t(x.c)] : 0);
+    }
+  }
+  emit_store_avx2(e, reg[size_t(root)], type, v);
+}
 #endif
 
 }  // namespace
@@ -337,15 +485,15 @@ bool FusionJit::reads_in_place(const FusionProgram::Instr& x) {
          reads_spread(x);
 }
 
-void FusionJit::set_enabled(bool on) {
-#ifdef TPU_FUSION_JIT
-  jit_enabled = on && cpu_has_avx512();
-#else
-  (void)on;
-#endif
+FusionJit::Isa FusionJit::best_isa() {
+  static const Isa best = cpu_isa();
+  return best;
 }
 
-bool FusionJit::enabled() { return jit_enabled; }
+void FusionJit::set_isa(Isa isa) { jit_isa = std::min(isa, best_isa()); }
+FusionJit::Isa FusionJit::isa() { return jit_isa; }
+void FusionJit::set_enabled(bool on) { set_isa(on ? best_isa() : Isa::none); }
+bool FusionJit::enabled() { return jit_isa != Isa::none; }
 
 void FusionJit::Unmap::operator()(void* p) const {
 #ifdef TPU_FUSION_JIT
@@ -360,11 +508,16 @@ namespace {
 #ifdef TPU_FUSION_JIT
 // The whole entry: the prologue, then the chunks in a loop (the leaf pointers that advance,
 // and the result's, move on a chunk each time).
-std::vector<uint8_t> entry_code(std::span<const Instr> code, const Allocation& al, int32_t root, DType result) {
+std::vector<uint8_t> entry_code(std::span<const Instr> code, const Allocation& al, int32_t root, DType result,
+                                Isa isa) {
   Emitter e;
-  emit_prologue(e, code, al);
+  if (isa == Isa::avx2) emit_prologue_avx2(e, code, al);
+  else emit_prologue(e, code, al);
   const size_t loop = e.bytes.size();
-  for (int v = 0; v < kVectors; ++v) emit_vector(e, code, al, root, result, v);
+  if (isa == Isa::avx2)
+    for (int v = 0; v < int(kFusionChunk / kAvx2VectorFloats); ++v) emit_vector_avx2(e, code, al, root, result, v);
+  else
+    for (int v = 0; v < kVectors; ++v) emit_vector(e, code, al, root, result, v);
   for (const Instr& x : code)
     if (al.gpr[size_t(x.dst)] >= 0 && FusionJit::reads_in_place(x)) e.add_imm(al.gpr[size_t(x.dst)], advance_bytes(x));
   e.add_imm(kOut, int32_t(kFusionChunk * size_of(result)));
@@ -390,13 +543,14 @@ bool takes_many_chunks(std::span<const Instr> code, const Allocation& al) {
 
 std::optional<FusionJit> FusionJit::compile(std::span<const FusionProgram::Instr> code, int32_t root, DType result) {
 #ifdef TPU_FUSION_JIT
-  if (!jit_enabled || code.empty()) return std::nullopt;
+  const Isa isa = jit_isa;
+  if (isa == Isa::none || code.empty()) return std::nullopt;
   if (result != DType::f32 && result != DType::bf16 && result != DType::boolean) return std::nullopt;
   for (const Instr& x : code)
     if (!takes(x) || (x.dst == root && makes_mask(x.code) != (result == DType::boolean))) return std::nullopt;
-  const Allocation al = allocate(code, root);
+  const Allocation al = allocate(code, root, isa);
   if (!al.fits || al.reg[size_t(root)] < 0) return std::nullopt;
-  const std::vector<uint8_t> bytes = entry_code(code, al, root, result);
+  const std::vector<uint8_t> bytes = entry_code(code, al, root, result, isa);
   // Written, then made executable (never both).
   const size_t page = size_t(sysconf(_SC_PAGESIZE));
   const size_t size = (bytes.size() + page - 1) / page * page;
@@ -407,6 +561,7 @@ std::optional<FusionJit> FusionJit::compile(std::span<const FusionProgram::Instr
   std::memcpy(p, bytes.data(), bytes.size());
   if (mprotect(p, size, PROT_READ | PROT_EXEC) != 0) return std::nullopt;
   jit.entry_ = reinterpret_cast<Entry>(p);
+  jit.constants_ = isa == Isa::avx2 ? kConstantVectors[0] : kConstants;
   jit.loops_ = takes_many_chunks(code, al);
   return jit;
 #else
@@ -418,12 +573,12 @@ std::optional<FusionJit> FusionJit::compile(std::span<const FusionProgram::Instr
 namespace {
 
 // A program's code as bytes: equal keys compile to the same native code (its only inputs are
-// the instructions, the root and the result type).
+// the instructions, the root, the result type and the instruction set).
 std::string code_key(std::span<const FusionProgram::Instr> code, int32_t root, DType result) {
   std::string key;
   key.reserve(code.size() * 48 + 8);
   auto put = [&](const auto& v) { key.append(reinterpret_cast<const char*>(&v), sizeof v); };
-  put(root), put(result);
+  put(root), put(result), put(FusionJit::isa());
   for (const FusionProgram::Instr& x : code) {
     put(x.code), put(x.cmp), put(x.dst), put(x.a), put(x.b), put(x.c), put(x.param);
     put(std::bit_cast<uint32_t>(x.value)), put(x.n), put(x.fused), put(x.op);
@@ -435,7 +590,7 @@ std::string code_key(std::span<const FusionProgram::Instr> code, int32_t root, D
 
 std::shared_ptr<const FusionJit> FusionJit::shared(std::span<const FusionProgram::Instr> code, int32_t root,
                                                    DType result) {
-  if (!jit_enabled) return nullptr;
+  if (jit_isa == Isa::none) return nullptr;
   static std::mutex mu;
   static std::unordered_map<std::string, std::weak_ptr<const FusionJit>> cache;
   static size_t swept_at = 0;
