@@ -4,8 +4,9 @@
 // select_and_scatter: the max gradient, each window's output gradient added at its maximum.
 #include <algorithm>
 #include <cmath>
-#ifdef __AVX512F__
+#if defined(__AVX512F__) || defined(__AVX2__)
 #include <immintrin.h>
+#define TPU_POOL_VECTORS 1
 #endif
 
 #include "ops/f32_compute.h"
@@ -197,23 +198,60 @@ void window_max(const PoolGeom& p, const float* a, int64_t b, int64_t oh, int64_
   });
 }
 
-// 2x2 windows at stride 2 that tile the image (the usual max pool), 16 channels to a vector:
-// an output row's windows read two input rows side by side, each window's channels a few
-// vectors, with none of the general path's per-window set-up (which took most of its time:
-// a window's 32 channels are two vectors). Bitwise the general path's results: comparisons
-// and selections of the values as they are.
-bool tiles_2x2(const Window2D& w, const Shape& xs, int64_t ho, int64_t wo) {
+#ifdef TPU_POOL_VECTORS
+// The lanes of a vector of channels and the few operations the 2x2 pool needs on them: 16
+// lanes and mask registers with AVX-512, else 8 lanes with AVX2, a mask a vector of lanes all
+// ones or all zeros.
+namespace lanes {
 #ifdef __AVX512F__
+constexpr int64_t kCount = 16;
+using Vec = __m512;
+using Mask = __mmask16;
+Vec load(const float* p) { return _mm512_loadu_ps(p); }
+void store(float* p, Vec v) { _mm512_storeu_ps(p, v); }
+template <int Predicate>
+Mask compare(Vec a, Vec b) { return _mm512_cmp_ps_mask(a, b, Predicate); }
+Mask either(Mask a, Mask b) { return a | b; }
+Mask both(Mask a, Mask b) { return a & b; }
+Mask but_not(Mask a, Mask b) { return a & Mask(~b); }
+Mask none() { return 0; }
+Vec select(Mask m, Vec if_false, Vec if_true) { return _mm512_mask_blend_ps(m, if_false, if_true); }
+Vec zero_unless(Mask m, Vec v) { return _mm512_maskz_mov_ps(m, v); }
+#else
+constexpr int64_t kCount = 8;
+using Vec = __m256;
+using Mask = __m256;
+Vec load(const float* p) { return _mm256_loadu_ps(p); }
+void store(float* p, Vec v) { _mm256_storeu_ps(p, v); }
+template <int Predicate>
+Mask compare(Vec a, Vec b) { return _mm256_cmp_ps(a, b, Predicate); }
+Mask either(Mask a, Mask b) { return _mm256_or_ps(a, b); }
+Mask both(Mask a, Mask b) { return _mm256_and_ps(a, b); }
+Mask but_not(Mask a, Mask b) { return _mm256_andnot_ps(b, a); }
+Mask none() { return _mm256_setzero_ps(); }
+Vec select(Mask m, Vec if_false, Vec if_true) { return _mm256_blendv_ps(if_false, if_true, m); }
+Vec zero_unless(Mask m, Vec v) { return _mm256_and_ps(m, v); }  // +0.0f elsewhere
+#endif
+}  // namespace lanes
+#endif
+
+// 2x2 windows at stride 2 that tile the image (the usual max pool), a vector of channels at a
+// time (16 with AVX-512, 8 with AVX2): an output row's windows read two input rows side by
+// side, each window's channels a few vectors, with none of the general path's per-window
+// set-up (which took most of its time: a window's 32 channels are two vectors). Bitwise the
+// general path's results: comparisons and selections of the values as they are.
+bool tiles_2x2(const Window2D& w, const Shape& xs, int64_t ho, int64_t wo) {
+#ifdef TPU_POOL_VECTORS
   Window2D pool;
   pool.size = pool.stride = {2, 2};
-  return w == pool && xs[1] == 2 * ho && xs[2] == 2 * wo && xs[3] % 16 == 0;
+  return w == pool && xs[1] == 2 * ho && xs[2] == 2 * wo && xs[3] % lanes::kCount == 0;
 #else
   (void)w, (void)xs, (void)ho, (void)wo;
   return false;
 #endif
 }
 
-#ifdef __AVX512F__
+#ifdef TPU_POOL_VECTORS
 // The rows of output row (b, oh) of a tiling 2x2 pool: the two input rows it reads, then the
 // output (or output gradient) row.
 struct PoolRows {
@@ -225,29 +263,29 @@ PoolRows pool_rows(const Shape& xs, int64_t ho, int64_t b, int64_t oh) {
 }
 
 // beats(v, best, true) lane by lane: v > best, or v is a NaN and best is not.
-__mmask16 beats16(__m512 v, __m512 best) {
-  return _mm512_cmp_ps_mask(v, best, _CMP_GT_OS) |
-         (_mm512_cmp_ps_mask(v, v, _CMP_UNORD_Q) & _mm512_cmp_ps_mask(best, best, _CMP_ORD_Q));
+lanes::Mask beats(lanes::Vec v, lanes::Vec best) {
+  using namespace lanes;
+  return either(compare<_CMP_GT_OS>(v, best), both(compare<_CMP_UNORD_Q>(v, v), compare<_CMP_ORD_Q>(best, best)));
 }
 
 // Equal to the maximum: the same value, or both NaN.
-__mmask16 is_max16(__m512 v, __m512 best) {
-  return _mm512_cmp_ps_mask(v, best, _CMP_EQ_OQ) |
-         (_mm512_cmp_ps_mask(v, v, _CMP_UNORD_Q) & _mm512_cmp_ps_mask(best, best, _CMP_UNORD_Q));
+lanes::Mask is_max(lanes::Vec v, lanes::Vec best) {
+  using namespace lanes;
+  return either(compare<_CMP_EQ_OQ>(v, best), both(compare<_CMP_UNORD_Q>(v, v), compare<_CMP_UNORD_Q>(best, best)));
 }
 
 // The window's four vectors (window order) and their first maximum.
-struct Window16 {
-  __m512 v[4], best;
+struct WindowLanes {
+  lanes::Vec v[4], best;
 };
-Window16 window16(const float* x0, const float* x1, int64_t ch) {
-  Window16 w{{_mm512_loadu_ps(x0), _mm512_loadu_ps(x0 + ch), _mm512_loadu_ps(x1), _mm512_loadu_ps(x1 + ch)}, {}};
+WindowLanes window_lanes(const float* x0, const float* x1, int64_t ch) {
+  WindowLanes w{{lanes::load(x0), lanes::load(x0 + ch), lanes::load(x1), lanes::load(x1 + ch)}, {}};
   w.best = w.v[0];
-  for (int k = 1; k < 4; ++k) w.best = _mm512_mask_blend_ps(beats16(w.v[k], w.best), w.best, w.v[k]);
+  for (int k = 1; k < 4; ++k) w.best = lanes::select(beats(w.v[k], w.best), w.best, w.v[k]);
   return w;
 }
 
-// Calls f(i0, i1, o) for each 16-channel vector of image b's windows: the offsets of the
+// Calls f(i0, i1, o) for each vector of channels of image b's windows: the offsets of the
 // window's top-left vector in its two input rows, and of its output.
 template <class F>
 void for_each_vector_2x2(const Shape& xs, int64_t ho, int64_t b, F f) {
@@ -255,14 +293,14 @@ void for_each_vector_2x2(const Shape& xs, int64_t ho, int64_t b, F f) {
   for (int64_t oh = 0; oh < ho; ++oh) {
     const PoolRows r = pool_rows(xs, ho, b, oh);
     for (int64_t ow = 0; ow < wo; ++ow)
-      for (int64_t c = 0; c < ch; c += 16) f(r.r0 + 2 * ow * ch + c, r.r1 + 2 * ow * ch + c, r.o + ow * ch + c);
+      for (int64_t c = 0; c < ch; c += lanes::kCount) f(r.r0 + 2 * ow * ch + c, r.r1 + 2 * ow * ch + c, r.o + ow * ch + c);
   }
 }
 
 void max_pool_2x2(const float* a, float* y, const Shape& xs, int64_t ho, int64_t b) {
   const int64_t ch = xs[3];
   for_each_vector_2x2(xs, ho, b, [&](int64_t i0, int64_t i1, int64_t o) {
-    _mm512_storeu_ps(y + o, window16(a + i0, a + i1, ch).best);
+    lanes::store(y + o, window_lanes(a + i0, a + i1, ch).best);
   });
 }
 
@@ -270,14 +308,14 @@ void max_pool_2x2(const float* a, float* y, const Shape& xs, int64_t ho, int64_t
 void max_pool_2x2_grad(const float* a, const float* dy, float* dx, const Shape& xs, int64_t ho, int64_t b) {
   const int64_t ch = xs[3];
   for_each_vector_2x2(xs, ho, b, [&](int64_t i0, int64_t i1, int64_t o) {
-    const Window16 w = window16(a + i0, a + i1, ch);
-    const __m512 g = _mm512_loadu_ps(dy + o);
+    const WindowLanes w = window_lanes(a + i0, a + i1, ch);
+    const lanes::Vec g = lanes::load(dy + o);
     float* d[4] = {dx + i0, dx + i0 + ch, dx + i1, dx + i1 + ch};
-    __mmask16 taken = 0;
+    lanes::Mask taken = lanes::none();
     for (int k = 0; k < 4; ++k) {
-      const __mmask16 hit = is_max16(w.v[k], w.best) & __mmask16(~taken);
-      _mm512_storeu_ps(d[k], _mm512_maskz_mov_ps(hit, g));
-      taken |= hit;
+      const lanes::Mask hit = lanes::but_not(is_max(w.v[k], w.best), taken);
+      lanes::store(d[k], lanes::zero_unless(hit, g));
+      taken = lanes::either(taken, hit);
     }
   });
 }

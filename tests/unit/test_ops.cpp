@@ -578,9 +578,10 @@ TEST_CASE("conv and pooling results do not depend on the thread count") {
 }
 
 TEST_CASE("2x2 max pools that tile the image: the fast kernels give the reference's bits, NaNs and ties included") {
-  // Each row's windows in one loop (ops/reduce_window.cpp's tiling path), 32 channels (two
-  // vectors) and 3; a 5x5 image leaves a row and a column out (the general path).
-  for (const Shape& s : {Shape{2, 6, 8, 32}, Shape{3, 4, 4, 3}, Shape{1, 5, 5, 4}}) {
+  // Each row's windows in one loop (ops/reduce_window.cpp's tiling path): 32 channels (two
+  // AVX-512 vectors, four AVX2 ones), 8 and 24 (AVX2 vectors only); 3 channels and a 5x5
+  // image, which leaves a row and a column out, take the general path.
+  for (const Shape& s : {Shape{2, 6, 8, 32}, Shape{1, 4, 6, 8}, Shape{2, 4, 4, 24}, Shape{3, 4, 4, 3}, Shape{1, 5, 5, 4}}) {
     Graph g;
     NodeId x = g.parameter(DType::f32, s);
     const Window2D pool = window({2, 2}, {0, 0}, {0, 0}, {2, 2});
