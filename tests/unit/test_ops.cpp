@@ -13,6 +13,7 @@
 #include "autodiff/gradients.h"
 #include "core/error.h"
 #include "kernels/gemm.h"
+#include "kernels/onednn_matmul.h"
 #include "kernels/onednn.h"
 #include "kernels/onednn_conv.h"
 #include "ops/conv.h"
@@ -471,6 +472,28 @@ TEST_CASE("gemm_f32_sum has the bits of gemm_f32 on each part added in part orde
   }
 }
 
+namespace {
+
+// Every 7th row of c = a x b (shape s) within f32 rounding of the exact sums.
+void check_within_f32_rounding(const GemmShape& s, const std::vector<float>& a, const std::vector<float>& b,
+                               const std::vector<float>& c) {
+  for (int64_t p = 0; p < s.batch; ++p)
+    for (int64_t i = 0; i < s.m; i += 7)
+      for (int64_t j = 0; j < s.n; ++j) {
+        double sum = 0, mag = 0;
+        for (int64_t q = 0; q < s.k; ++q) {
+          const float x = a[size_t(p * s.m * s.k + (s.ta ? q * s.m + i : i * s.k + q))];
+          const float y = b[size_t(p * s.k * s.n + (s.tb ? j * s.k + q : q * s.n + j))];
+          sum += double(x) * double(y);
+          mag += std::abs(double(x) * double(y));
+        }
+        const double got = c[size_t((p * s.m + i) * s.n + j)];
+        REQUIRE(std::abs(got - sum) <= double(s.k + 2) * 0x1p-23 * mag + 1e-30);
+      }
+}
+
+}  // namespace
+
 // Products whose output is a single column panel but large enough to split into row blocks
 // (the last one shorter), plain, with either operand transposed, batched; on oneDNN and on
 // Eigen: within f32 rounding of the exact sums, and the same bits on 1 and 2 threads.
@@ -493,20 +516,35 @@ TEST_CASE("f32 GEMM split into row blocks: within f32 rounding of the exact sums
       gemm(s, a.data(), b.data(), two.data());
       set_num_threads(0);
       CHECK(std::memcmp(one.data(), two.data(), one.size() * sizeof(float)) == 0);
-      for (int64_t p = 0; p < s.batch; ++p)
-        for (int64_t i = 0; i < s.m; i += 7)
-          for (int64_t j = 0; j < s.n; ++j) {
-            double sum = 0, mag = 0;
-            for (int64_t q = 0; q < s.k; ++q) {
-              const float x = a[size_t(p * s.m * s.k + (s.ta ? q * s.m + i : i * s.k + q))];
-              const float y = b[size_t(p * s.k * s.n + (s.tb ? j * s.k + q : q * s.n + j))];
-              sum += double(x) * double(y);
-              mag += std::abs(double(x) * double(y));
-            }
-            const double got = one[size_t((p * s.m + i) * s.n + j)];
-            REQUIRE(std::abs(got - sum) <= double(s.k + 2) * 0x1p-23 * mag + 1e-30);
-          }
+      check_within_f32_rounding(s, a, b, one);
     }
+  }
+}
+
+// Products of several column panels (the last one narrower), B plain, A plain or transposed,
+// batched: oneDNN on each B panel packed to rows of its own width first, and read in place
+// (kernels/onednn_matmul.cpp packs where the CPU's kernels gain): within f32 rounding of the
+// exact sums, the same bits on 1 and 2 threads either way.
+TEST_CASE("f32 GEMM on B panels packed or read in place: within f32 rounding of the exact sums") {
+  std::mt19937 rng(6);
+  std::uniform_real_distribution<float> u(-1, 1);
+  for (GemmShape s : {GemmShape{1, 256, 300, 600, false, false}, GemmShape{2, 100, 64, 520, true, false}}) {
+    CAPTURE(s.m);
+    std::vector<float> a(size_t(s.batch * s.k * s.m)), b(size_t(s.batch * s.k * s.n));
+    for (float& x : a) x = u(rng);
+    for (float& x : b) x = u(rng);
+    for (BPanelPacking packing : {BPanelPacking::always, BPanelPacking::never}) {
+      set_b_panel_packing(packing);
+      std::vector<float> one(size_t(s.batch * s.m * s.n)), two(one.size());
+      set_num_threads(1);
+      gemm_f32(s, a.data(), b.data(), one.data());
+      set_num_threads(2);
+      gemm_f32(s, a.data(), b.data(), two.data());
+      set_num_threads(0);
+      CHECK(std::memcmp(one.data(), two.data(), one.size() * sizeof(float)) == 0);
+      check_within_f32_rounding(s, a, b, one);
+    }
+    set_b_panel_packing(BPanelPacking::automatic);
   }
 }
 
