@@ -108,9 +108,10 @@ std::shared_ptr<const Entry> lookup(const Key& key) {
 
 std::atomic<BPanelPacking> packing{BPanelPacking::automatic};
 
-bool cpu_has_avx512() {
-  __builtin_cpu_init();
-  return __builtin_cpu_supports("avx512f");
+// oneDNN runs its AVX2 (or older) kernels here: the CPU, or ONEDNN_MAX_CPU_ISA, stops below AVX-512.
+bool avx2_kernels() {
+  const unsigned avx512 = unsigned(dnnl::cpu_isa::avx512_core);
+  return (unsigned(dnnl::get_effective_cpu_isa()) & avx512) != avx512;
 }
 
 // Whether a tile's B panel is copied to rows of its own width first. oneDNN's AVX2 sgemm reads
@@ -121,13 +122,13 @@ bool cpu_has_avx512() {
 // is one pass over the panel, worth it for a tile of many rows.
 constexpr int64_t kPackMinRows = 64;
 bool packs_b(MatmulInput in, const GemmShape& s, int64_t h, int64_t w) {
-  static const bool avx2_kernels = !cpu_has_avx512();
+  static const bool avx2 = avx2_kernels();
   switch (packing.load()) {
     case BPanelPacking::never: return false;
     case BPanelPacking::always: return !s.tb && w < s.n;
     case BPanelPacking::automatic: break;
   }
-  return avx2_kernels && in == MatmulInput::f32 && !s.tb && w < s.n && h >= kPackMinRows;
+  return avx2 && in == MatmulInput::f32 && !s.tb && w < s.n && h >= kPackMinRows;
 }
 
 Key key_of(MatmulInput in, const GemmShape& s, int64_t h, int64_t w) {
