@@ -67,7 +67,9 @@ LuaTensor* new_tensor(lua_State* L, bool concrete) {
 // tensors that all stay alive, a heap of 10-40 MiB) made 16 collections of 20-65 ms each, a
 // quarter of live memory apart; so one never comes before kHeapsPerCollect times the heap in
 // new buffers, which keeps the walking linear in what is allocated (as Lua's own pause does
-// for its objects), and the dead buffers it lets pile up no larger than that many heaps.
+// for its objects), and the dead buffers it lets pile up no larger than that many heaps. The
+// heap is read as each buffer comes (a count Lua keeps): a large one freed, by a script's own
+// collectgarbage() say, no longer holds the collections back.
 // (bench/tputrain_models.lua, the MLP fed by a pipeline: its data set and weights are 65 MB,
 // its Lua heap 1 MB; a peak of 122 MiB with a collection per 16 MiB (a quarter of what is in
 // use), 112 MiB per 8 MiB, 110 per 4 or 2, at the same speed.)
@@ -76,16 +78,17 @@ constexpr int64_t kMinCollectBytes = int64_t(8) << 20;
 constexpr int64_t kBuffersPerHeapByte = 8;
 constexpr int64_t kHeapsPerCollect = 2;
 int64_t allocated_at_collect = 0;
-int64_t collect_after = kMinCollectBytes;
+int64_t live_at_collect = 0;  // what was in use after the last collection
 
 void pace_collector(lua_State* L) {
+  const int64_t heap_bytes = int64_t(lua_gc(L, LUA_GCCOUNT)) << 10;
+  const int64_t collect_after = std::max({kMinCollectBytes, kHeapsPerCollect * heap_bytes,
+                                          std::min(live_at_collect / 4, kBuffersPerHeapByte * heap_bytes)});
   if (tensor_memory().allocated - allocated_at_collect < collect_after) return;
   lua_gc(L, LUA_GCCOLLECT);
   const TensorMemory m = tensor_memory();
-  const int64_t heap_bytes = int64_t(lua_gc(L, LUA_GCCOUNT)) << 10;
   allocated_at_collect = m.allocated;
-  collect_after = std::max({kMinCollectBytes, kHeapsPerCollect * heap_bytes,
-                            std::min(m.live / 4, kBuffersPerHeapByte * heap_bytes)});
+  live_at_collect = m.live;
 }
 }  // namespace
 

@@ -71,6 +71,32 @@ return {
     check.is_true(collections <= 1, string.format("%d collections while 48 MiB of tensors were made", collections))
     check.eq(#keep, 48)
     check.eq(#heap, 400000)
+    keep, heap = nil, nil
+    collectgarbage()  -- the next collections are paced by the small heap again
+  end,
+
+  ["once a large Lua heap is freed, dead tensors are paced by the small heap again"] = function()
+    -- A 48 MiB heap while 100 MiB of tensors are made (a collection comes after twice the heap
+    -- in new buffers), then heap and tensors dropped and collected; then 100 dead tensors of
+    -- 1 MiB. Paced by the heap of that last paced collection, 96 MiB of them would pile up.
+    local heap = {}
+    for i = 1, 400000 do heap[i] = {i} end
+    local keep = {}
+    for i = 1, 100 do keep[i] = tpu.zeros {256, 1024} end
+    check.eq(#heap + #keep, 400100)
+    heap, keep = nil, nil
+    collectgarbage()
+    local heap_mib = collectgarbage("count") / 1024
+    tpu.core.reset_peak()
+    local in_use = tpu.core.memory()
+    for _ = 1, 100 do
+      local t = tpu.ones {256, 1024}
+      check.eq(t.shape[1], 256)
+    end
+    local _, peak = tpu.core.memory()
+    local dead_mib = (peak - in_use) / 2 ^ 20
+    local bound = math.max(8, 2 * heap_mib) * 1.5 + 1
+    check.is_true(dead_mib <= bound, string.format("%.0f MiB of dead tensors, over %.0f", dead_mib, bound))
   end,
 
   ["collectgarbage() gives the freed heap back to the kernel"] = function()
