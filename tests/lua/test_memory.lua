@@ -17,6 +17,23 @@ local function rss_mib()
   end
 end
 
+-- The Lua heap in MiB, then the MiB of dead tensors the process held at its peak while 100
+-- tensors of 1 MiB were made and each dropped at once, and the bound the pace sets on them:
+-- with a small heap a collection after 8 times the heap in new buffers (at least 8 MiB); the
+-- heap when the pace was set may differ a little from the one measured: half as much again.
+local function churn()
+  collectgarbage()
+  local heap_mib = collectgarbage("count") / 1024
+  tpu.core.reset_peak()
+  local in_use = tpu.core.memory()
+  for _ = 1, 100 do
+    local t = tpu.ones {256, 1024}
+    check.eq(t.shape[1], 256)
+  end
+  local _, peak = tpu.core.memory()
+  return heap_mib, (peak - in_use) / 2 ^ 20, math.max(8, 8 * heap_mib) * 1.5 + 1
+end
+
 return {
   ["dead tensors are collected as their bytes add up, not only as Lua's heap grows"] = function()
     -- 40 tensors of 16 MiB, each dropped at once: 640 MiB in all. Lua's collector sees only the
@@ -32,23 +49,11 @@ return {
   end,
 
   ["with a small Lua heap, dead tensors are collected before a quarter of what is in use adds up"] = function()
-    -- 256 MiB held, then 100 tensors of 1 MiB, each dropped at once. A quarter of what is in use
-    -- (64 MiB) would pace the collections by the held tensor; a small Lua heap makes a collection
-    -- cheap, so one comes after 8 times the heap in new buffers (at least 8 MiB). The heap when
-    -- the pace was set may differ a little from the one measured here: half as much again.
+    -- 256 MiB held, then the churn. A quarter of what is in use (64 MiB) would pace the
+    -- collections by the held tensor; a small Lua heap makes a collection cheap.
     collectgarbage()
     local held = tpu.zeros {64, 1024, 1024}
-    collectgarbage()
-    local heap_mib = collectgarbage("count") / 1024
-    tpu.core.reset_peak()
-    local in_use = tpu.core.memory()
-    for _ = 1, 100 do
-      local t = tpu.ones {256, 1024}
-      check.eq(t.shape[1], 256)
-    end
-    local _, peak = tpu.core.memory()
-    local dead_mib = (peak - in_use) / 2 ^ 20
-    local bound = math.max(8, 8 * heap_mib) * 1.5 + 1
+    local heap_mib, dead_mib, bound = churn()
     check.is_true(bound < 64, string.format("the test's Lua heap (%.1f MiB) is too large to tell", heap_mib))
     check.is_true(dead_mib <= bound, string.format("%.0f MiB of dead tensors, over %.0f", dead_mib, bound))
     check.eq(held.shape[1], 64)
@@ -77,25 +82,15 @@ return {
 
   ["once a large Lua heap is freed, dead tensors are paced by the small heap again"] = function()
     -- A 48 MiB heap while 100 MiB of tensors are made (a collection comes after twice the heap
-    -- in new buffers), then heap and tensors dropped and collected; then 100 dead tensors of
-    -- 1 MiB. Paced by the heap of that last paced collection, 96 MiB of them would pile up.
+    -- in new buffers), then heap and tensors dropped; then the churn. Paced by the heap of that
+    -- last paced collection, 96 MiB of dead tensors would pile up.
     local heap = {}
     for i = 1, 400000 do heap[i] = {i} end
     local keep = {}
     for i = 1, 100 do keep[i] = tpu.zeros {256, 1024} end
     check.eq(#heap + #keep, 400100)
     heap, keep = nil, nil
-    collectgarbage()
-    local heap_mib = collectgarbage("count") / 1024
-    tpu.core.reset_peak()
-    local in_use = tpu.core.memory()
-    for _ = 1, 100 do
-      local t = tpu.ones {256, 1024}
-      check.eq(t.shape[1], 256)
-    end
-    local _, peak = tpu.core.memory()
-    local dead_mib = (peak - in_use) / 2 ^ 20
-    local bound = math.max(8, 2 * heap_mib) * 1.5 + 1
+    local _, dead_mib, bound = churn()
     check.is_true(dead_mib <= bound, string.format("%.0f MiB of dead tensors, over %.0f", dead_mib, bound))
   end,
 
