@@ -542,8 +542,12 @@ bool takes_many_chunks(std::span<const Instr> code, const Allocation& al) {
 }  // namespace
 
 std::optional<FusionJit> FusionJit::compile(std::span<const FusionProgram::Instr> code, int32_t root, DType result) {
+  return compile(code, root, result, jit_isa);
+}
+
+std::optional<FusionJit> FusionJit::compile(std::span<const FusionProgram::Instr> code, int32_t root, DType result,
+                                            Isa isa) {
 #ifdef TPU_FUSION_JIT
-  const Isa isa = jit_isa;
   if (isa == Isa::none || code.empty()) return std::nullopt;
   if (result != DType::f32 && result != DType::bf16 && result != DType::boolean) return std::nullopt;
   for (const Instr& x : code)
@@ -565,7 +569,7 @@ std::optional<FusionJit> FusionJit::compile(std::span<const FusionProgram::Instr
   jit.loops_ = takes_many_chunks(code, al);
   return jit;
 #else
-  (void)code, (void)root, (void)result;
+  (void)code, (void)root, (void)result, (void)isa;
   return std::nullopt;
 #endif
 }
@@ -574,11 +578,11 @@ namespace {
 
 // A program's code as bytes: equal keys compile to the same native code (its only inputs are
 // the instructions, the root, the result type and the instruction set).
-std::string code_key(std::span<const FusionProgram::Instr> code, int32_t root, DType result) {
+std::string code_key(std::span<const FusionProgram::Instr> code, int32_t root, DType result, FusionJit::Isa isa) {
   std::string key;
   key.reserve(code.size() * 48 + 8);
   auto put = [&](const auto& v) { key.append(reinterpret_cast<const char*>(&v), sizeof v); };
-  put(root), put(result), put(FusionJit::isa());
+  put(root), put(result), put(isa);
   for (const FusionProgram::Instr& x : code) {
     put(x.code), put(x.cmp), put(x.dst), put(x.a), put(x.b), put(x.c), put(x.param);
     put(std::bit_cast<uint32_t>(x.value)), put(x.n), put(x.fused), put(x.op);
@@ -590,16 +594,17 @@ std::string code_key(std::span<const FusionProgram::Instr> code, int32_t root, D
 
 std::shared_ptr<const FusionJit> FusionJit::shared(std::span<const FusionProgram::Instr> code, int32_t root,
                                                    DType result) {
-  if (jit_isa == Isa::none) return nullptr;
+  const Isa isa = jit_isa;  // read once: the key and the code are for the same one
+  if (isa == Isa::none) return nullptr;
   static std::mutex mu;
   static std::unordered_map<std::string, std::weak_ptr<const FusionJit>> cache;
   static size_t swept_at = 0;
-  std::string key = code_key(code, root, result);
+  std::string key = code_key(code, root, result, isa);
   std::lock_guard lock(mu);
   std::weak_ptr<const FusionJit>& entry = cache[std::move(key)];
   std::shared_ptr<const FusionJit> found = entry.lock();
   if (!found) {
-    std::optional<FusionJit> native = compile(code, root, result);
+    std::optional<FusionJit> native = compile(code, root, result, isa);
     if (!native) return nullptr;  // the entry stays empty: the next such program tries again
     found = std::make_shared<const FusionJit>(std::move(*native));
     entry = found;

@@ -26,8 +26,15 @@ namespace tpu {
 
 class FusionJit {
  public:
-  // The native form of a program's code (result register `root` of type `result`), or nullopt.
+  // The instruction set native code is made for: the best the CPU runs by default. Tests
+  // pick each one the CPU runs (set_isa clamps to those) or none, to compare them.
+  enum class Isa : uint8_t { none, avx2, avx512 };
+
+  // The native form of a program's code (result register `root` of type `result`) for `isa`
+  // (by default the one set now), or nullopt.
   static std::optional<FusionJit> compile(std::span<const FusionProgram::Instr> code, int32_t root, DType result);
+  static std::optional<FusionJit> compile(std::span<const FusionProgram::Instr> code, int32_t root, DType result,
+                                          Isa isa);
   // The same, shared by every program of the same code while one holds it: a deep model's
   // layers fuse into the same bodies, and each native form costs a mapping of its own.
   static std::shared_ptr<const FusionJit> shared(std::span<const FusionProgram::Instr> code, int32_t root,
@@ -50,9 +57,6 @@ class FusionJit {
   // of the result's shape, a per-channel one of whole chunks (within a period), such a spread one.
   static bool reads_in_place(const FusionProgram::Instr& x);
 
-  // The instruction set native code is made for: the best the CPU runs by default. Tests
-  // pick each one the CPU runs (set_isa clamps to those) or none, to compare them.
-  enum class Isa : uint8_t { none, avx2, avx512 };
   static Isa best_isa();
   static void set_isa(Isa isa);
   static Isa isa();
