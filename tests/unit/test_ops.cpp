@@ -644,6 +644,29 @@ TEST_CASE("2x2 max pools that tile the image: the fast kernels give the referenc
   }
 }
 
+TEST_CASE("a uniform draw in vector code gives the reference's bits") {
+  // Counts past one of the pool's chunks (16384 elements) and not a multiple of the four
+  // elements a vector takes; keys with the high bits of either word set.
+  const int32_t keys[][2] = {{0, 1}, {-7, 123456789}, {2147483647, -1}};
+  const int64_t counts[] = {3, 4097, 40003};
+  for (const auto& k : keys)
+    for (int64_t count : counts) {
+      Graph g;
+      const NodeId key = g.parameter(DType::i32, {2});
+      const NodeId draw = g.rng(key, RngKind::uniform, {count});
+      Tensor key_value(DType::i32, {2});
+      key_value.data<int32_t>()[0] = k[0];
+      key_value.data<int32_t>()[1] = k[1];
+      const Node& n = g.at(draw);
+      std::vector<const Tensor*> args = {&key_value};
+      Tensor fast(DType::f32, n.shape), ref(DType::f32, n.shape);
+      kernel_for(n.op)(n, args, fast);
+      op_info(n.op).reference(n, args, ref);
+      CAPTURE(count);
+      CHECK(std::memcmp(fast.raw(), ref.raw(), size_t(count) * 4) == 0);
+    }
+}
+
 TEST_CASE("a filter gradient over chunks of the batch agrees with the reference, f32 and bf16") {
   // 16 images of 12x12: four chunks of four (kernels/onednn_conv.cpp sums their gradients in
   // chunk order); 20 images: chunks of 5; 128 images of 14x14: 16 chunks of 8.
