@@ -4,8 +4,10 @@
 // The fold kind derives new keys instead: one per element of an i32 data operand.
 #include <algorithm>
 #include <cmath>
-#ifdef __AVX2__
+// AVX-512DQ has the 64-bit multiply and conversion: there the plain loop vectorises.
+#if defined(__AVX2__) && !defined(__AVX512DQ__)
 #include <immintrin.h>
+#define TPU_RNG_AVX2 1
 #endif
 
 #include "ops/kernel_util.h"
@@ -56,7 +58,7 @@ float unit_f32(uint64_t key, uint64_t i) {
   return u < 1.0f ? u : 0x1.fffffep-1f;  // rounding may reach 1
 }
 
-#ifdef __AVX2__
+#ifdef TPU_RNG_AVX2
 // The uniform draw four elements at a time: AVX2 has no 64-bit multiply or 64-bit integer to
 // double conversion, so the scalar loop did not vectorise (a dropout mask over a transformer's
 // 64x4x128x128 attention took 12 ms a step, 15% of it). The same arithmetic, exactly: the
@@ -110,15 +112,16 @@ float normal(uint64_t key, uint64_t i, bool truncated) {
 
 // Elements [begin, end) of the draw: one loop per kind, so the uniform and bits loops (the
 // dropout masks of a step) compile to vector code; `vectors`: the uniform one as AVX2 code
-// where the build has it (the reference runs the plain loop).
+// where the build has AVX2 but not AVX-512DQ (the reference runs the plain loop).
 void fill(const Node& n, std::span<const Tensor* const> in, Tensor& out, int64_t begin, int64_t end, bool vectors) {
   const uint64_t key = key_of(*in[0]);
   switch (kind_of(n)) {
     case RngKind::uniform: {
       float* o = out.data<float>();
-#ifdef __AVX2__
+#ifdef TPU_RNG_AVX2
       if (vectors) return uniform_avx2(key, begin, end, o);
 #endif
+      (void)vectors;
       for (int64_t e = begin; e < end; ++e) o[e] = unit_f32(key, uint64_t(e));
       return;
     }
