@@ -492,6 +492,33 @@ void check_within_f32_rounding(const GemmShape& s, const std::vector<float>& a, 
       }
 }
 
+using Gemm = void (*)(const GemmShape&, const float*, const float*, float*);
+
+struct GemmOperands {
+  std::vector<float> a, b;
+};
+
+// Operands of s drawn from [-1, 1).
+GemmOperands random_operands(const GemmShape& s, std::mt19937& rng) {
+  std::uniform_real_distribution<float> u(-1, 1);
+  GemmOperands o{std::vector<float>(size_t(s.batch * s.k * s.m)), std::vector<float>(size_t(s.batch * s.k * s.n))};
+  for (float& x : o.a) x = u(rng);
+  for (float& x : o.b) x = u(rng);
+  return o;
+}
+
+// `gemm` of s on 1 and on 2 threads: the same bits, within f32 rounding of the exact sums.
+void check_on_1_and_2_threads(Gemm gemm, const GemmShape& s, const GemmOperands& o) {
+  std::vector<float> one(size_t(s.batch * s.m * s.n)), two(one.size());
+  set_num_threads(1);
+  gemm(s, o.a.data(), o.b.data(), one.data());
+  set_num_threads(2);
+  gemm(s, o.a.data(), o.b.data(), two.data());
+  set_num_threads(0);
+  CHECK(std::memcmp(one.data(), two.data(), one.size() * sizeof(float)) == 0);
+  check_within_f32_rounding(s, o.a, o.b, one);
+}
+
 }  // namespace
 
 // Products whose output is a single column panel but large enough to split into row blocks
@@ -499,25 +526,12 @@ void check_within_f32_rounding(const GemmShape& s, const std::vector<float>& a, 
 // Eigen: within f32 rounding of the exact sums, and the same bits on 1 and 2 threads.
 TEST_CASE("f32 GEMM split into row blocks: within f32 rounding of the exact sums, at any thread count") {
   std::mt19937 rng(5);
-  std::uniform_real_distribution<float> u(-1, 1);
-  using Gemm = void (*)(const GemmShape&, const float*, const float*, float*);
   const Gemm ways[] = {gemm_f32, gemm_f32_eigen};
   for (GemmShape s : {GemmShape{1, 200, 700, 130, false, false}, GemmShape{1, 1000, 96, 100, true, false},
                       GemmShape{2, 150, 300, 200, false, true}}) {
     CAPTURE(s.m);
-    std::vector<float> a(size_t(s.batch * s.k * s.m)), b(size_t(s.batch * s.k * s.n));
-    for (float& x : a) x = u(rng);
-    for (float& x : b) x = u(rng);
-    for (Gemm gemm : ways) {
-      std::vector<float> one(size_t(s.batch * s.m * s.n)), two(one.size());
-      set_num_threads(1);
-      gemm(s, a.data(), b.data(), one.data());
-      set_num_threads(2);
-      gemm(s, a.data(), b.data(), two.data());
-      set_num_threads(0);
-      CHECK(std::memcmp(one.data(), two.data(), one.size() * sizeof(float)) == 0);
-      check_within_f32_rounding(s, a, b, one);
-    }
+    const GemmOperands o = random_operands(s, rng);
+    for (Gemm gemm : ways) check_on_1_and_2_threads(gemm, s, o);
   }
 }
 
@@ -528,22 +542,12 @@ TEST_CASE("f32 GEMM split into row blocks: within f32 rounding of the exact sums
 // exact sums, the same bits on 1 and 2 threads either way.
 TEST_CASE("f32 GEMM on B panels packed or read in place: within f32 rounding of the exact sums") {
   std::mt19937 rng(6);
-  std::uniform_real_distribution<float> u(-1, 1);
   for (GemmShape s : {GemmShape{1, 256, 300, 600, false, false}, GemmShape{2, 100, 96, 520, true, false}}) {
     CAPTURE(s.m);
-    std::vector<float> a(size_t(s.batch * s.k * s.m)), b(size_t(s.batch * s.k * s.n));
-    for (float& x : a) x = u(rng);
-    for (float& x : b) x = u(rng);
+    const GemmOperands o = random_operands(s, rng);
     for (BPanelPacking packing : {BPanelPacking::always, BPanelPacking::never}) {
       set_b_panel_packing(packing);
-      std::vector<float> one(size_t(s.batch * s.m * s.n)), two(one.size());
-      set_num_threads(1);
-      gemm_f32(s, a.data(), b.data(), one.data());
-      set_num_threads(2);
-      gemm_f32(s, a.data(), b.data(), two.data());
-      set_num_threads(0);
-      CHECK(std::memcmp(one.data(), two.data(), one.size() * sizeof(float)) == 0);
-      check_within_f32_rounding(s, a, b, one);
+      check_on_1_and_2_threads(gemm_f32, s, o);
     }
     set_b_panel_packing(BPanelPacking::automatic);
   }
