@@ -123,12 +123,13 @@ bool avx2_kernels() {
 constexpr int64_t kPackMinRows = 64;
 bool packs_b(MatmulInput in, const GemmShape& s, int64_t h, int64_t w) {
   static const bool avx2 = avx2_kernels();
+  if (s.tb || w == s.n) return false;  // a transposed B's panel, or all of B: rows of its width
   switch (packing.load()) {
     case BPanelPacking::never: return false;
-    case BPanelPacking::always: return !s.tb && w < s.n;
+    case BPanelPacking::always: return true;
     case BPanelPacking::automatic: break;
   }
-  return avx2 && in == MatmulInput::f32 && !s.tb && w < s.n && h >= kPackMinRows;
+  return avx2 && in == MatmulInput::f32 && h >= kPackMinRows;
 }
 
 Key key_of(MatmulInput in, const GemmShape& s, int64_t h, int64_t w) {
@@ -161,7 +162,7 @@ bool onednn_matmul_tile(MatmulInput in, const GemmShape& s, const void* a, const
   if (!e->ok) return false;
   const size_t es = in == MatmulInput::bf16 ? 2 : 4;
   const std::byte* panel = static_cast<const std::byte*>(b) + size_t(j0 * (s.tb ? s.k : 1)) * es;
-  if (key.ldb != s.n && !s.tb) panel = packed_panel(panel, s.k, w, s.n, es);
+  if (key.ldb != s.n) panel = packed_panel(panel, s.k, w, s.n, es);  // packs_b said so
   execute(*e, a, panel, c + j0);
   return true;
 }

@@ -41,7 +41,7 @@ Isa cpu_isa() {
 #endif
   return Isa::none;
 }
-std::atomic<Isa> jit_isa{cpu_isa()};
+std::atomic<Isa> jit_isa{FusionJit::best_isa()};
 
 // Registers zmm0..kValueRegs-1 hold values; the rest are fixed (a scratch vector and the
 // constants, zmm31 down to zmm24 in kConstants' order), k1..kMaskRegs masks and k7 a scratch
