@@ -41,6 +41,10 @@ const Case kCases[] = {
     {"128x3136x128", {1, 128, 3136, 128, false, false}},
     {"128x128x3136tb", {1, 128, 128, 3136, false, true}},
     {"3136x128x128ta", {1, 3136, 128, 128, true, false}},
+    // The d-256 transformer's feed-forward layer (32 x 128 tokens, 256 -> 1024): forward and
+    // the weight gradient dw = x^T dy.
+    {"4096x256x1024", {1, 4096, 256, 1024, false, false}},
+    {"256x4096x1024ta", {1, 256, 4096, 1024, true, false}},
 };
 
 struct Timing {
@@ -150,8 +154,9 @@ int main(int argc, char** argv) {
   std::vector<Method> methods = {
       {"f32 eigen", [](const GemmShape& s, Operands& o) { return gemm_f32_eigen(s, o.a.data(), o.b.data(), o.c.data()), true; }},
       {"f32 onednn", [](const GemmShape& s, Operands& o) { return gemm_f32_onednn(s, o.a.data(), o.b.data(), o.c.data()); }},
+      {"f32 packed", [](const GemmShape& s, Operands& o) { return gemm_f32_packed(s, o.a.data(), o.b.data(), o.c.data()), true; }},
   };
-  for (Bf16Gemm way : {Bf16Gemm::widen_eigen, Bf16Gemm::onednn, Bf16Gemm::widen_onednn}) {
+  for (Bf16Gemm way : {Bf16Gemm::widen_eigen, Bf16Gemm::onednn, Bf16Gemm::widen_f32}) {
     if (!bf16_gemm_available(way)) continue;
     std::string name = "bf16 " + std::string(bf16_gemm_name(way)) + (way == default_way ? " (default)" : "");
     methods.push_back({name, [way](const GemmShape& s, Operands& o) {

@@ -8,6 +8,7 @@
 
 #include "core/error.h"
 #include "kernels/convert.h"
+#include "kernels/gemm_packed.h"
 #include "kernels/gemm_small_k.h"
 #include "kernels/onednn_matmul.h"
 #include "runtime/thread_pool.h"
@@ -21,9 +22,11 @@ using ConstMat = Eigen::Map<const RowMajor>;
 using Mat = Eigen::Map<RowMajor>;
 
 // Output columns per panel: one task, one thread, one fixed order of arithmetic. oneDNN
-// gains from wider panels (fewer calls, each packing a larger part of B; bench/gemm.cpp).
+// gains from wider panels (fewer calls, each packing a larger part of B; bench/gemm.cpp), and
+// so does the packed kernel (each row of A is packed once per panel).
 constexpr int64_t kEigenPanel = 128;
 constexpr int64_t kOnednnPanel = 256;
+constexpr int64_t kPackedPanel = 256;
 
 // A product whose output is a single panel is split into row blocks as well: otherwise a
 // large product of few columns (the CNN's 3136 -> 128 dense layer, a transformer's 64-wide
@@ -128,11 +131,34 @@ bool onednn_gemm(MatmulInput in, const GemmShape& s, const T* a, const T* b, flo
   return true;
 }
 
+// The ways an f32 product's tiles are computed, and their panel widths.
+enum class F32Way : uint8_t { packed, onednn, eigen };
+
+int64_t panel_width(F32Way way) {
+  return way == F32Way::packed ? kPackedPanel : way == F32Way::onednn ? kOnednnPanel : kEigenPanel;
+}
+
+// The way gemm_f32 computes s (past the small-k kernel).
+F32Way f32_way(const GemmShape& s) {
+  if (packed_gemm_used()) return F32Way::packed;
+  return onednn_available() && onednn_tiles_supported(MatmulInput::f32, s) ? F32Way::onednn : F32Way::eigen;
+}
+
 // One f32 tile of batch element 0 (the caller offsets the pointers), exactly as gemm_f32
-// computes it: oneDNN when `onednn`, else Eigen.
-void f32_tile(bool onednn, const GemmShape& s, const float* a, const float* b, float* c, Tile t) {
-  if (onednn) onednn_tile(MatmulInput::f32, s, a, b, c, t);
-  else eigen_tile(s, a, b, c, t);
+// computes it the given way.
+void f32_tile(F32Way way, const GemmShape& s, const float* a, const float* b, float* c, Tile t) {
+  switch (way) {
+    case F32Way::packed: return gemm_f32_packed_tile(s, a, b, c, t.i0, t.h, t.j0, t.w);
+    case F32Way::onednn: return onednn_tile(MatmulInput::f32, s, a, b, c, t);
+    case F32Way::eigen: return eigen_tile(s, a, b, c, t);
+  }
+}
+
+// All of s's tiles, the given way.
+void f32_tiles(F32Way way, const GemmShape& s, const float* a, const float* b, float* c) {
+  for_each_tile(s, panel_width(way), [&](int64_t p, Tile t) {
+    f32_tile(way, s, a + p * s.m * s.k, b + p * s.k * s.n, c + p * s.m * s.n, t);
+  });
 }
 
 // c += t over the tile (row stride n), one f32 rounding each.
@@ -159,7 +185,7 @@ Bf16Gemm default_bf16_gemm() {
   // CPUs run them slower than f32 FMAs (onednn_fast_bf16), while widening to f32 costs one
   // pass over the operands and then runs at the f32 rate, where oneDNN beats Eigen
   // (bench/gemm.cpp).
-  return Bf16Gemm::widen_onednn;
+  return Bf16Gemm::widen_f32;
 }
 
 std::atomic<Bf16Gemm>& chosen() {
@@ -170,9 +196,11 @@ std::atomic<Bf16Gemm>& chosen() {
 }  // namespace
 
 void gemm_f32_eigen(const GemmShape& s, const float* a, const float* b, float* c) {
-  for_each_tile(s, kEigenPanel, [&](int64_t p, Tile t) {
-    eigen_tile(s, a + p * s.m * s.k, b + p * s.k * s.n, c + p * s.m * s.n, t);
-  });
+  f32_tiles(F32Way::eigen, s, a, b, c);
+}
+
+void gemm_f32_packed(const GemmShape& s, const float* a, const float* b, float* c) {
+  f32_tiles(F32Way::packed, s, a, b, c);
 }
 
 bool gemm_f32_onednn(const GemmShape& s, const float* a, const float* b, float* c) {
@@ -181,6 +209,7 @@ bool gemm_f32_onednn(const GemmShape& s, const float* a, const float* b, float* 
 
 void gemm_f32(const GemmShape& s, const float* a, const float* b, float* c) {
   if (small_k_gemm_applies(s)) return small_k_gemm_sum(s, std::span(&a, 1), std::span(&b, 1), c);
+  if (packed_gemm_used()) return gemm_f32_packed(s, a, b, c);
   if (!gemm_f32_onednn(s, a, b, c)) gemm_f32_eigen(s, a, b, c);
 }
 
@@ -193,14 +222,14 @@ void gemm_f32_sum(const GemmShape& s, std::span<const float* const> a, std::span
   if (small_k_gemm_applies(s)) return small_k_gemm_sum(s, a, b, c);
   if (s.batch == 0 || s.n == 0 || s.m == 0) return;
   if (s.k == 0) return std::fill(c, c + s.batch * s.m * s.n, 0.0f);  // as gemm_f32
-  const bool onednn = onednn_available() && onednn_tiles_supported(MatmulInput::f32, s);
-  for_each_tile(s, onednn ? kOnednnPanel : kEigenPanel, [&](int64_t p, Tile tile) {
+  const F32Way way = f32_way(s);
+  for_each_tile(s, panel_width(way), [&](int64_t p, Tile tile) {
     const int64_t ao = p * s.m * s.k, bo = p * s.k * s.n;
     float* out = c + p * s.m * s.n;
-    f32_tile(onednn, s, a[0] + ao, b[0] + bo, out, tile);
+    f32_tile(way, s, a[0] + ao, b[0] + bo, out, tile);
     float* t = panel_scratch(s.m * s.n);
     for (size_t r = 1; r < a.size(); ++r) {
-      f32_tile(onednn, s, a[r] + ao, b[r] + bo, t, tile);
+      f32_tile(way, s, a[r] + ao, b[r] + bo, t, tile);
       add_tile(t, out, s.n, tile);
     }
   });
@@ -210,15 +239,15 @@ void gemm_bf16(const GemmShape& s, const uint16_t* a, const uint16_t* b, float* 
   const Bf16Gemm way = chosen().load(std::memory_order_relaxed);
   if (way == Bf16Gemm::onednn && onednn_gemm(MatmulInput::bf16, s, a, b, c)) return;
   Widened& w = widen_operands(s, a, b);
-  if (way != Bf16Gemm::widen_eigen && onednn_gemm(MatmulInput::f32, s, w.a.data(), w.b.data(), c)) return;
-  gemm_f32_eigen(s, w.a.data(), w.b.data(), c);
+  if (way == Bf16Gemm::widen_eigen) gemm_f32_eigen(s, w.a.data(), w.b.data(), c);
+  else gemm_f32(s, w.a.data(), w.b.data(), c);
 }
 
 std::string_view bf16_gemm_name(Bf16Gemm way) {
   switch (way) {
     case Bf16Gemm::widen_eigen: return "widen+eigen";
     case Bf16Gemm::onednn: return "onednn-bf16";
-    case Bf16Gemm::widen_onednn: return "widen+onednn-f32";
+    case Bf16Gemm::widen_f32: return "widen+f32";
   }
   return "?";
 }

@@ -18,15 +18,17 @@ struct GemmShape {
   bool ta = false, tb = false;
 };
 
-// f32 x f32 -> f32: oneDNN's f32 matmul where the build has it (faster than Eigen on the MLP's
-// shapes, bench/gemm.cpp), else Eigen; A^T B with a short inner dimension (a replica's
-// weight gradient) has a kernel of its own, kernels/gemm_small_k.h.
+// f32 x f32 -> f32: oneDNN's f32 matmul where the build has it and runs AVX-512 kernels
+// (faster than Eigen on the MLP's shapes, bench/gemm.cpp), else our packed kernel
+// (kernels/gemm_packed.h, faster than oneDNN's AVX2 kernels); A^T B with a short inner
+// dimension (a replica's weight gradient) has a kernel of its own, kernels/gemm_small_k.h.
 void gemm_f32(const GemmShape& s, const float* a, const float* b, float* c);
 // The sum of parts' products, C = op(A[0]) op(B[0]) + op(A[1]) op(B[1]) + ..., added in part
 // order: bitwise gemm_f32 of each part then the sum, without every part's product in memory.
 void gemm_f32_sum(const GemmShape& s, std::span<const float* const> a, std::span<const float* const> b, float* c);
 // Each way on its own (benchmarks, tests); the oneDNN one returns false without oneDNN.
 void gemm_f32_eigen(const GemmShape& s, const float* a, const float* b, float* c);
+void gemm_f32_packed(const GemmShape& s, const float* a, const float* b, float* c);
 bool gemm_f32_onednn(const GemmShape& s, const float* a, const float* b, float* c);
 
 // bf16 x bf16 -> f32, the MXU's contract: products of bf16 values (exact in f32) summed in
@@ -34,7 +36,7 @@ bool gemm_f32_onednn(const GemmShape& s, const float* a, const float* b, float* 
 enum class Bf16Gemm : uint8_t {
   widen_eigen,    // widen the operands to f32, Eigen's f32 GEMM (any CPU)
   onednn,         // oneDNN's bf16 matmul: the CPU's bf16 dot-product instructions
-  widen_onednn,   // widen the operands to f32, oneDNN's f32 matmul
+  widen_f32,      // widen the operands to f32, then gemm_f32 (oneDNN's f32 matmul or the packed kernel)
 };
 void gemm_bf16(const GemmShape& s, const uint16_t* a, const uint16_t* b, float* c);
 

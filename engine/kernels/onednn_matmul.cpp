@@ -108,12 +108,6 @@ std::shared_ptr<const Entry> lookup(const Key& key) {
 
 std::atomic<BPanelPacking> packing{BPanelPacking::automatic};
 
-// oneDNN runs its AVX2 (or older) kernels here: the CPU, or ONEDNN_MAX_CPU_ISA, stops below AVX-512.
-bool avx2_kernels() {
-  const unsigned avx512 = unsigned(dnnl::cpu_isa::avx512_core);
-  return (unsigned(dnnl::get_effective_cpu_isa()) & avx512) != avx512;
-}
-
 // Whether a tile's B panel is copied to rows of its own width first. oneDNN's AVX2 sgemm reads
 // an f32 B panel whose rows lie a whole product's width apart (the MLP's 784 x 512 weights,
 // two panels of 256 columns) 25-35% slower than the same panel packed (bench/gemm.cpp's
@@ -122,7 +116,7 @@ bool avx2_kernels() {
 // is one pass over the panel, worth it for a tile of many rows.
 constexpr int64_t kPackMinRows = 64;
 bool packs_b(MatmulInput in, const GemmShape& s, int64_t h, int64_t w) {
-  static const bool avx2 = avx2_kernels();
+  static const bool avx2 = !onednn_avx512_kernels();
   if (s.tb || w == s.n) return false;  // a transposed B's panel, or all of B: rows of its width
   switch (packing.load()) {
     case BPanelPacking::never: return false;

@@ -109,6 +109,11 @@ bool onednn_available() { return true; }
 size_t onednn_primitives_created() { return onednn::created.load(); }
 size_t onednn_primitives_rejected() { return onednn::rejected.load(); }
 
+bool onednn_avx512_kernels() {
+  const unsigned avx512 = unsigned(dnnl::cpu_isa::avx512_core);
+  return (unsigned(dnnl::get_effective_cpu_isa()) & avx512) == avx512;
+}
+
 bool onednn_native_bf16() {
   const unsigned bf16 = unsigned(dnnl::cpu_isa::avx512_core_bf16);
   return (unsigned(dnnl::get_effective_cpu_isa()) & bf16) == bf16;
@@ -149,6 +154,7 @@ std::string onednn_report() {
 
 namespace tpu {
 bool onednn_available() { return false; }
+bool onednn_avx512_kernels() { return false; }
 bool onednn_native_bf16() { return false; }
 bool onednn_fast_bf16() { return false; }
 size_t onednn_primitives_created() { return 0; }

@@ -37,7 +37,7 @@ struct Ways {
   Bf16Gemm saved = bf16_gemm();
   std::vector<Bf16Gemm> all;
   Ways() {
-    for (Bf16Gemm w : {Bf16Gemm::widen_eigen, Bf16Gemm::onednn, Bf16Gemm::widen_onednn})
+    for (Bf16Gemm w : {Bf16Gemm::widen_eigen, Bf16Gemm::onednn, Bf16Gemm::widen_f32})
       if (bf16_gemm_available(w)) all.push_back(w);
   }
   ~Ways() { set_bf16_gemm(saved); }

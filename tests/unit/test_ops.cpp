@@ -13,6 +13,7 @@
 #include "autodiff/gradients.h"
 #include "core/error.h"
 #include "kernels/gemm.h"
+#include "kernels/gemm_packed.h"
 #include "kernels/onednn_matmul.h"
 #include "kernels/onednn.h"
 #include "kernels/onednn_conv.h"
@@ -507,6 +508,11 @@ GemmOperands random_operands(const GemmShape& s, std::mt19937& rng) {
   return o;
 }
 
+// gemm_f32 on oneDNN's matmul (Eigen where oneDNN has no implementation or is not in the build).
+void gemm_f32_onednn_or_eigen(const GemmShape& s, const float* a, const float* b, float* c) {
+  if (!gemm_f32_onednn(s, a, b, c)) gemm_f32_eigen(s, a, b, c);
+}
+
 // `gemm` of s on 1 and on 2 threads: the same bits, within f32 rounding of the exact sums.
 void check_on_1_and_2_threads(Gemm gemm, const GemmShape& s, const GemmOperands& o) {
   std::vector<float> one(size_t(s.batch * s.m * s.n)), two(one.size());
@@ -522,11 +528,11 @@ void check_on_1_and_2_threads(Gemm gemm, const GemmShape& s, const GemmOperands&
 }  // namespace
 
 // Products whose output is a single column panel but large enough to split into row blocks
-// (the last one shorter), plain, with either operand transposed, batched; on oneDNN and on
-// Eigen: within f32 rounding of the exact sums, and the same bits on 1 and 2 threads.
+// (the last one shorter), plain, with either operand transposed, batched; each way gemm_f32
+// computes: within f32 rounding of the exact sums, and the same bits on 1 and 2 threads.
 TEST_CASE("f32 GEMM split into row blocks: within f32 rounding of the exact sums, at any thread count") {
   std::mt19937 rng(5);
-  const Gemm ways[] = {gemm_f32, gemm_f32_eigen};
+  const Gemm ways[] = {gemm_f32_packed, gemm_f32_onednn_or_eigen, gemm_f32_eigen};
   for (GemmShape s : {GemmShape{1, 200, 700, 130, false, false}, GemmShape{1, 1000, 96, 100, true, false},
                       GemmShape{2, 150, 300, 200, false, true}}) {
     CAPTURE(s.m);
@@ -536,7 +542,7 @@ TEST_CASE("f32 GEMM split into row blocks: within f32 rounding of the exact sums
 }
 
 // Products of several column panels (the last one narrower), B plain, A plain or transposed,
-// batched (an inner dimension past the small-k kernel's, so oneDNN runs them): each B panel
+// batched, on oneDNN (an inner dimension past the small-k kernel's): each B panel
 // packed to rows of its own width first, and read in place
 // (kernels/onednn_matmul.cpp packs where the CPU's kernels gain): within f32 rounding of the
 // exact sums, the same bits on 1 and 2 threads either way.
@@ -547,10 +553,37 @@ TEST_CASE("f32 GEMM on B panels packed or read in place: within f32 rounding of 
     const GemmOperands o = random_operands(s, rng);
     for (BPanelPacking packing : {BPanelPacking::always, BPanelPacking::never}) {
       set_b_panel_packing(packing);
-      check_on_1_and_2_threads(gemm_f32, s, o);
+      check_on_1_and_2_threads(gemm_f32_onednn_or_eigen, s, o);
     }
     set_b_panel_packing(BPanelPacking::automatic);
   }
+}
+
+// The packed kernel (kernels/gemm_packed.h) on every way its operands are cut: rows and
+// columns past whole register tiles, several blocks of rows and of the inner dimension (one
+// with a remainder of the 8-wide turn of A's rows), several column panels, each operand
+// transposed, batched; within f32 rounding of the exact sums, the same bits on 1 and 2 threads;
+// gemm_f32 computes them so where it uses the kernel, and an empty inner dimension gives zeros.
+TEST_CASE("f32 GEMM in the packed kernel: within f32 rounding of the exact sums, at any thread count") {
+  std::mt19937 rng(7);
+  for (GemmShape s : {GemmShape{1, 13, 530, 37, false, false}, GemmShape{2, 150, 300, 270, true, false},
+                      GemmShape{1, 300, 70, 40, false, true}, GemmShape{1, 9, 9, 9, true, true},
+                      GemmShape{3, 6, 16, 16, false, false}, GemmShape{1, 289, 1030, 530, false, false}}) {
+    CAPTURE(s.m);
+    CAPTURE(s.k);
+    const GemmOperands o = random_operands(s, rng);
+    check_on_1_and_2_threads(gemm_f32_packed, s, o);
+    std::vector<float> direct(size_t(s.batch * s.m * s.n)), through(direct.size());
+    gemm_f32_packed(s, o.a.data(), o.b.data(), direct.data());
+    set_packed_gemm(PackedGemm::always);
+    gemm_f32(s, o.a.data(), o.b.data(), through.data());
+    set_packed_gemm(PackedGemm::automatic);
+    CHECK(std::memcmp(direct.data(), through.data(), direct.size() * sizeof(float)) == 0);
+  }
+  const GemmShape empty{2, 7, 0, 20, false, false};
+  std::vector<float> c(size_t(empty.batch * empty.m * empty.n), std::nanf(""));
+  gemm_f32_packed(empty, nullptr, nullptr, c.data());
+  CHECK(std::all_of(c.begin(), c.end(), [](float x) { return x == 0.0f; }));
 }
 
 TEST_CASE("f32 GEMM with a short inner dimension: within f32 rounding of the exact sums") {
