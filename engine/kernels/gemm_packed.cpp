@@ -89,6 +89,24 @@ void pack_a(const GemmShape& s, const float* a, int64_t i0, int64_t h, int64_t p
     for (int64_t q = 0; q < d; ++q) last[q * kRows + r] = s.ta ? a[(p0 + q) * s.m + i0 + whole + r] : a[(i0 + whole + r) * s.k + p0 + q];
 }
 
+// One strip of kCols columns of op(B) from kCols rows of the stored B (rows ldb apart) over
+// depth d. With AVX, blocks of 8 rows by 8 values of q are turned in registers.
+void pack_b_strip_transposed(const float* src, int64_t ldb, int64_t d, float* dst) {
+  int64_t q = 0;
+#ifdef __AVX__
+  static_assert(kCols % 8 == 0);
+  for (; q + 8 <= d; q += 8)
+    for (int c0 = 0; c0 < kCols; c0 += 8) {
+      __m256 r[8];
+      for (int i = 0; i < 8; ++i) r[i] = _mm256_loadu_ps(src + (c0 + i) * ldb + q);
+      simd::transpose8x8(r);
+      for (int j = 0; j < 8; ++j) _mm256_storeu_ps(dst + (q + j) * kCols + c0, r[j]);
+    }
+#endif
+  for (; q < d; ++q)
+    for (int c = 0; c < kCols; ++c) dst[q * kCols + c] = src[c * ldb + q];
+}
+
 // Columns [j0, j0 + w) of op(B), depth [p0, p0 + d), into strips of kCols columns: strip c
 // holds, for each q in order, the kCols values op(B)[p0 + q][j0 + c * kCols + ..] (zero past w).
 void pack_b(const GemmShape& s, const float* b, int64_t j0, int64_t w, int64_t p0, int64_t d, float* dst) {
@@ -100,12 +118,8 @@ void pack_b(const GemmShape& s, const float* b, int64_t j0, int64_t w, int64_t p
       for (int64_t c0 = 0; c0 < whole; c0 += kCols)
         for (int v = 0; v < kVecs; ++v) store(dst + c0 * d + q * kCols + v * kLanes, load(src + c0 + v * kLanes));
     }
-  } else {  // B is [N, K]: each strip column by column
-    for (int64_t c0 = 0; c0 < whole; c0 += kCols) {
-      const float* src = b + (j0 + c0) * s.k + p0;
-      for (int64_t q = 0; q < d; ++q)
-        for (int c = 0; c < kCols; ++c) dst[c0 * d + q * kCols + c] = src[c * s.k + q];
-    }
+  } else {  // B is [N, K]: each strip from its kCols rows of the stored B
+    for (int64_t c0 = 0; c0 < whole; c0 += kCols) pack_b_strip_transposed(b + (j0 + c0) * s.k + p0, s.k, d, dst + c0 * d);
   }
   if (whole == w) return;
   float* last = dst + whole * d;  // the last strip: its columns past w are zero
