@@ -202,6 +202,10 @@ const std::vector<OpCase>& cases() {
        [](Graph& g, V x) { return g.conv(x[0], x[1], window({1, 1}, {1, 1}, {1, 1}), 32); }, false},
       {"conv_filter_grad_depthwise_large", {{f, {5, 20, 20, 32}}, {f, {5, 10, 10, 32}}},
        [](Graph& g, V x) { return g.conv_filter_grad(x[0], x[1], window({2, 2}, {0, 0}, {1, 1}, {3, 3}), 32); }, false},
+      // MobileNetV2's last blocks: a 3x3 window over a 2x2 image, many channels (a pass oneDNN
+      // runs as a GEMM per channel on AVX2, which ops/conv.cpp's direct loop replaces).
+      {"conv_filter_grad_depthwise_small_image", {{f, {70, 2, 2, 40}}, {f, {70, 2, 2, 40}}},
+       [](Graph& g, V x) { return g.conv_filter_grad(x[0], x[1], window({1, 1}, {1, 1}, {1, 1}, {3, 3}), 40); }, false},
       {"conv_filter_grad", {{f, {2, 5, 4, 3}}, {f, {2, 5, 4, 2}}},
        [](Graph& g, V x) { return g.conv_filter_grad(x[0], x[1], window({1, 1}, {1, 0}, {1, 1}, {3, 2})); }},
       {"conv_filter_grad_strided", {{f, {2, 7, 6, 2}}, {f, {2, 3, 5, 3}}},
@@ -651,6 +655,16 @@ TEST_CASE("conv and pooling results do not depend on the thread count") {
     Executable exe = Executable::compile(g);
     run_on_1_and_2_threads(exe, args);
   }
+  // A depthwise filter gradient over a 2x2 image (its partial sums over fixed chunks of rows).
+  Graph g;
+  NodeId x = g.parameter(DType::f32, {70, 2, 2, 40});
+  NodeId dy = g.parameter(DType::f32, {70, 2, 2, 40});
+  g.outputs = {g.conv_filter_grad(x, dy, window({1, 1}, {1, 1}, {1, 1}, {3, 3}), 40)};
+  std::mt19937 rng(5);
+  std::vector<Tensor> args = {random_tensor({DType::f32, {70, 2, 2, 40}, Fill::signed_unit}, rng),
+                              random_tensor({DType::f32, {70, 2, 2, 40}, Fill::signed_unit}, rng)};
+  Executable exe = Executable::compile(g);
+  run_on_1_and_2_threads(exe, args);
 }
 
 TEST_CASE("2x2 max pools that tile the image: the fast kernels give the reference's bits, NaNs and ties included") {
