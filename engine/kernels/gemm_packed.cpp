@@ -21,7 +21,8 @@ constexpr int kLanes = 8, kVecs = 2, kRows = 6;
 #endif
 constexpr int kCols = kLanes * kVecs;
 typedef float Vec __attribute__((vector_size(kLanes * sizeof(float))));
-typedef float UnalignedVec __attribute__((vector_size(kLanes * sizeof(float)), aligned(alignof(float))));
+// The same at any float's address, and allowed to alias the floats it is read from.
+typedef float UnalignedVec __attribute__((vector_size(kLanes * sizeof(float)), aligned(alignof(float)), may_alias));
 
 // Depth of a block of the inner dimension: its B strips (kDepth x kCols floats, 16 KiB with
 // AVX2) stay in L1 while a block of rows of A streams past; at most kBlockRows rows of A
