@@ -202,6 +202,17 @@ const std::vector<OpCase>& cases() {
        [](Graph& g, V x) { return g.conv(x[0], x[1], window({1, 1}, {1, 1}, {1, 1}), 32); }, false},
       {"conv_filter_grad_depthwise_large", {{f, {5, 20, 20, 32}}, {f, {5, 10, 10, 32}}},
        [](Graph& g, V x) { return g.conv_filter_grad(x[0], x[1], window({2, 2}, {0, 0}, {1, 1}, {3, 3}), 32); }, false},
+      // Small images with more than a few channels (ResNet50's last stages), plain, strided
+      // and with a dilated filter: where products run on the packed GEMM, one product of the
+      // whole batch's patches (ops/conv.cpp).
+      {"conv_small_image", {{f, {6, 5, 4, 12}}, {f, {3, 3, 12, 20}}},
+       [](Graph& g, V x) { return g.conv(x[0], x[1], window({1, 1}, {1, 1}, {1, 1})); }},
+      {"conv_small_image_strided_dilated", {{f, {3, 7, 8, 9}}, {f, {3, 2, 9, 7}}},
+       [](Graph& g, V x) { return g.conv(x[0], x[1], window({2, 1}, {1, 0}, {2, 1}, {1, 1}, {1, 1}, {1, 2})); }},
+      {"conv_filter_grad_small_image", {{f, {6, 5, 4, 12}}, {f, {6, 5, 4, 20}}},
+       [](Graph& g, V x) { return g.conv_filter_grad(x[0], x[1], window({1, 1}, {1, 1}, {1, 1}, {3, 3})); }},
+      {"conv_filter_grad_small_image_strided", {{f, {4, 7, 6, 10}}, {f, {4, 4, 3, 9}}},
+       [](Graph& g, V x) { return g.conv_filter_grad(x[0], x[1], window({2, 2}, {1, 1}, {1, 1}, {3, 3})); }},
       // MobileNetV2's last blocks: a 3x3 window over a 2x2 image, many channels (a pass oneDNN
       // runs as a GEMM per channel on AVX2, which ops/conv.cpp's direct loop replaces).
       {"conv_filter_grad_depthwise_small_image", {{f, {70, 2, 2, 40}}, {f, {70, 2, 2, 40}}},
@@ -369,6 +380,14 @@ void check_fast_against_reference(const OpCase& c) {
 TEST_CASE("fast kernels agree with the reference kernels") {
   for (const OpCase& c : cases())
     SUBCASE(c.name) { check_fast_against_reference(c); }
+}
+
+TEST_CASE("convs over small images on the packed GEMM agree with the reference") {
+  set_packed_gemm(PackedGemm::always);  // as on CPUs where oneDNN runs below AVX-512
+  for (const OpCase& c : cases())
+    if (std::string_view(c.name).find("small_image") != std::string_view::npos)
+      SUBCASE(c.name) { check_fast_against_reference(c); }
+  set_packed_gemm(PackedGemm::automatic);
 }
 
 TEST_CASE("without oneDNN the conv kernels still agree with the reference") {
