@@ -77,8 +77,7 @@ void pack_a(const GemmShape& s, const float* a, int64_t i0, int64_t h, int64_t p
     for (int64_t q = 0; q < d; ++q) {
       const float* src = a + (p0 + q) * s.m + i0;
       if (p0 + q + kPrefetchRows < s.k) prefetch_row(src + kPrefetchRows * s.m, whole);
-      for (int64_t r0 = 0; r0 < whole; r0 += kRows)
-        for (int r = 0; r < kRows; ++r) dst[r0 * d + q * kRows + r] = src[r0 + r];
+      for (int64_t r0 = 0; r0 < whole; r0 += kRows) std::memcpy(dst + r0 * d + q * kRows, src + r0, sizeof(float) * kRows);
     }
   } else {
     for (int64_t r0 = 0; r0 < whole; r0 += kRows) pack_a_strip(a + (i0 + r0) * s.k + p0, s.k, d, dst + r0 * d);
