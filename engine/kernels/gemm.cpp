@@ -179,12 +179,11 @@ float* panel_scratch(int64_t n) {
 }
 
 Bf16Gemm default_bf16_gemm() {
-  if (!onednn_available()) return Bf16Gemm::widen_eigen;
   if (onednn_fast_bf16()) return Bf16Gemm::onednn;
   // Without bf16 instructions oneDNN emulates them at a fraction of its f32 rate, and some
   // CPUs run them slower than f32 FMAs (onednn_fast_bf16), while widening to f32 costs one
-  // pass over the operands and then runs at the f32 rate, where oneDNN beats Eigen
-  // (bench/gemm.cpp).
+  // pass over the operands and then runs at the f32 rate of gemm_f32, oneDNN's or the packed
+  // kernel, both faster than Eigen (bench/gemm.cpp).
   return Bf16Gemm::widen_f32;
 }
 
@@ -252,7 +251,7 @@ std::string_view bf16_gemm_name(Bf16Gemm way) {
   return "?";
 }
 
-bool bf16_gemm_available(Bf16Gemm way) { return way == Bf16Gemm::widen_eigen || onednn_available(); }
+bool bf16_gemm_available(Bf16Gemm way) { return way != Bf16Gemm::onednn || onednn_available(); }
 
 Bf16Gemm bf16_gemm() { return chosen().load(); }
 

@@ -41,7 +41,7 @@ enum class Bf16Gemm : uint8_t {
 void gemm_bf16(const GemmShape& s, const uint16_t* a, const uint16_t* b, float* c);
 
 std::string_view bf16_gemm_name(Bf16Gemm way);
-bool bf16_gemm_available(Bf16Gemm way);  // the oneDNN ways need a build with oneDNN
+bool bf16_gemm_available(Bf16Gemm way);  // Bf16Gemm::onednn needs a build with oneDNN
 // The way gemm_bf16 uses, and with it the bf16 convolutions (oneDNN's bf16 ones only with
 // Bf16Gemm::onednn): oneDNN's bf16 primitives where they outrun f32 ones (onednn_fast_bf16:
 // AMX, or AMD's AVX512_BF16), else the fastest measured without them. set_bf16_gemm is for

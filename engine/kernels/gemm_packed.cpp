@@ -151,7 +151,7 @@ void register_tile(int64_t d, const float* a, const float* b, float* c, int64_t 
 // each stored element gets exactly the arithmetic it would get in a whole tile.
 void edge_tile(int64_t d, const float* a, const float* b, float* c, int64_t ldc, bool first, int64_t rows,
                int64_t cols) {
-  float tile[kRows * kCols];
+  float tile[kRows * kCols] = {};  // lanes past C: computed, never stored
   for (int64_t i = 0; i < rows && !first; ++i) std::copy_n(c + i * ldc, cols, tile + i * kCols);
   register_tile(d, a, b, tile, kCols, first);
   for (int64_t i = 0; i < rows; ++i) std::copy_n(tile + i * kCols, cols, c + i * ldc);

@@ -148,8 +148,8 @@ void make_primitives(const Key& key, Entry& e) {
   } else {
     auto pd = filter_grad_pd(s, key.in);
     // Where oneDNN has no direct kernel for a depthwise filter gradient (AVX2, small images:
-    // MobileNetV2's 2x2x960 blocks) it runs a GEMM per channel, 50x slower than the direct
-    // loop in ops/conv.cpp that then takes the pass.
+    // MobileNetV2's 2x2x960 blocks) it runs a GEMM per channel, 17 ms a pass at batch 64
+    // where the direct loop in ops/conv.cpp that then takes the pass needs 0.3 ms.
     const bool depthwise = s.groups > 1 && s.groups == s.ci && s.groups == s.co;
     if (depthwise && std::string_view(pd.impl_info_str()).find("gemm") != std::string_view::npos)
       throw dnnl::error(dnnl_unimplemented, "a GEMM per channel");

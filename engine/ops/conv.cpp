@@ -1,12 +1,14 @@
 // The conv rows: 2-D convolution of NHWC inputs with HWIO filters over a Window2D (strides,
 // padding, input and filter dilation) in feature groups (XLA's feature_group_count: grouped
 // and depthwise convs), and its filter gradient. Reference: direct loops.
-// Fast: oneDNN's convolutions where the build has them and the window suits them
-// (kernels/onednn_conv.h); else patch matrices (im2col) times the filter / the output
-// gradient with Eigen, cut into tasks by the shapes alone. bf16 computes in f32
-// (f32_compute.h); operands that are exactly bf16 values take oneDNN's bf16 convs on CPUs
-// with bf16 instructions; grouped convs take oneDNN's grouped and depthwise primitives, or
-// one ungrouped kernel per group. The input gradient is a conv again (ir/window.h).
+// Fast: where products run on the packed GEMM (kernels/gemm_packed.h), convs over small images
+// as one product of the whole batch's patches; else oneDNN's convolutions where the build has
+// them and the window suits them (kernels/onednn_conv.h); else patch matrices (im2col) times
+// the filter / the output gradient with Eigen, cut into tasks by the shapes alone. bf16
+// computes in f32 (f32_compute.h); operands that are exactly bf16 values take oneDNN's bf16
+// convs on CPUs with bf16 instructions; grouped convs take oneDNN's grouped and depthwise
+// primitives, a direct loop for depthwise filter gradients oneDNN declines, or one ungrouped
+// kernel per group. The input gradient is a conv again (ir/window.h).
 #include <Eigen/Core>
 #include <algorithm>
 #include <cstring>
@@ -458,7 +460,10 @@ void direct_grouped_conv(const ConvGeom& c, const float* x, const float* w, floa
 // then one product across the pool. oneDNN's AVX2 direct kernels run ResNet50's 3x3 convs on
 // 8x8, 4x4 and 2x2 images at 20-60 GFLOP/s and its 2x2 filter gradient as a GEMM at 14
 // (ResNet50 at 64x64: 28 -> 37-41 samples/s). Left to oneDNN: 16x16 images (slower here),
-// 1x1 convs (no faster), input gradients of strided convs (their patches are mostly holes).
+// pointwise convs (1x1, unit strides, no padding: no faster), input gradients of strided convs
+// (their patches are mostly holes). The patches stay in the calling thread's buffer for the
+// next call: at most 64 rows an image of the window's depth (ResNet50's 8x8 stage at batch 64:
+// 19 MB).
 constexpr int64_t kPatchGemmMaxPixels = 64;
 bool patch_gemm_applies(const Window2D& win, const ConvGeom& c) {
   const bool dilated_input = win.lhs_dilation[0] != 1 || win.lhs_dilation[1] != 1;
@@ -532,7 +537,7 @@ void sum_over_row_chunks(const ConvGeom& c, int64_t size, float* dw, F partial) 
 // A depthwise conv's filter gradient (one input and one output channel per group):
 // dw[tap, m] = sum over output rows of x[the row's input at tap, m] * dy[row, m], all channels
 // at once: the passes oneDNN does not take (kernels/onednn_conv.cpp declines its GEMM per
-// channel: 8 ms for 16 images of MobileNetV2's 2x2x960 blocks, this loop 0.1 ms).
+// channel: 17 ms a pass over MobileNetV2's 2x2x960 blocks at batch 64, this loop 0.3 ms).
 void depthwise_filter_grad(const ConvGeom& c, const float* x, const float* dy, float* dw) {
   const int64_t co = c.co;
   sum_over_row_chunks(c, c.kh * c.kw * co, dw, [&](int64_t r0, int64_t rows, float* part) {
