@@ -45,6 +45,14 @@ struct OpCase {
   bool differentiable = true;  // false: no gradient check (fusion runs after autodiff; large cases)
 };
 
+// The packed-GEMM choice for a scope, back to automatic at its end (a failed REQUIRE included).
+struct PackedGemmFor {
+  explicit PackedGemmFor(PackedGemm p) { set_packed_gemm(p); }
+  ~PackedGemmFor() { set_packed_gemm(PackedGemm::automatic); }
+  PackedGemmFor(const PackedGemmFor&) = delete;
+  PackedGemmFor& operator=(const PackedGemmFor&) = delete;
+};
+
 // A conv / reduce_window window: stride, padding, dilations and (reduce_window) size.
 Window2D window(std::array<int64_t, 2> stride, std::array<int64_t, 2> lo, std::array<int64_t, 2> hi,
                 std::array<int64_t, 2> size = {1, 1}, std::array<int64_t, 2> lhs = {1, 1}, std::array<int64_t, 2> rhs = {1, 1}) {
@@ -383,11 +391,10 @@ TEST_CASE("fast kernels agree with the reference kernels") {
 }
 
 TEST_CASE("convs over small images on the packed GEMM agree with the reference") {
-  set_packed_gemm(PackedGemm::always);  // as on CPUs where oneDNN runs below AVX-512
+  const PackedGemmFor packed(PackedGemm::always);  // as on CPUs where oneDNN runs below AVX-512
   for (const OpCase& c : cases())
     if (std::string_view(c.name).find("small_image") != std::string_view::npos)
       SUBCASE(c.name) { check_fast_against_reference(c); }
-  set_packed_gemm(PackedGemm::automatic);
 }
 
 TEST_CASE("without oneDNN the conv kernels still agree with the reference") {
@@ -457,42 +464,45 @@ TEST_CASE("dot results do not depend on the thread count") {
 }
 
 TEST_CASE("gemm_f32_sum has the bits of gemm_f32 on each part added in part order") {
-  std::mt19937 rng(3);
-  auto fill = [&](std::vector<float>& v, size_t n) {
-    std::uniform_real_distribution<float> u(-1, 1);
-    v.resize(n);
-    for (float& x : v) x = u(rng);
-  };
-  // Weight-gradient shapes (lhs transposed, small k), one with a narrow last panel, batched
-  // ones, both transposes.
-  for (GemmShape s : {GemmShape{1, 784, 32, 512, true, false}, GemmShape{1, 64, 16, 300, true, false},
-                      GemmShape{2, 37, 20, 50, true, false}, GemmShape{1, 9, 0, 5, true, false},
-                      GemmShape{3, 40, 24, 130, false, true}, GemmShape{2, 33, 17, 10, true, true},
-                      GemmShape{1, 8, 512, 512, false, false}, GemmShape{1, 200, 700, 130, false, false}}) {
-    CAPTURE(s.m);
-    CAPTURE(s.n);
-    const size_t parts = 5, a_len = size_t(s.batch * s.m * s.k), b_len = size_t(s.batch * s.k * s.n);
-    const size_t c_len = size_t(s.batch * s.m * s.n);
-    std::vector<std::vector<float>> a(parts), b(parts);
-    std::vector<const float*> pa, pb;
-    for (size_t r = 0; r < parts; ++r) {
-      fill(a[r], a_len);
-      fill(b[r], b_len);
-      pa.push_back(a[r].data());
-      pb.push_back(b[r].data());
+  for (PackedGemm way : {PackedGemm::always, PackedGemm::never}) {
+    const PackedGemmFor chosen(way);  // the packed kernel, and oneDNN's or Eigen's tiles
+    std::mt19937 rng(3);
+    auto fill = [&](std::vector<float>& v, size_t n) {
+      std::uniform_real_distribution<float> u(-1, 1);
+      v.resize(n);
+      for (float& x : v) x = u(rng);
+    };
+    // Weight-gradient shapes (lhs transposed, small k), one with a narrow last panel, batched
+    // ones, both transposes.
+    for (GemmShape s : {GemmShape{1, 784, 32, 512, true, false}, GemmShape{1, 64, 16, 300, true, false},
+                        GemmShape{2, 37, 20, 50, true, false}, GemmShape{1, 9, 0, 5, true, false},
+                        GemmShape{3, 40, 24, 130, false, true}, GemmShape{2, 33, 17, 10, true, true},
+                        GemmShape{1, 8, 512, 512, false, false}, GemmShape{1, 200, 700, 130, false, false}}) {
+      CAPTURE(s.m);
+      CAPTURE(s.n);
+      const size_t parts = 5, a_len = size_t(s.batch * s.m * s.k), b_len = size_t(s.batch * s.k * s.n);
+      const size_t c_len = size_t(s.batch * s.m * s.n);
+      std::vector<std::vector<float>> a(parts), b(parts);
+      std::vector<const float*> pa, pb;
+      for (size_t r = 0; r < parts; ++r) {
+        fill(a[r], a_len);
+        fill(b[r], b_len);
+        pa.push_back(a[r].data());
+        pb.push_back(b[r].data());
+      }
+      std::vector<float> expected(c_len), product(c_len), got(c_len);
+      gemm_f32(s, pa[0], pb[0], expected.data());
+      for (size_t r = 1; r < parts; ++r) {
+        gemm_f32(s, pa[r], pb[r], product.data());
+        for (size_t i = 0; i < c_len; ++i) expected[i] = expected[i] + product[i];
+      }
+      for (int threads : {1, 2}) {
+        set_num_threads(threads);
+        gemm_f32_sum(s, pa, pb, got.data());
+        CHECK(std::memcmp(got.data(), expected.data(), c_len * sizeof(float)) == 0);
+      }
+      set_num_threads(0);
     }
-    std::vector<float> expected(c_len), product(c_len), got(c_len);
-    gemm_f32(s, pa[0], pb[0], expected.data());
-    for (size_t r = 1; r < parts; ++r) {
-      gemm_f32(s, pa[r], pb[r], product.data());
-      for (size_t i = 0; i < c_len; ++i) expected[i] = expected[i] + product[i];
-    }
-    for (int threads : {1, 2}) {
-      set_num_threads(threads);
-      gemm_f32_sum(s, pa, pb, got.data());
-      CHECK(std::memcmp(got.data(), expected.data(), c_len * sizeof(float)) == 0);
-    }
-    set_num_threads(0);
   }
 }
 
@@ -598,9 +608,8 @@ TEST_CASE("f32 GEMM in the packed kernel: within f32 rounding of the exact sums,
     check_on_1_and_2_threads(gemm_f32_packed, s, o);
     std::vector<float> direct(size_t(s.batch * s.m * s.n)), through(direct.size());
     gemm_f32_packed(s, o.a.data(), o.b.data(), direct.data());
-    set_packed_gemm(PackedGemm::always);
+    const PackedGemmFor packed(PackedGemm::always);
     gemm_f32(s, o.a.data(), o.b.data(), through.data());
-    set_packed_gemm(PackedGemm::automatic);
     CHECK(std::memcmp(direct.data(), through.data(), direct.size() * sizeof(float)) == 0);
   }
   const GemmShape empty{2, 7, 0, 20, false, false};
@@ -657,24 +666,33 @@ TEST_CASE("gather reports an index out of range instead of reading outside the t
 
 TEST_CASE("conv and pooling results do not depend on the thread count") {
   // 20 images: the oneDNN kernels cut them into chunks of 14 and 6. Small integers are bf16
-  // values: the forward conv takes the bf16 kernel where the CPU has one.
-  for (Fill fill : {Fill::signed_unit, Fill::small_int}) {
-    Graph g;
-    NodeId x = g.parameter(DType::f32, {20, 12, 12, 8});
-    NodeId w = g.parameter(DType::f32, {3, 3, 8, 16});
-    NodeId y = g.conv(x, w, window({1, 1}, {1, 1}, {1, 1}));
-    NodeId p = g.reduce_window(y, WindowKind::max, window({2, 2}, {0, 0}, {0, 0}, {2, 2}));
-    NodeId loss = g.reduce(g.binary(Op::mul, p, p), {0, 1, 2, 3}, ReduceKind::sum);
-    std::vector<NodeId> params = {x, w};
-    g.outputs = gradients(g, loss, params);
-    g.outputs.push_back(p);
-    std::mt19937 rng(4);
-    std::vector<Tensor> args = {random_tensor({DType::f32, {20, 12, 12, 8}, fill}, rng),
-                                random_tensor({DType::f32, {3, 3, 8, 16}, fill}, rng)};
-    Executable exe = Executable::compile(g);
-    run_on_1_and_2_threads(exe, args);
+  // values: the forward conv takes the bf16 kernel where the CPU has one. The 6x5 images with
+  // 12 channels run as one product of their patches where products run on the packed kernel.
+  struct Sizes {
+    Shape x, w;
+    PackedGemm way;
+  };
+  for (const Sizes& sz : {Sizes{{20, 12, 12, 8}, {3, 3, 8, 16}, PackedGemm::automatic},
+                          Sizes{{20, 6, 5, 12}, {3, 3, 12, 16}, PackedGemm::always}}) {
+    for (Fill fill : {Fill::signed_unit, Fill::small_int}) {
+      const PackedGemmFor chosen(sz.way);
+      Graph g;
+      NodeId x = g.parameter(DType::f32, sz.x);
+      NodeId w = g.parameter(DType::f32, sz.w);
+      NodeId y = g.conv(x, w, window({1, 1}, {1, 1}, {1, 1}));
+      NodeId p = g.reduce_window(y, WindowKind::max, window({2, 2}, {0, 0}, {0, 0}, {2, 2}));
+      NodeId loss = g.reduce(g.binary(Op::mul, p, p), {0, 1, 2, 3}, ReduceKind::sum);
+      std::vector<NodeId> params = {x, w};
+      g.outputs = gradients(g, loss, params);
+      g.outputs.push_back(p);
+      std::mt19937 rng(4);
+      std::vector<Tensor> args = {random_tensor({DType::f32, sz.x, fill}, rng), random_tensor({DType::f32, sz.w, fill}, rng)};
+      Executable exe = Executable::compile(g);
+      run_on_1_and_2_threads(exe, args);
+    }
   }
-  // A depthwise filter gradient over a 2x2 image (its partial sums over fixed chunks of rows).
+  // A depthwise filter gradient over a 2x2 image (its partial sums over fixed chunks of rows),
+  // on oneDNN's kernels or the direct loop, and on the direct loop.
   Graph g;
   NodeId x = g.parameter(DType::f32, {70, 2, 2, 40});
   NodeId dy = g.parameter(DType::f32, {70, 2, 2, 40});
@@ -684,6 +702,9 @@ TEST_CASE("conv and pooling results do not depend on the thread count") {
                               random_tensor({DType::f32, {70, 2, 2, 40}, Fill::signed_unit}, rng)};
   Executable exe = Executable::compile(g);
   run_on_1_and_2_threads(exe, args);
+  set_onednn_conv_enabled(false);
+  run_on_1_and_2_threads(exe, args);
+  set_onednn_conv_enabled(true);
 }
 
 TEST_CASE("2x2 max pools that tile the image: the fast kernels give the reference's bits, NaNs and ties included") {
