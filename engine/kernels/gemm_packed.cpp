@@ -6,23 +6,14 @@
 #include <vector>
 
 #include "kernels/onednn.h"
+#include "kernels/register_tile.h"
 #include "kernels/simd.h"
 
 namespace tpu {
 
 namespace {
 
-// A register tile is kRows x (kVecs vectors of kLanes) results, its accumulators plus the
-// loaded row of B within the register file (12 + 2 of AVX2's 16, 24 + 3 of AVX-512's 32).
-#ifdef __AVX512F__
-constexpr int kLanes = 16, kVecs = 3, kRows = 8;
-#else
-constexpr int kLanes = 8, kVecs = 2, kRows = 6;
-#endif
-constexpr int kCols = kLanes * kVecs;
-typedef float Vec __attribute__((vector_size(kLanes * sizeof(float))));
-// The same at any float's address, and allowed to alias the floats it is read from.
-typedef float UnalignedVec __attribute__((vector_size(kLanes * sizeof(float)), aligned(alignof(float)), may_alias));
+using namespace register_tile;
 
 // Depth of a block of the inner dimension: its B strips (kDepth x kCols floats, 16 KiB with
 // AVX2) stay in L1 while a block of rows of A streams past; at most kBlockRows rows of A
@@ -30,11 +21,6 @@ typedef float UnalignedVec __attribute__((vector_size(kLanes * sizeof(float)), a
 constexpr int64_t kDepth = 256;
 constexpr int64_t kBlockRows = 144;
 static_assert(kBlockRows % kRows == 0);
-
-// Float loads and stores (a copy through memcpy compiles to integer moves, whose results
-// reach the FMA units a cycle later on some cores).
-Vec load(const float* p) { return *reinterpret_cast<const UnalignedVec*>(p); }
-void store(float* p, Vec v) { *reinterpret_cast<UnalignedVec*>(p) = v; }
 
 // The depth of every block of a K-long inner dimension: as even as possible, so no block is a
 // short remainder (K = 784 gives four blocks of 196, not three of 256 and one of 16).
@@ -130,7 +116,7 @@ void pack_b(const GemmShape& s, const float* b, int64_t j0, int64_t w, int64_t p
 
 // The register tile at c (rows ldc apart): c = (first ? 0 : c) + the strips' product over
 // depth d, one fused multiply-add per q in order.
-void register_tile(int64_t d, const float* a, const float* b, float* c, int64_t ldc, bool first) {
+void full_tile(int64_t d, const float* a, const float* b, float* c, int64_t ldc, bool first) {
   Vec acc[kRows][kVecs];
   for (int i = 0; i < kRows; ++i)
     for (int v = 0; v < kVecs; ++v) acc[i][v] = first ? Vec{} : load(c + i * ldc + v * kLanes);
@@ -153,7 +139,7 @@ void edge_tile(int64_t d, const float* a, const float* b, float* c, int64_t ldc,
                int64_t cols) {
   float tile[kRows * kCols] = {};  // lanes past C: computed, never stored
   for (int64_t i = 0; i < rows && !first; ++i) std::copy_n(c + i * ldc, cols, tile + i * kCols);
-  register_tile(d, a, b, tile, kCols, first);
+  full_tile(d, a, b, tile, kCols, first);
   for (int64_t i = 0; i < rows; ++i) std::copy_n(tile + i * kCols, cols, c + i * ldc);
 }
 
@@ -205,7 +191,7 @@ void gemm_f32_packed_tile(const GemmShape& s, const float* a, const float* b, fl
           float* out = c + (i0 + r0 + rr) * s.n + j0 + c0;
           const float *as = st.a.data() + rr * d, *bs = st.b.data() + c0 * d;
           const int64_t rows = std::min<int64_t>(kRows, block - rr), cols = std::min<int64_t>(kCols, w - c0);
-          if (rows == kRows && cols == kCols) register_tile(d, as, bs, out, s.n, p0 == 0);
+          if (rows == kRows && cols == kCols) full_tile(d, as, bs, out, s.n, p0 == 0);
           else edge_tile(d, as, bs, out, s.n, p0 == 0, rows, cols);
         }
       }

@@ -4,28 +4,15 @@
 #include <cstring>
 #include <vector>
 
+#include "kernels/register_tile.h"
 #include "runtime/thread_pool.h"
 
 namespace tpu {
 
 namespace {
 
-// A tile is kRows x (kVecs vectors of kLanes) results: 24 accumulators with AVX-512, 12 with
-// narrower vectors, plus the loaded row of B, within the register file.
-#ifdef __AVX512F__
-constexpr int kLanes = 16, kVecs = 3, kRows = 8;
-#else
-constexpr int kLanes = 8, kVecs = 2, kRows = 6;
-#endif
-constexpr int kCols = kLanes * kVecs;
+using namespace register_tile;
 constexpr int64_t kRowsPerTask = 8 * kRows;
-typedef float Vec __attribute__((vector_size(kLanes * sizeof(float))));
-
-Vec load(const float* p) {
-  Vec v;
-  std::memcpy(&v, p, sizeof v);
-  return v;
-}
 
 // One part's operands for a tile: A rows [k][lda] from column i0, B rows [k][ldb] from j0.
 struct Operand {
