@@ -3,7 +3,6 @@
 #ifdef TPU_HAVE_ONEDNN
 
 #include <algorithm>
-#include <atomic>
 #include <cmath>
 #include <cstring>
 #include <map>
@@ -20,11 +19,10 @@ namespace {
 using namespace onednn;
 
 // A tile: C[M, w] (row stride N) = A[M, K] (strides per ta; a transposed A's row stride is
-// lda, the whole product's M) x B[K, w] (transposed: row stride K; else row stride ldb: the
-// whole product's N, or w where the panel was packed).
+// lda, the whole product's M) x B[K, w] (strides per tb).
 struct Key {
   MatmulInput in;
-  int64_t m, k, w, n, lda, ldb;
+  int64_t m, k, w, n, lda;
   bool ta, tb;
   auto operator<=>(const Key&) const = default;
 };
@@ -40,9 +38,9 @@ void execute(const Entry& e, const void* a, const void* b, float* c) { run(e.cal
 // Library implementations for some layouts and CPUs compute wrong results without any
 // error; a primitive that fails here is not used (the caller falls back to f32 paths).
 bool self_check(const Key& key, const Entry& e) {
-  const int64_t lda = key.ta ? key.lda : key.k, ldb = key.tb ? key.k : key.ldb;
+  const int64_t lda = key.ta ? key.lda : key.k, ldb = key.tb ? key.k : key.n;
   const int64_t a_len = key.k == 0 ? 0 : key.ta ? (key.k - 1) * lda + key.m : key.m * key.k;
-  const int64_t b_len = key.k == 0 ? 0 : key.tb ? key.w * key.k : (key.k - 1) * key.ldb + key.w;
+  const int64_t b_len = key.k == 0 ? 0 : key.tb ? key.w * key.k : (key.k - 1) * key.n + key.w;
   const size_t es = key.in == MatmulInput::bf16 ? 2 : 4;
   std::vector<float> a(static_cast<size_t>(a_len)), b(static_cast<size_t>(b_len));
   for (int64_t i = 0; i < a_len; ++i) a[size_t(i)] = probe_value(uint32_t(i));
@@ -82,7 +80,7 @@ std::shared_ptr<const Entry> make_entry(const Key& key) {
   const auto dt = key.in == MatmulInput::bf16 ? memory::data_type::bf16 : memory::data_type::f32;
   // Strides of the logical [M,K] / [K,w] views of the stored row-major operands.
   const memory::desc a({key.m, key.k}, dt, key.ta ? memory::dims{1, key.lda} : memory::dims{key.k, 1});
-  const memory::desc b({key.k, key.w}, dt, key.tb ? memory::dims{1, key.k} : memory::dims{key.ldb, 1});
+  const memory::desc b({key.k, key.w}, dt, key.tb ? memory::dims{1, key.k} : memory::dims{key.n, 1});
   const memory::desc c({key.m, key.w}, memory::data_type::f32, memory::dims{key.n, 1});
   try {
     dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(a, b, c), user_scratchpad(), cpu_engine());
@@ -106,58 +104,20 @@ std::shared_ptr<const Entry> lookup(const Key& key) {
   return it->second;
 }
 
-std::atomic<BPanelPacking> packing{BPanelPacking::automatic};
-
-// Whether a tile's B panel is copied to rows of its own width first. oneDNN's AVX2 sgemm reads
-// an f32 B panel whose rows lie a whole product's width apart (the MLP's 784 x 512 weights,
-// two panels of 256 columns) 25-35% slower than the same panel packed (bench/gemm.cpp's
-// "f32 onednn" cells; a standalone call on the 256x784x512 panels, interleaved: 52 -> 71
-// GFLOP/s a thread, the copy included); its AVX-512 kernels were not measured so. The copy
-// is one pass over the panel, worth it for a tile of many rows.
-constexpr int64_t kPackMinRows = 64;
-bool packs_b(MatmulInput in, const GemmShape& s, int64_t h, int64_t w) {
-  static const bool avx2 = !onednn_avx512_kernels();
-  if (s.tb || w == s.n) return false;  // a transposed B's panel, or all of B: rows of its width
-  switch (packing.load()) {
-    case BPanelPacking::never: return false;
-    case BPanelPacking::always: return true;
-    case BPanelPacking::automatic: break;
-  }
-  return avx2 && in == MatmulInput::f32 && h >= kPackMinRows;
-}
-
-Key key_of(MatmulInput in, const GemmShape& s, int64_t h, int64_t w) {
-  return {in, h, s.k, w, s.n, s.m, packs_b(in, s, h, w) ? w : s.n, s.ta, s.tb};
-}
-
-// B's panel [K, w] from rows `ldb` apart into this thread's buffer, rows w apart.
-const std::byte* packed_panel(const std::byte* b, int64_t k, int64_t w, int64_t ldb, size_t es) {
-  thread_local std::vector<std::byte> buffer;
-  const size_t row = size_t(w) * es;
-  if (buffer.size() < size_t(k) * row) buffer.resize(size_t(k) * row);
-  for (int64_t p = 0; p < k; ++p) std::memcpy(buffer.data() + size_t(p) * row, b + size_t(p * ldb) * es, row);
-  return buffer.data();
-}
-
 }  // namespace
-
-void set_b_panel_packing(BPanelPacking p) { packing = p; }
 
 bool onednn_matmul_supported(MatmulInput in, const GemmShape& s, int64_t h, int64_t w) {
   run_single_threaded();  // before a primitive is made: it keeps the thread count it sees
-  return lookup(key_of(in, s, h, w))->ok;
+  return lookup({in, h, s.k, w, s.n, s.m, s.ta, s.tb})->ok;
 }
 
 bool onednn_matmul_tile(MatmulInput in, const GemmShape& s, const void* a, const void* b, float* c, int64_t h,
                         int64_t j0, int64_t w) {
   run_single_threaded();
-  const Key key = key_of(in, s, h, w);
-  std::shared_ptr<const Entry> e = lookup(key);
+  std::shared_ptr<const Entry> e = lookup({in, h, s.k, w, s.n, s.m, s.ta, s.tb});
   if (!e->ok) return false;
   const size_t es = in == MatmulInput::bf16 ? 2 : 4;
-  const std::byte* panel = static_cast<const std::byte*>(b) + size_t(j0 * (s.tb ? s.k : 1)) * es;
-  if (key.ldb != s.n) panel = packed_panel(panel, s.k, w, s.n, es);  // packs_b said so
-  execute(*e, a, panel, c + j0);
+  execute(*e, a, static_cast<const std::byte*>(b) + size_t(j0 * (s.tb ? s.k : 1)) * es, c + j0);
   return true;
 }
 
@@ -166,7 +126,6 @@ bool onednn_matmul_tile(MatmulInput in, const GemmShape& s, const void* a, const
 #else  // no oneDNN in this build
 
 namespace tpu {
-void set_b_panel_packing(BPanelPacking) {}
 bool onednn_matmul_supported(MatmulInput, const GemmShape&, int64_t, int64_t) { return false; }
 bool onednn_matmul_tile(MatmulInput, const GemmShape&, const void*, const void*, float*, int64_t, int64_t, int64_t) {
   return false;

@@ -12,12 +12,6 @@ namespace tpu {
 // Element type of the operands; the result is always f32.
 enum class MatmulInput : uint8_t { f32, bf16 };
 
-// Whether a tile's B panel (not transposed, a part of a wider B) is copied to rows of its own
-// width before the call: where oneDNN's kernels read it faster so (automatic: f32 tiles of
-// many rows on CPUs without AVX-512), always or never (tests compare both with the reference).
-enum class BPanelPacking : uint8_t { automatic, always, never };
-void set_b_panel_packing(BPanelPacking p);
-
 // Whether oneDNN has an implementation for tiles of h rows and w columns of `s` (makes the
 // primitive).
 bool onednn_matmul_supported(MatmulInput in, const GemmShape& s, int64_t h, int64_t w);
