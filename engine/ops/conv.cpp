@@ -2,7 +2,8 @@
 // padding, input and filter dilation) in feature groups (XLA's feature_group_count: grouped
 // and depthwise convs), and its filter gradient. Reference: direct loops.
 // Fast: where products run on the packed GEMM (kernels/gemm_packed.h), convs over small images
-// as one product of the whole batch's patches; else oneDNN's convolutions where the build has
+// as one product of the whole batch's patches and 1x1 windows over dilated inputs as a product
+// placed where it goes; else oneDNN's convolutions where the build has
 // them and the window suits them (kernels/onednn_conv.h); else patch matrices (im2col) times
 // the filter / the output gradient with Eigen, cut into tasks by the shapes alone. bf16
 // computes in f32 (f32_compute.h); operands that are exactly bf16 values take oneDNN's bf16
@@ -485,9 +486,46 @@ const float* all_patches(const ConvGeom& c, const float* x) {
   return col;
 }
 
+// A 1x1 window over a dilated input: the input gradient of a strided 1x1 conv (ResNet's
+// downsampling convs). Each output position reads one input position or only holes, so the
+// conv is the product of every input position with the filter, each row put where it goes and
+// zeros elsewhere: the products the dilation's zeros would add are never made. Taken where
+// products run on the packed GEMM: oneDNN's AVX2 input-gradient kernel (after the filter's
+// transposition it needs) took 30 ms for ResNet50's 2x2x2048 one at batch 64.
+bool dilated_pointwise_applies(const Window2D& win, const ConvGeom& c) {
+  bool dilated = false;
+  for (int i = 0; i < 2; ++i) {
+    if (win.size[i] != 1 || win.stride[i] != 1 || win.rhs_dilation[i] != 1) return false;
+    dilated = dilated || win.lhs_dilation[i] != 1;
+  }
+  return dilated && c.groups == 1 && packed_gemm_used();
+}
+
+// The products of a few images at a time (about 4 MiB of them), each row then copied where its
+// output position is.
+void dilated_pointwise_conv(const ConvGeom& c, const float* x, const float* w, float* y) {
+  const int64_t pixels = c.h * c.w, co = c.co, outputs = c.ho * c.wo;
+  const int64_t images = std::clamp<int64_t>((int64_t(1) << 20) / std::max<int64_t>(pixels * co, 1), 1, c.n);
+  std::vector<float> product(size_t(images * pixels * co));
+  for (int64_t b0 = 0; b0 < c.n; b0 += images) {
+    const int64_t count = std::min(images, c.n - b0);
+    gemm_f32(GemmShape{1, count * pixels, c.ci, co}, x + b0 * pixels * c.ci, w, product.data());
+    const int64_t total = count * outputs, block = rows_per_block(co);
+    float* out = y + b0 * outputs * co;
+    parallel_for((total + block - 1) / block, [&](int64_t t) {
+      for (int64_t o = t * block; o < std::min(total, (t + 1) * block); ++o) {
+        const int64_t b = o / outputs, ih = c.src_h[size_t(o / c.wo % c.ho)], iw = c.src_w[size_t(o % c.wo)];
+        if (ih < 0 || iw < 0) std::fill_n(out + o * co, co, 0.0f);
+        else std::copy_n(product.data() + ((b * c.h + ih) * c.w + iw) * co, co, out + o * co);
+      }
+    });
+  }
+}
+
 // y[rows, Co] = patches[rows, depth] * w[depth, Co], in fixed blocks of rows.
 void conv_f32(const Window2D& win, const ConvGeom& c, const float* x, const float* w, float* y) {
   if (patch_gemm_applies(win, c)) return gemm_f32(GemmShape{1, c.rows(), c.depth(), c.co}, all_patches(c, x), w, y);
+  if (dilated_pointwise_applies(win, c)) return dilated_pointwise_conv(c, x, w, y);
   const std::optional<ConvShape> s = onednn_shape(win, c);
   if (s && (bf16_exact_conv(*s, x, w, y) || onednn_conv(*s, x, w, y))) return;
   if (!s && onednn_input_grad(win, c, x, w, y)) return;

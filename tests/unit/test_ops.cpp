@@ -198,6 +198,16 @@ const std::vector<OpCase>& cases() {
        [](Graph& g, V x) { return conv_input_grad(g, x[0], x[1], window({2, 2}, {1, 1}, {1, 1}, {3, 3}), {2, 9, 7, 6}, 1); }},
       {"conv_input_grad_pointwise_strided", {{f, {2, 4, 4, 16}}, {f, {1, 1, 8, 16}}},
        [](Graph& g, V x) { return conv_input_grad(g, x[0], x[1], window({2, 2}, {0, 0}, {0, 0}), {2, 8, 8, 8}, 1); }},
+      // 1x1 windows over a dilated input (the input gradients of strided 1x1 convs, and one
+      // with uneven dilations and padding, a negative side cropping): where products run on
+      // the packed GEMM, the product of every input position placed where it goes; the last
+      // one's 2 images take 2 rounds of its products.
+      {"conv_input_grad_pointwise_strided_odd", {{f, {2, 4, 3, 16}}, {f, {1, 1, 8, 16}}},
+       [](Graph& g, V x) { return conv_input_grad(g, x[0], x[1], window({2, 2}, {0, 0}, {0, 0}), {2, 7, 6, 8}, 1); }},
+      {"conv_lhs_dilated_pointwise", {{f, {2, 3, 4, 8}}, {f, {1, 1, 8, 5}}},
+       [](Graph& g, V x) { return g.conv(x[0], x[1], window({1, 1}, {1, -1}, {0, 2}, {1, 1}, {2, 3})); }},
+      {"conv_lhs_dilated_pointwise_rounds", {{f, {2, 24, 24, 4}}, {f, {1, 1, 4, 1000}}},
+       [](Graph& g, V x) { return g.conv(x[0], x[1], window({1, 1}, {0, 0}, {1, 1}, {1, 1}, {2, 2})); }, false},
       {"conv_input_grad_depthwise_strided", {{f, {2, 5, 5, 8}}, {f, {3, 3, 1, 8}}},
        [](Graph& g, V x) { return conv_input_grad(g, x[0], x[1], window({2, 2}, {0, 0}, {1, 1}, {3, 3}), {2, 10, 10, 8}, 8); }},
       {"conv_input_grad_grouped_strided", {{f, {1, 5, 5, 6}}, {f, {3, 3, 2, 6}}},
@@ -390,11 +400,14 @@ TEST_CASE("fast kernels agree with the reference kernels") {
     SUBCASE(c.name) { check_fast_against_reference(c); }
 }
 
-TEST_CASE("convs over small images on the packed GEMM agree with the reference") {
+TEST_CASE("convs on the packed GEMM (small images, 1x1 windows over dilated inputs) agree with the reference") {
   const PackedGemmFor packed(PackedGemm::always);  // as on CPUs where oneDNN runs below AVX-512
-  for (const OpCase& c : cases())
-    if (std::string_view(c.name).find("small_image") != std::string_view::npos)
+  for (const OpCase& c : cases()) {
+    const std::string_view name(c.name);
+    if (name.find("small_image") != name.npos || name.find("pointwise_strided") != name.npos ||
+        name.find("lhs_dilated_pointwise") != name.npos)
       SUBCASE(c.name) { check_fast_against_reference(c); }
+  }
 }
 
 TEST_CASE("without oneDNN the conv kernels still agree with the reference") {
@@ -660,19 +673,23 @@ TEST_CASE("gather reports an index out of range instead of reading outside the t
 TEST_CASE("conv and pooling results do not depend on the thread count") {
   // 20 images: the oneDNN kernels cut them into chunks of 14 and 6. Small integers are bf16
   // values: the forward conv takes the bf16 kernel where the CPU has one. The 6x5 images with
-  // 12 channels run as one product of their patches where products run on the packed kernel.
+  // 12 channels run as one product of their patches where products run on the packed kernel,
+  // and so does the input gradient of the strided 1x1 conv (a product placed where it goes).
   struct Sizes {
     Shape x, w;
     PackedGemm way;
+    Window2D conv;
   };
-  for (const Sizes& sz : {Sizes{{20, 12, 12, 8}, {3, 3, 8, 16}, PackedGemm::automatic},
-                          Sizes{{20, 6, 5, 12}, {3, 3, 12, 16}, PackedGemm::always}}) {
+  const Window2D same = window({1, 1}, {1, 1}, {1, 1}), strided = window({2, 2}, {0, 0}, {0, 0});
+  for (const Sizes& sz : {Sizes{{20, 12, 12, 8}, {3, 3, 8, 16}, PackedGemm::automatic, same},
+                          Sizes{{20, 6, 5, 12}, {3, 3, 12, 16}, PackedGemm::always, same},
+                          Sizes{{20, 12, 12, 16}, {1, 1, 16, 24}, PackedGemm::always, strided}}) {
     for (Fill fill : {Fill::signed_unit, Fill::small_int}) {
       const PackedGemmFor chosen(sz.way);
       Graph g;
       NodeId x = g.parameter(DType::f32, sz.x);
       NodeId w = g.parameter(DType::f32, sz.w);
-      NodeId y = g.conv(x, w, window({1, 1}, {1, 1}, {1, 1}));
+      NodeId y = g.conv(x, w, sz.conv);
       NodeId p = g.reduce_window(y, WindowKind::max, window({2, 2}, {0, 0}, {0, 0}, {2, 2}));
       NodeId loss = g.reduce(g.binary(Op::mul, p, p), {0, 1, 2, 3}, ReduceKind::sum);
       std::vector<NodeId> params = {x, w};
