@@ -229,6 +229,8 @@ const std::vector<OpCase>& cases() {
        [](Graph& g, V x) { return g.conv(x[0], x[1], window({2, 1}, {1, 0}, {2, 1}, {1, 1}, {1, 1}, {1, 2})); }},
       {"conv_filter_grad_small_image", {{f, {6, 5, 4, 12}}, {f, {6, 5, 4, 20}}},
        [](Graph& g, V x) { return g.conv_filter_grad(x[0], x[1], window({1, 1}, {1, 1}, {1, 1}, {3, 3})); }},
+      {"conv_filter_grad_pointwise_small_image", {{f, {6, 2, 3, 40}}, {f, {6, 2, 3, 24}}},
+       [](Graph& g, V x) { return g.conv_filter_grad(x[0], x[1], window({1, 1}, {0, 0}, {0, 0})); }},
       {"conv_filter_grad_small_image_strided", {{f, {4, 7, 6, 10}}, {f, {4, 4, 3, 9}}},
        [](Graph& g, V x) { return g.conv_filter_grad(x[0], x[1], window({2, 2}, {1, 1}, {1, 1}, {3, 3})); }},
       // MobileNetV2's last blocks: a 3x3 window over a 2x2 image, many channels (a pass oneDNN
@@ -674,16 +676,19 @@ TEST_CASE("conv and pooling results do not depend on the thread count") {
   // 20 images: the oneDNN kernels cut them into chunks of 14 and 6. Small integers are bf16
   // values: the forward conv takes the bf16 kernel where the CPU has one. The 6x5 images with
   // 12 channels run as one product of their patches where products run on the packed kernel,
-  // and so does the input gradient of the strided 1x1 conv (a product placed where it goes).
+  // and so do the input gradient of the strided 1x1 conv (a product placed where it goes) and
+  // the filter gradient of the pointwise one.
   struct Sizes {
     Shape x, w;
     PackedGemm way;
     Window2D conv;
   };
-  const Window2D same = window({1, 1}, {1, 1}, {1, 1}), strided = window({2, 2}, {0, 0}, {0, 0});
+  const Window2D same = window({1, 1}, {1, 1}, {1, 1}), strided = window({2, 2}, {0, 0}, {0, 0}),
+                 pointwise = window({1, 1}, {0, 0}, {0, 0});
   for (const Sizes& sz : {Sizes{{20, 12, 12, 8}, {3, 3, 8, 16}, PackedGemm::automatic, same},
                           Sizes{{20, 6, 5, 12}, {3, 3, 12, 16}, PackedGemm::always, same},
-                          Sizes{{20, 12, 12, 16}, {1, 1, 16, 24}, PackedGemm::always, strided}}) {
+                          Sizes{{20, 12, 12, 16}, {1, 1, 16, 24}, PackedGemm::always, strided},
+                          Sizes{{20, 6, 5, 12}, {1, 1, 12, 16}, PackedGemm::always, pointwise}}) {
     for (Fill fill : {Fill::signed_unit, Fill::small_int}) {
       const PackedGemmFor chosen(sz.way);
       Graph g;
