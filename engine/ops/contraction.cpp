@@ -198,12 +198,17 @@ void ref_reduce(const Node& n, std::span<const Tensor* const> in, Tensor& out) {
   for (int64_t i = 0; i < out.size(); ++i) out.set(i, acc[size_t(i)]);
 }
 
-// f32 reductions over one run of consecutive axes, viewed as [outer, len, inner]: each result
+// f32 reductions over one run of consecutive axes, viewed as [outer, len, inner]. Each result
 // element is accumulated in double over the reduced axis in ascending order, exactly as the
-// reference does (so the results are the same bits), by one thread.
+// reference does (so the results are the same bits), by one thread; except over the leading
+// axes of the whole operand (outer 1, inner > 1: a BatchNorm's sums over [N*H*W, C], a bias
+// gradient's over the batch), taken in tiles of rows whose column sums in double are then
+// added in tile order: every thread streams whole tiles (a block of columns per thread read
+// rows in pieces, at half the memory's rate), and the tiles follow from the shape alone.
 struct Runs {
   int64_t outer = 1, len = 1, inner = 1;
 };
+constexpr int64_t kTileElements = int64_t(1) << 15;  // 128 KiB of f32: a tile stays in cache
 
 bool consecutive_runs(const Shape& shape, std::span<const int64_t> dims, Runs& r) {
   if (dims.empty()) return false;
@@ -291,6 +296,31 @@ void reduce_rows(const float* x, float* out, int64_t rows, int64_t len, double i
   }
 }
 
+// Over leading dims: each slice's rows in tiles of about kTileElements, a tile's column sums in
+// double, then the tiles' in tile order. tile(first, end) gives elements [first, end) of the
+// operand, read in place or made into a scratch tile (reduce_fusion).
+template <ReduceKind K, class Tile>
+void reduce_columns(const Runs& r, const Tile& tile, float* out, double init) {
+  const int64_t tile_rows = std::max<int64_t>(1, kTileElements / r.inner);
+  const int64_t tiles = (r.len + tile_rows - 1) / tile_rows;
+  std::vector<double> partial(size_t(r.outer * tiles * r.inner));
+  parallel_for(r.outer * tiles, [&](int64_t t) {
+    const int64_t o = t / tiles, k0 = (t % tiles) * tile_rows, n = std::min(tile_rows, r.len - k0);
+    const int64_t first = (o * r.len + k0) * r.inner;
+    const float* x = tile(first, first + n * r.inner);
+    double* acc = partial.data() + t * r.inner;
+    std::fill_n(acc, r.inner, init);
+    for (int64_t k = 0; k < n; ++k)
+      for (int64_t i = 0; i < r.inner; ++i) acc[i] = combine<K>(acc[i], double(x[k * r.inner + i]));
+  });
+  for (int64_t o = 0; o < r.outer; ++o)
+    for (int64_t i = 0; i < r.inner; ++i) {
+      double a = init;
+      for (int64_t t = 0; t < tiles; ++t) a = combine<K>(a, partial[size_t((o * tiles + t) * r.inner + i)]);
+      out[o * r.inner + i] = float(a);
+    }
+}
+
 template <ReduceKind K>
 void reduce_runs(const float* x, float* out, const Runs& r, double init) {
   constexpr int64_t kBlock = 256, kMinWidth = 64, kTaskElements = int64_t(1) << 16;
@@ -303,12 +333,11 @@ void reduce_runs(const float* x, float* out, const Runs& r, double init) {
     });
     return;
   }
-  // Narrow slices: a task takes several, so tasks are not much shorter than their own cost.
-  // Columns in blocks of 64 to 256, as many as the pool has threads where the columns allow:
-  // a BatchNorm's sums over [N*H*W, C] are one slice, which one block of up to 256 channels
-  // left to one thread. A column's sum is the same whichever block takes it, so the blocks may
-  // follow the thread count; blocks narrower than 64 columns read rows in pieces too small for
-  // the memory system.
+  if (r.outer == 1 && r.inner <= kTileElements)
+    return reduce_columns<K>(r, [&](int64_t first, int64_t) { return x + first; }, out, init);
+  // Several slices, or rows wider than a tile: columns in blocks of 64 to 256, as many as the
+  // pool has threads; a narrow slice's task takes several. A column's sum is the same whichever
+  // block takes it, so the blocks may follow the thread count.
   const int64_t share = (r.inner + num_threads() - 1) / num_threads();
   const int64_t width = std::clamp<int64_t>((share + 15) / 16 * 16, kMinWidth, kBlock);
   const int64_t blocks = (r.inner + width - 1) / width;
@@ -322,7 +351,6 @@ void reduce_runs(const float* x, float* out, const Runs& r, double init) {
 }
 
 // ---- reduce of an operand made tile by tile (ops/reduce.h) ----
-constexpr int64_t kTileElements = int64_t(1) << 15;  // 128 KiB of f32: a tile stays in cache
 
 // Elements [begin, end) of the operand, made from the aligned element at or before begin into
 // this thread's scratch; returns where element begin is.
@@ -344,34 +372,10 @@ void reduce_produced_rows(const Runs& r, int64_t align, const TileProducer& prod
   });
 }
 
-// Over leading dims: each slice's rows in tiles of about kTileElements, a tile's column sums in
-// double, then the tiles' in tile order.
-template <ReduceKind K>
-void reduce_produced_columns(const Runs& r, int64_t align, const TileProducer& produce, float* out, double init) {
-  const int64_t tile_rows = std::max<int64_t>(1, kTileElements / r.inner);
-  const int64_t tiles = (r.len + tile_rows - 1) / tile_rows;
-  std::vector<double> partial(size_t(r.outer * tiles * r.inner));
-  parallel_for(r.outer * tiles, [&](int64_t t) {
-    const int64_t o = t / tiles, k0 = (t % tiles) * tile_rows, n = std::min(tile_rows, r.len - k0);
-    const int64_t first = (o * r.len + k0) * r.inner;
-    const float* x = produce_tile(produce, align, first, first + n * r.inner);
-    double* acc = partial.data() + t * r.inner;
-    std::fill_n(acc, r.inner, init);
-    for (int64_t k = 0; k < n; ++k)
-      for (int64_t i = 0; i < r.inner; ++i) acc[i] = combine<K>(acc[i], double(x[k * r.inner + i]));
-  });
-  for (int64_t o = 0; o < r.outer; ++o)
-    for (int64_t i = 0; i < r.inner; ++i) {
-      double a = init;
-      for (int64_t t = 0; t < tiles; ++t) a = combine<K>(a, partial[size_t((o * tiles + t) * r.inner + i)]);
-      out[o * r.inner + i] = float(a);
-    }
-}
-
 template <ReduceKind K>
 void reduce_produced_runs(const Runs& r, int64_t align, const TileProducer& produce, float* out, double init) {
-  if (r.inner == 1) reduce_produced_rows<K>(r, align, produce, out, init);
-  else reduce_produced_columns<K>(r, align, produce, out, init);
+  if (r.inner == 1) return reduce_produced_rows<K>(r, align, produce, out, init);
+  reduce_columns<K>(r, [&](int64_t first, int64_t end) { return produce_tile(produce, align, first, end); }, out, init);
 }
 
 void fast_reduce(const Node& n, std::span<const Tensor* const> in, Tensor& out) {

@@ -957,6 +957,9 @@ TEST_CASE("bf16 conv and pooling compute in f32 and round once") {
   }
 }
 
+// Sums over the leading axes of a whole operand go in tiles of rows, added in tile order:
+// within rounding of the reference's sum (here the same bits, as it happens), the same bits at
+// any thread count. The rest take the reference's order: its bits.
 TEST_CASE("f32 reduce over consecutive axes: the fast kernel gives the reference's bits at any thread count") {
   struct Case {
     Shape shape;
@@ -965,7 +968,8 @@ TEST_CASE("f32 reduce over consecutive axes: the fast kernel gives the reference
   const std::vector<Case> cases = {{{64, 128}, {0}},      {{64, 128}, {1}},    {{8, 32, 64}, {1}},
                                    {{8, 32, 64}, {0, 1}}, {{8, 32, 64}, {1, 2}}, {{3, 4, 50, 700}, {1, 2}},
                                    {{5000, 3}, {0}},      {{2, 9000}, {1}},    {{37, 200}, {1}},
-                                   {{2000, 4, 3}, {1}},   {{64, 8, 8, 256}, {0, 1, 2}}, {{300, 4, 200}, {0, 1}}};
+                                   {{2000, 4, 3}, {1}},   {{64, 8, 8, 256}, {0, 1, 2}}, {{300, 4, 200}, {0, 1}},
+                                   {{9000, 40}, {0}},     {{3, 40000}, {0}}};
   std::mt19937 rng(3);
   std::uniform_real_distribution<float> u(-2, 2);
   for (const Case& c : cases)
@@ -978,11 +982,23 @@ TEST_CASE("f32 reduce over consecutive axes: the fast kernel gives the reference
       CompileOptions ref;
       ref.reference_kernels = true;
       Tensor want = Executable::compile(g, ref).run(std::vector<Tensor>{x})[0];
+      const bool tiled = c.dims.front() == 0 && c.dims.back() + 1 < int64_t(c.shape.size()) && kind == ReduceKind::sum;
+      std::optional<Tensor> first;
       for (int threads : {1, 2, 3}) {  // the column blocks follow the thread count
         set_num_threads(threads);
         Tensor got = Executable::compile(g).run(std::vector<Tensor>{x})[0];
         INFO(shape_str(c.shape) << " kind " << int(kind) << " threads " << threads);
-        CHECK(std::memcmp(got.raw(), want.raw(), want.bytes()) == 0);
+        if (tiled) {  // NaN where the reference has it (the column with the NaN), else close
+          for (int64_t i = 0; i < want.size(); ++i) {
+            const float a = got.data<float>()[i], b = want.data<float>()[i];
+            const bool close = (std::isnan(a) && std::isnan(b)) || std::fabs(a - b) <= 1e-6 * (1 + std::fabs(b));
+            CHECK(close);
+          }
+        } else {
+          CHECK(std::memcmp(got.raw(), want.raw(), want.bytes()) == 0);
+        }
+        if (first) CHECK(std::memcmp(got.raw(), first->raw(), got.bytes()) == 0);
+        else first = got;
       }
       set_num_threads(0);
     }
