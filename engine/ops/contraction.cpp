@@ -375,7 +375,8 @@ void reduce_produced_rows(const Runs& r, int64_t align, const TileProducer& prod
 template <ReduceKind K>
 void reduce_produced_runs(const Runs& r, int64_t align, const TileProducer& produce, float* out, double init) {
   if (r.inner == 1) return reduce_produced_rows<K>(r, align, produce, out, init);
-  reduce_columns<K>(r, [&](int64_t first, int64_t end) { return produce_tile(produce, align, first, end); }, out, init);
+  auto tile = [&](int64_t first, int64_t end) { return produce_tile(produce, align, first, end); };
+  reduce_columns<K>(r, tile, out, init);
 }
 
 void fast_reduce(const Node& n, std::span<const Tensor* const> in, Tensor& out) {

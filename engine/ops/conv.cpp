@@ -2,14 +2,14 @@
 // padding, input and filter dilation) in feature groups (XLA's feature_group_count: grouped
 // and depthwise convs), and its filter gradient. Reference: direct loops.
 // Fast: where products run on the packed GEMM (kernels/gemm_packed.h), convs over small images
-// as one product of the whole batch's patches and 1x1 windows over dilated inputs as a product
-// placed where it goes; else oneDNN's convolutions where the build has
-// them and the window suits them (kernels/onednn_conv.h); else patch matrices (im2col) times
-// the filter / the output gradient with Eigen, cut into tasks by the shapes alone. bf16
-// computes in f32 (f32_compute.h); operands that are exactly bf16 values take oneDNN's bf16
-// convs on CPUs with bf16 instructions; grouped convs take oneDNN's grouped and depthwise
-// primitives, a direct loop for depthwise filter gradients oneDNN declines, or one ungrouped
-// kernel per group. The input gradient is a conv again (ir/window.h).
+// as one product of the whole batch's patches (their pointwise filter gradients too) and 1x1
+// windows over dilated inputs as a product placed where it goes; else oneDNN's convolutions
+// where the build has them and the window suits them (kernels/onednn_conv.h); else patch
+// matrices (im2col) times the filter / the output gradient with Eigen, cut into tasks by the
+// shapes alone. bf16 computes in f32 (f32_compute.h); operands that are exactly bf16 values
+// take oneDNN's bf16 convs on CPUs with bf16 instructions; grouped convs take oneDNN's grouped
+// and depthwise primitives, a direct loop for depthwise filter gradients oneDNN declines, or
+// one ungrouped kernel per group. The input gradient is a conv again (ir/window.h).
 #include <Eigen/Core>
 #include <algorithm>
 #include <cstring>
@@ -514,17 +514,17 @@ bool dilated_pointwise_applies(const Window2D& win, const ConvGeom& c) {
 void dilated_pointwise_conv(const ConvGeom& c, const float* x, const float* w, float* y) {
   const int64_t pixels = c.h * c.w, co = c.co, outputs = c.ho * c.wo;
   const int64_t images = std::clamp<int64_t>((int64_t(1) << 20) / std::max<int64_t>(pixels * co, 1), 1, c.n);
-  std::vector<float> product(size_t(images * pixels * co));
+  auto product = std::make_unique_for_overwrite<float[]>(size_t(images * pixels * co));
   for (int64_t b0 = 0; b0 < c.n; b0 += images) {
     const int64_t count = std::min(images, c.n - b0);
-    gemm_f32(GemmShape{1, count * pixels, c.ci, co}, x + b0 * pixels * c.ci, w, product.data());
+    gemm_f32(GemmShape{1, count * pixels, c.ci, co}, x + b0 * pixels * c.ci, w, product.get());
     const int64_t total = count * outputs, block = rows_per_block(co);
     float* out = y + b0 * outputs * co;
     parallel_for((total + block - 1) / block, [&](int64_t t) {
       for (int64_t o = t * block; o < std::min(total, (t + 1) * block); ++o) {
         const int64_t b = o / outputs, ih = c.src_h[size_t(o / c.wo % c.ho)], iw = c.src_w[size_t(o % c.wo)];
         if (ih < 0 || iw < 0) std::fill_n(out + o * co, co, 0.0f);
-        else std::copy_n(product.data() + ((b * c.h + ih) * c.w + iw) * co, co, out + o * co);
+        else std::copy_n(product.get() + ((b * c.h + ih) * c.w + iw) * co, co, out + o * co);
       }
     });
   }
@@ -601,7 +601,8 @@ void depthwise_filter_grad(const ConvGeom& c, const float* x, const float* dy, f
 void filter_grad_f32(const Window2D& win, const ConvGeom& c, const float* x, const float* dy, float* dw) {
   if (patch_gemm_applies(win, c))
     return gemm_f32(GemmShape{1, c.depth(), c.rows(), c.co, true, false}, all_patches(c, x), dy, dw);
-  if (pointwise_filter_grad_applies(win, c)) return gemm_f32(GemmShape{1, c.ci, c.rows(), c.co, true, false}, x, dy, dw);
+  if (pointwise_filter_grad_applies(win, c))
+    return gemm_f32(GemmShape{1, c.ci, c.rows(), c.co, true, false}, x, dy, dw);
   const std::optional<ConvShape> s = onednn_shape(win, c);
   if (s && (bf16_exact_filter_grad(*s, x, dy, dw) || onednn_conv_filter_grad(*s, x, dy, dw))) return;
   if (c.cg() == 1 && c.og() == 1) return depthwise_filter_grad(c, x, dy, dw);
