@@ -1,6 +1,7 @@
 // Contraction and reduction rows: dot (batched matmul; f32, or bf16 operands with an f32 or
 // bf16 result), reduce (sum/max/min), argmax.
 #include <algorithm>
+#include <memory>
 #include <limits>
 #include <vector>
 
@@ -201,14 +202,18 @@ void ref_reduce(const Node& n, std::span<const Tensor* const> in, Tensor& out) {
 // f32 reductions over one run of consecutive axes, viewed as [outer, len, inner]. Each result
 // element is accumulated in double over the reduced axis in ascending order, exactly as the
 // reference does (so the results are the same bits), by one thread; except over the leading
-// axes of the whole operand (outer 1, inner > 1: a BatchNorm's sums over [N*H*W, C], a bias
-// gradient's over the batch), taken in tiles of rows whose column sums in double are then
-// added in tile order: every thread streams whole tiles (a block of columns per thread read
-// rows in pieces, at half the memory's rate), and the tiles follow from the shape alone.
+// axes of the whole operand with rows of at most kTiledColumns (outer 1: a BatchNorm's sums
+// over [N*H*W, C], a bias gradient's over the batch), taken in tiles of rows whose column sums
+// in double are then added in tile order, as reduce_fusion's are (the same bits): every thread
+// streams whole tiles (a block of columns per thread read rows in pieces, at half the memory's
+// rate), and the tiles follow from the shape alone.
 struct Runs {
   int64_t outer = 1, len = 1, inner = 1;
 };
 constexpr int64_t kTileElements = int64_t(1) << 15;  // 128 KiB of f32: a tile stays in cache
+// A plain reduce takes tiles of rows up to this many columns: tiles of 16 rows or more, whose
+// sums in double take at most an eighth of the operand's bytes.
+constexpr int64_t kTiledColumns = kTileElements / 16;
 
 bool consecutive_runs(const Shape& shape, std::span<const int64_t> dims, Runs& r) {
   if (dims.empty()) return false;
@@ -303,22 +308,27 @@ template <ReduceKind K, class Tile>
 void reduce_columns(const Runs& r, const Tile& tile, float* out, double init) {
   const int64_t tile_rows = std::max<int64_t>(1, kTileElements / r.inner);
   const int64_t tiles = (r.len + tile_rows - 1) / tile_rows;
-  std::vector<double> partial(size_t(r.outer * tiles * r.inner));
+  auto partial = std::make_unique_for_overwrite<double[]>(size_t(r.outer * tiles * r.inner));
   parallel_for(r.outer * tiles, [&](int64_t t) {
     const int64_t o = t / tiles, k0 = (t % tiles) * tile_rows, n = std::min(tile_rows, r.len - k0);
     const int64_t first = (o * r.len + k0) * r.inner;
     const float* x = tile(first, first + n * r.inner);
-    double* acc = partial.data() + t * r.inner;
+    double* acc = partial.get() + t * r.inner;
     std::fill_n(acc, r.inner, init);
     for (int64_t k = 0; k < n; ++k)
       for (int64_t i = 0; i < r.inner; ++i) acc[i] = combine<K>(acc[i], double(x[k * r.inner + i]));
   });
-  for (int64_t o = 0; o < r.outer; ++o)
-    for (int64_t i = 0; i < r.inner; ++i) {
+  // Each column's tiles in tile order, blocks of columns across the pool.
+  constexpr int64_t kColumns = 256;
+  const int64_t blocks = (r.inner + kColumns - 1) / kColumns;
+  parallel_for(r.outer * blocks, [&](int64_t t) {
+    const int64_t o = t / blocks, i0 = (t % blocks) * kColumns;
+    for (int64_t i = i0; i < std::min(r.inner, i0 + kColumns); ++i) {
       double a = init;
-      for (int64_t t = 0; t < tiles; ++t) a = combine<K>(a, partial[size_t((o * tiles + t) * r.inner + i)]);
+      for (int64_t k = 0; k < tiles; ++k) a = combine<K>(a, partial[size_t((o * tiles + k) * r.inner + i)]);
       out[o * r.inner + i] = float(a);
     }
+  });
 }
 
 template <ReduceKind K>
@@ -333,7 +343,7 @@ void reduce_runs(const float* x, float* out, const Runs& r, double init) {
     });
     return;
   }
-  if (r.outer == 1 && r.inner <= kTileElements)
+  if (r.outer == 1 && r.inner <= kTiledColumns)
     return reduce_columns<K>(r, [&](int64_t first, int64_t) { return x + first; }, out, init);
   // Several slices, or rows wider than a tile: columns in blocks of 64 to 256, as many as the
   // pool has threads; a narrow slice's task takes several. A column's sum is the same whichever

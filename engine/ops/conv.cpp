@@ -461,8 +461,9 @@ void direct_grouped_conv(const ConvGeom& c, const float* x, const float* w, floa
 // then one product across the pool. oneDNN's AVX2 direct kernels run ResNet50's 3x3 convs on
 // 8x8, 4x4 and 2x2 images at 20-60 GFLOP/s and its 2x2 filter gradient as a GEMM at 14
 // (ResNet50 at 64x64: 28 -> 37-41 samples/s). Left to oneDNN: 16x16 images (slower here),
-// pointwise convs (1x1, unit strides, no padding: no faster), input gradients of strided convs
-// (their patches are mostly holes). The patches stay in the calling thread's buffer for the
+// pointwise convs (1x1, unit strides, no padding: no faster; their filter gradients below),
+// input gradients of strided convs (their patches are mostly holes; the 1x1 ones below). The
+// patches stay in the calling thread's buffer for the
 // next call: at most 64 rows an image of the window's depth (ResNet50's 8x8 stage at batch 64:
 // 19 MB).
 constexpr int64_t kPatchGemmMaxPixels = 64;
@@ -494,26 +495,30 @@ const float* all_patches(const ConvGeom& c, const float* x) {
   return col;
 }
 
-// A 1x1 window over a dilated input: the input gradient of a strided 1x1 conv (ResNet's
-// downsampling convs). Each output position reads one input position or only holes, so the
-// conv is the product of every input position with the filter, each row put where it goes and
-// zeros elsewhere: the products the dilation's zeros would add are never made. Taken where
-// products run on the packed GEMM: oneDNN's AVX2 input-gradient kernel (after the filter's
-// transposition it needs) took 30 ms for ResNet50's 2x2x2048 one at batch 64.
+// A 1x1 window over a dilated input of small images (at most kPatchGemmMaxPixels input
+// positions): the input gradient of a strided 1x1 conv (ResNet's downsampling convs). Each
+// output position reads one input position or only holes and padding, so the conv is the
+// product of every input position with the filter, each row put where it goes and zeros
+// elsewhere: the products the dilation's zeros would add are never made. Taken where products
+// run on the packed GEMM: oneDNN's AVX2 input-gradient kernel (after the filter's
+// transposition it needs) took 27 ms for ResNet50's 2x2x2048 one at batch 64 (the product 8),
+// 10 for the 4x4x1024 one (7); on 8x8 images they were even (7.3 and 7.7), larger ones were
+// not measured.
 bool dilated_pointwise_applies(const Window2D& win, const ConvGeom& c) {
   bool dilated = false;
   for (int i = 0; i < 2; ++i) {
     if (win.size[i] != 1 || win.stride[i] != 1 || win.rhs_dilation[i] != 1) return false;
     dilated = dilated || win.lhs_dilation[i] != 1;
   }
-  return dilated && c.groups == 1 && packed_gemm_used();
+  return dilated && c.groups == 1 && c.h * c.w <= kPatchGemmMaxPixels && packed_gemm_used();
 }
 
 // The products of a few images at a time (about 4 MiB of them), each row then copied where its
 // output position is.
 void dilated_pointwise_conv(const ConvGeom& c, const float* x, const float* w, float* y) {
   const int64_t pixels = c.h * c.w, co = c.co, outputs = c.ho * c.wo;
-  const int64_t images = std::clamp<int64_t>((int64_t(1) << 20) / std::max<int64_t>(pixels * co, 1), 1, c.n);
+  const int64_t fit = (int64_t(1) << 20) / std::max<int64_t>(pixels * co, 1);
+  const int64_t images = std::min(c.n, std::max<int64_t>(fit, 1));
   auto product = std::make_unique_for_overwrite<float[]>(size_t(images * pixels * co));
   for (int64_t b0 = 0; b0 < c.n; b0 += images) {
     const int64_t count = std::min(images, c.n - b0);
