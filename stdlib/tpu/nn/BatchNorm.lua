@@ -75,11 +75,18 @@ function BatchNorm:batch_statistics(xf, ctx)
   return mean, var
 end
 
+-- x * inv + (beta - mean * inv) with inv = gamma / sqrt(var + epsilon), the per-channel factors
+-- folded first, as Keras's batch_normalization computes it: one pass over x, and the gradient
+-- reads x again rather than a stored x - mean (MobileNetV2, mostly BatchNorms: 7 fewer passes
+-- over each normalized tensor per step).
 function BatchNorm:call(x, ctx)
   local xf = util.cast_float(x, "f32")
   local mean, var = self.moving_mean, self.moving_variance
   if ctx and ctx.training and self.trainable then mean, var = self:batch_statistics(xf, ctx) end
-  return scale_center.apply(self, (xf - mean) * (var + self.epsilon):rsqrt())
+  local inv = (var + self.epsilon):rsqrt()
+  if self.scale then inv = inv * util.cast_float(self.gamma, "f32") end
+  local shift = self.center and util.cast_float(self.beta, "f32") - mean * inv or -(mean * inv)
+  return util.cast_float(xf * inv + shift, util.output_dtype(self.dtype_policy))
 end
 
 function BatchNorm:compute_output_shape(input_shape)
