@@ -120,6 +120,42 @@ function T.batch_norm_training_uses_batch_statistics()
   check.eq(tostring(bn), "nn.BatchNorm(2)")
 end
 
+-- Each of center and scale on and off, in training and in inference, against the formula.
+function T.batch_norm_scale_and_center_each_on_and_off()
+  local x = tpu.tensor {{1, 10}, {3, 30}, {8, -5}}
+  local mean, var = {4, 35 / 3}, {26 / 3, 0}
+  for _, i in ipairs {1, 2, 3} do var[2] = var[2] + (({10, 30, -5})[i] - 35 / 3) ^ 2 / 3 end
+  local gamma, beta = {1.5, -0.5}, {0.25, 2}
+  for _, scale in ipairs {true, false} do
+    for _, center in ipairs {true, false} do
+      local bn = nn.BatchNorm {scale = scale, center = center, epsilon = 1e-3}
+      bn(x)
+      local params = {}
+      if scale then params[#params + 1] = tpu.tensor(gamma) end
+      if center then params[#params + 1] = tpu.tensor(beta) end
+      params[#params + 1] = tpu.tensor {-1, 2}   -- moving mean
+      params[#params + 1] = tpu.tensor {4, 0.5}  -- moving variance
+      bn:set_parameters(params)
+      for _, training in ipairs {true, false} do
+        local m = training and mean or {-1, 2}
+        local v = training and var or {4, 0.5}
+        local want = {}
+        for r, row in ipairs(x:totable()) do
+          want[r] = {}
+          for c = 1, 2 do
+            local y = (row[c] - m[c]) / math.sqrt(v[c] + 1e-3)
+            if scale then y = y * gamma[c] end
+            if center then y = y + beta[c] end
+            want[r][c] = y
+          end
+        end
+        local got = bn(x, {training = training}):totable()
+        check.near(got, want, 1e-4, string.format("scale %s center %s training %s", scale, center, training))
+      end
+    end
+  end
+end
+
 function T.batch_norm_records_moving_statistics()
   local bn = nn.BatchNorm {momentum = 0.9}
   local ctx = {training = true, updates = {}}

@@ -1,5 +1,6 @@
--- What the normalization layers share (BatchNorm, LayerNorm): epsilon, and the learned scale
--- (gamma) and offset (beta) applied to the normalized values.
+-- What the normalization layers share (BatchNorm, LayerNorm): epsilon, the learned scale
+-- (gamma) and offset (beta), and how they apply: to the normalized values (apply, LayerNorm) or
+-- folded into per-channel factors first (folded, BatchNorm).
 local util = require "tpu.nn.util"
 
 local M = {}
@@ -24,6 +25,16 @@ function M.apply(layer, y)
   if layer.scale then y = y * util.cast_float(layer.gamma, "f32") end
   if layer.center then y = y + util.cast_float(layer.beta, "f32") end
   return util.cast_float(y, util.output_dtype(layer.dtype_policy))
+end
+
+-- x (f32) normalized by per-channel mean and inv = 1 / sqrt(var + epsilon), scaled and shifted,
+-- as x * inv' + (beta - mean * inv') with inv' = inv * gamma (tf.nn.batch_normalization's form,
+-- which Keras 3's BatchNormalization takes), in the layer's output dtype.
+function M.folded(layer, x, mean, inv)
+  if layer.scale then inv = inv * util.cast_float(layer.gamma, "f32") end
+  local shift = -(mean * inv)
+  if layer.center then shift = util.cast_float(layer.beta, "f32") + shift end
+  return util.cast_float(x * inv + shift, util.output_dtype(layer.dtype_policy))
 end
 
 return M
