@@ -186,6 +186,10 @@ bool is_pointwise(const Window2D& w) {
   return true;
 }
 
+// Whether the window reads a dilated input (holes between its values: the input gradient of a
+// strided conv, a transposed conv).
+bool dilated_input(const Window2D& w) { return w.lhs_dilation[0] != 1 || w.lhs_dilation[1] != 1; }
+
 // The patch rows [r0, r0 + rows), copied into this thread's scratch buffer unless pointwise.
 const float* patches(const ConvGeom& c, bool pointwise, const float* x, int64_t r0, int64_t rows) {
   if (pointwise) return x + r0 * c.ci;
@@ -468,9 +472,8 @@ void direct_grouped_conv(const ConvGeom& c, const float* x, const float* w, floa
 // 19 MB).
 constexpr int64_t kPatchGemmMaxPixels = 64;
 bool patch_gemm_applies(const Window2D& win, const ConvGeom& c) {
-  const bool dilated_input = win.lhs_dilation[0] != 1 || win.lhs_dilation[1] != 1;
   return packed_gemm_used() && c.groups == 1 && c.ci > kDirectMaxChannels && c.ho * c.wo <= kPatchGemmMaxPixels &&
-         !is_pointwise(win) && !dilated_input;
+         !is_pointwise(win) && !dilated_input(win);
 }
 
 // The filter gradient of a pointwise conv over such small images is one product of the input
@@ -505,12 +508,9 @@ const float* all_patches(const ConvGeom& c, const float* x) {
 // 10 for the 4x4x1024 one (7); on 8x8 images they were even (7.3 and 7.7), larger ones were
 // not measured.
 bool dilated_pointwise_applies(const Window2D& win, const ConvGeom& c) {
-  bool dilated = false;
-  for (int i = 0; i < 2; ++i) {
+  for (int i = 0; i < 2; ++i)
     if (win.size[i] != 1 || win.stride[i] != 1 || win.rhs_dilation[i] != 1) return false;
-    dilated = dilated || win.lhs_dilation[i] != 1;
-  }
-  return dilated && c.groups == 1 && c.h * c.w <= kPatchGemmMaxPixels && packed_gemm_used();
+  return dilated_input(win) && c.groups == 1 && c.h * c.w <= kPatchGemmMaxPixels && packed_gemm_used();
 }
 
 // The products of a few images at a time (about 4 MiB of them), each row then copied where its
