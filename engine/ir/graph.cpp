@@ -3,6 +3,7 @@
 #include <cstring>
 
 #include "core/error.h"
+#include "core/tensor.h"
 #include "ops/op_table.h"
 
 namespace tpu {
@@ -243,6 +244,33 @@ NodeId Graph::sum_to(NodeId x, const Shape& s) {
   for (size_t i = 0; i < xs.size(); ++i)
     if (i < offset || s[i - offset] != xs[i]) axes.push_back(int64_t(i));
   return reshape(reduce(x, axes, ReduceKind::sum), s);
+}
+
+std::vector<NodeId> Graph::inline_call(const Graph& sub, std::span<const NodeId> args) {
+  if (args.size() != sub.params.size())
+    throw Error("'" + sub.name + "' takes " + std::to_string(sub.params.size()) + " arguments, given " +
+                std::to_string(args.size()));
+  std::vector<NodeId> copy(sub.nodes.size(), -1);
+  for (size_t i = 0; i < args.size(); ++i) {
+    const Node &p = sub.at(sub.params[i]), &x = at(args[i]);
+    if (p.dtype != x.dtype || p.shape != x.shape)
+      throw Error("'" + sub.name + "' argument " + std::to_string(i + 1) + " is " + type_str(x.dtype, x.shape) +
+                  ", it takes " + type_str(p.dtype, p.shape));
+    copy[size_t(sub.params[i])] = args[i];
+  }
+  const int32_t here = current_loc;
+  for (NodeId k = 0; k < NodeId(sub.nodes.size()); ++k) {
+    const Node& n = sub.at(k);
+    if (n.op == Op::parameter) continue;
+    Operands in;
+    for (NodeId i : n.in) in.push_back(copy[size_t(i)]);
+    current_loc = n.loc >= 0 ? intern_location(sub.locations[size_t(n.loc)]) : here;
+    copy[size_t(k)] = add(n.op, std::move(in), n.attrs, n.shape);
+  }
+  current_loc = here;
+  std::vector<NodeId> out;
+  for (NodeId o : sub.outputs) out.push_back(copy[size_t(o)]);
+  return out;
 }
 
 }  // namespace tpu

@@ -12,6 +12,7 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <span>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -120,6 +121,11 @@ class Graph {
   // Conveniences used by autodiff and the tracer.
   NodeId broadcast_to(NodeId x, const Shape& s);              // trailing dims align, size-1 dims stretch
   NodeId sum_to(NodeId x, const Shape& s);                    // inverse of broadcast_to
+  // A copy of `sub`'s nodes appended to this graph, its parameters bound to `args` (which
+  // must have their types); returns the nodes of sub's outputs. Each copy carries its
+  // original's location, or the current one. (Applying an optimized template to each
+  // parameter of a model; the gradient of a fusion node, made by differentiating its body.)
+  std::vector<NodeId> inline_call(const Graph& sub, std::span<const NodeId> args);
 
   // While on, scalar() makes one node per dtype and value and broadcast() one per scalar,
   // shape and dims: a trace repeats its Lua numbers (an optimizer's betas once per parameter)

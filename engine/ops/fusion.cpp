@@ -7,6 +7,7 @@
 #include <memory>
 #include <new>
 
+#include "autodiff/gradients.h"
 #include "ops/fusion.h"
 #include "ops/fusion_program.h"
 #include "ops/kernel_util.h"
@@ -198,6 +199,27 @@ Cost cost_fusion(const Graph& g, const Node& n) {
   return c;
 }
 
+// The gradient of a fused computation whose result is `y` of `local` (a copy of the body, with
+// whatever follows the body's result): `local` is differentiated on its own, its nodes then
+// copied in with the fusion's operands and the output gradient as its arguments. The pass
+// fuses only after autodiff, but a template (an optimizer's update applied to each parameter,
+// core.apply_template) brings fusion nodes into traces that may be differentiated.
+void grad_of_body(GradContext& c, Graph local, NodeId y) {
+  const Node& n = c.n();
+  const NodeId seed = local.parameter(n.dtype, n.shape);
+  const std::vector<NodeId> xs(local.params.begin(), local.params.end() - 1);
+  local.outputs = gradients(local, y, xs, seed);
+  Operands args = n.in;
+  args.push_back(c.out_grad);
+  const std::vector<NodeId> grads = c.g.inline_call(local, args);
+  for (size_t i = 0; i < grads.size(); ++i) c.give(i, grads[i]);  // an operand read twice: the driver adds both
+}
+
+void grad_fusion(GradContext& c) {
+  const Graph& body = body_of(c.n());
+  grad_of_body(c, body, body.outputs[0]);
+}
+
 // ---- reduce_fusion: the body's result reduced over the axes attrs.dims() (kind attrs.axis) ----
 
 // The reduce the body's result goes through, as a node of its own.
@@ -244,6 +266,13 @@ void fast_reduce_fusion(const Node& n, std::span<const Tensor* const> in, Tensor
   kernel_for(Op::reduce)(reduce_of(n), std::span<const Tensor* const>(args), out);
 }
 
+void grad_reduce_fusion(GradContext& c) {
+  const Node& n = c.n();
+  Graph local = body_of(n);
+  const NodeId y = local.reduce(local.outputs[0], n.attrs.dims(), n.reduce_kind());
+  grad_of_body(c, std::move(local), y);
+}
+
 Cost cost_reduce_fusion(const Graph& g, const Node& n) {
   Cost c = cost_fusion(g, n);
   c.flops += double(num_elements(reduced_shape(n)));
@@ -270,8 +299,8 @@ void run_fusions_in_lockstep(std::span<const FusionCall> calls) {
   });
 }
 
-extern const OpInfo fusion_row = {Op::fusion, shape_fusion, ref_fusion, fast_fusion, nullptr, cost_fusion, kInPlace};
+extern const OpInfo fusion_row = {Op::fusion, shape_fusion, ref_fusion, fast_fusion, grad_fusion, cost_fusion, kInPlace};
 extern const OpInfo reduce_fusion_row = {Op::reduce_fusion, shape_reduce_fusion, ref_reduce_fusion, fast_reduce_fusion,
-                                         nullptr, cost_reduce_fusion};
+                                         grad_reduce_fusion, cost_reduce_fusion};
 
 }  // namespace tpu

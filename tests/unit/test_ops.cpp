@@ -62,16 +62,29 @@ Window2D window(std::array<int64_t, 2> stride, std::array<int64_t, 2> lo, std::a
   return w;
 }
 
-// tanh(x * broadcast(b)) + 0.5 as one fusion node.
+// tanh(x * broadcast(b)) + 0.5 as one fusion node, b along x's last dim.
 NodeId fused_chain(Graph& g, const std::vector<NodeId>& x) {
+  const Shape shape = g.at(x[0]).shape;
   auto body = std::make_shared<Graph>();
-  NodeId px = body->parameter(DType::f32, {5, 3000});
-  NodeId pb = body->parameter(DType::f32, {3000});
-  NodeId t = body->unary(Op::tanh, body->binary(Op::mul, px, body->broadcast(pb, {5, 3000}, {1})));
-  body->outputs = {body->binary(Op::add, t, body->full(DType::f32, {5, 3000}, 0.5))};
+  NodeId px = body->parameter(DType::f32, shape);
+  NodeId pb = body->parameter(DType::f32, {shape.back()});
+  NodeId t = body->unary(Op::tanh, body->binary(Op::mul, px, body->broadcast(pb, shape, {int64_t(shape.size()) - 1})));
+  body->outputs = {body->binary(Op::add, t, body->full(DType::f32, shape, 0.5))};
   Attrs a;
   a.set_body(body);
   return g.add(Op::fusion, {x[0], x[1]}, a);
+}
+
+// x * x + tanh(x) as a fusion whose body takes x twice (two parameters, one operand).
+NodeId fused_operand_twice(Graph& g, const std::vector<NodeId>& x) {
+  const Shape shape = g.at(x[0]).shape;
+  auto body = std::make_shared<Graph>();
+  NodeId p0 = body->parameter(DType::f32, shape);
+  NodeId p1 = body->parameter(DType::f32, shape);
+  body->outputs = {body->binary(Op::add, body->binary(Op::mul, p0, p1), body->unary(Op::tanh, p1))};
+  Attrs a;
+  a.set_body(body);
+  return g.add(Op::fusion, {x[0], x[0]}, a);
 }
 
 // sum/max/min over `dims` of sqrt(|x * broadcast(b)|) + 0.5, b along x's last dim, as one
@@ -286,6 +299,13 @@ const std::vector<OpCase>& cases() {
       {"rng_fold", {{i, {2}, Fill::small_int}, {i, {3}, Fill::small_int}},
        [](Graph& g, V x) { return g.rng_fold(x[0], x[1]); }, false},
       {"fusion", {{f, {5, 3000}}, {f, {3000}}}, fused_chain, false},
+      // Small ones for the gradient check: a fusion's gradient differentiates its body.
+      {"fusion_small", {{f, {3, 4}}, {f, {4}}}, fused_chain},
+      {"fusion_operand_twice", {{f, {2, 3}}}, fused_operand_twice},
+      {"reduce_fusion_small_rows", {{f, {3, 5}}, {f, {5}}},
+       [](Graph& g, V x) { return reduced_chain(g, x, {1}, ReduceKind::sum); }},
+      {"reduce_fusion_small_columns", {{f, {4, 3}}, {f, {3}}},
+       [](Graph& g, V x) { return reduced_chain(g, x, {0}, ReduceKind::sum); }},
       // Rows (the last dims), columns in three tiles of rows, two leading dims by max, and dims
       // that are not consecutive (the body's result stored, then reduced).
       {"reduce_fusion_rows", {{f, {5, 3000}}, {f, {3000}}},
