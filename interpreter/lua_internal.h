@@ -33,6 +33,7 @@ struct Trace {
   std::string name;
   Graph graph;
   std::vector<std::pair<std::shared_ptr<const Tensor>, NodeId>> captured;  // concrete -> constant
+  bool optimize = true;  // its compile runs the pass pipeline (a template applied in it is fused)
   // Where ops traced outside the user's code and outside any layer are placed (an optimizer's
   // update inside fit): the user's frame under the one that began the trace, which stays put
   // while the trace runs. The thread and the levels of its stack when the trace began (an op
@@ -86,6 +87,10 @@ struct Operand {
   LuaTensor* tensor = nullptr;
   double number = 0;
 };
+
+// The operand's node in the trace: its own (traced), a constant of the trace (a concrete
+// tensor, once per buffer) or a scalar of `number_dtype` (a Lua number).
+NodeId operand_node(Trace& tr, const Operand& o, DType number_dtype);
 
 // Builds the op on a graph from the operands' nodes and returns the result node.
 using Builder = std::function<NodeId(Graph& g, const std::vector<NodeId>& in)>;
@@ -207,6 +212,9 @@ struct InterruptShield {
 void register_tensor_ops(lua_State* L, int methods, int core);
 void register_nn_ops(lua_State* L, int methods);  // conv2d and pools (lua_nn_ops.cpp)
 void register_trace_functions(lua_State* L, int core);
+void register_template_functions(lua_State* L, int core);  // lua_template.cpp
+// The TPUTRAIN_OPT environment variable's default for running the pass pipeline (on unless 0).
+bool optimize_by_default();
 void register_random_functions(lua_State* L, int core);
 void register_signature_functions(lua_State* L, int core);  // jit signatures (lua_signature.cpp)
 void register_system_functions(lua_State* L, int core);

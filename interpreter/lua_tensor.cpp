@@ -498,8 +498,6 @@ int l_pop_scope(lua_State*) {
 }  // namespace
 
 // ---------------------------------------------------------------- applying ops
-namespace {
-
 NodeId operand_node(Trace& tr, const Operand& o, DType number_dtype) {
   Graph& g = tr.graph;
   if (!o.tensor) return g.scalar(number_dtype, o.number);
@@ -514,6 +512,8 @@ NodeId operand_node(Trace& tr, const Operand& o, DType number_dtype) {
   tr.captured.emplace_back(held, id);
   return id;
 }
+
+namespace {
 
 Trace* trace_of(const std::vector<Operand>& operands) {
   Trace* found = nullptr;
@@ -905,6 +905,7 @@ int luaopen_tpu_core(lua_State* L) {
   lua_setfield(L, core, "Tensor_meta");
   register_tensor_ops(L, methods, core);
   register_trace_functions(L, core);
+  register_template_functions(L, core);
   register_random_functions(L, core);
   register_signature_functions(L, core);
   register_system_functions(L, core);

@@ -31,11 +31,13 @@ Trace& require_trace() {
 // stops while it traces; 0 while no limit is watched.
 lua_Integer restart_collector_above_kb = 0;
 
-// core.trace_begin(name[, restart_collector_above_kb])
+// core.trace_begin(name[, restart_collector_above_kb[, optimize]]): optimize (default: the
+// TPUTRAIN_OPT environment's) says whether the compile will run the pass pipeline.
 int l_trace_begin(lua_State* L) {
   const char* name = luaL_optstring(L, 1, "jit");
   if (lua_isinteger(L, 2)) restart_collector_above_kb = lua_tointeger(L, 2);
   auto t = std::make_unique<Trace>();
+  t->optimize = lua_isnoneornil(L, 3) ? optimize_by_default() : lua_toboolean(L, 3);
   t->id = next_trace_id();
   t->name = name;
   t->graph.name = t->name;
@@ -107,10 +109,6 @@ LuaExecutable* check_executable(lua_State* L, int arg) {
   return static_cast<LuaExecutable*>(luaL_checkudata(L, arg, kExecutableMeta));
 }
 
-bool optimize_by_default() {
-  const char* v = std::getenv("TPUTRAIN_OPT");
-  return !(v && std::strcmp(v, "0") == 0);
-}
 
 // Options of trace_end: {optimize=, donate={bool per parameter}, dump_dir=, dump_name=,
 // hbm_version="v2"|"v3"|"v4" (check the plan against one core of it), arg_label=function(j)
@@ -516,6 +514,11 @@ const LuaFunction kFunctions[] = {fn<l_trace_begin>("trace_begin"),   fn<l_trace
                                   fn<l_kernel_times>("kernel_times")};
 
 }  // namespace
+
+bool optimize_by_default() {
+  const char* v = std::getenv("TPUTRAIN_OPT");
+  return !(v && std::strcmp(v, "0") == 0);
+}
 
 std::shared_ptr<Executable> test_executable(lua_State* L, int arg) {
   auto* e = static_cast<LuaExecutable*>(luaL_testudata(L, arg, kExecutableMeta));

@@ -171,7 +171,7 @@ local function compile(self, spec, leaves, args, probe, rep)
   local restart = collectgarbage("isrunning")
   local heap_kb = collectgarbage("count")
   collectgarbage("stop")
-  core.trace_begin(self.name, restart and math.floor(heap_kb + math.max(heap_kb, 256 * 1024)) or nil)
+  core.trace_begin(self.name, restart and math.floor(heap_kb + math.max(heap_kb, 256 * 1024)) or nil, optimize)
   local ok, result = pcall(function()
     local symbolic = {}
     for i, t in ipairs(leaves) do

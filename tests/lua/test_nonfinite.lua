@@ -50,7 +50,7 @@ end
 
 function T.keep_if_finite_keeps_the_old_values_in_a_step()
   local step = tpu.jit(function(loss, old, new)
-    return nonfinite.keep_if_finite(loss, {old, {x = old}}, {new, {x = new}})
+    return nonfinite.keep_if_finite(nonfinite.finite_flag(loss), {old, {x = old}}, {new, {x = new}})
   end)
   local old, new = tpu.tensor {1, 2}, tpu.tensor {3, 4}
   local a, b = step(tpu.tensor(0.5), old, new)

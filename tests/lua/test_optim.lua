@@ -265,4 +265,120 @@ function T.update_ops_are_labelled_with_the_optimizer_and_its_line()
   check.is_true(counts.own >= 1, "the gradient's mul")
 end
 
+-- Two steps of `opt` on two weights and two biases with clipnorm-sized gradients, traced (each
+-- parameter type's update traced once and applied as a fused template), traced without the
+-- pipeline (op for op), and eager: the same bits every way.
+local function two_steps(opt, how)
+  local params = {tpu.tensor {{1, -2}, {0.5, 3}}, tpu.tensor {0.1, -0.2}, tpu.tensor {{-1, 2}, {4, 0}}, tpu.tensor {0, 1}}
+  local grads = {tpu.tensor {{0.3, -1}, {2, 0.25}}, tpu.tensor {0.5, 1}, tpu.tensor {{1, 1}, {-3, 0.5}}, tpu.tensor {-2, 0.125}}
+  local state = opt:init(params)
+  local function step(p, g, s) return opt:update(p, g, s) end
+  if how ~= "eager" then step = tpu.jit(step, {optimize = how == "fused"}) end
+  for _ = 1, 2 do params, state = step(params, grads, state) end
+  local out = {}
+  for i, p in ipairs(params) do out[i] = p:totable() end
+  for _, name in ipairs(opt.slots) do
+    for i, t in ipairs(state[name]) do out[#out + 1] = {name, i, t:totable()} end
+  end
+  return out
+end
+
+function T.traced_updates_are_the_eager_ones_bit_for_bit()
+  for _, opt in ipairs {optim.Adam {lr = 0.1, clipnorm = 1}, optim.AdamW {lr = 0.05},
+                        optim.SGD {lr = 0.1, momentum = 0.9, nesterov = true},
+                        optim.RMSprop {lr = 0.01, momentum = 0.5, centered = true, clipnorm = 0.5}} do
+    local eager = two_steps(opt, "eager")
+    check.eq(two_steps(opt, "fused"), eager, tostring(opt))
+    check.eq(two_steps(opt, "plain"), eager, tostring(opt))
+  end
+end
+
+-- Traced, update_one runs once per parameter type (dtype and shape), and its update is
+-- applied to each parameter of that type; eager, once per parameter.
+function T.a_traced_update_traces_each_parameter_type_once()
+  local Counted = optim.SGD:extend("Counted")
+  local calls = 0
+  function Counted:update_one(p, g, slots, s)
+    calls = calls + 1
+    return optim.SGD.update_one(self, p, g, slots, s)
+  end
+  local opt = Counted {lr = 0.5}
+  local params = {tpu.ones {2, 3}, tpu.ones {3}, tpu.ones {2, 3}, tpu.ones {3}, tpu.ones {4}}
+  local grads = {}
+  for i, p in ipairs(params) do grads[i] = p * i end
+  local state = opt:init(params)
+  local step = tpu.jit(function(p, g, s) return opt:update(p, g, s) end)
+  local new = step(params, grads, state)
+  check.eq(calls, 3)
+  check.eq(new[3]:totable(), {{-0.5, -0.5, -0.5}, {-0.5, -0.5, -0.5}})
+  check.eq(new[5]:totable(), {-1.5, -1.5, -1.5, -1.5})
+  calls = 0
+  opt:update(params, grads, state)
+  check.eq(calls, 5)
+end
+
+-- An update_one that reads a traced value it was not given cannot be traced apart: it is
+-- traced for each parameter in place, as it reads.
+function T.an_update_reading_other_traced_values_still_traces()
+  local Shifted = optim.SGD:extend("Shifted")
+  local shift
+  function Shifted:update_one(p, g, slots, s)
+    local new_p = optim.SGD.update_one(self, p, g, slots, s)
+    return new_p + shift, {}
+  end
+  local opt = Shifted {lr = 1}
+  local step = tpu.jit(function(p, g, s, by)
+    shift = by
+    return opt:update(p, g, s)
+  end)
+  local params = {tpu.tensor {1, 2}, tpu.tensor {3}}
+  local new = step(params, {tpu.tensor {1, 1}, tpu.tensor {1}}, opt:init(params), tpu.tensor(10))
+  check.eq(new[1]:totable(), {10, 11})
+  check.eq(new[2]:totable(), {12})
+end
+
+-- update's `where`: the new parameters where the flag holds, the old ones where it does not;
+-- the state advances either way.
+function T.update_where_keeps_the_parameters_when_false()
+  local opt = optim.Adam {lr = 0.1}
+  local params = {tpu.tensor {1, 2}}
+  local step = tpu.jit(function(p, g, s, ok) return opt:update(p, g, s, {where = ok}) end)
+  local kept, state = step(params, {tpu.tensor {1, -1}}, opt:init(params), tpu.tensor(false))
+  check.eq(kept[1]:totable(), {1, 2})
+  check.eq(state.step:item(), 1)
+  local moved = step(params, {tpu.tensor {1, -1}}, opt:init(params), tpu.tensor(true))
+  check.near(moved[1]:totable()[1], 0.9, 1e-5)
+  local eager = opt:update(params, {tpu.tensor {1, -1}}, opt:init(params), {where = tpu.tensor(false)})
+  check.eq(eager[1]:totable(), {1, 2})
+  check.raises(function() opt:update(params, {tpu.tensor {1, -1}}, opt:init(params), {where = true}) end,
+    "Adam: update's where must be a bool scalar tensor, got true")
+  check.raises(function() opt:update(params, {tpu.tensor {1, -1}}, opt:init(params), {when = 1}) end,
+    "Adam: unknown option 'when'")
+end
+
+-- A step that differentiates through an update (a loss of the updated parameters) gets the
+-- gradient of the fused update's nodes, which differentiate their bodies: the same as without
+-- the pipeline, and as central differences.
+function T.gradients_flow_through_a_traced_update()
+  local opt = optim.Adam {lr = 0.1}
+  local g0 = {tpu.tensor {0.3, -0.7}}
+  local function after_update(p)
+    local s = opt:init {tpu.zeros {2}}
+    local new = opt:update(p, {p[1] * g0[1]}, s)
+    return (new[1] * new[1]):sum()
+  end
+  local x = {tpu.tensor {0.5, -1.5}}
+  local fused = tpu.jit(tpu.grad(after_update))(x)[1]:totable()
+  local plain = tpu.jit(tpu.grad(after_update), {optimize = false})(x)[1]:totable()
+  check.eq(fused, plain)
+  for i = 1, 2 do
+    local function at(d)
+      local v = x[1]:totable()
+      v[i] = v[i] + d
+      return after_update({tpu.tensor(v)}):item()
+    end
+    check.near(fused[i], (at(1e-3) - at(-1e-3)) / 2e-3, 2e-2)
+  end
+end
+
 return T

@@ -25,12 +25,15 @@ end
 
 function M.is_finite_number(v) return v == v and v ~= math.huge and v ~= -math.huge end
 
--- Inside the step: the values of the list `new` where the loss (a scalar or a [1] tensor, the
--- same on every core) is finite, else those of `old` (tables of the same structure, leaf by
--- leaf; what is not a tensor comes from `new`).
---   params, opt_state = nonfinite.keep_if_finite(loss, {params, opt_state}, {new_params, new_state})
-function M.keep_if_finite(loss, old, new)
-  local finite = (loss:cast("f32") * 0):sum():eq(0)
+-- Inside the step: a bool scalar, whether the loss (a scalar or a [1] tensor, the same on every
+-- core) is finite.
+function M.finite_flag(loss) return (loss:cast("f32") * 0):sum():eq(0) end
+
+-- Inside the step: the values of the list `new` where `finite` (M.finite_flag) holds, else
+-- those of `old` (tables of the same structure, leaf by leaf; what is not a tensor comes from
+-- `new`).
+--   frozen = nonfinite.keep_if_finite(finite, {frozen}, {new_frozen})
+function M.keep_if_finite(finite, old, new)
   local function pick(o, n)
     if util.is_tensor(n) then return util.is_tensor(o) and core.where(finite, n, o) or n end
     if type(n) ~= "table" or getmetatable(n) ~= nil or type(o) ~= "table" then return n end

@@ -318,12 +318,14 @@ local function make_train_step(model, c, layout)
     local count = reduce(core_count)
     local _, aux, grads = grad_fn(tparams, frozen, x, y, w, key, count)
     for i, g in ipairs(grads) do grads[i] = reduce(g) end
-    local new_params, new_opt_state = c.optimizer:update(tparams, grads, opt_state)
     -- A step whose loss is not finite keeps the weights it got (its inputs are donated), so
-    -- fit can find the layer that went non-finite. The optimizer state is not kept: selecting
-    -- it too would cost a pass over it every step, and fit stops there anyway.
+    -- fit can find the layer that went non-finite: the update selects them itself (in the
+    -- pass that computes the new ones). The optimizer state is not kept: selecting it too
+    -- would cost a pass over it every step, and fit stops there anyway.
     local stats = batch_stats(c, aux, y, w, core_count)
-    new_params, aux.state = nonfinite.keep_if_finite(stats:slice {{1, 1}}, {tparams, frozen}, {new_params, aux.state})
+    local finite = nonfinite.finite_flag(stats:slice {{1, 1}})
+    local new_params, new_opt_state = c.optimizer:update(tparams, grads, opt_state, {where = finite})
+    aux.state = nonfinite.keep_if_finite(finite, {frozen}, {aux.state})
     return new_params, new_opt_state, aux.state, stats
   end, {name = "train_step", donate_argnums = {1, 2}, batch_argnums = {4, 5, 6}})
 end

@@ -94,31 +94,92 @@ function Optimizer:learning_rate(state)
   return state.lr
 end
 
--- The gradients scaled by min(1, clipnorm / global_norm).
-function Optimizer:clip(grads)
+-- The factor min(1, clipnorm / global_norm) that scales the gradients (nil without any).
+function Optimizer:clip_scale(grads)
   local total
   for _, g in ipairs(grads) do
     local s = util.cast_float(g, "f32"):square():sum()
     total = total and total + s or s
   end
-  if not total then return grads end
-  local scale = self.clipnorm / total:sqrt():maximum(self.clipnorm)
+  if not total then return nil end
+  return self.clipnorm / total:sqrt():maximum(self.clipnorm)
+end
+
+-- The gradients scaled by min(1, clipnorm / global_norm).
+function Optimizer:clip(grads)
+  local scale = self:clip_scale(grads)
+  if not scale then return grads end
   local out = {}
   for i, g in ipairs(grads) do out[i] = g * Optimizer.like(scale, g) end
   return out
 end
 
-function Optimizer:update(params, grads, state)
+-- One parameter's update: its gradient scaled (clipnorm), update_one, and the new value taken
+-- only where `keep` holds (update's `where`).
+local function update_param(self, p, g, slots, scalars, scale, keep)
+  if scale then g = g * Optimizer.like(scale, g) end
+  local new_p, new_slots = self:update_one(p, g, slots, scalars)
+  if keep then new_p = core.where(keep, new_p, p) end
+  return new_p, new_slots
+end
+
+-- The tensors one parameter's update reads, in order: p, g, its slots, the scalars' tensors
+-- (by name), the clip scale and `keep` when there are; with a key of their types.
+local function update_args(self, p, g, slots, scalar_names, scalars, scale, keep)
+  local args = {p, g}
+  for _, name in ipairs(self.slots) do args[#args + 1] = slots[name] end
+  for _, name in ipairs(scalar_names) do args[#args + 1] = scalars[name] end
+  args[#args + 1] = scale
+  args[#args + 1] = keep
+  local key = {}
+  for i, t in ipairs(args) do key[i] = t.dtype .. "[" .. table.concat(t.shape, ",") .. "]" end
+  return args, table.concat(key, " ")
+end
+
+-- The update of one parameter type traced on its own and kept as a template (core.apply_template
+-- adds its fused nodes for each parameter of that type), or nil and the error when it cannot be
+-- traced apart (an update_one that reads a traced tensor it was not given, say).
+local function update_template(self, args, scalar_names, scalars, has_scale, has_keep)
+  local depth = core.trace_depth()
+  core.trace_begin(self.__name .. " update")
+  local ok, result = pcall(function()
+    local x = {}
+    for i, t in ipairs(args) do x[i] = core.trace_param(t) end
+    local slots, own, k = {}, {}, 2
+    for _, name in ipairs(self.slots) do k = k + 1; slots[name] = x[k] end
+    for name, v in pairs(scalars) do own[name] = v end
+    for _, name in ipairs(scalar_names) do k = k + 1; own[name] = x[k] end
+    local scale = has_scale and x[k + 1] or nil
+    local keep = has_keep and x[k + (has_scale and 2 or 1)] or nil
+    local new_p, new_slots = update_param(self, x[1], x[2], slots, own, scale, keep)
+    local outs = {new_p}
+    for _, name in ipairs(self.slots) do outs[#outs + 1] = new_slots[name] end
+    return core.trace_end_template(outs)
+  end)
+  if not ok and core.trace_depth() > depth then core.trace_abort() end
+  return ok and result or nil, result
+end
+
+-- update's options: {where = a bool scalar tensor}: where it is false the parameters stay as
+-- they were (fit keeps a step's weights when its loss is not finite); the state advances.
+local update_options = {"where"}
+
+function Optimizer:update(params, grads, state, opts)
   check_params(self, params, "params")
   check_params(self, grads, "grads")
   if #grads ~= #params then
     util.fail("%s: got %d gradients for %d parameters", self.__name, #grads, #params)
   end
+  util.check_options(self, opts or {}, update_options)
+  local keep = opts and opts.where
+  if keep ~= nil and (not util.is_tensor(keep) or keep.dtype ~= "bool" or #keep.shape ~= 0) then
+    util.fail("%s: update's where must be a bool scalar tensor, got %s", self.__name, util.show(keep))
+  end
   -- The update's nodes carry the optimizer's name and the line that built it, as a layer's
   -- carry the layer's: reports name them, and a traced op then finds its place without
   -- searching the stack for the user's frame (a deep model's update is most of its ops).
   local _ <close> = util.scope(self.__name, rawget(self, "_built_at"))
-  if self.clipnorm then grads = self:clip(grads) end
+  local scale = self.clipnorm and self:clip_scale(grads) or nil
   local step = state.step + 1
   -- The rate from step - 1 (= state.step) rather than state.step itself: then only `step`
   -- reads the donated counter, which an engine bug in buffer donation needs for now.
@@ -126,13 +187,32 @@ function Optimizer:update(params, grads, state)
   local new_state = {step = step, lr = state.lr}
   for _, name in ipairs(self.slots) do new_state[name] = {} end
   local scalars = self:scalars(state, step, lr)
+  local scalar_names = {}
+  for name, v in pairs(scalars) do
+    if util.is_tensor(v) then scalar_names[#scalar_names + 1] = name end
+  end
+  table.sort(scalar_names)
+  -- Traced, each parameter type's update is traced once and applied to every parameter of
+  -- that type as a template (fused already); eager, or should the template fail, directly.
+  local traced = core.trace_depth() > 0 and (core.is_traced(step) or core.is_traced(params[1] or step))
+  local templates = {}
   local new_params = {}
   local slots = {}  -- one table for every parameter's slots: update_one's results are copied out
   for i, p in ipairs(params) do
     for _, name in ipairs(self.slots) do slots[name] = state[name][i] end
-    local new_slots
-    new_params[i], new_slots = self:update_one(p, grads[i], slots, scalars)
-    for _, name in ipairs(self.slots) do new_state[name][i] = new_slots[name] end
+    local args, key = update_args(self, p, grads[i], slots, scalar_names, scalars, scale, keep)
+    if traced and templates[key] == nil then
+      templates[key] = update_template(self, args, scalar_names, scalars, scale ~= nil, keep ~= nil) or false
+    end
+    if traced and templates[key] then
+      local out = core.apply_template(templates[key], args)
+      new_params[i] = out[1]
+      for k, name in ipairs(self.slots) do new_state[name][i] = out[k + 1] end
+    else
+      local new_slots
+      new_params[i], new_slots = update_param(self, p, grads[i], slots, scalars, scale, keep)
+      for _, name in ipairs(self.slots) do new_state[name][i] = new_slots[name] end
+    end
   end
   return new_params, new_state
 end

@@ -1,0 +1,110 @@
+// Templates: a traced computation kept as a graph, optimized once, and applied again in the
+// enclosing trace to other arguments. An optimizer's update traces each parameter type (dtype
+// and shape) once this way instead of each parameter: in a deep model the update was most of
+// the trace (Adam: 24 of a Dense layer's 41 nodes, each made by a Lua call and carried through
+// every pass until fusion left 3 of them); applied, the template adds its 3 fused nodes.
+//
+//   core.trace_begin(name)
+//   local x = core.trace_param(dtype, shape) ...          -- the template's parameters
+//   local tmpl = core.trace_end_template {f(x, ...)}       -- ends that trace
+//   local results = core.apply_template(tmpl, {a, ...})    -- in the enclosing trace
+#include "core/error.h"
+#include "lua_internal.h"
+#include "passes/pass.h"
+
+namespace tpu {
+
+namespace {
+
+constexpr const char* kTemplateMeta = "tpu.Template";
+
+// The graph as traced, and after the pass pipeline (fused). A trace that compiles without the
+// pipeline (--no-opt, tpu.jit's optimize = false) gets the traced one, op for op.
+struct LuaTemplate {
+  std::shared_ptr<const Graph> traced, optimized;
+};
+
+LuaTemplate* check_template(lua_State* L, int arg) {
+  return static_cast<LuaTemplate*>(luaL_checkudata(L, arg, kTemplateMeta));
+}
+
+int template_gc(lua_State* L) {
+  check_template(L, 1)->~LuaTemplate();
+  return 0;
+}
+
+Trace& active() {
+  Trace* t = active_trace();
+  if (!t) throw Error("no trace is being recorded");
+  return *t;
+}
+
+// core.trace_end_template(outputs) -> template: the outputs (a list of tensors) end the
+// innermost trace, whose graph becomes the template.
+int trace_end_template(lua_State* L) {
+  Trace& t = active();
+  luaL_checktype(L, 1, LUA_TTABLE);
+  Graph& g = t.graph;
+  g.share_scalars(false);  // the passes rewrite nodes in place
+  for (lua_Integer i = 1; i <= luaL_len(L, 1); ++i) {
+    lua_geti(L, 1, i);
+    LuaTensor* x = test_tensor(L, -1);
+    lua_pop(L, 1);
+    if (!x) throw Error("trace_end_template: output " + std::to_string(i) + " is not a tensor");
+    if (!x->traced()) g.outputs.push_back(g.constant(x->value()));
+    else if (x->trace_id == t.id) g.outputs.push_back(x->node);
+    else throw Error("a result of '" + t.name + "' comes from another trace");
+  }
+  if (std::string problem = verify_graph(g); !problem.empty()) throw Error("template '" + t.name + "': " + problem);
+  auto traced = std::make_shared<const Graph>(g);
+  auto optimized = std::make_shared<const Graph>(run_pipeline(std::move(g)));
+  const TraceId id = t.id;
+  auto& stack = trace_stack();
+  if (!stack.empty() && stack.back()->id == id) stack.pop_back();
+  void* p = lua_newuserdatauv(L, sizeof(LuaTemplate), 0);
+  new (p) LuaTemplate{std::move(traced), std::move(optimized)};
+  luaL_setmetatable(L, kTemplateMeta);
+  return 1;
+}
+
+// core.apply_template(template, {args}) -> {results}: the template's nodes added to the active
+// trace, its parameters bound to args (tensors of that trace, or concrete ones, which become
+// constants of it).
+int apply_template(lua_State* L) {
+  const LuaTemplate* tmpl = check_template(L, 1);
+  luaL_checktype(L, 2, LUA_TTABLE);
+  Trace& t = active();
+  std::vector<NodeId> args;
+  for (lua_Integer i = 1; i <= luaL_len(L, 2); ++i) {
+    lua_geti(L, 2, i);
+    LuaTensor* x = check_tensor(L, -1);
+    lua_pop(L, 1);
+    if (x->traced() && x->trace_id != t.id)
+      throw Error("apply_template: argument " + std::to_string(i) + " comes from another trace");
+    args.push_back(operand_node(t, Operand{x}, x->dtype()));
+  }
+  t.graph.current_loc = -1;  // the template's nodes carry their own places
+  const std::vector<NodeId> out = t.graph.inline_call(t.optimize ? *tmpl->optimized : *tmpl->traced, args);
+  lua_createtable(L, int(out.size()), 0);
+  for (size_t i = 0; i < out.size(); ++i) {
+    push_traced(L, t.id, out[i]);
+    lua_seti(L, -2, lua_Integer(i + 1));
+  }
+  return 1;
+}
+
+const LuaFunction kFunctions[] = {fn<trace_end_template>("trace_end_template"), fn<apply_template>("apply_template")};
+
+}  // namespace
+
+void register_template_functions(lua_State* L, int core) {
+  luaL_newmetatable(L, kTemplateMeta);
+  push_function<template_gc>(L);
+  lua_setfield(L, -2, "__gc");
+  lua_pop(L, 1);
+  lua_pushvalue(L, core);
+  set_functions(L, -1, kFunctions);
+  lua_pop(L, 1);
+}
+
+}  // namespace tpu
