@@ -124,15 +124,17 @@ local function update_param(self, p, g, slots, scalars, scale, keep)
 end
 
 -- The tensors one parameter's update reads, in order: p, g, its slots, the scalars' tensors
--- (by name), the clip scale and `keep` when there are; with a key of their types.
+-- (by name), the clip scale and `keep` when there are; with a key of the types of those that
+-- differ from parameter to parameter (the others are the same tensors for all).
 local function update_args(self, p, g, slots, scalar_names, scalars, scale, keep)
-  local args = {p, g}
-  for _, name in ipairs(self.slots) do args[#args + 1] = slots[name] end
+  local args, key = {p, g}, {core.type_key(p), core.type_key(g)}
+  for _, name in ipairs(self.slots) do
+    args[#args + 1] = slots[name]
+    key[#key + 1] = core.type_key(slots[name])
+  end
   for _, name in ipairs(scalar_names) do args[#args + 1] = scalars[name] end
   args[#args + 1] = scale
   args[#args + 1] = keep
-  local key = {}
-  for i, t in ipairs(args) do key[i] = t.dtype .. "[" .. table.concat(t.shape, ",") .. "]" end
   return args, table.concat(key, " ")
 end
 
