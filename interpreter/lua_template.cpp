@@ -7,7 +7,7 @@
 //   core.trace_begin(name)
 //   local x = core.trace_param(dtype, shape) ...          -- the template's parameters
 //   local tmpl = core.trace_end_template {f(x, ...)}       -- ends that trace
-//   local results = core.apply_template(tmpl, {a, ...})    -- in the enclosing trace
+//   local r1, r2 = core.apply_template(tmpl, {a, ...})     -- in the enclosing trace
 #include "core/error.h"
 #include "lua_internal.h"
 #include "passes/pass.h"
@@ -67,9 +67,9 @@ int trace_end_template(lua_State* L) {
   return 1;
 }
 
-// core.apply_template(template, {args}) -> {results}: the template's nodes added to the active
-// trace, its parameters bound to args (tensors of that trace, or concrete ones, which become
-// constants of it).
+// core.apply_template(template, {args}) -> results...: the template's nodes added to the
+// active trace, its parameters bound to args (tensors of that trace, or concrete ones, which
+// become constants of it); its results as values, not a table (no table per application).
 int apply_template(lua_State* L) {
   const LuaTemplate* tmpl = check_template(L, 1);
   luaL_checktype(L, 2, LUA_TTABLE);
@@ -85,12 +85,9 @@ int apply_template(lua_State* L) {
   }
   t.graph.current_loc = -1;  // the template's nodes carry their own places
   const std::vector<NodeId> out = t.graph.inline_call(t.optimize ? *tmpl->optimized : *tmpl->traced, args);
-  lua_createtable(L, int(out.size()), 0);
-  for (size_t i = 0; i < out.size(); ++i) {
-    push_traced(L, t.id, out[i]);
-    lua_seti(L, -2, lua_Integer(i + 1));
-  }
-  return 1;
+  luaL_checkstack(L, int(out.size()), "apply_template: too many results");
+  for (NodeId id : out) push_traced(L, t.id, id);
+  return int(out.size());
 }
 
 const LuaFunction kFunctions[] = {fn<trace_end_template>("trace_end_template"), fn<apply_template>("apply_template")};

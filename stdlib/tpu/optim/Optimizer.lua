@@ -124,18 +124,35 @@ local function update_param(self, p, g, slots, scalars, scale, keep)
 end
 
 -- The tensors one parameter's update reads, in order: p, g, its slots, the scalars' tensors
--- (by name), the clip scale and `keep` when there are; with a key of the types of those that
--- differ from parameter to parameter (the others are the same tensors for all).
-local function update_args(self, p, g, slots, scalar_names, scalars, scale, keep)
-  local args, key = {p, g}, {core.type_key(p), core.type_key(g)}
-  for _, name in ipairs(self.slots) do
-    args[#args + 1] = slots[name]
-    key[#key + 1] = core.type_key(slots[name])
+-- (by name), the clip scale and `keep` when there are; into `args`, one table reused from
+-- parameter to parameter (a deep model's update made a table per weight).
+local function fill_args(args, self, p, g, slots, scalar_names, scalars, scale, keep)
+  local n = 2
+  args[1], args[2] = p, g
+  for _, name in ipairs(self.slots) do n = n + 1; args[n] = slots[name] end
+  for _, name in ipairs(scalar_names) do n = n + 1; args[n] = scalars[name] end
+  if scale then n = n + 1; args[n] = scale end
+  if keep then n = n + 1; args[n] = keep end
+  return args
+end
+
+-- The table of templates for updates of these types, made on first use: tables nested by the
+-- type of p, of g and of each slot (the scalars, clip scale and `keep` are the same tensors for
+-- every parameter), indexed by core.type_key's short strings, so a parameter's lookup makes no
+-- key of its own.
+local function templates_for(templates, self, p, g, slots)
+  local at = templates
+  for k = 1, 2 + #self.slots do
+    local t = k == 1 and p or k == 2 and g or slots[self.slots[k - 2]]
+    local key = core.type_key(t)
+    local next_level = at[key]
+    if not next_level then
+      next_level = {}
+      at[key] = next_level
+    end
+    at = next_level
   end
-  for _, name in ipairs(scalar_names) do args[#args + 1] = scalars[name] end
-  args[#args + 1] = scale
-  args[#args + 1] = keep
-  return args, table.concat(key, " ")
+  return at
 end
 
 -- The update of one parameter type traced on its own and kept as a template (core.apply_template
@@ -197,19 +214,22 @@ function Optimizer:update(params, grads, state, opts)
   -- Traced, each parameter type's update is traced once and applied to every parameter of
   -- that type as a template (fused already); eager, or should the template fail, directly.
   local traced = core.trace_depth() > 0 and (core.is_traced(step) or core.is_traced(params[1] or step))
-  local templates = {}
+  local templates, args = {}, {}
   local new_params = {}
   local slots = {}  -- one table for every parameter's slots: update_one's results are copied out
+  local function store(i, new_p, ...)
+    new_params[i] = new_p
+    for k, name in ipairs(self.slots) do new_state[name][i] = select(k, ...) end
+  end
   for i, p in ipairs(params) do
     for _, name in ipairs(self.slots) do slots[name] = state[name][i] end
-    local args, key = update_args(self, p, grads[i], slots, scalar_names, scalars, scale, keep)
-    if traced and templates[key] == nil then
-      templates[key] = update_template(self, args, scalar_names, scalars, scale ~= nil, keep ~= nil) or false
+    fill_args(args, self, p, grads[i], slots, scalar_names, scalars, scale, keep)
+    local kind = traced and templates_for(templates, self, p, grads[i], slots)
+    if kind and kind.template == nil then
+      kind.template = update_template(self, args, scalar_names, scalars, scale ~= nil, keep ~= nil) or false
     end
-    if traced and templates[key] then
-      local out = core.apply_template(templates[key], args)
-      new_params[i] = out[1]
-      for k, name in ipairs(self.slots) do new_state[name][i] = out[k + 1] end
+    if kind and kind.template then
+      store(i, core.apply_template(kind.template, args))
     else
       local new_slots
       new_params[i], new_slots = update_param(self, p, grads[i], slots, scalars, scale, keep)
