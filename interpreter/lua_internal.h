@@ -213,6 +213,8 @@ void register_tensor_ops(lua_State* L, int methods, int core);
 void register_nn_ops(lua_State* L, int methods);  // conv2d and pools (lua_nn_ops.cpp)
 void register_trace_functions(lua_State* L, int core);
 void register_template_functions(lua_State* L, int core);  // lua_template.cpp
+// Drops trace `id` if it is the innermost one (trace_end's and trace_end_template's end).
+void pop_trace(TraceId id);
 // The TPUTRAIN_OPT environment variable's default for running the pass pipeline (on unless 0).
 bool optimize_by_default();
 void register_random_functions(lua_State* L, int core);

@@ -1,6 +1,7 @@
 // Templates: a traced computation kept as a graph, optimized once, and applied again in the
-// enclosing trace to other arguments. An optimizer's update traces each parameter type (dtype
-// and shape) once this way instead of each parameter: in a deep model the update was most of
+// enclosing trace to other arguments. An optimizer's update traces each parameter type (the
+// dtypes and shapes of the parameter, its gradient and its slots) once this way instead of
+// each parameter: in a deep model the update was most of
 // the trace (Adam: 24 of a Dense layer's 41 nodes, each made by a Lua call and carried through
 // every pass until fusion left 3 of them); applied, the template adds its 3 fused nodes.
 //
@@ -18,10 +19,16 @@ namespace {
 
 constexpr const char* kTemplateMeta = "tpu.Template";
 
-// The graph as traced, and after the pass pipeline (fused). A trace that compiles without the
-// pipeline (--no-opt, tpu.jit's optimize = false) gets the traced one, op for op.
+// The graph as traced, and after the pass pipeline (fused; made when a trace that runs the
+// pipeline first applies it). A trace compiled without the pipeline (--no-opt, tpu.jit's
+// optimize = false) gets the traced one, op for op, and no pass runs for it.
 struct LuaTemplate {
   std::shared_ptr<const Graph> traced, optimized;
+  const Graph& for_trace(const Trace& t) {
+    if (!t.optimize) return *traced;
+    if (!optimized) optimized = std::make_shared<const Graph>(run_pipeline(*traced));
+    return *optimized;
+  }
 };
 
 LuaTemplate* check_template(lua_State* L, int arg) {
@@ -56,13 +63,10 @@ int trace_end_template(lua_State* L) {
     else throw Error("a result of '" + t.name + "' comes from another trace");
   }
   if (std::string problem = verify_graph(g); !problem.empty()) throw Error("template '" + t.name + "': " + problem);
-  auto traced = std::make_shared<const Graph>(g);
-  auto optimized = std::make_shared<const Graph>(run_pipeline(std::move(g)));
-  const TraceId id = t.id;
-  auto& stack = trace_stack();
-  if (!stack.empty() && stack.back()->id == id) stack.pop_back();
+  auto traced = std::make_shared<const Graph>(std::move(g));
+  pop_trace(t.id);
   void* p = lua_newuserdatauv(L, sizeof(LuaTemplate), 0);
-  new (p) LuaTemplate{std::move(traced), std::move(optimized)};
+  new (p) LuaTemplate{std::move(traced), nullptr};
   luaL_setmetatable(L, kTemplateMeta);
   return 1;
 }
@@ -71,23 +75,24 @@ int trace_end_template(lua_State* L) {
 // active trace, its parameters bound to args (tensors of that trace, or concrete ones, which
 // become constants of it); its results as values, not a table (no table per application).
 int apply_template(lua_State* L) {
-  const LuaTemplate* tmpl = check_template(L, 1);
+  LuaTemplate* tmpl = check_template(L, 1);
   luaL_checktype(L, 2, LUA_TTABLE);
   Trace& t = active();
+  const Graph& body = tmpl->for_trace(t);
+  if (!lua_checkstack(L, int(body.outputs.size()))) throw Error("apply_template: too many results");
   std::vector<NodeId> args;
   for (lua_Integer i = 1; i <= luaL_len(L, 2); ++i) {
     lua_geti(L, 2, i);
-    LuaTensor* x = check_tensor(L, -1);
+    LuaTensor* x = test_tensor(L, -1) ? check_tensor(L, lua_gettop(L)) : nullptr;  // not a donated one
     lua_pop(L, 1);
+    if (!x) throw Error("apply_template: argument " + std::to_string(i) + " is not a tensor");
     if (x->traced() && x->trace_id != t.id)
       throw Error("apply_template: argument " + std::to_string(i) + " comes from another trace");
     args.push_back(operand_node(t, Operand{x}, x->dtype()));
   }
   t.graph.current_loc = -1;  // the template's nodes carry their own places
-  const std::vector<NodeId> out = t.graph.inline_call(t.optimize ? *tmpl->optimized : *tmpl->traced, args);
-  luaL_checkstack(L, int(out.size()), "apply_template: too many results");
-  for (NodeId id : out) push_traced(L, t.id, id);
-  return int(out.size());
+  for (NodeId id : t.graph.inline_call(body, args)) push_traced(L, t.id, id);
+  return int(body.outputs.size());
 }
 
 const LuaFunction kFunctions[] = {fn<trace_end_template>("trace_end_template"), fn<apply_template>("apply_template")};

@@ -74,11 +74,15 @@ int l_trace_param(lua_State* L) {
   return 1;
 }
 
+}  // namespace
+
 void pop_trace(TraceId id) {
   auto& st = trace_stack();
   if (!st.empty() && st.back()->id == id) st.pop_back();
   if (st.empty()) restart_collector_above_kb = 0;
 }
+
+namespace {
 
 // core.trace_abort(): drop the innermost trace (after an error while tracing).
 int l_trace_abort(lua_State*) {
@@ -110,13 +114,13 @@ LuaExecutable* check_executable(lua_State* L, int arg) {
 }
 
 
-// Options of trace_end: {optimize=, donate={bool per parameter}, dump_dir=, dump_name=,
-// hbm_version="v2"|"v3"|"v4" (check the plan against one core of it), arg_label=function(j)
-// (what parameter j is, for that check's report: param_label)}.
-CompileOptions compile_options(lua_State* L, int arg, std::string& dump_dir, std::string& dump_name,
+// Options of trace_end: {optimize= (default: trace_begin's), donate={bool per parameter},
+// dump_dir=, dump_name=, hbm_version="v2"|"v3"|"v4" (check the plan against one core of it),
+// arg_label=function(j) (what parameter j is, for that check's report: param_label)}.
+CompileOptions compile_options(lua_State* L, int arg, bool optimize, std::string& dump_dir, std::string& dump_name,
                                std::string& hbm_version) {
   CompileOptions o;
-  o.optimize = optimize_by_default();
+  o.optimize = optimize;
   if (!lua_istable(L, arg)) return o;
   if (lua_getfield(L, arg, "optimize") != LUA_TNIL) o.optimize = lua_toboolean(L, -1);
   lua_pop(L, 1);
@@ -184,7 +188,7 @@ int trace_end(lua_State* L) {
   Trace& t = require_trace();
   luaL_checktype(L, 1, LUA_TTABLE);
   std::string dump_dir, dump_name, hbm_version;
-  CompileOptions options = compile_options(L, 2, dump_dir, dump_name, hbm_version);
+  CompileOptions options = compile_options(L, 2, t.optimize, dump_dir, dump_name, hbm_version);
   Graph& g = t.graph;
   g.share_scalars(false);  // the passes rewrite nodes in place
   g.outputs.clear();

@@ -258,16 +258,19 @@ std::vector<NodeId> Graph::inline_call(const Graph& sub, std::span<const NodeId>
                   ", it takes " + type_str(p.dtype, p.shape));
     copy[size_t(sub.params[i])] = args[i];
   }
-  const int32_t here = current_loc;
+  struct Restore {  // current_loc as it was, also when a shape rule throws
+    int32_t& loc;
+    const int32_t was;
+    ~Restore() { loc = was; }
+  } restore{current_loc, current_loc};
   for (NodeId k = 0; k < NodeId(sub.nodes.size()); ++k) {
     const Node& n = sub.at(k);
     if (n.op == Op::parameter) continue;
     Operands in;
     for (NodeId i : n.in) in.push_back(copy[size_t(i)]);
-    current_loc = n.loc >= 0 ? intern_location(sub.locations[size_t(n.loc)]) : here;
+    current_loc = n.loc >= 0 ? intern_location(sub.locations[size_t(n.loc)]) : restore.was;
     copy[size_t(k)] = add(n.op, std::move(in), n.attrs, n.shape);
   }
-  current_loc = here;
   std::vector<NodeId> out;
   for (NodeId o : sub.outputs) out.push_back(copy[size_t(o)]);
   return out;

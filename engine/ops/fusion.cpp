@@ -207,12 +207,15 @@ Cost cost_fusion(const Graph& g, const Node& n) {
 void grad_of_body(GradContext& c, Graph local, NodeId y) {
   const Node& n = c.n();
   const NodeId seed = local.parameter(n.dtype, n.shape);
-  const std::vector<NodeId> xs(local.params.begin(), local.params.end() - 1);
+  std::vector<NodeId> xs;  // the body's parameters whose operands want a gradient
+  for (size_t i = 0; i < n.in.size(); ++i)
+    if (c.needs(i)) xs.push_back(local.params[i]);
   local.outputs = gradients(local, y, xs, seed);
   Operands args = n.in;
   args.push_back(c.out_grad);
   const std::vector<NodeId> grads = c.g.inline_call(local, args);
-  for (size_t i = 0; i < grads.size(); ++i) c.give(i, grads[i]);  // an operand read twice: the driver adds both
+  for (size_t i = 0, k = 0; i < n.in.size(); ++i)
+    if (c.needs(i)) c.give(i, grads[k++]);  // an operand read twice: the driver adds both
 }
 
 void grad_fusion(GradContext& c) {

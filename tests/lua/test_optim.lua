@@ -268,13 +268,15 @@ end
 -- Two steps of `opt` on two weights and two biases with clipnorm-sized gradients, traced (each
 -- parameter type's update traced once and applied as a fused template), traced without the
 -- pipeline (op for op), and eager: the same bits every way.
-local function two_steps(opt, how)
-  local params = {tpu.tensor {{1, -2}, {0.5, 3}}, tpu.tensor {0.1, -0.2}, tpu.tensor {{-1, 2}, {4, 0}}, tpu.tensor {0, 1}}
-  local grads = {tpu.tensor {{0.3, -1}, {2, 0.25}}, tpu.tensor {0.5, 1}, tpu.tensor {{1, 1}, {-3, 0.5}}, tpu.tensor {-2, 0.125}}
+local function two_steps(opt, how, where)
+  local params = {tpu.tensor {{1, -2}, {0.5, 3}}, tpu.tensor {0.1, -0.2}, tpu.tensor {{-1, 2}, {4, 0}}, tpu.tensor {0, 1},
+                  tpu.tensor({0.75, -1.5}, {dtype = "bf16"})}
+  local grads = {tpu.tensor {{0.3, -1}, {2, 0.25}}, tpu.tensor {0.5, 1}, tpu.tensor {{1, 1}, {-3, 0.5}}, tpu.tensor {-2, 0.125},
+                 tpu.tensor({0.5, 0.25}, {dtype = "bf16"})}
   local state = opt:init(params)
-  local function step(p, g, s) return opt:update(p, g, s) end
+  local function step(p, g, s, ok) return opt:update(p, g, s, ok ~= nil and {where = ok} or nil) end
   if how ~= "eager" then step = tpu.jit(step, {optimize = how == "fused"}) end
-  for _ = 1, 2 do params, state = step(params, grads, state) end
+  for k = 1, 2 do params, state = step(params, grads, state, where and tpu.tensor(where[k]) or nil) end
   local out = {}
   for i, p in ipairs(params) do out[i] = p:totable() end
   for _, name in ipairs(opt.slots) do
@@ -287,40 +289,56 @@ function T.traced_updates_are_the_eager_ones_bit_for_bit()
   for _, opt in ipairs {optim.Adam {lr = 0.1, clipnorm = 1}, optim.AdamW {lr = 0.05},
                         optim.SGD {lr = 0.1, momentum = 0.9, nesterov = true},
                         optim.RMSprop {lr = 0.01, momentum = 0.5, centered = true, clipnorm = 0.5}} do
-    local eager = two_steps(opt, "eager")
-    check.eq(two_steps(opt, "fused"), eager, tostring(opt))
-    check.eq(two_steps(opt, "plain"), eager, tostring(opt))
+    for _, where in ipairs {false, {true, false}} do
+      local eager = two_steps(opt, "eager", where or nil)
+      check.eq(two_steps(opt, "fused", where or nil), eager, tostring(opt))
+      check.eq(two_steps(opt, "plain", where or nil), eager, tostring(opt))
+    end
   end
 end
 
--- Traced, update_one runs once per parameter type (dtype and shape), and its update is
--- applied to each parameter of that type; eager, once per parameter.
+-- Traced, a pure update_one (its class says pure_update = true) runs once per parameter type
+-- (dtype and shape), and its update is applied to each parameter of that type; eager, or
+-- without the flag (an update_one of its own that counts its calls, say), once per parameter.
 function T.a_traced_update_traces_each_parameter_type_once()
-  local Counted = optim.SGD:extend("Counted")
   local calls = 0
-  function Counted:update_one(p, g, slots, s)
-    calls = calls + 1
-    return optim.SGD.update_one(self, p, g, slots, s)
+  local function counted(pure, clipnorm)
+    local Counted = optim.SGD:extend("Counted")
+    Counted.pure_update = pure
+    function Counted:update_one(p, g, slots, s)
+      calls = calls + 1
+      return optim.SGD.update_one(self, p, g, slots, s)
+    end
+    return Counted {lr = 0.5, momentum = 0.5, clipnorm = clipnorm}
   end
-  local opt = Counted {lr = 0.5}
   local params = {tpu.ones {2, 3}, tpu.ones {3}, tpu.ones {2, 3}, tpu.ones {3}, tpu.ones {4}}
   local grads = {}
   for i, p in ipairs(params) do grads[i] = p * i end
-  local state = opt:init(params)
-  local step = tpu.jit(function(p, g, s) return opt:update(p, g, s) end)
-  local new = step(params, grads, state)
-  check.eq(calls, 3)
-  check.eq(new[3]:totable(), {{-0.5, -0.5, -0.5}, {-0.5, -0.5, -0.5}})
-  check.eq(new[5]:totable(), {-1.5, -1.5, -1.5, -1.5})
-  calls = 0
-  opt:update(params, grads, state)
-  check.eq(calls, 5)
+  -- With clipnorm and `where` too: every argument a template takes (a failed template would
+  -- fall back to tracing each parameter, and count more calls).
+  for _, case in ipairs {{true, 3}, {nil, 5}, {true, 3, 1e6}} do
+    local opt = counted(case[1], case[3])
+    local state = opt:init(params)
+    local step = tpu.jit(function(p, g, s, ok) return opt:update(p, g, s, {where = ok}) end)
+    calls = 0
+    local new = step(params, grads, state, tpu.tensor(true))
+    check.eq(calls, case[2])
+    check.eq(new[3]:totable(), {{-0.5, -0.5, -0.5}, {-0.5, -0.5, -0.5}})
+    check.eq(new[5]:totable(), {-1.5, -1.5, -1.5, -1.5})
+    calls = 0
+    opt:update(params, grads, state)
+    check.eq(calls, 5)
+  end
+  -- A subclass that keeps its parent's update_one keeps its parent's flag.
+  local Plain = optim.Adam:extend("Plain")
+  check.is_true(Plain.pure_update and not optim.Optimizer.pure_update)
 end
 
 -- An update_one that reads a traced value it was not given cannot be traced apart: it is
 -- traced for each parameter in place, as it reads.
 function T.an_update_reading_other_traced_values_still_traces()
   local Shifted = optim.SGD:extend("Shifted")
+  Shifted.pure_update = true
   local shift
   function Shifted:update_one(p, g, slots, s)
     local new_p = optim.SGD.update_one(self, p, g, slots, s)
@@ -364,7 +382,7 @@ function T.gradients_flow_through_a_traced_update()
   local g0 = {tpu.tensor {0.3, -0.7}}
   local function after_update(p)
     local s = opt:init {tpu.zeros {2}}
-    local new = opt:update(p, {p[1] * g0[1]}, s)
+    local new = opt:update(p, {p[1] * g0[1]}, s, {where = tpu.tensor(true)})
     return (new[1] * new[1]):sum()
   end
   local x = {tpu.tensor {0.5, -1.5}}

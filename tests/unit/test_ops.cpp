@@ -75,6 +75,19 @@ NodeId fused_chain(Graph& g, const std::vector<NodeId>& x) {
   return g.add(Op::fusion, {x[0], x[1]}, a);
 }
 
+// where(keep, tanh(x), y) as one fusion node (keep a bool tensor).
+NodeId fused_select(Graph& g, const std::vector<NodeId>& x) {
+  const Shape shape = g.at(x[0]).shape;
+  auto body = std::make_shared<Graph>();
+  NodeId px = body->parameter(DType::f32, shape);
+  NodeId py = body->parameter(DType::f32, shape);
+  NodeId keep = body->parameter(DType::boolean, shape);
+  body->outputs = {body->select(keep, body->unary(Op::tanh, px), py)};
+  Attrs a;
+  a.set_body(body);
+  return g.add(Op::fusion, {x[0], x[1], x[2]}, a);
+}
+
 // x * x + tanh(x) as a fusion whose body takes x twice (two parameters, one operand).
 NodeId fused_operand_twice(Graph& g, const std::vector<NodeId>& x) {
   const Shape shape = g.at(x[0]).shape;
@@ -306,6 +319,10 @@ const std::vector<OpCase>& cases() {
        [](Graph& g, V x) { return reduced_chain(g, x, {1}, ReduceKind::sum); }},
       {"reduce_fusion_small_columns", {{f, {4, 3}}, {f, {3}}},
        [](Graph& g, V x) { return reduced_chain(g, x, {0}, ReduceKind::sum); }},
+      {"reduce_fusion_small_max", {{f, {2, 3, 4}, Fill::positive}, {f, {4}, Fill::positive}},
+       [](Graph& g, V x) { return reduced_chain(g, x, {0, 1}, ReduceKind::max); }},
+      // A body with a bool parameter (an optimizer's `where`): its gradient is none.
+      {"fusion_select", {{f, {3, 4}}, {f, {3, 4}}, {DType::boolean, {3, 4}, Fill::small_int}}, fused_select},
       // Rows (the last dims), columns in three tiles of rows, two leading dims by max, and dims
       // that are not consecutive (the body's result stored, then reduced).
       {"reduce_fusion_rows", {{f, {5, 3000}}, {f, {3000}}},

@@ -1,8 +1,8 @@
 -- A loss that goes NaN or infinite stops fit with the step and the layer that made it.
 --
--- The train step keeps the weights (and the optimizer state and layer statistics) it was given
--- when its loss is not finite (keep_if_finite), so after such a step the model still holds the
--- weights that produced it. fit then calls fail(): it runs the forward pass of that batch again,
+-- The train step keeps the weights and layer statistics it was given when its loss is not
+-- finite (the optimizer's update with `where`, keep_if_finite; the optimizer state advances),
+-- so after such a step the model still holds the weights that produced it. fit then calls fail(): it runs the forward pass of that batch again,
 -- eagerly and with the step's random key, watching every layer's output; the first layer (in
 -- the order the forward pass runs them) whose output holds a NaN or an infinity is the one
 -- reported. Layers whose weights are already not finite are reported as such.

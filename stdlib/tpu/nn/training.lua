@@ -31,6 +31,7 @@ local Progbar = require "tpu.nn.Progbar"
 local nonfinite = require "tpu.nn.nonfinite"
 local interrupt = require "tpu.interrupt"
 local errors = require "tpu.errors"
+local Optimizer = require "tpu.optim.Optimizer"
 
 local M = {}
 
@@ -324,7 +325,13 @@ local function make_train_step(model, c, layout)
     -- would cost a pass over it every step, and fit stops there anyway.
     local stats = batch_stats(c, aux, y, w, core_count)
     local finite = nonfinite.finite_flag(stats:slice {{1, 1}})
-    local new_params, new_opt_state = c.optimizer:update(tparams, grads, opt_state, {where = finite})
+    local new_params, new_opt_state
+    if c.optimizer.update == Optimizer.update then
+      new_params, new_opt_state = c.optimizer:update(tparams, grads, opt_state, {where = finite})
+    else  -- an update of the user's own, which may not know `where`
+      new_params, new_opt_state = c.optimizer:update(tparams, grads, opt_state)
+      new_params = nonfinite.keep_if_finite(finite, {tparams}, {new_params})
+    end
     aux.state = nonfinite.keep_if_finite(finite, {frozen}, {aux.state})
     return new_params, new_opt_state, aux.state, stats
   end, {name = "train_step", donate_argnums = {1, 2}, batch_argnums = {4, 5, 6}})

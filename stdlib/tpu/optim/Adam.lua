@@ -32,6 +32,7 @@ function Adam:scalars(_state, step, lr)
   return {alpha = alpha, lr = lr}
 end
 
+Adam.pure_update = true  -- update_one computes from its arguments alone (Optimizer:update)
 function Adam:update_one(p, g, slots, s)
   local m = slots.m * self.beta1 + g * (1 - self.beta1)
   local v = slots.v * self.beta2 + (g * g) * (1 - self.beta2)

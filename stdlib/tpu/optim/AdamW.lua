@@ -14,6 +14,7 @@ function AdamW:__init(opts)
   self.weight_decay = self:check_number("weight_decay", opts.weight_decay or 0.004, 0)
 end
 
+AdamW.pure_update = true  -- update_one computes from its arguments alone (Optimizer:update)
 function AdamW:update_one(p, g, slots, s)
   local decayed = p - Optimizer.like(s.lr * self.weight_decay, p) * p
   return Adam.update_one(self, decayed, g, slots, s)

@@ -172,11 +172,24 @@ local function update_template(self, args, scalar_names, scalars, has_scale, has
     local keep = has_keep and x[k + (has_scale and 2 or 1)] or nil
     local new_p, new_slots = update_param(self, x[1], x[2], slots, own, scale, keep)
     local outs = {new_p}
-    for _, name in ipairs(self.slots) do outs[#outs + 1] = new_slots[name] end
+    for k, name in ipairs(self.slots) do outs[k + 1] = new_slots[name] end
+    for k = 1, #self.slots + 1 do  -- anything else is left to the direct path to make or report
+      if not util.is_tensor(outs[k]) then error("update_one's results are not tensors", 0) end
+    end
     return core.trace_end_template(outs)
   end)
-  if not ok and core.trace_depth() > depth then core.trace_abort() end
+  while not ok and core.trace_depth() > depth do core.trace_abort() end
   return ok and result or nil, result
+end
+
+-- Whether update_one may be traced once per parameter type: the class that defines it says so
+-- (pure_update = true: it computes from its arguments alone). An update_one that keeps Lua
+-- state from call to call (a counter, a table keyed by parameter) is traced per parameter.
+local function pure_update(self)
+  if rawget(self, "update_one") ~= nil then return false end
+  local cls = getmetatable(self)
+  while cls and rawget(cls, "update_one") == nil do cls = cls.super end
+  return cls ~= nil and rawget(cls, "pure_update") == true
 end
 
 -- update's options: {where = a bool scalar tensor}: where it is false the parameters stay as
@@ -210,10 +223,11 @@ function Optimizer:update(params, grads, state, opts)
   for name, v in pairs(scalars) do
     if util.is_tensor(v) then scalar_names[#scalar_names + 1] = name end
   end
-  table.sort(scalar_names)
+  table.sort(scalar_names, function(a, b) return tostring(a) < tostring(b) end)
   -- Traced, each parameter type's update is traced once and applied to every parameter of
   -- that type as a template (fused already); eager, or should the template fail, directly.
   local traced = core.trace_depth() > 0 and (core.is_traced(step) or core.is_traced(params[1] or step))
+    and pure_update(self)
   local templates, args = {}, {}
   local new_params = {}
   local slots = {}  -- one table for every parameter's slots: update_one's results are copied out

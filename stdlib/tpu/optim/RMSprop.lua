@@ -25,6 +25,7 @@ function RMSprop:scalars(_state, _step, lr)
   return {lr = lr}
 end
 
+RMSprop.pure_update = true  -- update_one computes from its arguments alone (Optimizer:update)
 function RMSprop:update_one(p, g, slots, s)
   local rho = self.rho
   local new = {velocity = slots.velocity * rho + g * g * (1 - rho)}

@@ -18,6 +18,7 @@ function SGD:scalars(_state, _step, lr)
   return {lr = lr}
 end
 
+SGD.pure_update = true  -- update_one computes from its arguments alone (Optimizer:update)
 function SGD:update_one(p, g, slots, s)
   local lr = Optimizer.like(s.lr, p)
   if self.momentum == 0 then return p - lr * g, {} end
