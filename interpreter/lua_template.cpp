@@ -1,9 +1,9 @@
 // Templates: a traced computation kept as a graph, optimized once, and applied again in the
 // enclosing trace to other arguments. An optimizer's update traces each parameter type (the
 // dtypes and shapes of the parameter, its gradient and its slots) once this way instead of
-// each parameter: in a deep model the update was most of
-// the trace (Adam: 24 of a Dense layer's 41 nodes, each made by a Lua call and carried through
-// every pass until fusion left 3 of them); applied, the template adds its 3 fused nodes.
+// each parameter: in a deep model the update was most of the trace (Adam: 24 of a Dense
+// layer's 41 nodes, each made by a Lua call and carried through every pass until fusion left
+// 3 of them); applied, the template adds its 3 fused nodes.
 //
 //   core.trace_begin(name)
 //   local x = core.trace_param(dtype, shape) ...          -- the template's parameters
@@ -53,6 +53,7 @@ int trace_end_template(lua_State* L) {
   luaL_checktype(L, 1, LUA_TTABLE);
   Graph& g = t.graph;
   g.share_scalars(false);  // the passes rewrite nodes in place
+  g.outputs.clear();
   for (lua_Integer i = 1; i <= luaL_len(L, 1); ++i) {
     lua_geti(L, 1, i);
     LuaTensor* x = test_tensor(L, -1);

@@ -113,7 +113,6 @@ LuaExecutable* check_executable(lua_State* L, int arg) {
   return static_cast<LuaExecutable*>(luaL_checkudata(L, arg, kExecutableMeta));
 }
 
-
 // Options of trace_end: {optimize= (default: trace_begin's), donate={bool per parameter},
 // dump_dir=, dump_name=, hbm_version="v2"|"v3"|"v4" (check the plan against one core of it),
 // arg_label=function(j) (what parameter j is, for that check's report: param_label)}.

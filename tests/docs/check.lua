@@ -32,7 +32,7 @@ for name in ([[
   Dataset:check_self Dataset:extend Dataset:is_instance
   Vocabulary:extend Vocabulary:is_instance
   Optimizer:extend Optimizer:is_instance Optimizer:check_lr Optimizer:check_number Optimizer:init_options
-  Optimizer:initial_lr Optimizer:like Optimizer:clip Optimizer:clip_scale
+  Optimizer:initial_lr Optimizer:like Optimizer:clip_scale
   strategy:extend strategy:is_instance strategy:check_batch strategy:agree
   Callback:extend Callback:is_instance
 ]]):gmatch("%S+") do internal[name] = true end

@@ -3,13 +3,16 @@
 --
 --   local state = opt:init(params)                              -- params: list of tensors
 --   params, state = opt:update(params, grads, state)           -- pure tensor math (traces)
+--   params, state = opt:update(params, grads, state, {where = ok})  -- params kept where not ok
 --
 -- Every optimizer takes `lr` (a number or a schedule from optim.schedule, evaluated inside the
 -- step from the step counter) and `clipnorm` (the gradients are scaled together so their global
 -- L2 norm is at most clipnorm). Subclasses call `self:init_options(opts, own_option_names)`, set
 -- `slots` (names of per-parameter tensors, e.g. {"m", "v"}) and implement
 -- `scalars(state, step, lr)` (per-step values shared by all parameters) and
--- `update_one(p, g, slots, scalars)` -> new_p, new_slots.
+-- `update_one(p, g, slots, scalars)` -> new_p, new_slots; with `pure_update = true` on the
+-- class that defines update_one (it computes from its arguments alone), a traced update runs
+-- it once per parameter type and applies that to each parameter (a template).
 local class = require "tpu.class"
 local core = require "tpu.core"
 local schedule = require "tpu.optim.schedule"
@@ -103,15 +106,6 @@ function Optimizer:clip_scale(grads)
   end
   if not total then return nil end
   return self.clipnorm / total:sqrt():maximum(self.clipnorm)
-end
-
--- The gradients scaled by min(1, clipnorm / global_norm).
-function Optimizer:clip(grads)
-  local scale = self:clip_scale(grads)
-  if not scale then return grads end
-  local out = {}
-  for i, g in ipairs(grads) do out[i] = g * Optimizer.like(scale, g) end
-  return out
 end
 
 -- One parameter's update: its gradient scaled (clipnorm), update_one, and the new value taken
