@@ -215,6 +215,9 @@ void register_trace_functions(lua_State* L, int core);
 void register_template_functions(lua_State* L, int core);  // lua_template.cpp
 // Drops trace `id` if it is the innermost one (trace_end's and trace_end_template's end).
 void pop_trace(TraceId id);
+// The list at `list` (tensors of trace t, or concrete ones: constants) as t's graph's outputs;
+// `who` names the caller in errors.
+void set_trace_outputs(lua_State* L, int list, Trace& t, const char* who);
 // The TPUTRAIN_OPT environment variable's default for running the pass pipeline (on unless 0).
 bool optimize_by_default();
 void register_random_functions(lua_State* L, int core);

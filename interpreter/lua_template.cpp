@@ -50,19 +50,8 @@ Trace& active() {
 // innermost trace, whose graph becomes the template.
 int trace_end_template(lua_State* L) {
   Trace& t = active();
-  luaL_checktype(L, 1, LUA_TTABLE);
+  set_trace_outputs(L, 1, t, "trace_end_template");
   Graph& g = t.graph;
-  g.share_scalars(false);  // the passes rewrite nodes in place
-  g.outputs.clear();
-  for (lua_Integer i = 1; i <= luaL_len(L, 1); ++i) {
-    lua_geti(L, 1, i);
-    LuaTensor* x = test_tensor(L, -1);
-    lua_pop(L, 1);
-    if (!x) throw Error("trace_end_template: output " + std::to_string(i) + " is not a tensor");
-    if (!x->traced()) g.outputs.push_back(g.constant(x->value()));
-    else if (x->trace_id == t.id) g.outputs.push_back(x->node);
-    else throw Error("a result of '" + t.name + "' comes from another trace");
-  }
   if (std::string problem = verify_graph(g); !problem.empty()) throw Error("template '" + t.name + "': " + problem);
   auto traced = std::make_shared<const Graph>(std::move(g));
   pop_trace(t.id);

@@ -188,18 +188,8 @@ int trace_end(lua_State* L) {
   luaL_checktype(L, 1, LUA_TTABLE);
   std::string dump_dir, dump_name, hbm_version;
   CompileOptions options = compile_options(L, 2, t.optimize, dump_dir, dump_name, hbm_version);
+  set_trace_outputs(L, 1, t, "trace_end");
   Graph& g = t.graph;
-  g.share_scalars(false);  // the passes rewrite nodes in place
-  g.outputs.clear();
-  for (lua_Integer i = 1; i <= luaL_len(L, 1); ++i) {
-    lua_geti(L, 1, i);
-    LuaTensor* x = test_tensor(L, -1);
-    lua_pop(L, 1);
-    if (!x) throw Error("trace_end: output " + std::to_string(i) + " is not a tensor");
-    if (!x->traced()) g.outputs.push_back(g.constant(x->value()));
-    else if (x->trace_id == t.id) g.outputs.push_back(x->node);
-    else throw Error("a result of '" + t.name + "' comes from another trace");
-  }
   if (!dump_dir.empty()) {
     std::filesystem::create_directories(dump_dir);
     dump_stage(dump_dir, dump_name, "before", g);
@@ -517,6 +507,22 @@ const LuaFunction kFunctions[] = {fn<l_trace_begin>("trace_begin"),   fn<l_trace
                                   fn<l_kernel_times>("kernel_times")};
 
 }  // namespace
+
+void set_trace_outputs(lua_State* L, int list, Trace& t, const char* who) {
+  if (!lua_istable(L, list)) throw Error(std::string(who) + ": the outputs must be a list of tensors");
+  Graph& g = t.graph;
+  g.share_scalars(false);  // the passes rewrite nodes in place
+  g.outputs.clear();
+  for (lua_Integer i = 1; i <= luaL_len(L, list); ++i) {
+    lua_geti(L, list, i);
+    LuaTensor* x = test_tensor(L, -1);
+    lua_pop(L, 1);
+    if (!x) throw Error(std::string(who) + ": output " + std::to_string(i) + " is not a tensor");
+    if (!x->traced()) g.outputs.push_back(g.constant(x->value()));
+    else if (x->trace_id == t.id) g.outputs.push_back(x->node);
+    else throw Error("a result of '" + t.name + "' comes from another trace");
+  }
+}
 
 bool optimize_by_default() {
   const char* v = std::getenv("TPUTRAIN_OPT");
