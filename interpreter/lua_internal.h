@@ -79,6 +79,7 @@ void push_traced(lua_State* L, TraceId trace_id, NodeId node);
 // trace_begin set (called for each new traced value).
 void watch_trace_heap(lua_State* L);
 Trace* active_trace();                 // innermost trace being recorded, or nullptr
+Trace& require_trace();                // innermost trace being recorded; throws without one
 Trace* trace_by_id(TraceId id);        // nullptr if it has ended
 std::vector<std::unique_ptr<Trace>>& trace_stack();
 

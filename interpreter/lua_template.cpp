@@ -40,16 +40,10 @@ int template_gc(lua_State* L) {
   return 0;
 }
 
-Trace& active() {
-  Trace* t = active_trace();
-  if (!t) throw Error("no trace is being recorded");
-  return *t;
-}
-
 // core.trace_end_template(outputs) -> template: the outputs (a list of tensors) end the
 // innermost trace, whose graph becomes the template.
 int trace_end_template(lua_State* L) {
-  Trace& t = active();
+  Trace& t = require_trace();
   set_trace_outputs(L, 1, t, "trace_end_template");
   Graph& g = t.graph;
   if (std::string problem = verify_graph(g); !problem.empty()) throw Error("template '" + t.name + "': " + problem);
@@ -67,7 +61,7 @@ int trace_end_template(lua_State* L) {
 int apply_template(lua_State* L) {
   LuaTemplate* tmpl = check_template(L, 1);
   luaL_checktype(L, 2, LUA_TTABLE);
-  Trace& t = active();
+  Trace& t = require_trace();
   const Graph& body = tmpl->for_trace(t);
   if (!lua_checkstack(L, int(body.outputs.size()))) throw Error("apply_template: too many results");
   std::vector<NodeId> args;

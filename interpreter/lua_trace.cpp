@@ -21,12 +21,6 @@ TraceId next_trace_id() {
   return ++id;
 }
 
-Trace& require_trace() {
-  Trace* t = active_trace();
-  if (!t) throw Error("no trace is being recorded");
-  return *t;
-}
-
 // The Lua heap size (KiB) above which a traced value restarts the collector, which tpu/jit.lua
 // stops while it traces; 0 while no limit is watched.
 lua_Integer restart_collector_above_kb = 0;
@@ -507,6 +501,12 @@ const LuaFunction kFunctions[] = {fn<l_trace_begin>("trace_begin"),   fn<l_trace
                                   fn<l_kernel_times>("kernel_times")};
 
 }  // namespace
+
+Trace& require_trace() {
+  Trace* t = active_trace();
+  if (!t) throw Error("no trace is being recorded");
+  return *t;
+}
 
 void set_trace_outputs(lua_State* L, int list, Trace& t, const char* who) {
   if (!lua_istable(L, list)) throw Error(std::string(who) + ": the outputs must be a list of tensors");

@@ -2,10 +2,10 @@
 --
 -- The train step keeps the weights and layer statistics it was given when its loss is not
 -- finite (the optimizer's update with `where`, keep_if_finite; the optimizer state advances),
--- so after such a step the model still holds the weights that produced it. fit then calls fail(): it runs the forward pass of that batch again,
--- eagerly and with the step's random key, watching every layer's output; the first layer (in
--- the order the forward pass runs them) whose output holds a NaN or an infinity is the one
--- reported. Layers whose weights are already not finite are reported as such.
+-- so after such a step the model still holds the weights that produced it. fit then calls
+-- fail(): it runs the forward pass of that batch again, eagerly and with the step's random
+-- key, watching every layer's output; the first layer (in the order the forward pass runs
+-- them) whose output holds a NaN or an infinity is the one reported. Layers whose weights are already not finite are reported as such.
 local core = require "tpu.core"
 local util = require "tpu.nn.util"
 local errors = require "tpu.errors"
