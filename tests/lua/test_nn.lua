@@ -192,6 +192,30 @@ function T.set_parameters_returns_what_it_replaced()
   check.raises(function() other:set_parameters(from_m) end, "set_parameters expects 3 tensors, got 4")
 end
 
+-- A swap back updates the fields the swap found, as many times as lists go back and forth; a
+-- field pointed elsewhere in between keeps what it holds.
+function T.set_parameters_back_and_forth_keeps_aliases()
+  local Twice = nn.Module:extend("Twice")
+  function Twice:build() self:add_weight {name = "w", shape = {2}}; self.alias = self.w end
+  function Twice:call(x) return x * self.w + x * self.alias end
+  local m = nn.Sequential {Twice(), nn.Dense(2)}
+  m(rand({3, 2}))
+  local own = m:parameters()
+  local new = {}
+  for i, p in ipairs(own) do new[i] = p + 1 end
+  local list = m:set_parameters(new)
+  for _ = 1, 3 do
+    list = m:set_parameters(list)
+    check.eq(m.modules[1].alias, m.modules[1].w)
+  end
+  check.eq(m.modules[1].w, own[1])
+  local elsewhere = rand({2})
+  m.modules[1].alias = elsewhere
+  m:set_parameters(list)
+  check.eq(m.modules[1].w, new[1])
+  check.eq(m.modules[1].alias, elsewhere)
+end
+
 function T.sequential_rejects_non_layers()
   check.raises(function() nn.Sequential {nn.Flatten(), 3} end, "layer 2 is not a layer")
   check.raises(function() nn.Sequential {nn.Flatten} end, "layer 1 is the class Flatten")
