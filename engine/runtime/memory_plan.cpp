@@ -19,7 +19,9 @@ namespace {
 // are kept in order, each with its ranges in the order they were freed.
 class Arena {
  public:
+  // An empty tensor (a dimension of 0) takes no space: offset 0, nothing to free.
   size_t allocate(size_t bytes) {
+    if (bytes == 0) return 0;
     for (auto fit = by_size_.lower_bound(bytes); fit != by_size_.end();) {
       Bucket& b = fit->second;
       while (b.head < b.ranges.size() && !current(fit->first, b.ranges[b.head])) ++b.head;
@@ -47,6 +49,7 @@ class Arena {
   }
 
   void release(size_t off, size_t bytes) {
+    if (bytes == 0) return;
     if (auto next = by_start_.find(off + bytes); next != by_start_.end()) {
       bytes += next->second.size;
       erase(next->first);

@@ -216,6 +216,27 @@ function T.set_parameters_back_and_forth_keeps_aliases()
   check.eq(m.modules[1].alias, elsewhere)
 end
 
+-- A field a layer points at its weight inside call (here on its first call in training, which
+-- the train step's trace makes) holds the real weight again once the step is traced, and
+-- follows fit's updates.
+function T.alias_made_inside_call_follows_the_weight()
+  local Cached = nn.Module:extend("Cached")
+  function Cached:build() self:add_weight {name = "w", shape = {2}, initializer = "ones"} end
+  function Cached:call(x, ctx)
+    if ctx and ctx.training then self.w_seen = self.w_seen or self.w end
+    return x * (self.w_seen or self.w)
+  end
+  local layer = Cached()
+  local model = nn.Sequential {layer}
+  model:compile {optimizer = tpu.optim.SGD {lr = 0.1}, loss = "mse"}
+  local x, y = rand({4, 2}), rand({4, 2})
+  model:fit(tpu.data.from_tensors {x, y}:batch(4), {epochs = 2, verbose = 0})
+  check.eq(layer.w_seen, layer.w)
+  check.near(model(x):totable(), (x * layer.w):totable(), 1e-6)
+  model:evaluate(tpu.data.from_tensors {x, y}:batch(4), {verbose = 0})
+  check.eq(layer.w_seen, layer.w)
+end
+
 function T.sequential_rejects_non_layers()
   check.raises(function() nn.Sequential {nn.Flatten(), 3} end, "layer 2 is not a layer")
   check.raises(function() nn.Sequential {nn.Flatten} end, "layer 1 is the class Flatten")

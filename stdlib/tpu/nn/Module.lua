@@ -272,40 +272,22 @@ end
 
 -- Swaps in new tensors: list[j] for entries[j], j = first..last (module m's own weights).
 -- Fields that held the old tensor are updated too: one walk of the module's fields for all of
--- them, where only a tensor (a userdata) can match. Each field found is recorded in `fields`
--- (key, then entry index) for the swap back.
-local function swap_weights(m, entries, list, first, last, fields)
+-- them, where only a tensor (a userdata) can match (a train step's trace swaps every layer's
+-- weights in and back).
+local function swap_weights(m, entries, list, first, last)
   for k, v in pairs(m) do
     if type(v) == "userdata" then
       for j = first, last do
-        if rawequal(v, entries[j].value) then
-          m[k] = list[j]
-          fields[#fields + 1], fields[#fields + 2] = k, j
-          break
-        end
+        if rawequal(v, entries[j].value) then m[k] = list[j]; break end
       end
     end
   end
   for j = first, last do entries[j].value = list[j] end
 end
 
--- The swap back of the list a swap returned: only the fields the swap found. Walking every
--- field of every layer again misses the cache several times per layer of a deep model, and a
--- train step's trace swaps its weights in and back. A field that a layer's call pointed at a
--- swapped-in (traced) weight in between is not seen: using it later fails as any traced tensor
--- kept past its trace does.
-local function swap_back(walk, list, replaced)
-  local owners, entries, fields = walk.owners, walk.entries, walk.fields
-  for i = 1, #fields, 2 do
-    local k, j = fields[i], fields[i + 1]
-    local m = owners[j]
-    if rawequal(rawget(m, k), entries[j].value) then m[k] = list[j] end
-  end
-  for j, entry in ipairs(entries) do replaced[j], entry.value = entry.value, list[j] end
-end
-
 -- The walk behind each list set_parameters returned (weakly): given that list back, it puts
--- the tensors back without walking the modules again.
+-- the tensors back without walking the modules again. A walk misses the cache once per layer
+-- of a deep model, and a train step's trace swaps its weights in and back.
 local walk_of_replaced = setmetatable({}, {__mode = "k"})
 
 local function find_weights(self)
@@ -320,25 +302,19 @@ end
 -- Returns the tensors it replaced, in the same order. Nothing changes before the count is checked.
 function Module:set_parameters(list)
   local walk = walk_of_replaced[list]
-  local back = walk and walk.module == self
-  if not back then walk = find_weights(self) end
+  if not (walk and walk.module == self) then walk = find_weights(self) end
   local owners, entries = walk.owners, walk.entries
   if #list ~= #entries then
     util.fail("%s '%s': set_parameters expects %d tensors, got %d", self.__name, self.name, #entries, #list)
   end
   local replaced = {}
-  if back then
-    swap_back(walk, list, replaced)
-  else
-    for i, entry in ipairs(entries) do replaced[i] = entry.value end
-    walk.fields = {}
-    local first = 1
-    while first <= #entries do  -- a module's weights are consecutive in the walk
-      local last = first
-      while owners[last + 1] == owners[first] do last = last + 1 end
-      swap_weights(owners[first], entries, list, first, last, walk.fields)
-      first = last + 1
-    end
+  for i, entry in ipairs(entries) do replaced[i] = entry.value end
+  local first = 1
+  while first <= #entries do  -- a module's weights are consecutive in the walk
+    local last = first
+    while owners[last + 1] == owners[first] do last = last + 1 end
+    swap_weights(owners[first], entries, list, first, last)
+    first = last + 1
   end
   walk_of_replaced[replaced] = walk
   return replaced
