@@ -161,10 +161,9 @@ function T.set_parameters_updates_aliases_and_each_weight_walks_in_order()
   check.eq(#m:weight_entries(), 5)
 end
 
--- set_parameters returns what it replaced; that list given back puts everything back, aliases
--- too, without walking again (a layer built in between keeps its new weight), and is still
--- checked for its length. Another model's list is walked for that model.
-function T.set_parameters_returns_what_it_replaced()
+-- A built model whose first layer keeps its weight under a second field, its parameters and
+-- new values for them.
+local function model_with_alias()
   local Twice = nn.Module:extend("Twice")
   function Twice:build() self:add_weight {name = "w", shape = {2}}; self.alias = self.w end
   function Twice:call(x) return x * self.w + x * self.alias end
@@ -173,6 +172,14 @@ function T.set_parameters_returns_what_it_replaced()
   local own = m:parameters()
   local new = {}
   for i, p in ipairs(own) do new[i] = p + 1 end
+  return m, own, new
+end
+
+-- set_parameters returns what it replaced; that list given back puts everything back, aliases
+-- too, without walking again (a layer built in between keeps its new weight), and is still
+-- checked for its length. Another model's list is walked for that model.
+function T.set_parameters_returns_what_it_replaced()
+  local m, own, new = model_with_alias()
   local replaced = m:set_parameters(new)
   for i = 1, #own do check.eq(replaced[i], own[i]) end
   local extra = m.modules[2]:add_weight {name = "extra", shape = {1}}
@@ -186,23 +193,15 @@ function T.set_parameters_returns_what_it_replaced()
   check.raises(function() m:set_parameters(own) end, "set_parameters expects 4 tensors, got 3")
   table.remove(back)
   check.raises(function() m:set_parameters(back) end, "set_parameters expects 3 tensors, got 2")
-  local other = nn.Sequential {Twice(), nn.Dense(2)}
-  other(rand({3, 2}))
+  local other = model_with_alias()
   local from_m = m:set_parameters(m:parameters())
   check.raises(function() other:set_parameters(from_m) end, "set_parameters expects 3 tensors, got 4")
 end
 
--- A swap back updates the fields the swap found, as many times as lists go back and forth; a
--- field pointed elsewhere in between keeps what it holds.
+-- Lists given back and forth keep the aliases with their weights; a field pointed elsewhere in
+-- between keeps what it holds.
 function T.set_parameters_back_and_forth_keeps_aliases()
-  local Twice = nn.Module:extend("Twice")
-  function Twice:build() self:add_weight {name = "w", shape = {2}}; self.alias = self.w end
-  function Twice:call(x) return x * self.w + x * self.alias end
-  local m = nn.Sequential {Twice(), nn.Dense(2)}
-  m(rand({3, 2}))
-  local own = m:parameters()
-  local new = {}
-  for i, p in ipairs(own) do new[i] = p + 1 end
+  local m, own, new = model_with_alias()
   local list = m:set_parameters(new)
   for _ = 1, 3 do
     list = m:set_parameters(list)
