@@ -5,7 +5,8 @@
 -- so after such a step the model still holds the weights that produced it. fit then calls
 -- fail(): it runs the forward pass of that batch again, eagerly and with the step's random
 -- key, watching every layer's output; the first layer (in the order the forward pass runs
--- them) whose output holds a NaN or an infinity is the one reported. Layers whose weights are already not finite are reported as such.
+-- them) whose output holds a NaN or an infinity is the one reported. Layers whose weights are
+-- already not finite are reported as such.
 local core = require "tpu.core"
 local util = require "tpu.nn.util"
 local errors = require "tpu.errors"

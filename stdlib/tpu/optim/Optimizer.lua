@@ -231,10 +231,12 @@ function Optimizer:update(params, grads, state, opts)
   end
   for i, p in ipairs(params) do
     for _, name in ipairs(self.slots) do slots[name] = state[name][i] end
-    fill_args(args, self, p, grads[i], slots, scalar_names, scalars, scale, keep)
     local kind = traced and templates_for(templates, self, p, grads[i], slots)
-    if kind and kind.template == nil then
-      kind.template = update_template(self, args, scalar_names, scalars, scale ~= nil, keep ~= nil) or false
+    if kind then  -- the template's arguments (the direct path takes them as they are)
+      fill_args(args, self, p, grads[i], slots, scalar_names, scalars, scale, keep)
+      if kind.template == nil then
+        kind.template = update_template(self, args, scalar_names, scalars, scale ~= nil, keep ~= nil) or false
+      end
     end
     if kind and kind.template then
       store(i, core.apply_template(kind.template, args))
