@@ -7,10 +7,12 @@
 #ifdef TPU_HAVE_JEMALLOC
 #include <jemalloc/jemalloc.h>
 
-// A fresh page costs a fault on first touch, and a deep model's compile builds graphs of
-// hundreds of thousands of nodes pass after pass: a sixth of its time went to faults of 4 KiB
-// pages. jemalloc marks its extents and its metadata for transparent huge pages (madvise):
-// one fault per 2 MiB.
+// Huge pages: jemalloc leaves them to the system's mode (madvise here) and the engine marks
+// its large buffers for them (engine/core/tensor.cpp). Marking every extent and jemalloc's
+// metadata as well held 2 MiB pages that small objects used in part: a small model's run
+// (the MLP of bench/tputrain_models.lua fed by a pipeline) was 107 MB resident instead of 88.
+// A deep model's compile gained about 5% from them, no more: jemalloc keeps the pages it frees
+// (below), so a compile faults only where it grows past its peak.
 // dirty_decay_ms:-1: jemalloc's default hands freed pages back to the kernel over time, but a
 // step loop frees and reallocates the same buffers every step, so it kept faulting (and
 // zeroing) pages it had just given back: a data-pipeline map converting a 256x784 batch took
@@ -23,7 +25,7 @@
 // pages again (a map's 800 KB result took 0.19-0.39 ms a batch, against 0.05 ms with one
 // arena). Small objects still come from per-thread caches, without the arena's lock.
 // jemalloc reads this before the first allocation.
-const char* malloc_conf = "thp:always,metadata_thp:always,dirty_decay_ms:-1,narenas:1";  // jemalloc's C symbol
+const char* malloc_conf = "dirty_decay_ms:-1,narenas:1";  // jemalloc's C symbol
 #else
 #include <malloc.h>
 #endif
