@@ -454,8 +454,10 @@ bool reduce_produced(const Shape& shape, std::span<const int64_t> dims, ReduceKi
                      const TileProducer& produce, float* out) {
   Runs r;
   // A tile holds whole rows (over the last dims) or at least one row of columns (over leading
-  // dims: any number of rows, a BatchNorm's N*H*W included, goes in tiles of rows).
-  if (!consecutive_runs(shape, dims, r) || (r.inner == 1 && r.len > kTileElements) || r.inner > kTileElements)
+  // dims: any number of rows, a BatchNorm's N*H*W included, goes in tiles of rows). An empty
+  // operand has no tiles: the plain reduce fills the result with the starting values.
+  if (num_elements(shape) == 0 || !consecutive_runs(shape, dims, r) || (r.inner == 1 && r.len > kTileElements) ||
+      r.inner > kTileElements)
     return false;
   for_kind(kind, [&]<ReduceKind K>(double init) { reduce_produced_runs<K>(r, align, produce, out, init); });
   return true;

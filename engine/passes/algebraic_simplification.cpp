@@ -84,9 +84,11 @@ NodeId broadcast_chain(Graph& g, const Node& n) {
 
 // sum(-x) -> -sum(x): the same sums in the same order, negated once (negation is exact, and
 // rounding is symmetric): the negated copy of x, as large as the activations in a BatchNorm
-// gradient, is not made.
+// gradient, is not made. Floats only: an integer sum saturates where a negation wraps, so an
+// i32 sum past the range would give -INT32_MAX instead of INT32_MIN.
 NodeId negation_out_of_sum(Graph& g, const Node& n) {
-  if (n.op != Op::reduce || n.reduce_kind() != ReduceKind::sum || g.at(n.in[0]).op != Op::neg) return -1;
+  if (n.op != Op::reduce || n.reduce_kind() != ReduceKind::sum || g.at(n.in[0]).op != Op::neg || !is_float(n.dtype))
+    return -1;
   return g.unary(Op::neg, g.reduce(g.at(n.in[0]).in[0], n.attrs.dims(), ReduceKind::sum));
 }
 

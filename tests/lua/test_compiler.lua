@@ -90,6 +90,21 @@ return {
     check.is_true(la[12] < la[1], "the loss goes down")
   end,
 
+  ["a fused reduce over an empty axis gives its starting value"] = function()
+    -- The elementwise chain fuses into the reduce; an empty operand has no tiles to make.
+    check.eq(tpu.jit(function(x) return (x * 2):sum(2) end)(tpu.zeros {3, 0}):totable(), {0, 0, 0})
+    check.eq(tpu.jit(function(x) return (x * 2):max() end)(tpu.zeros {0}):item(), -math.huge)
+    check.eq(tpu.jit(function(x) return (x + 1):min(1) end)(tpu.zeros {0, 2}):totable(), {math.huge, math.huge})
+  end,
+
+  ["an i32 sum of negations past the range is the same with and without the pipeline"] = function()
+    -- sum(-x) -> -sum(x) holds for floats only: an integer sum saturates where negation wraps.
+    local x = tpu.tensor({1073741824, 1073741824, 1073741824}, {dtype = "i32"})
+    local function f(v) return (-v):sum() end
+    check.eq(tpu.jit(f)(x):item(), tpu.jit(f, {optimize = false})(x):item())
+    check.eq(tpu.jit(f)(x):item(), -2147483648)
+  end,
+
   ["the pipeline makes fewer kernels and a smaller plan"] = function()
     local p, s, x, y, step = mlp_problem()
     local plain = tpu.jit(step, {optimize = false}):info(p, s, x, y)
