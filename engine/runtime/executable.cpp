@@ -408,13 +408,16 @@ std::vector<Tensor> Executable::run(std::span<const Tensor> args) const {
     if (g.at(n).op == Op::constant)
       for (int r = 0; r < R; ++r) values[size_t(r)][size_t(n)] = *g.at(n).attrs.literal();
 
-  // Per-replica results are written straight into their rows of a stacked tensor.
+  // Per-replica results are written straight into their rows of a stacked tensor. A sharded
+  // argument returned as it is runs no step: its rows are the replicas' already.
   std::vector<Tensor> stacked(g.nodes.size());
   for (NodeId o : g.outputs)
     if (!invariant_[size_t(o)] && R > 1 && !stacked[size_t(o)].raw()) {
       Shape s = g.at(o).shape;
       s.insert(s.begin(), R);
-      stacked[size_t(o)] = Tensor(g.at(o).dtype, s, Tensor::Uninitialized{});
+      const auto param = std::find(g.params.begin(), g.params.end(), o);
+      stacked[size_t(o)] = param != g.params.end() ? args[size_t(param - g.params.begin())].reshaped(s)
+                                                  : Tensor(g.at(o).dtype, s, Tensor::Uninitialized{});
     }
 
   for (const Phase& ph : phases_) {

@@ -35,6 +35,13 @@ return {
     check.eq(s8.num_replicas_in_sync, 8)
   end,
 
+  ["a sharded argument returned as it is comes back with each core's rows"] = function()
+    local s = tpu.strategy.TPU {cores = 2}
+    local a, b = s:run(function(x) return x, x * 2 end, s:shard(tpu.tensor {1, 2, 3, 4}))
+    check.eq(a.value:totable(), {{1, 2}, {3, 4}})
+    check.eq(b.value:totable(), {{2, 4}, {6, 8}})
+  end,
+
   ["the same replicated run is bitwise identical across runs"] = function()
     local a = train(4, 10)
     local b = train(4, 10)
