@@ -34,10 +34,13 @@ function Cycle:_stream(upstream, epoch)
   end
 end
 
+-- Forever over a parent of unknown size is infinite, as tf.data counts it: only an empty
+-- parent would end it (an empty pass stops the stream), and fit must not take such a data set
+-- for one that ends.
 function Cycle:_count()
   local c = self._parent:_count()
   if c == 0 or self._count_n == 0 then return 0 end
-  if not self._count_n then return c == Dataset.UNKNOWN and c or Dataset.INFINITE end
+  if not self._count_n then return Dataset.INFINITE end
   if c < 0 then return c end
   return c * self._count_n
 end
