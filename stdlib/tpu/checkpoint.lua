@@ -426,7 +426,9 @@ local function build_from(model, data)
     return
   end
   if not is_dataset(data) then fail("fit: resume: build the model first (call it once on a batch)") end
+  local pass = data._epoch  -- a look at the first batch is not a pass of the data set
   local x = data:iter {epoch = 0}()
+  data._epoch = pass
   if x == nil then fail("fit: resume: the training data set produced no batches") end
   model(x, {training = false})
 end
@@ -445,6 +447,10 @@ end
 function M.resume_fit(model, history, data, opts)
   local source = opts.resume
   if source == nil then return {epoch = 0, batch = 0} end
+  if type(source) == "string" then  -- no checkpoint yet: the first run starts from scratch
+    local f, _, errno = io.open(source, "rb")
+    if f then f:close() elseif errno == 2 then return {epoch = 0, batch = 0} end  -- ENOENT
+  end
   local name = type(source) == "string" and source or "the resumed state"
   build_from(model, data)
   local state = type(source) == "string" and M.load(source, {model = model}) or source

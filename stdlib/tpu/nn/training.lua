@@ -53,6 +53,17 @@ local function output_names(model)
   return names
 end
 
+-- Keras's loss_weights: a list of numbers, one per output, that scale each output's loss.
+local function check_loss_weights(weights, outputs)
+  if weights == nil then return end
+  local ok = is_list(weights) and #weights == outputs
+  for i = 1, ok and outputs or 0 do ok = ok and type(weights[i]) == "number" end
+  if not ok then
+    util.fail("compile: loss_weights must be a list of %d number%s, one per output, got %s", outputs,
+      outputs == 1 and "" or "s", util.show(weights))
+  end
+end
+
 -- One loss function(y, y_pred) over every output, and whether it returns per-example losses
 -- ([batch]; every loss is a built-in one) rather than the batch mean (a loss of the user's).
 local function total_loss(spec, names)
@@ -68,7 +79,12 @@ local function total_loss(spec, names)
   if is_list(spec.loss) and #list ~= n then
     util.fail("compile: %d losses for a model with %d output%s", #list, n, n == 1 and "" or "s")
   end
-  if not names then return list[1], per_example end
+  check_loss_weights(spec.loss_weights, n)
+  if not names then
+    local one, scale = list[1], weights[1]
+    if scale == nil or scale == 1 then return one, per_example end
+    return function(y, y_pred, w) return one(y, y_pred, w) * scale end, per_example
+  end
   return function(y, y_pred, w)
     if not is_list(y) or #y ~= #y_pred then
       util.fail("the model has %d outputs but the targets are %s; give one target per output: "
@@ -121,6 +137,12 @@ function M:compile(spec, extra)
   end
   if spec.metrics ~= nil and type(spec.metrics) ~= "table" then
     util.fail("compile: metrics must be a list, e.g. {\"accuracy\"}, got %s", util.show(spec.metrics))
+  end
+  -- Keras's steps_per_execution groups steps into one call to save its per-call overhead; here
+  -- every step is one compiled call either way, with the same results, so it is checked and
+  -- changes nothing.
+  if spec.steps_per_execution ~= nil and not util.is_positive_integer(spec.steps_per_execution) then
+    util.fail("compile: steps_per_execution must be a positive integer, got %s", util.show(spec.steps_per_execution))
   end
   local names = output_names(self)
   local strategy = require "tpu.strategy"
@@ -376,14 +398,19 @@ local function batch_rows(v)
   return leaves[1] and leaves[1].shape[1]
 end
 
--- Every tensor of v grown to `size` rows with zero rows.
+-- Every tensor of v grown to `size` rows with copies of its last row. Their weight is 0, so
+-- they add nothing to the losses, metrics or gradients, and being real rows they keep the model
+-- finite where it is finite (a model may give NaN on a row of zeros, and 0 * NaN is NaN).
 local function pad_rows(v, size)
   local jit = require "tpu.jit"
   local leaves, spec = jit.flatten(v)
   for i, x in ipairs(leaves) do
-    local shape = {table.unpack(x.shape)}
-    shape[1] = size - shape[1]
-    if shape[1] > 0 then leaves[i] = tpu.concat({x, tpu.zeros(shape, {dtype = x.dtype})}, 1) end
+    local n = x.shape[1]
+    if n > 0 and n < size then
+      local rows = {}
+      for r = 1, size do rows[r] = math.min(r, n) - 1 end
+      leaves[i] = x:take(tpu.tensor(rows, {dtype = "i32"}))
+    end
   end
   return jit.unflatten(spec, leaves)
 end
@@ -401,7 +428,7 @@ local function padding_blocker(c)
   end
 end
 
--- x, y at the static batch size of `kind` (the largest seen), padded with zero rows, and the
+-- x, y at the static batch size of `kind` (the largest seen), padded with copies of a row, and the
 -- per-example weights (1 real, 0 padding). When padding cannot be exact (a loss or metric of
 -- the user's that takes no weights) a partial batch runs as it is, compiling once more, if the
 -- cores can split it.
@@ -472,10 +499,14 @@ local function results(c, sums, prefix)
   return pairs_, logs
 end
 
-local function verbosity(v)
+-- Keras's verbose: 0 silent, 1 a progress bar, 2 a line per epoch; true and false as 1 and 0.
+local function verbosity(v, who)
   if v == nil or v == true then return 1 end
   if v == false then return 0 end
-  return v
+  if v ~= 0 and v ~= 1 and v ~= 2 then
+    util.fail("%s: verbose must be 0, 1, 2 or a boolean, got %s", who, util.show(v))
+  end
+  return math.tointeger(v)
 end
 
 ---------------------------------------------------------------- callbacks
@@ -512,11 +543,25 @@ local function step_key(model)
   return model.dropout_key, tpu.tensor(model.train_steps, {dtype = "i32"})
 end
 
+-- A training or evaluation element is {x, y}: targets are needed, and a third part (Keras's
+-- per-example sample weights) is not taken rather than dropped without a word.
+local function check_element(who, y, extra)
+  if y == nil then
+    util.fail("%s: the data set's elements have no targets; make it with data.from_tensors {x, y} "
+      .. "(or call %s(x, y))", who, who:match("^%a+"))
+  end
+  if extra ~= nil then
+    util.fail("%s: the data set's elements have a third part (%s); per-example sample weights are "
+      .. "not supported: give {x, y} elements", who, util.show(extra))
+  end
+end
+
 -- One epoch; `start` continues one that a checkpoint stopped inside ({batch=, sums=, iter=}).
 local function train_epoch(model, c, data, opts, bar, cbs, epoch, start)
   local sums, step = start.sums or new_sums(c), start.batch or 0
   local it = start.iter or batches(data, opts.batch_size)
-  for x, y in it do
+  for x, y, extra in it do
+    check_element("fit", y, extra)
     if not model.optimizer_state then
       ensure_built(model, x)
       local layout = param_layout(model)
@@ -545,7 +590,8 @@ end
 
 local function evaluate_sums(model, c, data, opts, bar)
   local sums, step = new_sums(c), 0
-  for x, y in batches(data, opts.batch_size) do
+  for x, y, extra in batches(data, opts.batch_size) do
+    check_element(bar and "evaluate" or "fit: validation_data", y, extra)
     ensure_built(model, x)
     local bx, by, w = static_batch(c, "eval", x, y)
     local stats = run_step(c, step_fn(model, c, "eval"), {2, 3, 4}, model:parameters(), bx, by, w)
@@ -648,7 +694,7 @@ function M:fit(data, opts, more)
   if not util.is_positive_integer(epochs) then
     util.fail("fit: epochs must be a positive integer, got %s", util.show(epochs))
   end
-  local verbose, cbs = verbosity(opts.verbose), opts.callbacks or {}
+  local verbose, cbs = verbosity(opts.verbose, "fit"), opts.callbacks or {}
   local history = History {epochs = epochs, verbose = verbose}
   self.history, self.stop_training = history, false
   local start = first_epoch(self, history, data, opts, epochs)
@@ -696,7 +742,7 @@ function M:evaluate(data, opts, more)
   opts = opts or {}
   util.check_options({__name = "evaluate"}, opts, {"verbose", "batch_size"})
   local c = compiled(self, "evaluate")
-  local verbose = verbosity(opts.verbose)
+  local verbose = verbosity(opts.verbose, "evaluate")
   local bar = Progbar {target = cardinality(data, opts.batch_size), verbose = verbose}
   local sums, steps = evaluate_sums(self, c, data, opts, bar)
   local shown, logs = results(c, sums)
@@ -718,7 +764,7 @@ function M:predict(data, opts, extra)
     return step_fn(self, c, "predict")(self:parameters(), data)
   end
   local outs = {}
-  local bar = Progbar {target = cardinality(data, opts.batch_size), verbose = verbosity(opts.verbose or 0)}
+  local bar = Progbar {target = cardinality(data, opts.batch_size), verbose = verbosity(opts.verbose or 0, "predict")}
   for x in batches(data, opts.batch_size) do
     ensure_built(self, x)
     outs[#outs + 1] = step_fn(self, c, "predict")(self:parameters(), x)

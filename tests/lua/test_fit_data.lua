@@ -1,0 +1,105 @@
+-- fit's and evaluate's handling of what they are given: endless data sets, partial last batches,
+-- elements without targets or with extra parts, the verbose, resume, loss_weights and
+-- steps_per_execution options.
+local tpu = require "tpu"
+local check = require "check"
+local nn, data = tpu.nn, tpu.data
+
+local T = {}
+
+local function model(opts)
+  local m = nn.Sequential {nn.Dense(1, {kernel_initializer = "zeros"})}
+  opts = opts or {}
+  opts.optimizer, opts.loss = opts.optimizer or "sgd", opts.loss or "mse"
+  m:compile(opts)
+  return m
+end
+
+local function pairs_of(n) return data.from_tensors {tpu.ones {n, 2}, tpu.zeros {n, 1}} end
+
+function T.an_endless_data_set_needs_steps_per_epoch()
+  local endless = {
+    pairs_of(8):batch(4):cycle(),
+    -- A filter's output has no known size: cycled forever it still never ends.
+    pairs_of(8):filter(function() return true end):cycle():batch(4),
+  }
+  for _, ds in ipairs(endless) do
+    check.eq(ds:cardinality(), data.INFINITE)
+    local m = model()
+    check.raises(function() m:fit(ds, {verbose = 0}) end, "fit: the training data set never ends")
+    local h = m:fit(ds, {verbose = 0, steps_per_epoch = 3})
+    check.eq(m:compile_stats().train.executions, 3)
+    check.eq(#h.history.loss, 1)
+  end
+end
+
+-- A layer that is finite on its real rows and NaN on a row of zeros (x / sum(x)).
+local Normalize = nn.Module:extend("Normalize")
+function Normalize:call(v) return v / v:sum(2, true) end
+
+function T.a_partial_batch_is_padded_with_real_rows()
+  local x = tpu.random.uniform(tpu.random.key(1), {10, 3}, {minval = 1, maxval = 2})
+  local y = x:sum(2, true)
+  local m = nn.Sequential {Normalize(), nn.Dense(1)}
+  m:compile {optimizer = tpu.optim.SGD {lr = 0.1}, loss = "mse"}
+  local whole = m:evaluate(x, y, {batch_size = 10, verbose = 0}).loss
+  local partial = m:evaluate(x, y, {batch_size = 4, verbose = 0}).loss  -- 4, 4, then 2 padded to 4
+  check.is_true(whole == whole and partial == partial, "finite losses")
+  check.near(partial, whole, 1e-5)
+  local h = m:fit(x, y, {batch_size = 4, epochs = 2, verbose = 0})
+  check.is_true(h.history.loss[2] < h.history.loss[1], "it trains")
+end
+
+function T.elements_need_targets_and_no_third_part()
+  local m = model()
+  local msg = check.raises(function() m:fit(data.from_tensors {tpu.ones {8, 2}}:batch(4), {verbose = 0}) end,
+    "fit: the data set's elements have no targets; make it with data.from_tensors {x, y}")
+  check.is_true(msg:find("test_fit_data.lua:%d+: fit") ~= nil, msg)
+  local weighted = data.from_tensors {tpu.ones {4, 2}, tpu.ones {4, 1}, tpu.ones {4}}:batch(4)
+  check.raises(function() m:evaluate(weighted, {verbose = 0}) end,
+    "evaluate: the data set's elements have a third part (a tensor f32[4]); per-example sample "
+    .. "weights are not supported")
+  check.raises(function() m:fit(pairs_of(4):batch(4), {verbose = 0, validation_data = weighted}) end,
+    "fit: validation_data: the data set's elements have a third part")
+end
+
+function T.verbose_is_checked()
+  local m = model()
+  check.raises(function() m:fit(tpu.ones {4, 2}, tpu.zeros {4, 1}, {verbose = "loud"}) end,
+    'fit: verbose must be 0, 1, 2 or a boolean, got "loud"')
+  check.raises(function() m:evaluate(tpu.ones {4, 2}, tpu.zeros {4, 1}, {verbose = -1}) end,
+    "evaluate: verbose must be 0, 1, 2 or a boolean, got -1")
+  check.raises(function() m:predict(tpu.ones {4, 2}, {batch_size = 2, verbose = 3}) end,
+    "predict: verbose must be 0, 1, 2 or a boolean, got 3")
+  check.eq(m:fit(tpu.ones {4, 2}, tpu.zeros {4, 1}, {verbose = false}).history.loss[1], 0)
+end
+
+function T.resume_from_a_missing_file_starts_from_scratch()
+  local path = os.tmpname()
+  os.remove(path)
+  local a, b = model(), model()
+  local ha = a:fit(pairs_of(8):batch(4), {verbose = 0, epochs = 2, resume = path})
+  local hb = b:fit(pairs_of(8):batch(4), {verbose = 0, epochs = 2})
+  check.eq(ha.history.loss, hb.history.loss)
+end
+
+function T.loss_weights_scale_a_single_output_and_are_checked()
+  local x, y = tpu.ones {4, 2}, tpu.full({4, 1}, 3)
+  check.near(model():evaluate(x, y, {verbose = 0}).loss, 9, 1e-6)
+  check.near(model {loss_weights = {10}}:evaluate(x, y, {verbose = 0}).loss, 90, 1e-5)
+  check.raises(function() model {loss_weights = {1, 2}} end,
+    "compile: loss_weights must be a list of 1 number, one per output, got {1, 2}")
+  check.raises(function() model {loss_weights = {"junk"}} end, "compile: loss_weights must be a list of 1 number")
+end
+
+function T.steps_per_execution_is_checked()
+  local m = model {steps_per_execution = 4}
+  m:fit(tpu.ones {16, 2}, tpu.zeros {16, 1}, {batch_size = 2, verbose = 0})
+  check.eq(m:compile_stats().train.executions, 8)
+  check.raises(function() model {steps_per_execution = -3} end,
+    "compile: steps_per_execution must be a positive integer, got -3")
+  check.raises(function() model {steps_per_execution = "banana"} end,
+    'compile: steps_per_execution must be a positive integer, got "banana"')
+end
+
+return T
