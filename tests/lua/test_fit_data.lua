@@ -50,17 +50,41 @@ function T.a_partial_batch_is_padded_with_real_rows()
   check.is_true(h.history.loss[2] < h.history.loss[1], "it trains")
 end
 
-function T.elements_need_targets_and_no_third_part()
+function T.elements_need_targets()
   local m = model()
   local msg = check.raises(function() m:fit(data.from_tensors {tpu.ones {8, 2}}:batch(4), {verbose = 0}) end,
     "fit: the data set's elements have no targets; make it with data.from_tensors {x, y}")
   check.is_true(msg:find("test_fit_data.lua:%d+: fit") ~= nil, msg)
-  local weighted = data.from_tensors {tpu.ones {4, 2}, tpu.ones {4, 1}, tpu.ones {4}}:batch(4)
-  check.raises(function() m:evaluate(weighted, {verbose = 0}) end,
-    "evaluate: the data set's elements have a third part (a tensor f32[4]); per-example sample "
-    .. "weights are not supported")
-  check.raises(function() m:fit(pairs_of(4):batch(4), {verbose = 0, validation_data = weighted}) end,
-    "fit: validation_data: the data set's elements have a third part")
+  local four = data.from_tensors {tpu.ones {4, 2}, tpu.ones {4, 1}, tpu.ones {4}, tpu.ones {4}}:batch(4)
+  check.raises(function() m:evaluate(four, {verbose = 0}) end,
+    "evaluate: the data set's elements have a fourth part (a tensor f32[4]); give {x, y} or {x, y, sample_weight}")
+end
+
+-- Keras's third part of an element: each example's loss is weighted, and the sum is divided by
+-- the number of examples (not by the weights' sum); metrics count every example.
+function T.sample_weights_weight_the_loss()
+  local m = model {metrics = {"mse"}}
+  local x, y = tpu.ones {4, 2}, tpu.tensor {{1}, {2}, {3}, {4}}  -- squared errors 1, 4, 9, 16
+  local weighted = data.from_tensors {x, y, tpu.tensor {1, 0, 0, 0}}
+  for _, size in ipairs {4, 3} do  -- 3: the last batch is padded
+    local r = m:evaluate(weighted:batch(size), {verbose = 0})
+    check.near(r.loss, 0.25, 1e-6)
+    check.near(r.mse, 7.5, 1e-6)
+  end
+  local h = m:fit(data.from_tensors {x, y, tpu.tensor {2, 0, 0, 0}}:batch(2), {verbose = 0})
+  check.near(h.history.loss[1], 0.5, 1e-6)
+  -- Only the first example pulls the weights: the prediction moves towards 1.
+  check.is_true(m:predict(tpu.ones {1, 2}):item() > 0, "it trains on the weighted example")
+  check.raises(function() m:evaluate(data.from_tensors {x, y, tpu.ones {4, 2}}:batch(4), {verbose = 0}) end,
+    "evaluate: the third part of the data set's elements is the sample weights, one per example "
+    .. "(a [4] tensor here), got a tensor f32[4,2]")
+  check.raises(function() m:fit(pairs_of(4):batch(4), {verbose = 0,
+    validation_data = data.from_tensors {x, y, tpu.ones {4, 1}}:batch(4)}) end,
+    "fit: validation_data: the third part of the data set's elements is the sample weights")
+  local own = nn.Sequential {nn.Dense(1)}
+  own:compile {optimizer = "sgd", loss = function(yt, yp) return ((yt - yp) ^ 2):mean() end}
+  check.raises(function() own:evaluate(weighted:batch(4), {verbose = 0}) end,
+    "evaluate: sample weights need a built-in loss")
 end
 
 function T.verbose_is_checked()

@@ -285,17 +285,28 @@ end
 
 -- The sum over this core's examples of their weighted losses. A loss of the user's gives the
 -- batch mean: it counts once per example (fit pads no batch for it).
+-- A step's weights: the mask (1 for an example, 0 for a padding row), or {mask =, sample =}
+-- when the data set gives per-example sample weights too.
+local function split_weights(w)
+  if tpu.core.is_tensor(w) then return w end
+  return w.mask, w.sample
+end
+
+-- As Keras's default reduction: the sample-weighted sum of the per-example losses, which the
+-- step divides by the number of examples (the mask's sum), not by the weights' sum.
 local function loss_sum(c, y, y_pred, w)
-  -- a built-in loss gets the weights too (ignore_class counts the tokens of real rows only)
-  local loss = c.loss(y, y_pred, c.per_example_loss and w or nil)
-  if c.per_example_loss then return (f32(loss) * w):sum() end
-  return f32(loss) * w.shape[1]
+  local mask, sample = split_weights(w)
+  -- a built-in loss gets the mask too (ignore_class counts the tokens of real rows only)
+  local loss = c.loss(y, y_pred, c.per_example_loss and mask or nil)
+  if c.per_example_loss then return (f32(loss) * (sample and mask * sample or mask)):sum() end
+  return f32(loss) * mask.shape[1]
 end
 
 -- One f32 vector summed over the cores: loss sum (with the regularizers' penalty once per
 -- example), example count (this core's: `count` when the caller has it), then (numerator,
 -- denominator) per metric.
 local function batch_stats(c, aux, y, w, count)
+  w = split_weights(w)  -- metrics count examples, as Keras's `metrics` (not weighted_metrics) do
   count = count or w:sum()
   local loss = aux.reg and aux.sum + f32(aux.reg) * count or aux.sum
   local parts = {loss, count}
@@ -320,7 +331,7 @@ end
 local function make_train_step(model, c, layout)
   local reduce, R = cross_replica(c), replicas(c)
   local function objective_of(frozen, x, y, w, key, count)
-    local ctx = {training = true, key = key, updates = {}, sample_weight = w,
+    local ctx = {training = true, key = key, updates = {}, sample_weight = (split_weights(w)),
                  cross_replica = R > 1 and reduce or nil}
     local y_pred = model(x, ctx)
     local aux = {y_pred = y_pred, sum = loss_sum(c, y, y_pred, w), reg = model:regularization_loss(),
@@ -337,7 +348,7 @@ local function make_train_step(model, c, layout)
   local grad_fn = tpu.value_and_grad(loss_of, {argnums = 1, has_aux = true, name = "train_step.grad"})
   return tpu.jit(function(tparams, opt_state, frozen, x, y, w, dropout_key, step)
     local key = dropout_key:fold_in(step)
-    local core_count = w:sum()
+    local core_count = split_weights(w):sum()
     local count = reduce(core_count)
     local _, aux, grads = grad_fn(tparams, frozen, x, y, w, key, count)
     for i, g in ipairs(grads) do grads[i] = reduce(g) end
@@ -432,7 +443,7 @@ end
 -- per-example weights (1 real, 0 padding). When padding cannot be exact (a loss or metric of
 -- the user's that takes no weights) a partial batch runs as it is, compiling once more, if the
 -- cores can split it.
-local function static_batch(c, kind, x, y)
+local function padded_batch(c, kind, x, y)
   local n = batch_rows(x)
   local size = c.static_batch[kind]
   if not size or n > size then size = n; c.static_batch[kind] = n end
@@ -449,6 +460,23 @@ local function static_batch(c, kind, x, y)
   util.fail("a partial batch of %d examples (the others have %d) does not divide by the %d cores, "
     .. "and padding it is not exact: %s; use batch(n, {drop_remainder = true}), %s",
     n, size, replicas(c), why, fix)
+end
+
+-- The same with the data set's per-example sample weights, when it gives them (Keras's third
+-- part of an element): a [n] tensor, padded with the batch.
+local function static_batch(c, kind, x, y, sample, who)
+  local bx, by, w = padded_batch(c, kind, x, y)
+  if sample == nil then return bx, by, w end
+  local n = batch_rows(x)
+  if not util.is_tensor(sample) or #sample.shape ~= 1 or sample.shape[1] ~= n then
+    util.fail("%s: the third part of the data set's elements is the sample weights, one per example "
+      .. "(a [%d] tensor here), got %s", who, n, util.show(sample))
+  end
+  if not c.per_example_loss then
+    util.fail("%s: sample weights need a built-in loss (the loss is a function that returns the batch "
+      .. "mean)", who)
+  end
+  return bx, by, {mask = w, sample = pad_rows(sample:cast("f32"), w.shape[1])}
 end
 
 -- Per-core results (the cores disagree: a layer's state of its own batch rows) averaged.
@@ -543,16 +571,15 @@ local function step_key(model)
   return model.dropout_key, tpu.tensor(model.train_steps, {dtype = "i32"})
 end
 
--- A training or evaluation element is {x, y}: targets are needed, and a third part (Keras's
--- per-example sample weights) is not taken rather than dropped without a word.
-local function check_element(who, y, extra)
+-- A training or evaluation element is {x, y} or {x, y, sample_weight}: targets are needed.
+local function check_element(who, y, fourth)
   if y == nil then
     util.fail("%s: the data set's elements have no targets; make it with data.from_tensors {x, y} "
       .. "(or call %s(x, y))", who, who:match("^%a+"))
   end
-  if extra ~= nil then
-    util.fail("%s: the data set's elements have a third part (%s); per-example sample weights are "
-      .. "not supported: give {x, y} elements", who, util.show(extra))
+  if fourth ~= nil then
+    util.fail("%s: the data set's elements have a fourth part (%s); give {x, y} or {x, y, sample_weight}",
+      who, util.show(fourth))
   end
 end
 
@@ -560,8 +587,8 @@ end
 local function train_epoch(model, c, data, opts, bar, cbs, epoch, start)
   local sums, step = start.sums or new_sums(c), start.batch or 0
   local it = start.iter or batches(data, opts.batch_size)
-  for x, y, extra in it do
-    check_element("fit", y, extra)
+  for x, y, sample, fourth in it do
+    check_element("fit", y, fourth)
     if not model.optimizer_state then
       ensure_built(model, x)
       local layout = param_layout(model)
@@ -569,7 +596,7 @@ local function train_epoch(model, c, data, opts, bar, cbs, epoch, start)
     end
     local train = step_fn(model, c, "train")
     local tparams, frozen = split(c.layout, model:parameters())
-    local bx, by, w = static_batch(c, "train", x, y)
+    local bx, by, w = static_batch(c, "train", x, y, sample, "fit")
     local new_params, new_opt_state, state, stats =
       run_step(c, train, {4, 5, 6}, tparams, model.optimizer_state, frozen, bx, by, w, step_key(model))
     model:set_parameters(merge(c.layout, new_params, state))
@@ -590,10 +617,11 @@ end
 
 local function evaluate_sums(model, c, data, opts, bar)
   local sums, step = new_sums(c), 0
-  for x, y, extra in batches(data, opts.batch_size) do
-    check_element(bar and "evaluate" or "fit: validation_data", y, extra)
+  local who = bar and "evaluate" or "fit: validation_data"
+  for x, y, sample, fourth in batches(data, opts.batch_size) do
+    check_element(who, y, fourth)
     ensure_built(model, x)
-    local bx, by, w = static_batch(c, "eval", x, y)
+    local bx, by, w = static_batch(c, "eval", x, y, sample, who)
     local stats = run_step(c, step_fn(model, c, "eval"), {2, 3, 4}, model:parameters(), bx, by, w)
     add_stats(sums, stats)
     step = step + 1
