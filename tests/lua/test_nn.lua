@@ -236,6 +236,20 @@ function T.alias_made_inside_call_follows_the_weight()
   check.eq(layer.w_seen, layer.w)
 end
 
+-- One tensor given for two weights of a layer: each field still follows its own weight after.
+function T.set_parameters_with_one_tensor_twice_keeps_the_fields_apart()
+  local ln = nn.LayerNorm()
+  ln(tpu.ones {2, 4})
+  local z = tpu.zeros {4}
+  ln:set_parameters {z, z}
+  check.eq(ln.gamma:totable(), {0, 0, 0, 0})
+  check.eq(ln.beta:totable(), {0, 0, 0, 0})
+  ln:set_parameters {tpu.full({4}, 1), tpu.full({4}, 2)}
+  check.eq(ln.gamma:totable(), {1, 1, 1, 1})
+  check.eq(ln.beta:totable(), {2, 2, 2, 2})
+  check.eq(ln:parameters()[2], ln.beta)
+end
+
 function T.sequential_rejects_non_layers()
   check.raises(function() nn.Sequential {nn.Flatten(), 3} end, "layer 2 is not a layer")
   check.raises(function() nn.Sequential {nn.Flatten} end, "layer 1 is the class Flatten")

@@ -274,7 +274,20 @@ end
 -- Fields that held the old tensor are updated too: one walk of the module's fields for all of
 -- them, where only a tensor (a userdata) can match (a train step's trace swaps every layer's
 -- weights in and back).
+-- One tensor given for two weights of a module gets a view for the second: as one object they
+-- could no longer be told apart by the next swap, whose fields would all take the first's value.
 local function swap_weights(m, entries, list, first, last)
+  local new = list
+  for j = first + 1, last do
+    for i = first, j - 1 do
+      if rawequal(new[j], new[i]) then
+        if new == list then new = table.move(list, first, last, first, {}) end
+        new[j] = new[j]:reshape(new[j].shape)
+        break
+      end
+    end
+  end
+  list = new
   for k, v in pairs(m) do
     if type(v) == "userdata" then
       for j = first, last do
