@@ -35,7 +35,9 @@
 -- The compiled step itself is deterministic (fixed reduction order), so the same inputs give
 -- the same weights. A checkpoint taken inside an epoch (checkpoint{save_freq = n}) also holds
 -- that epoch's running loss and metric sums (epoch_sums), so the resumed epoch reports the same
--- numbers. model:fit(ds, {epochs = n, resume = "ckpt.safetensors"}) does all of this.
+-- numbers. With steps_per_epoch an epoch may continue the pass the last one left: the epoch's
+-- steps (epoch_batch) then differ from the batches taken from the pass, and both are kept.
+-- model:fit(ds, {epochs = n, resume = "ckpt.safetensors"}) does all of this.
 local M = {}
 
 local FORMAT_TENSORS = "tensors/1"
@@ -460,10 +462,12 @@ function M.resume_fit(model, history, data, opts)
   M.restore_training(model, state, name)
   restore_history(history, state.history)
   local position = state.data_position or {pass = 0, batch = 0}
-  local start = {epoch = state.epoch or 0, batch = position.batch or 0, sums = state.epoch_sums}
-  if start.batch > 0 then
-    if not is_dataset(data) then fail("fit: %s stops inside an epoch; resuming there needs a tpu.data data set", name) end
-    start.iter = M.resume_iter(data, position)
+  -- epoch_batch: the epoch's steps, when they differ from the batches taken from the pass
+  -- (steps_per_epoch, with epochs that continue a pass)
+  local start = {epoch = state.epoch or 0, batch = state.epoch_batch or position.batch or 0, sums = state.epoch_sums}
+  if (position.batch or 0) > 0 then
+    if not is_dataset(data) then fail("fit: %s stops inside a pass of its data; resuming there needs a tpu.data data set", name) end
+    start.iter, start.pass_batch = M.resume_iter(data, position), position.batch
   elseif is_dataset(data) then
     M.restore_data_position(data, position)
   end

@@ -98,6 +98,57 @@ function T.verbose_is_checked()
   check.eq(m:fit(tpu.ones {4, 2}, tpu.zeros {4, 1}, {verbose = false}).history.loss[1], 0)
 end
 
+-- The batches a host map sees, in order, while fit trains on 5 batches of 2 rows.
+local function batches_seen(fit_opts, m)
+  local x = tpu.arange(10):cast("f32"):reshape {10, 1}
+  local seen = {}
+  local ds = data.from_tensors {x, x * 2}:batch(2):map(function(a, b)
+    seen[#seen + 1] = a:totable()[1][1]
+    return a, b
+  end, {host = true})
+  m = m or model()
+  fit_opts.verbose = 0
+  m:fit(ds, fit_opts)
+  return seen, m
+end
+
+-- As in Keras, an epoch of steps_per_epoch steps continues where the last one stopped; a pass
+-- that ends ends its epoch, and the next one starts a new pass.
+function T.steps_per_epoch_epochs_continue_the_pass()
+  check.eq(batches_seen {epochs = 4, steps_per_epoch = 2}, {0, 2, 4, 6, 8, 0, 2})
+  check.eq(batches_seen {epochs = 3, steps_per_epoch = 4}, {0, 2, 4, 6, 8, 0, 2, 4, 6})
+  check.eq(batches_seen {epochs = 2, steps_per_epoch = 5}, {0, 2, 4, 6, 8, 0, 2, 4, 6, 8})
+  check.eq(batches_seen {epochs = 2}, {0, 2, 4, 6, 8, 0, 2, 4, 6, 8})
+end
+
+-- A checkpoint at an epoch's end inside a pass (and one inside an epoch) resumes there: the same
+-- batches and the same weights, bitwise, as the run that never stopped.
+function T.resuming_inside_a_continued_pass_is_bitwise_the_same()
+  local dir = os.tmpname()
+  os.remove(dir)
+  os.execute("mkdir -p " .. dir)
+  local whole_seen, whole = batches_seen {epochs = 4, steps_per_epoch = 2}
+  for _, freq in ipairs {"epoch", 3} do
+    local path = dir .. "/ckpt.safetensors"
+    os.remove(path)
+    local stop = {on_epoch_end = function(self, epoch) if epoch == 2 then self.model.stop_training = true end end}
+    local save = tpu.callbacks.checkpoint {path = path, save_freq = freq}
+    local first = batches_seen {epochs = 4, steps_per_epoch = 2, callbacks = {save, stop}}
+    if freq == "epoch" then check.eq(first, {0, 2, 4, 6}) end
+    local m = model()
+    m(tpu.ones {1, 1})
+    local rest = batches_seen({epochs = 4, steps_per_epoch = 2, resume = path}, m)
+    -- The resumed pass makes its first batches again, dropped, so its random maps match. After
+    -- epoch 2 the training takes 8, 0, 2; after step 3 (inside epoch 2) 6, 8, 0, 2.
+    check.eq(rest, {0, 2, 4, 6, 8, 0, 2})
+    check.eq(m:compile_stats().train.executions, freq == "epoch" and 3 or 4)
+    check.eq(m:parameters()[1]:totable(), whole:parameters()[1]:totable())
+    check.eq(m:parameters()[2]:totable(), whole:parameters()[2]:totable())
+  end
+  check.eq(whole_seen, {0, 2, 4, 6, 8, 0, 2})
+  os.execute("rm -rf " .. dir)
+end
+
 function T.resume_from_a_missing_file_starts_from_scratch()
   local path = os.tmpname()
   os.remove(path)

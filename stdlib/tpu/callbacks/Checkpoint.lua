@@ -64,8 +64,12 @@ function Checkpoint:state(epoch, batch)
   local params = self.params or {}
   batch = batch or 0
   local extra = {epoch = epoch, history = history_state(self.model)}
-  if type(params.train_data) == "table" then extra.data_position = ckpt.data_position(params.train_data, batch) end
   local progress = self.model.fit_progress
+  -- The data set's position: the batches taken from its pass under way, which differ from the
+  -- epoch's steps when steps_per_epoch made the epoch continue a pass (then both are kept).
+  local taken = progress and progress.pass_batch or batch
+  if type(params.train_data) == "table" then extra.data_position = ckpt.data_position(params.train_data, taken) end
+  if taken ~= batch then extra.epoch_batch = batch end
   if batch > 0 and progress and progress.sums then extra.epoch_sums = copy_list(progress.sums) end
   if params.validation_data and type(params.validation_data) == "table" and params.validation_data._epoch then
     extra.validation_position = ckpt.data_position(params.validation_data, 0)

@@ -584,10 +584,37 @@ local function check_element(who, y, fourth)
 end
 
 -- One epoch; `start` continues one that a checkpoint stopped inside ({batch=, sums=, iter=}).
+-- The rest of the pass the last epoch left (steps_per_epoch ended it), or a new pass when
+-- nothing is left of it; and the batches already taken from that pass.
+local function continued_pass(data, opts, left)
+  local first = table.pack(left.iter())
+  if first[1] == nil then return batches(data, opts.batch_size), 0 end
+  local it = left.iter
+  return function()
+    if not first then return it() end
+    local e = first
+    first = nil
+    return table.unpack(e, 1, e.n)
+  end, left.pass_batch
+end
+
+-- One epoch. `start` continues one a checkpoint stopped inside ({batch=, sums=, iter=,
+-- pass_batch=}), or the pass the last epoch left ({iter=, pass_batch=}): with steps_per_epoch,
+-- as in Keras, an epoch takes the batches that follow the last one's (a pass that ends ends its
+-- epoch, and the next one starts a new pass). Returns the sums, the steps, and the rest of the
+-- pass when steps_per_epoch ended the epoch before the pass ended.
 local function train_epoch(model, c, data, opts, bar, cbs, epoch, start)
   local sums, step = start.sums or new_sums(c), start.batch or 0
-  local it = start.iter or batches(data, opts.batch_size)
-  for x, y, sample, fourth in it do
+  local spe = opts.steps_per_epoch
+  local it, taken  -- the pass, and the batches taken from it (a checkpoint's data position)
+  if start.iter and step == 0 then it, taken = continued_pass(data, opts, start)
+  else it, taken = start.iter or batches(data, opts.batch_size), start.pass_batch or step end
+  while not (spe and step >= spe) do
+    local x, y, sample, fourth = it()
+    if x == nil then
+      it = nil  -- the pass ended
+      break
+    end
     check_element("fit", y, fourth)
     if not model.optimizer_state then
       ensure_built(model, x)
@@ -602,17 +629,19 @@ local function train_epoch(model, c, data, opts, bar, cbs, epoch, start)
     model:set_parameters(merge(c.layout, new_params, state))
     model.optimizer_state = new_opt_state
     add_stats(sums, stats)
-    step = step + 1
-    model.fit_progress = {epoch = epoch, batch = step, sums = sums}
+    step, taken = step + 1, taken + 1
+    model.fit_progress = {epoch = epoch, batch = step, sums = sums, pass_batch = taken}
     if not nonfinite.is_finite_number(sums[1]) then nonfinite.fail(model, x, sums[1], model.fit_progress) end
     local shown, logs = results(c, sums)
     bar:update(step, shown)
     callback(cbs, "on_train_batch_end", step, logs)
     check_interrupt(model)
-    if opts.steps_per_epoch and step >= opts.steps_per_epoch then break end
   end
   if step == 0 then util.fail("fit: the training data set produced no batches") end
-  return sums, step
+  local left = it and {iter = it, pass_batch = taken} or nil
+  -- At the epoch's end a checkpoint's data position is inside the pass only if it goes on.
+  model.fit_progress = {epoch = epoch, batch = step, sums = sums, pass_batch = left and taken or nil}
+  return sums, step, left
 end
 
 local function evaluate_sums(model, c, data, opts, bar)
@@ -736,6 +765,7 @@ function M:fit(data, opts, more)
     train_data = data, validation_data = opts.validation_data})
   local _ <close> = interrupt.deferred()
   callback(cbs, "on_train_begin", {})
+  local left  -- the pass the last epoch left under way (steps_per_epoch)
   for epoch = start.epoch + 1, epochs do
     if verbose > 0 then io.stdout:write(string.format("Epoch %d/%d\n", epoch, epochs)) end
     if epoch > start.epoch + 1 or start.batch == 0 then  -- a resumed epoch has begun before
@@ -743,7 +773,8 @@ function M:fit(data, opts, more)
     end
     local bar = Progbar {target = steps, verbose = verbose}
     local sums
-    sums, steps = train_epoch(self, c, data, opts, bar, cbs, epoch, epoch == start.epoch + 1 and start or {})
+    sums, steps, left = train_epoch(self, c, data, opts, bar, cbs, epoch,
+      epoch == start.epoch + 1 and start or left or {})
     local shown, logs = results(c, sums)
     if opts.validation_data then
       local vshown, vlogs = results(c, (evaluate_sums(self, c, opts.validation_data, opts)), "val_")
@@ -755,7 +786,7 @@ function M:fit(data, opts, more)
     history:append(epoch, logs, order)
     callback(cbs, "on_epoch_end", epoch, logs)
     history:append_late(logs)
-    self.fit_progress = {epoch = epoch, batch = steps}
+    self.fit_progress = {epoch = epoch, batch = steps, pass_batch = left and left.pass_batch or nil}
     check_interrupt(self)
     if self.stop_training then break end
   end
