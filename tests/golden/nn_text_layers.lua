@@ -24,7 +24,7 @@ try(function() nn.TransformerDecoder {num_heads = 2, intermediate_dim = 8, layer
 try(function() nn.TransformerDecoder {num_heads = 2, intermediate_dim = 8, activation = "swishy"} end)
 try(function() nn.TransformerDecoder {num_heads = 2, intermediate_dim = 8, normalize_first = 1} end)
 try(function() nn.TransformerDecoder {num_heads = 3, intermediate_dim = 8}(tpu.zeros({1, 2, 4})) end)
-try(function() nn.TransformerDecoder {num_heads = 2, intermediate_dim = 8} {tpu.zeros({1, 2, 4}), tpu.zeros({1, 3, 6})} end)
+try(function() nn.TransformerDecoder {num_heads = 2, intermediate_dim = 8} {tpu.zeros({1, 2, 4}), tpu.zeros({1, 6})} end)
 try(function() nn.TransformerDecoder {num_heads = 2, intermediate_dim = 8} {tpu.zeros({1, 2, 4}), padding_mask = 1} end)
 
 local target = nn.Input {shape = {8}, dtype = "i32", name = "target"}

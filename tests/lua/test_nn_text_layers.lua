@@ -206,8 +206,19 @@ function T.transformer_decoder_errors()
   check.raises(function() dec {rand({1, 2, 4}), encoder_mask = 1} end,
     "unknown call option 'encoder_mask'")
   check.raises(function() nn.TransformerDecoder {num_heads = 3, intermediate_dim = 4}(rand({1, 2, 4})) end,
-    "features divisible by num_heads = 3 %(and an encoder sequence with as many features%), got "
+    "features divisible by num_heads = 3 %(and an encoder sequence %[batch, length, features%]%), got "
     .. "%(None, 2, 4%)")
+end
+
+-- As keras_hub's: the encoder sequence may have other features than the decoder's, and every
+-- sublayer, the last LayerNorm too, computes in the layer's dtype.
+function T.transformer_decoder_takes_an_encoder_of_other_width_and_keeps_its_dtype()
+  local dec = nn.TransformerDecoder {num_heads = 2, intermediate_dim = 16}
+  check.eq(dec {rand({1, 4, 8}), rand({1, 6, 12})}.shape, {1, 4, 8})
+  check.eq(dec.cross_attention.key_kernel.shape[1], 12)
+  local half = nn.TransformerDecoder {num_heads = 2, intermediate_dim = 16, dtype = "bf16"}
+  check.eq(half(rand({1, 4, 8})).dtype, "bf16")
+  check.eq(half.ffn_norm.gamma.dtype, "bf16")
 end
 
 ---------------------------------------------------------------- BertBase, GPT2Small

@@ -68,9 +68,11 @@ function TransformerDecoder:build(input_shape)
   local nested = type(input_shape[1]) == "table"
   local shape, encoder = nested and input_shape[1] or input_shape, nested and input_shape[2] or nil
   local d = shape[#shape]
-  if #shape ~= 3 or d % self.num_heads ~= 0 or (encoder and (#encoder ~= 3 or encoder[3] ~= d)) then
+  -- The encoder sequence may have other features: cross-attention's key and value kernels take
+  -- them, as keras_hub's value_shape does.
+  if #shape ~= 3 or d % self.num_heads ~= 0 or (encoder and #encoder ~= 3) then
     util.fail("TransformerDecoder '%s' expects a decoder sequence [batch, length, features] with "
-      .. "features divisible by num_heads = %d (and an encoder sequence with as many features), "
+      .. "features divisible by num_heads = %d (and an encoder sequence [batch, length, features]), "
       .. "got %s", self.name, self.num_heads, util.shapes_text(nested and input_shape or {shape}))
   end
   self.cross = encoder ~= nil
@@ -82,7 +84,8 @@ function TransformerDecoder:build(input_shape)
     :maybe_build(shape)
   self:add("ffn_out", Dense(d, self:dense_options())):maybe_build(ffn_shape)
   self:add("ffn_dropout", Dropout(self.dropout))
-  self:add("ffn_norm", LayerNorm {epsilon = self.epsilon, dtype = dtype}):maybe_build(shape)
+  self:add("ffn_norm", LayerNorm {epsilon = self.epsilon, dtype = self.dtype or self.dtype_policy.name})
+    :maybe_build(shape)
 end
 
 -- The decoder sequence, the encoder sequence (or nil) and the call's options.
