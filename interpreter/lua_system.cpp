@@ -40,7 +40,8 @@ std::atomic<int> signal_count{0};
 std::atomic<int> second_signal{0};
 std::atomic<int> deferring{0};
 std::atomic<int> shielded{0};
-lua_State* interrupt_state = nullptr;
+// The state a first signal interrupts; cleared when it is closed (see install_interrupt_handler).
+std::atomic<lua_State*> interrupt_state{nullptr};
 sem_t exit_request;
 
 // Raises "script.lua:12: interrupted (SIGTERM)" (no C++ object is alive when lua_error unwinds).
@@ -82,9 +83,8 @@ void on_signal(int sig) {
     return;
   }
   request_stop(sig);
-  if (deferring.load() == 0 && interrupt_state) {
-    lua_sethook(interrupt_state, raise_interrupt, LUA_MASKCALL | LUA_MASKRET | LUA_MASKCOUNT, 1);
-  }
+  lua_State* L = interrupt_state.load();
+  if (deferring.load() == 0 && L) lua_sethook(L, raise_interrupt, LUA_MASKCALL | LUA_MASKRET | LUA_MASKCOUNT, 1);
 }
 
 // core.interrupted() -> false, or true and the signal's name ("SIGINT", "SIGTERM", "SIGHUP")
@@ -106,7 +106,24 @@ int l_defer_interrupts(lua_State* L) {
 
 }  // namespace
 
+namespace {
+// __gc of a value in the interrupted state's registry: lua_close collects it, and a signal after
+// that must not touch the closed state (an embedding host may close it and go on).
+int forget_interrupted_state(lua_State* L) {
+  lua_State* closing = static_cast<lua_State*>(lua_touserdata(L, lua_upvalueindex(1)));
+  interrupt_state.compare_exchange_strong(closing, nullptr);
+  return 0;
+}
+}  // namespace
+
 void install_interrupt_handler(lua_State* L) {
+  lua_newtable(L);  // the sentinel
+  lua_newtable(L);  // its metatable
+  lua_pushlightuserdata(L, L);
+  lua_pushcclosure(L, forget_interrupted_state, 1);
+  lua_setfield(L, -2, "__gc");
+  lua_setmetatable(L, -2);
+  lua_setfield(L, LUA_REGISTRYINDEX, "tpu.interrupted_state");
   interrupt_state = L;
   static const bool started = (start_exit_thread(), true);
   (void)started;

@@ -62,7 +62,7 @@ const char *tputrain_version(void);
  * Lua code running in L (model:fit first finishes its current step): the running lua_pcall
  * returns the error "file:line: interrupted (SIGINT)". A second one ends the process at once
  * with status 128 + the signal (after any file being written is complete). Replaces the
- * host's handlers for these three signals. */
+ * host's handlers for these three signals. Once L is closed, a signal interrupts no state. */
 void tputrain_catch_signals(lua_State *L);
 
 #ifdef __cplusplus

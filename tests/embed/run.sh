@@ -65,6 +65,13 @@ out=$(host "$prefix/embed_host" 2>&1) || fail "embed_host failed: $out"
 grep -q "^error: bad.lua:2: shapes" <<<"$out" || fail "embed_host: $out"
 ok "examples/embed_host.c with pkg-config:"$'\n'"$out"
 
+# A signal after the host closed the state it caught signals for leaves other states alone.
+cc -Wall -Wextra -Werror -o "$prefix/signals_after_close" "$here/signals_after_close.c" \
+   $(pkg-config --cflags --libs tputrain) -Wl,-rpath,"$prefix/lib" || fail "signals_after_close.c does not build"
+out=$(host "$prefix/signals_after_close" 2>&1) || fail "signals_after_close failed: $out"
+[[ $out == $'sum\t5000050000' ]] || fail "signals_after_close: $out"
+ok "a signal after lua_close touches no state"
+
 # A CMake project with find_package(tputrain).
 cmake -S "$here/consumer" -B "$prefix/consumer" -DCMAKE_PREFIX_PATH="$prefix" \
       -DEXAMPLE="$src/examples/embed_host.c" >/dev/null || fail "find_package(tputrain) failed"
