@@ -11,6 +11,33 @@ local T = {}
 -- A copy that owns its buffer (fit donates the weights' buffers to the step).
 local function copy(t) return tpu.tensor(t:totable()) end
 
+-- Keras's transfer-learning recipe: base.trainable = false freezes every layer inside it, so
+-- its BatchNorm normalizes with its moving statistics and keeps them (Sequential and functional).
+function T.batchnorm_under_a_frozen_model_runs_in_inference_mode()
+  for _, kind in ipairs {"sequential", "functional"} do
+    local bn = nn.BatchNorm()
+    local base
+    if kind == "sequential" then
+      base = nn.Sequential {nn.Input {shape = {2}}, bn}
+    else
+      local i = nn.Input {shape = {2}}
+      base = nn.Model {inputs = i, outputs = bn(i)}
+    end
+    base.trainable = false
+    local model = nn.Sequential {nn.Input {shape = {2}}, base, nn.Dense(1)}
+    model:compile {optimizer = "sgd", loss = "mse"}
+    local x = tpu.tensor {{1, 10}, {3, 30}}
+    model:fit(x, tpu.ones {2, 1}, {batch_size = 2, verbose = 0})
+    check.eq(bn.moving_mean:totable(), {0, 0}, kind)
+    check.eq(bn.moving_variance:totable(), {1, 1}, kind)
+    check.near(base(x, {training = true}):totable(), (x / math.sqrt(1.001)):totable(), 1e-5)
+    base.trainable = true
+    model:compile {optimizer = "sgd", loss = "mse"}  -- as in Keras, a change of trainable needs it
+    model:fit(x, tpu.ones {2, 1}, {batch_size = 2, verbose = 0})
+    check.is_true(bn.moving_mean:totable()[2] > 0, "trainable again, it moves")
+  end
+end
+
 function T.fit_updates_moving_statistics()
   nn.set_seed(2)
   local dense, bn = nn.Dense(3), nn.BatchNorm {momentum = 0.5}

@@ -4,8 +4,9 @@
 --              statistics move: moving = momentum * moving + (1 - momentum) * batch value
 --   inference: the same with the moving statistics.
 -- The moving statistics are non-trainable weights; the train step returns their new values
--- (see update_state in nn.Module) and fit stores them. A layer with trainable = false always
--- runs in inference mode (so a frozen layer keeps its statistics when fine-tuning).
+-- (see update_state in nn.Module) and fit stores them. A layer with trainable = false, or under
+-- one (ctx.frozen), always runs in inference mode (so a frozen base model keeps its statistics
+-- when fine-tuning, as in Keras).
 -- Rows that pad a partial batch (ctx.sample_weight 0) take no part in the statistics. Under a
 -- strategy each core normalizes with the statistics of its own rows, and the moving averages
 -- move by those of every core's rows (so they stay the same on every core); `sync = true`
@@ -82,7 +83,7 @@ end
 function BatchNorm:call(x, ctx)
   local xf = util.cast_float(x, "f32")
   local mean, var = self.moving_mean, self.moving_variance
-  if ctx and ctx.training and self.trainable then mean, var = self:batch_statistics(xf, ctx) end
+  if ctx and ctx.training and self.trainable and not ctx.frozen then mean, var = self:batch_statistics(xf, ctx) end
   return scale_center.folded(self, xf, mean, (var + self.epsilon):rsqrt())
 end
 

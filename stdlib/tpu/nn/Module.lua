@@ -17,7 +17,8 @@
 -- `self.modules`. The training methods (compile, fit, evaluate, predict) come from
 -- tpu.nn.training, generate (decoder language models) from tpu.nn.generate.
 --
--- ctx, the second argument of call: `ctx.training` (bool), `ctx.key` (a tpu.random key; use
+-- ctx, the second argument of call: `ctx.training` (bool), `ctx.frozen` (true under a layer
+-- whose trainable is false), `ctx.key` (a tpu.random key; use
 -- `self:random_key(ctx)` for a fresh key derived from it), `ctx.updates` (set by the train step:
 -- `self:update_state(ctx, name, value)` records a new value of a non-trainable weight, as
 -- BatchNorm does for its moving statistics; fit writes it back after the step),
@@ -197,6 +198,11 @@ function Module:__call(x, ctx)
   -- Nodes traced in call carry the layer's name (HBM report, profile, summary's costs) and the
   -- line that built it.
   local _ <close> = util.scope(self.name, rawget(self, "_built_at"))
+  -- Under a frozen layer every layer is frozen, as Keras's trainable = false reaches every
+  -- sublayer: ctx.frozen tells them (BatchNorm then runs in inference mode).
+  if ctx and ctx.training and not self.trainable and not ctx.frozen then
+    ctx = setmetatable({frozen = true}, {__index = ctx, __newindex = ctx})
+  end
   local y = self:call(x, ctx or {training = false})
   self.output_shape = util.shape_of(y)
   return y
