@@ -3,6 +3,9 @@
 #include <zlib.h>
 
 #include <algorithm>
+#include <cmath>
+#include <charconv>
+#include <bit>
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
@@ -114,6 +117,20 @@ std::unique_ptr<ByteSource> open_file_source(const std::string& path, const std:
     if (!ec) size = s;
   }
   return std::make_unique<FileSource>(path, size);
+}
+
+// An f64 element as the f32 that float data is read into, or an error naming it when it is
+// finite but beyond the f32 range (it would become inf). inf and NaN stay what they are.
+float f64_element_as_f32(uint64_t raw, size_t index, const std::string& name) {
+  const double d = std::bit_cast<double>(raw);
+  const float f = float(d);
+  if (std::isinf(f) && !std::isinf(d)) {
+    char shown[32];
+    const auto end = std::to_chars(shown, shown + sizeof shown, d).ptr;  // shortest exact form
+    fail_file(name, "element " + std::to_string(index) + " is " + std::string(shown, end) +
+                        ", beyond the f32 range that float data is read into (at most 3.4028235e+38 in magnitude)");
+  }
+  return f;
 }
 
 }  // namespace tpu

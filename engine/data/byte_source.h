@@ -17,6 +17,10 @@ namespace tpu {
 // Every reader's defects read "<file>: <what>", one line.
 [[noreturn]] void fail_file(const std::string& name, const std::string& what);
 
+// An f64 element (its bits) as the f32 that float data is read into, or an error naming it and
+// its index when it is finite but beyond the f32 range (it would become inf).
+float f64_element_as_f32(uint64_t raw, size_t index, const std::string& name);
+
 class ByteSource {
  public:
   virtual ~ByteSource() = default;

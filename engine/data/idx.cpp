@@ -149,7 +149,7 @@ void convert(Tensor& t, std::span<const std::byte> raw, size_t width, F f) {
   convert_elements<Out>(t, raw, width, true, [&](uint64_t v, size_t) { return f(v); });
 }
 
-Tensor decode(const Header& h, std::span<const std::byte> raw) {
+Tensor decode(const Header& h, std::span<const std::byte> raw, const std::string& path) {
   Tensor t(h.type->dtype, h.shape);
   const size_t w = h.type->bytes;
   switch (h.type->code) {
@@ -158,7 +158,9 @@ Tensor decode(const Header& h, std::span<const std::byte> raw) {
     case 0x0B: convert<int32_t>(t, raw, w, [](uint64_t v) { return int32_t(int16_t(v)); }); break;
     case 0x0C: convert<int32_t>(t, raw, w, [](uint64_t v) { return int32_t(v); }); break;
     case 0x0D: convert<float>(t, raw, w, [](uint64_t v) { return std::bit_cast<float>(uint32_t(v)); }); break;
-    case 0x0E: convert<float>(t, raw, w, [](uint64_t v) { return float(std::bit_cast<double>(v)); }); break;
+    case 0x0E:
+      convert_elements<float>(t, raw, w, true, [&](uint64_t v, size_t i) { return f64_element_as_f32(v, i, path); });
+      break;
   }
   return t;
 }
@@ -169,7 +171,7 @@ Tensor read_idx(const std::string& path) {
   std::unique_ptr<ByteSource> src = open_file_source(path, "an IDX file");
   Header h = read_header(*src, path);
   std::vector<std::byte> raw = read_payload(*src, h, path);
-  return decode(h, raw);
+  return decode(h, raw, path);
 }
 
 }  // namespace tpu

@@ -69,6 +69,9 @@ class DictParser {
     while (!peek('}')) {
       std::string key = string_literal();
       expect(':');
+      // A key given twice contradicts itself: neither value can be trusted.
+      if ((key == "descr" && has_descr) || (key == "fortran_order" && h.fortran_order) || (key == "shape" && h.shape))
+        error("duplicate key '" + key + "'");
       if (key == "descr") {
         h.descr = descr();
         has_descr = true;
@@ -262,19 +265,6 @@ int32_t to_i32(uint64_t raw, const ElementType& et, size_t index, const std::str
   return int32_t(v);
 }
 
-// An f64 element as the f32 that float data is read into, or an error naming it when it is
-// finite but beyond the f32 range (it would become inf). inf and NaN stay what they are.
-float to_f32(uint64_t raw, size_t index, const std::string& name) {
-  const double d = std::bit_cast<double>(raw);
-  const float f = float(d);
-  if (std::isinf(f) && !std::isinf(d)) {
-    char shown[32];
-    const auto end = std::to_chars(shown, shown + sizeof shown, d).ptr;  // shortest exact form
-    fail_file(name, "element " + std::to_string(index) + " is " + std::string(shown, end) +
-                        ", beyond the f32 range that float data is read into (at most 3.4028235e+38 in magnitude)");
-  }
-  return f;
-}
 
 // out[i] = f(element i, i) for every element.
 template <class Out, class F>
@@ -286,7 +276,7 @@ void decode_into(Tensor& t, std::span<const std::byte> raw, const ElementType& e
   const std::string_view code = et.type->code;
   if (code == "f2") convert<float>(t, raw, et, [](uint64_t v, size_t) { return half_to_float(uint16_t(v)); });
   else if (code == "f4") convert<float>(t, raw, et, [](uint64_t v, size_t) { return std::bit_cast<float>(uint32_t(v)); });
-  else if (code == "f8") convert<float>(t, raw, et, [&](uint64_t v, size_t i) { return to_f32(v, i, name); });
+  else if (code == "f8") convert<float>(t, raw, et, [&](uint64_t v, size_t i) { return f64_element_as_f32(v, i, name); });
   else if (code == "u1") std::memcpy(t.raw(), raw.data(), raw.size());  // not empty: see read_elements
   else if (code == "b1") convert<uint8_t>(t, raw, et, [&](uint64_t v, size_t i) { return check_bool(v, i, name); });
   else convert<int32_t>(t, raw, et, [&](uint64_t v, size_t i) { return to_i32(v, et, i, name); });

@@ -177,6 +177,9 @@ TEST_CASE("idx: truncated data and trailing garbage") {
   check_both_fail(t, "trunc32", header(0x0C, {1000, 1000}) + Bytes(1000),
                   "truncated IDX file: expected 4000000 bytes of data for i32[1000,1000], found 1000");
   check_both_fail(t, "extra", header(0x08, {2, 3, 2}) + kU8Data + Bytes{9, 9}, "trailing garbage");
+  // 1e300 (0x7E37E43C8800759C) is finite but no f32: an error, as npy gives, not inf.
+  check_both_fail(t, "f64big", header(0x0E, {2}) + Bytes{0x3F, 0xF0, 0, 0, 0, 0, 0, 0, 0x7E, 0x37, 0xE4, 0x3C, 0x88, 0, 0x75, 0x9C},
+                  "element 1 is 1e+300, beyond the f32 range that float data is read into");
   write_plain(t.path("extra2"), header(0x08, {2, 3, 2}) + kU8Data + Bytes{9, 9});
   CHECK(contains(error_of(t.path("extra2")), "trailing garbage: 2 bytes after the 12 bytes of data"));
 }

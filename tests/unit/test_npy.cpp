@@ -159,6 +159,9 @@ TEST_CASE("npy: malformed header dicts") {
   check_error(npy("{'descr': '<f4', 'fortran_order': False, 'shape': (2, -1), }", ""), "expected a non-negative dimension size");
   check_error(npy("{'descr': '<f4', 'fortran_order': False, 'shape': (2,), 'extra': 1}", ""), "unknown key 'extra'");
   check_error(npy("{'descr: '<f4'}", ""), "expected ':'");
+  check_error(npy("{'descr': '<f4', 'fortran_order': False, 'shape': (2,), 'shape': (1,), }", ""),
+              "duplicate key 'shape'");
+  check_error(npy("{'descr': '<f4', 'descr': '<f4', 'fortran_order': False, 'shape': (2,), }", ""), "duplicate key 'descr'");
   check_error(npy("{'descr': '<f4', 'fortran_order': False, 'shape': (2,)} trailing", ""), "unexpected text after the dict");
   check_error(npy("{'descr': '<f4', 'fortran_order': False, 'shape': (1,1,1,1,1,1,1,1,1)}", ""), "rank 9 is more than 8");
   check_error(npy("{'descr': [('a', '<f4')], 'fortran_order': False, 'shape': (2,)}", ""), "structured dtypes");
