@@ -212,6 +212,23 @@ end
 
 -- As keras_hub's: the encoder sequence may have other features than the decoder's, and every
 -- sublayer, the last LayerNorm too, computes in the layer's dtype.
+-- keras_hub's options: layer_norm_epsilon, kernel_initializer, bias_initializer.
+function T.transformer_encoder_takes_keras_hub_options()
+  local enc = nn.TransformerEncoder {num_heads = 2, intermediate_dim = 16, layer_norm_epsilon = 1e-6,
+                                     kernel_initializer = "zeros", bias_initializer = "ones"}
+  enc(rand({1, 4, 8}))
+  check.eq(enc.attention_norm.epsilon, 1e-6)
+  check.eq(enc.ffn_norm.epsilon, 1e-6)
+  for _, w in ipairs {enc.attention.query_kernel, enc.attention.output_kernel, enc.ffn_in.kernel, enc.ffn_out.kernel} do
+    check.eq(w:abs():max():item(), 0)
+  end
+  check.eq(enc.ffn_in.bias:min():item(), 1)
+  check.eq(nn.TransformerEncoder {num_heads = 2, intermediate_dim = 16, epsilon = 1e-4}.epsilon, 1e-4)
+  check.raises(function() nn.TransformerEncoder {num_heads = 2, intermediate_dim = 16, epsilon = 1e-4,
+                                                 layer_norm_epsilon = 1e-4} end,
+    "TransformerEncoder: give epsilon or layer_norm_epsilon, not both")
+end
+
 function T.transformer_decoder_takes_an_encoder_of_other_width_and_keeps_its_dtype()
   local dec = nn.TransformerDecoder {num_heads = 2, intermediate_dim = 16}
   check.eq(dec {rand({1, 4, 8}), rand({1, 6, 12})}.shape, {1, 4, 8})

@@ -14,8 +14,10 @@ local util = require "tpu.nn.util"
 
 local TransformerEncoder = Module:extend("TransformerEncoder")
 
+-- keras_hub's names (layer_norm_epsilon, the initializers), and epsilon as before.
 local options = util.options {"num_heads", "intermediate_dim", "dropout", "activation", "epsilon",
-                              "normalize_first"}
+                              "layer_norm_epsilon", "normalize_first", "kernel_initializer",
+                              "bias_initializer"}
 local who = "TransformerEncoder"
 
 function TransformerEncoder:__init(opts)
@@ -27,7 +29,13 @@ function TransformerEncoder:__init(opts)
   self.dropout = util.check_range(who, "dropout", opts.dropout or 0, 0, 1, true)
   self.activation = opts.activation or "relu"
   require("tpu.nn.Activation").get(self.activation, who)
-  self.epsilon = util.check_positive(who, "epsilon", opts.epsilon or 1e-5)
+  if opts.epsilon ~= nil and opts.layer_norm_epsilon ~= nil then
+    util.fail("TransformerEncoder: give epsilon or layer_norm_epsilon, not both")
+  end
+  local epsilon_name = opts.epsilon ~= nil and "epsilon" or "layer_norm_epsilon"
+  self.epsilon = util.check_positive(who, epsilon_name, opts[epsilon_name] or 1e-5)
+  self.kernel_initializer = util.initializer(opts, who, "kernel_initializer", "glorot_uniform")
+  self.bias_initializer = util.initializer(opts, who, "bias_initializer", "zeros")
   self.normalize_first = util.flag(who, opts, "normalize_first", false)
 end
 
@@ -40,11 +48,15 @@ function TransformerEncoder:build(input_shape)
   end
   local dtype = self.dtype or self.dtype_policy.name  -- the sublayers follow this layer's policy
   self.attention = MultiHeadAttention {num_heads = self.num_heads, key_dim = d // self.num_heads,
-                                       dropout = self.dropout, dtype = dtype}
+                                       dropout = self.dropout, dtype = dtype,
+                                       kernel_initializer = self.kernel_initializer,
+                                       bias_initializer = self.bias_initializer}
   self.attention_dropout = Dropout(self.dropout)
   self.attention_norm = LayerNorm {epsilon = self.epsilon, dtype = dtype}
-  self.ffn_in = Dense(self.intermediate_dim, {activation = self.activation, dtype = dtype})
-  self.ffn_out = Dense(d, {dtype = dtype})
+  self.ffn_in = Dense(self.intermediate_dim, {activation = self.activation, dtype = dtype,
+                      kernel_initializer = self.kernel_initializer, bias_initializer = self.bias_initializer})
+  self.ffn_out = Dense(d, {dtype = dtype, kernel_initializer = self.kernel_initializer,
+                           bias_initializer = self.bias_initializer})
   self.ffn_dropout = Dropout(self.dropout)
   self.ffn_norm = LayerNorm {epsilon = self.epsilon, dtype = dtype}
   self.modules = {self.attention, self.attention_dropout, self.attention_norm, self.ffn_in,
