@@ -29,6 +29,26 @@ local function reference_pad(x, top, bottom, left, right)
   return out
 end
 
+-- An input of unknown height and width (None, as Keras's Input((None, None, 3))) builds: the
+-- sizes that follow from it stay unknown; known ones are still checked, with the layer's padding.
+function T.unknown_spatial_sizes_stay_unknown()
+  local function out(layer, shape)
+    return nn.Sequential {nn.Input {shape = shape}, layer}.output_shape
+  end
+  check.eq(out(nn.Conv2D(4, 3, {padding = "same"}), {-1, -1, 3}), {-1, -1, -1, 4})
+  check.eq(out(nn.Conv2D(4, 3), {-1, 9, 3}), {-1, -1, 7, 4})
+  check.eq(out(nn.Conv1D(4, 3), {-1, 3}), {-1, -1, 4})
+  check.eq(out(nn.DepthwiseConv2D(3), {-1, -1, 2}), {-1, -1, -1, 2})
+  check.eq(out(nn.MaxPool2D(), {-1, -1, 3}), {-1, -1, -1, 3})
+  check.eq(out(nn.UpSampling2D(2), {-1, 5, 3}), {-1, -1, 10, 3})
+  check.eq(out(nn.Conv2DTranspose(2, 3, {strides = 2, padding = "same"}), {-1, -1, 3}), {-1, -1, -1, 2})
+  check.eq(out(nn.Flatten(), {-1, 3}), {-1, -1})
+  check.raises(function() out(nn.Conv2D(4, 5), {-1, 3, 3}) end,
+    'a 5x5 kernel does not fit input (None, None, 3, 3) with padding "valid"')
+  check.raises(function() out(nn.MaxPool2D {pool_size = 4}, {2, -1, 3}) end,
+    'a 4x4 window does not fit input (None, 2, None, 3) with padding "valid"')
+end
+
 function T.zero_padding_matches_definition()
   local x = rand({2, 3, 4, 2}, 1)
   check.near(nn.ZeroPadding2D {padding = {{1, 0}, {2, 3}}}(x):totable(), reference_pad(x, 1, 0, 2, 3), 0)

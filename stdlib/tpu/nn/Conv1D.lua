@@ -51,9 +51,9 @@ end
 
 function Conv1D:compute_output_shape(s)
   local n = conv_util.out_len(s[2], self.kernel_size, self.strides, self.dilation_rate, self.padding)
-  if n < 1 then
-    util.fail("Conv1D '%s': %s does not fit input %s with padding \"valid\"", self.name,
-      conv_util.kernel_text(self.kernel_size, self.dilation_rate), util.shape_text(s))
+  if s[2] >= 0 and n < 1 then
+    util.fail("Conv1D '%s': %s does not fit input %s with padding \"%s\"", self.name,
+      conv_util.kernel_text(self.kernel_size, self.dilation_rate), util.shape_text(s), self.padding)
   end
   return {s[1], n, self.filters}
 end

@@ -52,9 +52,9 @@ end
 function Conv2D:compute_output_shape(s)
   local h = conv_util.out_len(s[2], self.kernel_size[1], self.strides[1], self.dilation_rate[1], self.padding)
   local w = conv_util.out_len(s[3], self.kernel_size[2], self.strides[2], self.dilation_rate[2], self.padding)
-  if h < 1 or w < 1 then
-    util.fail("Conv2D '%s': %s does not fit input %s with padding \"valid\"",
-      self.name, conv_util.kernel_text(self.kernel_size, self.dilation_rate), util.shape_text(s))
+  if (s[2] >= 0 and h < 1) or (s[3] >= 0 and w < 1) then
+    util.fail("Conv2D '%s': %s does not fit input %s with padding \"%s\"",
+      self.name, conv_util.kernel_text(self.kernel_size, self.dilation_rate), util.shape_text(s), self.padding)
   end
   return {s[1], h, w, self.filters}
 end

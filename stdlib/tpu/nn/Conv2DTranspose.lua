@@ -63,7 +63,9 @@ function Conv2DTranspose:compute_output_shape(s)
     local n, st = s[i + 1], self.strides[i]
     local k = (self.kernel_size[i] - 1) * self.dilation_rate[i] + 1
     local same = self.padding == "same"
-    if self.output_padding then
+    if n < 0 then
+      out[i + 1] = -1  -- unknown (None) stays unknown
+    elseif self.output_padding then
       out[i + 1] = (n - 1) * st + k - (same and 2 * (k // 2) or 0) + self.output_padding[i]
     else
       out[i + 1] = same and n * st or n * st + math.max(k - st, 0)

@@ -85,9 +85,9 @@ end
 function DepthwiseConv2D.output_hw(layer, s)
   local h = conv_util.out_len(s[2], layer.kernel_size[1], layer.strides[1], layer.dilation_rate[1], layer.padding)
   local w = conv_util.out_len(s[3], layer.kernel_size[2], layer.strides[2], layer.dilation_rate[2], layer.padding)
-  if h < 1 or w < 1 then
-    util.fail("%s '%s': %s does not fit input %s with padding \"valid\"", layer.__name, layer.name,
-      conv_util.kernel_text(layer.kernel_size, layer.dilation_rate), util.shape_text(s))
+  if (s[2] >= 0 and h < 1) or (s[3] >= 0 and w < 1) then
+    util.fail("%s '%s': %s does not fit input %s with padding \"%s\"", layer.__name, layer.name,
+      conv_util.kernel_text(layer.kernel_size, layer.dilation_rate), util.shape_text(s), layer.padding)
   end
   return h, w
 end

@@ -14,6 +14,9 @@ end
 
 function Flatten:compute_output_shape(input_shape)
   local rest = {table.unpack(input_shape, 2)}
+  for _, d in ipairs(rest) do
+    if d < 0 then return {input_shape[1], -1} end  -- a size unknown (None): the product too
+  end
   return {input_shape[1], util.numel(rest)}
 end
 

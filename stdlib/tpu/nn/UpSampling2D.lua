@@ -55,7 +55,8 @@ function UpSampling2D:call(x, _ctx)
 end
 
 function UpSampling2D:compute_output_shape(s)
-  return {s[1], s[2] * self.size[1], s[3] * self.size[2], s[4]}
+  local function scaled(n, k) return n < 0 and -1 or n * k end  -- unknown (None) stays unknown
+  return {s[1], scaled(s[2], self.size[1]), scaled(s[3], self.size[2]), s[4]}
 end
 
 function UpSampling2D:repr()

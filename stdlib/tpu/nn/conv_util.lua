@@ -30,6 +30,7 @@ end
 -- Output length of a window of k taps dilated by d with stride s over n positions: "same"
 -- ceil(n / s); "valid" only full windows (the dilated span (k - 1) * d + 1 fits).
 function M.out_len(n, k, s, d, padding)
+  if n < 0 then return -1 end  -- unknown (None) stays unknown
   if padding == "same" or padding == "causal" then return (n + s - 1) // s end
   return (n - ((k - 1) * d + 1)) // s + 1
 end

@@ -41,9 +41,9 @@ end
 function M.output_shape(self, s)
   local h = util.window_out(s[2], self.pool_size[1], self.strides[1], self.padding)
   local w = util.window_out(s[3], self.pool_size[2], self.strides[2], self.padding)
-  if h < 1 or w < 1 then
-    util.fail("%s '%s': a %dx%d window does not fit input %s with padding \"valid\"", self.__name,
-      self.name, self.pool_size[1], self.pool_size[2], util.shape_text(s))
+  if (s[2] >= 0 and h < 1) or (s[3] >= 0 and w < 1) then
+    util.fail("%s '%s': a %dx%d window does not fit input %s with padding \"%s\"", self.__name,
+      self.name, self.pool_size[1], self.pool_size[2], util.shape_text(s), self.padding)
   end
   return {s[1], h, w, s[4]}
 end

@@ -121,6 +121,7 @@ end
 -- Output size of a window of `k` with stride `s` over `n`: "same" ceil(n / s), else
 -- floor((n - k) / s) + 1.
 function M.window_out(n, k, s, padding)
+  if n < 0 then return -1 end  -- unknown (None) stays unknown
   if padding == "same" then return (n + s - 1) // s end
   return (n - k) // s + 1
 end
