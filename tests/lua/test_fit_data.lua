@@ -87,6 +87,22 @@ function T.sample_weights_weight_the_loss()
     "evaluate: sample weights need a built-in loss")
 end
 
+-- validation_data is checked before the first step, not after a whole epoch of training.
+function T.validation_data_is_checked_before_training()
+  local m = model()
+  local x, y = tpu.ones {8, 2}, tpu.zeros {8, 1}
+  local function fit_with(v) m:fit(x, y, {verbose = 0, validation_data = v}) end
+  check.raises(function() fit_with(5) end,
+    "fit: validation_data must be a data set or an {x, y} pair of tensors, got 5")
+  check.raises(function() fit_with(data.from_tensors {x, y}:take(0):batch(2)) end,
+    "fit: validation_data: the data set produced no batches")
+  check.raises(function() fit_with(data.from_tensors {x, y}:batch(2):cycle()) end,
+    "fit: validation_data never ends")
+  check.raises(function() fit_with(data.from_tensors {x, y}:filter(function() return false end):batch(2)) end,
+    "fit: validation_data: the data set produced no batches")
+  check.eq(m:compile_stats().train.executions, 1, "only the last one trained (its filter shows no batch after)")
+end
+
 function T.verbose_is_checked()
   local m = model()
   check.raises(function() m:fit(tpu.ones {4, 2}, tpu.zeros {4, 1}, {verbose = "loud"}) end,

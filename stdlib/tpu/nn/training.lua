@@ -656,7 +656,7 @@ local function evaluate_sums(model, c, data, opts, bar)
     step = step + 1
     if bar then bar:update(step, (results(c, sums))) end
   end
-  if step == 0 then util.fail("evaluate: the data set produced no batches") end
+  if step == 0 then util.fail("%s: the data set produced no batches", who) end
   return sums, step
 end
 
@@ -689,6 +689,20 @@ local function split_validation(data, opts)
   local tail = function(t) return t:slice {{at + 1, n}} end
   out.validation_data = {tail(data[1]), tail(data[2])}
   return {head(data[1]), head(data[2])}, out
+end
+
+-- validation_data, checked before the first step rather than after the first epoch.
+local function check_validation_data(v)
+  if v == nil then return end
+  local pair = type(v) == "table" and not is_dataset(v) and util.is_tensor(v[1]) and util.is_tensor(v[2])
+  if not (is_dataset(v) or pair) then
+    util.fail("fit: validation_data must be a data set or an {x, y} pair of tensors, got %s", util.show(v))
+  end
+  if is_dataset(v) and type(v.cardinality) == "function" then
+    local n = v:cardinality()
+    if n == 0 then util.fail("fit: validation_data: the data set produced no batches") end
+    if n == -1 then util.fail("fit: validation_data never ends (cycle() without a count); give it an end with take(n)") end
+  end
 end
 
 -- Steps per epoch for the progress bar; an endless data set needs steps_per_epoch.
@@ -746,6 +760,7 @@ function M:fit(data, opts, more)
   opts = opts or {}
   util.check_options({__name = "fit"}, opts, fit_options)
   data, opts = split_validation(data, opts)
+  check_validation_data(opts.validation_data)
   local c = compiled(self, "fit")
   local epochs = opts.epochs or 1
   if not util.is_positive_integer(epochs) then
