@@ -212,6 +212,21 @@ end
 
 -- As keras_hub's: the encoder sequence may have other features than the decoder's, and every
 -- sublayer, the last LayerNorm too, computes in the layer's dtype.
+-- The kernels are drawn as Keras draws its 3-D ones, whose glorot fans count the heads: 64
+-- features, 8 heads of 8: the query kernel [64, 8, 8] has fans 512 and 512 (limit
+-- sqrt(6 / 1024)), the output kernel [8, 8, 64] fans 64 and 512 (limit sqrt(6 / 576)).
+function T.multi_head_attention_kernels_are_drawn_as_keras_draws_them()
+  local attn = nn.MultiHeadAttention {num_heads = 8, key_dim = 8}
+  attn(tpu.ones {1, 4, 64})
+  for name, limit in pairs {query_kernel = math.sqrt(6 / 1024), key_kernel = math.sqrt(6 / 1024),
+                            value_kernel = math.sqrt(6 / 1024), output_kernel = math.sqrt(6 / 576)} do
+    local k = attn[name]
+    check.eq(k.shape, {64, 64}, name)
+    local top = k:abs():max():item()
+    check.is_true(top <= limit and top > 0.95 * limit, string.format("%s: max %.4f, limit %.4f", name, top, limit))
+  end
+end
+
 -- keras_hub's options: layer_norm_epsilon, kernel_initializer, bias_initializer.
 function T.transformer_encoder_takes_keras_hub_options()
   local enc = nn.TransformerEncoder {num_heads = 2, intermediate_dim = 16, layer_norm_epsilon = 1e-6,

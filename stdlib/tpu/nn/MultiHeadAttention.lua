@@ -42,9 +42,13 @@ local function parts(x)
   return x[1], v, x[3] or v, x.mask, causal
 end
 
-function MultiHeadAttention:dense(name, n_in, n_out)
+-- A projection's kernel, kept as the matrix its product takes, [n_in, n_out], and drawn as
+-- Keras draws it in its own shape (`drawn`: [features, heads, dim] for the query, key and value,
+-- [heads, dim, features] for the output), whose initializer fans count the heads too.
+function MultiHeadAttention:dense(name, n_in, n_out, drawn)
+  local init = require("tpu.nn.initializers").get(self.kernel_initializer, "MultiHeadAttention: kernel_initializer")
   self:add_weight {name = name .. "_kernel", shape = {n_in, n_out},
-                   initializer = self.kernel_initializer}
+                   initializer = function(key, shape, dtype) return init(key, drawn, dtype):reshape(shape) end}
   if self.use_bias then
     self:add_weight {name = name .. "_bias", shape = {n_out}, initializer = self.bias_initializer}
   end
@@ -67,10 +71,11 @@ function MultiHeadAttention:build(input_shape)
   check_ranks(self, shapes, q, v, k)
   local h = self.num_heads
   self.query_dim = q[3]
-  self:dense("query", q[3], h * self.key_dim)
-  self:dense("key", k[3], h * self.key_dim)
-  self:dense("value", v[3], h * self.value_dim)
-  self:dense("output", h * self.value_dim, self.output_dim or q[3])
+  local out = self.output_dim or q[3]
+  self:dense("query", q[3], h * self.key_dim, {q[3], h, self.key_dim})
+  self:dense("key", k[3], h * self.key_dim, {k[3], h, self.key_dim})
+  self:dense("value", v[3], h * self.value_dim, {v[3], h, self.value_dim})
+  self:dense("output", h * self.value_dim, out, {h, self.value_dim, out})
 end
 
 -- [batch, len, features] @ kernel -> [batch, heads, len, dim]
