@@ -62,7 +62,9 @@ const char *tputrain_version(void);
  * Lua code running in L (model:fit first finishes its current step): the running lua_pcall
  * returns the error "file:line: interrupted (SIGINT)". A second one ends the process at once
  * with status 128 + the signal (after any file being written is complete). Replaces the
- * host's handlers for these three signals. Once L is closed, a signal interrupts no state. */
+ * host's handlers for these three signals. Once L is closed, a signal interrupts no state.
+ * As in the binary, an interrupt is for the rest of the process: it is not cleared, so later
+ * compiles and model:fit calls fail the same way and the next signal ends the process. */
 void tputrain_catch_signals(lua_State *L);
 
 #ifdef __cplusplus
