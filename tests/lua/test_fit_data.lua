@@ -106,22 +106,25 @@ end
 function T.verbose_is_checked()
   local m = model()
   check.raises(function() m:fit(tpu.ones {4, 2}, tpu.zeros {4, 1}, {verbose = "loud"}) end,
-    'fit: verbose must be 0, 1, 2 or a boolean, got "loud"')
+    'fit: verbose must be 0, 1, 2, "auto" or a boolean, got "loud"')
   check.raises(function() m:evaluate(tpu.ones {4, 2}, tpu.zeros {4, 1}, {verbose = -1}) end,
-    "evaluate: verbose must be 0, 1, 2 or a boolean, got -1")
+    'evaluate: verbose must be 0, 1, 2, "auto" or a boolean, got -1')
   check.raises(function() m:predict(tpu.ones {4, 2}, {batch_size = 2, verbose = 3}) end,
-    "predict: verbose must be 0, 1, 2 or a boolean, got 3")
+    'predict: verbose must be 0, 1, 2, "auto" or a boolean, got 3')
   check.eq(m:fit(tpu.ones {4, 2}, tpu.zeros {4, 1}, {verbose = false}).history.loss[1], 0)
+  check.eq(m:evaluate(tpu.ones {4, 2}, tpu.zeros {4, 1}, {verbose = "auto"}).loss, 0)  -- Keras's default
 end
 
--- The batches a host map sees, in order, while fit trains on 5 batches of 2 rows.
-local function batches_seen(fit_opts, m)
+-- The batches a host map sees, in order, while fit trains on 5 batches of 2 rows (cycled
+-- forever when `endless`).
+local function batches_seen(fit_opts, m, endless)
   local x = tpu.arange(10):cast("f32"):reshape {10, 1}
   local seen = {}
   local ds = data.from_tensors {x, x * 2}:batch(2):map(function(a, b)
     seen[#seen + 1] = a:totable()[1][1]
     return a, b
   end, {host = true})
+  if endless then ds = ds:cycle() end
   m = m or model()
   fit_opts.verbose = 0
   m:fit(ds, fit_opts)
@@ -135,6 +138,24 @@ function T.steps_per_epoch_epochs_continue_the_pass()
   check.eq(batches_seen {epochs = 3, steps_per_epoch = 4}, {0, 2, 4, 6, 8, 0, 2, 4, 6})
   check.eq(batches_seen {epochs = 2, steps_per_epoch = 5}, {0, 2, 4, 6, 8, 0, 2, 4, 6, 8})
   check.eq(batches_seen {epochs = 2}, {0, 2, 4, 6, 8, 0, 2, 4, 6, 8})
+  -- An endless data set starts a new pass each epoch: a position inside its one pass could only
+  -- be resumed by making every batch before it again.
+  check.eq(batches_seen({epochs = 3, steps_per_epoch = 2}, nil, true), {0, 2, 0, 2, 0, 2})
+end
+
+-- Tensors given to fit resume from an epoch's checkpoint with steps_per_epoch too.
+function T.tensors_with_steps_per_epoch_resume_from_a_checkpoint()
+  local path = os.tmpname()
+  local x = tpu.arange(10):cast("f32"):reshape {10, 1}
+  local stop = {on_epoch_end = function(self, epoch) if epoch == 1 then self.model.stop_training = true end end}
+  local a = model()
+  a:fit(x, x * 2, {batch_size = 2, steps_per_epoch = 2, epochs = 3, verbose = 0,
+                   callbacks = {tpu.callbacks.checkpoint {path = path}, stop}})
+  local b = model()
+  b(tpu.ones {1, 1})
+  b:fit(x, x * 2, {batch_size = 2, steps_per_epoch = 2, epochs = 3, verbose = 0, resume = path})
+  check.eq(b:compile_stats().train.executions, 4)
+  os.remove(path)
 end
 
 -- A checkpoint at an epoch's end inside a pass (and one inside an epoch) resumes there: the same

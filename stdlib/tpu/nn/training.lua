@@ -283,8 +283,6 @@ local function cross_replica(c)
   return function(x) return tpu.all_reduce(x) end
 end
 
--- The sum over this core's examples of their weighted losses. A loss of the user's gives the
--- batch mean: it counts once per example (fit pads no batch for it).
 -- A step's weights: the mask (1 for an example, 0 for a padding row), or {mask =, sample =}
 -- when the data set gives per-example sample weights too.
 local function split_weights(w)
@@ -292,8 +290,10 @@ local function split_weights(w)
   return w.mask, w.sample
 end
 
--- As Keras's default reduction: the sample-weighted sum of the per-example losses, which the
--- step divides by the number of examples (the mask's sum), not by the weights' sum.
+-- The sum over this core's examples of their weighted losses, as Keras's default reduction
+-- weighs them: the step divides it by the number of examples (the mask's sum), not by the
+-- sample weights' sum. A loss of the user's gives the batch mean: it counts once per example
+-- (fit pads no batch for it).
 local function loss_sum(c, y, y_pred, w)
   local mask, sample = split_weights(w)
   -- a built-in loss gets the mask too (ignore_class counts the tokens of real rows only)
@@ -529,10 +529,10 @@ end
 
 -- Keras's verbose: 0 silent, 1 a progress bar, 2 a line per epoch; true and false as 1 and 0.
 local function verbosity(v, who)
-  if v == nil or v == true then return 1 end
+  if v == nil or v == true or v == "auto" then return 1 end
   if v == false then return 0 end
   if v ~= 0 and v ~= 1 and v ~= 2 then
-    util.fail("%s: verbose must be 0, 1, 2 or a boolean, got %s", who, util.show(v))
+    util.fail("%s: verbose must be 0, 1, 2, \"auto\" or a boolean, got %s", who, util.show(v))
   end
   return math.tointeger(v)
 end
@@ -574,8 +574,7 @@ end
 -- A training or evaluation element is {x, y} or {x, y, sample_weight}: targets are needed.
 local function check_element(who, y, fourth)
   if y == nil then
-    util.fail("%s: the data set's elements have no targets; make it with data.from_tensors {x, y} "
-      .. "(or call %s(x, y))", who, who:match("^%a+"))
+    util.fail("%s: the data set's elements have no targets; make it with data.from_tensors {x, y}", who)
   end
   if fourth ~= nil then
     util.fail("%s: the data set's elements have a fourth part (%s); give {x, y} or {x, y, sample_weight}",
@@ -583,7 +582,6 @@ local function check_element(who, y, fourth)
   end
 end
 
--- One epoch; `start` continues one that a checkpoint stopped inside ({batch=, sums=, iter=}).
 -- The rest of the pass the last epoch left (steps_per_epoch ended it), or a new pass when
 -- nothing is left of it; and the batches already taken from that pass.
 local function continued_pass(data, opts, left)
@@ -599,11 +597,13 @@ local function continued_pass(data, opts, left)
 end
 
 -- One epoch. `start` continues one a checkpoint stopped inside ({batch=, sums=, iter=,
--- pass_batch=}), or the pass the last epoch left ({iter=, pass_batch=}): with steps_per_epoch,
--- as in Keras, an epoch takes the batches that follow the last one's (a pass that ends ends its
--- epoch, and the next one starts a new pass). Returns the sums, the steps, and the rest of the
--- pass when steps_per_epoch ended the epoch before the pass ended.
-local function train_epoch(model, c, data, opts, bar, cbs, epoch, start)
+-- pass_batch=}), or the pass the last epoch left ({iter=, pass_batch=}): with steps_per_epoch
+-- over a data set that ends (`carry`), as in Keras, an epoch takes the batches that follow the
+-- last one's (a pass that ends ends its epoch, and the next one starts a new pass). Returns the
+-- sums, the steps, and the rest of the pass when steps_per_epoch ended the epoch first.
+-- A data set that never ends starts a new pass each epoch instead: a position inside its one
+-- endless pass could only be resumed by making every batch before it again.
+local function train_epoch(model, c, data, opts, bar, cbs, epoch, start, carry)
   local sums, step = start.sums or new_sums(c), start.batch or 0
   local spe = opts.steps_per_epoch
   local it, taken  -- the pass, and the batches taken from it (a checkpoint's data position)
@@ -638,7 +638,7 @@ local function train_epoch(model, c, data, opts, bar, cbs, epoch, start)
     check_interrupt(model)
   end
   if step == 0 then util.fail("fit: the training data set produced no batches") end
-  local left = it and {iter = it, pass_batch = taken} or nil
+  local left = carry and it and {iter = it, pass_batch = taken} or nil
   -- At the epoch's end a checkpoint's data position is inside the pass only if it goes on.
   model.fit_progress = {epoch = epoch, batch = step, sums = sums, pass_batch = left and taken or nil}
   return sums, step, left
@@ -781,27 +781,29 @@ function M:fit(data, opts, more)
   local _ <close> = interrupt.deferred()
   callback(cbs, "on_train_begin", {})
   local left  -- the pass the last epoch left under way (steps_per_epoch)
+  local carry = is_dataset(data) and data:cardinality() ~= -1
+  local done  -- steps of the last epoch: the bar's target when the data set's size is unknown
   for epoch = start.epoch + 1, epochs do
     if verbose > 0 then io.stdout:write(string.format("Epoch %d/%d\n", epoch, epochs)) end
     if epoch > start.epoch + 1 or start.batch == 0 then  -- a resumed epoch has begun before
       callback(cbs, "on_epoch_begin", epoch, {})
     end
-    local bar = Progbar {target = steps, verbose = verbose}
+    local bar = Progbar {target = steps or done, verbose = verbose}
     local sums
-    sums, steps, left = train_epoch(self, c, data, opts, bar, cbs, epoch,
-      epoch == start.epoch + 1 and start or left or {})
+    sums, done, left = train_epoch(self, c, data, opts, bar, cbs, epoch,
+      epoch == start.epoch + 1 and start or left or {}, carry)
     local shown, logs = results(c, sums)
     if opts.validation_data then
       local vshown, vlogs = results(c, (evaluate_sums(self, c, opts.validation_data, opts)), "val_")
       for _, p in ipairs(vshown) do shown[#shown + 1] = p; logs[p[1]] = vlogs[p[1]] end
     end
-    bar:update(steps, shown, true)
+    bar:update(done, shown, true)
     local order = {}
     for i, p in ipairs(shown) do order[i] = p[1] end
     history:append(epoch, logs, order)
     callback(cbs, "on_epoch_end", epoch, logs)
     history:append_late(logs)
-    self.fit_progress = {epoch = epoch, batch = steps, pass_batch = left and left.pass_batch or nil}
+    self.fit_progress = {epoch = epoch, batch = done, pass_batch = left and left.pass_batch or nil}
     check_interrupt(self)
     if self.stop_training then break end
   end
