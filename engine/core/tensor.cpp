@@ -23,6 +23,13 @@ std::atomic<uint32_t> device_epoch{1};
 constexpr uint32_t kHostEpoch = 0;
 thread_local bool allocate_on_host = false;
 
+// Large buffers (a step's arena, a data set, a large activation) go on transparent huge pages:
+// one fault and one TLB entry per 2 MiB of them. Smaller ones stay on the allocator's 4 KiB
+// pages: huge pages under every small object left 2 MiB pages partly used, 16 MB more resident
+// in a small model's run. A buffer's 2 MiB-aligned whole pages are marked (its tail is not), and
+// unmarked when it is freed (BufferRelease).
+constexpr size_t kHugePage = size_t(2) << 20;
+
 void raise_peak(int64_t now) {
   for (int64_t peak = device_peak; now > peak && !device_peak.compare_exchange_weak(peak, now);) {
   }
@@ -40,6 +47,9 @@ struct BufferRelease {
   BufferRelease(const BufferRelease& o) : bytes(o.bytes), epoch(o.epoch.load()) {}
 
   void operator()(std::byte* q) const {
+    // A large buffer's huge-page mark goes with it: the allocator may reuse its pages for
+    // small objects, which are to stay on 4 KiB pages.
+    if (size_t(bytes) >= kHugePage) madvise(q, size_t(bytes) / kHugePage * kHugePage, MADV_NOHUGEPAGE);
     live_bytes -= bytes;
     const uint32_t e = epoch.load();
     if (e == kHostEpoch) host_bytes -= bytes;
@@ -59,12 +69,6 @@ size_t host_memory_bytes() {
   }();
   return bytes;
 }
-
-// Large buffers (a step's arena, a data set, a large activation) go on transparent huge pages:
-// one fault and one TLB entry per 2 MiB of them. Smaller ones stay on the allocator's 4 KiB
-// pages: huge pages under every small object left 2 MiB pages partly used, 16 MB more resident
-// in a small model's run. A buffer's 2 MiB-aligned whole pages are marked; its tail is not.
-constexpr size_t kHugePage = size_t(2) << 20;
 
 void* allocate_host(size_t rounded) {
   if (rounded < kHugePage) return std::aligned_alloc(64, rounded);
