@@ -117,13 +117,17 @@ int forget_interrupted_state(lua_State* L) {
 }  // namespace
 
 void install_interrupt_handler(lua_State* L) {
-  lua_newtable(L);  // the sentinel
-  lua_newtable(L);  // its metatable
-  lua_pushlightuserdata(L, L);
-  lua_pushcclosure(L, forget_interrupted_state, 1);
-  lua_setfield(L, -2, "__gc");
-  lua_setmetatable(L, -2);
-  lua_setfield(L, LUA_REGISTRYINDEX, "tpu.interrupted_state");
+  // One sentinel per state: replacing it would collect the first, which forgets L while open.
+  if (lua_getfield(L, LUA_REGISTRYINDEX, "tpu.interrupted_state") == LUA_TNIL) {
+    lua_newtable(L);  // the sentinel
+    lua_newtable(L);  // its metatable
+    lua_pushlightuserdata(L, L);
+    lua_pushcclosure(L, forget_interrupted_state, 1);
+    lua_setfield(L, -2, "__gc");
+    lua_setmetatable(L, -2);
+    lua_setfield(L, LUA_REGISTRYINDEX, "tpu.interrupted_state");
+  }
+  lua_pop(L, 1);
   interrupt_state = L;
   static const bool started = (start_exit_thread(), true);
   (void)started;
