@@ -43,6 +43,10 @@ function T.unknown_spatial_sizes_stay_unknown()
   check.eq(out(nn.UpSampling2D(2), {-1, 5, 3}), {-1, -1, 10, 3})
   check.eq(out(nn.Conv2DTranspose(2, 3, {strides = 2, padding = "same"}), {-1, -1, 3}), {-1, -1, -1, 2})
   check.eq(out(nn.Flatten(), {-1, 3}), {-1, -1})
+  check.eq(out(nn.ZeroPadding2D(3), {-1, 5, 3}), {-1, -1, 11, 3})
+  check.eq(out(nn.Cropping2D(1), {-1, 5, 3}), {-1, -1, 3, 3})
+  check.raises(function() nn.Sequential {nn.Input {shape = {-1, 3}}, nn.Flatten(), nn.Dense(4)} end,
+    "Dense 'dense_%d+' needs the size of its input's last dimension, got %(None, None%)")
   check.raises(function() out(nn.Conv2D(4, 5), {-1, 3, 3}) end,
     'a 5x5 kernel does not fit input (None, None, 3, 3) with padding "valid"')
   check.raises(function() out(nn.MaxPool2D {pool_size = 4}, {2, -1, 3}) end,

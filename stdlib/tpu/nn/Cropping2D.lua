@@ -24,8 +24,9 @@ end
 
 function Cropping2D:compute_output_shape(s)
   local c = self.cropping
-  local h, w = s[2] - c[1][1] - c[1][2], s[3] - c[2][1] - c[2][2]
-  if h < 1 or w < 1 then
+  local function cropped(n, m) return n < 0 and -1 or n - m[1] - m[2] end  -- unknown stays unknown
+  local h, w = cropped(s[2], c[1]), cropped(s[3], c[2])
+  if (s[2] >= 0 and h < 1) or (s[3] >= 0 and w < 1) then
     util.fail("Cropping2D '%s': cropping {{%d, %d}, {%d, %d}} leaves nothing of input %s",
       self.name, c[1][1], c[1][2], c[2][1], c[2][2], util.shape_text(s))
   end

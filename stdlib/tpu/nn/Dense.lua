@@ -25,6 +25,10 @@ end
 
 function Dense:build(input_shape)
   local n_in = input_shape[#input_shape]
+  if n_in == nil or n_in < 0 then
+    util.fail("Dense '%s' needs the size of its input's last dimension, got %s (a Flatten over "
+      .. "sizes not known yet, say)", self.name, util.shape_text(input_shape))
+  end
   self.input_spec = {min_ndim = 2, axes = {[-1] = n_in}}
   kernel_bias.add_weights(self, {n_in, self.units}, {self.units})
 end

@@ -26,7 +26,8 @@ end
 
 function ZeroPadding2D:compute_output_shape(s)
   local p = self.padding
-  return {s[1], s[2] + p[1][1] + p[1][2], s[3] + p[2][1] + p[2][2], s[4]}
+  local function padded(n, m) return n < 0 and -1 or n + m[1] + m[2] end  -- unknown stays unknown
+  return {s[1], padded(s[2], p[1]), padded(s[3], p[2]), s[4]}
 end
 
 function ZeroPadding2D:repr()
