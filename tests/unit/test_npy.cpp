@@ -162,6 +162,8 @@ TEST_CASE("npy: malformed header dicts") {
   check_error(npy("{'descr': '<f4', 'fortran_order': False, 'shape': (2,), 'shape': (1,), }", ""),
               "duplicate key 'shape'");
   check_error(npy("{'descr': '<f4', 'descr': '<f4', 'fortran_order': False, 'shape': (2,), }", ""), "duplicate key 'descr'");
+  check_error(npy("{'descr': '<f4', 'fortran_order': False, 'fortran_order': True, 'shape': (2,), }", ""),
+              "duplicate key 'fortran_order'");
   check_error(npy("{'descr': '<f4', 'fortran_order': False, 'shape': (2,)} trailing", ""), "unexpected text after the dict");
   check_error(npy("{'descr': '<f4', 'fortran_order': False, 'shape': (1,1,1,1,1,1,1,1,1)}", ""), "rank 9 is more than 8");
   check_error(npy("{'descr': [('a', '<f4')], 'fortran_order': False, 'shape': (2,)}", ""), "structured dtypes");

@@ -48,8 +48,11 @@ function TransformerDecoder:add(name, layer)
   return layer
 end
 
+-- The policy every sublayer follows: this layer's.
+function TransformerDecoder:sublayer_dtype() return self.dtype or self.dtype_policy.name end
+
 function TransformerDecoder:attention_block(prefix, query_shape, value_shape)
-  local d, dtype = query_shape[3], self.dtype or self.dtype_policy.name
+  local d, dtype = query_shape[3], self:sublayer_dtype()
   local attention = self:add(prefix, MultiHeadAttention {num_heads = self.num_heads,
     key_dim = d // self.num_heads, dropout = self.dropout, dtype = dtype,
     kernel_initializer = self.kernel_initializer, bias_initializer = self.bias_initializer})
@@ -61,7 +64,7 @@ end
 
 function TransformerDecoder:dense_options(activation)
   return {activation = activation, kernel_initializer = self.kernel_initializer,
-          bias_initializer = self.bias_initializer, dtype = self.dtype or self.dtype_policy.name}
+          bias_initializer = self.bias_initializer, dtype = self:sublayer_dtype()}
 end
 
 function TransformerDecoder:build(input_shape)
@@ -84,8 +87,7 @@ function TransformerDecoder:build(input_shape)
     :maybe_build(shape)
   self:add("ffn_out", Dense(d, self:dense_options())):maybe_build(ffn_shape)
   self:add("ffn_dropout", Dropout(self.dropout))
-  self:add("ffn_norm", LayerNorm {epsilon = self.epsilon, dtype = self.dtype or self.dtype_policy.name})
-    :maybe_build(shape)
+  self:add("ffn_norm", LayerNorm {epsilon = self.epsilon, dtype = self:sublayer_dtype()}):maybe_build(shape)
 end
 
 -- The decoder sequence, the encoder sequence (or nil) and the call's options.
