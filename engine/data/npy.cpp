@@ -276,7 +276,8 @@ void decode_into(Tensor& t, std::span<const std::byte> raw, const ElementType& e
   const std::string_view code = et.type->code;
   if (code == "f2") convert<float>(t, raw, et, [](uint64_t v, size_t) { return half_to_float(uint16_t(v)); });
   else if (code == "f4") convert<float>(t, raw, et, [](uint64_t v, size_t) { return std::bit_cast<float>(uint32_t(v)); });
-  else if (code == "f8") convert<float>(t, raw, et, [&](uint64_t v, size_t i) { return f64_element_as_f32(v, i, name); });
+  else if (code == "f8")
+    convert<float>(t, raw, et, [&](uint64_t v, size_t i) { return f64_element_as_f32(v, i, name); });
   else if (code == "u1") std::memcpy(t.raw(), raw.data(), raw.size());  // not empty: see read_elements
   else if (code == "b1") convert<uint8_t>(t, raw, et, [&](uint64_t v, size_t i) { return check_bool(v, i, name); });
   else convert<int32_t>(t, raw, et, [&](uint64_t v, size_t i) { return to_i32(v, et, i, name); });

@@ -466,7 +466,9 @@ function M.resume_fit(model, history, data, opts)
   -- (steps_per_epoch, with epochs that continue a pass)
   local start = {epoch = state.epoch or 0, batch = state.epoch_batch or position.batch or 0, sums = state.epoch_sums}
   if (position.batch or 0) > 0 then
-    if not is_dataset(data) then fail("fit: %s stops inside a pass of its data; resuming there needs a tpu.data data set", name) end
+    if not is_dataset(data) then
+      fail("fit: %s stops inside a pass of its data; resuming there needs a tpu.data data set", name)
+    end
     start.iter, start.pass_batch = M.resume_iter(data, position), position.batch
   elseif is_dataset(data) then
     M.restore_data_position(data, position)

@@ -701,7 +701,9 @@ local function check_validation_data(v)
   if is_dataset(v) and type(v.cardinality) == "function" then
     local n = v:cardinality()
     if n == 0 then util.fail("fit: validation_data: the data set produced no batches") end
-    if n == -1 then util.fail("fit: validation_data never ends (cycle() without a count); give it an end with take(n)") end
+    if n == -1 then
+      util.fail("fit: validation_data never ends (cycle() without a count); give it an end with take(n)")
+    end
   end
 end
 
@@ -840,7 +842,8 @@ function M:predict(data, opts, extra)
     return step_fn(self, c, "predict")(self:parameters(), data)
   end
   local outs = {}
-  local bar = Progbar {target = cardinality(data, opts.batch_size), verbose = verbosity(opts.verbose or 0, "predict")}
+  local bar = Progbar {target = cardinality(data, opts.batch_size),
+                       verbose = verbosity(opts.verbose or 0, "predict")}
   for x in batches(data, opts.batch_size) do
     ensure_built(self, x)
     outs[#outs + 1] = step_fn(self, c, "predict")(self:parameters(), x)
