@@ -104,9 +104,6 @@ int l_defer_interrupts(lua_State* L) {
   return 0;
 }
 
-}  // namespace
-
-namespace {
 // __gc of a value in the interrupted state's registry: lua_close collects it, and a signal after
 // that must not touch the closed state (an embedding host may close it and go on).
 int forget_interrupted_state(lua_State* L) {
@@ -114,6 +111,7 @@ int forget_interrupted_state(lua_State* L) {
   interrupt_state.compare_exchange_strong(closing, nullptr);
   return 0;
 }
+
 }  // namespace
 
 void install_interrupt_handler(lua_State* L) {

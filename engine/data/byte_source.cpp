@@ -3,10 +3,10 @@
 #include <zlib.h>
 
 #include <algorithm>
-#include <cmath>
-#include <charconv>
 #include <bit>
 #include <cerrno>
+#include <charconv>
+#include <cmath>
 #include <cstring>
 #include <filesystem>
 

@@ -3,7 +3,6 @@
 #include <array>
 #include <bit>
 #include <charconv>
-#include <cmath>
 #include <cstring>
 #include <filesystem>
 #include <optional>
@@ -264,7 +263,6 @@ int32_t to_i32(uint64_t raw, const ElementType& et, size_t index, const std::str
                         ", outside the i32 range that integer data is read into");
   return int32_t(v);
 }
-
 
 // out[i] = f(element i, i) for every element.
 template <class Out, class F>
