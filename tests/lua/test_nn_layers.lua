@@ -115,8 +115,14 @@ function T.batch_norm_training_uses_batch_statistics()
   local x = tpu.tensor {{1, 10}, {3, 30}}
   local y = bn(x, {training = true}):totable()
   check.near(y, {{-1, -1}, {1, 1}}, 1e-4)
-  -- inference uses the moving statistics (initially mean 0, variance 1): nearly the identity
-  check.near(bn(x):totable(), {{1, 10}, {3, 30}}, 1e-4)
+  -- inference uses the moving statistics, which that call moved from mean 0, variance 1 by
+  -- 0.01 of the batch's (mean {2, 20}, variance {1, 100}), as Keras's training call does
+  local m, v = {0.02, 0.2}, {0.99 + 0.01, 0.99 + 1}
+  local want = {}
+  for r, row in ipairs {{1, 10}, {3, 30}} do
+    want[r] = {(row[1] - m[1]) / math.sqrt(v[1] + 1e-6), (row[2] - m[2]) / math.sqrt(v[2] + 1e-6)}
+  end
+  check.near(bn(x):totable(), want, 1e-4)
   check.eq(tostring(bn), "nn.BatchNorm(2)")
 end
 
@@ -136,7 +142,7 @@ function T.batch_norm_scale_and_center_each_on_and_off()
       params[#params + 1] = tpu.tensor {-1, 2}   -- moving mean
       params[#params + 1] = tpu.tensor {4, 0.5}  -- moving variance
       bn:set_parameters(params)
-      for _, training in ipairs {true, false} do
+      for _, training in ipairs {false, true} do  -- inference first: training moves the statistics
         local m = training and mean or {-1, 2}
         local v = training and var or {4, 0.5}
         local want = {}
@@ -166,6 +172,22 @@ function T.batch_norm_records_moving_statistics()
   check.near(got.moving_variance, {0.9 + 0.1, 0.9 + 10}, 1e-4)  -- 0.9 * 1 + 0.1 * {1, 100}
   check.eq(#bn:trainable_indices(), 2)
   check.eq(#bn:parameters(), 4)
+end
+
+-- As Keras's layer(x, training=True): an eager call moves the statistics at once; inside a
+-- jit function of the user's (no ctx.updates) the traced values are dropped, not leaked.
+function T.batch_norm_eager_training_call_moves_statistics()
+  local bn = nn.BatchNorm {momentum = 0.9}
+  local x = tpu.tensor {{1, 10}, {3, 30}}
+  bn(x, {training = true})
+  check.near(bn.moving_mean:totable(), {0.2, 2.0}, 1e-5)
+  check.near(bn.moving_variance:totable(), {1.0, 10.9}, 1e-4)
+  check.near(bn:parameters()[3]:totable(), {0.2, 2.0}, 1e-5)
+  bn(x)  -- inference leaves them
+  check.near(bn.moving_mean:totable(), {0.2, 2.0}, 1e-5)
+  tpu.jit(function(v) return bn(v, {training = true}) end)(x)
+  check.eq(tpu.is_traced(bn.moving_mean), false)
+  check.near(bn.moving_mean:totable(), {0.2, 2.0}, 1e-5)
 end
 
 function T.batch_norm_frozen_runs_in_inference_mode()

@@ -118,11 +118,23 @@ function Module:add_weight(spec)
   return value
 end
 
--- Records the new value of one of this layer's non-trainable weights (in a train step).
+-- Records the new value of one of this layer's non-trainable weights: in a train step
+-- (ctx.updates) the step returns it and fit stores it; an eager call stores it at once, as
+-- Keras updates a BatchNorm's moving statistics in `layer(x, training=True)`. A value traced
+-- by a jit function that is not a train step cannot outlive its trace: it is dropped.
 function Module:update_state(ctx, name, value)
-  if not (ctx and ctx.updates) then return end
   for _, e in ipairs(self._weights) do
-    if e.name == name then ctx.updates[e] = value; return end
+    if e.name == name then
+      if ctx and ctx.updates then
+        ctx.updates[e] = value
+      elseif not tpu.is_traced(value) then
+        for k, v in pairs(self) do
+          if rawequal(v, e.value) then self[k] = value end
+        end
+        e.value = value
+      end
+      return
+    end
   end
   util.fail("%s '%s': update_state of unknown weight '%s'", self.__name, self.name, tostring(name))
 end
