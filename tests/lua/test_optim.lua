@@ -96,6 +96,19 @@ function T.argument_errors()
     "got 0 gradients for 1 parameters")
 end
 
+-- As Keras's Adam(0.001): the learning rate alone stands for the options table.
+function T.learning_rate_alone_as_the_argument()
+  for _, name in ipairs {"SGD", "Adam", "AdamW", "RMSprop"} do
+    local opt = optim[name](0.25)
+    check.eq(opt.lr, 0.25, name)
+  end
+  local cosine = optim.schedule.cosine {lr = 0.1, decay_steps = 10}
+  check.eq(optim.Adam(cosine).lr, cosine)
+  check.raises(function() optim.SGD(-1) end,
+    "SGD: lr must be a positive number or a schedule (optim.schedule.cosine{...}), got -1")
+  check.raises(function() optim.Adam "fast" end, "options must be a table")
+end
+
 function T.get_by_name()
   check.eq(optim.get("adam").__name, "Adam")
   check.eq(optim.get("AdamW").__name, "AdamW")

@@ -47,8 +47,11 @@ end
 local keras_names = {learning_rate = "lr", beta_1 = "beta1", beta_2 = "beta2"}
 
 -- Checks the options every optimizer takes (lr, clipnorm) plus `own`, and returns them with
--- Keras's names (learning_rate, beta_1, beta_2) turned into ours.
+-- Keras's names (learning_rate, beta_1, beta_2) turned into ours; a number or a schedule in
+-- place of the table is the learning rate.
 function Optimizer:init_options(opts, own)
+  -- The learning rate alone, as Keras's Adam(1e-3) and Torch's positional lr.
+  if type(opts) == "number" or schedule.is_schedule(opts) then opts = {lr = opts} end
   local names = {"lr", "clipnorm"}
   for _, k in ipairs(own) do names[#names + 1] = k end
   if type(opts) == "table" and not util.is_tensor(opts) then opts = errors.keras_names(self.__name, opts, keras_names, names) end
