@@ -193,7 +193,7 @@ local function compile(self, spec, leaves, args, probe, rep)
   if not ok then
     if core.trace_depth() > self.depth then core.trace_abort() end
     if not probe and type(result) == "table" and result.kind == "ResourceExhausted" then
-      result = result.message .. M.batch_advice(self, spec, leaves, args)
+      result = result.message .. M.batch_advice(self, spec, leaves, args, rep)
     end
     error(result, 0)
   end
@@ -297,7 +297,7 @@ function M.batch_leaves(self, leaves, args)
   return carries
 end
 
-local function batch_advice(self, spec, leaves, args)
+local function batch_advice(self, spec, leaves, args, rep)
   local carries = M.batch_leaves(self, leaves, args)
   local batch = M.leading_batch(leaves, carries)
   local capacity = require("tpu.device").spec().hbm_bytes
@@ -313,15 +313,17 @@ local function batch_advice(self, spec, leaves, args)
     if need(math.max(1, mid * step)) <= capacity then lo = mid else hi = mid - 1 end
   end
   local fit = math.max(1, lo * step)
-  return string.format("\n  Try: a per-core batch of at most %d (needs %s), or more cores (TPU{cores=8}) " ..
-    "to split the batch.", fit, core.format_bytes(need(fit)))
+  local cores = rep and rep.replicas or 1
+  local global = cores > 1 and string.format("a global batch of %d on these %d cores; ", fit * cores, cores) or ""
+  return string.format("\n  Try: a per-core batch of at most %d (%sneeds %s), or more cores (TPU{cores=%d}) " ..
+    "to split the batch.", fit, global, core.format_bytes(need(fit)), math.max(8, 2 * cores))
 end
 
 -- The advice, or when a probe fails (the dimension taken for the batch is not one: another
 -- size in the function depends on it) a note that says how to name the batch; the report of
 -- what does not fit stays the error.
-function M.batch_advice(self, spec, leaves, args)
-  local ok, advice = pcall(batch_advice, self, spec, leaves, args)
+function M.batch_advice(self, spec, leaves, args, rep)
+  local ok, advice = pcall(batch_advice, self, spec, leaves, args, rep)
   if ok then return advice end
   if core.interrupted() then error(advice, 0) end
   return "\n  No batch advice: the leading dimension of the largest argument, taken for the batch, cannot " ..

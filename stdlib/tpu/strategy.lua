@@ -58,12 +58,28 @@ function Strategy:is_chief() return self.rank == 0 end
 local current  -- the strategy whose scope is open
 local current_worker  -- the multi_worker{} strategy of this process, when there are several ranks
 
+-- The TPU version (HBM per core) of this strategy's cores until the returned value is closed;
+-- then the previous one again. The default strategy runs on the version the program runs on.
+local function set_version(self)
+  local device = require "tpu.device"
+  local previous = device.version()
+  if not self.follows_device then device.set_version(self.version) end
+  return function() device.set_version(previous) end
+end
+
+function Strategy:version_scope()
+  return setmetatable({}, {__close = set_version(self)})
+end
+
 -- `local _ <close> = strategy:scope()`: layers and models built inside belong to it.
 function Strategy:scope()
   local previous = current
   current = self
-  require("tpu.device").set_version(self.version)
-  return setmetatable({}, {__close = function() current = previous end})
+  local restore_version = set_version(self)
+  return setmetatable({}, {__close = function()
+    current = previous
+    restore_version()
+  end})
 end
 
 function M.current(extra)
@@ -288,7 +304,10 @@ end
 local default_strategy
 function M.default(extra)
   errors.none(1, "default", extra)
-  default_strategy = default_strategy or Strategy {cores = 1}
+  if not default_strategy then
+    default_strategy = Strategy {cores = 1}
+    default_strategy.follows_device = true
+  end
   return default_strategy
 end
 

@@ -138,4 +138,69 @@ return {
     check.eq(b, a)
     check.eq(c, a)
   end,
+
+  -- Each core draws its own dropout masks: the cores get one key, and with it alone core 2's row
+  -- kept exactly the features core 1's row kept. Seen in the kernel's gradient: a weight moves
+  -- where either row kept its feature, about 3/4 of 4096 with two masks, 1/2 with one.
+  ["each core draws its own dropout masks"] = function()
+    local s = tpu.strategy.TPU {cores = 2}
+    local model
+    do
+      local _ <close> = s:scope()
+      model = nn.Sequential {nn.Dropout(0.5), nn.Dense(1, {use_bias = false, kernel_initializer = "ones"})}
+      model:compile {optimizer = optim.SGD {lr = 1e-6}, loss = "mse"}
+    end
+    model:fit(tpu.ones {2, 4096}, tpu.zeros {2, 1}, {batch_size = 2, epochs = 1, verbose = 0})
+    local moved = 0
+    for _, v in ipairs(model:parameters()[1]:reshape {-1}:totable()) do
+      if v ~= 1 then moved = moved + 1 end
+    end
+    check.eq(moved > 2800 and moved < 3350, true, "weights moved: " .. moved)
+  end,
+
+  -- A model's steps are checked against its own strategy's HBM (TPU version), whatever scope is
+  -- open when it trains; closing a scope gives back the version that was before it.
+  ["a model's steps use its strategy's TPU version"] = function()
+    local device = require "tpu.device"
+    local before = device.version()
+    local seen
+    local Probe = nn.Module:extend("VersionProbe")
+    function Probe:call(x)
+      seen = device.version()
+      return x
+    end
+    local model
+    do
+      local _ <close> = tpu.strategy.TPU {cores = 1, version = "v4"}:scope()
+      check.eq(device.version(), "v4")
+      model = nn.Sequential {Probe(), nn.Dense(1)}
+      model:compile {optimizer = "sgd", loss = "mse"}
+    end
+    check.eq(device.version(), before)
+    do
+      local _ <close> = tpu.strategy.TPU {cores = 2, version = "v2"}:scope()
+      model:fit(tpu.ones {4, 3}, tpu.ones {4, 1}, {batch_size = 4, verbose = 0})
+      check.eq(seen, "v4")
+      check.eq(device.version(), "v2")
+    end
+    check.eq(device.version(), before)
+  end,
+
+  -- Out of HBM on several cores, the advice gives the global batch that fits and more cores
+  -- than the strategy has (it said TPU{cores=8} on 8 cores).
+  ["out of HBM on 8 cores: the advice counts the cores"] = function()
+    local model
+    do
+      local _ <close> = tpu.strategy.TPU {cores = 8, version = "v2"}:scope()
+      model = nn.Sequential {nn.Conv2D(128, 3, {padding = "same"}), nn.UpSampling2D(32), nn.GlobalAvgPool2D(),
+                             nn.Dense(1)}
+      model:compile {optimizer = "sgd", loss = "mse"}
+    end
+    local ok, err = pcall(model.fit, model, tpu.ones {4096, 8, 8, 1}, tpu.ones {4096, 1},
+                          {batch_size = 4096, verbose = 0})
+    check.eq(ok, false)
+    check.is_true(err:find("a per-core batch of at most 248 (a global batch of 1984 on these 8 cores; needs",
+                           1, true) ~= nil, err)
+    check.is_true(err:find("or more cores (TPU{cores=16})", 1, true) ~= nil, err)
+  end,
 }

@@ -346,8 +346,12 @@ local function make_train_step(model, c, layout)
     return with_params(model, merge(layout, tparams, frozen), objective_of, frozen, ...)
   end
   local grad_fn = tpu.value_and_grad(loss_of, {argnums = 1, has_aux = true, name = "train_step.grad"})
-  return tpu.jit(function(tparams, opt_state, frozen, x, y, w, dropout_key, step)
+  return tpu.jit(function(tparams, opt_state, frozen, x, y, w, dropout_key, step, replica)
     local key = dropout_key:fold_in(step)
+    -- Each core's rows draw their own masks: the key is the same on every core, so without
+    -- its index every core would drop the same positions of its slice of the batch.
+    -- (replica is this core's one-element slice; the HBM advice's probes see it whole.)
+    if replica then key = key:fold_in(replica:slice {{1, 1}}:reshape {}) end
     local core_count = split_weights(w):sum()
     local count = reduce(core_count)
     local _, aux, grads = grad_fn(tparams, frozen, x, y, w, key, count)
@@ -491,6 +495,7 @@ end
 -- Runs a step on the strategy's cores: the arguments at positions `sharded` (the batch) are
 -- split across them, the others replicated.
 local function run_step(c, step, sharded, ...)
+  local _ <close> = c.strategy:version_scope()  -- the model's cores' HBM, whatever scope is open
   if replicas(c) == 1 then return step(...) end
   local s, args = c.strategy, table.pack(...)
   for _, i in ipairs(sharded) do args[i] = s:shard(args[i]) end
@@ -562,6 +567,14 @@ end
 -- The random key of the next train step is the seed's key folded with a step count that goes
 -- on across fit calls; the step folds it in (a host fold_in cost more than the fused one). Both
 -- are tensor leaves of the step's arguments, so a new step never recompiles.
+-- Under a strategy, the global index of each replica (sharded: one per core), nil on one core.
+local function replica_indices(c)
+  local R = replicas(c)
+  if R == 1 then return nil end
+  c.replica_indices = c.replica_indices or tpu.arange(R):cast("i32")
+  return c.replica_indices
+end
+
 local function step_key(model)
   if not model.dropout_key then
     local seed = require("tpu.nn.initializers").seed()
@@ -624,8 +637,10 @@ local function train_epoch(model, c, data, opts, bar, cbs, epoch, start, carry)
     local train = step_fn(model, c, "train")
     local tparams, frozen = split(c.layout, model:parameters())
     local bx, by, w = static_batch(c, "train", x, y, sample, "fit")
+    local key, step_number = step_key(model)
     local new_params, new_opt_state, state, stats =
-      run_step(c, train, {4, 5, 6}, tparams, model.optimizer_state, frozen, bx, by, w, step_key(model))
+      run_step(c, train, {4, 5, 6, 9}, tparams, model.optimizer_state, frozen, bx, by, w, key, step_number,
+               replica_indices(c))
     model:set_parameters(merge(c.layout, new_params, state))
     model.optimizer_state = new_opt_state
     add_stats(sums, stats)
