@@ -140,6 +140,18 @@ T["a layer reads the policy when it is constructed"] = function()
   check.eq(ops(text, "dot"), {"f32[2,5](bf16,bf16)"}, text)
 end
 
+-- Layers without a matmul or convolution compute and give f32 under mixed_bfloat16 (they gave
+-- bf16: 5001.5 came out 4992 from Rescaling, 1000.5 came out 1000 from a bilinear upsampling).
+T["Rescaling and bilinear UpSampling2D stay f32 under mixed_bfloat16"] = mixed(function()
+  local y = nn.Rescaling(1, {offset = 5000})(tpu.tensor {{1.5}, {3.25}})
+  check.eq(y.dtype, "f32")
+  check.eq(y:totable(), {{5001.5}, {5003.25}})
+  local up = nn.UpSampling2D({1, 2}, {interpolation = "bilinear"})(tpu.tensor {{{{1000.5}, {1001.5}}}})
+  check.eq(up.dtype, "f32")
+  check.near(up:reshape {4}:totable(), {1000.5, 1000.75, 1001.25, 1001.5}, 1e-3)
+  check.eq(nn.Rescaling(0.5, {dtype = "bf16"})(tpu.tensor {{3}}).dtype, "bf16", "a bf16 layer gives bf16")
+end)
+
 T["per-layer dtype: f32, bf16 and the policy names"] = function()
   with_policy("mixed_bfloat16", function()
     check.eq(nn.Dense(2, {dtype = "f32"}):compute_dtype(), "f32")

@@ -42,8 +42,10 @@ local function constant(v, dtype)
   return type(v) == "table" and core.tensor(v, {dtype = dtype}) or v
 end
 
+-- In the layer's output dtype: f32 under mixed_bfloat16 (only matmuls and convolutions take
+-- bf16 operands there), so an offset of thousands keeps its fraction.
 function Rescaling:call(x, _ctx)
-  local dtype = self:compute_dtype()
+  local dtype = util.output_dtype(self.dtype_policy)
   local xf = x.dtype == dtype and x or x:cast(dtype)
   return xf * constant(self.scale, dtype) + constant(self.offset, dtype)
 end

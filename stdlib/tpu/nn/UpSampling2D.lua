@@ -50,8 +50,9 @@ function UpSampling2D:call(x, _ctx)
     local ones = require("tpu").ones({1, 1, sh, 1, sw, 1}, {dtype = x.dtype})
     return (x:reshape {b, h, 1, w, 1, c} * ones):reshape {b, h * sh, w * sw, c}
   end
-  -- Growing: the resize's bilinear weights, whatever its antialias.
-  return require("tpu.image").resize(util.cast_float(x, self:compute_dtype()), {h * sh, w * sw})
+  -- Growing: the resize's bilinear weights, whatever its antialias. In the output dtype (f32
+  -- under mixed_bfloat16): interpolating in bf16 would round 1000.5 to 1000.
+  return require("tpu.image").resize(util.cast_float(x, util.output_dtype(self.dtype_policy)), {h * sh, w * sw})
 end
 
 function UpSampling2D:compute_output_shape(s)
