@@ -9,8 +9,9 @@
 --   losses.SparseCategoricalCrossentropy {from_logits = true, ignore_class = 0}  -- padding id
 -- A loss given to compile by name (or as the built-in function) takes the model's output as
 -- Keras does: when it is the output of a softmax activation (sigmoid for binary_crossentropy)
--- the activation's input, the logits, are used (no double softmax); otherwise the output is
--- taken as logits. With from_logits = false an activation's output is read through its logits
+-- the activation's input, the logits, are used (no double softmax); the output of the other
+-- (a softmax under binary_crossentropy) is read as probabilities; any other output is taken as
+-- logits. With from_logits = false an activation's output is read through its logits
 -- too (the same value, without the rounding of log(softmax)).
 -- Labels are 0-based class ids of any integer dtype (u8, i32), shaped like y_pred without its
 -- last axis (a trailing axis of size 1 is accepted too).
@@ -45,12 +46,14 @@ end
 
 -- The tensor a loss reads and whether it holds logits. from_logits is true, false, or "auto"
 -- (a loss by name): the input of the `activation` (softmax or sigmoid) that made y_pred when
--- there is one, else y_pred, taken as logits under "auto".
+-- there is one, else y_pred, taken as logits under "auto" unless the other of the two made it
+-- (a softmax's output under binary_crossentropy is probabilities, not logits).
 local function logits(y_pred, from_logits, activation)
   if from_logits == true then return y_pred, true end
   local Activation = package.loaded["tpu.nn.Activation"]
   local z = Activation and Activation.logits_of(y_pred, activation)
   if z then return z, true end
+  if from_logits == "auto" and Activation and Activation.probability_activation(y_pred) then return y_pred, false end
   return y_pred, from_logits == "auto"
 end
 

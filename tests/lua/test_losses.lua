@@ -103,7 +103,7 @@ function T.mse_metric()
 end
 
 -- Keras's rule for a loss by name: a final softmax's (sigmoid's) logits are used, never
--- softmax(softmax(x)); any other output is taken as logits.
+-- softmax(softmax(x)); any output but the other activation's is taken as logits.
 local function dense_model(activation, units)
   local model = tpu.nn.Sequential {tpu.nn.Dense(units or 3, {activation = activation})}
   model:compile {optimizer = "sgd", loss = units == 1 and "binary_crossentropy" or "sparse_categorical_crossentropy"}
@@ -132,6 +132,19 @@ function T.loss_by_name_reads_the_logits_of_a_final_softmax()
   local wantb = losses.binary_crossentropy(yb, lin(x), {from_logits = true}):item()
   check.near(lin:evaluate(dsb, {verbose = 0}).loss, wantb, 1e-5)
   check.near(sig:evaluate(dsb, {verbose = 0}).loss, wantb, 1e-5)
+end
+
+-- The output of the other probability activation is read as probabilities: a softmax under
+-- binary_crossentropy gave sigmoid(softmax(x)) (0.7241 here, Keras 0.6931).
+function T.loss_by_name_reads_the_other_activation_as_probabilities()
+  local m = tpu.nn.Sequential {tpu.nn.Dense(2, {activation = "softmax", kernel_initializer = "ones", use_bias = false})}
+  m:compile {optimizer = "sgd", loss = "binary_crossentropy"}
+  local x = tpu.tensor {{1, 0}, {0, 1}}
+  check.near(m:evaluate(x, x, {verbose = 0}).loss, math.log(2), 1e-5)
+  local s = tpu.nn.Sequential {tpu.nn.Dense(3, {activation = "sigmoid", kernel_initializer = "zeros"})}
+  s:compile {optimizer = "sgd", loss = "sparse_categorical_crossentropy"}
+  local labels = tpu.tensor({0, 2}, {dtype = "i32"})
+  check.near(s:evaluate(x, labels, {verbose = 0}).loss, -math.log(0.5), 1e-5)  -- probabilities 0.5
 end
 
 function T.a_loss_object_shows_the_options_its_class_takes()

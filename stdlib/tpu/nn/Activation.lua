@@ -25,6 +25,12 @@ function Activation.logits_of(y, name)
   return m and m[1] == name and m[2] or nil
 end
 
+-- "softmax" or "sigmoid" when y is the output of that activation, else nil.
+function Activation.probability_activation(y)
+  local m = made_by[y]
+  return m and m[1] or nil
+end
+
 Activation.functions = {
   linear = function(x) return x end,
   relu = function(x) return x:relu() end,
