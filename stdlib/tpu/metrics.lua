@@ -56,9 +56,39 @@ local function weighted_sum(v, weights)
   return (v * weights:reshape(shape)):sum(), weights:sum() * per_row
 end
 
--- Class labels (0-based ids, any integer dtype) against scores: argmax over the last axis.
+local function same_shape(a, b)
+  if #a ~= #b then return false end
+  for i = 1, #a do if a[i] ~= b[i] then return false end end
+  return true
+end
+
+-- Binary accuracy of one output unit: class 1 where a sigmoid's output is above 0.5, or any
+-- other output (logits, as a loss by name reads it) above 0; labels above 0.5 are class 1.
+local function binary_hits(y_true, y_pred)
+  local Activation = package.loaded["tpu.nn.Activation"]
+  local z = Activation and Activation.logits_of(y_pred, "sigmoid")
+  local pred = z and z:gt(0) or y_pred:gt(0)
+  local labels = y_true:cast("f32")
+  if labels.ndim == y_pred.ndim - 1 and util.numel(labels.shape) == util.numel(y_pred.shape) then
+    labels = labels:reshape(y_pred.shape)
+  end
+  if not same_shape(labels.shape, y_pred.shape) then
+    util.fail("accuracy: labels %s do not match predictions %s", util.describe(y_true), util.describe(y_pred))
+  end
+  return pred:eq(labels:gt(0.5)):cast("f32")
+end
+
+-- Keras's "accuracy", chosen by the shapes as Keras chooses it: one output unit, binary
+-- accuracy; labels shaped like the predictions (one-hot), the argmax of both; else class ids
+-- (0-based, any integer dtype) against the argmax of the scores over the last axis.
 M.accuracy = M.define {name = "accuracy", partial = function(y_true, y_pred, weights)
+  if y_pred.ndim >= 2 and y_pred.shape[y_pred.ndim] == 1 then
+    return weighted_sum(binary_hits(y_true, y_pred), weights)
+  end
   local pred = y_pred:argmax(-1)
+  if same_shape(y_true.shape, y_pred.shape) and not y_true.dtype:match("^[iu]") then
+    return weighted_sum(pred:eq(y_true:argmax(-1)):cast("f32"), weights)
+  end
   local labels = y_true
   if labels.ndim == y_pred.ndim and labels.shape[labels.ndim] == 1 then
     labels = labels:reshape(pred.shape)

@@ -77,6 +77,25 @@ function T.accuracy_partial_sums()
   check.raises(function() metrics.get("f1") end, 'unknown metric "f1"')
 end
 
+-- "accuracy" as Keras chooses it by the shapes: one output unit is binary (it took the argmax
+-- of one column, always class 0: 1/3 here where every prediction is right); one-hot labels take
+-- their argmax (it refused f32[4,2] labels against f32[4,2] predictions).
+function T.accuracy_binary_and_one_hot()
+  local x = tpu.tensor {{-2}, {-1}, {1}, {2}, {3}, {4}}
+  local y = tpu.tensor {{0}, {0}, {1}, {1}, {1}, {1}}
+  for _, activation in ipairs {"sigmoid", "linear"} do
+    local m = tpu.nn.Sequential {tpu.nn.Dense(1, {activation = activation, kernel_initializer = "ones"})}
+    m:compile {optimizer = "sgd", loss = "binary_crossentropy", metrics = {"accuracy"}}
+    check.near(m:evaluate(x, y, {verbose = 0}).accuracy, 1, 0, activation)
+  end
+  check.near(metrics.accuracy(tpu.tensor {1, 0, 1}, tpu.tensor {{0.5}, {-0.5}, {-1}}):item(), 2 / 3, 1e-6)
+  local one_hot = tpu.tensor {{1, 0}, {0, 1}, {0, 1}, {0, 1}}
+  local scores = tpu.tensor {{0.9, 0.1}, {0.2, 0.8}, {0.6, 0.4}, {0.3, 0.7}}
+  check.near(metrics.accuracy(one_hot, scores):item(), 0.75, 1e-6)
+  check.raises(function() metrics.accuracy(tpu.tensor {1, 0}, tpu.tensor {{0.5}, {-0.5}, {-1}}) end,
+    "accuracy: labels f32[2] do not match predictions f32[3,1]")
+end
+
 function T.top_k_accuracy()
   local scores = tpu.tensor {{0.1, 0.5, 0.2, 0.9}, {0.3, 0.2, 0.1, 0.0}, {0.4, 0.4, 0.1, 0.2}}
   local y = tpu.tensor({2, 0, 1}, {dtype = "u8"})
