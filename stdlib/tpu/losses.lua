@@ -22,6 +22,7 @@
 -- mean (exact on one core; with several, the cores' token means weighed by their examples).
 local util = require "tpu.nn.util"
 local errors = require "tpu.errors"
+local tpu_core = require "tpu.core"
 
 local M = {}
 
@@ -145,11 +146,34 @@ local function define_class(class_name, name, allowed)
   end
 end
 
--- The cross-entropy of each position (labels' shape) and the labels as i32.
-local function token_crossentropy(name, y_true, y_pred, from_logits)
+-- Fails on a label outside [0, classes) (ignore_class aside): one_hot would make it a row of
+-- zeros, a loss of 0, and training would go on without a word.
+local function check_label_range(name, labels, classes, ignore_class)
+  for _, v in ipairs(labels:reshape {-1}:totable()) do
+    if (v < 0 or v >= classes) and v ~= ignore_class then
+      util.fail("%s: label %d is outside the %d classes of the predictions (class ids are 0-based: "
+        .. "0 to %d); the model's last layer needs as many units as there are classes",
+        name, v, classes, classes - 1)
+    end
+  end
+end
+
+-- The cross-entropy of each position (labels' shape) and the labels as i32. Concrete labels
+-- are checked; in a compiled step a label out of range makes its position's loss NaN, so fit
+-- stops there and names it (M.check_labels).
+local function token_crossentropy(name, y_true, y_pred, from_logits, ignore_class)
   local labels = sparse_labels(name, y_true, y_pred)
+  local classes = y_pred.shape[y_pred.ndim]
   local logp = log_probs(y_pred, from_logits)
-  return -(logp * labels:one_hot(y_pred.shape[y_pred.ndim])):sum(-1), labels
+  local ce = -(logp * labels:one_hot(classes)):sum(-1)
+  if not tpu_core.is_traced(labels) then
+    check_label_range(name, labels, classes, ignore_class)
+    return ce, labels
+  end
+  ce = tpu_core.where(labels:ge(0), ce, 0 / 0)
+  ce = tpu_core.where(labels:lt(classes), ce, 0 / 0)
+  if ignore_class then ce = tpu_core.where(labels:eq(ignore_class), 0, ce) end
+  return ce, labels
 end
 
 -- The sum over every axis but the first.
@@ -173,14 +197,14 @@ end
 -- Per-token cross-entropies and the positions that count (1 or 0, f32), for the perplexity
 -- metric: mask_id = nil counts every position.
 function M.token_crossentropy(name, y_true, y_pred, from_logits, mask_id)
-  local ce, labels = token_crossentropy(name, y_true, y_pred, from_logits)
+  local ce, labels = token_crossentropy(name, y_true, y_pred, from_logits, mask_id)
   local keep = mask_id and labels:ne(mask_id):cast("f32") or ce * 0 + 1
   return ce, keep
 end
 
 define("sparse_categorical_crossentropy", function(y_true, y_pred, from_logits, ignore_class, w)
   local ce, labels = token_crossentropy("sparse_categorical_crossentropy", y_true, y_pred,
-                                        from_logits)
+                                        from_logits, ignore_class)
   if ignore_class then return ignoring(ce, labels, ignore_class, w) end
   return per_row(ce)
 end, {"from_logits", "ignore_class"})

@@ -96,6 +96,26 @@ function T.accuracy_binary_and_one_hot()
     "accuracy: labels f32[2] do not match predictions f32[3,1]")
 end
 
+-- A class id outside the predictions' classes is an error, called eagerly or in fit and
+-- evaluate (one_hot made it a zero row: a loss of 0, and training went on); ignore_class may
+-- be outside (-1, as a padding id).
+function T.sparse_labels_outside_the_classes_are_refused()
+  local message = "sparse_categorical_crossentropy: label 5 is outside the 2 classes of the predictions"
+  check.raises(function()
+    losses.sparse_categorical_crossentropy(tpu.tensor({5}, {dtype = "i32"}), tpu.tensor {{0.2, 0.8}})
+  end, message)
+  local m = tpu.nn.Sequential {tpu.nn.Dense(2)}
+  m:compile {optimizer = "adam", loss = "sparse_categorical_crossentropy"}
+  local x = tpu.ones {4, 3}
+  check.raises(function() m:fit(x, tpu.tensor({0, 5, 0, 1}, {dtype = "i32"}), {verbose = 0}) end, message)
+  check.raises(function() m:evaluate(x, tpu.tensor({0, 1, 0, -1}, {dtype = "i32"}), {verbose = 0}) end,
+    "label -1 is outside the 2 classes")
+  local m2 = tpu.nn.Sequential {tpu.nn.Dense(3)}
+  m2:compile {optimizer = "sgd", loss = losses.SparseCategoricalCrossentropy {from_logits = true, ignore_class = -1}}
+  local loss = m2:fit(x, tpu.tensor({0, -1, 2, 1}, {dtype = "i32"}), {verbose = 0}).history.loss[1]
+  check.is_true(loss == loss and loss > 0, tostring(loss))
+end
+
 function T.top_k_accuracy()
   local scores = tpu.tensor {{0.1, 0.5, 0.2, 0.9}, {0.3, 0.2, 0.1, 0.0}, {0.4, 0.4, 0.1, 0.2}}
   local y = tpu.tensor({2, 0, 1}, {dtype = "u8"})

@@ -584,6 +584,12 @@ local function step_key(model)
   return model.dropout_key, tpu.tensor(model.train_steps, {dtype = "i32"})
 end
 
+-- After a non-finite loss: a class id outside the model's classes made it (a compiled sparse
+-- cross-entropy gives such a position NaN), so the loss, run eagerly on the batch, names it.
+local function check_labels(model, c, x, y)
+  if c.per_example_loss then c.loss(y, model(x, {training = false})) end
+end
+
 -- A training or evaluation element is {x, y} or {x, y, sample_weight}: targets are needed.
 local function check_element(who, y, fourth)
   if y == nil then
@@ -646,7 +652,10 @@ local function train_epoch(model, c, data, opts, bar, cbs, epoch, start, carry)
     add_stats(sums, stats)
     step, taken = step + 1, taken + 1
     model.fit_progress = {epoch = epoch, batch = step, sums = sums, pass_batch = taken}
-    if not nonfinite.is_finite_number(sums[1]) then nonfinite.fail(model, x, sums[1], model.fit_progress) end
+    if not nonfinite.is_finite_number(sums[1]) then
+      check_labels(model, c, x, y)
+      nonfinite.fail(model, x, sums[1], model.fit_progress)
+    end
     local shown, logs = results(c, sums)
     bar:update(step, shown)
     callback(cbs, "on_train_batch_end", step, logs)
@@ -668,6 +677,7 @@ local function evaluate_sums(model, c, data, opts, bar)
     local bx, by, w = static_batch(c, "eval", x, y, sample, who)
     local stats = run_step(c, step_fn(model, c, "eval"), {2, 3, 4}, model:parameters(), bx, by, w)
     add_stats(sums, stats)
+    if not nonfinite.is_finite_number(sums[1]) then check_labels(model, c, x, y) end
     step = step + 1
     if bar then bar:update(step, (results(c, sums))) end
   end
