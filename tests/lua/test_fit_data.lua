@@ -214,4 +214,39 @@ function T.steps_per_execution_is_checked()
     'compile: steps_per_execution must be a positive integer, got "banana"')
 end
 
+-- x and y with different row counts: the extra rows were never used without a word (or the
+-- error came from inside slice, after steps had run); an empty validation pair was found after
+-- the first epoch.
+function T.tensor_pairs_need_one_row_per_example()
+  local m = model()
+  local x8, y8 = tpu.ones {8, 2}, tpu.ones {8, 1}
+  m(x8)
+  local before = m:parameters()
+  check.raises(function() m:fit(x8:slice {{1, 6}}, y8, {batch_size = 4, verbose = 0}) end,
+    "fit: x has 6 rows but y has 8; every tensor needs one row per example")
+  check.raises(function() m:evaluate(x8:slice {{1, 6}}, y8, {verbose = 0}) end, "evaluate: x has 6 rows but y has 8")
+  check.raises(function() m:fit(x8, tpu.zeros {7, 1}, {verbose = 0}) end, "fit: x has 8 rows but y has 7")
+  check.raises(function()
+    m:fit(x8, y8, {verbose = 0, validation_data = {x8:slice {{1, 0}}, y8:slice {{1, 0}}}})
+  end, "fit: validation_data has no rows")
+  check.raises(function() m:fit(x8, y8, {verbose = 0, validation_data = {x8, y8:slice {{1, 3}}}}) end,
+    "fit: validation_data: x has 8 rows but y has 3")
+  check.eq(m:parameters()[1]:totable(), before[1]:totable(), "no step ran")
+end
+
+-- Keras's fit(x, [y1, y2]) and evaluate({x, {y1, y2}}) for a model of two outputs.
+function T.a_list_of_targets_for_a_model_of_two_outputs()
+  local inp = nn.Input {shape = {2}}
+  local h = nn.Dense(3)(inp)
+  local two = nn.Model {inputs = inp, outputs = {nn.Dense(1)(h), nn.Dense(2)(h)}}
+  two:compile {optimizer = "sgd", loss = {"mse", "mse"}}
+  local x, ya, yb = tpu.ones {8, 2}, tpu.ones {8, 1}, tpu.ones {8, 2}
+  local h1 = two:fit(x, {ya, yb}, {batch_size = 4, verbose = 0})
+  check.eq(#h1.history.loss, 1)
+  local a = two:evaluate({x, {ya, yb}}, {verbose = 0}).loss
+  local b = two:evaluate(data.from_tensors {x, {ya, yb}}:batch(32), {verbose = 0}).loss
+  check.near(a, b, 1e-6)
+  check.raises(function() two:fit(x, {ya, tpu.ones {6, 2}}, {verbose = 0}) end, "fit: x has 8 rows but y[2] has 6")
+end
+
 return T

@@ -167,16 +167,48 @@ end
 
 ---------------------------------------------------------------- batches
 
+local part_names = {"x", "y", "the sample weights"}
+
+-- The number of examples of an {x, y[, weights]} list of tensors (y may be a list of tensors,
+-- one per output): every tensor must have as many rows as x, else nothing would say that the
+-- extra rows are never used.
+local function pair_rows(who, list)
+  local n
+  for i, part in ipairs(list) do
+    local leaves = util.is_tensor(part) and {part} or part
+    for j, t in ipairs(leaves) do
+      if not util.is_tensor(t) then
+        util.fail("%s: %s%s is not a tensor, got %s", who, part_names[i] or ("part " .. i),
+          util.is_tensor(part) and "" or "[" .. j .. "]", util.show(t))
+      end
+      if t.ndim == 0 then util.fail("%s: %s is a scalar; it needs one row per example", who, part_names[i] or i) end
+      n = n or t.shape[1]
+      if t.shape[1] ~= n then
+        util.fail("%s: x has %d rows but %s%s has %d; every tensor needs one row per example", who, n,
+          part_names[i] or ("part " .. i), util.is_tensor(part) and "" or "[" .. j .. "]", t.shape[1])
+      end
+    end
+  end
+  return n
+end
+
 -- Iterates batches of a data set (anything with :iter()), of a tensor (predict) or of an
--- {x, y} pair of tensors cut into batches of `batch_size` along the first axis.
-local function slices(list, batch_size)
-  local n = list[1].shape[1]
+-- {x, y} pair of tensors (y: a tensor or a list, one per output) cut into batches of
+-- `batch_size` along the first axis.
+local function slices(list, batch_size, who)
+  local n = pair_rows(who or "fit", list)
   local first = 1
+  local function cut(t, last)
+    if util.is_tensor(t) then return t:slice {{first, last}} end
+    local out = {}
+    for j, leaf in ipairs(t) do out[j] = leaf:slice {{first, last}} end
+    return out
+  end
   return function()
     if first > n then return nil end
     local last = math.min(first + batch_size - 1, n)
     local out = {}
-    for i, t in ipairs(list) do out[i] = t:slice {{first, last}} end
+    for i, t in ipairs(list) do out[i] = cut(t, last) end
     first = last + 1
     return table.unpack(out)
   end
@@ -186,7 +218,7 @@ local function is_dataset(data)
   return type(data) == "table" and type(data.iter) == "function"
 end
 
-local function batches(data, batch_size)
+local function batches(data, batch_size, who)
   batch_size = batch_size or 32
   if is_dataset(data) then
     local f, s, ctl = data:iter()
@@ -196,8 +228,8 @@ local function batches(data, batch_size)
       return table.unpack(r, 1, r.n)
     end
   end
-  if util.is_tensor(data) then return slices({data}, batch_size) end
-  if type(data) == "table" and util.is_tensor(data[1]) then return slices(data, batch_size) end
+  if util.is_tensor(data) then return slices({data}, batch_size, who) end
+  if type(data) == "table" and util.is_tensor(data[1]) then return slices(data, batch_size, who) end
   util.fail("expected a data set (tpu.data), a tensor or an {x, y} pair of tensors, got %s",
     util.show(data))
 end
@@ -671,7 +703,7 @@ end
 local function evaluate_sums(model, c, data, opts, bar)
   local sums, step = new_sums(c), 0
   local who = bar and "evaluate" or "fit: validation_data"
-  for x, y, sample, fourth in batches(data, opts.batch_size) do
+  for x, y, sample, fourth in batches(data, opts.batch_size, who) do
     check_element(who, y, fourth)
     ensure_built(model, x)
     local bx, by, w = static_batch(c, "eval", x, y, sample, who)
@@ -719,10 +751,11 @@ end
 -- validation_data, checked before the first step rather than after the first epoch.
 local function check_validation_data(v)
   if v == nil then return end
-  local pair = type(v) == "table" and not is_dataset(v) and util.is_tensor(v[1]) and util.is_tensor(v[2])
+  local pair = type(v) == "table" and not is_dataset(v) and util.is_tensor(v[1]) and v[2] ~= nil
   if not (is_dataset(v) or pair) then
     util.fail("fit: validation_data must be a data set or an {x, y} pair of tensors, got %s", util.show(v))
   end
+  if pair and pair_rows("fit: validation_data", v) == 0 then util.fail("fit: validation_data has no rows") end
   if is_dataset(v) and type(v.cardinality) == "function" then
     local n = v:cardinality()
     if n == 0 then util.fail("fit: validation_data: the data set produced no batches") end
@@ -756,7 +789,9 @@ local xy_call = {fit = "model:fit(x, y, {epochs = ...}) or model:fit(dataset, {.
 -- without their targets are an error that shows the call.
 local function keras_xy(who, self, data, opts, more)
   check_model(self, who, xy_call[who])
-  if util.is_tensor(data) and util.is_tensor(opts) then return {data, opts}, more end
+  -- y: a tensor, or a list of tensors (one per output of the model)
+  local y_list = type(opts) == "table" and not is_dataset(opts) and util.is_tensor(opts[1])
+  if util.is_tensor(data) and (util.is_tensor(opts) or y_list) then return {data, opts}, more end
   errors.none(3, who, more)
   if util.is_tensor(data) then
     util.fail("%s: %s needs the targets too: %s", who, errors.show(data), xy_call[who])
@@ -869,7 +904,7 @@ function M:predict(data, opts, extra)
   local outs = {}
   local bar = Progbar {target = cardinality(data, opts.batch_size),
                        verbose = verbosity(opts.verbose or 0, "predict")}
-  for x in batches(data, opts.batch_size) do
+  for x in batches(data, opts.batch_size, "predict") do
     ensure_built(self, x)
     outs[#outs + 1] = step_fn(self, c, "predict")(self:parameters(), x)
     bar:update(#outs, {})
