@@ -209,23 +209,30 @@ define("sparse_categorical_crossentropy", function(y_true, y_pred, from_logits, 
   return per_row(ce)
 end, {"from_logits", "ignore_class"})
 
-local function check_same(name, y_true, y_pred)
-  if not same_shape(y_true.shape, y_pred.shape) then
-    util.fail("%s: targets %s do not match predictions %s", name,
-      util.describe(y_true), util.describe(y_pred))
+-- y_true in y_pred's shape. As Keras squeezes, targets that differ from the predictions by a
+-- trailing axis of size 1 ([batch] against [batch, 1], or the other way) are reshaped; any
+-- other difference is an error (broadcasting [batch] against [batch, 1] would compare every
+-- target with every prediction).
+function M.match_targets(name, y_true, y_pred)
+  if same_shape(y_true.shape, y_pred.shape) then return y_true end
+  local t, p = y_true.shape, y_pred.shape
+  if (#t == #p - 1 and p[#p] == 1 and same_shape(t, {table.unpack(p, 1, #p - 1)}))
+     or (#p == #t - 1 and t[#t] == 1 and same_shape(p, {table.unpack(t, 1, #t - 1)})) then
+    return y_true:reshape(p)
   end
+  util.fail("%s: targets %s do not match predictions %s", name, util.describe(y_true), util.describe(y_pred))
 end
 
 -- One-hot (or soft) targets.
 define("categorical_crossentropy", function(y_true, y_pred, from_logits)
-  check_same("categorical_crossentropy", y_true, y_pred)
+  y_true = M.match_targets("categorical_crossentropy", y_true, y_pred)
   local logp = log_probs(y_pred, from_logits)
   return per_row(-(logp * f32(y_true)):sum(-1))
 end)
 
 -- Targets in {0, 1}.
 define("binary_crossentropy", function(y_true, y_pred, from_logits)
-  check_same("binary_crossentropy", y_true, y_pred)
+  y_true = M.match_targets("binary_crossentropy", y_true, y_pred)
   local x, is_logits = logits(y_pred, from_logits, "sigmoid")
   local z = f32(y_true)
   x = f32(x)
@@ -238,7 +245,7 @@ define("binary_crossentropy", function(y_true, y_pred, from_logits)
 end)
 
 define("mse", function(y_true, y_pred)
-  check_same("mse", y_true, y_pred)
+  y_true = M.match_targets("mse", y_true, y_pred)
   return per_row((f32(y_pred) - f32(y_true)):square())
 end, {})
 M.mean_squared_error = M.mse

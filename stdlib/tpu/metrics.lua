@@ -138,6 +138,7 @@ end
 M.top_k_accuracy = top_k(5)
 
 M.mse = M.define {name = "mse", partial = function(y_true, y_pred, weights)
+  y_true = require("tpu.losses").match_targets("mse", y_true, y_pred)
   local d = y_pred:cast("f32") - y_true:cast("f32")
   return weighted_sum(d:square(), weights)
 end}

@@ -116,6 +116,21 @@ function T.sparse_labels_outside_the_classes_are_refused()
   check.is_true(loss == loss and loss > 0, tostring(loss))
 end
 
+-- Targets that differ by a trailing unit axis are reshaped, as Keras squeezes: the mse metric
+-- broadcast [4] against [4, 1] into [4, 4] (3.5 here, Keras 0.25) and the losses refused it.
+function T.targets_with_a_trailing_unit_axis_are_matched()
+  local x, y = tpu.tensor {{1}, {2}, {3}, {4}}, tpu.tensor {1, 2, 3, 5}
+  local m = tpu.nn.Sequential {tpu.nn.Dense(1, {kernel_initializer = "ones", use_bias = false})}
+  m:compile {optimizer = "sgd", loss = "mse", metrics = {"mse"}}
+  local r = m:evaluate(x, y, {verbose = 0})
+  check.near(r.loss, 0.25, 1e-6)
+  check.near(r.mse, 0.25, 1e-6)
+  check.near(metrics.mse(tpu.tensor {{1}, {2}}, tpu.tensor {1, 4}):item(), 2, 1e-6)
+  check.near(losses.binary_crossentropy(tpu.tensor {1, 0}, tpu.tensor {{0.5}, {0.5}}):item(), math.log(2), 1e-5)
+  check.raises(function() metrics.mse(tpu.ones {4, 2}, tpu.ones {4, 3}) end,
+    "mse: targets f32[4,2] do not match predictions f32[4,3]")
+end
+
 function T.top_k_accuracy()
   local scores = tpu.tensor {{0.1, 0.5, 0.2, 0.9}, {0.3, 0.2, 0.1, 0.0}, {0.4, 0.4, 0.1, 0.2}}
   local y = tpu.tensor({2, 0, 1}, {dtype = "u8"})
