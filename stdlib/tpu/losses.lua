@@ -213,7 +213,11 @@ end, {"from_logits", "ignore_class"})
 -- trailing axis of size 1 ([batch] against [batch, 1], or the other way) are reshaped; any
 -- other difference is an error (broadcasting [batch] against [batch, 1] would compare every
 -- target with every prediction).
-function M.match_targets(name, y_true, y_pred)
+function M.match_targets(name, y_true, y_pred, extra)
+  errors.check(1, "match_targets", name, "string")
+  errors.check(2, "match_targets", y_true, "tensor")
+  errors.check(3, "match_targets", y_pred, "tensor")
+  errors.none(4, "match_targets", extra)
   if same_shape(y_true.shape, y_pred.shape) then return y_true end
   local t, p = y_true.shape, y_pred.shape
   if (#t == #p - 1 and p[#p] == 1 and same_shape(t, {table.unpack(p, 1, #p - 1)}))
