@@ -122,6 +122,20 @@ function T.early_stopping_warns_once_about_a_missing_quantity()
   check.is_true(not m.stop_training)
 end
 
+-- A NaN monitored value is no improvement, not a missing quantity (it warned "not in the
+-- epoch's logs" and never stopped).
+function T.a_nan_monitored_value_never_improves()
+  local m = model()
+  local stop = cb.early_stopping {patience = 2}
+  local warnings = capture_warnings(function() check.eq(run_epochs(stop, m, {1.0, 0 / 0, 0 / 0, 0.5}), 3) end)
+  check.eq(#warnings, 0)
+  check.eq(stop.best, 1.0)
+  m.stop_training = false
+  local first = cb.early_stopping {patience = 3}
+  check.eq(run_epochs(first, m, {0 / 0, 0.5}), nil, "a NaN first epoch is not the best")
+  check.eq(first.best, 0.5)
+end
+
 function T.options_are_checked()
   check.raises(function() cb.early_stopping {patience = -1} end, "early_stopping: patience must be a non-negative integer, got -1")
   check.raises(function() cb.early_stopping {monitr = "loss"} end, "early_stopping: unknown option 'monitr'")
@@ -163,6 +177,22 @@ function T.checkpoint_saves_every_epoch_or_the_best()
   local fresh = model()
   fresh:load(dir .. "/w1.safetensors")
   check.eq(fresh:parameters()[4]:totable(), m:parameters()[4]:totable())
+  os.execute("rm -rf " .. dir)
+end
+
+-- save_best_only keeps its best across fits, as Keras: a later fit that does worse does not
+-- overwrite the file (on_train_begin forgot the best).
+function T.checkpoint_best_is_kept_across_fits()
+  local dir = tmpdir()
+  local m = model()
+  local best = cb.checkpoint {path = dir .. "/best.safetensors", save_best_only = true, monitor = "val_loss"}
+  run_epochs(best, m, {0.5, 0.4})
+  check.eq(best.last_epoch, 2)
+  best.last_epoch = nil
+  run_epochs(best, m, {0.9, 0 / 0})
+  check.eq(best.last_epoch, nil, "a worse second fit saved")
+  run_epochs(best, m, {0.3})
+  check.eq(best.last_epoch, 1)
   os.execute("rm -rf " .. dir)
 end
 

@@ -89,8 +89,9 @@ function Checkpoint:save(epoch, logs, value, batch)
   return logs
 end
 
+-- The best value so far is kept across fits, as Keras keeps it: a second fit (fine-tuning)
+-- saves only what beats the first one's best.
 function Checkpoint:on_train_begin()
-  self.best = nil
   if not self.model then fail("checkpoint: no model to save (fit sets callback.model)") end
 end
 

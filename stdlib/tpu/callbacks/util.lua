@@ -53,17 +53,20 @@ function M.check_mode(who, mode, monitor)
   return "min"
 end
 
--- Tracks the best value of a monitored quantity.
+-- Tracks the best value of a monitored quantity. NaN never improves (Keras starts from inf,
+-- and NaN < inf is false).
 function M.improved(mode, value, best, min_delta)
+  if value ~= value then return false end
   if best == nil then return true end
   if mode == "min" then return value < best - min_delta end
   return value > best + min_delta
 end
 
--- The monitored value from logs, or nil with one warning naming what logs hold.
+-- The monitored value from logs (NaN included: it counts as no improvement), or nil with one
+-- warning naming what logs hold.
 function M.monitored(cb, who, logs)
   local v = logs and logs[cb.monitor]
-  if type(v) == "number" and v == v then return v end
+  if type(v) == "number" then return v end
   if not cb.warned then
     cb.warned = true
     local names = {}
