@@ -109,6 +109,23 @@ function T.learning_rate_alone_as_the_argument()
   check.raises(function() optim.Adam "fast" end, "options must be a table")
 end
 
+-- NaN passed every "fail if v < lo" test, and inf every upper-bound-free one: a NaN epsilon
+-- trained into a NaN loss blamed on the model.
+function T.hyperparameters_must_be_finite()
+  local nan, inf = 0 / 0, math.huge
+  check.raises(function() optim.Adam {epsilon = nan} end, "Adam: epsilon must be a number >= 0")
+  check.raises(function() optim.Adam {lr = inf} end, "Adam: lr must be a positive number or a schedule")
+  check.raises(function() optim.SGD(nan) end, "SGD: lr must be a positive number or a schedule")
+  check.raises(function() optim.SGD {clipnorm = nan} end, "SGD: clipnorm must be a positive number")
+  check.raises(function() optim.AdamW {weight_decay = inf} end, "AdamW: weight_decay must be a number >= 0")
+  check.raises(function() optim.RMSprop {rho = nan} end, "RMSprop: rho must be a number in [0, 1)")
+  check.raises(function() optim.schedule.exponential {lr = 0.1, decay_steps = 10, decay_rate = nan} end,
+    "decay_rate")
+  check.raises(function() optim.schedule.cosine {lr = nan, decay_steps = 10} end, "schedule.cosine: lr must be")
+  check.raises(function() tpu.callbacks.early_stopping {min_delta = nan} end,
+    "early_stopping: min_delta must be a finite number")
+end
+
 function T.get_by_name()
   check.eq(optim.get("adam").__name, "Adam")
   check.eq(optim.get("AdamW").__name, "AdamW")

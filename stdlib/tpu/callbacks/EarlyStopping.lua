@@ -1,6 +1,7 @@
 -- Stops training when a monitored quantity stops improving.
 local Callback = require "tpu.callbacks.Callback"
 local util = require "tpu.callbacks.util"
+local errors = require "tpu.errors"
 
 local EarlyStopping = Callback:extend("EarlyStopping")
 
@@ -18,6 +19,9 @@ function EarlyStopping:__init(opts)
   self.monitor = util.check_type(who, "monitor", opts.monitor, "string", "val_loss")
   self.patience = util.check_count(who, "patience", opts.patience, 0)
   self.min_delta = math.abs(util.check_type(who, "min_delta", opts.min_delta, "number", 0))
+  if self.min_delta ~= self.min_delta or self.min_delta == math.huge then
+    errors.fail("%s: min_delta must be a finite number, got %s", who, errors.show(opts.min_delta))
+  end
   self.mode = util.check_mode(who, opts.mode, self.monitor)
   self.restore_best = util.check_type(who, "restore_best", opts.restore_best, "boolean", false)
   self.verbose = util.check_count(who, "verbose", opts.verbose, 0)

@@ -24,8 +24,6 @@ function M.all_finite(t)
   return (t:cast("f32") * 0):sum():item() == 0
 end
 
-function M.is_finite_number(v) return v == v and v ~= math.huge and v ~= -math.huge end
-
 -- Inside the step: a bool scalar, whether the loss (a scalar or a [1] tensor, the same on every
 -- core) is finite.
 function M.finite_flag(loss) return (loss:cast("f32") * 0):sum():eq(0) end

@@ -684,7 +684,7 @@ local function train_epoch(model, c, data, opts, bar, cbs, epoch, start, carry)
     add_stats(sums, stats)
     step, taken = step + 1, taken + 1
     model.fit_progress = {epoch = epoch, batch = step, sums = sums, pass_batch = taken}
-    if not nonfinite.is_finite_number(sums[1]) then
+    if not util.is_finite(sums[1]) then
       check_labels(model, c, x, y)
       nonfinite.fail(model, x, sums[1], model.fit_progress)
     end
@@ -709,7 +709,7 @@ local function evaluate_sums(model, c, data, opts, bar)
     local bx, by, w = static_batch(c, "eval", x, y, sample, who)
     local stats = run_step(c, step_fn(model, c, "eval"), {2, 3, 4}, model:parameters(), bx, by, w)
     add_stats(sums, stats)
-    if not nonfinite.is_finite_number(sums[1]) then check_labels(model, c, x, y) end
+    if not util.is_finite(sums[1]) then check_labels(model, c, x, y) end
     step = step + 1
     if bar then bar:update(step, (results(c, sums))) end
   end

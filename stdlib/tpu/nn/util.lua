@@ -126,9 +126,15 @@ function M.window_out(n, k, s, padding)
   return (n - k) // s + 1
 end
 
+-- Whether v is a number other than NaN and the infinities (NaN passes every comparison test
+-- written as "fail if v < lo").
+function M.is_finite(v)
+  return type(v) == "number" and v == v and v ~= math.huge and v ~= -math.huge
+end
+
 -- A number in [lo, hi] (hi_open: [lo, hi)).
 function M.check_range(who, name, v, lo, hi, hi_open)
-  if type(v) ~= "number" or v < lo or v > hi or (hi_open and v >= hi) then
+  if not M.is_finite(v) or v < lo or v > hi or (hi_open and v >= hi) then
     M.fail("%s: %s must be a number in [%g, %g%s, got %s", who, name, lo, hi,
       hi_open and ")" or "]", M.show(v))
   end
@@ -136,7 +142,7 @@ function M.check_range(who, name, v, lo, hi, hi_open)
 end
 
 function M.check_positive(who, name, v)
-  if type(v) ~= "number" or v <= 0 then
+  if not M.is_finite(v) or v <= 0 then
     M.fail("%s: %s must be a positive number, got %s", who, name, M.show(v))
   end
   return v

@@ -25,7 +25,7 @@ Optimizer.slots = {}
 
 -- Checks a hyperparameter: a number in [lo, hi) (hi may be nil).
 function Optimizer:check_number(name, value, lo, hi)
-  if type(value) ~= "number" or value < lo or (hi and value >= hi) then
+  if not util.is_finite(value) or value < lo or (hi and value >= hi) then
     local range = hi and string.format("in [%g, %g)", lo, hi) or string.format(">= %g", lo)
     util.fail("%s: %s must be a number %s, got %s", self.__name, name, range, util.show(value))
   end
@@ -36,7 +36,7 @@ function Optimizer:check_lr(opts)
   local lr = opts.lr
   if lr == nil then return self.default_lr end
   if schedule.is_schedule(lr) then return lr end
-  if type(lr) ~= "number" or lr <= 0 then
+  if not util.is_finite(lr) or lr <= 0 then
     util.fail("%s: lr must be a positive number or a schedule (optim.schedule.cosine{...}), got %s",
       self.__name, util.show(lr))
   end
@@ -58,7 +58,7 @@ function Optimizer:init_options(opts, own)
   util.check_options(self, opts, names)
   self._built_at = util.built_at()
   self.lr = self:check_lr(opts)
-  if opts.clipnorm ~= nil and (type(opts.clipnorm) ~= "number" or opts.clipnorm <= 0) then
+  if opts.clipnorm ~= nil and (not util.is_finite(opts.clipnorm) or opts.clipnorm <= 0) then
     util.fail("%s: clipnorm must be a positive number, got %s", self.__name, util.show(opts.clipnorm))
   end
   self.clipnorm = opts.clipnorm
