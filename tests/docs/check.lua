@@ -29,7 +29,7 @@ for name in ([[
   history:append history:append_late history:extend history:is_instance
   model:init_common model:maybe_build model:check_input model:trainable_indices model:weight_entries
   model:call_inputs model:repr model:is_instance model:extend
-  Dataset:check_self Dataset:extend Dataset:is_instance
+  Dataset:check_self Dataset:extend Dataset:is_instance Dataset:counted
   Vocabulary:extend Vocabulary:is_instance
   Optimizer:extend Optimizer:is_instance Optimizer:check_lr Optimizer:check_number Optimizer:init_options
   Optimizer:initial_lr Optimizer:like Optimizer:clip_scale
@@ -76,13 +76,45 @@ local function module(name)
   end
 end
 
--- The methods of classes (with what they inherit), under `prefix`.
+-- The classes that derive from `base` among the loaded modules and their fields (the transforms
+-- of tpu.data): a method only a subclass defines (Dataset:prefetch_stats) is public too.
+local function subclasses(base)
+  return function()
+    local found, seen = {}, {}
+    local function consider(c)
+      if type(c) ~= "table" or seen[c] or c == base then return end
+      seen[c] = true
+      local up = rawget(c, "super")
+      while type(up) == "table" do
+        if up == base then found[#found + 1] = c return end
+        up = rawget(up, "super")
+      end
+    end
+    for _, m in pairs(package.loaded) do
+      consider(m)
+      if type(m) == "table" and not getmetatable(m) then
+        for _, v in pairs(m) do consider(v) end
+      end
+    end
+    for _, v in pairs(base) do consider(v) end
+    return found
+  end
+end
+
+-- The methods of classes (with what they inherit), under `prefix`; a function argument gives a
+-- list of classes (subclasses(base)).
 local function methods(prefix, ...)
-  local classes = {...}
+  local classes = {}
+  for _, c in ipairs {...} do
+    if type(c) == "function" then
+      for _, sub in ipairs(c()) do classes[#classes + 1] = sub end
+    else
+      classes[#classes + 1] = c
+    end
+  end
   return function()
     local names = {}
     for _, cls in ipairs(classes) do
-      cls = type(cls) == "function" and cls() or cls
       while cls do
         for k, v in pairs(cls) do
           if type(k) == "string" and type(v) == "function" and not k:match("^_") then names[prefix .. k] = true end
@@ -137,7 +169,7 @@ local surfaces = {
   {"model.md", "model:", split_methods(false, "model:")},
   {"model.md", "history:", methods("history:", tpu.nn.History)},
   {"data.md", "data.", module "data"},
-  {"data.md", "Dataset:", methods("Dataset:", tpu.data.Dataset)},
+  {"data.md", "Dataset:", methods("Dataset:", tpu.data.Dataset, subclasses(tpu.data.Dataset))},
   {"data.md", "Vocabulary:", methods("Vocabulary:", tpu.data.Vocabulary)},
   {"optim.md", "optim.", module "optim"},
   {"optim.md", "Optimizer:", methods("Optimizer:", tpu.optim.Optimizer)},
