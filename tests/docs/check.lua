@@ -184,6 +184,7 @@ local surfaces = {
   {"checkpoint.md", "checkpoint.", module "checkpoint"},
   {"applications.md", "applications.", module "applications"},
   {"image.md", "image.", module "image"},
+  {"plot.md", "plot.", module "plot"},
   {"embedding.md", "", c_api},
 }
 
