@@ -161,6 +161,36 @@ local function c_api()
   return names
 end
 
+-- The command line (cli.md): the options `TPUTRAIN --help` lists (`--cores`, `-e`, `--`), and
+-- the environment variables it lists or that the sources read (getenv "TPUTRAIN_...").
+local function cli_options()
+  local names = {}
+  local p = assert(io.popen("'" .. exe .. "' --help"))
+  for line in p:lines() do
+    local opts = line:match("^  (%-.-)%s%s")
+    if opts then
+      for name in opts:gmatch("%-%-?[%w-]+") do names[name] = true end
+    end
+  end
+  p:close()
+  return names
+end
+local function environment()
+  local names = {}
+  local p = assert(io.popen("'" .. exe .. "' --help"))
+  for line in p:lines() do
+    local name = line:match("^  (TPUTRAIN_[%u%d_]+)=")
+    if name then names[name] = true end
+  end
+  p:close()
+  local src = here .. "/../.."
+  p = assert(io.popen("grep -rhoE 'getenv\\(\"TPUTRAIN_[A-Z0-9_]+' '" .. src .. "/interpreter' '" .. src
+    .. "/engine' '" .. src .. "/stdlib'"))
+  for line in p:lines() do names[line:match("TPUTRAIN_[%u%d_]+")] = true end
+  p:close()
+  return names
+end
+
 local surfaces = {
   {"tpu.md", "tpu.", top_level},
   {"tensor.md", "Tensor:", methods("Tensor:", tpu.core.Tensor)},
@@ -185,6 +215,8 @@ local surfaces = {
   {"applications.md", "applications.", module "applications"},
   {"image.md", "image.", module "image"},
   {"plot.md", "plot.", module "plot"},
+  {"cli.md", "-", cli_options},
+  {"cli.md", "TPUTRAIN_", environment},
   {"embedding.md", "", c_api},
 }
 
@@ -200,11 +232,12 @@ local function read(path)
   return s
 end
 
--- The names a heading documents: each `call` in backticks, cut before its arguments.
+-- The names a heading documents: each `call` in backticks, cut before its arguments (an option,
+-- `--cores N`, before its value).
 local function heading_names(line)
   local names = {}
   for code in line:gmatch("`([^`]+)`") do
-    names[#names + 1] = code:match("^[%w_.:]+")
+    names[#names + 1] = code:match("^[%w_.:]+") or code:match("^%-%-?[%w-]*")
   end
   return names
 end
