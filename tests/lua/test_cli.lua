@@ -27,4 +27,18 @@ return {
       check.is_true(err:find("\n  " .. name, 1, true) ~= nil, name .. " in:\n" .. err)
     end
   end,
+  ["--quiet silences fit's progress unless verbose is given"] = function()
+    local dir = files.tmpdir()
+    files.write(dir .. "/q.lua", "local m = tpu.nn.Sequential {tpu.nn.Dense(1)}\n" ..
+      "m:compile {optimizer = 'sgd', loss = 'mse'}\n" ..
+      "m:fit(tpu.ones {4, 2}, tpu.ones {4, 1}, {epochs = 2})\n" ..
+      "print('verbose 2:') m:fit(tpu.ones {4, 2}, tpu.ones {4, 1}, {verbose = 2})\n")
+    check.is_true(files.sh(string.format("cd %q && %q --quiet q.lua >out 2>&1", dir, arg[-1])))
+    local quiet = files.must_read(dir .. "/out")
+    check.is_true(files.sh(string.format("cd %q && %q q.lua >out 2>&1", dir, arg[-1])))
+    local loud = files.must_read(dir .. "/out")
+    files.rmdir(dir)
+    check.is_true(quiet:match("^verbose 2:\n.*loss") ~= nil, quiet)
+    check.is_true(loud:find("Epoch 2/2", 1, true) ~= nil, loud)
+  end,
 }

@@ -113,6 +113,7 @@ local function read_options(opts)
   for _, k in ipairs {"shuffle", "antialias", "verbose"} do
     r[k] = o[k] == nil or args.boolean(o[k], "image_folder", k)
   end
+  if o.verbose == nil and (package.loaded["tpu.options"] or {}).quiet then r.verbose = false end  -- --quiet
   -- Without a seed, the default one (as shuffle's), so the training and validation subsets of
   -- one run always come from the same permutation.
   r.seed = o.seed == nil and random.default_seed() or args.integer(o.seed, "image_folder", "seed")

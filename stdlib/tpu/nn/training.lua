@@ -565,8 +565,10 @@ local function results(c, sums, prefix)
 end
 
 -- Keras's verbose: 0 silent, 1 a progress bar, 2 a line per epoch; true and false as 1 and 0.
+-- verbose = nil or "auto" is 1, or 0 under --quiet (an explicit 1 or 2 still shows).
 local function verbosity(v, who)
-  if v == nil or v == true or v == "auto" then return 1 end
+  if v == nil or v == "auto" then return tpu.options.quiet and 0 or 1 end
+  if v == true then return 1 end
   if v == false then return 0 end
   if v ~= 0 and v ~= 1 and v ~= 2 then
     util.fail("%s: verbose must be 0, 1, 2, \"auto\" or a boolean, got %s", who, util.show(v))
