@@ -249,4 +249,16 @@ function T.a_list_of_targets_for_a_model_of_two_outputs()
   check.raises(function() two:fit(x, {ya, tpu.ones {6, 2}}, {verbose = 0}) end, "fit: x has 8 rows but y[2] has 6")
 end
 
+-- A built-in loss beside a function of the user's: both give the batch mean (the built-in one
+-- gave per-example values, and the statistics failed to stack: "concat needs operands ...").
+function T.a_built_in_loss_beside_a_function_of_the_users()
+  local inp = nn.Input {shape = {2}}
+  local h = nn.Dense(3, {kernel_initializer = "ones"})(inp)
+  local two = nn.Model {inputs = inp, outputs = {nn.Dense(1, {kernel_initializer = "ones"})(h),
+                                                 nn.Dense(1, {kernel_initializer = "ones"})(h)}}
+  two:compile {optimizer = "sgd", loss = {"mse", function(y, p) return tpu.losses.mse(y, p) end}}
+  local x, ya, yb = tpu.ones {4, 2}, tpu.zeros {4, 1}, tpu.ones {4, 1}
+  check.near(two:evaluate(data.from_tensors {x, {ya, yb}}:batch(4), {verbose = 0}).loss, 36 + 25, 1e-4)
+end
+
 return T

@@ -68,11 +68,17 @@ end
 -- ([batch]; every loss is a built-in one) rather than the batch mean (a loss of the user's).
 local function total_loss(spec, names)
   local losses = require "tpu.losses"
-  local list, per_example = {}, true
+  local list, per_example, built_in = {}, true, {}
   for i, l in ipairs(is_list(spec.loss) and spec.loss or {spec.loss}) do
     local fn = losses.get(l)
+    built_in[i] = losses.per_example(fn) ~= nil
     list[i] = losses.per_example(fn) or fn
-    per_example = per_example and losses.per_example(fn) ~= nil
+    per_example = per_example and built_in[i]
+  end
+  if not per_example then  -- a loss of the user's among built-ins: every one gives the batch mean
+    for i, per in ipairs(list) do
+      if built_in[i] then list[i] = function(y, y_pred, w) return per(y, y_pred, w):mean() end end
+    end
   end
   local weights = spec.loss_weights or {}
   local n = names and #names or 1
