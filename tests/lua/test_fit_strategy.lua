@@ -203,4 +203,25 @@ return {
                            1, true) ~= nil, err)
     check.is_true(err:find("or more cores (TPU{cores=16})", 1, true) ~= nil, err)
   end,
+
+  -- A data set smaller than its batch under a strategy: the first (and only) batch is partial
+  -- and is padded up to a multiple of the cores (it failed: "the global batch 10 does not divide
+  -- by the 8 cores", after a whole epoch of training).
+  ["a first batch smaller than the batch is padded to a multiple of the cores"] = function()
+    local model
+    do
+      local _ <close> = tpu.strategy.TPU {cores = 8}:scope()
+      model = nn.Sequential {nn.Dense(2)}
+      model:compile {optimizer = "sgd", loss = "sparse_categorical_crossentropy", metrics = {"accuracy"}}
+    end
+    local x, y = problem(100)
+    local h = model:fit(x, y, {batch_size = 32, epochs = 1, validation_split = 0.1, verbose = 0})
+    local one = nn.Sequential {nn.Dense(2)}
+    one:compile {optimizer = "sgd", loss = "sparse_categorical_crossentropy", metrics = {"accuracy"}}
+    one(x)
+    one:set_parameters(model:parameters())
+    local r = one:evaluate(x:slice {{91, 100}}, y:slice {{91, 100}}, {verbose = 0})
+    check.near(h.history.val_loss[1], r.loss, 1e-5)
+    check.near(h.history.val_accuracy[1], r.accuracy, 1e-6)
+  end,
 }

@@ -488,7 +488,13 @@ end
 local function padded_batch(c, kind, x, y)
   local n = batch_rows(x)
   local size = c.static_batch[kind]
-  if not size or n > size then size = n; c.static_batch[kind] = n end
+  if not size or n > size then
+    -- The first batch may be a partial one (a data set smaller than its batch): padded up to a
+    -- multiple of the cores, it splits, where it set a size that no core count divides.
+    local R = replicas(c)
+    size = (n % R ~= 0 and not padding_blocker(c)) and (n + R - 1) // R * R or n
+    c.static_batch[kind] = size
+  end
   local function ones(k)
     c.ones[k] = c.ones[k] or tpu.ones {k}
     return c.ones[k]
