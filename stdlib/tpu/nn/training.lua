@@ -527,6 +527,13 @@ local function static_batch(c, kind, x, y, sample, who)
   return bx, by, {mask = w, sample = pad_rows(sample:cast("f32"), w.shape[1])}
 end
 
+-- Under a strategy, before any step: the data set's batch size, or the batch_size tensors are
+-- cut by, must divide by the cores (a partial batch is padded: padded_batch).
+local function check_batches(c, data, batch_size)
+  if replicas(c) == 1 or data == nil then return end
+  if is_dataset(data) then c.strategy:distribute(data) else c.strategy:check_batch(batch_size or 32) end
+end
+
 -- Per-core results (the cores disagree: a layer's state of its own batch rows) averaged.
 local function agreed(s, v)
   if require("tpu.strategy").PerReplica.is_instance(v) then return s:reduce("mean", v) end
@@ -846,9 +853,7 @@ function M:fit(data, opts, more)
   local history = History {epochs = epochs, verbose = verbose}
   self.history, self.stop_training = history, false
   local start = first_epoch(self, history, data, opts, epochs)
-  for _, ds in ipairs {data, opts.validation_data} do  -- batch checks, before any step
-    if replicas(c) > 1 and is_dataset(ds) then c.strategy:distribute(ds) end
-  end
+  for _, ds in ipairs {data, opts.validation_data} do check_batches(c, ds, opts.batch_size) end
   local steps = epoch_steps(data, opts)
   c.strategy:agree {{"", "fit"}, {"epochs", epochs}, {"first epoch", start.epoch + 1},  -- multi_worker
                     {"steps per epoch", steps or "unknown"}}
@@ -894,6 +899,7 @@ function M:evaluate(data, opts, more)
   opts = opts or {}
   util.check_options({__name = "evaluate"}, opts, {"verbose", "batch_size"})
   local c = compiled(self, "evaluate")
+  check_batches(c, data, opts.batch_size)
   local verbose = verbosity(opts.verbose, "evaluate")
   local bar = Progbar {target = cardinality(data, opts.batch_size), verbose = verbose}
   local sums, steps = evaluate_sums(self, c, data, opts, bar)
