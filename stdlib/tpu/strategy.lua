@@ -138,14 +138,29 @@ function Strategy:run(fn, ...)
   return table.unpack(outs, 1, outs.n)
 end
 
--- strategy:reduce("sum"|"mean", value): combines a per-replica value; a replicated one is
--- returned as it is (it is already the same everywhere).
+-- The sum over the workers of each one's tensor t (same shape everywhere), added in rank order
+-- so every rank gets the same bits.
+local function sum_over_workers(t)
+  local mine = t:reshape {-1}:totable()
+  local parts = core.mpi_allgather(string.pack("<" .. string.rep("d", #mine), table.unpack(mine)),
+    "reducing a per-replica value")
+  local total = {}
+  for _, part in ipairs(parts) do
+    local values = table.pack(string.unpack("<" .. string.rep("d", #mine), part))
+    for i = 1, #mine do total[i] = (total[i] or 0) + values[i] end
+  end
+  return core.tensor(total, {dtype = t.dtype}):reshape(t.shape)
+end
+
+-- strategy:reduce("sum"|"mean", value): combines a per-replica value over every replica (of
+-- every worker); a replicated one is returned as it is (it is already the same everywhere).
 function Strategy:reduce(op, value)
   if op ~= "sum" and op ~= "mean" then fail("reduce: unknown op '%s' (expected \"sum\" or \"mean\")", tostring(op)) end
   if not PerReplica.is_instance(value) then return value end
   local v = value.stacked and value.value or value.value:reshape {value.replicas, -1}
   local r = v:sum(1)
-  if op == "mean" then r = r / value.replicas end
+  if self.workers > 1 then r = sum_over_workers(r) end
+  if op == "mean" then r = r / self.num_replicas_in_sync end
   return r
 end
 

@@ -94,6 +94,16 @@ return {
     check.eq(count, 1, "only rank 0 prints")
   end,
 
+  -- It summed this rank's replicas only: rank 0 printed 6 and rank 1 22 for 28.
+  ["strategy:reduce combines the replicas of every rank"] = function()
+    if not usable() then return print("skipped: no MPI") end
+    local ranks = per_rank("", here .. "/mpi/reduce.lua")
+    for r, rank in ipairs(ranks) do
+      check.eq(rank.status, 0, "rank " .. (r - 1) .. ": " .. rank.err)
+      check.eq(rank.err, "sum 28 mean 7\n", "rank " .. (r - 1))
+    end
+  end,
+
   ["ranks that build different activations stop before the first step, saying where"] = function()
     if not usable() then return print("skipped: no MPI") end
     local ranks, took = per_rank("activation")
