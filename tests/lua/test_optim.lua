@@ -205,18 +205,31 @@ function T.rmsprop_plain_momentum_centered()
   check.raises(function() optim.RMSprop {centered = 1} end, "RMSprop: centered must be true or false, got 1")
 end
 
-function T.clipnorm_scales_by_the_global_norm()
+function T.global_clipnorm_scales_by_the_global_norm()
   -- gradients {3} and {4}: global norm 5, clipped to 1 -> {0.6}, {0.8}
-  local got = run_many(optim.SGD {lr = 1, clipnorm = 1}, {{0}, {0}}, {{{3}, {4}}})
+  local got = run_many(optim.SGD {lr = 1, global_clipnorm = 1}, {{0}, {0}}, {{{3}, {4}}})
   check.near(got, {{-0.6}, {-0.8}}, 1e-6)
   -- under the limit nothing changes
-  got = run_many(optim.SGD {lr = 1, clipnorm = 10}, {{0}, {0}}, {{{3}, {4}}})
+  got = run_many(optim.SGD {lr = 1, global_clipnorm = 10}, {{0}, {0}}, {{{3}, {4}}})
   check.near(got, {{-3}, {-4}}, 1e-6)
   -- with Adam, clipping only rescales g, which Adam's first step ignores; the moments see it
-  local _, state = run_many(optim.Adam {clipnorm = 1}, {{0, 0}}, {{{3, 4}}})
+  local _, state = run_many(optim.Adam {global_clipnorm = 1}, {{0, 0}}, {{{3, 4}}})
   check.near(state.m[1]:totable(), {0.06, 0.08}, 1e-6)
+  check.raises(function() optim.Adam {global_clipnorm = 0} end, "Adam: global_clipnorm must be a positive number, got 0")
+  check.eq(tostring(optim.SGD {lr = 0.1, global_clipnorm = 2}), "optim.SGD{lr = 0.1, global_clipnorm = 2}")
+end
+
+-- Keras's clipnorm clips each gradient by its own norm (it was the global norm: a small
+-- gradient beside a large one was shrunk with it), and clipvalue each element.
+function T.clipnorm_and_clipvalue_clip_each_gradient()
+  local got = run_many(optim.SGD {lr = 1, clipnorm = 1}, {{0, 0}, {0}}, {{{3, 4}, {0.1}}})
+  check.near(got, {{-0.6, -0.8}, {-0.1}}, 1e-6)
+  got = run_many(optim.SGD {lr = 1, clipvalue = 0.5}, {{0, 0}, {0}}, {{{3, -0.25}, {-4}}})
+  check.near(got, {{-0.5, 0.25}, {0.5}}, 1e-6)
   check.raises(function() optim.Adam {clipnorm = 0} end, "Adam: clipnorm must be a positive number, got 0")
-  check.eq(tostring(optim.SGD {lr = 0.1, clipnorm = 2}), "optim.SGD{lr = 0.1, clipnorm = 2}")
+  check.raises(function() optim.SGD {clipnorm = 1, clipvalue = 1} end,
+    "SGD: give one of clipnorm, global_clipnorm and clipvalue, not several")
+  check.eq(tostring(optim.SGD {lr = 0.1, clipvalue = 2}), "optim.SGD{lr = 0.1, clipvalue = 2}")
 end
 
 function T.schedules_by_formula()
@@ -316,7 +329,8 @@ local function two_steps(opt, how, where)
 end
 
 function T.traced_updates_are_the_eager_ones_bit_for_bit()
-  for _, opt in ipairs {optim.Adam {lr = 0.1, clipnorm = 1}, optim.AdamW {lr = 0.05},
+  for _, opt in ipairs {optim.Adam {lr = 0.1, clipnorm = 1}, optim.AdamW {lr = 0.05, global_clipnorm = 1},
+                        optim.SGD {lr = 0.1, clipvalue = 0.01},
                         optim.SGD {lr = 0.1, momentum = 0.9, nesterov = true},
                         optim.RMSprop {lr = 0.01, momentum = 0.5, centered = true, clipnorm = 0.5}} do
     for _, where in ipairs {false, {true, false}} do
@@ -339,12 +353,12 @@ function T.a_traced_update_traces_each_parameter_type_once()
       calls = calls + 1
       return optim.SGD.update_one(self, p, g, slots, s)
     end
-    return Counted {lr = 0.5, momentum = 0.5, clipnorm = clipnorm}
+    return Counted {lr = 0.5, momentum = 0.5, global_clipnorm = clipnorm}
   end
   local params = {tpu.ones {2, 3}, tpu.ones {3}, tpu.ones {2, 3}, tpu.ones {3}, tpu.ones {4}}
   local grads = {}
   for i, p in ipairs(params) do grads[i] = p * i end
-  -- With clipnorm and `where` too: every argument a template takes (a failed template would
+  -- With global_clipnorm and `where` too: every argument a template takes (a failed template would
   -- fall back to tracing each parameter, and count more calls).
   -- A subclass that keeps its parent's update_one keeps its parent's flag; one that defines
   -- its own says it again.

@@ -6,8 +6,9 @@
 --   params, state = opt:update(params, grads, state, {where = ok})  -- params kept where not ok
 --
 -- Every optimizer takes `lr` (a number or a schedule from optim.schedule, evaluated inside the
--- step from the step counter) and `clipnorm` (the gradients are scaled together so their global
--- L2 norm is at most clipnorm). Subclasses call `self:init_options(opts, own_option_names)`, set
+-- step from the step counter) and, as Keras's, at most one of `clipnorm` (each gradient scaled
+-- so its own L2 norm is at most clipnorm), `global_clipnorm` (the gradients scaled together so
+-- their global L2 norm is at most that) and `clipvalue` (each element clipped to [-v, v]). Subclasses call `self:init_options(opts, own_option_names)`, set
 -- `slots` (names of per-parameter tensors, e.g. {"m", "v"}) and implement
 -- `scalars(state, step, lr)` (per-step values shared by all parameters) and
 -- `update_one(p, g, slots, scalars)` -> new_p, new_slots; with `pure_update = true` on the
@@ -52,16 +53,24 @@ local keras_names = {learning_rate = "lr", beta_1 = "beta1", beta_2 = "beta2"}
 function Optimizer:init_options(opts, own)
   -- The learning rate alone, as Keras's Adam(1e-3) and Torch's positional lr.
   if type(opts) == "number" or schedule.is_schedule(opts) then opts = {lr = opts} end
-  local names = {"lr", "clipnorm"}
+  local names = {"lr", "clipnorm", "global_clipnorm", "clipvalue"}
   for _, k in ipairs(own) do names[#names + 1] = k end
   if type(opts) == "table" and not util.is_tensor(opts) then opts = errors.keras_names(self.__name, opts, keras_names, names) end
   util.check_options(self, opts, names)
   self._built_at = util.built_at()
   self.lr = self:check_lr(opts)
-  if opts.clipnorm ~= nil and (not util.is_finite(opts.clipnorm) or opts.clipnorm <= 0) then
-    util.fail("%s: clipnorm must be a positive number, got %s", self.__name, util.show(opts.clipnorm))
+  local clips = 0
+  for _, name in ipairs {"clipnorm", "global_clipnorm", "clipvalue"} do
+    local v = opts[name]
+    if v ~= nil and (not util.is_finite(v) or v <= 0) then
+      util.fail("%s: %s must be a positive number, got %s", self.__name, name, util.show(v))
+    end
+    self[name] = v
+    if v ~= nil then clips = clips + 1 end
   end
-  self.clipnorm = opts.clipnorm
+  if clips > 1 then
+    util.fail("%s: give one of clipnorm, global_clipnorm and clipvalue, not several (as Keras)", self.__name)
+  end
   return opts
 end
 
@@ -100,7 +109,7 @@ function Optimizer:learning_rate(state)
   return state.lr
 end
 
--- The factor min(1, clipnorm / global_norm) that scales the gradients (nil without any).
+-- The factor min(1, global_clipnorm / global_norm) that scales the gradients (nil without any).
 function Optimizer:clip_scale(grads)
   local total
   for _, g in ipairs(grads) do
@@ -108,12 +117,22 @@ function Optimizer:clip_scale(grads)
     total = total and total + s or s
   end
   if not total then return nil end
-  return self.clipnorm / total:sqrt():maximum(self.clipnorm)
+  return self.global_clipnorm / total:sqrt():maximum(self.global_clipnorm)
 end
 
--- One parameter's update: its gradient scaled (clipnorm), update_one, and the new value taken
--- only where `keep` holds (update's `where`).
+-- One gradient clipped on its own: clipnorm (its L2 norm at most that) or clipvalue.
+local function clipped(self, g)
+  if self.clipvalue then return g:maximum(-self.clipvalue):minimum(self.clipvalue) end
+  if not self.clipnorm then return g end
+  local norm = util.cast_float(g, "f32"):square():sum():sqrt()
+  return g * Optimizer.like(self.clipnorm / norm:maximum(self.clipnorm), g)
+end
+
+-- One parameter's update: its gradient clipped (clipnorm, clipvalue) or scaled with the others
+-- (global_clipnorm), update_one, and the new value taken only where `keep` holds (update's
+-- `where`).
 local function update_param(self, p, g, slots, scalars, scale, keep)
+  g = clipped(self, g)
   if scale then g = g * Optimizer.like(scale, g) end
   local new_p, new_slots = self:update_one(p, g, slots, scalars)
   if keep then new_p = core.where(keep, new_p, p) end
@@ -208,7 +227,7 @@ function Optimizer:update(params, grads, state, opts)
   -- carry the layer's: reports name them, and a traced op then finds its place without
   -- searching the stack for the user's frame (a deep model's update is most of its ops).
   local _ <close> = util.scope(self.__name, rawget(self, "_built_at"))
-  local scale = self.clipnorm and self:clip_scale(grads) or nil
+  local scale = self.global_clipnorm and self:clip_scale(grads) or nil
   local step = state.step + 1
   -- The rate from step - 1 (= state.step) rather than state.step itself: then only `step`
   -- reads the donated counter, which an engine bug in buffer donation needs for now.
@@ -259,8 +278,11 @@ end
 
 function Optimizer:__tostring()
   local lr = schedule.is_schedule(self.lr) and tostring(self.lr) or string.format("%g", self.lr)
-  return string.format("optim.%s{lr = %s%s}", self.__name, lr,
-    self.clipnorm and string.format(", clipnorm = %g", self.clipnorm) or "")
+  local clip = ""
+  for _, name in ipairs {"clipnorm", "global_clipnorm", "clipvalue"} do
+    if self[name] then clip = string.format(", %s = %g", name, self[name]) end
+  end
+  return string.format("optim.%s{lr = %s%s}", self.__name, lr, clip)
 end
 
 return Optimizer
