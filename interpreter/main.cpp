@@ -211,8 +211,9 @@ Command parse_command_line(std::span<char* const> args) {
     parse_test(in, cmd);
     return cmd;
   }
-  if (!options_ended && !in.done() && in.peek() == "plot" && cmd.chunks.empty() && !options_given) {
+  if (!options_ended && !in.done() && in.peek() == "plot" && cmd.chunks.empty()) {
     in.take();
+    if (options_given) throw UsageError{"options do not apply to 'plot' (tputrain plot LOG.csv OUT.svg)"};
     parse_plot(in, cmd);
     return cmd;
   }
