@@ -237,13 +237,14 @@ int Interpreter::run_file(const std::string& path, const std::vector<std::string
   return exit_status(call_protected(int(args.size()), 0));
 }
 
-int Interpreter::run_string(const std::string& code, const std::string& chunkname) {
+int Interpreter::run_string(const std::string& code, const std::string& chunkname, const std::vector<std::string>& args) {
   if (luaL_loadbuffer(L_, code.data(), code.size(), chunkname.c_str()) != LUA_OK) {
     print_error(lua_tostring(L_, -1));
     lua_pop(L_, 1);
     return 1;
   }
-  return exit_status(call_protected(0, 0));
+  for (const std::string& a : args) lua_pushstring(L_, a.c_str());
+  return exit_status(call_protected(int(args.size()), 0));
 }
 
 Interpreter::Eval Interpreter::eval_repl(const std::string& code) {

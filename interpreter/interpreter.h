@@ -38,7 +38,8 @@ class Interpreter {
   // 0 ok, 1 error (printed on stderr as "file:line: message").
   int run_file(const std::string& path, const std::vector<std::string>& args);
   // Runs a chunk (for -e: chunkname "=(command line)").
-  int run_string(const std::string& code, const std::string& chunkname);
+  // args: the chunk's `...` (a script read from standard input gets its arguments there too).
+  int run_string(const std::string& code, const std::string& chunkname, const std::vector<std::string>& args = {});
 
   // REPL support: evaluates one chunk, first as "return <code>" (an expression), then as
   // statements; prints returned values with the stdlib's pretty printer.

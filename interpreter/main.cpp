@@ -271,7 +271,7 @@ int run(const Command& cmd) {
   }
   if (rc == 0 && cmd.script == "-") {
     set_stdin_arg(interp.state(), cmd.args);
-    rc = interp.run_string(read_stdin(), "=stdin");
+    rc = interp.run_string(read_stdin(), "=stdin", cmd.args);
   } else if (rc == 0 && cmd.script) {
     rc = interp.run_file(*cmd.script, cmd.args);
   } else if (rc == 0 && cmd.chunks.empty()) {
