@@ -21,18 +21,18 @@ local COLORS = {train = "#1f77b4", validation = "#e8590c"}
 
 ---------------------------------------------------------------- data
 
-local function is_finite(v) return type(v) == "number" and v == v and v ~= math.huge and v ~= -math.huge end
+local is_finite = require("tpu.nn.util").is_finite
 
 -- {epochs = {...}, n = count, series = {name = {values by position}}, order = {names}}
-local function from_history(h)
+local function from_history(h, who)
   local values = type(h) == "table" and type(h.history) == "table" and h.history or h
-  if type(values) ~= "table" then fail("plot.history: expected the history fit returns, got %s", type(h)) end
+  if type(values) ~= "table" then fail("%s: expected the history fit returns, got %s", who, type(h)) end
   local order = {}
   if type(h.keys) == "table" and #h.keys > 0 then
     for i, k in ipairs(h.keys) do order[i] = k end
   else
-    for k, v in pairs(values) do
-      if type(k) == "string" and type(v) == "table" then order[#order + 1] = k end
+    for k in pairs(values) do
+      if type(k) == "string" then order[#order + 1] = k end
     end
     table.sort(order, function(a, b)
       local ka, kb = a:gsub("^val_", ""), b:gsub("^val_", "")
@@ -43,7 +43,7 @@ local function from_history(h)
   local n = 0
   for _, k in ipairs(order) do
     local list = values[k]
-    if type(list) ~= "table" then fail("plot.history: '%s' is not a list of numbers", tostring(k)) end
+    if type(list) ~= "table" then fail("%s: '%s' is not a list of numbers", who, tostring(k)) end
     for i in pairs(list) do
       if math.type(i) == "integer" and i > n then n = i end
     end
@@ -215,13 +215,12 @@ local function draw_panel(out, p, data, ox, oy)
   legend(out, p, right, oy + 22)
 end
 
--- The SVG text for a history (see the top of the file).
-function M.svg(history, opts, extra)
-  opts = errors.options(2, "plot.svg", opts, {"title"})
-  errors.none(3, "plot.svg", extra)
-  local data = from_history(history)
+-- The SVG text for a history; `who` names the public function in errors.
+local function svg_of(history, opts, who)
+  opts = opts or {}
+  local data = from_history(history, who)
   local list = panels(data)
-  if #list == 0 or data.n == 0 then fail("plot: the history has no values to plot (did fit run?)") end
+  if #list == 0 or data.n == 0 then fail("%s: the history has no values to plot (did fit run?)", who) end
   local cols = #list >= 2 and 2 or 1
   local rows = (#list + cols - 1) // cols
   local title_h = opts.title and 36 or 0
@@ -240,6 +239,13 @@ function M.svg(history, opts, extra)
   return table.concat(out, "\n")
 end
 
+-- The SVG text for a history (see the top of the file).
+function M.svg(history, opts, extra)
+  opts = errors.options(2, "plot.svg", opts, {"title"})
+  errors.none(3, "plot.svg", extra)
+  return svg_of(history, opts, "plot.svg")
+end
+
 local function check_path(path, who)
   if type(path) ~= "string" or path == "" then fail("%s: expected an output file path, got %s", who, tostring(path)) end
 end
@@ -249,7 +255,7 @@ function M.history(history, path, opts, extra)
   check_path(path, "plot.history")
   errors.options(3, "plot.history", opts, {"title"})
   errors.none(4, "plot.history", extra)
-  core.write_file_atomic(path, M.svg(history, opts))
+  core.write_file_atomic(path, svg_of(history, opts, "plot.history"))
   return path
 end
 

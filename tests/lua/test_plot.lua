@@ -80,7 +80,11 @@ function T.plain_tables_and_single_epochs_plot()
   for i = 1, 40 do many[i] = 1 / i end
   local long = plot.svg({loss = many})
   check.is_true(long:find(">40</text>", 1, true) ~= nil and long:find(">3</text>", 1, true) == nil, "fewer x ticks")
-  check.raises(function() plot.svg({}) end, "plot: the history has no values to plot")
+  check.raises(function() plot.svg({}) end, "plot.svg: the history has no values to plot")
+  -- errors name the function called (plot.svg said plot.history) and a value that is no list
+  check.raises(function() plot.svg(5) end, "plot.svg: expected the history fit returns, got number")
+  check.raises(function() plot.svg({loss = 3}) end, "plot.svg: 'loss' is not a list of numbers")
+  check.raises(function() plot.history({}, "h.svg") end, "plot.history: the history has no values to plot")
   check.raises(function() plot.history(HISTORY, "/no/such/dir/h.svg") end, "cannot write /no/such/dir/h.svg")
 end
 
