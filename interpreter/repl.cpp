@@ -181,6 +181,25 @@ Interpreter::Eval eval_interruptible(Interpreter& interp, const std::string& chu
   return result;
 }
 
+// ---- Ctrl-C at the prompt -------------------------------------------------------------------
+
+// Ctrl-C at the prompt drops the line being typed (and an unfinished chunk) and prompts again,
+// as a shell does; it ended the process, and the session's models with it. The read is not
+// restarted, so readline returns and the loop sees the flag.
+volatile std::sig_atomic_t prompt_interrupted = 0;
+
+void on_prompt_interrupt(int) { prompt_interrupted = 1; }
+
+char* read_line(const char* prompt) {
+  struct sigaction sa {}, previous {};
+  sa.sa_handler = on_prompt_interrupt;
+  sigemptyset(&sa.sa_mask);
+  sigaction(SIGINT, &sa, &previous);
+  char* line = readline(prompt);
+  sigaction(SIGINT, &previous, nullptr);
+  return line;
+}
+
 // ---- the loop -----------------------------------------------------------------------------
 
 // Makes the `tpu` module a global, as the banner promises; false (error printed) if it fails.
@@ -198,7 +217,16 @@ int run_repl(Interpreter& interp) {
   load_history(history);
   setup_line_editing(interp.state());
   std::string pending;  // lines of an unfinished chunk
-  while (char* line = readline(pending.empty() ? "> " : ">> ")) {
+  for (;;) {
+    prompt_interrupted = 0;
+    char* line = read_line(pending.empty() ? "> " : ">> ");
+    if (prompt_interrupted) {
+      std::free(line);
+      std::printf("\n");
+      pending.clear();
+      continue;
+    }
+    if (!line) break;
     std::string text = pending.empty() ? std::string(line) : pending + "\n" + line;
     std::free(line);
     if (text.find_first_not_of(" \t") == std::string::npos) {

@@ -43,4 +43,18 @@ return {
     check.is_true(text:find("\n{28, 28, 1}\n", 1, true) ~= nil, text)
     check.is_true(text:find('\n1\ttwo\t{k = "v"}\n', 1, true) ~= nil, text)
   end,
+  -- Ctrl-C at the prompt (here in an unfinished chunk) drops what was typed and prompts again;
+  -- it ended the process, and the session's values with it.
+  ["Ctrl-C at the prompt keeps the session"] = function()
+    if not files.sh("command -v script >/dev/null") then return end
+    local out = os.tmpname()
+    local typing = "{ printf 'x = 41\\n'; sleep 1; printf 'for i = 1,\\n'; sleep 0.5; printf 'bad'; sleep 0.5; " ..
+      "printf '\\003'; sleep 0.5; printf 'print(x + 1)\\n'; sleep 0.5; }"
+    local cmd = string.format("%s | TERM=dumb script -qec %q /dev/null >%q 2>&1", typing, arg[-1], out)
+    local ok = files.sh(cmd)
+    local text = files.must_read(out):gsub("\r", "")
+    os.remove(out)
+    check.is_true(ok, "the session failed: " .. text)
+    check.is_true(text:find(">> bad\n> print(x + 1)\n42\n", 1, true) ~= nil, text)
+  end,
 }
