@@ -56,39 +56,31 @@ LuaTensor* new_tensor(lua_State* L, bool concrete) {
 // Lua's collector sees a tensor as its small userdata, not its buffer: a loop that makes large
 // tensors (the batches of an epoch, say) grows the process by every dead one until the
 // collector happens to run, and each new buffer costs fresh pages. So the bytes of new buffers
-// pace full collections: one whenever a quarter of what was in use after the last one was
-// allocated, so dead buffers add at most that to the process's peak. A tensor that allocates
-// nothing (a donated buffer reused by a step's result, a batch that is a view of its data set)
-// does not hasten one.
-// A full collection walks the Lua heap (about 0.13 ms per MiB of it here), so with a small heap
-// it costs little next to the memory it returns: then one comes after kBuffersPerHeapByte times
-// the heap's size in new buffers, at least kMinCollectBytes, when that is sooner. With a large
-// heap the walks add up instead: building a 10000-layer model and its optimizer state (4 KiB
-// tensors that all stay alive, a heap of 10-40 MiB) made 16 collections of 20-65 ms each, a
-// quarter of live memory apart; so one never comes before kHeapsPerCollect times the heap in
-// new buffers, which keeps the walking linear in what is allocated (as Lua's own pause does
-// for its objects), and the dead buffers it lets pile up no larger than that many heaps. The
-// heap is read as each buffer comes (a count Lua keeps): a large one freed, by a script's own
-// collectgarbage() say, no longer holds the collections back.
-// (bench/tputrain_models.lua, the MLP fed by a pipeline: its data set and weights are 65 MB,
-// its Lua heap 1 MB; a peak of 122 MiB with a collection per 16 MiB (a quarter of what is in
-// use), 112 MiB per 8 MiB, 110 per 4 or 2, at the same speed.)
+// pace full collections. A tensor that allocates nothing (a donated buffer reused by a step's
+// result, a batch that is a view of its data set) does not hasten one.
+// A full collection walks the Lua heap (about 0.13 ms per MiB of it here). With a small heap
+// that is little next to the memory it returns, so one comes after kMinCollectBytes of new
+// buffers: the dead ones then add at most that to the process's peak. With a large heap the
+// walks add up instead: building a 10000-layer model and its optimizer state (4 KiB tensors
+// that all stay alive, a heap of 10-40 MiB) made 16 collections of 20-65 ms each, a quarter of
+// live memory apart; so one never comes before kHeapsPerCollect times the heap in new buffers,
+// which keeps the walking linear in what is allocated (as Lua's own pause does for its
+// objects). The heap is read as each buffer comes (a count Lua keeps): a large one freed, by a
+// script's own collectgarbage() say, no longer holds the collections back.
+// (bench/tputrain_models.lua, the MLP fed by a pipeline: its data set and weights are 60 MB,
+// its Lua heap 1 MB, a batch 1 MB; a peak RSS of 87.9 MB with a collection per 8 MiB, 82.3 per
+// 2 MiB.)
 namespace {
-constexpr int64_t kMinCollectBytes = int64_t(8) << 20;
-constexpr int64_t kBuffersPerHeapByte = 8;
+constexpr int64_t kMinCollectBytes = int64_t(2) << 20;
 constexpr int64_t kHeapsPerCollect = 2;
 int64_t allocated_at_collect = 0;
-int64_t live_at_collect = 0;  // what was in use after the last collection
 
 void pace_collector(lua_State* L) {
   const int64_t heap_bytes = int64_t(lua_gc(L, LUA_GCCOUNT)) << 10;
-  const int64_t collect_after = std::max({kMinCollectBytes, kHeapsPerCollect * heap_bytes,
-                                          std::min(live_at_collect / 4, kBuffersPerHeapByte * heap_bytes)});
+  const int64_t collect_after = std::max(kMinCollectBytes, kHeapsPerCollect * heap_bytes);
   if (tensor_memory().allocated - allocated_at_collect < collect_after) return;
   lua_gc(L, LUA_GCCOLLECT);
-  const TensorMemory m = tensor_memory();
-  allocated_at_collect = m.allocated;
-  live_at_collect = m.live;
+  allocated_at_collect = tensor_memory().allocated;
 }
 }  // namespace
 
