@@ -195,7 +195,10 @@ void check_lua_shape(lua_State* L, std::span<const int64_t> s, const char* call)
 std::string lua_shape_str(std::span<const int64_t> s);  // {3, 4}
 // -> 0-based; the axis is argument arg, or at stack index `at` (an entry of argument arg's list).
 int64_t check_axis(lua_State* L, int arg, int64_t rank, int at = 0);
-std::vector<int64_t> check_axes(lua_State* L, int arg, int64_t rank);  // nil = all; sorted
+// nil = all; sorted. An axis listed twice ({1, -2} of a matrix) raises "<op>: axis list ...".
+std::vector<int64_t> check_axes(lua_State* L, int arg, int64_t rank, const char* op);
+// Throws when two of `axes` (0-based; `given` as the user wrote them) are the same axis.
+void check_distinct_axes(const char* op, std::span<const int64_t> given, std::span<const int64_t> axes);
 void push_shape(lua_State* L, const Shape& s);
 DType check_dtype(lua_State* L, int arg);
 // The dtype in option `field`, on top of the stack.

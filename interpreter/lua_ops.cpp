@@ -332,11 +332,11 @@ void reduce_args(lua_State* L, int arg) {
 }
 
 // sum/max/min(axis, keepdims) or {axis=, keepdims=}
-int reduce_method(lua_State* L, ReduceKind k) {
+int reduce_method(lua_State* L, ReduceKind k, const char* name) {
   LuaTensor* t = check_tensor(L, 1);
   const Shape shape = t->shape();
   reduce_args(L, 2);
-  std::vector<int64_t> axes = check_axes(L, 2, int64_t(shape.size()));
+  std::vector<int64_t> axes = check_axes(L, 2, int64_t(shape.size()), name);
   bool keep = lua_toboolean(L, 3);
   return apply_op(L, {{t, 0}}, DType::f32, [=](Graph& g, const std::vector<NodeId>& in) {
     NodeId x = in[0];
@@ -349,9 +349,9 @@ int reduce_method(lua_State* L, ReduceKind k) {
     return g.reshape(r, kept);
   });
 }
-int l_sum(lua_State* L) { return reduce_method(L, ReduceKind::sum); }
-int l_max(lua_State* L) { return reduce_method(L, ReduceKind::max); }
-int l_min(lua_State* L) { return reduce_method(L, ReduceKind::min); }
+int l_sum(lua_State* L) { return reduce_method(L, ReduceKind::sum, "sum"); }
+int l_max(lua_State* L) { return reduce_method(L, ReduceKind::max, "max"); }
+int l_min(lua_State* L) { return reduce_method(L, ReduceKind::min, "min"); }
 
 // argmax(axis, keepdims) or {axis=, keepdims=}: one axis, the last by default.
 int l_argmax(lua_State* L) {

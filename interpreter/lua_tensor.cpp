@@ -413,28 +413,39 @@ int64_t check_axis(lua_State* L, int arg, int64_t rank, int at) {
   return r;
 }
 
-std::vector<int64_t> check_axes(lua_State* L, int arg, int64_t rank) {
+std::vector<int64_t> check_axes(lua_State* L, int arg, int64_t rank, const char* op) {
   std::vector<int64_t> axes;
   if (lua_isnoneornil(L, arg)) {
     for (int64_t i = 0; i < rank; ++i) axes.push_back(i);
     return axes;
   }
   if (lua_istable(L, arg)) {
+    std::vector<int64_t> given;  // as the user wrote them, for the message
     lua_Integer n = luaL_len(L, arg);
     for (lua_Integer i = 1; i <= n; ++i) {
       lua_geti(L, arg, i);
       if (!lua_isinteger(L, -1))
         raise_arg_error(L, arg, "list of integer axes expected, got " + std::string(luaL_typename(L, -1)) + " at [" +
                                     std::to_string(i) + "]");
+      given.push_back(lua_tointeger(L, -1));
       axes.push_back(check_axis(L, arg, rank, lua_gettop(L)));
       lua_pop(L, 1);
     }
+    check_distinct_axes(op, given, axes);
   } else {
     axes.push_back(check_axis(L, arg, rank));
   }
   std::sort(axes.begin(), axes.end());
-  axes.erase(std::unique(axes.begin(), axes.end()), axes.end());
   return axes;
+}
+
+void check_distinct_axes(const char* op, std::span<const int64_t> given, std::span<const int64_t> axes) {
+  // Reducing an axis twice is a mistake, not a no-op (NumPy rejects it too).
+  for (size_t i = 0; i < axes.size(); ++i)
+    for (size_t j = 0; j < i; ++j)
+      if (axes[i] == axes[j])
+        throw Error(std::string(op) + ": axis list " + lua_shape_str(given) + " names axis " +
+                    std::to_string(axes[i] + 1) + " twice");
 }
 
 void push_shape(lua_State* L, const Shape& s) {

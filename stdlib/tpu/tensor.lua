@@ -58,8 +58,22 @@ local function resolve_axes(t, axis)
   return axes
 end
 
+-- Raises as the C reductions do when a list names an axis twice (out-of-range axes are left to
+-- sum, which reports them).
+local function check_distinct(fname, t, axis)
+  if type(axis) ~= "table" then return end
+  local seen = {}
+  for _, a in ipairs(resolve_axes(t, axis)) do
+    if seen[a] then
+      errors.fail("%s: axis list {%s} names axis %d twice", fname, table.concat(axis, ", "), a)
+    end
+    if a >= 1 and a <= #t.shape then seen[a] = true end
+  end
+end
+
 function T.mean(t, axis, keepdims, extra)
   axis, keepdims = reduce_args("mean", t, axis, keepdims, extra)
+  check_distinct("mean", t, axis)
   local count, shape = 1, t.shape
   for _, a in ipairs(resolve_axes(t, axis)) do count = count * (shape[a] or 1) end
   local s = t:sum(axis, keepdims)

@@ -180,4 +180,16 @@ return {
     check.raises(function() local _ = x:sum {axis = {1, 3}} end,
       "test_tensor.lua:%d+: axis 3 is out of range for a tensor of rank 2 %(axes are 1%-based; %-1 is the last%)")
   end,
+  ["a reduction's axis list naming one axis twice is an error, named as written"] = function()
+    local x = tpu.tensor {{1, 2}, {3, 4}}
+    check.raises(function() local _ = x:mean {1, 1} end, "test_tensor.lua:%d+: mean: axis list {1, 1} names axis 1 twice")
+    check.raises(function() local _ = x:mean {1, -2} end, "mean: axis list {1, %-2} names axis 1 twice")
+    check.raises(function() local _ = x:mean {axis = {2, -1}} end, "mean: axis list {2, %-1} names axis 2 twice")
+    check.raises(function() local _ = x:sum {2, -1} end, "test_tensor.lua:%d+: sum: axis list {2, %-1} names axis 2 twice")
+    check.raises(function() local _ = x:max {1, 1} end, "max: axis list {1, 1} names axis 1 twice")
+    check.raises(function() local _ = tpu.min(x, {axis = {-1, 2}}) end, "min: axis list {%-1, 2} names axis 2 twice")
+    check.raises(function() local _ = x:mean {1, 3} end, "axis 3 is out of range")
+    check.eq(x:mean {1, 2}:item(), 2.5)
+    check.eq(x:mean {-1}:totable(), {1.5, 3.5})
+  end,
 }
