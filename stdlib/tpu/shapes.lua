@@ -71,17 +71,21 @@ function M.nonzero(x, ...)
   return core.tensor(out, {dtype = "i32"})
 end
 
--- Sorted distinct values of x (flattened).
+-- Sorted distinct values of x (flattened): false before true; NaNs, as one value, last (as
+-- NumPy's unique).
 function M.unique(x, ...)
   check_eager("unique", 1, x, ...)
-  local seen, list = {}, {}
+  local seen, list, nan = {}, {}, nil
   for _, v in ipairs(x:reshape{-1}:totable()) do
-    if not seen[v] then
+    if v ~= v then
+      nan = nan or v  -- NaN cannot be a table key
+    elseif not seen[v] then
       seen[v] = true
       list[#list + 1] = v
     end
   end
-  table.sort(list)
+  table.sort(list, x.dtype == "bool" and function(a, b) return not a and b end or nil)
+  list[#list + 1] = nan
   return core.tensor(list, {dtype = x.dtype}):reshape{#list}
 end
 

@@ -192,4 +192,15 @@ return {
     check.eq(x:mean {1, 2}:item(), 2.5)
     check.eq(x:mean {-1}:totable(), {1.5, 3.5})
   end,
+
+  ["unique sorts bools (false first) and puts NaN, once, last"] = function()
+    local b = tpu.tensor {1, 2, 3}:gt(1):unique()
+    check.eq(b.dtype, "bool")
+    check.eq(b:totable(), {false, true})
+    check.eq(tpu.tensor {true, true}:unique():totable(), {true})
+    local u = tpu.tensor {0 / 0, 1, 0 / 0, -1}:unique():totable()
+    check.eq(#u, 3)
+    check.eq({u[1], u[2]}, {-1, 1})
+    check.is_true(u[3] ~= u[3])
+  end,
 }
