@@ -266,8 +266,8 @@ int cross_process_count = 1;
 
 namespace {
 
-// Runs f(), which computes node `id`: its errors name the node's place in the script, its time
-// goes to the node's op when profiling.
+// Runs f(), which computes node `id`: its errors name the node's place in the script (after the
+// message: the caller's line comes first), its time goes to the node's op when profiling.
 template <class F>
 void run_kernel(const Graph& g, NodeId id, F f) {
   const Node& node = g.at(id);
@@ -277,7 +277,7 @@ void run_kernel(const Graph& g, NodeId id, F f) {
     f();
   } catch (const Error& e) {
     std::string where = g.location_of(id);
-    throw Error((where.empty() ? "" : where + ": ") + std::string(op_name(node.op)) + ": " + e.what());
+    throw Error(std::string(op_name(node.op)) + ": " + e.what() + (where.empty() ? "" : " (traced at " + where + ")"));
   }
   if (timed) {
     const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();

@@ -203,4 +203,10 @@ return {
     check.eq({u[1], u[2]}, {-1, 1})
     check.is_true(u[3] ~= u[3])
   end,
+
+  ["an error in a compiled step names the call, then where the op was traced"] = function()
+    local f = tpu.jit(function(v, i) return v:take(i) end); local line = debug.getinfo(1, "l").currentline
+    check.raises(function() local _ = f(tpu.tensor {1, 2, 3}, tpu.tensor({7}, {dtype = "i32"})) end,
+      "^[^:]*test_tensor.lua:" .. line + 1 .. ": gather: index 7 out of range for a dimension of size 3 %(traced at [^:]*test_tensor.lua:" .. line .. "%)$")
+  end,
 }
