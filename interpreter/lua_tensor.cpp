@@ -592,20 +592,61 @@ void table_shape(lua_State* L, int idx, Shape& shape, size_t depth) {
   lua_pop(L, 1);
 }
 
-void table_fill(lua_State* L, int idx, const Shape& shape, size_t depth, Tensor& t, int64_t& pos) {
+// Whether the first entry of the nested table (of rank `rank`) is a boolean: then every entry is.
+bool first_is_boolean(lua_State* L, int idx, size_t rank) {
+  const int top = lua_gettop(L);
+  lua_pushvalue(L, idx);
+  for (size_t d = 0; d < rank && lua_istable(L, -1); ++d) lua_geti(L, -1, 1);
+  const bool b = lua_isboolean(L, -1);
+  lua_settop(L, top);
+  return b;
+}
+
+// "[2][1]": the 1-based place of flat entry `pos` in a nested table of this shape.
+std::string entry_str(const Shape& shape, int64_t pos) {
+  std::string r;
+  for (size_t d = shape.size(); d-- > 0;) {
+    r = "[" + std::to_string(pos % shape[d] + 1) + "]" + r;
+    pos /= shape[d];
+  }
+  return r;
+}
+
+void table_fill(lua_State* L, int idx, const Shape& shape, size_t depth, Tensor& t, int64_t& pos, bool bools) {
   if (depth == shape.size()) {
-    if (lua_isboolean(L, idx)) t.set(pos++, lua_toboolean(L, idx));
-    else if (lua_isnumber(L, idx)) t.set(pos++, lua_tonumber(L, idx));
-    else raise_user_error(L, std::string("tensor: expected a number, got ") + luaL_typename(L, idx));
+    const bool is_bool = lua_isboolean(L, idx);
+    if (!is_bool && !lua_isnumber(L, idx))
+      raise_user_error(L, std::string("tensor: expected a number, got ") + luaL_typename(L, idx));
+    if (is_bool != bools)
+      raise_user_error(L, std::string("tensor: booleans and numbers mixed in one table (the first entry is a ") +
+                              (bools ? "boolean" : "number") + ", entry " + entry_str(shape, pos) + " a " +
+                              (bools ? "number" : "boolean") + ")");
+    t.set(pos++, is_bool ? double(lua_toboolean(L, idx)) : lua_tonumber(L, idx));
     return;
   }
   if (!lua_istable(L, idx) || luaL_len(L, idx) != shape[depth])
     raise_user_error(L, "tensor: ragged nested table (every row must have " + std::to_string(shape[depth]) + " entries)");
   for (lua_Integer i = 1; i <= shape[depth]; ++i) {
     lua_geti(L, idx, i);
-    table_fill(L, lua_gettop(L), shape, depth + 1, t, pos);
+    table_fill(L, lua_gettop(L), shape, depth + 1, t, pos, bools);
     lua_pop(L, 1);
   }
+}
+
+// tpu.tensor(nested table[, opts]): booleans give bool, numbers f32, unless opts.dtype says.
+int tensor_from_table(lua_State* L) {
+  Shape shape;
+  table_shape(L, 1, shape, 0);
+  // Rows that share one table can multiply past any real count: {r, r, ...} nested deep.
+  check_lua_shape(L, shape, "tensor");
+  const bool bools = first_is_boolean(L, 1, shape.size());
+  const DType dt = opt_dtype_field(L, 2, bools ? DType::boolean : DType::f32);
+  LuaTensor* lt = new_tensor(L, true);  // filled in place: an error (a ragged row) leaves it to the collector
+  lt->value() = Tensor(dt, shape);
+  int64_t pos = 0;
+  table_fill(L, 1, shape, 0, lt->value(), pos, bools);
+  pace_collector(L);
+  return 1;
 }
 
 int l_tensor(lua_State* L) {
@@ -617,24 +658,14 @@ int l_tensor(lua_State* L) {
   check_options(L, 2, {"dtype"});
   check_no_more(L, 2);
   bool from_bools = lua_isboolean(L, 1);
-  DType dt = opt_dtype_field(L, 2, from_bools ? DType::boolean : DType::f32);
   if (lua_isnumber(L, 1) || from_bools) {
-    Tensor t(dt, {});
+    Tensor t(opt_dtype_field(L, 2, from_bools ? DType::boolean : DType::f32), {});
     t.set(0, from_bools ? double(lua_toboolean(L, 1)) : lua_tonumber(L, 1));
     push_tensor(L, std::move(t));
     return 1;
   }
   if (!lua_istable(L, 1)) raise_type_error(L, 1, "table, number or boolean");
-  Shape shape;
-  table_shape(L, 1, shape, 0);
-  // Rows that share one table can multiply past any real count: {r, r, ...} nested deep.
-  check_lua_shape(L, shape, "tensor");
-  LuaTensor* lt = new_tensor(L, true);  // filled in place: an error (a ragged row) leaves it to the collector
-  lt->value() = Tensor(dt, shape);
-  int64_t pos = 0;
-  table_fill(L, 1, shape, 0, lt->value(), pos);
-  pace_collector(L);
-  return 1;
+  return tensor_from_table(L);
 }
 
 // An allocation that fails raises "out of host memory: ..." at the user's line.

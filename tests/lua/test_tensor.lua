@@ -209,4 +209,15 @@ return {
     check.raises(function() local _ = f(tpu.tensor {1, 2, 3}, tpu.tensor({7}, {dtype = "i32"})) end,
       "^[^:]*test_tensor.lua:" .. line + 1 .. ": gather: index 7 out of range for a dimension of size 3 %(traced at [^:]*test_tensor.lua:" .. line .. "%)$")
   end,
+
+  ["nested tables of booleans give bool; mixing booleans and numbers is an error"] = function()
+    check.eq(tpu.tensor {true, false}.dtype, "bool")
+    check.eq(tpu.tensor {{true}, {false}}:totable(), {{true}, {false}})
+    check.eq(tpu.tensor({true, false}, {dtype = "f32"}):totable(), {1, 0})
+    check.eq(tpu.tensor {}.dtype, "f32")
+    check.raises(function() local _ = tpu.tensor {{true, 1}} end,
+      "test_tensor.lua:%d+: tensor: booleans and numbers mixed in one table %(the first entry is a boolean, entry %[1%]%[2%] a number%)")
+    check.raises(function() local _ = tpu.tensor {{1, 2}, {true, 1}} end,
+      "tensor: booleans and numbers mixed in one table %(the first entry is a number, entry %[2%]%[1%] a boolean%)")
+  end,
 }
