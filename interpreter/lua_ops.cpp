@@ -254,20 +254,34 @@ int l_reshape(lua_State* L) {
   return apply_op(L, {{t, 0}}, DType::f32, [want](Graph& g, const std::vector<NodeId>& in) { return g.reshape(in[0], want); });
 }
 
+// The permutation of transpose's list argument, 0-based; one that is not a permutation is
+// reported as the user wrote it (1-based).
+std::vector<int64_t> perm_arg(lua_State* L, int arg, LuaTensor* t) {
+  const int64_t rank = int64_t(t->shape().size());
+  std::vector<int64_t> perm, given;
+  for (lua_Integer i = 1; i <= luaL_len(L, arg); ++i) {
+    lua_geti(L, arg, i);
+    perm.push_back(check_axis(L, arg, rank, lua_gettop(L)));
+    given.push_back(lua_tointeger(L, -1));
+    lua_pop(L, 1);
+  }
+  std::vector<int64_t> sorted = perm;
+  std::sort(sorted.begin(), sorted.end());
+  if (int64_t(perm.size()) != rank || std::adjacent_find(sorted.begin(), sorted.end()) != sorted.end())
+    throw Error("transpose: " + lua_shape_str(given) + " is not a permutation of the axes of " +
+                type_str(t->dtype(), t->shape()) + " (axes are 1-based)");
+  return perm;
+}
+
 int l_transpose(lua_State* L) {
   LuaTensor* t = check_tensor(L, 1);
-  const int64_t rank = int64_t(t->shape().size());
   std::vector<int64_t> perm;
   if (lua_isnoneornil(L, 2)) {
-    for (int64_t i = rank - 1; i >= 0; --i) perm.push_back(i);
+    for (int64_t i = int64_t(t->shape().size()) - 1; i >= 0; --i) perm.push_back(i);
   } else {
     if (!lua_istable(L, 2)) throw type_error(L, 2, "table of axes");
     check_no_more(L, 2);
-    for (lua_Integer i = 1; i <= luaL_len(L, 2); ++i) {
-      lua_geti(L, 2, i);
-      perm.push_back(check_axis(L, 2, rank, lua_gettop(L)));
-      lua_pop(L, 1);
-    }
+    perm = perm_arg(L, 2, t);
   }
   return apply_op(L, {{t, 0}}, DType::f32, [perm](Graph& g, const std::vector<NodeId>& in) { return g.transpose(in[0], perm); });
 }

@@ -220,4 +220,13 @@ return {
     check.raises(function() local _ = tpu.tensor {{1, 2}, {true, 1}} end,
       "tensor: booleans and numbers mixed in one table %(the first entry is a number, entry %[2%]%[1%] a boolean%)")
   end,
+
+  ["transpose reports a bad permutation with the axes as written"] = function()
+    local x = tpu.zeros {2, 2}
+    check.raises(function() local _ = x:transpose {1, 1} end,
+      "test_tensor.lua:%d+: transpose: {1, 1} is not a permutation of the axes of f32%[2,2%] %(axes are 1%-based%)")
+    check.raises(function() local _ = x:transpose {2, -1} end, "transpose: {2, %-1} is not a permutation")
+    check.raises(function() local _ = x:transpose {1} end, "transpose: {1} is not a permutation")
+    check.eq(x:transpose {-1, 1}.shape, {2, 2})
+  end,
 }
