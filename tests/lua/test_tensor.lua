@@ -229,4 +229,12 @@ return {
     check.raises(function() local _ = x:transpose {1} end, "transpose: {1} is not a permutation")
     check.eq(x:transpose {-1, 1}.shape, {2, 2})
   end,
+
+  ["a Lua float next to an integer tensor makes the result f32; an integer keeps the dtype"] = function()
+    check.eq((tpu.tensor({0, 1, 3}, {dtype = "i32"}) * 0.5):totable(), {0, 0.5, 1.5})
+    check.eq((tpu.tensor({0, 1, 3}, {dtype = "i32"}) * 0.5).dtype, "f32")
+    check.eq((tpu.tensor({1}, {dtype = "i32"}) * 2.0).dtype, "f32")
+    check.eq((tpu.tensor({1}, {dtype = "u8"}) + 2).dtype, "u8")
+    check.eq((tpu.tensor({1}, {dtype = "bf16"}) * 0.5).dtype, "bf16")
+  end,
 }
