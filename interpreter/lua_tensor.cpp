@@ -695,7 +695,11 @@ int l_arange(lua_State* L) {
   check_no_more(L, 2);
   if (n < 0) raise_user_error(L, "arange: negative length " + std::to_string(n));
   check_lua_shape(L, Shape{n}, "arange");
-  Tensor& t = *push_new_tensor(L, opt_dtype_field(L, 2, DType::i32), {n});
+  const DType dt = opt_dtype_field(L, 2, DType::i32);
+  // Counting needs numbers: bool has none past 1, and u8 would clamp the values past 255.
+  if (dt == DType::boolean) raise_user_error(L, "arange: dtype bool cannot count (use i32, u8, bf16 or f32)");
+  if (dt == DType::u8 && n > 256) raise_user_error(L, "arange: " + std::to_string(n) + " values do not fit u8 (0 to 255)");
+  Tensor& t = *push_new_tensor(L, dt, {n});
   for (int64_t i = 0; i < n; ++i) t.set(i, double(i));
   return 1;
 }
@@ -849,6 +853,7 @@ int l_totable(lua_State* L) {
 }
 
 int l_is_tensor(lua_State* L) {
+  check_no_more(L, 1);
   lua_pushboolean(L, is_tensor(L, 1));
   return 1;
 }
@@ -861,6 +866,7 @@ int l_type_key(lua_State* L) {
   return 1;
 }
 int l_is_traced(lua_State* L) {
+  check_no_more(L, 1);
   LuaTensor* t = test_tensor(L, 1);
   lua_pushboolean(L, t && t->traced());
   return 1;

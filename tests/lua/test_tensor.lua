@@ -237,4 +237,16 @@ return {
     check.eq((tpu.tensor({1}, {dtype = "u8"}) + 2).dtype, "u8")
     check.eq((tpu.tensor({1}, {dtype = "bf16"}) * 0.5).dtype, "bf16")
   end,
+
+  ["is_tensor and is_traced take one value; arange takes a dtype"] = function()
+    check.raises(function() local _ = tpu.is_tensor(tpu.zeros {1}, 5) end,
+      "test_tensor.lua:%d+: bad argument #2 to 'is_tensor' %(no value expected, got number%)")
+    check.raises(function() local _ = tpu.is_traced(1, 5) end, "bad argument #2 to 'is_traced'")
+    check.eq(tpu.is_tensor(nil), false)
+    check.eq(tpu.arange(3, {dtype = "f32"}):totable(), {0, 1, 2})
+    check.eq(tpu.arange(3, {dtype = "f32"}).dtype, "f32")
+    check.eq(tpu.arange(256, {dtype = "u8"}):totable()[256], 255)
+    check.raises(function() local _ = tpu.arange(300, {dtype = "u8"}) end, "arange: 300 values do not fit u8 %(0 to 255%)")
+    check.raises(function() local _ = tpu.arange(3, {dtype = "bool"}) end, "arange: dtype bool cannot count")
+  end,
 }
