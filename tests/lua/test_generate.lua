@@ -114,4 +114,47 @@ function T.top_k_sampling_draws_among_the_k_most_likely()
   check.eq(n, 3)  -- at a high temperature the three are about equally likely
 end
 
+-- One block called twice (its weights shared, as ALBERT shares them) keeps a cache per call:
+-- one cache per layer object made the two calls overwrite each other's keys and values.
+function T.a_block_called_twice_keeps_a_cache_per_call()
+  nn.set_seed(3)
+  local block = nn.TransformerDecoder {num_heads = 2, intermediate_dim = 16}
+  local model = nn.Sequential {nn.Embedding(9, 8), nn.PositionEmbedding {sequence_length = 12}, block, block,
+                               nn.Dense(9)}
+  local ids = tpu.tensor({{3, 1, 4}, {2, 8, 5}}, {dtype = "i32"})
+  model(ids)
+  local ps = model:parameters()
+  for i, p in ipairs(ps) do if p.ndim == 2 then ps[i] = p * 8 end end
+  model:set_parameters(ps)
+  local want = rerun(model, ids, 12, function(m, seq) return m(seq) end)
+  check.eq(model:generate(ids, {max_length = 12}):totable(), want)
+end
+
+-- A layer that mixes positions would see the decode step's one token alone: refused, named.
+function T.a_layer_that_mixes_positions_is_refused()
+  local model = nn.Sequential {nn.Embedding(9, 8), nn.Conv1D(8, 3, {padding = "causal", name = "mixer"}),
+                               nn.TransformerDecoder {num_heads = 2, intermediate_dim = 16}, nn.Dense(9)}
+  local ids = tpu.tensor({{3, 1}}, {dtype = "i32"})
+  model(ids)
+  check.raises(function() model:generate(ids, {max_length = 6}) end,
+    "generate: Conv1D 'mixer' may mix positions")
+end
+
+-- top_k counts tied values above the k-th one by one: logits {5, 5, 3, 1} with top_k = 2 keep
+-- the two 5s only (the third-largest, 3, was drawn about 6% of the time).
+function T.top_k_counts_tied_values_one_by_one()
+  local model = nn.Sequential {nn.Embedding(4, 4), nn.TransformerDecoder {num_heads = 2, intermediate_dim = 8},
+                               nn.Dense(4, {kernel_initializer = "zeros"})}
+  local ids = tpu.zeros({400, 1}, {dtype = "i32"})
+  model(ids)
+  local ps = model:parameters()
+  ps[#ps] = tpu.tensor {5, 5, 3, 1}
+  model:set_parameters(ps)
+  local counts = {0, 0, 0, 0}
+  local out = model:generate(ids, {max_length = 2, top_k = 2, seed = 1})
+  for _, row in ipairs(out:totable()) do counts[row[2] + 1] = counts[row[2] + 1] + 1 end
+  check.eq(counts[3] + counts[4], 0, table.concat(counts, " "))
+  check.is_true(counts[1] > 100 and counts[2] > 100, table.concat(counts, " "))
+end
+
 return T

@@ -23,6 +23,7 @@ local text_config = require "tpu.applications.text_config"
 -- hidden [batch, length, d] @ embeddings^T [d, vocab]: the logits of a language model whose
 -- output projection is its token embedding (the weights stay the Embedding layer's).
 local TiedLogits = nn.Module:extend("TiedLogits")
+TiedLogits.token_wise = true  -- each position on its own: model:generate may run it a token at a time
 
 function TiedLogits:__init(embedding, opts)
   self:init_common(opts or {})

@@ -5,6 +5,7 @@ local util = require "tpu.nn.util"
 local errors = require "tpu.errors"
 
 local Activation = Module:extend("Activation")
+Activation.token_wise = true  -- each position on its own: model:generate may run it a token at a time
 
 -- Output of a softmax or sigmoid activation -> {activation name, its input (the logits)}: a
 -- loss given by name reads the logits (Keras's rule, tpu.losses). Weak keys: an entry lives as

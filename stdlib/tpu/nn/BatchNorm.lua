@@ -19,6 +19,7 @@ local scale_center = require "tpu.nn.scale_center"
 local util = require "tpu.nn.util"
 
 local BatchNorm = Module:extend("BatchNorm")
+BatchNorm.token_wise = true  -- each position on its own: model:generate may run it a token at a time
 
 local options = util.options {"momentum", "epsilon", "center", "scale", "beta_initializer",
                               "gamma_initializer", "sync"}

@@ -8,6 +8,7 @@ local kernel_bias = require "tpu.nn.kernel_bias"
 local util = require "tpu.nn.util"
 
 local Dense = Module:extend("Dense")
+Dense.token_wise = true  -- each position on its own: model:generate may run it a token at a time
 
 local options = util.options {"activation", "use_bias", "kernel_initializer", "bias_initializer",
                               "kernel_regularizer", "bias_regularizer"}

@@ -15,6 +15,7 @@ local Module = require "tpu.nn.Module"
 local util = require "tpu.nn.util"
 
 local Dropout = Module:extend("Dropout")
+Dropout.token_wise = true  -- each position on its own: model:generate may run it a token at a time
 
 function Dropout:__init(rate, opts)
   self.rate = util.check_range("Dropout", "rate", rate, 0, 1, true)

@@ -7,6 +7,7 @@ local Module = require "tpu.nn.Module"
 local util = require "tpu.nn.util"
 
 local Embedding = Module:extend("Embedding")
+Embedding.token_wise = true  -- each position on its own: model:generate may run it a token at a time
 
 local options = util.options {"embeddings_initializer", "embeddings_regularizer"}
 

@@ -8,6 +8,7 @@ local scale_center = require "tpu.nn.scale_center"
 local util = require "tpu.nn.util"
 
 local LayerNorm = Module:extend("LayerNorm")
+LayerNorm.token_wise = true  -- each position on its own: model:generate may run it a token at a time
 
 local options = util.options {"epsilon", "center", "scale", "beta_initializer", "gamma_initializer"}
 

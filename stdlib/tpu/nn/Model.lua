@@ -13,6 +13,7 @@ local Node = require "tpu.nn.Node"
 local util = require "tpu.nn.util"
 
 local Model = Module:extend("Model")
+Model.token_wise = true  -- a container: its layers say whether model:generate may run them
 
 local function as_nodes(v, what)
   local list = Node.is(v) and {v} or v

@@ -14,6 +14,7 @@ local Dropout = require "tpu.nn.Dropout"
 local util = require "tpu.nn.util"
 
 local MultiHeadAttention = Module:extend("MultiHeadAttention")
+MultiHeadAttention.token_wise = true  -- model:generate runs it a token at a time through ctx.decode (causal attention)
 
 local options = util.options {"num_heads", "key_dim", "value_dim", "dropout", "use_bias",
                               "output_dim", "kernel_initializer", "bias_initializer"}

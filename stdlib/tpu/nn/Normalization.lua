@@ -14,6 +14,7 @@ local util = require "tpu.nn.util"
 local errors = require "tpu.errors"
 
 local Normalization = Module:extend("Normalization")
+Normalization.token_wise = true  -- each position on its own: model:generate may run it a token at a time
 
 local epsilon = 1e-7  -- Keras's backend epsilon, the smallest standard deviation divided by
 

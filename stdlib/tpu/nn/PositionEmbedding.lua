@@ -10,6 +10,7 @@ local Module = require "tpu.nn.Module"
 local util = require "tpu.nn.util"
 
 local PositionEmbedding = Module:extend("PositionEmbedding")
+PositionEmbedding.token_wise = true  -- model:generate runs it a token at a time through ctx.decode
 
 local options = util.options {"sequence_length", "initializer"}
 local who = "PositionEmbedding"

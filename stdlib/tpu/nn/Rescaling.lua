@@ -9,6 +9,7 @@ local Module = require "tpu.nn.Module"
 local util = require "tpu.nn.util"
 
 local Rescaling = Module:extend("Rescaling")
+Rescaling.token_wise = true  -- each position on its own: model:generate may run it a token at a time
 
 -- A number, or a non-empty list of numbers (one per channel) as a constant.
 local function factor(name, v)

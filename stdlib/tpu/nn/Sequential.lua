@@ -10,6 +10,7 @@ local Node = require "tpu.nn.Node"
 local util = require "tpu.nn.util"
 
 local Sequential = Module:extend("Sequential")
+Sequential.token_wise = true  -- a container: its layers say whether model:generate may run them
 
 local function check_layer(layer, i)
   if type(layer) == "table" and rawget(layer, "__index") == layer and layer.__name then

@@ -19,6 +19,7 @@ local MultiHeadAttention = require "tpu.nn.MultiHeadAttention"
 local util = require "tpu.nn.util"
 
 local TransformerDecoder = Module:extend("TransformerDecoder")
+TransformerDecoder.token_wise = true  -- model:generate runs it a token at a time through ctx.decode (causal attention)
 
 local options = util.options {"num_heads", "intermediate_dim", "dropout", "activation",
                               "layer_norm_epsilon", "normalize_first", "kernel_initializer",

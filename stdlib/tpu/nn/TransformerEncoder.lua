@@ -13,6 +13,7 @@ local MultiHeadAttention = require "tpu.nn.MultiHeadAttention"
 local util = require "tpu.nn.util"
 
 local TransformerEncoder = Module:extend("TransformerEncoder")
+TransformerEncoder.token_wise = true  -- model:generate runs it through ctx.decode, which refuses its non-causal attention by name
 
 -- keras_hub's names (layer_norm_epsilon, the initializers), and epsilon as before.
 local options = util.options {"num_heads", "intermediate_dim", "dropout", "activation", "epsilon",

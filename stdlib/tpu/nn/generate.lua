@@ -12,12 +12,14 @@
 -- the result holds the prompt and the continuation, [batch, max_length] (or [max_length]).
 -- Options: max_length (total length, prompt included; at most the model's position table),
 -- temperature (default 0: greedy, the most likely token; 1 when top_k is given), top_k (sample
--- among the k most likely tokens; ties with the k-th are kept too), seed (default 0: the
+-- among the k most likely tokens, tied ones counted one by one; ties with the k-th are kept
+-- too), seed (default 0: the
 -- sampling keys are tpu.random.key(seed) folded with the position, so a seed repeats).
 --
 -- The model: its output is next-token logits [batch, length, vocab] (GPT2Small{logits = true},
 -- or any model of causal TransformerDecoder blocks / MultiHeadAttention{use_causal_mask}),
--- token-wise layers otherwise (Embedding, Dense, LayerNorm, PositionEmbedding, ...). A
+-- token-wise layers otherwise (classes with token_wise = true: Embedding, Dense, LayerNorm,
+-- PositionEmbedding, ...). A
 -- functional model's other integer inputs (GPT-2's padding_mask) get ones.
 --
 -- How: each causal self-attention keeps its keys and values in a cache [batch, max_length,
@@ -43,9 +45,11 @@ local who = "generate"
 local Decode = {}
 Decode.__index = Decode
 
+-- The caches are a list in the order of the attention calls (a layer called twice, its weights
+-- shared, has a cache per call); `called` records the layers that ran.
 local function new_decode(max_length, caches, start, vocab)
   return setmetatable({max_length = max_length, caches = caches or {}, start = start or 0,
-                       step = caches ~= nil, vocab = vocab, new = {}}, Decode)
+                       step = caches ~= nil, vocab = vocab, new = {}, called = {}}, Decode)
 end
 
 -- The cache [B, L, H, D] with rows start..start+T-1 set to x [B, T, H, D].
@@ -73,11 +77,13 @@ function Decode:attention(layer, q, causal, cross)
       .. "causal self-attention (TransformerDecoder without an encoder sequence)", who,
       layer.name, cross and "cross-attention" or "not causal (use_causal_mask is off)")
   end
-  local cache = self.caches[layer] or {}
+  local call = #self.new + 1
+  local cache = self.caches[call] or {}
   local key = layer:project(q, "key", layer.key_dim):transpose({1, 3, 2, 4})
   local value = layer:project(q, "value", layer.value_dim):transpose({1, 3, 2, 4})
   local k, v = self:write(cache[1], key), self:write(cache[2], value)
-  self.new[layer] = {k, v}
+  self.new[call] = {k, v}
+  self.called[layer] = true
   local policy = layer.dtype_policy
   local qh = layer:project(q, "query", layer.key_dim)
   local scores = util.cast_float(util.policy_matmul(qh, k:transpose({1, 3, 4, 2}), policy), "f32")
@@ -108,14 +114,22 @@ local function fully_built(m)
   return true
 end
 
--- The model's attention layers (the caches, in this order), its position limit and its
--- vocabulary size (the first Embedding's, if any).
+-- The model's attention layers, its position limit and its vocabulary size (the first
+-- Embedding's, if any). The decode step runs one token through every layer, so a layer that
+-- mixes positions (a convolution, a pooling, a flatten) would see that token alone: only
+-- layers whose class says token_wise = true (and causal attention) may be in the model.
 local function inspect(model)
   local MHA = require "tpu.nn.MultiHeadAttention"
   local PE = require "tpu.nn.PositionEmbedding"
   local Embedding = require "tpu.nn.Embedding"
   local attention, limit, vocab = {}, math.huge, nil
   for _, m in ipairs(walk(model)) do
+    if not m.token_wise then
+      util.fail("%s: %s '%s' may mix positions, and the decode step runs one token at a time through "
+        .. "every layer; a language model for generate has token-wise layers (Embedding, Dense, "
+        .. "LayerNorm, ...) and causal attention (a layer of your own that works token by token "
+        .. "says so with token_wise = true on its class)", who, m.__name, m.name)
+    end
     if MHA.is_instance(m) then attention[#attention + 1] = m end
     if PE.is_instance(m) then limit = math.min(limit, m.sequence_length) end
     if Embedding.is_instance(m) then vocab = vocab or m.input_dim end
@@ -157,11 +171,14 @@ end
 
 ---------------------------------------------------------------- sampling
 
--- Logits below the k-th largest of each row set to -1e9 (k - 1 rounds of removing the max).
+-- Logits below the k-th largest of each row set to -1e9: k - 1 rounds each remove one largest
+-- entry (one only: values tied above the k-th must count one by one), then what is at least
+-- the largest left, the k-th, is kept (ties with it too).
 local function keep_top_k(z, k)
+  local columns = tpu.arange(z.shape[2]):reshape({1, z.shape[2]})
   local rest = z
   for _ = 1, math.min(k, z.shape[2]) - 1 do
-    rest = tpu.where(rest:ge(rest:max(-1, true)), rest * 0 - 1e9, rest)
+    rest = tpu.where(columns:eq(rest:argmax(-1, true)), rest * 0 - 1e9, rest)
   end
   return tpu.where(z:ge(rest:max(-1, true)), z, z * 0 - 1e9)
 end
@@ -185,12 +202,12 @@ local with_params = util.with_params
 local function run(model, attention, state, ids, key, position, temperature, top_k)
   local y = model(model_input(model, ids), {training = false, decode = state})
   local token = pick(last_logits(model, y, state.vocab), key, position, temperature, top_k)
-  local caches = {}
-  for i, layer in ipairs(attention) do
-    caches[i] = state.new[layer] or util.fail("%s: attention layer '%s' was not called by %s "
-      .. "'%s'", who, layer.name, model.__name, model.name)
+  for _, layer in ipairs(attention) do
+    if not state.called[layer] then
+      util.fail("%s: attention layer '%s' was not called by %s '%s'", who, layer.name, model.__name, model.name)
+    end
   end
-  return token, caches
+  return token, state.new
 end
 
 local function make_steps(model, attention, vocab)
@@ -202,10 +219,8 @@ local function make_steps(model, attention, vocab)
   end, {name = "generate.prefill"})
   local decode = tpu.jit(function(params, caches, token, position, key, L, temperature, top_k)
     return with_params(model, params, function()
-      local by_layer = {}
-      for i, layer in ipairs(attention) do by_layer[layer] = caches[i] end
       local ids = token:reshape({token.shape[1], 1})
-      return run(model, attention, new_decode(L, by_layer, position, vocab), ids, key,
+      return run(model, attention, new_decode(L, caches, position, vocab), ids, key,
                  position + 1, temperature, top_k)
     end)
   end, {name = "generate.decode_step", donate_argnums = {2}})

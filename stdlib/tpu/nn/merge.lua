@@ -9,6 +9,7 @@ local M = {}
 -- A new layer class called `name` that folds its inputs with combine(a, b).
 function M.layer(name, combine)
   local Layer = Module:extend(name)
+  Layer.token_wise = true  -- elementwise: model:generate may run it a token at a time
 
   function Layer:__init(opts)
     opts = opts or {}
