@@ -261,4 +261,18 @@ function T.a_built_in_loss_beside_a_function_of_the_users()
   check.near(two:evaluate(data.from_tensors {x, {ya, yb}}:batch(4), {verbose = 0}).loss, 36 + 25, 1e-4)
 end
 
+-- Keras's fit([x1, x2], y) for a model of two inputs (it took the list for an {x, y} pair), and
+-- two metrics of one name are refused (the second hid the first in the logs).
+function T.a_list_of_inputs_and_metric_names()
+  local a, b = nn.Input {shape = {3}}, nn.Input {shape = {2}}
+  local m = nn.Model {inputs = {a, b}, outputs = nn.Dense(1)(nn.Concatenate {axis = -1} {a, b})}
+  m:compile {optimizer = "sgd", loss = "mse"}
+  local x1, x2, y = tpu.ones {8, 3}, tpu.ones {8, 2}, tpu.ones {8, 1}
+  check.eq(#m:fit({x1, x2}, y, {batch_size = 4, verbose = 0}).history.loss, 1)
+  check.near(m:evaluate({x1, x2}, y, {verbose = 0}).loss,
+    m:evaluate(data.from_tensors {{x1, x2}, y}:batch(8), {verbose = 0}).loss, 1e-6)
+  check.raises(function() m:fit({x1, tpu.ones {6, 2}}, y, {verbose = 0}) end, "fit: x has 8 rows but x[2] has 6")
+  check.raises(function() model {metrics = {"mse", tpu.metrics.mse}} end, "compile: two metrics are named 'mse'")
+end
+
 return T

@@ -106,11 +106,24 @@ local function total_loss(spec, names)
 end
 
 -- Metric objects; with several outputs, one per (output, metric) named <output>_<metric>.
+-- Two metrics of one name would share one entry of the logs: the second would hide the first.
+local function check_metric_names(list)
+  local seen = {}
+  for _, m in ipairs(list) do
+    if seen[m.name] then
+      util.fail("compile: two metrics are named '%s'; give one another name (e.g. metrics.Perplexity "
+        .. "{name = \"masked_perplexity\", ...})", m.name)
+    end
+    seen[m.name] = true
+  end
+  return list
+end
+
 local function metric_list(spec, names)
   local get, out = require("tpu.metrics").get, {}
   if not names then
     for i, m in ipairs(spec) do out[i] = get(m) end
-    return out
+    return check_metric_names(out)
   end
   local per_output = is_list(spec[1])
   for o, name in ipairs(names) do
@@ -120,7 +133,7 @@ local function metric_list(spec, names)
                        result = metric.result, partial = function(y, y_pred, w) return metric.partial(y[o], y_pred[o], w) end}
     end
   end
-  return out
+  return check_metric_names(out)
 end
 
 -- A model method called with a dot (model.fit(x, y)) gets x as its model: say how to call it.
@@ -235,7 +248,8 @@ local function batches(data, batch_size, who)
     end
   end
   if util.is_tensor(data) then return slices({data}, batch_size, who) end
-  if type(data) == "table" and util.is_tensor(data[1]) then return slices(data, batch_size, who) end
+  local x = type(data) == "table" and data[1]
+  if util.is_tensor(x) or (type(x) == "table" and util.is_tensor(x[1])) then return slices(data, batch_size, who) end
   util.fail("expected a data set (tpu.data), a tensor or an {x, y} pair of tensors, got %s",
     util.show(data))
 end
@@ -247,6 +261,7 @@ local function cardinality(data, batch_size)
     return n >= 0 and n or nil
   end
   local x = util.is_tensor(data) and data or type(data) == "table" and data[1]
+  if type(x) == "table" and not util.is_tensor(x) then x = x[1] end  -- a list of inputs
   if not util.is_tensor(x) then return nil end
   batch_size = batch_size or 32
   return (x.shape[1] + batch_size - 1) // batch_size
@@ -810,9 +825,12 @@ local xy_call = {fit = "model:fit(x, y, {epochs = ...}) or model:fit(dataset, {.
 -- without their targets are an error that shows the call.
 local function keras_xy(who, self, data, opts, more)
   check_model(self, who, xy_call[who])
-  -- y: a tensor, or a list of tensors (one per output of the model)
+  -- x: a tensor, or a list of tensors (one per input); y: a tensor, or a list (one per output)
   local y_list = type(opts) == "table" and not is_dataset(opts) and util.is_tensor(opts[1])
-  if util.is_tensor(data) and (util.is_tensor(opts) or y_list) then return {data, opts}, more end
+  local x_list = type(data) == "table" and not is_dataset(data) and util.is_tensor(data[1])
+  if (util.is_tensor(data) and (util.is_tensor(opts) or y_list)) or (x_list and util.is_tensor(opts)) then
+    return {data, opts}, more
+  end
   errors.none(3, who, more)
   if util.is_tensor(data) then
     util.fail("%s: %s needs the targets too: %s", who, errors.show(data), xy_call[who])
