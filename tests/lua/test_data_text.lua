@@ -124,6 +124,10 @@ tests["a word vocabulary with min_count, max_size and lower"] = function()
   check.eq(same:token(2), small:token(2))
   local explicit = data.Vocabulary({"x", "y"}, {level = "word"})
   check.eq(explicit:encode("y x q"):totable(), {3, 2, 1})
+  -- the documented colon form (it read the class as the texts), and a message that says the bound
+  check.eq(data.Vocabulary:build(texts, {level = "word", max_size = 3}):token(2), "cat")
+  check.raises(function() data.Vocabulary.build(texts, {max_size = 1}) end,
+    "Vocabulary.build: max_size must be an integer >= 2, got 1")
 end
 
 tests["Vocabulary.build from a data set of strings"] = function()

@@ -158,7 +158,8 @@ end
 -- A vocabulary of the tokens of `texts` (a list of strings or a data set of strings).
 -- opts: level ("char" default, or "word"), min_count (default 1), max_size (ids in all, the
 -- two reserved ones included; default unlimited), lower (default false).
-function Vocabulary.build(texts, opts)
+function Vocabulary.build(texts, opts, ...)
+  if rawequal(texts, Vocabulary) then return Vocabulary.build(opts, ...) end  -- Vocabulary:build(texts)
   opts = args.options(opts, "Vocabulary.build", {"level", "min_count", "max_size", "lower"})
   local min_count = opts.min_count == nil and 1 or args.integer(opts.min_count, "Vocabulary.build", "min_count", 1)
   local max_size = opts.max_size and args.integer(opts.max_size, "Vocabulary.build", "max_size", 2)

@@ -16,7 +16,7 @@ function M.integer(v, where, what, min)
   local i = type(v) == "number" and math.tointeger(v) or nil
   if i == nil or (min and i < min) then
     local kind = min == 0 and "a non-negative integer" or min == 1 and "a positive integer"
-      or "an integer"
+      or min and "an integer >= " .. min or "an integer"
     M.fail("%s: %s must be %s, got %s", where, what, kind, M.show(v))
   end
   return i
