@@ -78,10 +78,13 @@ local function sparse_labels(name, y_true, y_pred)
   return labels.dtype == "i32" and labels or labels:cast("i32")
 end
 
+-- Probabilities are divided by their row's sum first, as Keras does: a sigmoid's outputs (or
+-- any scores that do not sum to 1) would otherwise lower the loss by all growing towards 1.
 local function log_probs(y_pred, from_logits)
   local z, is_logits = logits(y_pred, from_logits, "softmax")
   if is_logits then return f32(z):log_softmax(-1) end
-  return f32(z):maximum(EPS):log()
+  local p = f32(z)
+  return (p / p:sum(-1, true):maximum(EPS)):maximum(EPS):log()
 end
 
 local per_example, raw = {}, {}
@@ -160,7 +163,7 @@ end
 
 -- The cross-entropy of each position (labels' shape) and the labels as i32. Concrete labels
 -- are checked; in a compiled step a label out of range makes its position's loss NaN, so fit
--- stops there and names it (M.check_labels).
+-- stops there and names it (check_labels in nn/training.lua).
 local function token_crossentropy(name, y_true, y_pred, from_logits, ignore_class)
   local labels = sparse_labels(name, y_true, y_pred)
   local classes = y_pred.shape[y_pred.ndim]
