@@ -140,14 +140,19 @@ end
 
 -- The sum over the workers of each one's tensor t (same shape everywhere), added in rank order
 -- so every rank gets the same bits.
+local CHUNK = 4096  -- values packed per string.pack call (Lua caps a call's values)
+
 local function sum_over_workers(t)
   local mine = t:reshape {-1}:totable()
-  local parts = core.mpi_allgather(string.pack("<" .. string.rep("d", #mine), table.unpack(mine)),
-    "reducing a per-replica value")
+  local packed = {}
+  for i = 1, #mine, CHUNK do
+    local j = math.min(i + CHUNK - 1, #mine)
+    packed[#packed + 1] = string.pack("<" .. string.rep("d", j - i + 1), table.unpack(mine, i, j))
+  end
+  local parts = core.mpi_allgather(table.concat(packed), "reducing a per-replica value")
   local total = {}
   for _, part in ipairs(parts) do
-    local values = table.pack(string.unpack("<" .. string.rep("d", #mine), part))
-    for i = 1, #mine do total[i] = (total[i] or 0) + values[i] end
+    for i = 1, #mine do total[i] = (total[i] or 0) + string.unpack("<d", part, 8 * i - 7) end
   end
   return core.tensor(total, {dtype = t.dtype}):reshape(t.shape)
 end
@@ -160,7 +165,7 @@ function Strategy:reduce(op, value)
   local v = value.stacked and value.value or value.value:reshape {value.replicas, -1}
   local r = v:sum(1)
   if self.workers > 1 then r = sum_over_workers(r) end
-  if op == "mean" then r = r / self.num_replicas_in_sync end
+  if op == "mean" then r = r / (value.replicas * self.workers) end
   return r
 end
 

@@ -100,7 +100,7 @@ return {
     local ranks = per_rank("", here .. "/mpi/reduce.lua")
     for r, rank in ipairs(ranks) do
       check.eq(rank.status, 0, "rank " .. (r - 1) .. ": " .. rank.err)
-      check.eq(rank.err, "sum 28 mean 7\n", "rank " .. (r - 1))
+      check.eq(rank.err, "sum 28 mean 7\nwide 5000 4 4\n", "rank " .. (r - 1))
     end
   end,
 

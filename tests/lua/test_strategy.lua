@@ -73,4 +73,11 @@ return {
     check.is_true(tpu.strategy.current() ~= s)
     device.set_version(before)
   end,
+  -- A per-replica value's mean divides by its own replicas, whichever strategy reduces it.
+  ["reduce's mean divides by the value's replicas"] = function()
+    local v = tpu.strategy.PerReplica(tpu.tensor {{1, 2}, {3, 4}}, 2, true)
+    check.eq(tpu.strategy.default():reduce("mean", v):totable(), {2, 3})
+    check.eq(tpu.strategy.TPU {cores = 4}:reduce("mean", v):totable(), {2, 3})
+    check.eq(tpu.strategy.TPU {cores = 4}:reduce("sum", v):totable(), {4, 6})
+  end,
 }
