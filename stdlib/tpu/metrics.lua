@@ -86,7 +86,7 @@ M.accuracy = M.define {name = "accuracy", partial = function(y_true, y_pred, wei
     return weighted_sum(binary_hits(y_true, y_pred), weights)
   end
   local pred = y_pred:argmax(-1)
-  if same_shape(y_true.shape, y_pred.shape) and not y_true.dtype:match("^[iu]") then
+  if same_shape(y_true.shape, y_pred.shape) then
     return weighted_sum(pred:eq(y_true:argmax(-1)):cast("f32"), weights)
   end
   local labels = y_true

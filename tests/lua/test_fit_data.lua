@@ -272,6 +272,18 @@ function T.a_list_of_inputs_and_metric_names()
   check.near(m:evaluate({x1, x2}, y, {verbose = 0}).loss,
     m:evaluate(data.from_tensors {{x1, x2}, y}:batch(8), {verbose = 0}).loss, 1e-6)
   check.raises(function() m:fit({x1, tpu.ones {6, 2}}, y, {verbose = 0}) end, "fit: x has 8 rows but x[2] has 6")
+  local h = m:fit({x1, x2}, y, {batch_size = 4, verbose = 0, validation_data = {{x1, x2}, y}})
+  check.eq(#h.history.val_loss, 1)
+  check.eq(m:predict({x1, x2}).shape, {8, 1})
+  check.eq(m:predict({x1, x2}, {batch_size = 3}).shape, {8, 1})
+  -- and lists on both sides, for a model of two inputs and two outputs
+  local h2 = nn.Concatenate {axis = -1} {a, b}
+  local two = nn.Model {inputs = {a, b}, outputs = {nn.Dense(1)(h2), nn.Dense(2)(h2)}}
+  two:compile {optimizer = "sgd", loss = {"mse", "mse"}}
+  local y2 = tpu.ones {8, 2}
+  check.eq(#two:fit({x1, x2}, {y, y2}, {batch_size = 4, verbose = 0}).history.loss, 1)
+  check.near(two:evaluate({x1, x2}, {y, y2}, {verbose = 0}).loss,
+    two:evaluate(data.from_tensors {{x1, x2}, {y, y2}}:batch(8), {verbose = 0}).loss, 1e-6)
   check.raises(function() model {metrics = {"mse", tpu.metrics.mse}} end, "compile: two metrics are named 'mse'")
 end
 

@@ -181,6 +181,9 @@ return {
       local _ <close> = tpu.strategy.TPU {cores = 2, version = "v2"}:scope()
       model:fit(tpu.ones {4, 3}, tpu.ones {4, 1}, {batch_size = 4, verbose = 0})
       check.eq(seen, "v4")
+      seen = nil
+      model:predict(tpu.ones {4, 3})
+      check.eq(seen, "v4", "predict")
       check.eq(device.version(), "v2")
     end
     check.eq(device.version(), before)
@@ -223,5 +226,15 @@ return {
     local r = one:evaluate(x:slice {{91, 100}}, y:slice {{91, 100}}, {verbose = 0})
     check.near(h.history.val_loss[1], r.loss, 1e-5)
     check.near(h.history.val_accuracy[1], r.accuracy, 1e-6)
+    -- a loss of the user's cannot be padded: the first batch says what is wrong (it said that the
+    -- batch 10 does not divide, as if 10 were the user's batch)
+    local own
+    do
+      local _ <close> = tpu.strategy.TPU {cores = 8}:scope()
+      own = nn.Sequential {nn.Dense(1)}
+      own:compile {optimizer = "sgd", loss = function(t, p) return tpu.losses.mse(t, p) end}
+    end
+    check.raises(function() own:evaluate(tpu.ones {10, 3}, tpu.ones {10, 1}, {verbose = 0}) end,
+      "a batch of 10 examples (the first of its size: a data set smaller than its batch?) does not divide by the 8 cores")
   end,
 }

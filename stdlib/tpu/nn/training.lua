@@ -237,6 +237,11 @@ local function is_dataset(data)
   return type(data) == "table" and type(data.iter) == "function"
 end
 
+-- A list of tensors: several inputs (or outputs) of a model.
+local function is_tensor_list(v)
+  return type(v) == "table" and not is_dataset(v) and util.is_tensor(v[1])
+end
+
 local function batches(data, batch_size, who)
   batch_size = batch_size or 32
   if is_dataset(data) then
@@ -248,8 +253,9 @@ local function batches(data, batch_size, who)
     end
   end
   if util.is_tensor(data) then return slices({data}, batch_size, who) end
-  local x = type(data) == "table" and data[1]
-  if util.is_tensor(x) or (type(x) == "table" and util.is_tensor(x[1])) then return slices(data, batch_size, who) end
+  if type(data) == "table" and (util.is_tensor(data[1]) or is_tensor_list(data[1])) then
+    return slices(data, batch_size, who)
+  end
   util.fail("expected a data set (tpu.data), a tensor or an {x, y} pair of tensors, got %s",
     util.show(data))
 end
@@ -507,7 +513,15 @@ local function padded_batch(c, kind, x, y)
     -- The first batch may be a partial one (a data set smaller than its batch): padded up to a
     -- multiple of the cores, it splits, where it set a size that no core count divides.
     local R = replicas(c)
-    size = (n % R ~= 0 and not padding_blocker(c)) and (n + R - 1) // R * R or n
+    if n % R ~= 0 then
+      local why, fix = padding_blocker(c)
+      if why then
+        util.fail("a batch of %d examples (the first of its size: a data set smaller than its batch?) does "
+          .. "not divide by the %d cores, and padding it is not exact: %s; give a multiple of %d examples, %s",
+          n, R, why, R, fix)
+      end
+    end
+    size = (n + R - 1) // R * R
     c.static_batch[kind] = size
   end
   local function ones(k)
@@ -632,17 +646,17 @@ end
 
 ---------------------------------------------------------------- fit
 
--- The random key of the next train step is the seed's key folded with a step count that goes
--- on across fit calls; the step folds it in (a host fold_in cost more than the fused one). Both
--- are tensor leaves of the step's arguments, so a new step never recompiles.
 -- Under a strategy, the global index of each replica (sharded: one per core), nil on one core.
 local function replica_indices(c)
   local R = replicas(c)
   if R == 1 then return nil end
-  c.replica_indices = c.replica_indices or tpu.arange(R):cast("i32")
+  c.replica_indices = c.replica_indices or tpu.arange(R)
   return c.replica_indices
 end
 
+-- The random key of the next train step is the seed's key folded with a step count that goes
+-- on across fit calls; the step folds it in (a host fold_in cost more than the fused one). Both
+-- are tensor leaves of the step's arguments, so a new step never recompiles.
 local function step_key(model)
   if not model.dropout_key then
     local seed = require("tpu.nn.initializers").seed()
@@ -744,8 +758,9 @@ local function evaluate_sums(model, c, data, opts, bar)
     ensure_built(model, x)
     local bx, by, w = static_batch(c, "eval", x, y, sample, who)
     local stats = run_step(c, step_fn(model, c, "eval"), {2, 3, 4}, model:parameters(), bx, by, w)
+    local finite_before = util.is_finite(sums[1])
     add_stats(sums, stats)
-    if not util.is_finite(sums[1]) then check_labels(model, c, x, y) end
+    if finite_before and not util.is_finite(sums[1]) then check_labels(model, c, x, y) end  -- the first one
     step = step + 1
     if bar then bar:update(step, (results(c, sums))) end
   end
@@ -787,7 +802,8 @@ end
 -- validation_data, checked before the first step rather than after the first epoch.
 local function check_validation_data(v)
   if v == nil then return end
-  local pair = type(v) == "table" and not is_dataset(v) and util.is_tensor(v[1]) and v[2] ~= nil
+  local pair = type(v) == "table" and not is_dataset(v) and v[2] ~= nil
+    and (util.is_tensor(v[1]) or is_tensor_list(v[1]))
   if not (is_dataset(v) or pair) then
     util.fail("fit: validation_data must be a data set or an {x, y} pair of tensors, got %s", util.show(v))
   end
@@ -826,11 +842,8 @@ local xy_call = {fit = "model:fit(x, y, {epochs = ...}) or model:fit(dataset, {.
 local function keras_xy(who, self, data, opts, more)
   check_model(self, who, xy_call[who])
   -- x: a tensor, or a list of tensors (one per input); y: a tensor, or a list (one per output)
-  local y_list = type(opts) == "table" and not is_dataset(opts) and util.is_tensor(opts[1])
-  local x_list = type(data) == "table" and not is_dataset(data) and util.is_tensor(data[1])
-  if (util.is_tensor(data) and (util.is_tensor(opts) or y_list)) or (x_list and util.is_tensor(opts)) then
-    return {data, opts}, more
-  end
+  local y_ok = util.is_tensor(opts) or is_tensor_list(opts)
+  if (util.is_tensor(data) or is_tensor_list(data)) and y_ok then return {data, opts}, more end
   errors.none(3, who, more)
   if util.is_tensor(data) then
     util.fail("%s: %s needs the targets too: %s", who, errors.show(data), xy_call[who])
@@ -935,9 +948,15 @@ function M:predict(data, opts, extra)
   util.check_options({__name = "predict"}, opts, {"verbose", "batch_size"})
   self.predict_steps = self.predict_steps or {steps = {}}
   local c = self.predict_steps
-  if util.is_tensor(data) and not opts.batch_size then
-    ensure_built(self, data)
-    return step_fn(self, c, "predict")(self:parameters(), data)
+  -- checked against the HBM of the model's own strategy's cores, as fit's and evaluate's steps
+  local _ <close> = (self.compiled and self.compiled.strategy or require("tpu.strategy").default()):version_scope()
+  -- a model of several inputs takes a list of tensors, one per input (as fit does)
+  local inputs = not self.single_input and self.inputs and #self.inputs or 1
+  if inputs > 1 and is_tensor_list(data) and #data == inputs then data = {data} end
+  local x = util.is_tensor(data) and data or (inputs > 1 and type(data) == "table" and #data == 1 and data[1])
+  if x and not opts.batch_size then
+    ensure_built(self, x)
+    return step_fn(self, c, "predict")(self:parameters(), x)
   end
   local outs = {}
   local bar = Progbar {target = cardinality(data, opts.batch_size),
