@@ -138,10 +138,10 @@ function Strategy:run(fn, ...)
   return table.unpack(outs, 1, outs.n)
 end
 
--- The sum over the workers of each one's tensor t (same shape everywhere), added in rank order
--- so every rank gets the same bits.
 local CHUNK = 4096  -- values packed per string.pack call (Lua caps a call's values)
 
+-- The sum over the workers of each one's tensor t (same shape everywhere), added in rank order
+-- so every rank gets the same bits.
 local function sum_over_workers(t)
   local mine = t:reshape {-1}:totable()
   local packed = {}
