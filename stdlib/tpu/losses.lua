@@ -22,7 +22,7 @@
 -- mean (exact on one core; with several, the cores' token means weighed by their examples).
 local util = require "tpu.nn.util"
 local errors = require "tpu.errors"
-local tpu_core = require "tpu.core"
+local core = require "tpu.core"
 
 local M = {}
 
@@ -58,12 +58,6 @@ local function logits(y_pred, from_logits, activation)
   return y_pred, from_logits == "auto"
 end
 
-local function same_shape(a, b)
-  if #a ~= #b then return false end
-  for i = 1, #a do if a[i] ~= b[i] then return false end end
-  return true
-end
-
 -- Integer class ids shaped like y_pred's leading axes.
 local function sparse_labels(name, y_true, y_pred)
   local want = {table.unpack(y_pred.shape, 1, y_pred.ndim - 1)}
@@ -71,7 +65,7 @@ local function sparse_labels(name, y_true, y_pred)
   if y_true.ndim == y_pred.ndim and y_true.shape[y_true.ndim] == 1 then
     labels = y_true:reshape(want)
   end
-  if not same_shape(labels.shape, want) then
+  if not util.same_shape(labels.shape, want) then
     util.fail("%s: labels %s do not match predictions %s (expected labels of shape [%s])",
       name, util.describe(y_true), util.describe(y_pred), table.concat(want, ","))
   end
@@ -169,13 +163,13 @@ local function token_crossentropy(name, y_true, y_pred, from_logits, ignore_clas
   local classes = y_pred.shape[y_pred.ndim]
   local logp = log_probs(y_pred, from_logits)
   local ce = -(logp * labels:one_hot(classes)):sum(-1)
-  if not tpu_core.is_traced(labels) then
+  if not core.is_traced(labels) then
     check_label_range(name, labels, classes, ignore_class)
     return ce, labels
   end
-  ce = tpu_core.where(labels:ge(0), ce, 0 / 0)
-  ce = tpu_core.where(labels:lt(classes), ce, 0 / 0)
-  if ignore_class then ce = tpu_core.where(labels:eq(ignore_class), 0, ce) end
+  ce = core.where(labels:ge(0), ce, 0 / 0)
+  ce = core.where(labels:lt(classes), ce, 0 / 0)
+  if ignore_class then ce = core.where(labels:eq(ignore_class), 0, ce) end
   return ce, labels
 end
 
@@ -221,10 +215,10 @@ function M.match_targets(name, y_true, y_pred, extra)
   errors.check(2, "match_targets", y_true, "tensor")
   errors.check(3, "match_targets", y_pred, "tensor")
   errors.none(4, "match_targets", extra)
-  if same_shape(y_true.shape, y_pred.shape) then return y_true end
+  if util.same_shape(y_true.shape, y_pred.shape) then return y_true end
   local t, p = y_true.shape, y_pred.shape
-  if (#t == #p - 1 and p[#p] == 1 and same_shape(t, {table.unpack(p, 1, #p - 1)}))
-     or (#p == #t - 1 and t[#t] == 1 and same_shape(p, {table.unpack(t, 1, #t - 1)})) then
+  if (#t == #p - 1 and p[#p] == 1 and util.same_shape(t, {table.unpack(p, 1, #p - 1)}))
+     or (#p == #t - 1 and t[#t] == 1 and util.same_shape(p, {table.unpack(t, 1, #t - 1)})) then
     return y_true:reshape(p)
   end
   util.fail("%s: targets %s do not match predictions %s", name, util.describe(y_true), util.describe(y_pred))

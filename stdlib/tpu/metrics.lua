@@ -56,12 +56,6 @@ local function weighted_sum(v, weights)
   return (v * weights:reshape(shape)):sum(), weights:sum() * per_row
 end
 
-local function same_shape(a, b)
-  if #a ~= #b then return false end
-  for i = 1, #a do if a[i] ~= b[i] then return false end end
-  return true
-end
-
 -- Binary accuracy of one output unit: class 1 where a sigmoid's output is above 0.5, or any
 -- other output (logits, as a loss by name reads it) above 0; labels above 0.5 are class 1.
 local function binary_hits(y_true, y_pred)
@@ -72,7 +66,7 @@ local function binary_hits(y_true, y_pred)
   if labels.ndim == y_pred.ndim - 1 and util.numel(labels.shape) == util.numel(y_pred.shape) then
     labels = labels:reshape(y_pred.shape)
   end
-  if not same_shape(labels.shape, y_pred.shape) then
+  if not util.same_shape(labels.shape, y_pred.shape) then
     util.fail("accuracy: labels %s do not match predictions %s", util.describe(y_true), util.describe(y_pred))
   end
   return pred:eq(labels:gt(0.5)):cast("f32")
@@ -86,7 +80,7 @@ M.accuracy = M.define {name = "accuracy", partial = function(y_true, y_pred, wei
     return weighted_sum(binary_hits(y_true, y_pred), weights)
   end
   local pred = y_pred:argmax(-1)
-  if same_shape(y_true.shape, y_pred.shape) then
+  if util.same_shape(y_true.shape, y_pred.shape) then
     return weighted_sum(pred:eq(y_true:argmax(-1)):cast("f32"), weights)
   end
   local labels = y_true

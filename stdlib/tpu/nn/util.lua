@@ -223,6 +223,13 @@ function M.scope(name, built_at)
   return scope_closer
 end
 
+-- Whether two shapes (lists of sizes) are equal.
+function M.same_shape(a, b)
+  if #a ~= #b then return false end
+  for i = 1, #a do if a[i] ~= b[i] then return false end end
+  return true
+end
+
 -- "(None, 28, 28, 1)" from a shape whose first entry is the batch.
 function M.shape_text(shape)
   local dims = {"None"}
