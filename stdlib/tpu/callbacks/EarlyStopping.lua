@@ -2,6 +2,7 @@
 local Callback = require "tpu.callbacks.Callback"
 local util = require "tpu.callbacks.util"
 local errors = require "tpu.errors"
+local is_finite = require("tpu.nn.util").is_finite
 
 local EarlyStopping = Callback:extend("EarlyStopping")
 
@@ -19,7 +20,7 @@ function EarlyStopping:__init(opts)
   self.monitor = util.check_type(who, "monitor", opts.monitor, "string", "val_loss")
   self.patience = util.check_count(who, "patience", opts.patience, 0)
   self.min_delta = math.abs(util.check_type(who, "min_delta", opts.min_delta, "number", 0))
-  if self.min_delta ~= self.min_delta or self.min_delta == math.huge then
+  if not is_finite(self.min_delta) then
     errors.fail("%s: min_delta must be a finite number, got %s", who, errors.show(opts.min_delta))
   end
   self.mode = util.check_mode(who, opts.mode, self.monitor)

@@ -3,6 +3,7 @@ local Callback = require "tpu.callbacks.Callback"
 local util = require "tpu.callbacks.util"
 local core = require "tpu.core"
 local errors = require "tpu.errors"
+local is_finite = require("tpu.nn.util").is_finite
 
 local fail, show = errors.fail, errors.show
 
@@ -51,7 +52,7 @@ end
 
 function LrScheduler:on_epoch_begin(epoch)
   local lr = self.fn(epoch, self:current_lr())
-  if type(lr) ~= "number" or lr ~= lr or lr <= 0 or lr == math.huge then
+  if not is_finite(lr) or lr <= 0 then
     fail("lr_scheduler: fn(%d, lr) must return a positive finite number, got %s", epoch, show(lr))
   end
   self:set_lr(lr)

@@ -13,14 +13,14 @@
 -- Options: max_length (total length, prompt included; at most the model's position table),
 -- temperature (default 0: greedy, the most likely token; 1 when top_k is given), top_k (sample
 -- among the k most likely tokens, tied ones counted one by one; ties with the k-th are kept
--- too), seed (default 0: the
--- sampling keys are tpu.random.key(seed) folded with the position, so a seed repeats).
+-- too), seed (default 0: the sampling keys are tpu.random.key(seed) folded with the position,
+-- so a seed repeats).
 --
 -- The model: its output is next-token logits [batch, length, vocab] (GPT2Small{logits = true},
 -- or any model of causal TransformerDecoder blocks / MultiHeadAttention{use_causal_mask}),
 -- token-wise layers otherwise (classes with token_wise = true: Embedding, Dense, LayerNorm,
--- PositionEmbedding, ...). A
--- functional model's other integer inputs (GPT-2's padding_mask) get ones.
+-- PositionEmbedding, ...). A functional model's other integer inputs (GPT-2's padding_mask)
+-- get ones.
 --
 -- How: each causal self-attention keeps its keys and values in a cache [batch, max_length,
 -- heads, head_dim]. The prefill (compiled once per prompt length) runs the prompt, fills rows
@@ -265,7 +265,7 @@ local function check_options(opts, T, limit)
       .. "sequence_length); generate at most %d tokens in all", who, L, limit, limit)
   end
   local t = opts.temperature == nil and (opts.top_k and 1 or 0) or opts.temperature
-  if type(t) ~= "number" or t < 0 or t ~= t or t == math.huge then
+  if not util.is_finite(t) or t < 0 then
     util.fail("%s: temperature must be a number >= 0 (0: greedy), got %s", who, util.show(t))
   end
   if opts.top_k ~= nil and (math.type(opts.top_k) ~= "integer" or opts.top_k < 1) then

@@ -8,8 +8,9 @@
 -- Every optimizer takes `lr` (a number or a schedule from optim.schedule, evaluated inside the
 -- step from the step counter) and, as Keras's, at most one of `clipnorm` (each gradient scaled
 -- so its own L2 norm is at most clipnorm), `global_clipnorm` (the gradients scaled together so
--- their global L2 norm is at most that) and `clipvalue` (each element clipped to [-v, v]). Subclasses call `self:init_options(opts, own_option_names)`, set
--- `slots` (names of per-parameter tensors, e.g. {"m", "v"}) and implement
+-- their global L2 norm is at most that) and `clipvalue` (each element clipped to [-v, v]).
+-- Subclasses call `self:init_options(opts, own_option_names)`, set `slots` (names of
+-- per-parameter tensors, e.g. {"m", "v"}) and implement
 -- `scalars(state, step, lr)` (per-step values shared by all parameters) and
 -- `update_one(p, g, slots, scalars)` -> new_p, new_slots; with `pure_update = true` on the
 -- class that defines update_one (it computes from its arguments alone), a traced update runs
