@@ -35,7 +35,7 @@ return {
     if not files.sh("command -v script >/dev/null") then return end  -- util-linux's script(1)
     local input, out = os.tmpname(), os.tmpname()
     files.write(input, "x = tpu.zeros{28, 28, 1}\n=x.shape\n1, 'two', {k = 'v'}\n")
-    local cmd = string.format("TERM=dumb script -qec %q /dev/null <%q >%q 2>&1", arg[-1], input, out)
+    local cmd = string.format("TERM=dumb script -qec %q /dev/null <%q >%q 2>&1", "exec " .. arg[-1], input, out)
     check.is_true(files.sh(cmd), "the session failed")
     local text = files.must_read(out):gsub("\r", "")
     os.remove(input)
@@ -50,7 +50,9 @@ return {
     local out = os.tmpname()
     local typing = "{ printf 'x = 41\\n'; sleep 1; printf 'for i = 1,\\n'; sleep 0.5; printf 'bad'; sleep 0.5; " ..
       "printf '\\003'; sleep 0.5; printf 'print(x + 1)\\n'; sleep 0.5; }"
-    local cmd = string.format("%s | TERM=dumb script -qec %q /dev/null >%q 2>&1", typing, arg[-1], out)
+    -- script(1) runs the command through $SHELL -c; `exec` leaves no shell in the terminal's
+    -- process group, where dash took the Ctrl-C too and exited 130 after tputrain's 0.
+    local cmd = string.format("%s | TERM=dumb script -qec %q /dev/null >%q 2>&1", typing, "exec " .. arg[-1], out)
     local ok = files.sh(cmd)
     local text = files.must_read(out):gsub("\r", "")
     os.remove(out)
