@@ -157,4 +157,47 @@ function T.top_k_counts_tied_values_one_by_one()
   check.is_true(counts[1] > 100 and counts[2] > 100, table.concat(counts, " "))
 end
 
+-- stop_token_ids (Keras Hub): the generation ends once every row has produced a stop token
+-- after its prompt; tokens before it are the full generation's, the ones after it are 0 and
+-- masked out, and the ids end where the last row stopped.
+function T.stop_token_ids_end_each_row_and_the_generation()
+  local lm = tiny_gpt()
+  local ids = tpu.tensor({{1, 2, 3}, {4, 5, 6}}, {dtype = "i32"})
+  local full = lm:generate(ids, {max_length = 16}):totable()
+  local function first_stop(row, v)
+    for j = 4, 16 do if row[j] == v then return j end end
+  end
+  -- a stop token both rows produce, at different columns, before the last one
+  local stop, ends
+  for v = 0, 10 do
+    local e = {first_stop(full[1], v), first_stop(full[2], v)}
+    if e[1] and e[2] and e[1] ~= e[2] and math.max(e[1], e[2]) < 16 then stop, ends = v, e break end
+  end
+  check.is_true(stop ~= nil, "the tiny model's continuations share a token")
+  local n = math.max(ends[1], ends[2])
+  local out, mask = lm:generate(ids, {max_length = 16, stop_token_ids = {99, stop}})
+  check.eq(out.shape, {2, n})
+  local got, kept = out:totable(), mask:totable()
+  for b = 1, 2 do
+    for j = 1, n do
+      local real = j <= ends[b]
+      check.eq(kept[b][j], real, string.format("mask[%d][%d]", b, j))
+      check.eq(got[b][j], real and full[b][j] or 0, string.format("ids[%d][%d]", b, j))
+    end
+  end
+  -- one id, a 1-D prompt: a 1-D result and mask
+  local one, one_mask = lm:generate({4, 5, 6}, {max_length = 16, stop_token_ids = stop})
+  check.eq(one.shape, {ends[2]})
+  check.eq(one:totable(), {table.unpack(full[2], 1, ends[2])})
+  check.eq(one_mask:cast("i32"):sum():item(), ends[2])
+  -- without stop tokens the mask is all true and the ids have max_length columns
+  local _, all = lm:generate(ids, {max_length = 16})
+  check.eq(all.shape, {2, 16})
+  check.eq(all:cast("i32"):sum():item(), 32)
+  check.raises(function() lm:generate(ids, {max_length = 16, stop_token_ids = {1.5}}) end,
+    "generate: stop_token_ids[1] must be an integer token id, got 1.5")
+  check.raises(function() lm:generate(ids, {max_length = 16, stop_token_ids = {}}) end,
+    "stop_token_ids must be a token id or a non-empty list of them")
+end
+
 return T

@@ -14,7 +14,10 @@
 -- temperature (default 0: greedy, the most likely token; 1 when top_k is given), top_k (sample
 -- among the k most likely tokens, tied ones counted one by one; ties with the k-th are kept
 -- too), seed (default 0: the sampling keys are tpu.random.key(seed) folded with the position,
--- so a seed repeats).
+-- so a seed repeats), stop_token_ids (a list of ids, or one id: the generation ends once every
+-- row has produced one of them after its prompt, as Keras Hub's generate does; a row's tokens
+-- after its stop token are 0). Returns the ids and a bool mask of the same shape, false after
+-- a row's stop token (Keras Hub's padding_mask); the ids end where the last row stopped.
 --
 -- The model: its output is next-token logits [batch, length, vocab] (GPT2Small{logits = true},
 -- or any model of causal TransformerDecoder blocks / MultiHeadAttention{use_causal_mask}),
@@ -229,7 +232,50 @@ end
 
 ---------------------------------------------------------------- arguments
 
-local options = {"max_length", "temperature", "top_k", "seed"}
+local options = {"max_length", "temperature", "top_k", "seed", "stop_token_ids"}
+
+-- stop_token_ids as a set of ids, or nil.
+local function stop_set(ids)
+  if ids == nil then return nil end
+  if math.type(ids) == "integer" then ids = {ids} end
+  if type(ids) ~= "table" or util.is_tensor(ids) or #ids == 0 then
+    util.fail("%s: stop_token_ids must be a token id or a non-empty list of them, got %s", who,
+      util.show(ids))
+  end
+  local set = {}
+  for i, v in ipairs(ids) do
+    if math.type(v) ~= "integer" then
+      util.fail("%s: stop_token_ids[%d] must be an integer token id, got %s", who, i, util.show(v))
+    end
+    set[v] = true
+  end
+  return set
+end
+
+-- Where each row stopped: ended[b] is the column of row b's first stop token. Notes the
+-- tokens of column `col` (i32 [B]); true once every row has stopped.
+local function note_stops(stop, ended, token, col)
+  if not stop then return false end
+  local all = true
+  for b, v in ipairs(token:totable()) do
+    if not ended[b] and stop[v] then ended[b] = col end
+    all = all and ended[b] ~= nil
+  end
+  return all
+end
+
+-- The ids with 0 after each row's stop token, and the mask of the tokens kept.
+local function cut_at_stops(out, ended)
+  local B, n = out.shape[1], out.shape[2]
+  local rows = {}
+  for b = 1, B do
+    local row, last = {}, ended[b] or n
+    for j = 1, n do row[j] = j <= last end
+    rows[b] = row
+  end
+  local mask = tpu.tensor(rows)
+  return tpu.where(mask, out, out * 0), mask
+end
 
 -- ids as an i32 tensor [B, T] and the rank to give back.
 local function prompt(ids)
@@ -274,7 +320,7 @@ local function check_options(opts, T, limit)
   if opts.seed ~= nil and math.type(opts.seed) ~= "integer" then
     util.fail("%s: seed must be an integer, got %s", who, util.show(opts.seed))
   end
-  return L, t + 0.0, opts.top_k
+  return L, t + 0.0, opts.top_k, stop_set(opts.stop_token_ids)
 end
 
 ---------------------------------------------------------------- model:generate
@@ -287,19 +333,23 @@ function M.generate(model, ids, opts, extra)
   if not fully_built(model) then model(model_input(model, x), {training = false}) end
   local attention, limit, vocab = inspect(model)
   local B, T = x.shape[1], x.shape[2]
-  local L, temperature, top_k = check_options(opts, T, limit)
+  local L, temperature, top_k, stop = check_options(opts, T, limit)
   model.generate_steps = model.generate_steps or make_steps(model, attention, vocab)
   local steps, params = model.generate_steps, model:parameters()
   local key = tpu.random.key(opts.seed or 0)
   local token, caches = steps.prefill(params, x, key, L, temperature, top_k)
-  local tokens = {x, token:reshape({B, 1})}
+  local tokens, ended = {x, token:reshape({B, 1})}, {}
+  local stopped = note_stops(stop, ended, token, T + 1)
   for p = T, L - 2 do
+    if stopped then break end
     token, caches = steps.decode(params, caches, token, tpu.tensor(p, {dtype = "i32"}), key, L,
                                  temperature, top_k)
     tokens[#tokens + 1] = token:reshape({B, 1})
+    stopped = note_stops(stop, ended, token, p + 2)
   end
-  local out = tpu.concat(tokens, 2)
-  return rank == 1 and out:reshape({L}) or out
+  local out, mask = cut_at_stops(tpu.concat(tokens, 2), ended)
+  if rank == 1 then return out:reshape({out.shape[2]}), mask:reshape({out.shape[2]}) end
+  return out, mask
 end
 
 return M
