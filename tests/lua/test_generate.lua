@@ -200,4 +200,50 @@ function T.stop_token_ids_end_each_row_and_the_generation()
     "stop_token_ids must be a token id or a non-empty list of them")
 end
 
+-- top_p (Keras Hub's TopPSampler): every sampled first token lies in the nucleus computed by
+-- sorting (a token is kept when the tokens more likely than it sum to at most p), several of
+-- them are drawn over the seeds, a tiny p leaves the greedy token and p = 1 samples as without.
+function T.top_p_samples_from_the_nucleus()
+  local lm = tiny_gpt()
+  local ids = tpu.tensor({{1, 2, 3}, {4, 5, 6}}, {dtype = "i32"})
+  local temperature = 3
+  local y = gpt_call(lm, ids)
+  local probs = (y:slice {{1, 2}, {3, 3}}:reshape({2, 11}) / temperature):softmax(-1):totable()
+  local function nucleus(row, p)
+    local order = {}
+    for v = 1, #row do order[v] = v end
+    table.sort(order, function(a, b) return row[a] > row[b] end)
+    local kept, above = {}, 0
+    for _, v in ipairs(order) do
+      if above <= p then kept[v - 1] = true end
+      above = above + row[v]
+    end
+    return kept
+  end
+  for _, p in ipairs {0.3, 0.7} do
+    local seen = {{}, {}}
+    for seed = 1, 30 do
+      local t = lm:generate(ids, {max_length = 4, temperature = temperature, top_p = p, seed = seed}):totable()
+      for b = 1, 2 do seen[b][t[b][4]] = true end
+    end
+    for b = 1, 2 do
+      local kept, count, drawn = nucleus(probs[b], p), 0, 0
+      for _ in pairs(kept) do count = count + 1 end
+      for v in pairs(seen[b]) do
+        check.is_true(kept[v], string.format("p = %g, row %d: token %d is outside the nucleus", p, b, v))
+        drawn = drawn + 1
+      end
+      check.is_true(count < 11, "the nucleus leaves tokens out")
+      if count > 1 then check.is_true(drawn > 1, "several tokens of the nucleus are drawn") end
+    end
+  end
+  local greedy = lm:generate(ids, {max_length = 8}):totable()
+  check.eq(lm:generate(ids, {max_length = 8, temperature = temperature, top_p = 1e-6, seed = 3}):totable(), greedy)
+  check.eq(lm:generate(ids, {max_length = 8, temperature = temperature, top_p = 1, seed = 3}):totable(),
+           lm:generate(ids, {max_length = 8, temperature = temperature, seed = 3}):totable())
+  check.raises(function() lm:generate(ids, {max_length = 8, top_p = 0}) end,
+    "generate: top_p must be a number in (0, 1], got 0")
+  check.raises(function() lm:generate(ids, {max_length = 8, top_p = 0 / 0}) end, "top_p must be a number")
+end
+
 return T

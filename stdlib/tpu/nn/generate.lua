@@ -11,13 +11,15 @@
 -- ids: an integer tensor [batch, T] (or [T], or a Lua list of ids), prompts without padding;
 -- the result holds the prompt and the continuation, [batch, max_length] (or [max_length]).
 -- Options: max_length (total length, prompt included; at most the model's position table),
--- temperature (default 0: greedy, the most likely token; 1 when top_k is given), top_k (sample
--- among the k most likely tokens, tied ones counted one by one; ties with the k-th are kept
--- too), seed (default 0: the sampling keys are tpu.random.key(seed) folded with the position,
--- so a seed repeats), stop_token_ids (a list of ids, or one id: the generation ends once every
--- row has produced one of them after its prompt, as Keras Hub's generate does; a row's tokens
--- after its stop token are 0). Returns the ids and a bool mask of the same shape, false after
--- a row's stop token (Keras Hub's padding_mask); the ids end where the last row stopped.
+-- temperature (default 0: greedy, the most likely token; 1 when top_k or top_p is given),
+-- top_k (sample among the k most likely tokens, tied ones counted one by one; ties with the
+-- k-th are kept too), top_p (sample among the most likely tokens whose probabilities first sum
+-- past p, as Keras Hub's TopPSampler; after top_k when both are given), seed (default 0: the
+-- sampling keys are tpu.random.key(seed) folded with the position, so a seed repeats),
+-- stop_token_ids (a list of ids, or one id: the generation ends once every row has produced
+-- one of them after its prompt, as Keras Hub's generate does; a row's tokens after its stop
+-- token are 0). Returns the ids and a bool mask of the same shape, false after a row's stop
+-- token (Keras Hub's padding_mask); the ids end where the last row stopped.
 --
 -- The model: its output is next-token logits [batch, length, vocab] (GPT2Small{logits = true},
 -- or any model of causal TransformerDecoder blocks / MultiHeadAttention{use_causal_mask}),
@@ -186,12 +188,30 @@ local function keep_top_k(z, k)
   return tpu.where(z:ge(rest:max(-1, true)), z, z * 0 - 1e9)
 end
 
+-- Logits outside the nucleus set to -1e9: as Keras Hub's TopPSampler, a token is kept when the
+-- tokens more likely than it sum to at most p (tied tokens go together). Without a sort, the
+-- smallest kept probability is found by bisection: `above` is the sum of the probabilities
+-- over a threshold, which falls as the threshold rises; 64 halvings in f32 end on adjacent
+-- floats around it (unless it is below 2^-40 of the largest probability).
+local function keep_top_p(z, p)
+  local probs = z:softmax(-1)
+  local hi = probs:max(-1, true)
+  local lo = hi * 0
+  for _ = 1, 64 do
+    local mid = (lo + hi) * 0.5
+    local fits = tpu.where(probs:gt(mid), probs, probs * 0):sum(-1, true):le(p)
+    hi, lo = tpu.where(fits, mid, hi), tpu.where(fits, lo, mid)
+  end
+  return tpu.where(probs:ge(hi), z, z * 0 - 1e9)
+end
+
 -- The next token of each row (i32 [B]): argmax at temperature 0, else a draw from
 -- softmax(logits / temperature) (the Gumbel-max trick) with the key for this position.
-local function pick(logits, key, position, temperature, top_k)
+local function pick(logits, key, position, temperature, top_k, top_p)
   if temperature == 0 then return logits:argmax(-1) end
   local z = logits / temperature
   if top_k then z = keep_top_k(z, top_k) end
+  if top_p and top_p < 1 then z = keep_top_p(z, top_p) end
   local u = tpu.random.uniform(key:fold_in(position), z.shape):maximum(1e-20)
   return (z - (-(u:log())):log()):argmax(-1)
 end
@@ -202,9 +222,9 @@ local with_params = util.with_params
 
 -- Runs the model on ids under `state`; returns the next tokens and the caches (a list in
 -- the order of `attention`).
-local function run(model, attention, state, ids, key, position, temperature, top_k)
+local function run(model, attention, state, ids, key, position, sampling)
   local y = model(model_input(model, ids), {training = false, decode = state})
-  local token = pick(last_logits(model, y, state.vocab), key, position, temperature, top_k)
+  local token = pick(last_logits(model, y, state.vocab), key, position, table.unpack(sampling, 1, 3))
   for _, layer in ipairs(attention) do
     if not state.called[layer] then
       util.fail("%s: attention layer '%s' was not called by %s '%s'", who, layer.name, model.__name, model.name)
@@ -214,17 +234,17 @@ local function run(model, attention, state, ids, key, position, temperature, top
 end
 
 local function make_steps(model, attention, vocab)
-  local prefill = tpu.jit(function(params, ids, key, L, temperature, top_k)
+  local prefill = tpu.jit(function(params, ids, key, L, temperature, top_k, top_p)
     return with_params(model, params, function()
       return run(model, attention, new_decode(L, nil, nil, vocab), ids, key, ids.shape[2],
-                 temperature, top_k)
+                 {temperature, top_k, top_p})
     end)
   end, {name = "generate.prefill"})
-  local decode = tpu.jit(function(params, caches, token, position, key, L, temperature, top_k)
+  local decode = tpu.jit(function(params, caches, token, position, key, L, temperature, top_k, top_p)
     return with_params(model, params, function()
       local ids = token:reshape({token.shape[1], 1})
       return run(model, attention, new_decode(L, caches, position, vocab), ids, key,
-                 position + 1, temperature, top_k)
+                 position + 1, {temperature, top_k, top_p})
     end)
   end, {name = "generate.decode_step", donate_argnums = {2}})
   return {prefill = prefill, decode = decode}
@@ -232,7 +252,7 @@ end
 
 ---------------------------------------------------------------- arguments
 
-local options = {"max_length", "temperature", "top_k", "seed", "stop_token_ids"}
+local options = {"max_length", "temperature", "top_k", "top_p", "seed", "stop_token_ids"}
 
 -- stop_token_ids as a set of ids, or nil.
 local function stop_set(ids)
@@ -310,17 +330,21 @@ local function check_options(opts, T, limit)
     util.fail("%s: max_length = %d is beyond the model's %d positions (its PositionEmbedding's "
       .. "sequence_length); generate at most %d tokens in all", who, L, limit, limit)
   end
-  local t = opts.temperature == nil and (opts.top_k and 1 or 0) or opts.temperature
+  local t = opts.temperature == nil and ((opts.top_k or opts.top_p) and 1 or 0) or opts.temperature
   if not util.is_finite(t) or t < 0 then
     util.fail("%s: temperature must be a number >= 0 (0: greedy), got %s", who, util.show(t))
   end
   if opts.top_k ~= nil and (math.type(opts.top_k) ~= "integer" or opts.top_k < 1) then
     util.fail("%s: top_k must be a positive integer, got %s", who, util.show(opts.top_k))
   end
+  local top_p = opts.top_p
+  if top_p ~= nil and not (util.is_finite(top_p) and top_p > 0 and top_p <= 1) then
+    util.fail("%s: top_p must be a number in (0, 1], got %s", who, util.show(top_p))
+  end
   if opts.seed ~= nil and math.type(opts.seed) ~= "integer" then
     util.fail("%s: seed must be an integer, got %s", who, util.show(opts.seed))
   end
-  return L, t + 0.0, opts.top_k, stop_set(opts.stop_token_ids)
+  return L, t + 0.0, opts.top_k, top_p and top_p + 0.0, stop_set(opts.stop_token_ids)
 end
 
 ---------------------------------------------------------------- model:generate
@@ -333,17 +357,17 @@ function M.generate(model, ids, opts, extra)
   if not fully_built(model) then model(model_input(model, x), {training = false}) end
   local attention, limit, vocab = inspect(model)
   local B, T = x.shape[1], x.shape[2]
-  local L, temperature, top_k, stop = check_options(opts, T, limit)
+  local L, temperature, top_k, top_p, stop = check_options(opts, T, limit)
   model.generate_steps = model.generate_steps or make_steps(model, attention, vocab)
   local steps, params = model.generate_steps, model:parameters()
   local key = tpu.random.key(opts.seed or 0)
-  local token, caches = steps.prefill(params, x, key, L, temperature, top_k)
+  local token, caches = steps.prefill(params, x, key, L, temperature, top_k, top_p)
   local tokens, ended = {x, token:reshape({B, 1})}, {}
   local stopped = note_stops(stop, ended, token, T + 1)
   for p = T, L - 2 do
     if stopped then break end
     token, caches = steps.decode(params, caches, token, tpu.tensor(p, {dtype = "i32"}), key, L,
-                                 temperature, top_k)
+                                 temperature, top_k, top_p)
     tokens[#tokens + 1] = token:reshape({B, 1})
     stopped = note_stops(stop, ended, token, p + 2)
   end
