@@ -52,9 +52,9 @@ end
 local function logits(y_pred, from_logits, activation)
   if from_logits == true then return y_pred, true end
   local Activation = package.loaded["tpu.nn.Activation"]
-  local z = Activation and Activation.logits_of(y_pred, activation)
+  local z = Activation and Activation._logits_of(y_pred, activation)
   if z then return z, true end
-  if from_logits == "auto" and Activation and Activation.probability_activation(y_pred) then return y_pred, false end
+  if from_logits == "auto" and Activation and Activation._probability_activation(y_pred) then return y_pred, false end
   return y_pred, from_logits == "auto"
 end
 
@@ -193,7 +193,7 @@ end
 
 -- Per-token cross-entropies and the positions that count (1 or 0, f32), for the perplexity
 -- metric: mask_id = nil counts every position.
-function M.token_crossentropy(name, y_true, y_pred, from_logits, mask_id)
+function M._token_crossentropy(name, y_true, y_pred, from_logits, mask_id)
   local ce, labels = token_crossentropy(name, y_true, y_pred, from_logits, mask_id)
   local keep = mask_id and labels:ne(mask_id):cast("f32") or ce * 0 + 1
   return ce, keep

@@ -60,7 +60,7 @@ end
 -- other output (logits, as a loss by name reads it) above 0; labels above 0.5 are class 1.
 local function binary_hits(y_true, y_pred)
   local Activation = package.loaded["tpu.nn.Activation"]
-  local z = Activation and Activation.logits_of(y_pred, "sigmoid")
+  local z = Activation and Activation._logits_of(y_pred, "sigmoid")
   local pred = z and z:gt(0) or y_pred:gt(0)
   local labels = y_true:cast("f32")
   if labels.ndim == y_pred.ndim - 1 and util.numel(labels.shape) == util.numel(y_pred.shape) then
@@ -142,7 +142,7 @@ end}
 -- the model's output as the losses by name do: logits, unless it is a softmax's output.
 local function perplexity(from_logits, mask_id)
   return M.define {name = "perplexity", partial = function(y_true, y_pred, weights)
-    local ce, keep = require("tpu.losses").token_crossentropy("perplexity", y_true, y_pred,
+    local ce, keep = require("tpu.losses")._token_crossentropy("perplexity", y_true, y_pred,
                                                              from_logits, mask_id)
     if weights then
       local shape = {weights.shape[1]}

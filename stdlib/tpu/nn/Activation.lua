@@ -1,5 +1,5 @@
 -- Applies an elementwise activation: nn.Activation("relu"). The same names are accepted by the
--- `activation=` option of other layers (Activation.get turns a name into a function).
+-- `activation=` option of other layers (Activation._get turns a name into a function).
 local Module = require "tpu.nn.Module"
 local util = require "tpu.nn.util"
 local errors = require "tpu.errors"
@@ -21,13 +21,13 @@ local function remembered(name, fn)
 end
 
 -- The logits behind y when y is the output of the `name` activation ("softmax", "sigmoid").
-function Activation.logits_of(y, name)
+function Activation._logits_of(y, name)
   local m = made_by[y]
   return m and m[1] == name and m[2] or nil
 end
 
 -- "softmax" or "sigmoid" when y is the output of that activation, else nil.
-function Activation.probability_activation(y)
+function Activation._probability_activation(y)
   local m = made_by[y]
   return m and m[1] or nil
 end
@@ -57,7 +57,7 @@ local function known()
 end
 
 -- A name, nil ("linear") or a function(x) -> tensor.
-function Activation.get(fn, who)
+function Activation._get(fn, who)
   if fn == nil then return Activation.functions.linear end
   if type(fn) == "function" then return fn end
   local f = Activation.functions[fn]
@@ -72,7 +72,7 @@ function Activation:__init(fn, opts)
   opts = opts or {}
   util.check_options(self, opts, Module.common_options)
   self:init_common(opts)
-  self.fn = Activation.get(fn, "Activation")
+  self.fn = Activation._get(fn, "Activation")
   self.activation = type(fn) == "string" and fn or "custom"
 end
 

@@ -55,7 +55,7 @@ end
 local function identity(v) return v end
 
 -- Batch statistics over every axis but the last, and the moving averages' new values.
-function BatchNorm:batch_statistics(xf, ctx)
+function BatchNorm:_batch_statistics(xf, ctx)
   local axes, shape = {}, {xf.shape[1]}
   for i = 1, xf.ndim - 1 do axes[i] = i end
   for i = 2, xf.ndim do shape[i] = 1 end
@@ -84,7 +84,7 @@ end
 function BatchNorm:call(x, ctx)
   local xf = util.cast_float(x, "f32")
   local mean, var = self.moving_mean, self.moving_variance
-  if ctx and ctx.training and self.trainable and not ctx.frozen then mean, var = self:batch_statistics(xf, ctx) end
+  if ctx and ctx.training and self.trainable and not ctx.frozen then mean, var = self:_batch_statistics(xf, ctx) end
   return scale_center.folded(self, xf, mean, (var + self.epsilon):rsqrt())
 end
 

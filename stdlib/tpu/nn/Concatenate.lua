@@ -19,7 +19,7 @@ function Concatenate:__init(opts)
 end
 
 -- Shapes must agree except on the axis; returns the output shape.
-function Concatenate:merged(shapes)
+function Concatenate:_merged(shapes)
   util.merge_shapes(self, shapes)
   local n = #shapes[1]
   local axis = util.axis(self.axis, n)
@@ -41,16 +41,16 @@ function Concatenate:merged(shapes)
 end
 
 function Concatenate:build(input_shape)
-  self:merged(input_shape)
+  self:_merged(input_shape)
 end
 
 function Concatenate:call(xs, _ctx)
-  self:merged(util.shape_of(xs))
+  self:_merged(util.shape_of(xs))
   return core.concat(xs, util.axis(self.axis, xs[1].ndim))
 end
 
 function Concatenate:compute_output_shape(input_shape)
-  return self:merged(input_shape)
+  return self:_merged(input_shape)
 end
 
 function Concatenate:repr()

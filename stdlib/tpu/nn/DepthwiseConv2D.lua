@@ -20,7 +20,7 @@ local options = util.options {"strides", "padding", "depth_multiplier", "dilatio
 
 -- The depthwise options shared with SeparableConv2D: kernel_size, strides, padding,
 -- depth_multiplier, dilation_rate, the depthwise kernel's initializer and regularizer.
-function DepthwiseConv2D.init_depthwise(layer, who, kernel_size, opts)
+function DepthwiseConv2D._init_depthwise(layer, who, kernel_size, opts)
   layer.kernel_size = util.pair(kernel_size, who .. ": kernel_size")
   layer.strides = util.pair(opts.strides or 1, who .. ": strides")
   layer.padding = util.padding(opts.padding, who)
@@ -31,10 +31,10 @@ function DepthwiseConv2D.init_depthwise(layer, who, kernel_size, opts)
 end
 
 -- Activation, use_bias and the bias's initializer and regularizer.
-function DepthwiseConv2D.init_bias(layer, who, opts)
+function DepthwiseConv2D._init_bias(layer, who, opts)
   layer.activation_name = type(opts.activation) == "string" and opts.activation
                           or opts.activation and "custom" or "linear"
-  layer.activation = Activation.get(opts.activation, who)
+  layer.activation = Activation._get(opts.activation, who)
   layer.use_bias = util.flag(who, opts, "use_bias", true)
   layer.bias_initializer = util.initializer(opts, who, "bias_initializer", "zeros")
   layer.bias_regularizer = util.regularizer(opts, who, "bias_regularizer")
@@ -44,12 +44,12 @@ function DepthwiseConv2D:__init(kernel_size, opts)
   opts = opts or {}
   util.check_options(self, opts, options)
   self:init_common(opts)
-  DepthwiseConv2D.init_depthwise(self, "DepthwiseConv2D", kernel_size, opts)
-  DepthwiseConv2D.init_bias(self, "DepthwiseConv2D", opts)
+  DepthwiseConv2D._init_depthwise(self, "DepthwiseConv2D", kernel_size, opts)
+  DepthwiseConv2D._init_bias(self, "DepthwiseConv2D", opts)
 end
 
 -- Adds depthwise_kernel (kh, kw, c, depth_multiplier) for c input channels.
-function DepthwiseConv2D.add_depthwise(layer, input_shape)
+function DepthwiseConv2D._add_depthwise(layer, input_shape)
   conv_util.check_rank(layer, input_shape, 4)
   local c = input_shape[4]
   layer.input_spec = {ndim = 4, axes = {[-1] = c}}
@@ -60,7 +60,7 @@ function DepthwiseConv2D.add_depthwise(layer, input_shape)
 end
 
 function DepthwiseConv2D:build(input_shape)
-  local c = DepthwiseConv2D.add_depthwise(self, input_shape)
+  local c = DepthwiseConv2D._add_depthwise(self, input_shape)
   if self.use_bias then
     self:add_weight {name = "bias", shape = {c * self.depth_multiplier}, initializer = self.bias_initializer,
                      regularizer = self.bias_regularizer}
@@ -70,7 +70,7 @@ end
 
 -- The depthwise conv of x (already in the compute type) by kernel (kh, kw, c, m): one conv in
 -- c groups with the filter (kh, kw, 1, c * m).
-function DepthwiseConv2D.depthwise(layer, x, kernel)
+function DepthwiseConv2D._depthwise(layer, x, kernel)
   local kh, kw, c, m = table.unpack(kernel.shape)
   return x:conv2d(kernel:reshape {kh, kw, 1, c * m}, {strides = layer.strides, padding = layer.padding,
                                                        dilation = layer.dilation_rate, groups = c})
@@ -78,11 +78,11 @@ end
 
 function DepthwiseConv2D:call(x, _ctx)
   local xc, k = conv_util.operands(self, x, self.depthwise_kernel)
-  return conv_util.finish(self, DepthwiseConv2D.depthwise(self, xc, k))
+  return conv_util.finish(self, DepthwiseConv2D._depthwise(self, xc, k))
 end
 
 -- The spatial output size, or an error naming the layer.
-function DepthwiseConv2D.output_hw(layer, s)
+function DepthwiseConv2D._output_hw(layer, s)
   local h = conv_util.out_len(s[2], layer.kernel_size[1], layer.strides[1], layer.dilation_rate[1], layer.padding)
   local w = conv_util.out_len(s[3], layer.kernel_size[2], layer.strides[2], layer.dilation_rate[2], layer.padding)
   if (s[2] >= 0 and h < 1) or (s[3] >= 0 and w < 1) then
@@ -93,7 +93,7 @@ function DepthwiseConv2D.output_hw(layer, s)
 end
 
 function DepthwiseConv2D:compute_output_shape(s)
-  local h, w = DepthwiseConv2D.output_hw(self, s)
+  local h, w = DepthwiseConv2D._output_hw(self, s)
   return {s[1], h, w, s[4] * self.depth_multiplier}
 end
 

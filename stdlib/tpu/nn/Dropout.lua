@@ -43,14 +43,14 @@ function Dropout:build(input_shape)
 end
 
 -- x with dropout of `rate` using `key` (also used by MultiHeadAttention on its weights).
-function Dropout.apply(x, rate, key)
+function Dropout._apply(x, rate, key)
   local keep = random.bernoulli(key, 1 - rate, x.shape)
   return core.where(keep, x * (1 / (1 - rate)), 0)
 end
 
 function Dropout:call(x, ctx)
   if not (ctx and ctx.training) or self.rate == 0 then return x end
-  if self.noise_shape == nil then return Dropout.apply(x, self.rate, self:random_key(ctx)) end
+  if self.noise_shape == nil then return Dropout._apply(x, self.rate, self:random_key(ctx)) end
   local shape = {}
   for i, n in ipairs(self.noise_shape) do shape[i] = n == -1 and x.shape[i] or n end
   local keep = random.bernoulli(self:random_key(ctx), 1 - self.rate, shape)

@@ -46,7 +46,7 @@ end
 -- A projection's kernel, kept as the matrix its product takes, [n_in, n_out], and drawn as
 -- Keras draws it in its own shape (`drawn`: [features, heads, dim] for the query, key and value,
 -- [heads, dim, features] for the output), whose initializer fans count the heads too.
-function MultiHeadAttention:dense(name, n_in, n_out, drawn)
+function MultiHeadAttention:_dense(name, n_in, n_out, drawn)
   local init = require("tpu.nn.initializers").get(self.kernel_initializer, "MultiHeadAttention: kernel_initializer")
   self:add_weight {name = name .. "_kernel", shape = {n_in, n_out},
                    initializer = function(key, shape, dtype) return init(key, drawn, dtype):reshape(shape) end}
@@ -73,14 +73,14 @@ function MultiHeadAttention:build(input_shape)
   local h = self.num_heads
   self.query_dim = q[3]
   local out = self.output_dim or q[3]
-  self:dense("query", q[3], h * self.key_dim, {q[3], h, self.key_dim})
-  self:dense("key", k[3], h * self.key_dim, {k[3], h, self.key_dim})
-  self:dense("value", v[3], h * self.value_dim, {v[3], h, self.value_dim})
-  self:dense("output", h * self.value_dim, out, {h, self.value_dim, out})
+  self:_dense("query", q[3], h * self.key_dim, {q[3], h, self.key_dim})
+  self:_dense("key", k[3], h * self.key_dim, {k[3], h, self.key_dim})
+  self:_dense("value", v[3], h * self.value_dim, {v[3], h, self.value_dim})
+  self:_dense("output", h * self.value_dim, out, {h, self.value_dim, out})
 end
 
 -- [batch, len, features] @ kernel -> [batch, heads, len, dim]
-function MultiHeadAttention:project(t, name, dim)
+function MultiHeadAttention:_project(t, name, dim)
   local y = util.policy_matmul(t, self[name .. "_kernel"], self.dtype_policy)
   if self.use_bias then y = y + util.cast_float(self[name .. "_bias"], y.dtype) end
   local s = t.shape
@@ -107,7 +107,7 @@ local function causal(scores)
 end
 
 -- [batch, heads, T, value_dim] attention outputs -> [batch, T, output_dim].
-function MultiHeadAttention:merge_heads(out, q_shape)
+function MultiHeadAttention:_merge_heads(out, q_shape)
   out = out:transpose({1, 3, 2, 4}):reshape({q_shape[1], q_shape[2],
                                              self.num_heads * self.value_dim})
   out = util.policy_matmul(out, self.output_kernel, self.dtype_policy)
@@ -121,9 +121,9 @@ function MultiHeadAttention:call(x, ctx)
   check_ranks(self, given, q.shape, v.shape, k.shape)
   -- model:generate: attention over a key/value cache (tpu/nn/generate.lua)
   if ctx and ctx.decode then return ctx.decode:attention(self, q, use_causal_mask, v ~= q) end
-  local qh = self:project(q, "query", self.key_dim)
-  local kh = self:project(k, "key", self.key_dim)
-  local vh = self:project(v, "value", self.value_dim)
+  local qh = self:_project(q, "query", self.key_dim)
+  local kh = self:_project(k, "key", self.key_dim)
+  local vh = self:_project(v, "value", self.value_dim)
   local policy = self.dtype_policy
   local scores = util.cast_float(util.policy_matmul(qh, kh:transpose({1, 2, 4, 3}), policy), "f32")
                  * (1 / math.sqrt(self.key_dim))
@@ -131,9 +131,9 @@ function MultiHeadAttention:call(x, ctx)
   if use_causal_mask then scores = causal(scores) end
   local weights = scores:softmax(-1)
   if ctx and ctx.training and self.dropout > 0 then
-    weights = Dropout.apply(weights, self.dropout, self:random_key(ctx))
+    weights = Dropout._apply(weights, self.dropout, self:random_key(ctx))
   end
-  return self:merge_heads(util.policy_matmul(weights, vh, policy), q.shape)
+  return self:_merge_heads(util.policy_matmul(weights, vh, policy), q.shape)
 end
 
 function MultiHeadAttention:compute_output_shape(input_shape)

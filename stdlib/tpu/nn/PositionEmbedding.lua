@@ -23,7 +23,7 @@ function PositionEmbedding:__init(opts)
   self.initializer = util.initializer(opts, who, "initializer", "glorot_uniform")
 end
 
-function PositionEmbedding:check_shape(shape)
+function PositionEmbedding:_check_shape(shape)
   if #shape < 2 or shape[#shape - 1] > self.sequence_length then
     util.fail("PositionEmbedding '%s' expects input [batch, length, features] with length at most "
       .. "sequence_length = %d, got %s", self.name, self.sequence_length, util.shape_text(shape))
@@ -31,14 +31,14 @@ function PositionEmbedding:check_shape(shape)
 end
 
 function PositionEmbedding:build(input_shape)
-  self:check_shape(input_shape)
+  self:_check_shape(input_shape)
   self:add_weight {name = "embeddings", shape = {self.sequence_length, input_shape[#input_shape]},
                    initializer = self.initializer}
 end
 
 function PositionEmbedding:call(x, ctx)
   local shape = x.shape
-  self:check_shape(shape)
+  self:_check_shape(shape)
   -- model:generate's decode step: the row of the current position (tpu/nn/generate.lua)
   if ctx and ctx.decode and ctx.decode.step then return ctx.decode:positions(self, x) end
   local n = #shape

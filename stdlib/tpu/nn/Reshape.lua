@@ -26,7 +26,7 @@ function Reshape:__init(target_shape, opts)
 end
 
 -- The target with its -1 resolved for an input shape (batch first).
-function Reshape:resolve(input_shape)
+function Reshape:_resolve(input_shape)
   local n, known = util.numel({table.unpack(input_shape, 2)}), 1
   for _, d in ipairs(self.target_shape) do
     if d ~= -1 then known = known * d end
@@ -41,15 +41,15 @@ function Reshape:resolve(input_shape)
 end
 
 function Reshape:build(input_shape)
-  self:resolve(input_shape)
+  self:_resolve(input_shape)
 end
 
 function Reshape:call(x, _ctx)
-  return x:reshape(self:resolve(x.shape))
+  return x:reshape(self:_resolve(x.shape))
 end
 
 function Reshape:compute_output_shape(input_shape)
-  return self:resolve(input_shape)
+  return self:_resolve(input_shape)
 end
 
 function Reshape:repr()

@@ -22,14 +22,14 @@ function SeparableConv2D:__init(filters, kernel_size, opts)
   opts = opts or {}
   util.check_options(self, opts, options)
   self:init_common(opts)
-  DepthwiseConv2D.init_depthwise(self, "SeparableConv2D", kernel_size, opts)
-  DepthwiseConv2D.init_bias(self, "SeparableConv2D", opts)
+  DepthwiseConv2D._init_depthwise(self, "SeparableConv2D", kernel_size, opts)
+  DepthwiseConv2D._init_bias(self, "SeparableConv2D", opts)
   self.pointwise_initializer = util.initializer(opts, "SeparableConv2D", "pointwise_initializer", "glorot_uniform")
   self.pointwise_regularizer = util.regularizer(opts, "SeparableConv2D", "pointwise_regularizer")
 end
 
 function SeparableConv2D:build(input_shape)
-  local c = DepthwiseConv2D.add_depthwise(self, input_shape)
+  local c = DepthwiseConv2D._add_depthwise(self, input_shape)
   self:add_weight {name = "pointwise_kernel", shape = {1, 1, c * self.depth_multiplier, self.filters},
                    initializer = self.pointwise_initializer, regularizer = self.pointwise_regularizer}
   if self.use_bias then
@@ -41,12 +41,12 @@ end
 
 function SeparableConv2D:call(x, _ctx)
   local xc, dk, pk = conv_util.operands(self, x, self.depthwise_kernel, self.pointwise_kernel)
-  local mid = conv_util.operands(self, DepthwiseConv2D.depthwise(self, xc, dk))  -- rounded as an operand again
+  local mid = conv_util.operands(self, DepthwiseConv2D._depthwise(self, xc, dk))  -- rounded as an operand again
   return conv_util.finish(self, mid:conv2d(pk))
 end
 
 function SeparableConv2D:compute_output_shape(s)
-  local h, w = DepthwiseConv2D.output_hw(self, s)
+  local h, w = DepthwiseConv2D._output_hw(self, s)
   return {s[1], h, w, self.filters}
 end
 

@@ -35,7 +35,7 @@ function TransformerDecoder:__init(opts)
   self.intermediate_dim = util.check_integer(who, "intermediate_dim", opts.intermediate_dim)
   self.dropout = util.check_range(who, "dropout", opts.dropout or 0, 0, 1, true)
   self.activation = opts.activation or "relu"
-  require("tpu.nn.Activation").get(self.activation, who)
+  require("tpu.nn.Activation")._get(self.activation, who)
   self.epsilon = util.check_positive(who, "layer_norm_epsilon", opts.layer_norm_epsilon or 1e-5)
   self.normalize_first = util.flag(who, opts, "normalize_first", false)
   self.kernel_initializer = util.initializer(opts, who, "kernel_initializer", "glorot_uniform")
@@ -43,29 +43,29 @@ function TransformerDecoder:__init(opts)
 end
 
 -- A sublayer, kept as self[name] and in self.modules (in order).
-function TransformerDecoder:add(name, layer)
+function TransformerDecoder:_add(name, layer)
   self[name] = layer
   self.modules[#self.modules + 1] = layer
   return layer
 end
 
 -- The policy every sublayer follows: this layer's.
-function TransformerDecoder:sublayer_dtype() return self.dtype or self.dtype_policy.name end
+function TransformerDecoder:_sublayer_dtype() return self.dtype or self.dtype_policy.name end
 
-function TransformerDecoder:attention_block(prefix, query_shape, value_shape)
-  local d, dtype = query_shape[3], self:sublayer_dtype()
-  local attention = self:add(prefix, MultiHeadAttention {num_heads = self.num_heads,
+function TransformerDecoder:_attention_block(prefix, query_shape, value_shape)
+  local d, dtype = query_shape[3], self:_sublayer_dtype()
+  local attention = self:_add(prefix, MultiHeadAttention {num_heads = self.num_heads,
     key_dim = d // self.num_heads, dropout = self.dropout, dtype = dtype,
     kernel_initializer = self.kernel_initializer, bias_initializer = self.bias_initializer})
   attention:maybe_build({query_shape, value_shape})
-  self:add(prefix .. "_dropout", Dropout(self.dropout))
-  self:add(prefix .. "_norm", LayerNorm {epsilon = self.epsilon, dtype = dtype})
+  self:_add(prefix .. "_dropout", Dropout(self.dropout))
+  self:_add(prefix .. "_norm", LayerNorm {epsilon = self.epsilon, dtype = dtype})
     :maybe_build(query_shape)
 end
 
-function TransformerDecoder:dense_options(activation)
+function TransformerDecoder:_dense_options(activation)
   return {activation = activation, kernel_initializer = self.kernel_initializer,
-          bias_initializer = self.bias_initializer, dtype = self:sublayer_dtype()}
+          bias_initializer = self.bias_initializer, dtype = self:_sublayer_dtype()}
 end
 
 function TransformerDecoder:build(input_shape)
@@ -80,19 +80,19 @@ function TransformerDecoder:build(input_shape)
       .. "got %s", self.name, self.num_heads, util.shapes_text(nested and input_shape or {shape}))
   end
   self.cross = encoder ~= nil
-  self:attention_block("self_attention", shape, shape)
-  if self.cross then self:attention_block("cross_attention", shape, encoder) end
+  self:_attention_block("self_attention", shape, shape)
+  if self.cross then self:_attention_block("cross_attention", shape, encoder) end
   local ffn_shape = util.copy(shape)
   ffn_shape[3] = self.intermediate_dim
-  self:add("ffn_in", Dense(self.intermediate_dim, self:dense_options(self.activation)))
+  self:_add("ffn_in", Dense(self.intermediate_dim, self:_dense_options(self.activation)))
     :maybe_build(shape)
-  self:add("ffn_out", Dense(d, self:dense_options())):maybe_build(ffn_shape)
-  self:add("ffn_dropout", Dropout(self.dropout))
-  self:add("ffn_norm", LayerNorm {epsilon = self.epsilon, dtype = self:sublayer_dtype()}):maybe_build(shape)
+  self:_add("ffn_out", Dense(d, self:_dense_options())):maybe_build(ffn_shape)
+  self:_add("ffn_dropout", Dropout(self.dropout))
+  self:_add("ffn_norm", LayerNorm {epsilon = self.epsilon, dtype = self:_sublayer_dtype()}):maybe_build(shape)
 end
 
 -- The decoder sequence, the encoder sequence (or nil) and the call's options.
-function TransformerDecoder:parts(x)
+function TransformerDecoder:_parts(x)
   if util.is_tensor(x) then x = {x} end
   for k in pairs(x) do
     if math.type(k) ~= "integer" and not call_keys[k] then
@@ -109,7 +109,7 @@ function TransformerDecoder:parts(x)
 end
 
 -- x + dropout(sublayer(norm(x))) or norm(x + dropout(sublayer(x))).
-function TransformerDecoder:residual(prefix, x, ctx, fn)
+function TransformerDecoder:_residual(prefix, x, ctx, fn)
   local first, norm = self.normalize_first, self[prefix .. "_norm"]
   local h = fn(first and norm(x, ctx) or x)
   h = self[prefix .. "_dropout"](h, ctx) + x
@@ -117,17 +117,17 @@ function TransformerDecoder:residual(prefix, x, ctx, fn)
 end
 
 function TransformerDecoder:call(x, ctx)
-  local seq, encoder, o = self:parts(x)
+  local seq, encoder, o = self:_parts(x)
   local causal = o.use_causal_mask ~= false
-  local h = self:residual("self_attention", seq, ctx, function(q)
+  local h = self:_residual("self_attention", seq, ctx, function(q)
     return self.self_attention({q, mask = o.decoder_padding_mask, use_causal_mask = causal}, ctx)
   end)
   if encoder then
-    h = self:residual("cross_attention", h, ctx, function(q)
+    h = self:_residual("cross_attention", h, ctx, function(q)
       return self.cross_attention({q, encoder, mask = o.encoder_padding_mask}, ctx)
     end)
   end
-  return self:residual("ffn", h, ctx, function(f) return self.ffn_out(self.ffn_in(f, ctx), ctx) end)
+  return self:_residual("ffn", h, ctx, function(f) return self.ffn_out(self.ffn_in(f, ctx), ctx) end)
 end
 
 function TransformerDecoder:compute_output_shape(input_shape)

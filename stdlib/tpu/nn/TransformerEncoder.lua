@@ -29,7 +29,7 @@ function TransformerEncoder:__init(opts)
   self.intermediate_dim = util.check_integer(who, "intermediate_dim", opts.intermediate_dim)
   self.dropout = util.check_range(who, "dropout", opts.dropout or 0, 0, 1, true)
   self.activation = opts.activation or "relu"
-  require("tpu.nn.Activation").get(self.activation, who)
+  require("tpu.nn.Activation")._get(self.activation, who)
   if opts.epsilon ~= nil and opts.layer_norm_epsilon ~= nil then
     util.fail("TransformerEncoder: give epsilon or layer_norm_epsilon, not both")
   end

@@ -84,17 +84,17 @@ function Decode:attention(layer, q, causal, cross)
   end
   local call = #self.new + 1
   local cache = self.caches[call] or {}
-  local key = layer:project(q, "key", layer.key_dim):transpose({1, 3, 2, 4})
-  local value = layer:project(q, "value", layer.value_dim):transpose({1, 3, 2, 4})
+  local key = layer:_project(q, "key", layer.key_dim):transpose({1, 3, 2, 4})
+  local value = layer:_project(q, "value", layer.value_dim):transpose({1, 3, 2, 4})
   local k, v = self:write(cache[1], key), self:write(cache[2], value)
   self.new[call] = {k, v}
   self.called[layer] = true
   local policy = layer.dtype_policy
-  local qh = layer:project(q, "query", layer.key_dim)
+  local qh = layer:_project(q, "query", layer.key_dim)
   local scores = util.cast_float(util.policy_matmul(qh, k:transpose({1, 3, 4, 2}), policy), "f32")
                  * (1 / math.sqrt(layer.key_dim)) + self:later(q.shape[2])
   local out = util.policy_matmul(scores:softmax(-1), v:transpose({1, 3, 2, 4}), policy)
-  return layer:merge_heads(out, q.shape)
+  return layer:_merge_heads(out, q.shape)
 end
 
 -- PositionEmbedding's call in the decode step: the row of the current position.

@@ -9,7 +9,7 @@ local M = {}
 function M.init(layer, who, opts)
   layer.activation_name = type(opts.activation) == "string" and opts.activation
                           or opts.activation and "custom" or "linear"
-  layer.activation = Activation.get(opts.activation, who)
+  layer.activation = Activation._get(opts.activation, who)
   layer.use_bias = util.flag(who, opts, "use_bias", true)
   layer.kernel_initializer = util.initializer(opts, who, "kernel_initializer", "glorot_uniform")
   layer.bias_initializer = util.initializer(opts, who, "bias_initializer", "zeros")

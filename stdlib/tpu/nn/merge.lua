@@ -18,7 +18,7 @@ function M.layer(name, combine)
   end
 
   -- The broadcast shape of the inputs (NumPy's rule on the axes after the batch), or an error.
-  function Layer:merged(shapes)
+  function Layer:_merged(shapes)
     util.merge_shapes(self, shapes)
     local out = util.copy(shapes[1])
     for i = 2, #shapes do
@@ -36,18 +36,18 @@ function M.layer(name, combine)
   end
 
   function Layer:build(input_shape)
-    self:merged(input_shape)
+    self:_merged(input_shape)
   end
 
   function Layer:call(xs, _ctx)
-    self:merged(util.shape_of(xs))
+    self:_merged(util.shape_of(xs))
     local y = xs[1]
     for i = 2, #xs do y = combine(y, xs[i]) end
     return y
   end
 
   function Layer:compute_output_shape(input_shape)
-    return self:merged(input_shape)
+    return self:_merged(input_shape)
   end
 
   return Layer
