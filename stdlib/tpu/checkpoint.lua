@@ -385,7 +385,7 @@ local function check_optimizer_state(model, state, source)
   local opt = model.compiled and model.compiled.optimizer
   if not opt or state == nil then return end
   local params, trainable = model:parameters(), {}
-  for i, idx in ipairs(model:trainable_indices()) do trainable[i] = params[idx] end
+  for i, idx in ipairs(model:_trainable_indices()) do trainable[i] = params[idx] end
   local want, got = layout_of(opt:init(trainable)), layout_of(state)
   -- In name order, so the error names the same entry every run.
   for _, name in ipairs(sorted_keys(want)) do

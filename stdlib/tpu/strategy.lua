@@ -88,7 +88,7 @@ function M.current(extra)
 end
 
 -- Fails unless a global batch of n examples splits evenly across the replicas.
-function Strategy:check_batch(n)
+function Strategy:_check_batch(n)
   local R = self.num_replicas_in_sync
   if n and n > 0 and n % R == 0 then return end
   local lo, hi = (n or 0) // R * R, ((n or 0) + R - 1) // R * R
@@ -100,7 +100,7 @@ end
 -- Marks a global batch tensor (or table of them) to be split across the replicas. With
 -- several workers, each keeps the rows of its own replicas.
 function Strategy:shard(value)
-  local function check(t) self:check_batch(t.shape[1]) end
+  local function check(t) self:_check_batch(t.shape[1]) end
   if core.is_tensor(value) then check(value) else for _, t in ipairs(jit.flatten(value)) do check(t) end end
   if self.workers > 1 then
     local function mine(t)
@@ -178,7 +178,7 @@ function Strategy:distribute(ds)
     -- A batch size that varies (-1: a partial last batch) still has its full size in _full.
     local n = spec.shape[1] or -1
     if n < 0 and spec._full then n = spec._full[1] or -1 end
-    if n > 0 then self:check_batch(n) end
+    if n > 0 then self:_check_batch(n) end
   end
   return {
     iter = function()
@@ -270,7 +270,7 @@ end
 
 -- Every rank compares `fields` (a list of {name, value}, the first {"", what}) with every other
 -- rank's; where one differs from rank 0's, every rank fails naming the first field that differs.
-function Strategy:agree(fields)
+function Strategy:_agree(fields)
   if self.workers == 1 then return end
   local all = core.mpi_allgather(encode(fields), "comparing its " .. fields[1][2] .. " with the other ranks'")
   local ours = decode(all[1])
@@ -297,7 +297,7 @@ local function agree_on_step(name, exe, leaves, labels)
     fields[#fields + 1] = {labels[i] or ("argument " .. i), string.format("%s[%s]", t.dtype, table.concat(t.shape, ","))}
   end
   fields[#fields + 1] = {"graph", (text:gsub("^[^\n]*\n", ""))}
-  current_worker:agree(fields)
+  current_worker:_agree(fields)
 end
 
 -- multi_worker{cores=} under `mpirun -np K tputrain script.lua`: one process per worker, each

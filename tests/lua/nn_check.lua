@@ -12,7 +12,7 @@ local M = {}
 -- Largest Jacobian error of layer(x) with respect to each weight, by weight name (only the
 -- trainable ones when trainable_only).
 function M.weight_errors(layer, run, trainable_only)
-  local params, entries = layer:parameters(), layer:weight_entries()
+  local params, entries = layer:parameters(), layer:_weight_entries()
   local errors = {}
   for i, p in ipairs(params) do
     local name = entries[i].owner.name .. "." .. entries[i].entry.name

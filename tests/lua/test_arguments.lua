@@ -92,7 +92,7 @@ local function make_specs(dir)
     ["initializers.lecun_normal"] = {key, {2, 2}, "f32"}, ["initializers.random_normal"] = {key, {2, 2}, "f32"},
     ["initializers.random_uniform"] = {key, {2, 2}, "f32"},
     ["initializers.ones"] = {key, {2}, "f32", any = {1}}, ["initializers.zeros"] = {key, {2}, "f32", any = {1}},
-    ["initializers.next_key"] = {run = false}, ["initializers.seed"] = {},
+    ["initializers.seed"] = {},
     ["initializers.set_seed"] = {1, run = false},
     ["regularizers.get"] = {"l2", "Dense: kernel_regularizer"},
     ["regularizers.is_regularizer"] = "a predicate: true for a regularizer, false for anything else",
@@ -131,7 +131,6 @@ local function make_specs(dir)
     get = {"mse"}, mean_squared_error = {p, p}, mse = {p, p}, match_targets = {"mse", p, p},
     per_example = "a lookup: the per-example form of a built-in loss, nil for anything else",
     sparse_categorical_crossentropy = {y, p, opts = 3},
-    token_crossentropy = "internal: per-position cross-entropies for metrics.perplexity",
   }
 
   specs.metrics = {
@@ -185,7 +184,6 @@ local function make_specs(dir)
     LrScheduler = {{schedule = id}, opts = 1},
     checkpoint = {{path = dir .. "/c.safetensors"}, opts = 1}, csv_logger = {{path = dir .. "/log.csv"}, opts = 1},
     early_stopping = {opts = 1}, lr_scheduler = {{schedule = id}, opts = 1},
-    prepare = "called by fit with its own arguments",
   }
   local text = {vocab_size = 10, max_length = 4, num_layers = 1, hidden_dim = 4, num_heads = 1,
                 intermediate_dim = 4}
@@ -244,7 +242,7 @@ end
 -- The methods of a data set: its class chain's functions, without the private ones (a leading
 -- underscore, or the class machinery).
 local function dataset_methods()
-  local names, seen, machinery = {}, {}, {extend = true, is_instance = true, check_self = true}
+  local names, seen, machinery = {}, {}, {extend = true, is_instance = true}
   local mt = getmetatable(ds)
   while mt do
     for k, v in pairs(mt) do

@@ -157,8 +157,8 @@ function T.set_parameters_updates_aliases_and_each_weight_walks_in_order()
     check.eq(entry.value, new[#walked])
   end)
   check.eq(table.concat(walked, " "), "Twice.w Dense.kernel Dense.bias Dense.kernel(frozen) Dense.bias(frozen)")
-  check.eq(table.concat(m:trainable_indices(), " "), "1 2 3")
-  check.eq(#m:weight_entries(), 5)
+  check.eq(table.concat(m:_trainable_indices(), " "), "1 2 3")
+  check.eq(#m:_weight_entries(), 5)
 end
 
 -- A built model whose first layer keeps its weight under a second field, its parameters and
@@ -329,7 +329,7 @@ function T.trainable_false_freezes_weights()
   local frozen = nn.Dense(2, {trainable = false})
   local m = nn.Sequential {frozen, nn.Dense(1)}
   m(rand({1, 3}))
-  local idx = m:trainable_indices()
+  local idx = m:_trainable_indices()
   check.eq(table.concat(idx, ","), "3,4")
 end
 

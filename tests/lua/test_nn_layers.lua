@@ -170,7 +170,7 @@ function T.batch_norm_records_moving_statistics()
   for e, v in pairs(ctx.updates) do got[e.name] = v:totable() end
   check.near(got.moving_mean, {0.2, 2.0}, 1e-5)           -- 0.9 * 0 + 0.1 * {2, 20}
   check.near(got.moving_variance, {0.9 + 0.1, 0.9 + 10}, 1e-4)  -- 0.9 * 1 + 0.1 * {1, 100}
-  check.eq(#bn:trainable_indices(), 2)
+  check.eq(#bn:_trainable_indices(), 2)
   check.eq(#bn:parameters(), 4)
 end
 
@@ -372,7 +372,7 @@ function T.weights_of_the_shared_options()
   local function weights(layer, shape)
     layer(rand(shape))
     local names = {}
-    for _, e in ipairs(layer:weight_entries()) do names[#names + 1] = e.entry.name end
+    for _, e in ipairs(layer:_weight_entries()) do names[#names + 1] = e.entry.name end
     return table.concat(names, " ")
   end
   check.eq(weights(nn.Dense(2, {kernel_initializer = "ones"}), {1, 3}), "kernel bias")

@@ -120,7 +120,7 @@ function T.custom_layer_with_state_and_regularizer()
   model:compile {optimizer = "sgd", loss = "mse"}
   model:fit(data.from_tensors {rand({10, 2}), rand({10, 1})}:batch(4), {epochs = 2, verbose = 0})
   check.eq(c.seen:item(), 20)
-  check.eq(#model:trainable_indices(), 3)
+  check.eq(#model:_trainable_indices(), 3)
   check.raises(function() c:update_state({updates = {}}, "nope", tpu.zeros({})) end,
     "Counter 'counter_%d+': update_state of unknown weight 'nope'")
 end

@@ -29,10 +29,10 @@ local metrics = {{"loss", 0.1234}, {"accuracy", 0.9}, {"val_loss", 0.2}, {"val_a
 
 -- A terminal that reports no width (a 0x0 pseudo-terminal): the lines are written whole.
 function T.a_terminal_without_a_width_gets_whole_lines()
-  local asked = Progbar.terminal_columns
-  Progbar.terminal_columns = function() return nil end
+  local asked = Progbar._terminal_columns
+  Progbar._terminal_columns = function() return nil end
   local ok, p, written = pcall(bar, nil, 10)
-  Progbar.terminal_columns = asked
+  Progbar._terminal_columns = asked
   check.is_true(ok, p)
   check.is_true(p.columns == nil, "no width: " .. tostring(p.columns))
   p:update(5, metrics)

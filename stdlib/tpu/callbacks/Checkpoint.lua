@@ -38,7 +38,7 @@ function Checkpoint:__init(opts)
 end
 
 -- The path for an epoch: "{epoch}" and "{epoch:03d}" are replaced.
-function Checkpoint:file_for(epoch)
+function Checkpoint:_file_for(epoch)
   return (self.path:gsub("{epoch(:?)(%d*)d?}", function(colon, width)
     if colon == "" then return tostring(epoch) end
     return string.format("%0" .. (width ~= "" and width or "1") .. "d", epoch)
@@ -59,7 +59,7 @@ end
 
 -- The training checkpoint's content after `epoch` epochs and `batch` steps of the next one
 -- (fit keeps the running sums in model.fit_progress).
-function Checkpoint:state(epoch, batch)
+function Checkpoint:_state(epoch, batch)
   local ckpt = require "tpu.checkpoint"
   local params = self.params or {}
   batch = batch or 0
@@ -77,10 +77,10 @@ function Checkpoint:state(epoch, batch)
   return ckpt.training_state(self.model, extra)
 end
 
-function Checkpoint:save(epoch, logs, value, batch)
-  local path = self:file_for(epoch + ((batch or 0) > 0 and 1 or 0))
+function Checkpoint:_save(epoch, logs, value, batch)
+  local path = self:_file_for(epoch + ((batch or 0) > 0 and 1 or 0))
   if self.weights_only then self.model:save(path)
-  else require("tpu.checkpoint").save(path, self:state(epoch, batch)) end
+  else require("tpu.checkpoint").save(path, self:_state(epoch, batch)) end
   self.last_path, self.last_epoch = path, epoch
   if self.verbose > 0 then
     local why = value and string.format("%s improved to %.5f, ", self.monitor, value) or ""
@@ -101,16 +101,16 @@ function Checkpoint:on_batch_end(batch, logs)
   if not self.save_freq or not steps or steps % self.save_freq ~= 0 then return end
   local progress = self.model.fit_progress or {}
   local epoch = (progress.epoch or 1) - 1
-  self:save(epoch, logs, nil, batch)
+  self:_save(epoch, logs, nil, batch)
 end
 
 function Checkpoint:on_epoch_end(epoch, logs)
   if self.save_freq then return end
-  if not self.save_best_only then return self:save(epoch, logs) end
+  if not self.save_best_only then return self:_save(epoch, logs) end
   local value = util.monitored(self, "checkpoint", logs)
   if value == nil or not util.improved(self.mode, value, self.best, 0) then return end
   self.best = value
-  self:save(epoch, logs, value)
+  self:_save(epoch, logs, value)
 end
 
 

@@ -41,17 +41,17 @@ local function file_has_content(path)
 end
 
 function CsvLogger:on_train_begin()
-  self:close()
+  self:_close()
   self.keys = nil
   local has_header = self.append and file_has_content(self.path)
   local f, err = io.open(self.path, self.append and "ab" or "wb")
   if not f then fail("csv_logger: cannot write %s", err) end
   self.file = f
-  if has_header then self.keys = self:existing_keys() end
+  if has_header then self.keys = self:_existing_keys() end
 end
 
 -- The columns of the header already in the file (append mode), without "epoch".
-function CsvLogger:existing_keys()
+function CsvLogger:_existing_keys()
   local f = io.open(self.path, "rb")
   local line = f and f:read("l")
   if f then f:close() end
@@ -92,12 +92,12 @@ function CsvLogger:on_epoch_end(epoch, logs)
   self.file:flush()
 end
 
-function CsvLogger:close()
+function CsvLogger:_close()
   if self.file then self.file:close() end
   self.file = nil
 end
 
-function CsvLogger:on_train_end() self:close() end
+function CsvLogger:on_train_end() self:_close() end
 
 
 return CsvLogger

@@ -36,14 +36,14 @@ local function optimizer_of(model)
 end
 
 -- The rate the next step will use.
-function LrScheduler:current_lr()
+function LrScheduler:_current_lr()
   local opt = optimizer_of(self.model)
   local state = self.model.optimizer_state
   if state and state.lr then return state.lr:item() end
   return opt.lr
 end
 
-function LrScheduler:set_lr(lr)
+function LrScheduler:_set_lr(lr)
   local opt = optimizer_of(self.model)
   opt.lr = lr  -- what the optimizer state starts from if it does not exist yet
   local state = self.model.optimizer_state
@@ -51,18 +51,18 @@ function LrScheduler:set_lr(lr)
 end
 
 function LrScheduler:on_epoch_begin(epoch)
-  local lr = self.fn(epoch, self:current_lr())
+  local lr = self.fn(epoch, self:_current_lr())
   if not is_finite(lr) or lr <= 0 then
     fail("lr_scheduler: fn(%d, lr) must return a positive finite number, got %s", epoch, show(lr))
   end
-  self:set_lr(lr)
+  self:_set_lr(lr)
   if self.verbose > 0 then
     io.stdout:write(string.format("Epoch %d: lr_scheduler setting learning rate to %g.\n", epoch, lr))
   end
 end
 
 function LrScheduler:on_epoch_end(_epoch, logs)
-  if logs then logs.lr = self:current_lr() end
+  if logs then logs.lr = self:_current_lr() end
 end
 
 

@@ -38,7 +38,7 @@ end
 
 -- fit's callback list, ready to call: each one gets set_model(model) and set_params(params)
 -- (plain tables with hook functions get the fields model and params).
-function M.prepare(list, model, params)
+function M._prepare(list, model, params)
   if list == nil then return {} end
   if type(list) ~= "table" or getmetatable(list) ~= nil then
     fail("fit: callbacks must be a list, e.g. {tpu.callbacks.early_stopping{}}, got %s", show(list))

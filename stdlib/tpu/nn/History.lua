@@ -21,7 +21,7 @@ local function column(self, key)
   return self.history[key]
 end
 
-function History:append(epoch, logs, order)
+function History:_append(epoch, logs, order)
   for _, k in ipairs(order) do column(self, k)[#self.epoch + 1] = logs[k] end
   self.epoch[#self.epoch + 1] = epoch
 end
@@ -29,7 +29,7 @@ end
 -- The numbers the last epoch's callbacks added to its logs after append took them (lr_scheduler's
 -- lr), recorded for that epoch as Keras's History (the last callback) sees them; new names in
 -- sorted order.
-function History:append_late(logs)
+function History:_append_late(logs)
   local late, e = {}, #self.epoch
   for k, v in pairs(logs) do
     if type(k) == "string" and math.type(v) and (not self.history[k] or self.history[k][e] == nil) then

@@ -76,7 +76,7 @@ function Model:__init(spec)
   self.output_shape = self.single_output and self.outputs[1].shape or util.shape_of(self.outputs)
 end
 
-function Model:check_input(x)
+function Model:_check_input(x)
   local xs = self.single_input and {x} or x
   if type(xs) ~= "table" or util.is_tensor(xs) or #xs ~= #self.inputs then
     util.fail("Model '%s' expects %s, got %s", self.name, self.single_input and "a tensor"
@@ -117,7 +117,7 @@ function Model:compute_output_shape(_input_shape)
 end
 
 -- The names of the nodes a call reads, for print and summary.
-function Model.call_inputs(c)
+function Model._call_inputs(c)
   local names = {}
   for i, n in ipairs(Node.list(c.inputs)) do names[i] = n.name end
   return names
@@ -137,7 +137,7 @@ function Model:repr()
     for k, n in ipairs(outs) do names[k] = n.name end
     local text = tostring(c.layer):gsub("\n", "\n  ")
     lines[#lines + 1] = string.format("  (%d): %s = %s(%s)", i, table.concat(names, ", "), text,
-      table.concat(Model.call_inputs(c), ", "))
+      table.concat(Model._call_inputs(c), ", "))
   end
   local outs = {}
   for i, n in ipairs(self.outputs) do outs[i] = n.name end

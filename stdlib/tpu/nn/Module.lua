@@ -109,7 +109,7 @@ function Module:add_weight(spec)
   local name = spec.name or unnamed(self)
   local init = initializers.get(spec.initializer or "glorot_uniform")
   local dtype = spec.dtype or self:variable_dtype()
-  local value = init(initializers.next_key(), util.copy(spec.shape), dtype)
+  local value = init(initializers._next_key(), util.copy(spec.shape), dtype)
   local reg = spec.regularizer ~= nil and regularizers.get(spec.regularizer) or nil
   table.insert(self._weights, {name = name, value = value, trainable = spec.trainable ~= false,
                                regularizer = reg})
@@ -179,7 +179,7 @@ function Module:maybe_build(input_shape)
 end
 
 -- Input checks recorded by build: self.input_spec = {min_ndim=, ndim=, axes={[-1]=n}}.
-function Module:check_input(x)
+function Module:_check_input(x)
   local spec = self.input_spec
   if not spec or not util.is_tensor(x) then return end
   local shape, nd = x.shape, x.ndim or #x.shape
@@ -205,7 +205,7 @@ end
 function Module:__call(x, ctx)
   if Node.contains(x) then return Node.apply(self, x, ctx) end
   self:maybe_build(util.shape_of(x))
-  self:check_input(x)
+  self:_check_input(x)
   if util.is_tensor(x) then self.input_dtype = x.dtype end  -- for summary's costs
   -- Nodes traced in call carry the layer's name (HBM report, profile, summary's costs) and the
   -- line that built it.
@@ -263,7 +263,7 @@ function Module:each_weight(fn, frozen)
 end
 
 -- The same walk as a list of {owner=, entry=, trainable=}.
-function Module:weight_entries()
+function Module:_weight_entries()
   local out = {}
   self:each_weight(function(owner, entry, trainable)
     out[#out + 1] = {owner = owner, entry = entry, trainable = trainable}
@@ -279,7 +279,7 @@ function Module:parameters(extra)
 end
 
 -- Indices (into parameters()) of the weights the optimizer updates.
-function Module:trainable_indices()
+function Module:_trainable_indices()
   local idx, i = {}, 0
   self:each_weight(function(_, _, trainable)
     i = i + 1

@@ -13,19 +13,19 @@ local function tpu_core()
   return ok and type(tpu) == "table" and tpu.core or {}
 end
 
-function Progbar.now()
+function Progbar._now()
   local core = tpu_core()
   return core.now and core.now() or os.time()
 end
 
-function Progbar.isatty()
+function Progbar._isatty()
   local core = tpu_core()
   return core.isatty ~= nil and core.isatty() == true
 end
 
 -- The terminal's width, or nil when it does not say (a pseudo-terminal of size 0x0, as `script`
 -- and `docker exec -t` make). Not named `columns`: an instance without a width would find it.
-function Progbar.terminal_columns()
+function Progbar._terminal_columns()
   local core = tpu_core()
   return core.terminal_columns and core.terminal_columns() or nil
 end
@@ -36,10 +36,10 @@ function Progbar:__init(opts)
   self.target = opts.target and opts.target > 0 and opts.target or nil
   self.verbose = opts.verbose or 1
   self.tty = opts.tty
-  if self.tty == nil then self.tty = Progbar.isatty() end
-  self.columns = opts.columns or (self.tty and Progbar.terminal_columns()) or nil
+  if self.tty == nil then self.tty = Progbar._isatty() end
+  self.columns = opts.columns or (self.tty and Progbar._terminal_columns()) or nil
   self.out = opts.out or io.stdout
-  self.start = Progbar.now()
+  self.start = Progbar._now()
   self.last_draw = -math.huge
   self.width = 0
 end
@@ -64,7 +64,7 @@ local function format_eta(s)
   return string.format("%ds", s)
 end
 
-function Progbar:bar(current, width)
+function Progbar:_bar(current, width)
   if not self.target then
     return string.format("%7d/Unknown", current)
   end
@@ -77,9 +77,9 @@ function Progbar:bar(current, width)
 end
 
 -- values: list of {name, number}
-function Progbar:line(current, values, final, width)
-  local elapsed = Progbar.now() - self.start
-  local parts = {self:bar(current, width or WIDTH)}
+function Progbar:_line(current, values, final, width)
+  local elapsed = Progbar._now() - self.start
+  local parts = {self:_bar(current, width or WIDTH)}
   if final or not self.target then
     parts[#parts + 1] = string.format("%.0fs %s", elapsed, format_time(elapsed / math.max(current, 1)))
   else
@@ -95,10 +95,10 @@ end
 -- The line within the terminal's columns (a wrapped line cannot be redrawn in place), as a
 -- list of lines: the bar narrows first (down to 10), then a line in progress is cut, and the
 -- closing one goes on in following lines, indented, split at its " - " separators.
-function Progbar:fitted(current, values, final, closing)
-  local text, cols = self:line(current, values, final), self.columns
+function Progbar:_fitted(current, values, final, closing)
+  local text, cols = self:_line(current, values, final), self.columns
   if not cols or #text < cols then return {text} end
-  text = self:line(current, values, final, math.max(10, WIDTH - (#text - cols + 1)))
+  text = self:_line(current, values, final, math.max(10, WIDTH - (#text - cols + 1)))
   if #text < cols then return {text} end
   if not closing then return {text:sub(1, cols - 1)} end
   local lines, last = {}, nil
@@ -114,7 +114,7 @@ function Progbar:fitted(current, values, final, closing)
   return lines
 end
 
-function Progbar:draw(lines, final)
+function Progbar:_draw(lines, final)
   local pad = string.rep(" ", math.max(self.width - #lines[1], 0))
   self.out:write("\r", lines[1], pad, #lines > 1 and "\n" or "", table.concat(lines, "\n", 2), final and "\n" or "")
   self.out:flush()
@@ -125,15 +125,15 @@ end
 function Progbar:update(current, values, final)
   if self.verbose == 0 then return end
   if final then
-    if self.tty then self:draw(self:fitted(current, values, true, true), true)
-    else self.out:write(self:line(current, values, true), "\n") end
+    if self.tty then self:_draw(self:_fitted(current, values, true, true), true)
+    else self.out:write(self:_line(current, values, true), "\n") end
     return
   end
   if not self.tty then return end
-  local now = Progbar.now()
+  local now = Progbar._now()
   if now - self.last_draw < 0.05 and current ~= self.target then return end
   self.last_draw = now
-  self:draw(self:fitted(current, values, current == self.target, false), false)
+  self:_draw(self:_fitted(current, values, current == self.target, false), false)
 end
 
 return Progbar

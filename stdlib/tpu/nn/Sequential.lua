@@ -74,9 +74,9 @@ end
 
 -- A model declared with nn.Input takes inputs of that shape only: a mismatch names both shapes
 -- (data of the wrong size, say) instead of surfacing in some layer further down.
-function Sequential:check_input(x)
+function Sequential:_check_input(x)
   local declared = self.declared_input
-  if not declared or not util.is_tensor(x) then return Module.check_input(self, x) end
+  if not declared or not util.is_tensor(x) then return Module._check_input(self, x) end
   local ok = x.ndim == #declared
   for d = 2, ok and #declared or 0 do ok = ok and (declared[d] == -1 or declared[d] == x.shape[d]) end
   if not ok then

@@ -35,7 +35,7 @@ function M.seed(extra)
 end
 
 -- The key for the next weight created.
-function M.next_key(extra)
+function M._next_key(extra)
   errors.none(1, "next_key", extra)
   state.seed = state.seed or initial_seed()
   state.counter = state.counter + 1

@@ -169,7 +169,7 @@ local function graph_rows(model)
     rows[#rows + 1] = {string.format("%s (%s)", outs[1].name:gsub("%[1%]$", ""), c.layer.__name),
                        shape_text(#shapes == 1 and shapes[1] or shapes),
                        counted[c.layer] and "0" or params(c.layer), flops, hbm,
-                       table.concat(model.call_inputs(c), ", ")}
+                       table.concat(model._call_inputs(c), ", ")}
     counted[c.layer] = true
   end
   return rows, costs, batch

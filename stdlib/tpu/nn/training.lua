@@ -320,7 +320,7 @@ local function split(layout, all)
 end
 
 local function param_layout(model)
-  local trainable, frozen, is_t = model:trainable_indices(), {}, {}
+  local trainable, frozen, is_t = model:_trainable_indices(), {}, {}
   for _, i in ipairs(trainable) do is_t[i] = true end
   for i = 1, #model:parameters() do
     if not is_t[i] then frozen[#frozen + 1] = i end
@@ -380,7 +380,7 @@ end
 -- The non-trainable weights after a step: the values layers recorded, else unchanged.
 local function new_state(model, layout, frozen, updates)
   if #layout.frozen == 0 then return {} end
-  local entries, out = model:weight_entries(), {}
+  local entries, out = model:_weight_entries(), {}
   for i, idx in ipairs(layout.frozen) do out[i] = updates[entries[idx].entry] or frozen[i] end
   return out
 end
@@ -560,7 +560,7 @@ end
 -- cut by, must divide by the cores (a partial batch is padded: padded_batch).
 local function check_batches(c, data, batch_size)
   if replicas(c) == 1 or data == nil then return end
-  if is_dataset(data) then c.strategy:distribute(data) else c.strategy:check_batch(batch_size or 32) end
+  if is_dataset(data) then c.strategy:distribute(data) else c.strategy:_check_batch(batch_size or 32) end
 end
 
 -- Per-core results (the cores disagree: a layer's state of its own batch rows) averaged.
@@ -886,9 +886,9 @@ function M:fit(data, opts, more)
   local start = first_epoch(self, history, data, opts, epochs)
   for _, ds in ipairs {data, opts.validation_data} do check_batches(c, ds, opts.batch_size) end
   local steps = epoch_steps(data, opts)
-  c.strategy:agree {{"", "fit"}, {"epochs", epochs}, {"first epoch", start.epoch + 1},  -- multi_worker
+  c.strategy:_agree {{"", "fit"}, {"epochs", epochs}, {"first epoch", start.epoch + 1},  -- multi_worker
                     {"steps per epoch", steps or "unknown"}}
-  cbs = require("tpu.callbacks").prepare(cbs, self, {epochs = epochs, steps = steps, verbose = verbose,
+  cbs = require("tpu.callbacks")._prepare(cbs, self, {epochs = epochs, steps = steps, verbose = verbose,
     train_data = data, validation_data = opts.validation_data})
   local _ <close> = interrupt.deferred()
   callback(cbs, "on_train_begin", {})
@@ -912,9 +912,9 @@ function M:fit(data, opts, more)
     bar:update(done, shown, true)
     local order = {}
     for i, p in ipairs(shown) do order[i] = p[1] end
-    history:append(epoch, logs, order)
+    history:_append(epoch, logs, order)
     callback(cbs, "on_epoch_end", epoch, logs)
-    history:append_late(logs)
+    history:_append_late(logs)
     self.fit_progress = {epoch = epoch, batch = done, pass_batch = left and left.pass_batch or nil}
     check_interrupt(self)
     if self.stop_training then break end
