@@ -53,7 +53,7 @@ end
 ---------------------------------------------------------------- public API
 
 -- Raises the error users see when they write ds.batch(...) instead of ds:batch(...).
-function Dataset.check_self(self, method)
+function Dataset._check_self(self, method)
   if not (type(self) == "table" and Dataset.is_instance(self)) then
     args.fail("%s: call it with a colon, ds:%s(...)", method, method)
   end
@@ -63,7 +63,7 @@ end
 -- the next epoch (which reshuffles); {epoch = e} picks the epoch (0-based) explicitly.
 function Dataset:iter(opts, extra)
   errors.none(2, "iter", extra)
-  Dataset.check_self(self, "iter")
+  Dataset._check_self(self, "iter")
   opts = args.options(opts, "iter", {"epoch"})
   local epoch = self._epoch or 0
   if opts.epoch ~= nil then epoch = args.integer(opts.epoch, "iter", "epoch", 0) end
@@ -78,7 +78,7 @@ end
 -- Number of elements of one pass, or Dataset.INFINITE (-1) or Dataset.UNKNOWN (-2).
 function Dataset:cardinality(extra)
   errors.none(1, "cardinality", extra)
-  Dataset.check_self(self, "cardinality")
+  Dataset._check_self(self, "cardinality")
   return self:_count()
 end
 
@@ -88,7 +88,7 @@ end
 -- give nested tables of specs.
 function Dataset:element_spec(extra)
   errors.none(1, "element_spec", extra)
-  Dataset.check_self(self, "element_spec")
+  Dataset._check_self(self, "element_spec")
   return table.unpack(self:_spec())
 end
 

@@ -11,13 +11,13 @@ Adam.options = {"beta1", "beta2", "epsilon"}
 function Adam:__init(opts)
   opts = opts or {}
   opts = self:init_options(opts, self.options)
-  self:init_moments(opts)
+  self:_init_moments(opts)
 end
 
-function Adam:init_moments(opts)
-  self.beta1 = self:check_number("beta1", opts.beta1 or 0.9, 0, 1)
-  self.beta2 = self:check_number("beta2", opts.beta2 or 0.999, 0, 1)
-  self.epsilon = self:check_number("epsilon", opts.epsilon or 1e-7, 0)
+function Adam:_init_moments(opts)
+  self.beta1 = self:_check_number("beta1", opts.beta1 or 0.9, 0, 1)
+  self.beta2 = self:_check_number("beta2", opts.beta2 or 0.999, 0, 1)
+  self.epsilon = self:_check_number("epsilon", opts.epsilon or 1e-7, 0)
 end
 
 -- b^t as exp(t log b), with t a traced step count.

@@ -10,8 +10,8 @@ AdamW.options = {"beta1", "beta2", "epsilon", "weight_decay"}
 function AdamW:__init(opts)
   opts = opts or {}
   opts = self:init_options(opts, self.options)
-  self:init_moments(opts)
-  self.weight_decay = self:check_number("weight_decay", opts.weight_decay or 0.004, 0)
+  self:_init_moments(opts)
+  self.weight_decay = self:_check_number("weight_decay", opts.weight_decay or 0.004, 0)
 end
 
 AdamW.pure_update = true  -- update_one computes from its arguments alone (Optimizer:update)

@@ -26,7 +26,7 @@ Optimizer.slots = {}
 
 
 -- Checks a hyperparameter: a number in [lo, hi) (hi may be nil).
-function Optimizer:check_number(name, value, lo, hi)
+function Optimizer:_check_number(name, value, lo, hi)
   if not util.is_finite(value) or value < lo or (hi and value >= hi) then
     local range = hi and string.format("in [%g, %g)", lo, hi) or string.format(">= %g", lo)
     util.fail("%s: %s must be a number %s, got %s", self.__name, name, range, util.show(value))
@@ -34,7 +34,7 @@ function Optimizer:check_number(name, value, lo, hi)
   return value
 end
 
-function Optimizer:check_lr(opts)
+function Optimizer:_check_lr(opts)
   local lr = opts.lr
   if lr == nil then return self.default_lr end
   if schedule.is_schedule(lr) then return lr end
@@ -59,7 +59,7 @@ function Optimizer:init_options(opts, own)
   if type(opts) == "table" and not util.is_tensor(opts) then opts = errors.keras_names(self.__name, opts, keras_names, names) end
   util.check_options(self, opts, names)
   self._built_at = util.built_at()
-  self.lr = self:check_lr(opts)
+  self.lr = self:_check_lr(opts)
   local clips = 0
   for _, name in ipairs {"clipnorm", "global_clipnorm", "clipvalue"} do
     local v = opts[name]
@@ -87,7 +87,7 @@ local function check_params(self, params, what)
 end
 
 -- The learning rate as a number (a schedule's value at step 0).
-function Optimizer:initial_lr()
+function Optimizer:_initial_lr()
   return schedule.is_schedule(self.lr) and self.lr:initial() or self.lr
 end
 
@@ -111,7 +111,7 @@ function Optimizer:learning_rate(state)
 end
 
 -- The factor min(1, global_clipnorm / global_norm) that scales the gradients (nil without any).
-function Optimizer:clip_scale(grads)
+function Optimizer:_clip_scale(grads)
   local total
   for _, g in ipairs(grads) do
     local s = util.cast_float(g, "f32"):square():sum()
@@ -228,7 +228,7 @@ function Optimizer:update(params, grads, state, opts)
   -- carry the layer's: reports name them, and a traced op then finds its place without
   -- searching the stack for the user's frame (a deep model's update is most of its ops).
   local _ <close> = util.scope(self.__name, rawget(self, "_built_at"))
-  local scale = self.global_clipnorm and self:clip_scale(grads) or nil
+  local scale = self.global_clipnorm and self:_clip_scale(grads) or nil
   local step = state.step + 1
   -- The rate from step - 1 (= state.step) rather than state.step itself: then only `step`
   -- reads the donated counter, which an engine bug in buffer donation needs for now.

@@ -9,7 +9,7 @@ SGD.default_lr = 0.01
 function SGD:__init(opts)
   opts = opts or {}
   opts = self:init_options(opts, {"momentum", "nesterov"})
-  self.momentum = self:check_number("momentum", opts.momentum or 0, 0, 1)
+  self.momentum = self:_check_number("momentum", opts.momentum or 0, 0, 1)
   self.nesterov = util.flag("SGD", opts, "nesterov", false)
   self.slots = self.momentum > 0 and {"velocity"} or {}
 end

@@ -108,7 +108,7 @@ end
 -- shapes (padded_batch pads elements of different shapes).
 function Dataset:batch(n, opts, extra)
   errors.none(3, "batch", extra)
-  Dataset.check_self(self, "batch")
+  Dataset._check_self(self, "batch")
   n = args.integer(n, "batch", "the batch size", 1)
   opts = args.options(opts, "batch", {"drop_remainder"})
   local drop = opts.drop_remainder

@@ -64,7 +64,7 @@ end
 -- upstream shuffle is frozen (every pass replays the first order): shuffle after cache.
 function Dataset:cache(extra)
   errors.none(1, "cache", extra)
-  Dataset.check_self(self, "cache")
+  Dataset._check_self(self, "cache")
   return Cache(self, args.where())
 end
 

@@ -48,7 +48,7 @@ end
 -- Repeats the data set `count` times, forever when count is nil.
 function Dataset:cycle(count, extra)
   errors.none(2, "cycle", extra)
-  Dataset.check_self(self, "cycle")
+  Dataset._check_self(self, "cycle")
   if count ~= nil then count = args.integer(count, "cycle", "the count", 0) end
   return Cycle(self, count)
 end

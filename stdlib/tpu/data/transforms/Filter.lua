@@ -54,7 +54,7 @@ end
 -- (not traced): it may look at strings and read tensor values with item().
 function Dataset:filter(pred, extra)
   errors.none(2, "filter", extra)
-  Dataset.check_self(self, "filter")
+  Dataset._check_self(self, "filter")
   return Filter(self, args.func(pred, "filter"), args.where())
 end
 

@@ -112,7 +112,7 @@ end
 -- functions of tpu.image and tpu.random).
 function Dataset:map(fn, opts, extra)
   errors.none(3, "map", extra)
-  Dataset.check_self(self, "map")
+  Dataset._check_self(self, "map")
   fn = args.func(fn, "map")
   opts = args.options(opts, "map", {"host", "seed"})
   local seed = opts.seed ~= nil and args.integer(opts.seed, "map", "seed") or nil

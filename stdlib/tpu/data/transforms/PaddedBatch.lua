@@ -98,7 +98,7 @@ end
 --   text:padded_batch(32, {padded_shapes = {{128}}, padding_values = {0}})
 function Dataset:padded_batch(n, opts, extra)
   errors.none(3, "padded_batch", extra)
-  Dataset.check_self(self, "padded_batch")
+  Dataset._check_self(self, "padded_batch")
   n = args.integer(n, "padded_batch", "the batch size", 1)
   opts = args.options(opts, "padded_batch",
     {"pad_to_multiple_of", "padded_shapes", "padding_values", "drop_remainder"})

@@ -30,6 +30,6 @@ end
 -- compiled maps right after the batch (tpu.data.prefetching). Elsewhere (generators, text,
 -- padded_batch, a prefetch before batch) prefetch passes elements through unchanged. n = 0
 -- turns it off.
-Transform.counted(Prefetch, "prefetch", "the buffer size")
+Transform._counted(Prefetch, "prefetch", "the buffer size")
 
 return Prefetch

@@ -27,7 +27,7 @@ end
 -- worker the same seed.
 function Dataset:shard(n, i, extra)
   errors.none(3, "shard", extra)
-  Dataset.check_self(self, "shard")
+  Dataset._check_self(self, "shard")
   n = args.integer(n, "shard", "the number of shards", 1)
   i = args.integer(i, "shard", "the shard index", 0)
   if i >= n then

@@ -35,7 +35,7 @@ end
 -- epoch number, unless {reshuffle_each_iteration = false}.
 function Dataset:shuffle(buffer, opts, extra)
   errors.none(3, "shuffle", extra)
-  Dataset.check_self(self, "shuffle")
+  Dataset._check_self(self, "shuffle")
   buffer = args.integer(buffer, "shuffle", "the buffer size", 1)
   opts = args.options(opts, "shuffle", {"seed", "reshuffle_each_iteration"})
   local seed = opts.seed == nil and random.default_seed() or args.integer(opts.seed, "shuffle", "seed")

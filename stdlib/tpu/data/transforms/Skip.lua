@@ -3,7 +3,7 @@ local Transform = require "tpu.data.transforms.Transform"
 local streams = require "tpu.data.streams"
 
 local Skip = Transform:extend("Skip")
-Transform.counted(Skip, "skip", "the number of elements")
+Transform._counted(Skip, "skip", "the number of elements")
 
 function Skip:_stream(upstream, epoch) return streams.skip(upstream(epoch), self._n) end
 

@@ -4,7 +4,7 @@ local Transform = require "tpu.data.transforms.Transform"
 local streams = require "tpu.data.streams"
 
 local Take = Transform:extend("Take")
-Transform.counted(Take, "take", "the number of elements")
+Transform._counted(Take, "take", "the number of elements")
 
 function Take:_stream(upstream, epoch) return streams.limit(upstream(epoch), self._n) end
 

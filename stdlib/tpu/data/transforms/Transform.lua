@@ -34,14 +34,14 @@ end
 -- Makes Class a transform of one count n (take, skip, prefetch), described "name(n)" and kept
 -- in self._n, and defines ds:name(n) making it (n a non-negative integer; `what` says what
 -- it counts in errors).
-function Transform.counted(Class, name, what)
+function Transform._counted(Class, name, what)
   function Class:__init(parent, n)
     Transform.__init(self, parent, name .. "(" .. n .. ")")
     self._n = n
   end
   Dataset[name] = function(ds, n, extra)
     errors.none(2, name, extra)
-    Dataset.check_self(ds, name)
+    Dataset._check_self(ds, name)
     return Class(ds, args.integer(n, name, what, 0))
   end
 end
