@@ -16,13 +16,13 @@ local Model = Module:extend("Model")
 Model.token_wise = true  -- a container: its layers say whether model:generate may run them
 
 local function as_nodes(v, what)
-  local list = Node.is(v) and {v} or v
+  local list = Node._is(v) and {v} or v
   if type(list) ~= "table" or getmetatable(list) ~= nil or #list == 0 then
     util.fail("Model: %s must be a symbolic tensor (from nn.Input or a layer called on one) "
       .. "or a list of them, got %s", what, util.show(v))
   end
   for i, n in ipairs(list) do
-    if not Node.is(n) then
+    if not Node._is(n) then
       util.fail("Model: %s[%d] is not a symbolic tensor, got %s", what, i, util.show(n))
     end
   end
@@ -49,7 +49,7 @@ local function order_calls(inputs, outputs)
     end
     if seen[n.call] then return end
     seen[n.call] = true
-    for _, m in ipairs(Node.list(n.call.inputs)) do visit(m, out_name) end
+    for _, m in ipairs(Node._list(n.call.inputs)) do visit(m, out_name) end
     order[#order + 1] = n.call
   end
   for _, n in ipairs(outputs) do visit(n, n.name) end
@@ -62,7 +62,7 @@ function Model:__init(spec)
   self:init_common(spec)
   self.layers = self.modules  -- Keras's name (model.layers): the same list
   self.inputs, self.outputs = as_nodes(spec.inputs, "inputs"), as_nodes(spec.outputs, "outputs")
-  self.single_input, self.single_output = Node.is(spec.inputs), Node.is(spec.outputs)
+  self.single_input, self.single_output = Node._is(spec.inputs), Node._is(spec.outputs)
   self.calls = order_calls(self.inputs, self.outputs)
   local seen = {}
   for _, c in ipairs(self.calls) do
@@ -99,8 +99,8 @@ function Model:call(x, ctx)
   local xs = self.single_input and {x} or x
   for i, n in ipairs(self.inputs) do values[n] = xs[i] end
   for _, c in ipairs(self.calls) do
-    local y = c.layer(Node.map(c.inputs, function(n) return values[n] end), ctx)
-    if Node.is(c.outputs) then
+    local y = c.layer(Node._map(c.inputs, function(n) return values[n] end), ctx)
+    if Node._is(c.outputs) then
       values[c.outputs] = y
     else
       for i, n in ipairs(c.outputs) do values[n] = y[i] end
@@ -119,7 +119,7 @@ end
 -- The names of the nodes a call reads, for print and summary.
 function Model._call_inputs(c)
   local names = {}
-  for i, n in ipairs(Node.list(c.inputs)) do names[i] = n.name end
+  for i, n in ipairs(Node._list(c.inputs)) do names[i] = n.name end
   return names
 end
 
@@ -132,7 +132,7 @@ function Model:repr()
       n.dtype ~= "f32" and ", " .. n.dtype or "")
   end
   for i, c in ipairs(self.calls) do
-    local outs = Node.is(c.outputs) and {c.outputs} or c.outputs
+    local outs = Node._is(c.outputs) and {c.outputs} or c.outputs
     local names = {}
     for k, n in ipairs(outs) do names[k] = n.name end
     local text = tostring(c.layer):gsub("\n", "\n  ")

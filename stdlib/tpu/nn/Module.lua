@@ -203,7 +203,7 @@ end
 -- layer(x, ctx): builds on first use, checks the input, runs call. On symbolic tensors
 -- (from nn.Input) it records the call for nn.Model and returns symbolic outputs.
 function Module:__call(x, ctx)
-  if Node.contains(x) then return Node.apply(self, x, ctx) end
+  if Node._contains(x) then return Node._apply(self, x, ctx) end
   self:maybe_build(util.shape_of(x))
   self:_check_input(x)
   if util.is_tensor(x) then self.input_dtype = x.dtype end  -- for summary's costs

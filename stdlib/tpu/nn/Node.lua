@@ -42,44 +42,44 @@ getmetatable(Node).__index = function(_, key)
   end
 end
 
-function Node.is(v) return getmetatable(v) == Node end
+function Node._is(v) return getmetatable(v) == Node end
 
 -- Whether the argument tree x holds a symbolic tensor.
-function Node.contains(x)
-  if Node.is(x) then return true end
+function Node._contains(x)
+  if Node._is(x) then return true end
   if type(x) ~= "table" or getmetatable(x) ~= nil then return false end
   for _, v in pairs(x) do
-    if Node.contains(v) then return true end
+    if Node._contains(v) then return true end
   end
   return false
 end
 
 -- Maps fn over the nodes of tree x (other leaves stay).
-function Node.map(x, fn)
-  if Node.is(x) then return fn(x) end
+function Node._map(x, fn)
+  if Node._is(x) then return fn(x) end
   if type(x) ~= "table" or getmetatable(x) ~= nil then return x end
   local out = {}
-  for k, v in pairs(x) do out[k] = Node.map(v, fn) end
+  for k, v in pairs(x) do out[k] = Node._map(v, fn) end
   return out
 end
 
 -- The nodes of tree x in a fixed order (array part first, then named fields by name).
-function Node.list(x, out)
+function Node._list(x, out)
   out = out or {}
-  if Node.is(x) then out[#out + 1] = x; return out end
+  if Node._is(x) then out[#out + 1] = x; return out end
   if type(x) ~= "table" or getmetatable(x) ~= nil then return out end
-  for _, v in ipairs(x) do Node.list(v, out) end
+  for _, v in ipairs(x) do Node._list(v, out) end
   local keys = {}
   for k in pairs(x) do
     if math.type(k) ~= "integer" then keys[#keys + 1] = k end
   end
   table.sort(keys)
-  for _, k in ipairs(keys) do Node.list(x[k], out) end
+  for _, k in ipairs(keys) do Node._list(x[k], out) end
   return out
 end
 
 local function has_unknown(x)
-  for _, n in ipairs(Node.list(x)) do
+  for _, n in ipairs(Node._list(x)) do
     for i = 2, #n.shape do
       if n.shape[i] == -1 then return true end
     end
@@ -107,17 +107,17 @@ local function probe(layer, x, size)
     return s
   end
   if not layer.built and layer.maybe_build then
-    layer:maybe_build(Node.map(x, shape))
+    layer:maybe_build(Node._map(x, shape))
   end
   local depth = core.trace_depth()
   core.trace_begin("functional_probe")
   local ok, y = pcall(function()
-    return specs(layer(Node.map(x, function(n) return core.trace_param(n.dtype, shape(n)) end),
+    return specs(layer(Node._map(x, function(n) return core.trace_param(n.dtype, shape(n)) end),
                        {training = false}))
   end)
   if core.trace_depth() > depth then core.trace_abort() end
   if ok then return y end
-  return specs(layer(Node.map(x, function(n) return core.zeros(shape(n), {dtype = n.dtype}) end),
+  return specs(layer(Node._map(x, function(n) return core.zeros(shape(n), {dtype = n.dtype}) end),
                      {training = false}))
 end
 
@@ -134,7 +134,7 @@ end
 local calls = setmetatable({}, {__mode = "k"})  -- layer -> number of symbolic calls
 
 -- layer(x) with symbolic tensors in x: the output node(s) of a new recorded call.
-function Node.apply(layer, x, ctx)
+function Node._apply(layer, x, ctx)
   if ctx ~= nil then
     util.fail("%s '%s' called on symbolic tensors with a second argument; training mode and "
       .. "keys are chosen when the model runs", layer.__name, layer.name)

@@ -17,7 +17,7 @@ local function check_layer(layer, i)
     util.fail("Sequential: layer %d is the class %s, not a layer; call it: nn.%s()",
       i, layer.__name, layer.__name)
   end
-  if Node.is(layer) then
+  if Node._is(layer) then
     util.fail("Sequential: layer %d is an nn.Input; an Input can only come first", i)
   end
   if not Module.is_instance(layer) then
@@ -31,7 +31,7 @@ function Sequential:__init(spec)
   util.check_options(self, spec, Module.common_options)
   self:init_common(spec)
   self.layers = self.modules  -- Keras's name (model.layers): the same list
-  local input = Node.is(spec[1]) and spec[1] or nil
+  local input = Node._is(spec[1]) and spec[1] or nil
   for i = input and 2 or 1, #spec do
     check_layer(spec[i], i)
     self.modules[#self.modules + 1] = spec[i]
@@ -43,7 +43,7 @@ function Sequential:__init(spec)
 end
 
 function Sequential:add(layer)
-  if Node.is(layer) and #self.modules == 0 and not self.built then  -- Keras: model.add(Input(...))
+  if Node._is(layer) and #self.modules == 0 and not self.built then  -- Keras: model.add(Input(...))
     self.declared_input = layer.shape
     self:build(layer.shape)
     return self

@@ -300,10 +300,10 @@ function M.emit_model(g, model, inputs)
   local list = model.single_input and {inputs} or inputs
   for i, n in ipairs(model.inputs) do values[n] = list[i] end
   for _, c in ipairs(model.calls) do
-    local x = Node.map(c.inputs, function(n) return values[n] end)
-    local out_shape = Node.is(c.outputs) and c.outputs.shape or nil
+    local x = Node._map(c.inputs, function(n) return values[n] end)
+    local out_shape = Node._is(c.outputs) and c.outputs.shape or nil
     local y = M.emit(g, c.layer, x, out_shape)
-    if Node.is(c.outputs) then values[c.outputs] = y
+    if Node._is(c.outputs) then values[c.outputs] = y
     else for i, n in ipairs(c.outputs) do values[n] = y[i] end end
   end
   if model.single_output then return values[model.outputs[1]] end

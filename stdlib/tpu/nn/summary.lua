@@ -162,7 +162,7 @@ local function graph_rows(model)
     rows[#rows + 1] = {n.name .. " (Input)", shape_text(n.shape), "0", "0", "0", "-"}
   end
   for _, c in ipairs(model.calls) do
-    local outs = Node.is(c.outputs) and {c.outputs} or c.outputs
+    local outs = Node._is(c.outputs) and {c.outputs} or c.outputs
     local shapes = {}
     for i, n in ipairs(outs) do shapes[i] = n.shape end
     local flops, hbm = cost_cells(costs, c.layer, counted[c.layer])
