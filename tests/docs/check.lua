@@ -34,7 +34,7 @@ for name in ([[
   Progbar:update Progbar:extend Progbar:is_instance
   Dataset:extend Dataset:is_instance Vocabulary:extend Vocabulary:is_instance
   Optimizer:extend Optimizer:is_instance strategy:extend strategy:is_instance
-  Callback:extend Callback:is_instance
+  Callback:extend Callback:is_instance symbolic:extend symbolic:is_instance
 ]]):gmatch("%S+") do internal[name] = true end
 
 -- Fields documented beside a surface's functions (their headings would otherwise look stale).
@@ -215,6 +215,7 @@ local surfaces = {
   {"nn.md", "nn.", module "nn"},
   {"nn.md", "Module:", split_methods(true, "Module:")},
   {"nn.md", "layer:", layer_methods},
+  {"nn.md", "symbolic:", methods("symbolic:", require "tpu.nn.Node")},  -- what nn.Input returns
   {"model.md", "model:", split_methods(false, "model:")},
   {"model.md", "history:", methods("history:", tpu.nn.History)},
   {"model.md", "Progbar:", methods("Progbar:", tpu.nn.Progbar)},
