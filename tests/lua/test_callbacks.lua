@@ -180,6 +180,27 @@ function T.checkpoint_saves_every_epoch_or_the_best()
   os.execute("rm -rf " .. dir)
 end
 
+-- As Keras formats filepath: {name} is a value of the logs, with a Python format spec;
+-- save_weights_only is Keras's weights_only; an unknown name or spec is an error.
+function T.checkpoint_path_formats_the_logs()
+  local dir = tmpdir()
+  local m = model()
+  local c = cb.checkpoint {filepath = dir .. "/c{epoch:03d}_{val_loss:.2f}_{loss}.safetensors",
+                           save_weights_only = true}
+  run_epochs(c, m, {0.5, 0.125})
+  check.is_true(exists(dir .. "/c001_0.50_0.5.safetensors"), "epoch 1's file")
+  check.is_true(exists(dir .. "/c002_0.12_0.125.safetensors"), "epoch 2's file")
+  model():load(dir .. "/c002_0.12_0.125.safetensors")  -- weights, as model:save writes them
+  local missing = cb.checkpoint {path = dir .. "/{val_acc}.safetensors"}
+  check.raises(function() run_epochs(missing, m, {1}) end,
+    "checkpoint: the path's {val_acc} names no value of the logs (there are: epoch, loss, val_loss)")
+  check.raises(function() cb.checkpoint {path = "c{epoch:>3}.safetensors"} end,
+    "the path's {epoch:>3} is not a format this checkpoint knows")
+  check.raises(function() cb.checkpoint {path = "a", weights_only = true, save_weights_only = true} end,
+    "give weights_only or its Keras name save_weights_only, not both")
+  os.execute("rm -rf " .. dir)
+end
+
 -- save_best_only keeps its best across fits, as Keras: a later fit that does worse does not
 -- overwrite the file (on_train_begin forgot the best).
 function T.checkpoint_best_is_kept_across_fits()

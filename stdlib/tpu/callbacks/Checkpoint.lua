@@ -7,12 +7,26 @@ local fail, show = errors.fail, errors.show
 
 local Checkpoint = Callback:extend("Checkpoint")
 
+-- A Python format spec ("03d", ".2f", "e") as a string.format directive, or nil.
+local function directive(spec, value)
+  local zero, width, precision, kind = spec:match("^(0?)(%d*)(%.?%d*)([dfeg]?)$")
+  if not zero or precision == "." then return nil end
+  if kind == "" then kind = math.type(value) == "integer" and "d" or "g" end
+  if kind == "d" and math.type(value) ~= "integer" then
+    if value ~= math.floor(value) then return nil end
+    value = math.tointeger(value)
+  end
+  return "%" .. zero .. width .. precision .. kind, value
+end
+
 -- checkpoint{path = "ckpt.safetensors", save_best_only = false, monitor = "val_loss",
 --            mode = "auto", weights_only = false, save_freq = "epoch", verbose = 0}
 -- Saves at the end of every epoch (or only when `monitor` improved); save_freq = n saves every
 -- n training steps instead (inside epochs too; fit resumes there). The file is written to a
--- temporary file and renamed, so an interrupted save leaves the previous checkpoint. "{epoch}"
--- in the path becomes the epoch number ("{epoch:03d}" zero-pads it). By default the file is a
+-- temporary file and renamed, so an interrupted save leaves the previous checkpoint. As in
+-- Keras, "{epoch}" in the path becomes the epoch number and "{name}" a value of the logs
+-- ("{epoch:03d}", "{val_loss:.2f}": a Python format spec). Keras's names filepath and
+-- save_weights_only are accepted for path and weights_only. By default the file is a
 -- training checkpoint (tpu.checkpoint.load reads it; weights, optimizer state, step, random
 -- key, epoch, data position, history); weights_only = true writes what model:save writes.
 function Checkpoint:__init(opts)
@@ -22,6 +36,12 @@ function Checkpoint:__init(opts)
     fail("checkpoint: path must be a file name, e.g. checkpoint{path = \"ckpt.safetensors\"}, got %s", show(opts.path))
   end
   self.path = opts.path
+  for name, spec in opts.path:gmatch("{([%w_]+):?([^}]*)}") do
+    if spec ~= "" and not directive(spec, 1.0) then
+      fail("checkpoint: the path's {%s:%s} is not a format this checkpoint knows (0-padded width, "
+        .. "precision and d, f, e or g, e.g. {epoch:03d} or {val_loss:.2f})", name, spec)
+    end
+  end
   self.save_best_only = util.check_type(who, "save_best_only", opts.save_best_only, "boolean", false)
   self.monitor = util.check_type(who, "monitor", opts.monitor, "string", "val_loss")
   self.mode = util.check_mode(who, opts.mode, self.monitor)
@@ -37,11 +57,22 @@ function Checkpoint:__init(opts)
   self.save_freq = freq ~= "epoch" and freq or nil
 end
 
--- The path for an epoch: "{epoch}" and "{epoch:03d}" are replaced.
-function Checkpoint:_file_for(epoch)
-  return (self.path:gsub("{epoch(:?)(%d*)d?}", function(colon, width)
-    if colon == "" then return tostring(epoch) end
-    return string.format("%0" .. (width ~= "" and width or "1") .. "d", epoch)
+-- The path for an epoch, as Keras formats it: "{epoch}" and "{name}" for a value of `logs`,
+-- each with an optional format spec ("{epoch:03d}", "{val_loss:.4f}").
+function Checkpoint:_file_for(epoch, logs)
+  return (self.path:gsub("{([%w_]+):?([^}]*)}", function(name, spec)
+    local value = name == "epoch" and epoch or (logs or {})[name]
+    if value == nil then
+      local known = {"epoch"}
+      for k in pairs(logs or {}) do known[#known + 1] = k end
+      table.sort(known)
+      fail("checkpoint: the path's {%s} names no value of the logs (there are: %s)", name,
+        table.concat(known, ", "))
+    end
+    if spec == "" then return tostring(value) end
+    local fmt, v = directive(spec, value)
+    if not fmt then fail("checkpoint: the path's {%s:%s} needs an integer, got %s", name, spec, show(value)) end
+    return string.format(fmt, v)
   end))
 end
 
@@ -78,7 +109,7 @@ function Checkpoint:_state(epoch, batch)
 end
 
 function Checkpoint:_save(epoch, logs, value, batch)
-  local path = self:_file_for(epoch + ((batch or 0) > 0 and 1 or 0))
+  local path = self:_file_for(epoch + ((batch or 0) > 0 and 1 or 0), logs)
   if self.weights_only then self.model:save(path)
   else require("tpu.checkpoint").save(path, self:_state(epoch, batch)) end
   self.last_path, self.last_epoch = path, epoch

@@ -8,7 +8,8 @@ local fail, show = errors.fail, errors.show
 local M = {}
 
 -- Keras's names for options (DESIGN section 3), turned into ours.
-local keras_names = {restore_best_weights = "restore_best", filepath = "path", schedule = "fn"}
+local keras_names = {restore_best_weights = "restore_best", filepath = "path", schedule = "fn",
+                     save_weights_only = "weights_only"}
 
 -- A copy of opts with Keras's names turned into ours, after refusing unknown keys.
 function M.check_options(who, opts, allowed)
