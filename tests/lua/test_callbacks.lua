@@ -201,6 +201,24 @@ function T.checkpoint_path_formats_the_logs()
   os.execute("rm -rf " .. dir)
 end
 
+-- model:load reads the weights of a training checkpoint (the callback's default file), as
+-- Keras's load_weights reads a whole-model file; a mismatch is still named.
+function T.model_load_reads_a_training_checkpoint()
+  local dir = tmpdir()
+  local m = model()
+  run_epochs(cb.checkpoint {path = dir .. "/full.safetensors"}, m, {0.5})
+  local fresh = model(0.5)
+  local new = {}
+  for i, p in ipairs(fresh:parameters()) do new[i] = p * 0 + i end
+  fresh:set_parameters(new)
+  fresh:load(dir .. "/full.safetensors")
+  for i, p in ipairs(m:parameters()) do check.eq(fresh:parameters()[i]:totable(), p:totable()) end
+  local other = nn.Sequential {nn.Dense(5)}
+  other(tpu.zeros {1, 3})
+  check.raises(function() other:load(dir .. "/full.safetensors") end, "model:load: " .. dir .. "/full.safetensors does not match")
+  os.execute("rm -rf " .. dir)
+end
+
 -- save_best_only keeps its best across fits, as Keras: a later fit that does worse does not
 -- overwrite the file (on_train_begin forgot the best).
 function T.checkpoint_best_is_kept_across_fits()

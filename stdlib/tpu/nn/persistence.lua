@@ -114,9 +114,18 @@ function Module:save(path)
   core.save_safetensors(path, tensors, meta)
 end
 
+-- A training checkpoint (callbacks.checkpoint's default) holds the model's weights beside the
+-- optimizer's state: they are loaded from it, as Keras's load_weights reads a whole-model file.
 function Module:load(path)
   check_path(path, "model:load")
-  local tensors = core.load_safetensors(path)
+  local tensors, meta = core.load_safetensors(path)
+  local format = meta and meta["tputrain.format"]
+  if format and format:match("^checkpoint/") then
+    local state = require("tpu.checkpoint").load(path)
+    if type(state.model) ~= "table" then util.fail("model:load: %s is a training checkpoint without model weights", path) end
+    M.assign(self, state.model, path, "model:load")
+    return self
+  end
   M.assign(self, tensors, path, "model:load")
   return self
 end
