@@ -41,6 +41,27 @@ function T.normalization_weights_are_non_trainable_and_adapt_sets_them()
   check.eq(per_row.mean.shape, {3})
 end
 
+-- adapt on a data set combines its batches' moments, as Keras's adapt streams one: the same
+-- statistics as adapt on the whole tensor (to rounding); elements with labels are refused.
+function T.normalization_adapts_to_a_data_set()
+  local x = rand({50, 3, 2}, 4, -3, 40)
+  local whole, streamed = nn.Normalization(), nn.Normalization()
+  whole:adapt(x)
+  streamed:adapt(tpu.data.from_tensors(x):batch(8))
+  check.near(streamed.mean:totable(), whole.mean:totable(), 1e-4)
+  check.near(streamed.variance:totable(), whole.variance:totable(), 1e-3)
+  check.eq(streamed.count:item(), whole.count:item())
+  local per_row = nn.Normalization {axis = 2}
+  per_row:adapt(tpu.data.from_tensors(x):batch(16))
+  check.eq(per_row.mean.shape, {3})
+  check.raises(function() nn.Normalization():adapt(tpu.data.from_tensors {x, x}:batch(8)) end,
+    "adapt takes a data set of inputs alone")
+  check.raises(function() nn.Normalization():adapt(tpu.data.from_tensors(x):batch(8):cycle()) end,
+    "adapt's data set never ends")
+  check.raises(function() nn.Normalization():adapt({1}) end,
+    "Normalization: adapt needs a tensor or a data set (tpu.data), got {1}")
+end
+
 function T.normalization_stays_fixed_through_fit()
   local input = nn.Input {shape = {2}}
   local norm = nn.Normalization()

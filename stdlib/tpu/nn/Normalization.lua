@@ -84,20 +84,58 @@ function Normalization:call(x, _ctx)
 end
 
 -- Sets mean, variance and count from the data x (a tensor of the input's shape, any batch).
-function Normalization:adapt(x, extra)
-  errors.none(2, "adapt", extra)
-  if not util.is_tensor(x) then util.fail("Normalization: adapt needs a tensor, got %s", util.show(x)) end
-  if self.mean_value ~= nil then
-    util.fail("Normalization '%s': adapt sets the statistics of a layer built without mean and variance", self.name)
-  end
+-- Per-feature mean, variance (population) and value count of one batch x.
+function Normalization:_batch_moments(x)
   self:maybe_build(x.shape)
   local axes = {}
   for i = 1, x.ndim do if self.broadcast[i] == 1 then axes[#axes + 1] = i end end
   local xf = util.cast_float(x, "f32")
   local mean = xf:mean(axes, true)
-  local variance = (xf - mean):square():mean(axes)
-  local count = util.numel(x.shape) // self.broadcast[util.axis(self.axis, x.ndim)]
-  local values = {mean = mean:reshape({mean.shape[util.axis(self.axis, x.ndim)]}), variance = variance,
+  local variance = (xf - mean):square():mean(axes, true)
+  return mean, variance, util.numel(x.shape) // self.broadcast[util.axis(self.axis, x.ndim)]
+end
+
+-- The moments of a data set's batches, combined batch by batch (Chan et al.'s update of the
+-- mean and the sum of squared deviations), as Keras's adapt streams a data set.
+function Normalization:_data_moments(ds)
+  local mean, m2, n
+  for x, more in ds:iter() do
+    if more ~= nil or not util.is_tensor(x) then
+      util.fail("Normalization '%s': adapt takes a data set of inputs alone, got elements of several "
+        .. "parts (drop the labels first: ds:map(function(x, y) return x end))", self.name)
+    end
+    local bm, bv, bn = self:_batch_moments(x)
+    if not mean then
+      mean, m2, n = bm, bv * bn, bn
+    else
+      local delta, total = bm - mean, n + bn
+      mean = mean + delta * (bn / total)
+      m2 = m2 + bv * bn + delta:square() * (n * bn / total)
+      n = total
+    end
+  end
+  if not mean then util.fail("Normalization '%s': adapt's data set produced no batches", self.name) end
+  return mean, m2 / n, n
+end
+
+-- Sets mean, variance and count from x: a tensor, or a tpu.data data set of input batches.
+function Normalization:adapt(x, extra)
+  errors.none(2, "adapt", extra)
+  local is_data = type(x) == "table" and type(x.iter) == "function" and type(x.cardinality) == "function"
+  if not util.is_tensor(x) and not is_data then
+    util.fail("Normalization: adapt needs a tensor or a data set (tpu.data), got %s", util.show(x))
+  end
+  if self.mean_value ~= nil then
+    util.fail("Normalization '%s': adapt sets the statistics of a layer built without mean and variance", self.name)
+  end
+  if is_data and x:cardinality() == -1 then
+    util.fail("Normalization '%s': adapt's data set never ends (cycle()); give it a finite one", self.name)
+  end
+  local mean, variance, count
+  if is_data then mean, variance, count = self:_data_moments(x)
+  else mean, variance, count = self:_batch_moments(x) end
+  local feature = mean.shape[util.axis(self.axis, mean.ndim)]
+  local values = {mean = mean:reshape({feature}), variance = variance:reshape({feature}),
                   count = core.tensor(count, {dtype = "i32"})}
   for _, e in ipairs(self._weights) do
     e.value = values[e.name]
