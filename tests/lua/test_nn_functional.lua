@@ -80,6 +80,59 @@ function T.several_outputs_and_fit()
     "compile: 1 losses for a model with 2 outputs")
 end
 
+-- Keras 3's compile on several outputs: loss, loss_weights and metrics keyed by output name (the
+-- output layers' names); a flat list of metrics has one entry per output.
+local function class_value_model()
+  nn.set_seed(3)
+  local x = nn.Input {shape = {4}}
+  local h = nn.Dense(8, {activation = "tanh"})(x)
+  local model = nn.Model {inputs = x, outputs = {nn.Dense(3, {name = "class"})(h), nn.Dense(1, {name = "value"})(h)}}
+  local xs = rand({16, 4}, 5)
+  return model, xs, {xs:argmax(-1):minimum(2), xs:sum(-1, true)}
+end
+
+local function logged(r)
+  local keys = {}
+  for k in pairs(r) do keys[#keys + 1] = k end
+  table.sort(keys)
+  return keys
+end
+
+function T.compile_by_output_name()
+  local model, xs, ys = class_value_model()
+  model:compile {optimizer = "sgd", loss = {"sparse_categorical_crossentropy", "mse"}, loss_weights = {1, 0.5}}
+  local by_list = model:evaluate(xs, ys, {verbose = 0}).loss
+  model:compile {optimizer = "sgd", loss = {value = "mse", class = "sparse_categorical_crossentropy"},
+                 loss_weights = {value = 0.5, class = 1}, metrics = {class = "accuracy"}}
+  local r = model:evaluate(xs, ys, {verbose = 0})
+  check.eq(r.loss, by_list)
+  check.eq(logged(r), {"class_accuracy", "loss"})
+  model:compile {optimizer = "sgd", loss = {"sparse_categorical_crossentropy", "mse"},
+                 metrics = {class = {"accuracy", "top_k_accuracy"}, value = "mse"}}
+  check.eq(logged(model:evaluate(xs, ys, {verbose = 0})),
+    {"class_accuracy", "class_top_k_accuracy", "loss", "value_mse"})
+  -- a flat list: one entry per output, as Keras 3 (not every metric on every output)
+  model:compile {optimizer = "sgd", loss = {"sparse_categorical_crossentropy", "mse"}, metrics = {"accuracy", "mse"}}
+  check.eq(logged(model:evaluate(xs, ys, {verbose = 0})), {"class_accuracy", "loss", "value_mse"})
+  check.raises(function() model:compile {optimizer = "sgd", loss = "mse", metrics = {"accuracy"}} end,
+    "compile: for a model with 2 outputs, metrics has one entry per output (a metric or a list of them), "
+    .. "or is keyed by output name")
+  check.raises(function() model:compile {optimizer = "sgd", loss = "mse", metrics = {cls = "accuracy"}} end,
+    "compile: metrics has the key \"cls\", which is not the name of an output of the model (its outputs: class, value)")
+  check.raises(function() model:compile {optimizer = "sgd", loss = {class = "mse"}} end,
+    "compile: loss has no entry for the output 'value' (expected the keys class, value)")
+  check.raises(function()
+    model:compile {optimizer = "sgd", loss = "mse", loss_weights = {class = 1, valeu = 2}}
+  end, "compile: loss_weights has the key \"valeu\"")
+end
+
+function T.one_target_for_two_outputs_shows_the_call()
+  local model, xs, ys = class_value_model()
+  model:compile {optimizer = "sgd", loss = {"sparse_categorical_crossentropy", "mse"}}
+  check.raises(function() model:fit(xs, ys[2], {verbose = 0}) end,
+    "give one target per output: model:fit(x, {y1, y2})")
+end
+
 function T.shared_layer_has_one_set_of_weights()
   local shared = nn.Dense(3)
   local a, b = nn.Input {shape = {2}}, nn.Input {shape = {2}}

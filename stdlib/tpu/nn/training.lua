@@ -14,9 +14,11 @@
 -- compiled step stays the same. Weight regularizers add to the loss. Only the partial sums (one
 -- small f32 vector) come back to the host each step.
 --
--- Several outputs (functional models): `loss` is one loss for every output or a list with one
--- per output (plus optional `loss_weights`); metrics apply to every output (named
--- <output>_<metric>) unless given as a list of lists, one per output.
+-- Several outputs (functional models), as Keras 3's compile: `loss` is one loss for every output,
+-- a list with one per output or a table keyed by output name (plus optional `loss_weights`, a
+-- list or a table keyed by output name); `metrics` is a list with one entry per output (a metric
+-- or a list of them) or a table keyed by output name, each named <output>_<metric>. An output's
+-- name is its layer's.
 --
 -- Strategies: a model compiled inside `strategy:scope()` trains replicated on the strategy's
 -- cores. Each core takes its rows of the global batch (which must divide by the cores), the
@@ -53,6 +55,47 @@ local function output_names(model)
   return names
 end
 
+-- Every output's name, as Keras names them: a functional model's output layers, else the last
+-- layer of a Sequential model (nil when the model has no layers to name it).
+local function all_output_names(model)
+  if model.outputs then
+    local names = {}
+    for i, n in ipairs(model.outputs) do names[i] = n.name end
+    return names
+  end
+  local last = model.modules and model.modules[#model.modules]
+  return last and last.name and {last.name} or nil
+end
+
+-- A plain table keyed by names (Keras's dict form), not a list.
+local function is_dict(v)
+  return is_list(v) and #v == 0 and next(v) ~= nil
+end
+
+-- A table keyed by output name as a list in output order: every key must name an output;
+-- `all`: every output needs an entry (a missing one is `missing`).
+local function by_output(v, names, what, all, missing)
+  if not names then
+    util.fail("compile: %s keyed by output name needs a model whose outputs have names; give a list", what)
+  end
+  local index = {}
+  for i, n in ipairs(names) do index[n] = i end
+  for k in pairs(v) do
+    if not index[k] then
+      util.fail("compile: %s has the key %s, which is not the name of an output of the model (its outputs: %s)",
+        what, util.show(k), table.concat(names, ", "))
+    end
+  end
+  local out = {}
+  for i, n in ipairs(names) do
+    if v[n] == nil and all then
+      util.fail("compile: %s has no entry for the output '%s' (expected the keys %s)", what, n, table.concat(names, ", "))
+    end
+    if v[n] == nil then out[i] = missing else out[i] = v[n] end
+  end
+  return out
+end
+
 -- Keras's loss_weights: a list of numbers, one per output, that scale each output's loss.
 local function check_loss_weights(weights, outputs)
   if weights == nil then return end
@@ -66,10 +109,13 @@ end
 
 -- One loss function(y, y_pred) over every output, and whether it returns per-example losses
 -- ([batch]; every loss is a built-in one) rather than the batch mean (a loss of the user's).
-local function total_loss(spec, names)
+local function total_loss(spec, names, all_names)
   local losses = require "tpu.losses"
   local list, per_example, built_in = {}, true, {}
-  for i, l in ipairs(is_list(spec.loss) and spec.loss or {spec.loss}) do
+  local given, weights = spec.loss, spec.loss_weights
+  if is_dict(given) then given = by_output(given, all_names, "loss", true) end
+  if is_dict(weights) then weights = by_output(weights, all_names, "loss_weights", true) end
+  for i, l in ipairs(is_list(given) and given or {given}) do
     local fn = losses.get(l)
     built_in[i] = losses.per_example(fn) ~= nil
     list[i] = losses.per_example(fn) or fn
@@ -80,12 +126,12 @@ local function total_loss(spec, names)
       if built_in[i] then list[i] = function(y, y_pred, w) return per(y, y_pred, w):mean() end end
     end
   end
-  local weights = spec.loss_weights or {}
   local n = names and #names or 1
-  if is_list(spec.loss) and #list ~= n then
+  if is_list(given) and #list ~= n then
     util.fail("compile: %d losses for a model with %d output%s", #list, n, n == 1 and "" or "s")
   end
-  check_loss_weights(spec.loss_weights, n)
+  check_loss_weights(weights, n)
+  weights = weights or {}
   if not names then
     local one, scale = list[1], weights[1]
     if scale == nil or scale == 1 then return one, per_example end
@@ -94,7 +140,7 @@ local function total_loss(spec, names)
   return function(y, y_pred, w)
     if not is_list(y) or #y ~= #y_pred then
       util.fail("the model has %d outputs but the targets are %s; give one target per output: "
-        .. "data.from_tensors{x, {y1, y2}}", #y_pred, util.show(y))
+        .. "model:fit(x, {y1, y2}) (a data set: data.from_tensors {x, {y1, y2}})", #y_pred, util.show(y))
     end
     local total
     for i, p in ipairs(y_pred) do
@@ -119,15 +165,26 @@ local function check_metric_names(list)
   return list
 end
 
-local function metric_list(spec, names)
+-- As Keras 3: one output's metrics are a list (or, keyed by output name, a metric or a list);
+-- several outputs' a list with one entry per output (a metric or a list of them) or a table
+-- keyed by output name, where an output without an entry gets none.
+local function metric_list(spec, names, all_names)
   local get, out = require("tpu.metrics").get, {}
+  local function as_list(v) return is_list(v) and v or {v} end
   if not names then
+    if is_dict(spec) then spec = as_list(by_output(spec, all_names, "metrics", false, {})[1]) end
     for i, m in ipairs(spec) do out[i] = get(m) end
     return check_metric_names(out)
   end
-  local per_output = is_list(spec[1])
+  if is_dict(spec) then
+    spec = by_output(spec, all_names, "metrics", false, {})
+  elseif #spec > 0 and #spec ~= #names then
+    util.fail("compile: for a model with %d outputs, metrics has one entry per output (a metric or a list "
+      .. "of them), or is keyed by output name, e.g. {%s = {\"accuracy\"}}; got %d entr%s: %s", #names,
+      names[1], #spec, #spec == 1 and "y" or "ies", util.show(spec))
+  end
   for o, name in ipairs(names) do
-    for _, m in ipairs(per_output and (spec[o] or {}) or spec) do
+    for _, m in ipairs(as_list(spec[o] or {})) do
       local metric = get(m)
       out[#out + 1] = {name = name .. "_" .. metric.name, weighted = metric.weighted,
                        result = metric.result, partial = function(y, y_pred, w) return metric.partial(y[o], y_pred[o], w) end}
@@ -163,13 +220,13 @@ function M:compile(spec, extra)
   if spec.steps_per_execution ~= nil and not util.is_positive_integer(spec.steps_per_execution) then
     util.fail("compile: steps_per_execution must be a positive integer, got %s", util.show(spec.steps_per_execution))
   end
-  local names = output_names(self)
+  local names, all_names = output_names(self), all_output_names(self)
   local strategy = require "tpu.strategy"
-  local loss, per_example = total_loss(spec, names)
+  local loss, per_example = total_loss(spec, names, all_names)
   self.compiled = {
     optimizer = require("tpu.optim").get(spec.optimizer),
     loss = loss, per_example_loss = per_example,
-    metrics = metric_list(spec.metrics or {}, names),
+    metrics = metric_list(spec.metrics or {}, names, all_names),
     strategy = strategy.current() or strategy.default(),
     steps = {}, static_batch = {}, ones = {},
   }
