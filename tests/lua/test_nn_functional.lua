@@ -126,6 +126,35 @@ function T.compile_by_output_name()
   end, "compile: loss_weights has the key \"valeu\"")
 end
 
+-- validation_split cuts every tensor of lists of inputs and outputs, as validation_data of the
+-- last rows would.
+function T.validation_split_of_lists()
+  local function run(split)
+    nn.set_seed(4)
+    local a, b = nn.Input {shape = {3}}, nn.Input {shape = {2}}
+    local h = nn.Dense(4, {activation = "tanh"})(nn.Concatenate()({a, b}))
+    local model = nn.Model {inputs = {a, b}, outputs = {nn.Dense(3, {name = "c"})(h), nn.Dense(1, {name = "r"})(h)}}
+    model:compile {optimizer = "sgd", loss = {"sparse_categorical_crossentropy", "mse"}}
+    local xa, xb = rand({10, 3}, 1), rand({10, 2}, 2)
+    local yc, yr = xa:argmax(-1), xb:sum(-1, true)
+    local head = function(t) return t:slice {{1, 8}} end
+    local tail = function(t) return t:slice {{9, 10}} end
+    local h1
+    if split then
+      h1 = model:fit({xa, xb}, {yc, yr}, {epochs = 2, batch_size = 4, verbose = 0, validation_split = 0.2})
+    else
+      h1 = model:fit({head(xa), head(xb)}, {head(yc), head(yr)}, {epochs = 2, batch_size = 4, verbose = 0,
+        validation_data = {{tail(xa), tail(xb)}, {tail(yc), tail(yr)}}})
+    end
+    return h1.history, model:parameters()[1]:totable()
+  end
+  local h1, w1 = run(true)
+  local h2, w2 = run(false)
+  check.eq(#h1.val_loss, 2)
+  check.eq(h1, h2)
+  check.eq(w1, w2)
+end
+
 function T.one_target_for_two_outputs_shows_the_call()
   local model, xs, ys = class_value_model()
   model:compile {optimizer = "sgd", loss = {"sparse_categorical_crossentropy", "mse"}}

@@ -828,8 +828,9 @@ end
 local fit_options = {"epochs", "validation_data", "verbose", "callbacks", "batch_size",
                      "steps_per_epoch", "resume", "validation_split", "initial_epoch"}
 
--- Keras's validation_split on {x, y} tensors: the last fraction of the rows (taken before any
--- shuffling) becomes validation_data. Returns the training data and a copy of opts.
+-- Keras's validation_split on {x, y} tensors (x, y: a tensor or a list of them, one per input or
+-- output): the last fraction of the rows of each (taken before any shuffling) becomes
+-- validation_data. Returns the training data and a copy of opts.
 local function split_validation(data, opts)
   local split = opts.validation_split
   if split == nil then return data, opts end
@@ -837,12 +838,13 @@ local function split_validation(data, opts)
     util.fail("fit: validation_split must be a number in (0, 1), got %s", util.show(split))
   end
   if opts.validation_data ~= nil then util.fail("fit: give validation_split or validation_data, not both") end
+  local function tensors(v) return util.is_tensor(v) or is_tensor_list(v) end
   local pair = type(data) == "table" and not is_dataset(data) and #data == 2
-  if not (pair and util.is_tensor(data[1]) and util.is_tensor(data[2])) then
-    util.fail("fit: validation_split needs x and y tensors (fit(x, y, {...})); "
-      .. "for a data set, pass validation_data")
+  if not (pair and tensors(data[1]) and tensors(data[2])) then
+    util.fail("fit: validation_split needs x and y tensors (fit(x, y, {...}); x or y may be a list of "
+      .. "tensors); for a data set, pass validation_data")
   end
-  local n = data[1].shape[1]
+  local n = pair_rows("fit", data)
   local at = math.floor(n * (1 - split))
   if at < 1 or at >= n then
     util.fail("fit: validation_split = %g of %d rows leaves no %s rows", split, n, at < 1 and "training" or "validation")
@@ -850,8 +852,14 @@ local function split_validation(data, opts)
   local out = {}
   for k, v in pairs(opts) do out[k] = v end
   out.validation_split = nil
-  local head = function(t) return t:slice {{1, at}} end
-  local tail = function(t) return t:slice {{at + 1, n}} end
+  local function cut(v, first, last)
+    if util.is_tensor(v) then return v:slice {{first, last}} end
+    local parts = {}
+    for i, t in ipairs(v) do parts[i] = t:slice {{first, last}} end
+    return parts
+  end
+  local function head(v) return cut(v, 1, at) end
+  local function tail(v) return cut(v, at + 1, n) end
   out.validation_data = {tail(data[1]), tail(data[2])}
   return {head(data[1]), head(data[2])}, out
 end
