@@ -168,4 +168,27 @@ function T.a_model_is_built_by_a_forward_pass_over_one_example()
   check.eq(Wrap {}:predict(rand({10, 4})).shape, {10, 3})
 end
 
+-- Weights taken before fit keep their values (fit trains new tensors); get_weights and
+-- set_weights copy, as Keras's, so a list given to set_weights stays valid after fit.
+function T.weights_taken_before_fit_stay_valid()
+  nn.set_seed(2)
+  local x = rand({8, 3}, 1)
+  local y = x:sum(2, true)
+  local model = nn.Sequential {nn.Dense(1)}
+  model:compile {optimizer = optim.SGD {lr = 0.1}, loss = "mse"}
+  model(x)
+  local snap, kept = model:parameters(), model:get_weights()
+  local before = snap[1]:totable()
+  local first = model:fit(x, y, {verbose = 0}).history.loss[1]
+  check.eq(snap[1]:totable(), before)
+  check.eq(kept[1]:totable(), before)
+  check.is_true(model:parameters()[1]:totable()[1][1] ~= before[1][1], "fit changed the weights")
+  model:set_weights(kept)
+  check.eq(model:fit(x, y, {verbose = 0}).history.loss[1], first)
+  check.eq(kept[1]:totable(), before)
+  check.raises(function() model:set_weights {kept[1]} end,
+    "set_weights: expected a list of 2 tensors (model:get_weights() order)")
+  check.raises(function() model:set_weights {kept[2], kept[1]} end, "set_weights: weight 1 is f32[3,1], got a tensor f32[1]")
+end
+
 return T

@@ -934,6 +934,41 @@ local function first_epoch(model, history, data, opts, epochs)
   return {epoch = done, batch = 0}
 end
 
+-- New tensors for a list of weights, with the same values: tensors a train step never donates
+-- (a buffer still held elsewhere is copied when a step donates its new tensor).
+local copy_step
+local function copies(list)
+  if #list == 0 then return {} end
+  copy_step = copy_step or tpu.jit(function(l) return l end, {name = "copy_weights"})
+  return copy_step(list)
+end
+
+-- Keras's get_weights(): copies of the weights in parameters() order, which fit never changes.
+function M:get_weights(extra)
+  check_model(self, "get_weights", "model:get_weights()")
+  errors.none(1, "get_weights", extra)
+  return copies(self:parameters())
+end
+
+-- Keras's set_weights(list): copies of the tensors become the weights (the list stays valid
+-- after fit); each must have the shape and dtype of the weight it replaces.
+function M:set_weights(list, extra)
+  check_model(self, "set_weights", "model:set_weights(weights)")
+  errors.none(2, "set_weights", extra)
+  local current = self:parameters()
+  if not is_list(list) or #list ~= #current then
+    util.fail("set_weights: expected a list of %d tensors (model:get_weights() order), got %s", #current,
+      util.show(list))
+  end
+  for i, t in ipairs(list) do
+    local w = current[i]
+    if not util.is_tensor(t) or t.dtype ~= w.dtype or table.concat(t.shape, ",") ~= table.concat(w.shape, ",") then
+      util.fail("set_weights: weight %d is %s[%s], got %s", i, w.dtype, table.concat(w.shape, ","), util.show(t))
+    end
+  end
+  self:set_parameters(copies(list))
+end
+
 function M:fit(data, opts, more)
   data, opts = keras_xy("fit", self, data, opts, more)
   opts = opts or {}
@@ -955,6 +990,9 @@ function M:fit(data, opts, more)
                     {"steps per epoch", steps or "unknown"}}
   cbs = require("tpu.callbacks")._prepare(cbs, self, {epochs = epochs, steps = steps, verbose = verbose,
     train_data = data, validation_data = opts.validation_data})
+  -- The steps donate the weights they update: fit trains fresh tensors, so the ones a caller
+  -- took before (model:parameters()) keep their values rather than becoming unusable.
+  self:set_parameters(copies(self:parameters()))
   local _ <close> = interrupt.deferred()
   callback(cbs, "on_train_begin", {})
   local left  -- the pass the last epoch left under way (steps_per_epoch)
