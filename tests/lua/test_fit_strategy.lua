@@ -127,8 +127,8 @@ return {
 
   ["the same training is bitwise identical across runs and host thread counts"] = function()
     local script = here .. "/fit_weights.lua"
-    local function run(threads)
-      local p = io.popen(string.format("%s --threads %d %s 2>&1", exe, threads, script))
+    local function run(threads, how)
+      local p = io.popen(string.format("%s --threads %d %s 4 %s 2>&1", exe, threads, script, how or ""))
       local out = p:read("a")
       p:close()
       return out
@@ -137,6 +137,11 @@ return {
     check.is_true(a:find("weights ", 1, true) ~= nil, a)
     check.eq(b, a)
     check.eq(c, a)
+    -- fit(x, y) shuffles the rows each epoch: the same order whatever the threads
+    local d, e = run(1, "tensors"), run(3, "tensors")
+    check.is_true(d:find("weights ", 1, true) ~= nil, d)
+    check.eq(e, d)
+    check.is_true(d ~= a)
   end,
 
   -- Each core draws its own dropout masks: the cores get one key, and with it alone core 2's row

@@ -191,4 +191,47 @@ function T.weights_taken_before_fit_stay_valid()
   check.raises(function() model:set_weights {kept[2], kept[1]} end, "set_weights: weight 1 is f32[3,1], got a tensor f32[1]")
 end
 
+-- Keras's fit shuffles tensors each epoch by default, from the model's seed and the epoch: the
+-- same run twice is the same, fit{epochs = 1} then fit{initial_epoch = 1, epochs = 3} equals
+-- fit{epochs = 3} bitwise, shuffle = false keeps the order, and a data set is left to itself.
+function T.fit_shuffles_tensors_each_epoch()
+  local x = rand({20, 3}, 1)
+  local y = x:sum(2, true) * x:slice {{1, 20}, {1, 1}}
+  local function model()
+    nn.set_seed(1)
+    local m = nn.Sequential {nn.Dense(4, {activation = "tanh"}), nn.Dropout(0.3), nn.Dense(1)}
+    m:compile {optimizer = optim.Adam {lr = 0.05}, loss = "mse"}
+    return m
+  end
+  local function weights(m)
+    local out = {}
+    for i, p in ipairs(m:parameters()) do out[i] = p:totable() end
+    return out
+  end
+  local function run(opts, first)
+    local m = model()
+    if first then m:fit(x, y, first) end
+    local h = m:fit(x, y, opts)
+    return h.history.loss, weights(m)
+  end
+  local base = {epochs = 3, batch_size = 4, verbose = 0}
+  local l1, w1 = run(base)
+  local l2, w2 = run(base)
+  check.eq({l1, w1}, {l2, w2})
+  local l3, w3 = run({initial_epoch = 1, epochs = 3, batch_size = 4, verbose = 0},
+                     {epochs = 1, batch_size = 4, verbose = 0})
+  check.eq(l3[#l3], l1[3])
+  check.eq(w3, w1)
+  local l4, w4 = run {epochs = 3, batch_size = 4, verbose = 0, shuffle = false}
+  check.is_true(l4[3] ~= l1[3], "shuffle = false trains in another order")
+  local rows = tpu.arange(20):cast("f32"):reshape {20, 1}
+  local probe = nn.Sequential {nn.Dense(1)}
+  probe:compile {optimizer = "sgd", loss = "mse"}
+  local ds = tpu.data.from_tensors {rows, rows}:batch(20)
+  local h = probe:fit(ds, {epochs = 1, verbose = 0, shuffle = true})  -- ignored for a data set
+  check.eq(#h.history.loss, 1)
+  check.raises(function() probe:fit(rows, rows, {verbose = 0, shuffle = "batch"}) end,
+    "fit: shuffle must be true or false, got \"batch\"")
+end
+
 return T

@@ -20,6 +20,9 @@
 -- or a list of them) or a table keyed by output name, each named <output>_<metric>. An output's
 -- name is its layer's.
 --
+-- fit(x, y) on tensors shuffles the rows each epoch (Keras's shuffle = true), in an order made
+-- from the model's random key and the epoch number; data sets are left to order themselves.
+--
 -- Strategies: a model compiled inside `strategy:scope()` trains replicated on the strategy's
 -- cores. Each core takes its rows of the global batch (which must divide by the cores), the
 -- loss is the sum over the global batch of per-example losses divided by the global example
@@ -271,13 +274,16 @@ end
 -- Iterates batches of a data set (anything with :iter()), of a tensor (predict) or of an
 -- {x, y} pair of tensors (y: a tensor or a list, one per output) cut into batches of
 -- `batch_size` along the first axis.
-local function slices(list, batch_size, who)
+-- `order` (fit's shuffle): the rows in this order, an i32[n] tensor of 0-based row indices.
+local function slices(list, batch_size, who, order)
   local n = pair_rows(who or "fit", list)
   local first = 1
   local function cut(t, last)
-    if util.is_tensor(t) then return t:slice {{first, last}} end
+    local rows = order and order:slice {{first, last}}
+    local function one(leaf) return rows and leaf:take(rows) or leaf:slice {{first, last}} end
+    if util.is_tensor(t) then return one(t) end
     local out = {}
-    for j, leaf in ipairs(t) do out[j] = leaf:slice {{first, last}} end
+    for j, leaf in ipairs(t) do out[j] = one(leaf) end
     return out
   end
   return function()
@@ -299,7 +305,7 @@ local function is_tensor_list(v)
   return type(v) == "table" and not is_dataset(v) and util.is_tensor(v[1])
 end
 
-local function batches(data, batch_size, who)
+local function batches(data, batch_size, who, order)
   batch_size = batch_size or 32
   if is_dataset(data) then
     local f, s, ctl = data:iter()
@@ -311,7 +317,7 @@ local function batches(data, batch_size, who)
   end
   if util.is_tensor(data) then return slices({data}, batch_size, who) end
   if type(data) == "table" and (util.is_tensor(data[1]) or is_tensor_list(data[1])) then
-    return slices(data, batch_size, who)
+    return slices(data, batch_size, who, order)
   end
   util.fail("expected a data set (tpu.data), a tensor or an {x, y} pair of tensors, got %s",
     util.show(data))
@@ -714,11 +720,16 @@ end
 -- The random key of the next train step is the seed's key folded with a step count that goes
 -- on across fit calls; the step folds it in (a host fold_in cost more than the fused one). Both
 -- are tensor leaves of the step's arguments, so a new step never recompiles.
-local function step_key(model)
+local function model_key(model)
   if not model.dropout_key then
     local seed = require("tpu.nn.initializers").seed()
     model.dropout_key = tpu.random.key(seed):split(2)[2]
   end
+  return model.dropout_key
+end
+
+local function step_key(model)
+  model_key(model)
   model.train_steps = (model.train_steps or 0) + 1
   return model.dropout_key, tpu.tensor(model.train_steps, {dtype = "i32"})
 end
@@ -754,6 +765,18 @@ local function continued_pass(data, opts, left)
   end, left.pass_batch
 end
 
+-- Keras's shuffle of {x, y} tensors: the order of the rows in epoch `epoch` (1-based), an
+-- i32[n] permutation made on the host from the model's random key (nn.set_seed, kept by
+-- checkpoints) and the epoch alone, so fit{initial_epoch =} and resumed runs shuffle as an
+-- uninterrupted one. nil when the rows keep their order (shuffle = false, or a data set, which
+-- shuffles itself).
+local function epoch_order(model, data, opts, epoch)
+  if opts.shuffle == false or is_dataset(data) then return nil end
+  local n = pair_rows("fit", data)
+  local seed = model_key(model):split(1)[1]:value()
+  return tpu.core.buffer_shuffle(0, n, n, seed, epoch - 1)
+end
+
 -- One epoch. `start` continues one a checkpoint stopped inside ({batch=, sums=, iter=,
 -- pass_batch=}), or the pass the last epoch left ({iter=, pass_batch=}): with steps_per_epoch
 -- over a data set that ends (`carry`), as in Keras, an epoch takes the batches that follow the
@@ -766,7 +789,10 @@ local function train_epoch(model, c, data, opts, bar, cbs, epoch, start, carry)
   local spe = opts.steps_per_epoch
   local it, taken  -- the pass, and the batches taken from it (a checkpoint's data position)
   if start.iter and step == 0 then it, taken = continued_pass(data, opts, start)
-  else it, taken = start.iter or batches(data, opts.batch_size), start.pass_batch or step end
+  else
+    it = start.iter or batches(data, opts.batch_size, nil, epoch_order(model, data, opts, epoch))
+    taken = start.pass_batch or step
+  end
   while not (spe and step >= spe) do
     local x, y, sample, fourth = it()
     if x == nil then
@@ -826,7 +852,7 @@ local function evaluate_sums(model, c, data, opts, bar)
 end
 
 local fit_options = {"epochs", "validation_data", "verbose", "callbacks", "batch_size",
-                     "steps_per_epoch", "resume", "validation_split", "initial_epoch"}
+                     "steps_per_epoch", "resume", "validation_split", "initial_epoch", "shuffle"}
 
 -- Keras's validation_split on {x, y} tensors (x, y: a tensor or a list of them, one per input or
 -- output): the last fraction of the rows of each (taken before any shuffling) becomes
@@ -973,6 +999,9 @@ function M:fit(data, opts, more)
   data, opts = keras_xy("fit", self, data, opts, more)
   opts = opts or {}
   util.check_options({__name = "fit"}, opts, fit_options)
+  if opts.shuffle ~= nil and type(opts.shuffle) ~= "boolean" then
+    util.fail("fit: shuffle must be true or false, got %s", util.show(opts.shuffle))
+  end
   data, opts = split_validation(data, opts)
   check_validation_data(opts.validation_data)
   local c = compiled(self, "fit")
