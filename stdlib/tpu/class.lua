@@ -30,7 +30,7 @@ local function class(name, parent)
   end
   -- Metamethods are not inherited through __index; copy the parent's.
   if parent then
-    for _, k in ipairs {"__tostring", "__call", "__len", "__close"} do
+    for _, k in ipairs {"__tostring", "__call", "__len", "__close", "__newindex"} do
       if rawget(parent, k) and not rawget(cls, k) then cls[k] = parent[k] end
     end
   end

@@ -371,4 +371,48 @@ function T.fit_requires_compile()
     'unknown metric "f1"')
 end
 
+-- Keras tracks layer-valued attributes: sublayers held in fields (or lists in fields) are the
+-- layer's children, in the order the fields were set, after those listed in self.modules.
+function T.sublayers_in_fields_are_tracked()
+  local Net = nn.Module:extend("FieldNet")
+  function Net:__init(o)
+    self:init_common(o or {})
+    self.d1 = nn.Dense(8)
+    self.blocks = {nn.Dense(4), nn.Dense(4)}
+    self.d2 = nn.Dense(1)
+  end
+  function Net:call(x, ctx)
+    x = self.d1(x, ctx)
+    for _, b in ipairs(self.blocks) do x = b(x, ctx) end
+    return self.d2(x, ctx)
+  end
+  local net = Net()
+  local x = rand({16, 3})
+  net(x)
+  check.eq(#net.modules, 4)
+  check.eq({net.modules[1], net.modules[2], net.modules[3], net.modules[4]},
+           {net.d1, net.blocks[1], net.blocks[2], net.d2})
+  check.eq({net:count_params()}, {(3 * 8 + 8) + (8 * 4 + 4) + (4 * 4 + 4) + 5, 93, 0})
+  check.eq(net:named_parameters()[1].name, "1.kernel")
+  net:compile {optimizer = "adam", loss = "mse"}
+  local h = net:fit(x, x:sum(2, true), {epochs = 3, verbose = 0})
+  check.is_true(h.history.loss[3] < h.history.loss[1], "fit trains the sublayers")
+  -- A sublayer both listed in self.modules and held in a field counts once; a back reference
+  -- to a container is not a sublayer.
+  local Both = nn.Module:extend("Both")
+  function Both:__init()
+    self:init_common({})
+    self.inner = nn.Dense(2)
+    self.modules[#self.modules + 1] = self.inner
+    self.extra = nn.Dense(2)
+  end
+  function Both:call(x, ctx) return self.extra(self.inner(x, ctx), ctx) end
+  local both = Both()
+  both(rand({1, 2}))
+  check.eq(#both.modules, 2)
+  check.eq(both:count_params(), 12)
+  both.inner.owner = both
+  check.eq(both:count_params(), 12)
+end
+
 return T

@@ -27,7 +27,8 @@ TiedLogits.token_wise = true  -- each position on its own: model:generate may ru
 
 function TiedLogits:__init(embedding, opts)
   self:init_common(opts or {})
-  self.embedding = embedding
+  -- A reference, not a sublayer: the weights stay the Embedding layer's (the model lists it).
+  rawset(self, "embedding", embedding)
 end
 
 function TiedLogits:call(h, _ctx)

@@ -14,7 +14,8 @@
 -- its `dtype =` option, else the tpu.mixed_precision policy when it was constructed.
 -- Weights are plain tensors stored in `self[name]`; `set_parameters` swaps them (traced tensors
 -- while tpu.jit traces a step, updated values after it). Containers keep their children in
--- `self.modules`. The training methods (compile, fit, evaluate, predict) come from
+-- `self.modules`; layers held in fields (`self.dense = nn.Dense(8)`, or a list of them) join it
+-- when the layer is built, as Keras tracks layer-valued attributes. The training methods (compile, fit, evaluate, predict) come from
 -- tpu.nn.training, generate (decoder language models) from tpu.nn.generate.
 --
 -- ctx, the second argument of call: `ctx.training` (bool), `ctx.frozen` (true under a layer
@@ -67,6 +68,63 @@ function Module:init_common(opts)
   self.built = false
   self.modules = self.modules or {}
   self._weights = {}
+end
+
+-- Sublayers held in fields are tracked as Keras tracks layer-valued attributes:
+-- `self.dense = nn.Dense(8)` or `self.blocks = {nn.Dense(8), nn.Dense(8)}` makes them children
+-- (in self.modules, after the ones listed there, in the order the fields were first set), so
+-- their weights are this layer's. Each new table-valued field's key is recorded here; the
+-- modules are adopted when the layer is built (and by any later walk of its weights).
+local untracked_fields = {modules = true, layers = true, _weights = true, _field_keys = true}
+
+function Module:__newindex(key, value)
+  rawset(self, key, value)
+  if type(value) == "table" and not untracked_fields[key] then
+    local keys = rawget(self, "_field_keys")
+    if not keys then keys = {}; rawset(self, "_field_keys", keys) end
+    keys[#keys + 1] = key
+    rawset(self, "_fields_pending", true)
+  end
+end
+
+local function is_module(v)
+  return type(v) == "table" and Module.is_instance(v)
+end
+
+-- Whether `target` is m or one of its sublayers.
+local function reaches(m, target, seen)
+  if rawequal(m, target) then return true end
+  if seen[m] then return false end
+  seen[m] = true
+  for _, c in ipairs(rawget(m, "modules") or {}) do
+    if reaches(c, target, seen) then return true end
+  end
+  return false
+end
+
+-- Appends the modules held in fields (a module, or a list of them) that self.modules lacks.
+-- A module that holds this one (a back reference) is not a sublayer.
+local function adopt_fields(self)
+  rawset(self, "_fields_pending", nil)
+  local modules = rawget(self, "modules")
+  if not modules then modules = {}; rawset(self, "modules", modules) end
+  local listed = {}
+  for _, m in ipairs(modules) do listed[m] = true end
+  local function adopt(m)
+    if listed[m] or reaches(m, self, {}) then return end
+    listed[m] = true
+    modules[#modules + 1] = m
+  end
+  for _, key in ipairs(rawget(self, "_field_keys")) do
+    local v = rawget(self, key)
+    if is_module(v) then
+      adopt(v)
+    elseif type(v) == "table" and getmetatable(v) == nil then
+      for i = 1, #v do
+        if is_module(v[i]) then adopt(v[i]) end
+      end
+    end
+  end
 end
 
 -- Fields every module needs, for subclasses whose __init forgot init_common.
@@ -174,6 +232,7 @@ function Module:maybe_build(input_shape)
   ensure_init(self)
   if self.built then return end
   self:build(input_shape)
+  if rawget(self, "_fields_pending") then adopt_fields(self) end
   self.built = true
   self.input_shape = util.copy(input_shape)
 end
@@ -257,6 +316,7 @@ end
 -- step's trace walks the weights several times: a walk makes no table per weight.
 function Module:each_weight(fn, frozen)
   ensure_init(self)
+  if rawget(self, "_fields_pending") then adopt_fields(self) end
   frozen = frozen or not self.trainable
   for _, e in ipairs(self._weights) do fn(self, e, e.trainable and not frozen) end
   for _, m in ipairs(self.modules) do m:each_weight(fn, frozen) end
