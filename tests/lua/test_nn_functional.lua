@@ -236,4 +236,33 @@ function T.symbolic_tensor_errors()
   check.raises(function() nn.Input {size = {2}} end, "Input: unknown option 'size'")
 end
 
+-- Keras's layer.output / layer.input (those of the first symbolic call), model.input,
+-- model.output and model:get_layer(name): a model of an intermediate output.
+function T.layer_output_and_get_layer()
+  local a = nn.Input {shape = {4}, name = "feat_in"}
+  local hidden = nn.Dense(3, {name = "feat_hidden"})
+  local h = hidden(a)
+  local out = nn.Dense(1)(h)
+  local m = nn.Model {inputs = a, outputs = out}
+  check.is_true(hidden.output == h and hidden.input == a)
+  check.is_true(m.input == a and m.output == out)
+  check.is_true(m:get_layer("feat_hidden") == hidden)
+  local both = nn.Model {inputs = m.input, outputs = {m:get_layer("feat_hidden").output, m.output}}
+  check.eq(both:count_params(), 19)
+  check.eq(#both(rand({2, 4})), 2)
+  check.raises(function() m:get_layer("feat_hiden") end,
+    "Model 'model_%d+' has no layer named 'feat_hiden'; did you mean 'feat_hidden'%? %(its layers: feat_hidden, dense_%d+%)")
+  local s = nn.Sequential {nn.Dense(2, {name = "seq_first"})}
+  check.is_true(s:get_layer("seq_first") == s.layers[1])
+  -- A hole in a list (a field that does not exist, as `output` before a symbolic call) is an
+  -- error naming its position, not a shorter list.
+  local unused = nn.Dense(2)
+  check.eq(unused.output, nil)
+  check.raises(function() nn.Model {inputs = a, outputs = {unused.output, h}} end,
+    "Model: outputs%[1%] is nil, not a symbolic tensor %(a layer's `output` is the symbolic tensor of its first call on symbolic tensors, nil before one%)")
+  check.raises(function() nn.Model {inputs = {nil, a}, outputs = h} end, "Model: inputs%[1%] is nil")
+  check.raises(function() nn.Model {inputs = a, outputs = {h, extra = out}} end,
+    'Model: outputs must be a list of symbolic tensors, got the key "extra"')
+end
+
 return T

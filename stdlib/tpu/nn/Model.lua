@@ -11,19 +11,33 @@
 local Module = require "tpu.nn.Module"
 local Node = require "tpu.nn.Node"
 local util = require "tpu.nn.util"
+local errors = require "tpu.errors"
 
 local Model = Module:extend("Model")
 Model.token_wise = true  -- a container: its layers say whether model:generate may run them
 
+-- A list with a hole ({nil, y}: a field that does not exist, such as a layer's `output`
+-- before it was called on symbolic tensors) is an error naming the position, not a shorter list.
 local function as_nodes(v, what)
   local list = Node._is(v) and {v} or v
-  if type(list) ~= "table" or getmetatable(list) ~= nil or #list == 0 then
+  if type(list) ~= "table" or getmetatable(list) ~= nil or next(list) == nil then
     util.fail("Model: %s must be a symbolic tensor (from nn.Input or a layer called on one) "
       .. "or a list of them, got %s", what, util.show(v))
   end
-  for i, n in ipairs(list) do
-    if not Node._is(n) then
-      util.fail("Model: %s[%d] is not a symbolic tensor, got %s", what, i, util.show(n))
+  local n = 0
+  for k in pairs(list) do
+    if math.type(k) ~= "integer" or k < 1 then
+      util.fail("Model: %s must be a list of symbolic tensors, got the key %s", what, util.show(k))
+    end
+    n = math.max(n, k)
+  end
+  for i = 1, n do
+    local node = list[i]
+    if node == nil then
+      util.fail("Model: %s[%d] is nil, not a symbolic tensor (a layer's `output` is the "
+        .. "symbolic tensor of its first call on symbolic tensors, nil before one)", what, i)
+    elseif not Node._is(node) then
+      util.fail("Model: %s[%d] is not a symbolic tensor, got %s", what, i, util.show(node))
     end
   end
   return list
@@ -63,6 +77,9 @@ function Model:__init(spec)
   self.layers = self.modules  -- Keras's name (model.layers): the same list
   self.inputs, self.outputs = as_nodes(spec.inputs, "inputs"), as_nodes(spec.outputs, "outputs")
   self.single_input, self.single_output = Node._is(spec.inputs), Node._is(spec.outputs)
+  -- Keras's model.input and model.output: the symbolic tensor, or the list of them.
+  rawset(self, "input", self.single_input and self.inputs[1] or self.inputs)
+  rawset(self, "output", self.single_output and self.outputs[1] or self.outputs)
   self.calls = order_calls(self.inputs, self.outputs)
   local seen = {}
   for _, c in ipairs(self.calls) do
@@ -110,6 +127,24 @@ function Model:call(x, ctx)
   local out = {}
   for i, n in ipairs(self.outputs) do out[i] = values[n] end
   return out
+end
+
+-- The layer named `name` (Keras's model.get_layer(name)), searched in model.layers; Sequential
+-- has it too.
+function Model:get_layer(name, extra)
+  errors.none(2, "get_layer", extra)
+  errors.check(1, "get_layer", name, "string")
+  local names = {}
+  for _, layer in ipairs(self.modules) do
+    if layer.name == name then return layer end
+    names[#names + 1] = layer.name
+  end
+  if #names == 0 then names[1] = "none" end
+  if #names > 12 then names = {table.unpack(names, 1, 12)}; names[13] = "..." end
+  local all = {}
+  for i, layer in ipairs(self.modules) do all[i] = layer.name end
+  util.fail("%s '%s' has no layer named '%s'%s (its layers: %s)", self.__name, self.name, name,
+    errors.did_you_mean(name, all), table.concat(names, ", "))
 end
 
 function Model:compute_output_shape(_input_shape)

@@ -155,6 +155,11 @@ function Node._apply(layer, x, ctx)
     end
     layer.output_shape = util.shape_of(record.outputs)
   end
+  -- Keras's layer.input and layer.output: those of the layer's first symbolic call.
+  if rawget(layer, "output") == nil then
+    rawset(layer, "input", x)
+    rawset(layer, "output", record.outputs)
+  end
   return record.outputs
 end
 

@@ -106,4 +106,7 @@ function Sequential:repr()
   return table.concat(lines, "\n")
 end
 
+-- model:get_layer(name), as nn.Model's.
+Sequential.get_layer = require("tpu.nn.Model").get_layer
+
 return Sequential
