@@ -137,6 +137,26 @@ M.mse = M.define {name = "mse", partial = function(y_true, y_pred, weights)
   return weighted_sum(d:square(), weights)
 end}
 
+-- Keras's name of mse; in logs it keeps the name it was asked by, as Keras's does.
+M.mean_squared_error = M.define {name = "mean_squared_error", partial = M.mse.partial}
+
+-- Mean absolute error (Keras's "mae", "mean_absolute_error").
+local function mae(name)
+  return M.define {name = name, partial = function(y_true, y_pred, weights)
+    y_true = require("tpu.losses").match_targets(name, y_true, y_pred)
+    return weighted_sum((y_pred:cast("f32") - y_true:cast("f32")):abs(), weights)
+  end}
+end
+M.mae, M.mean_absolute_error = mae("mae"), mae("mean_absolute_error")
+
+-- Keras's sparse_categorical_accuracy: class ids (0-based, [batch] or [batch, 1]) against the
+-- argmax of the scores over the last axis, whatever the number of classes.
+M.sparse_categorical_accuracy = M.define {name = "sparse_categorical_accuracy",
+  partial = function(y_true, y_pred, weights)
+    local labels = class_labels("sparse_categorical_accuracy", y_true, y_pred)
+    return weighted_sum(y_pred:argmax(-1):eq(labels):cast("f32"), weights)
+  end}
+
 -- exp of the mean cross-entropy over the tokens not equal to mask_token_id (Keras-NLP's
 -- Perplexity: from_logits defaults to false, probabilities). By name ("perplexity") it reads
 -- the model's output as the losses by name do: logits, unless it is a softmax's output.
@@ -185,7 +205,8 @@ function M.get(m, extra)
       return m(y_true, y_pred):cast("f32") * n, core.tensor(n, {dtype = "f32"})
     end}
   end
-  local known = {"accuracy", "top_k_accuracy", "mse", "perplexity"}
+  local known = {"accuracy", "sparse_categorical_accuracy", "top_k_accuracy", "mse",
+                 "mean_squared_error", "mae", "mean_absolute_error", "perplexity"}
   util.fail("unknown metric %s%s (expected a metric or one of: %s)", util.show(m), errors.did_you_mean(m, known),
     table.concat(known, ", "))
 end

@@ -86,6 +86,10 @@ local function make_specs(dir)
     TransformerDecoder = {{num_heads = 2, intermediate_dim = 4}, opts = 1},
     Reshape = {{3, 2}, opts = 2}, SeparableConv2D = {2, 3, opts = 3}, Sequential = {{dense()}, opts = 1},
     TransformerEncoder = {{num_heads = 2, intermediate_dim = 4}, opts = 1}, UpSampling2D = {2, opts = 2}, set_seed = {1, run = false},
+    AveragePooling2D = {opts = 1}, BatchNormalization = {opts = 1}, Convolution1D = {2, 3, opts = 3},
+    Convolution2D = {2, 3, opts = 3}, Convolution2DTranspose = {2, 3, opts = 3}, LayerNormalization = {opts = 1},
+    MaxPooling2D = {opts = 1}, SeparableConvolution2D = {2, 3, opts = 3},
+    Layer = "Keras's name of nn.Module, the base class of layers: users extend it rather than call it",
     ["initializers.constant"] = {0.5}, ["initializers.get"] = {"zeros", "Dense: kernel_initializer"},
     ["initializers.glorot_normal"] = {key, {2, 2}, "f32"}, ["initializers.glorot_uniform"] = {key, {2, 2}, "f32"},
     ["initializers.he_normal"] = {key, {2, 2}, "f32"}, ["initializers.he_uniform"] = {key, {2, 2}, "f32"},
@@ -136,6 +140,8 @@ local function make_specs(dir)
   specs.metrics = {
     accuracy = {y, p}, define = {{name = "probe", partial = function() end}}, get = {"accuracy"},
     mse = {p, p}, top_k_accuracy = {y, p}, Perplexity = {opts = 1}, perplexity = {y, p},
+    mean_squared_error = {p, p}, mae = {p, p}, mean_absolute_error = {p, p},
+    sparse_categorical_accuracy = {y, p},
   }
 
   specs.random = {
@@ -182,6 +188,8 @@ local function make_specs(dir)
     Checkpoint = {{path = dir .. "/c.safetensors"}, opts = 1},
     CsvLogger = {{path = dir .. "/log.csv"}, opts = 1}, EarlyStopping = {opts = 1},
     LrScheduler = {{schedule = id}, opts = 1},
+    ModelCheckpoint = {dir .. "/c.safetensors", {}, opts = 2}, CSVLogger = {{path = dir .. "/log.csv"}, opts = 1},
+    LearningRateScheduler = {id, {}, opts = 2},
     checkpoint = {{path = dir .. "/c.safetensors"}, opts = 1}, csv_logger = {{path = dir .. "/log.csv"}, opts = 1},
     early_stopping = {opts = 1}, lr_scheduler = {{schedule = id}, opts = 1},
   }

@@ -391,9 +391,11 @@ T["tpu.callbacks: one class a file, the same public names"] = function()
     if not k:match("^_") then names[#names + 1] = k end
   end
   table.sort(names)
-  check.eq(names, {"Callback", "Checkpoint", "CsvLogger", "EarlyStopping", "LrScheduler", "checkpoint",
+  check.eq(names, {"CSVLogger", "Callback", "Checkpoint", "CsvLogger", "EarlyStopping",
+                   "LearningRateScheduler", "LrScheduler", "ModelCheckpoint", "checkpoint",
                    "csv_logger", "early_stopping", "lr_scheduler"})
-  for _, class in ipairs {"Callback", "Checkpoint", "CsvLogger", "EarlyStopping", "LrScheduler"} do
+  for _, class in ipairs {"Callback", "Checkpoint", "CsvLogger", "EarlyStopping", "LrScheduler",
+                          "LearningRateScheduler"} do
     check.is_true(rawequal(tpu.callbacks[class], require("tpu.callbacks." .. class)), class)
   end
   check.is_true(cb.EarlyStopping.is_instance(cb.early_stopping {}))

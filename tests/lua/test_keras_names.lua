@@ -168,4 +168,44 @@ function T.a_method_called_with_a_dot_or_without_targets_shows_the_call()
   check.raises(function() m:evaluate(x) end, "evaluate: a tensor f32[4,2] needs the targets too: model:evaluate(x, y)")
 end
 
+-- Keras 3's class names are our classes; a name the module lacks is an error listing its names.
+function T.keras_class_names()
+  check.is_true(nn.BatchNormalization == nn.BatchNorm and nn.LayerNormalization == nn.LayerNorm)
+  check.is_true(nn.MaxPooling2D == nn.MaxPool2D and nn.AveragePooling2D == nn.AvgPool2D)
+  check.is_true(nn.Convolution2D == nn.Conv2D and nn.Convolution1D == nn.Conv1D and nn.Layer == nn.Module)
+  check.is_true(nn.Convolution2DTranspose == nn.Conv2DTranspose and nn.SeparableConvolution2D == nn.SeparableConv2D)
+  check.raises(function() return nn.BatchNormalisation() end,
+    "test_keras_names.lua:%d+: tpu.nn has no BatchNormalisation; did you mean 'BatchNormalization'%? %(its layers and models: Activation, .*Dense,")
+  check.is_true(callbacks.ModelCheckpoint == callbacks.Checkpoint and callbacks.CSVLogger == callbacks.CsvLogger)
+  check.raises(function() return callbacks.ModelChekpoint end,
+    "tpu.callbacks has no ModelChekpoint; did you mean 'ModelCheckpoint'%? %(it has CSVLogger, ")
+  local dir = data_util.temp_dir()
+  local ckpt = callbacks.ModelCheckpoint(dir .. "/w.safetensors", {save_weights_only = true, monitor = "loss"})
+  check.eq({ckpt.path, ckpt.weights_only, ckpt.monitor}, {dir .. "/w.safetensors", true, "loss"})
+  check.raises(function() callbacks.ModelCheckpoint("a", {filepath = "b"}) end, "checkpoint: the path is given twice")
+  local epochs = {}
+  local sched = callbacks.LearningRateScheduler(function(epoch, lr) epochs[#epochs + 1] = epoch; return lr end)
+  local model = nn.Sequential {nn.Dense(1)}
+  model:compile {optimizer = "sgd", loss = "mse", metrics = {"mean_squared_error", "mae"}}
+  local h = model:fit(tpu.ones {4, 2}, tpu.ones {4, 1}, {epochs = 2, verbose = 0, callbacks = {sched}})
+  check.eq(epochs, {0, 1})  -- Keras counts the schedule's epochs from 0
+  check.near(h.history.mean_squared_error[2], h.history.loss[2], 1e-5)
+  check.eq(#h.history.mae, 2)
+  check.eq(callbacks.LearningRateScheduler {schedule = function(_, lr) return lr end, verbose = 1}.verbose, 1)
+  data_util.remove(dir)
+end
+
+function T.keras_metric_names()
+  local metrics = tpu.metrics
+  local yt, yp = tpu.tensor {{1}, {2}}, tpu.tensor {{0.5}, {3}}
+  check.near(metrics.mae(yt, yp):item(), 0.75, 1e-6)
+  check.near(metrics.mean_absolute_error(yt, yp):item(), 0.75, 1e-6)
+  check.near(metrics.mean_squared_error(yt, yp):item(), 0.625, 1e-6)
+  check.eq(metrics.get("mean_squared_error").name, "mean_squared_error")
+  local ids = tpu.tensor({1, 0}, {dtype = "i32"})
+  check.near(metrics.sparse_categorical_accuracy(ids, tpu.tensor {{0.1, 0.9}, {0.2, 0.8}}):item(), 0.5, 1e-6)
+  check.raises(function() metrics.sparse_categorical_accuracy(ids, tpu.ones {3, 2}) end,
+    "sparse_categorical_accuracy: labels i32%[2%] do not match predictions f32%[3,2%]")
+end
+
 return T

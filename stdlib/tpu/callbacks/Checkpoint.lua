@@ -29,8 +29,21 @@ end
 -- save_weights_only are accepted for path and weights_only. By default the file is a
 -- training checkpoint (tpu.checkpoint.load reads it; weights, optimizer state, step, random
 -- key, epoch, data position, history); weights_only = true writes what model:save writes.
-function Checkpoint:__init(opts)
+function Checkpoint:__init(opts, more)
   local who = "checkpoint"
+  if type(opts) == "string" then  -- Keras's ModelCheckpoint(filepath, ...)
+    if more ~= nil and (type(more) ~= "table" or getmetatable(more) ~= nil) then
+      errors.type_error(2, who, "option table", more)
+    end
+    local copy = {}
+    for k, v in pairs(more or {}) do copy[k] = v end
+    if copy.path ~= nil or copy.filepath ~= nil then
+      fail("checkpoint: the path is given twice (first argument and option)")
+    end
+    copy.path, opts = opts, copy
+  else
+    errors.none(2, who, more)
+  end
   opts = util.check_options(who, opts, {"path", "save_best_only", "monitor", "mode", "weights_only", "save_freq", "verbose"})
   if type(opts.path) ~= "string" or opts.path == "" then
     fail("checkpoint: path must be a file name, e.g. checkpoint{path = \"ckpt.safetensors\"}, got %s", show(opts.path))

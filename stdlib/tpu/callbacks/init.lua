@@ -32,9 +32,15 @@ local fail, show = errors.fail, errors.show
 
 local M = {}
 
-for _, name in ipairs {"Callback", "EarlyStopping", "Checkpoint", "CsvLogger", "LrScheduler"} do
+for _, name in ipairs {"Callback", "EarlyStopping", "Checkpoint", "CsvLogger", "LrScheduler",
+                       "LearningRateScheduler"} do
   M[name] = require("tpu.callbacks." .. name)
 end
+
+-- Keras 3's class names: keras.callbacks.ModelCheckpoint and CSVLogger are our classes
+-- (EarlyStopping has its Keras name already; LearningRateScheduler is LrScheduler with Keras's
+-- epoch count, in its own file).
+M.ModelCheckpoint, M.CSVLogger = M.Checkpoint, M.CsvLogger
 
 -- fit's callback list, ready to call: each one gets set_model(model) and set_params(params)
 -- (plain tables with hook functions get the fields model and params).
@@ -71,5 +77,16 @@ function M.lr_scheduler(opts, extra)
   errors.none(2, "lr_scheduler", extra)
   return M.LrScheduler(opts)
 end
+
+-- A name tpu.callbacks lacks is an error listing what it has.
+setmetatable(M, {__index = function(_, key)
+  local names = {}
+  for k in pairs(M) do
+    if type(k) == "string" and not k:match("^_") then names[#names + 1] = k end
+  end
+  table.sort(names)
+  fail("tpu.callbacks has no %s%s (it has %s)", tostring(key), errors.did_you_mean(key, names),
+    table.concat(names, ", "))
+end})
 
 return M

@@ -15,6 +15,12 @@ for _, name in ipairs {"Dense", "Flatten", "Reshape", "Activation", "Dropout", "
 end
 -- Keras's names of the global poolings.
 nn.GlobalAveragePooling2D, nn.GlobalMaxPooling2D = nn.GlobalAvgPool2D, nn.GlobalMaxPool2D
+-- Keras 3's other names of these classes (keras.layers.X is the same class as nn.Y).
+nn.Layer = nn.Module
+nn.BatchNormalization, nn.LayerNormalization = nn.BatchNorm, nn.LayerNorm
+nn.MaxPooling2D, nn.AveragePooling2D = nn.MaxPool2D, nn.AvgPool2D
+nn.Convolution1D, nn.Convolution2D, nn.Convolution2DTranspose = nn.Conv1D, nn.Conv2D, nn.Conv2DTranspose
+nn.SeparableConvolution2D = nn.SeparableConv2D
 require "tpu.nn.persistence"  -- model:save(path), model:load(path)
 nn.History = require "tpu.nn.History"
 nn.Progbar = require "tpu.nn.Progbar"
@@ -23,5 +29,20 @@ nn.regularizers = require "tpu.nn.regularizers"
 
 -- Seeds weight initialization (default 0, or `tputrain --seed N`).
 nn.set_seed = nn.initializers.set_seed
+
+-- A name tpu.nn lacks is an error listing the classes it has (nn.Foo(...) would otherwise fail
+-- as "attempt to call a nil value").
+local errors = require "tpu.errors"
+setmetatable(nn, {__index = function(_, key)
+  local classes = {}
+  for k, v in pairs(nn) do
+    if type(k) == "string" and k:match("^%u") and k ~= "History" and k ~= "Progbar" then
+      classes[#classes + 1] = k
+    end
+  end
+  table.sort(classes)
+  errors.fail("tpu.nn has no %s%s (its layers and models: %s)", tostring(key),
+    errors.did_you_mean(key, classes), table.concat(classes, ", "))
+end})
 
 return nn
