@@ -227,8 +227,8 @@ function T.symbolic_tensor_errors()
   local a = nn.Input {shape = {2}}
   check.raises(function() return a + a end, "arithmetic on a symbolic tensor (from nn.Input): a functional model is made of layers")
   check.raises(function() return a:relu() end, "the tensor method 'relu' on a symbolic tensor")
-  check.raises(function() nn.Dense(2)(a, {training = true}) end,
-    "called on symbolic tensors with a second argument; training mode and keys are chosen when the model runs")
+  check.raises(function() nn.Dense(2)(a, {key = tpu.random.key(1)}) end,
+    "called on symbolic tensors with a second argument other than {training = false} or {training = true}, got {key=.*}: keys are chosen when the model runs")
   check.raises(function() nn.Input {shape = 3} end,
     "Input: shape must be a list of sizes without the batch dimension (-1 for a size known only at run time), e.g. {28, 28, 1}; got 3")
   check.raises(function() nn.Input {shape = {0}} end, "got {0}")
@@ -263,6 +263,31 @@ function T.layer_output_and_get_layer()
   check.raises(function() nn.Model {inputs = {nil, a}, outputs = h} end, "Model: inputs%[1%] is nil")
   check.raises(function() nn.Model {inputs = a, outputs = {h, extra = out}} end,
     'Model: outputs must be a list of symbolic tensors, got the key "extra"')
+end
+
+-- Keras's transfer-learning idiom: base(x, {training = false}) keeps the base in inference mode
+-- in fit even when trainable: BatchNorm uses and keeps its moving statistics, Dropout is off,
+-- and the base's weights still train.
+function T.call_with_training_false_runs_in_inference_mode()
+  local inner = nn.Input {shape = {3}}
+  local bn = nn.BatchNorm()
+  local base_dense = nn.Dense(4)
+  local base = nn.Model {inputs = inner, outputs = nn.Dropout(0.9)(bn(base_dense(inner)))}
+  local a = nn.Input {shape = {3}}
+  local out = nn.Dense(1)(base(a, {training = false}))
+  local model = nn.Model {inputs = a, outputs = out}
+  local x = rand({16, 3}) * 3 + 2
+  local y = x:sum(2, true)
+  local kernel_before = base_dense.kernel:totable()
+  model:compile {optimizer = "sgd", loss = "mse"}
+  model:fit(x, y, {epochs = 2, batch_size = 8, verbose = 0})
+  check.eq(bn.moving_mean:totable(), {0, 0, 0, 0})
+  check.eq(bn.moving_variance:totable(), {1, 1, 1, 1})
+  check.is_true(not pcall(check.near, base_dense.kernel:totable(), kernel_before, 1e-6), "the base trains")
+  -- training mode but no dropout in that call: two training calls agree
+  local ctx = function() return {training = true, key = tpu.random.key(3)} end
+  check.near(model(x, ctx()):totable(), model(x, ctx()):totable(), 1e-6)
+  check.near(model(x, ctx()):totable(), model(x):totable(), 1e-5)
 end
 
 return T

@@ -116,7 +116,11 @@ function Model:call(x, ctx)
   local xs = self.single_input and {x} or x
   for i, n in ipairs(self.inputs) do values[n] = xs[i] end
   for _, c in ipairs(self.calls) do
-    local y = c.layer(Node._map(c.inputs, function(n) return values[n] end), ctx)
+    local call_ctx = ctx
+    if c.training ~= nil and ctx.training ~= c.training then  -- recorded {training = false}
+      call_ctx = setmetatable({training = c.training}, {__index = ctx, __newindex = ctx})
+    end
+    local y = c.layer(Node._map(c.inputs, function(n) return values[n] end), call_ctx)
     if Node._is(c.outputs) then
       values[c.outputs] = y
     else

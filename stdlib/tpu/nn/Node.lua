@@ -134,16 +134,26 @@ end
 local calls = setmetatable({}, {__mode = "k"})  -- layer -> number of symbolic calls
 
 -- layer(x) with symbolic tensors in x: the output node(s) of a new recorded call.
+-- A second argument {training = false} (Keras's `base(x, training=False)`) is recorded: the
+-- model runs that call in inference mode even in fit (BatchNorm on its moving statistics,
+-- which it leaves alone, Dropout off); {training = true} always in training mode.
 function Node._apply(layer, x, ctx)
+  local training
   if ctx ~= nil then
-    util.fail("%s '%s' called on symbolic tensors with a second argument; training mode and "
-      .. "keys are chosen when the model runs", layer.__name, layer.name)
+    local ok = type(ctx) == "table" and getmetatable(ctx) == nil and type(ctx.training) == "boolean"
+    for k in pairs(ok and ctx or {}) do ok = ok and k == "training" end
+    if not ok then
+      util.fail("%s '%s' called on symbolic tensors with a second argument other than "
+        .. "{training = false} or {training = true}, got %s: keys are chosen when the model runs",
+        layer.__name, layer.name, util.show(ctx))
+    end
+    training = ctx.training
   end
   local y = probe(layer, x, 2)
   local y2 = has_unknown(x) and probe(layer, x, 3) or nil
   calls[layer] = (calls[layer] or 0) + 1
   local base = calls[layer] == 1 and layer.name or layer.name .. "_" .. calls[layer]
-  local record = {layer = layer, inputs = x}
+  local record = {layer = layer, inputs = x, training = training}
   if y.shape then
     record.outputs = Node {shape = merged_shape(y, y2), dtype = y.dtype, name = base, call = record}
     layer.output_shape = record.outputs.shape
