@@ -262,6 +262,15 @@ tests["image_folder: files that do not decode are errors naming them, or skipped
     "broken.png: not a valid PNG file .*on_error")
   local ds = data.image_folder(dir, quiet {image_size = {8, 8}, on_error = "skip"})
   check.eq({ds:cardinality(), ds.skipped}, {6, 1})
+  -- The message counts every candidate file, the skipped one included.
+  local printed, old_print = {}, print
+  print = function(...) printed[#printed + 1] = table.concat({...}, "\t") end
+  local ok, err = pcall(data.image_folder, dir, {image_size = {8, 8}, on_error = "skip"})
+  print = old_print
+  if not ok then error(err, 0) end
+  local skip_line
+  for _, line in ipairs(printed) do skip_line = skip_line or line:match("^Skipped %d+ of %d+ files") end
+  check.eq(skip_line, "Skipped 1 of 7 files")
   -- A JPEG whose header reads but whose data is cut short fails the batch that reads it.
   local cut = temp_dir()
   os.execute("mkdir -p " .. cut .. "/a")

@@ -178,6 +178,7 @@ end
 -- does not read (the default: a full decode of every file would cost a pass over the data).
 local function check_files(listing, o)
   local keep_paths, keep_labels, skipped, first = {}, {}, 0, nil
+  local candidates = #listing.paths
   for i, path in ipairs(listing.paths) do
     local problem = tpu.core.image_problem(path, o.on_error == "skip")
     if problem and o.on_error == "error" then
@@ -191,7 +192,7 @@ local function check_files(listing, o)
   listing.paths, listing.labels, listing.skipped = keep_paths, keep_labels, skipped
   if skipped > 0 and o.verbose then
     print(string.format("Skipped %d of %d files, which do not decode (the first: %s).", skipped,
-      #listing.paths, first))
+      candidates, first))
   end
   if #keep_paths == 0 then args.fail("image_folder: none of the images decodes (the first: %s)", first) end
 end
