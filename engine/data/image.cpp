@@ -90,19 +90,72 @@ JpegResult decode_jpeg(std::span<const uint8_t> bytes, bool header_only, std::ve
   return r;
 }
 
-// ---- PNG, through libpng's simplified API (no jumps). The file's own channels are kept: gray or
-// colour, with alpha when it has some.
+// ---- PNG, through libpng's low-level reader. Samples come back as the file stores them: no
+// gamma, sRGB or ICC handling (as TF's decode_png), 16-bit samples keep their high byte, and
+// palettes, gray below 8 bits and tRNS transparency expand to 8-bit gray, gray + alpha, RGB or
+// RGBA. libpng reports errors through a callback that must not return: it jumps back to
+// png_start or png_finish, C-style functions with no locals that have destructors. The reader
+// itself lives in the caller's frame, which no jump crosses.
 
-struct PngImage {
-  png_image image{};
-  PngImage() { image.version = PNG_IMAGE_VERSION; }
-  ~PngImage() { png_image_free(&image); }
-  PngImage(const PngImage&) = delete;
-  PngImage& operator=(const PngImage&) = delete;
+struct PngReader {
+  png_structp png = nullptr;
+  png_infop info = nullptr;
+  std::span<const uint8_t> bytes;
+  size_t at = 0;
+  char message[256] = "out of memory";
+
+  explicit PngReader(std::span<const uint8_t> b) : bytes(b) {}
+  ~PngReader() {
+    if (png) png_destroy_read_struct(&png, info ? &info : nullptr, nullptr);
+  }
+  PngReader(const PngReader&) = delete;
+  PngReader& operator=(const PngReader&) = delete;
 };
 
-int png_channels(const png_image& image) {
-  return (image.format & PNG_FORMAT_FLAG_COLOR ? 3 : 1) + (image.format & PNG_FORMAT_FLAG_ALPHA ? 1 : 0);
+[[noreturn]] void png_fail(png_structp png, png_const_charp message) {
+  auto* r = static_cast<PngReader*>(png_get_error_ptr(png));
+  std::snprintf(r->message, sizeof r->message, "%s", message);
+  png_longjmp(png, 1);
+}
+
+void png_ignore_warning(png_structp, png_const_charp) {}
+
+void png_read_bytes(png_structp png, png_bytep out, size_t n) {
+  auto* r = static_cast<PngReader*>(png_get_io_ptr(png));
+  if (n > r->bytes.size() - r->at) png_error(png, "the file ends early");
+  std::memcpy(out, r->bytes.data() + r->at, n);
+  r->at += n;
+}
+
+// Reads the chunks before the pixels and sets up the 8-bit expansion; false (r.message saying
+// why) when they do not read.
+bool png_start(PngReader& r) {
+  r.png = png_create_read_struct(PNG_LIBPNG_VER_STRING, &r, png_fail, png_ignore_warning);
+  if (!r.png) return false;
+  if (setjmp(png_jmpbuf(r.png))) return false;
+  r.info = png_create_info_struct(r.png);
+  if (!r.info) png_error(r.png, "out of memory");
+  png_set_read_fn(r.png, &r, png_read_bytes);
+  png_read_info(r.png, r.info);
+  png_set_expand(r.png);    // palette to RGB, gray 1/2/4 bits to 8, tRNS to an alpha channel
+  png_set_strip_16(r.png);  // the high byte of 16-bit samples
+  png_set_interlace_handling(r.png);
+  png_read_update_info(r.png, r.info);
+  return true;
+}
+
+// Reads the pixels into `rows` (one pointer a row) and the chunks after them.
+bool png_finish(PngReader& r, png_bytepp rows) {
+  if (setjmp(png_jmpbuf(r.png))) return false;
+  png_read_image(r.png, rows);
+  png_read_end(r.png, nullptr);
+  return true;
+}
+
+// The reader after png_start, or an error naming the file.
+void start_png(PngReader& r, const std::string& name) {
+  if (!png_start(r)) fail_file(name, std::string("not a valid PNG file (") + r.message + ")");
+  check_size(png_get_image_height(r.png, r.info), png_get_image_width(r.png, r.info), name);
 }
 
 // ---- channels
@@ -138,16 +191,18 @@ void check_channels(int channels) {
 }
 
 Image decode_png(std::span<const uint8_t> bytes, int channels, const std::string& name) {
-  PngImage png;
-  if (!png_image_begin_read_from_memory(&png.image, bytes.data(), bytes.size()))
-    fail_file(name, std::string("not a valid PNG file (") + png.image.message + ")");
-  check_size(png.image.height, png.image.width, name);
-  const int from = png_channels(png.image);
-  png.image.format = (from >= 3 ? PNG_FORMAT_FLAG_COLOR : 0) | (from % 2 == 0 ? PNG_FORMAT_FLAG_ALPHA : 0);
-  std::vector<uint8_t> pixels(PNG_IMAGE_SIZE(png.image));
-  if (!png_image_finish_read(&png.image, nullptr, pixels.data(), 0, nullptr))
-    fail_file(name, std::string("the PNG data does not decode (") + png.image.message + ")");
-  return with_channels(png.image.height, png.image.width, from, std::move(pixels), channels);
+  PngReader r(bytes);
+  start_png(r, name);
+  const int64_t h = png_get_image_height(r.png, r.info), w = png_get_image_width(r.png, r.info);
+  const int from = png_get_channels(r.png, r.info);
+  if (png_get_bit_depth(r.png, r.info) != 8 || from < 1 || from > 4 ||
+      png_get_rowbytes(r.png, r.info) != size_t(w * from))
+    fail_file(name, "the PNG data does not decode (an unsupported sample layout)");
+  std::vector<uint8_t> pixels(size_t(h * w * from));
+  std::vector<png_bytep> rows(static_cast<size_t>(h));
+  for (int64_t y = 0; y < h; ++y) rows[size_t(y)] = pixels.data() + size_t(y * w * from);
+  if (!png_finish(r, rows.data())) fail_file(name, std::string("the PNG data does not decode (") + r.message + ")");
+  return with_channels(h, w, from, std::move(pixels), channels);
 }
 
 Image decode_jpeg_file(std::span<const uint8_t> bytes, int channels, const std::string& name) {
@@ -167,11 +222,9 @@ Image decode_jpeg_file(std::span<const uint8_t> bytes, int channels, const std::
 
 ImageHeader read_image_header(std::span<const uint8_t> bytes, const std::string& name) {
   if (is_png(bytes)) {
-    PngImage png;
-    if (!png_image_begin_read_from_memory(&png.image, bytes.data(), bytes.size()))
-      fail_file(name, std::string("not a valid PNG file (") + png.image.message + ")");
-    check_size(png.image.height, png.image.width, name);
-    return {"png", png.image.height, png.image.width};
+    PngReader r(bytes);
+    start_png(r, name);
+    return {"png", png_get_image_height(r.png, r.info), png_get_image_width(r.png, r.info)};
   }
   if (!is_jpeg(bytes)) not_an_image(name);
   std::vector<uint8_t> none;
@@ -249,6 +302,15 @@ bool encode_jpeg_into(const Image& image, int quality, JpegOutput& output, JpegE
   jpeg_destroy_compress(&cinfo);
   return true;
 }
+
+// PNG files are written through libpng's simplified API (no jumps).
+struct PngImage {
+  png_image image{};
+  PngImage() { image.version = PNG_IMAGE_VERSION; }
+  ~PngImage() { png_image_free(&image); }
+  PngImage(const PngImage&) = delete;
+  PngImage& operator=(const PngImage&) = delete;
+};
 
 }  // namespace
 

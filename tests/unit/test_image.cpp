@@ -8,6 +8,8 @@
 #include <string>
 #include <vector>
 
+#include <zlib.h>
+
 #include "core/error.h"
 #include "data/image.h"
 #include "data/image_folder.h"
@@ -62,6 +64,50 @@ struct TempDir {
 void write_bytes(const fs::path& p, const std::string& bytes) {
   fs::create_directories(p.parent_path());
   std::ofstream(p, std::ios::binary) << bytes;
+}
+
+
+// ---- PNG files made by hand: chunks with their CRCs, rows with filter 0, one zlib stream.
+
+std::string be32(uint32_t v) {
+  return {char(v >> 24), char(v >> 16), char(v >> 8), char(v)};
+}
+
+std::string png_chunk(const std::string& type, const std::string& data) {
+  const std::string body = type + data;
+  const auto crc = uint32_t(crc32(0, reinterpret_cast<const Bytef*>(body.data()), uInt(body.size())));
+  return be32(uint32_t(data.size())) + body + be32(crc);
+}
+
+// `samples` are the rows' samples in order (big-endian pairs of bytes at depth 16); `extra` are
+// chunks placed between IHDR and IDAT (gAMA, PLTE, tRNS).
+std::string hand_png(uint32_t w, uint32_t h, int depth, int colour_type, const std::vector<uint32_t>& samples,
+                     const std::string& extra = "") {
+  std::string raw;
+  const size_t per_row = samples.size() / h;
+  for (size_t y = 0; y < h; ++y) {
+    raw += '\0';
+    for (size_t i = 0; i < per_row; ++i) {
+      const uint32_t v = samples[y * per_row + i];
+      if (depth == 16) raw += {char(v >> 8), char(v & 0xFF)};
+      else raw += char(v);
+    }
+  }
+  std::string z(compressBound(uLong(raw.size())), '\0');
+  uLongf zsize = uLongf(z.size());
+  REQUIRE(compress(reinterpret_cast<Bytef*>(z.data()), &zsize, reinterpret_cast<const Bytef*>(raw.data()),
+                   uLong(raw.size())) == Z_OK);
+  z.resize(zsize);
+  const std::string ihdr = be32(w) + be32(h) + std::string{char(depth), char(colour_type), 0, 0, 0};
+  return std::string("\x89PNG\r\n\x1a\n", 8) + png_chunk("IHDR", ihdr) + extra + png_chunk("IDAT", z) +
+         png_chunk("IEND", "");
+}
+
+// TF's decode_png at dtype uint8 keeps a 16-bit sample's high byte.
+uint8_t high_byte(uint32_t v) { return uint8_t(v >> 8); }
+
+std::vector<uint8_t> decoded(const std::string& png, int channels) {
+  return tpu::decode_image(bytes_of(png), channels, "h.png").pixels;
 }
 
 }  // namespace
@@ -119,6 +165,87 @@ TEST_CASE("a file that does not decode is an error naming it") {
   CHECK_THROWS_AS(tpu::decode_image(bytes_of(png), 2, "x.img"), tpu::Error);
   CHECK_THROWS_AS(tpu::encode_jpeg(pattern(2, 2, 3), 0), tpu::Error);
   CHECK_THROWS_AS(tpu::encode_png(Image{0, 3, 3, {}}), tpu::Error);
+}
+
+TEST_CASE("a 16-bit gray ramp comes back as value * 255 / 65535, with no gamma curve") {
+  std::vector<uint32_t> ramp;
+  std::vector<uint8_t> expected;
+  for (uint32_t k = 0; k < 16; ++k) {
+    ramp.push_back(k * 65535 / 15);
+    expected.push_back(uint8_t(std::lround(k * 65535 / 15 * 255.0 / 65535)));  // 0, 17, 34, ..., 255
+  }
+  const std::string png = hand_png(16, 1, 16, 0, ramp);
+  CHECK(decoded(png, 1) == expected);
+  std::vector<uint8_t> rgb;
+  for (uint8_t v : expected) rgb.insert(rgb.end(), {v, v, v});
+  CHECK(decoded(png, 3) == rgb);
+  const tpu::ImageHeader h = tpu::read_image_header(bytes_of(png), "h.png");
+  CHECK(h.width == 16);
+  CHECK(h.height == 1);
+}
+
+TEST_CASE("16-bit RGB, RGBA and gray + alpha keep each sample's high byte") {
+  const std::vector<uint32_t> rgb{0x0000, 0x1234, 0xFFFF, 0x80FF, 0x7F80, 0x00FF, 0xFF00, 0x0101, 0xFEFF};
+  std::vector<uint8_t> expected;
+  for (uint32_t v : rgb) {
+    expected.push_back(high_byte(v));
+    CHECK(std::abs(int(high_byte(v)) - v * 255.0 / 65535) < 1.0);  // within a level of the exact scale
+  }
+  CHECK(decoded(hand_png(3, 1, 16, 2, rgb), 3) == expected);
+  const std::vector<uint32_t> rgba{0x1234, 0x5678, 0x9ABC, 0x8000, 0xFFFF, 0x0000, 0x4000, 0x00FF};
+  std::vector<uint8_t> rgba8;
+  for (uint32_t v : rgba) rgba8.push_back(high_byte(v));
+  const std::string rgba_png = hand_png(2, 1, 16, 6, rgba);
+  CHECK(decoded(rgba_png, 4) == rgba8);
+  CHECK(decoded(rgba_png, 3) == std::vector<uint8_t>{rgba8[0], rgba8[1], rgba8[2], rgba8[4], rgba8[5], rgba8[6]});
+  const std::string gray_alpha = hand_png(2, 1, 16, 4, {0x3000, 0x8000, 0xC0FF, 0xFFFF});
+  CHECK(decoded(gray_alpha, 4) == std::vector<uint8_t>{0x30, 0x30, 0x30, 0x80, 0xC0, 0xC0, 0xC0, 0xFF});
+  CHECK(decoded(gray_alpha, 1) == std::vector<uint8_t>{0x30, 0xC0});
+}
+
+TEST_CASE("a gAMA chunk is ignored: 8-bit samples come back exactly") {
+  const std::string gamma_1 = png_chunk("gAMA", be32(100000));  // a linear file
+  const std::vector<uint32_t> rgb{0, 10, 64, 128, 200, 255};
+  const std::vector<uint8_t> rgb8(rgb.begin(), rgb.end());
+  CHECK(decoded(hand_png(2, 1, 8, 2, rgb, gamma_1), 3) == rgb8);
+  CHECK(decoded(hand_png(6, 1, 8, 0, rgb, gamma_1), 1) == rgb8);
+  CHECK(decoded(hand_png(6, 1, 8, 0, rgb, png_chunk("gAMA", be32(20000))), 1) == rgb8);
+  const std::vector<uint32_t> rgba{30, 60, 90, 100, 250, 5, 128, 255};
+  CHECK(decoded(hand_png(2, 1, 8, 6, rgba, gamma_1), 4) == std::vector<uint8_t>(rgba.begin(), rgba.end()));
+}
+
+TEST_CASE("palettes expand to RGB, with tRNS alpha as RGBA; low bit depths expand to 8 bits") {
+  const std::string plte = png_chunk("PLTE", std::string{10, 20, 30, char(200), char(150), 100, 0, 0, char(255)});
+  const std::string trns = png_chunk("tRNS", std::string{char(255), 0});  // the third entry stays opaque
+  const std::vector<uint32_t> indices{2, 0, 1, 1};
+  const std::string with_alpha = hand_png(2, 2, 8, 3, indices, plte + trns);
+  CHECK(decoded(with_alpha, 4) ==
+        std::vector<uint8_t>{0, 0, 255, 255, 10, 20, 30, 255, 200, 150, 100, 0, 200, 150, 100, 0});
+  CHECK(decoded(with_alpha, 3) == std::vector<uint8_t>{0, 0, 255, 10, 20, 30, 200, 150, 100, 200, 150, 100});
+  CHECK(decoded(hand_png(2, 2, 8, 3, indices, plte), 4) ==
+        std::vector<uint8_t>{0, 0, 255, 255, 10, 20, 30, 255, 200, 150, 100, 255, 200, 150, 100, 255});
+  // Four 2-bit indices packed in one byte (2, 0, 1, 1 -> 0b10000101).
+  CHECK(decoded(hand_png(4, 1, 2, 3, {0x85}, plte + trns), 3) ==
+        std::vector<uint8_t>{0, 0, 255, 10, 20, 30, 200, 150, 100, 200, 150, 100});
+  // 2-bit gray: levels 0..3 are 0, 85, 170, 255; a gray tRNS makes level 1 transparent.
+  const std::string gray2 = hand_png(4, 1, 2, 0, {0x1B});  // 0, 1, 2, 3
+  CHECK(decoded(gray2, 1) == std::vector<uint8_t>{0, 85, 170, 255});
+  const std::string gray_trns = hand_png(4, 1, 2, 0, {0x1B}, png_chunk("tRNS", std::string{0, 1}));
+  CHECK(decoded(gray_trns, 4) == std::vector<uint8_t>{0, 0, 0, 255, 85, 85, 85, 0, 170, 170, 170, 255, 255, 255, 255, 255});
+}
+
+TEST_CASE("a hand-made PNG that breaks the format is an error naming the file") {
+  const std::string good = hand_png(2, 1, 8, 0, {1, 2});
+  CHECK(decoded(good, 1) == std::vector<uint8_t>{1, 2});
+  // A palette image without its PLTE chunk.
+  CHECK(error_of(bytes_of(hand_png(2, 1, 8, 3, {0, 0}))).find("x.img: ") == 0);
+  // Bit depth 16 with a palette is not a PNG combination.
+  CHECK(error_of(bytes_of(hand_png(2, 1, 16, 3, {0, 0}))).find("x.img: not a valid PNG file") == 0);
+  // A header that promises three rows before the data of two.
+  const std::string two_rows = hand_png(2, 2, 8, 0, {1, 2, 3, 4});
+  const std::string ihdr = png_chunk("IHDR", be32(2) + be32(3) + std::string{8, 0, 0, 0, 0});
+  const std::string short_data = two_rows.substr(0, 8) + ihdr + two_rows.substr(8 + ihdr.size());
+  CHECK(error_of(bytes_of(short_data)).find("x.img: the PNG data does not decode") == 0);
 }
 
 TEST_CASE("resize taps equal the triangle filter's definition, shrinking and growing") {
