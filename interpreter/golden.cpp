@@ -327,6 +327,28 @@ bool wait_child(pid_t pid, int& status, Clock::time_point deadline) {
   }
 }
 
+// One line per thread of a process that ran out of time: its name, state and the kernel
+// function it waits in ("tputrain S futex_wait_queue"), and what the process runs: a hang and
+// a slow run read differently, and a child that never reached exec shows as the runner.
+std::string describe_stuck(pid_t pid) {
+  namespace fs = std::filesystem;
+  const fs::path proc = "/proc/" + std::to_string(pid);
+  std::error_code ec;
+  std::string text = "the process (" + fs::read_symlink(proc / "exe", ec).string() + "):\n";
+  for (const auto& task : fs::directory_iterator(proc / "task", ec)) {
+    std::ifstream stat(task.path() / "stat"), wchan(task.path() / "wchan");
+    std::string line, wait;
+    std::getline(stat, line);
+    std::getline(wchan, wait);
+    // stat: "tid (name) S ..."; the name may hold spaces, so it ends at the last ')'.
+    const size_t open = line.find('('), close = line.rfind(')');
+    if (open == std::string::npos || close == std::string::npos || close + 2 >= line.size()) continue;
+    text += "  thread " + task.path().filename().string() + " " + line.substr(open + 1, close - open - 1) +
+            " state " + line[close + 2] + (wait.empty() || wait == "0" ? "" : " in " + wait) + "\n";
+  }
+  return text;
+}
+
 }  // namespace
 
 Run run_captured(const std::vector<std::string>& argv, const std::string& dir,
@@ -347,6 +369,7 @@ Run run_captured(const std::vector<std::string>& argv, const std::string& dir,
   run.timed_out = !drain(out.read, err.read, run.out, run.err, deadline) ||
                   !wait_child(pid, status, deadline);
   if (run.timed_out) {
+    run.stuck = describe_stuck(pid);
     ::kill(-pid, SIGKILL);
     ::kill(pid, SIGKILL);
     while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {}
@@ -468,7 +491,10 @@ Verdict judge(const Script& s, const golden::Run& run, bool update) {
 
 Verdict check_script(const Script& s, bool update, const std::string& self_exe) {
   golden::Run run = golden::run_captured({self_exe, s.name + ".lua"}, s.dir.string(), kTimeLimit);
-  if (run.timed_out) return {{"timed out after " + std::to_string(kTimeLimit.count()) + " s"}, run.err};
+  if (run.timed_out) {
+    return {{"timed out after " + std::to_string(kTimeLimit.count()) + " s"},
+            "stdout so far:\n" + run.out + "stderr so far:\n" + run.err + run.stuck};
+  }
   if (run.signal) return {{std::string("killed by signal ") + strsignal(run.signal)}, run.err};
   return judge(s, run, update);
 }

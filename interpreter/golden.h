@@ -33,6 +33,7 @@ struct Run {
   int exit_code = -1;    // when it exited normally, else -1
   int signal = 0;        // the signal that killed it, else 0
   bool timed_out = false;
+  std::string stuck;     // on a time-out: what the process and its threads were doing
 };
 
 // Runs argv[0] (a path) with the given arguments in directory `dir`, stdin from /dev/null,

@@ -1,6 +1,8 @@
 // The golden runner's masking, diff and process capture (interpreter/golden.h).
 #include <doctest.h>
 
+#include <filesystem>
+
 #include "golden.h"
 
 using namespace std::chrono_literals;
@@ -93,6 +95,10 @@ TEST_CASE("run_captured: time limit kills the process group") {
   auto r = golden::run_captured({"/bin/sh", "-c", "echo start; sleep 30 & sleep 30"}, ".", 300ms);
   CHECK(r.timed_out);
   CHECK(r.out == "start\n");
+  // what it was doing: the shell's threads, waiting
+  CHECK(r.stuck.find("the process (" + std::filesystem::canonical("/bin/sh").string() + ")") != std::string::npos);
+  CHECK(r.stuck.find("thread ") != std::string::npos);
+  CHECK(r.stuck.find(" state S") != std::string::npos);
 }
 
 TEST_CASE("run_captured: a missing program exits 127 with a message") {
