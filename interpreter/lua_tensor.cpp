@@ -105,7 +105,9 @@ LuaTensor* check_tensor(lua_State* L, int arg) {
   if (!t) raise_type_error(L, arg, "tensor");
   if (t->donated_to)
     raise_user_error(L, "this tensor was donated to jit '" + *t->donated_to +
-                            "', which reused its buffer for a result; use the function's results instead");
+                            "', which reused its buffer for a result; use the function's results instead, or copy it "
+                            "before the call (model:get_weights() copies a model's weights, which fit's train_step "
+                            "donates)");
   if (!t->traced() && t->value().released())
     raise_user_error(L, "this tensor's device buffer was released by tpu.reset(); make it again after the reset "
                         "(data sets stay on the host and are kept)");

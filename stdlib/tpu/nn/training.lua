@@ -1019,9 +1019,6 @@ function M:fit(data, opts, more)
                     {"steps per epoch", steps or "unknown"}}
   cbs = require("tpu.callbacks")._prepare(cbs, self, {epochs = epochs, steps = steps, verbose = verbose,
     train_data = data, validation_data = opts.validation_data})
-  -- The steps donate the weights they update: fit trains fresh tensors, so the ones a caller
-  -- took before (model:parameters()) keep their values rather than becoming unusable.
-  self:set_parameters(copies(self:parameters()))
   local _ <close> = interrupt.deferred()
   callback(cbs, "on_train_begin", {})
   local left  -- the pass the last epoch left under way (steps_per_epoch)
