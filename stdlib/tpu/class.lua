@@ -1,6 +1,10 @@
 -- A tiny class helper: `local Dense = class("Dense", Module)`; `Dense{...}` or `Dense(...)`
 -- calls `Dense:__init(...)`; `Dense:extend("Name")` makes a subclass.
 -- A constructor takes the arguments its __init names and nothing else (nil counts as absent).
+-- A class whose chain defines __dot_call(cls, name, got) checks its methods' self: each function
+-- set on it (or a subclass) later, except names starting with "_", becomes a wrapper that calls
+-- __dot_call when self is not an instance (obj.method(...) instead of obj:method(...)), one
+-- type check per call.
 local errors = require "tpu.errors"
 
 local function check_arity(name, init, ...)
@@ -10,6 +14,20 @@ local function check_arity(name, init, ...)
     local v = select(i, ...)
     if v ~= nil then errors.none(i, name, v) end
   end
+end
+
+local originals = setmetatable({}, {__mode = "k"})  -- checking wrapper -> its function
+
+-- fn checked as a method of cls: a function taken from another class is checked anew.
+local function checked(cls, key, fn)
+  fn = originals[fn] or fn
+  local is_instance = cls.is_instance
+  local function method(self, ...)
+    if not is_instance(self) then cls.__dot_call(cls, key, self) end
+    return fn(self, ...)
+  end
+  originals[method] = fn
+  return method
 end
 
 local function class(name, parent)
@@ -45,6 +63,13 @@ local function class(name, parent)
       return obj
     end,
     __tostring = function() return "class " .. name end,
+    __newindex = function(c, key, value)
+      if type(value) == "function" and type(key) == "string" and key:sub(1, 1) ~= "_"
+         and c.__dot_call then
+        value = checked(c, key, value)
+      end
+      rawset(c, key, value)
+    end,
   })
   return cls
 end

@@ -37,6 +37,53 @@ local errors = require "tpu.errors"
 
 local Module = class("Module")
 
+-- How each method is called, for the error of a call with a dot (layer.call(x), m.summary()):
+-- Lua then passes no layer, or the first argument in its place.
+local usage = {
+  compile = "model:compile {optimizer = ..., loss = ...}",
+  fit = "model:fit(x, y, {epochs = ...}) or model:fit(dataset, {...})",
+  evaluate = "model:evaluate(x, y) or model:evaluate(dataset)",
+  predict = "model:predict(x) or model:predict(dataset)",
+  get_weights = "model:get_weights()", set_weights = "model:set_weights(weights)",
+  summary = "model:summary()", count_params = "model:count_params()",
+  parameters = "model:parameters()", named_parameters = "model:named_parameters()",
+  set_parameters = "model:set_parameters(tensors)", each_weight = "model:each_weight(fn)",
+  compile_stats = "model:compile_stats()", export = "model:export(path)",
+  save = "model:save(path)", load = "model:load(path)",
+  generate = "model:generate(ids, {max_length = ...})", add = "model:add(layer)",
+  get_layer = "model:get_layer(name)", pop = "model:pop()",
+  add_weight = "self:add_weight {name = ..., shape = ...}", build = "self:build(input_shape)",
+  init_common = "self:init_common(opts)", update_state = "self:update_state(ctx, name, value)",
+  random_key = "self:random_key(ctx)", call = "layer:call(x, ctx), or layer(x)",
+}
+
+local function is_model_class(cls)
+  while cls do
+    if cls.__name == "Model" or cls.__name == "Sequential" then return true end
+    cls = cls.super
+  end
+  return false
+end
+
+-- class.lua calls it when a method of cls gets a self that is not one of its instances.
+function Module.__dot_call(cls, method, got)
+  local how = usage[method]
+  local noun = how and how:match("^(%a+):") or (is_model_class(cls) and "model" or "layer")
+  if noun == "self" then noun = "layer" end
+  how = how or string.format("%s:%s(...)", noun, method)
+  local what = noun == "model" and "the model"
+    or cls == Module and "every layer" or string.format("the layer (%s)", cls.__name)
+  local shown, fix = util.show(got), ""
+  if type(got) == "table" and rawget(got, "__index") == got and got.__name then
+    shown = "the class " .. got.__name
+    fix = string.format(": make one first, e.g. nn.%s(...)", got.__name)
+  elseif Module.is_instance(got) then
+    shown = string.format("%s '%s'", got.__name, got.name)  -- model.add(layer)
+  end
+  util.fail("%s is a method of %s: call it with a colon, %s (got %s where the %s goes%s)",
+    method, what, how, shown, noun, fix)
+end
+
 local counters = {}  -- per default-name counters: dense_1, dense_2, ...
 
 local function default_name(cls_name)
@@ -157,6 +204,62 @@ end
 -- (traced in every train step) need not walk the model.
 local regularized_weights = 0
 
+local function shape_list(shape)
+  local parts = {}
+  for i, d in ipairs(shape) do parts[i] = util.show(d) end
+  return "{" .. table.concat(parts, ", ") .. "}"
+end
+
+-- The largest tensor a weight may be (the core's limit on a tensor's elements).
+local MAX_ELEMENTS = 2 ^ 40
+
+-- A weight's shape: known sizes (>= 0) of a tensor that can exist. A size out of range names
+-- the layer's option that holds it, when one does (Dense(1e12): units).
+local function check_weight_shape(self, name, shape)
+  local n, big = 1, 0
+  for i = 1, #shape do
+    local d = shape[i]
+    if math.type(d) ~= "integer" and not (math.type(d) == "float" and d == math.floor(d)) then
+      util.fail("%s '%s': add_weight '%s' has the shape %s; its sizes must be integers >= 0 (a "
+        .. "weight's sizes are known when build runs: take them from input_shape past the batch)",
+        self.__name, self.name, name, shape_list(shape))
+    end
+    if d < 0 then
+      util.fail("%s '%s': add_weight '%s' has the shape %s, with a negative size; a weight's sizes "
+        .. "are known when build runs (-1 means unknown only in input shapes: take sizes from "
+        .. "input_shape past the batch, or from the layer's options)", self.__name, self.name, name,
+        shape_list(shape))
+    end
+    n, big = n * d, math.max(big, d)
+  end
+  if n >= MAX_ELEMENTS then
+    local keys = {}
+    for k, v in pairs(self) do
+      if type(k) == "string" and k:sub(1, 1) ~= "_" and v == big then keys[#keys + 1] = k end
+    end
+    table.sort(keys)
+    local option = keys[1] and string.format(" (its %s = %s)", keys[1], util.show(self[keys[1]])) or ""
+    util.fail("%s '%s': the weight '%s' would have the shape %s, %.4g elements, beyond a tensor's "
+      .. "limit of 2^40%s", self.__name, self.name, name, shape_list(shape), n, option)
+  end
+end
+
+-- Names an initializer in errors: its name, or the option holding it (kernel_initializer).
+local function initializer_text(self, init)
+  if type(init) == "string" then return string.format("the initializer \"%s\"", init) end
+  local text = "the initializer"
+  for k, v in pairs(self) do
+    if rawequal(v, init) and type(k) == "string" then text = text .. " " .. k; break end
+  end
+  if type(init) == "function" then
+    local info = debug.getinfo(init, "S")
+    if info.what == "Lua" and not info.short_src:match("^%[tpu%]") then
+      text = string.format("%s (the function at %s:%d)", text, info.short_src, info.linedefined)
+    end
+  end
+  return text
+end
+
 -- Creates a weight, stores it as self[name] and returns it.
 function Module:add_weight(spec)
   ensure_init(self)
@@ -165,9 +268,15 @@ function Module:add_weight(spec)
       self.__name, self.name, util.show(spec))
   end
   local name = spec.name or unnamed(self)
+  check_weight_shape(self, name, spec.shape)
   local init = initializers.get(spec.initializer or "glorot_uniform")
   local dtype = spec.dtype or self:variable_dtype()
   local value = init(initializers._next_key(), util.copy(spec.shape), dtype)
+  if not util.is_tensor(value) or not util.same_shape(value.shape, spec.shape) then
+    util.fail("%s '%s': %s returned %s for the weight '%s'; an initializer function(key, shape, dtype) "
+      .. "returns a tensor of the weight's shape, here %s", self.__name, self.name,
+      initializer_text(self, spec.initializer), util.show(value), name, shape_list(spec.shape))
+  end
   local reg = spec.regularizer ~= nil and regularizers.get(spec.regularizer) or nil
   table.insert(self._weights, {name = name, value = value, trainable = spec.trainable ~= false,
                                regularizer = reg})
@@ -259,9 +368,54 @@ function Module:_check_input(x)
   end
 end
 
+-- A layer's argument other than a tensor: a symbolic tensor, or a list of (lists of) tensors
+-- for a layer that takes several (not one whose class sets takes_one_tensor, as Dense does).
+local function check_call_input(self, x, ctx)
+  if ctx ~= nil and type(ctx) ~= "table" then
+    util.fail("%s '%s': the second argument is the call's context, {training = true|false, ...}, got %s",
+      self.__name, self.name, util.show(ctx))
+  end
+  if util.is_tensor(x) or Node._is(x) then return end
+  local one = rawget(self, "takes_one_tensor") or self.takes_one_tensor
+  if type(x) ~= "table" or getmetatable(x) ~= nil then
+    util.fail("%s '%s' must be called on a tensor or a symbolic tensor (from nn.Input)%s, got %s",
+      self.__name, self.name, one and "" or ", or a list of them", util.show(x))
+  end
+  if one then
+    util.fail("%s '%s' takes one tensor, got a list %s; to join tensors use a merge layer first "
+      .. "(nn.Concatenate(), nn.Add(), nn.Multiply())", self.__name, self.name, util.show(x))
+  end
+  if next(x) == nil then
+    util.fail("%s '%s' was called on an empty list; give it a tensor or a list of tensors",
+      self.__name, self.name)
+  end
+  for i = 1, #x do
+    local v = x[i]
+    if not (util.is_tensor(v) or Node._is(v) or (type(v) == "table" and getmetatable(v) == nil)) then
+      util.fail("%s '%s': input %d of the list is not a tensor, got %s", self.__name, self.name, i,
+        util.show(v))
+    end
+  end
+end
+
+-- What call returned, when not a tensor: a list of tensors (several outputs), else an error
+-- naming the layer (the next layer would fail on nil with no word of this one).
+local function check_call_result(self, y)
+  local ok = type(y) == "table" and getmetatable(y) == nil and #y > 0
+  for i = 1, ok and #y or 0 do
+    local v = y[i]
+    ok = ok and (util.is_tensor(v) or (type(v) == "table" and getmetatable(v) == nil))
+  end
+  if not ok then
+    util.fail("%s '%s': call returned %s; call(x, ctx) must return the output tensor (or a list of "
+      .. "tensors)", self.__name, self.name, util.show(y))
+  end
+end
+
 -- layer(x, ctx): builds on first use, checks the input, runs call. On symbolic tensors
 -- (from nn.Input) it records the call for nn.Model and returns symbolic outputs.
 function Module:__call(x, ctx)
+  if ctx ~= nil or not util.is_tensor(x) then check_call_input(self, x, ctx) end
   if Node._contains(x) then return Node._apply(self, x, ctx) end
   self:maybe_build(util.shape_of(x))
   self:_check_input(x)
@@ -275,6 +429,7 @@ function Module:__call(x, ctx)
     ctx = setmetatable({frozen = true}, {__index = ctx, __newindex = ctx})
   end
   local y = self:call(x, ctx or {training = false})
+  if not util.is_tensor(y) then check_call_result(self, y) end
   self.output_shape = util.shape_of(y)
   return y
 end
@@ -302,7 +457,9 @@ function Module:compute_output_shape(input_shape)
     return tpu.zeros(known)
   end
   self:maybe_build(input_shape)
-  local out = util.shape_of(self:call(zeros(input_shape), {training = false}))
+  local y = self:call(zeros(input_shape), {training = false})
+  if not util.is_tensor(y) then check_call_result(self, y) end
+  local out = util.shape_of(y)
   local function unknown(s)
     if type(s[1]) == "table" then for _, one in ipairs(s) do unknown(one) end
     elseif #s > 0 then s[1] = -1 end
@@ -395,6 +552,10 @@ function Module:set_parameters(list)
   local walk = walk_of_replaced[list]
   if not (walk and walk.module == self) then walk = find_weights(self) end
   local owners, entries = walk.owners, walk.entries
+  if type(list) ~= "table" or getmetatable(list) ~= nil then
+    util.fail("%s '%s': set_parameters expects a list of %d tensors (model:parameters() order), got %s",
+      self.__name, self.name, #entries, util.show(list))
+  end
   if #list ~= #entries then
     util.fail("%s '%s': set_parameters expects %d tensors, got %d", self.__name, self.name, #entries, #list)
   end
