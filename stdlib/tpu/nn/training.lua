@@ -110,6 +110,27 @@ local function check_loss_weights(weights, outputs)
   end
 end
 
+-- A loss of the user's, checked to return what fit differentiates: a scalar tensor (the batch
+-- mean). A number or nil would otherwise fail inside the step, naming no loss.
+local function checked_loss(fn, output)
+  local what
+  if type(fn) == "function" then
+    local info = debug.getinfo(fn, "S")
+    what = string.format("the loss function defined at %s:%d", info.short_src, info.linedefined)
+  else
+    what = "the loss " .. tostring(fn)
+  end
+  if output then what = what .. string.format(" (for output %d)", output) end
+  return function(y, y_pred, w)
+    local l = fn(y, y_pred, w)
+    if not util.is_tensor(l) or l.ndim ~= 0 then
+      util.fail("%s returned %s; a loss function(y_true, y_pred) returns a tensor: the batch mean, "
+        .. "a scalar (reduce per-example losses with :mean())", what, util.show(l))
+    end
+    return l
+  end
+end
+
 -- One loss function(y, y_pred) over every output, and whether it returns per-example losses
 -- ([batch]; every loss is a built-in one) rather than the batch mean (a loss of the user's).
 local function total_loss(spec, names, all_names)
@@ -121,7 +142,7 @@ local function total_loss(spec, names, all_names)
   for i, l in ipairs(is_list(given) and given or {given}) do
     local fn = losses.get(l)
     built_in[i] = losses.per_example(fn) ~= nil
-    list[i] = losses.per_example(fn) or fn
+    list[i] = losses.per_example(fn) or checked_loss(fn, is_list(given) and #given > 1 and i or nil)
     per_example = per_example and built_in[i]
   end
   if not per_example then  -- a loss of the user's among built-ins: every one gives the batch mean
@@ -942,6 +963,22 @@ local function keras_xy(who, self, data, opts, more)
   return data, opts
 end
 
+-- fit's, evaluate's and predict's data and batch_size, checked before anything is printed.
+local data_call = {fit = xy_call.fit, evaluate = xy_call.evaluate,
+                   predict = "model:predict(x) or model:predict(dataset)"}
+
+local function check_data(who, data, opts)
+  local size = opts.batch_size
+  if size ~= nil and not util.is_positive_integer(size) then
+    util.fail("%s: batch_size must be a positive integer, got %s", who, util.show(size))
+  end
+  if is_dataset(data) or util.is_tensor(data) then return end
+  if is_list(data) and (util.is_tensor(data[1]) or is_tensor_list(data[1])) then return end
+  util.fail("%s needs %s: %s; got %s%s", who, who == "predict" and "inputs" or "data", data_call[who],
+    util.show(data), type(data) == "string" and " (a file name: read it into a data set first, e.g. "
+      .. "tpu.data.csv(path) or tpu.data.npy(path))" or "")
+end
+
 -- Where fit starts: a resumed state, Keras's initial_epoch (0-based count of epochs already
 -- done; the data set's shuffles continue from that pass, as in an uninterrupted run), or 0.
 local function first_epoch(model, history, data, opts, epochs)
@@ -999,6 +1036,7 @@ function M:fit(data, opts, more)
   data, opts = keras_xy("fit", self, data, opts, more)
   opts = opts or {}
   util.check_options({__name = "fit"}, opts, fit_options)
+  check_data("fit", data, opts)
   if opts.shuffle ~= nil and type(opts.shuffle) ~= "boolean" then
     util.fail("fit: shuffle must be true or false, got %s", util.show(opts.shuffle))
   end
@@ -1058,6 +1096,7 @@ function M:evaluate(data, opts, more)
   data, opts = keras_xy("evaluate", self, data, opts, more)
   opts = opts or {}
   util.check_options({__name = "evaluate"}, opts, {"verbose", "batch_size"})
+  check_data("evaluate", data, opts)
   local c = compiled(self, "evaluate")
   check_batches(c, data, opts.batch_size)
   local verbose = verbosity(opts.verbose, "evaluate")
@@ -1075,6 +1114,7 @@ function M:predict(data, opts, extra)
   errors.none(3, "predict", extra)
   opts = opts or {}
   util.check_options({__name = "predict"}, opts, {"verbose", "batch_size"})
+  check_data("predict", data, opts)
   self.predict_steps = self.predict_steps or {steps = {}}
   local c = self.predict_steps
   -- checked against the HBM of the model's own strategy's cores, as fit's and evaluate's steps
