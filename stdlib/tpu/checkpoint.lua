@@ -182,6 +182,7 @@ function M.load_tensors(path, opts)
   for k in pairs(opts) do
     if k ~= "nested" then fail("tpu.load: unknown option '%s' (known options: nested)", tostring(k)) end
   end
+  persistence().check_safetensors(path, "tpu.load")
   local tensors, meta, names = core.load_safetensors(path)
   if not opts.nested then return tensors, meta end
   local out = {}
@@ -285,6 +286,7 @@ function M.load(path, opts, extra)
   check_path(path, what)
   opts = errors.options(2, what, opts, {"model"})
   errors.none(3, what, extra)
+  persistence().check_safetensors(path, what)
   local tensors, meta, names = core.load_safetensors(path)
   check_format(meta, path, what)
   local state, models, ctx = {}, {}, {what = what, path = path}
@@ -407,7 +409,18 @@ end
 -- Puts a loaded state back into a model built and compiled like the saved one: weights,
 -- optimizer state, step counter and dropout key. Returns the state (epoch, data_position...).
 function M.restore_training(model, state, source)
+  if type(model) ~= "table" or not require("tpu.nn.Module").is_instance(model) then
+    errors.type_error(1, "restore_training", "model", model)
+  end
+  if type(state) ~= "table" or getmetatable(state) ~= nil then
+    errors.type_error(2, "restore_training", "table (checkpoint.load(path))", state)
+  end
+  errors.check(3, "restore_training", source, "string or nil")
   source = source or "the checkpoint"
+  if state.model == nil then
+    fail("restore_training: %s has no model weights (state.model is nil); give the state "
+      .. "checkpoint.load(path) returns for a file saved from checkpoint.training_state(model)", source)
+  end
   if state.model ~= model then persistence().assign(model, state.model, source, "restore_training") end
   check_optimizer_state(model, state.optimizer_state, source)
   model.optimizer_state = state.optimizer_state

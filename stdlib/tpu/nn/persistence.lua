@@ -84,6 +84,10 @@ local MAX_SHOWN = 10
 -- Sets the model's weights from name -> tensor after checking every one; `source` names where
 -- they came from in the error ("ckpt.safetensors").
 function M.assign(model, tensors, source, what)
+  if type(tensors) ~= "table" or getmetatable(tensors) ~= nil then
+    util.fail("%s: %s has no model weights (a table of name -> tensor, as model:save and "
+      .. "checkpoints write), got %s", what, source, util.show(tensors))
+  end
   local named = model:named_parameters()
   if #named == 0 and not model.built then fail_unbuilt(model, what) end
   local problems = mismatches(named, tensors)
@@ -116,8 +120,32 @@ end
 
 -- A training checkpoint (callbacks.checkpoint's default) holds the model's weights beside the
 -- optimizer's state: they are loaded from it, as Keras's load_weights reads a whole-model file.
+-- A file of another format (a NumPy .npy, say) is said to be one before the core reads its first
+-- bytes as a header length ("declared header length 379676406402707 is over the limit"). Other
+-- files (too short, a directory, a corrupt header) are left to the core, which says what is wrong.
+function M.check_safetensors(path, what)
+  local f = io.open(path, "rb")
+  if not f then return end
+  local head = f:read(9)
+  local size = head and f:seek("end")
+  f:close()
+  if not head or #head < 9 or head:sub(9, 9) == "{" then return end
+  local kind = head:sub(1, 6) == "\x93NUMPY" and " (a NumPy .npy file)"
+    or head:sub(1, 2) == "PK" and " (a zip archive: a .npz or .keras file?)"
+    or head:sub(1, 8) == "\x89HDF\r\n\x1a\n" and " (an HDF5 file: a Keras .h5?)"
+  if not kind then
+    local length = string.unpack("<i8", head)
+    if length >= 0 and length <= size - 8 then return end
+    kind = string.format(" (its first 8 bytes, read as the header length, say %s bytes, and the file has %d)",
+      length >= 0 and string.format("%d", length) or "more than 2^63", size)
+  end
+  util.fail("%s: %s is not a safetensors file%s; %s reads the files model:save, tpu.save and "
+    .. "checkpoints write", what, path, kind, what)
+end
+
 function Module:load(path)
   check_path(path, "model:load")
+  M.check_safetensors(path, "model:load")
   local tensors, meta = core.load_safetensors(path)
   local format = meta and meta["tputrain.format"]
   if format and format:match("^checkpoint/") then
