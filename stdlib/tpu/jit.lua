@@ -146,9 +146,38 @@ local function donation_mask(self, args)
   return per_leaf(self, args, function(g) return self.donate[g.arg] or false end)
 end
 
+-- ---------------------------------------------------------------- recursion while tracing
+-- A jitted function that calls itself while it is being traced would trace forever (an inlined
+-- call is a tail call, so nothing overflows). Each function keeps the signature keys it is
+-- tracing now: the same key again is a recursion that cannot end; a recursion whose static
+-- arguments change (f(x, n - 1)) may end, up to kMaxSelfCalls levels. The guard is a
+-- to-be-closed value, so an error that unwinds the trace releases it.
+local kMaxSelfCalls = 100
+
+local function recursion_error(self, why)
+  error(core.user_where() .. "jit '" .. self.name .. "' calls itself while tracing" .. why ..
+    "; recursion cannot be traced into a static graph (unroll it with a Lua loop of a fixed count, " ..
+    "recurse in a plain Lua function on a Lua number that ends it, or choose between tensor values " ..
+    "with tpu.where or tpu.cond)", 0)
+end
+
+local function enter(self, key)
+  local active = self.tracing
+  if not active then
+    active = {n = 0}
+    self.tracing = active
+  end
+  if active[key] then recursion_error(self, " with arguments of the same shapes and static values") end
+  if active.n >= kMaxSelfCalls then recursion_error(self, ", " .. kMaxSelfCalls .. " calls deep") end
+  active[key], active.n = true, active.n + 1
+  return setmetatable({}, {__close = function()
+    active[key], active.n = nil, active.n - 1
+  end})
+end
+
 -- Traces fn on symbolic arguments shaped like `leaves` and compiles it. A probe compile
 -- (leaves may be plain {dtype=, shape=} tables) skips the HBM check and the statistics.
-local function compile(self, spec, leaves, args, probe, rep)
+local function compile(self, spec, leaves, args, probe, rep, key)
   local t0 = core.now()
   local options = package.loaded["tpu.options"] or {}
   local optimize = self.optimize
@@ -173,6 +202,7 @@ local function compile(self, spec, leaves, args, probe, rep)
   collectgarbage("stop")
   core.trace_begin(self.name, restart and math.floor(heap_kb + math.max(heap_kb, 256 * 1024)) or nil, optimize)
   local ok, result = pcall(function()
+    local _ <close> = enter(self, key or "")
     local symbolic = {}
     for i, t in ipairs(leaves) do
       local rows = rep and rep.sharded[i] and t.shape[1] // rep.replicas or nil  -- one replica's rows
@@ -344,7 +374,7 @@ local function cached(self, key, leaves, args, run, rep)
   local _, spec = M.flatten(args)
   arg_groups(self, args, spec)
   if rep then rep.sharded = per_leaf(self, args, function(g) return rep.shard[g.arg] or false end) end
-  entry = compile(self, spec, leaves, args, false, rep)
+  entry = compile(self, spec, leaves, args, false, rep, key)
   if rep then entry.per_replica = entry.exe:per_replica() end
   if run and M.before_first_run then M.before_first_run(self.name, entry.exe, leaves, leaf_labels(self, args)) end
   self.cache[key] = entry
@@ -364,7 +394,10 @@ end
 function Jitted:__call(...)
   local args = table.pack(...)
   local leaves, key, traced, shape_only = signature(args, ShapeDtype)
-  if traced then return self.fn(...) end  -- inside another trace: inline
+  if traced then  -- inside another trace: inline (not a tail call, for the guard)
+    local _ <close> = enter(self, key)
+    return self.fn(...)
+  end
   if shape_only then check_runnable(self, leaves) end
   local entry = cached(self, key, leaves, args, true)
   local outs = M.unflatten(entry.spec, run(self, entry, leaves))
@@ -528,8 +561,11 @@ function M.value_and_grad(fn, opts, extra)
   local compiled = M.jit(traced, {name = opts.name or ("grad of " .. default_name(fn))})
   return function(...)
     if core.trace_depth() > 0 then
-      local leaves = M.flatten(table.pack(...))
-      if any_traced(leaves) then return traced(...) end
+      local leaves, _, key = M.flatten(table.pack(...))
+      if any_traced(leaves) then
+        local _ <close> = enter(compiled, key)
+        return traced(...)
+      end
     end
     return compiled(...)
   end
