@@ -190,6 +190,22 @@ function M.keras_names(who, opts, aliases, known)
   return out
 end
 
+-- Makes each method of cls named in `names` refuse a call with a dot (key.split(2) passes 2 as
+-- the key): "split is a method of the key: call it with a colon, key:split(...) (got 2 where
+-- the key goes)". is_instance(v) tells the class's objects; noun names one in the message.
+function M.colon_methods(cls, noun, names, is_instance)
+  for _, name in ipairs(names) do
+    local method = cls[name]
+    cls[name] = function(self, ...)
+      if not is_instance(self) then
+        M.fail("%s is a method of the %s: call it with a colon, %s:%s(...) (got %s where the %s goes)",
+          name, noun, noun, name, M.show(self), noun)
+      end
+      return method(self, ...)
+    end
+  end
+end
+
 -- Argument n must be absent: for functions that take no more than n - 1 arguments.
 function M.none(n, fname, v)
   if v ~= nil then M.arg_error(n, fname, "no value expected, got " .. M.typename(v)) end

@@ -51,6 +51,8 @@ function Key.__eq(a, b)
   return getmetatable(a) == Key and getmetatable(b) == Key and a:value() == b:value()
 end
 
+errors.colon_methods(Key, "key", {"split", "fold_in", "value"}, function(k) return getmetatable(k) == Key end)
+
 local random = {}
 
 -- seed: a Lua integer, or an integer scalar tensor (traced or not; the same key).
@@ -64,10 +66,43 @@ end
 
 function random.is_key(k) return getmetatable(k) == Key end
 
-local function data_of(k)
+local usage = {uniform = "uniform(key, shape, {...})", normal = "normal(key, shape, {...})",
+               bernoulli = "bernoulli(key, p, shape)", bits = "bits(key, shape)"}
+
+local function data_of(k, fname)
   if getmetatable(k) == Key then return k.data end
   if core.is_tensor(k) then return k end  -- a raw i32[2] key tensor (checked by the binding)
-  fail("expected a key from tpu.random.key(seed), got %s", tostring(k))
+  fail("%s: expected a key from tpu.random.key(seed), got %s; a draw takes the key first: "
+    .. "tpu.random.%s", fname, errors.show(k), usage[fname])
+end
+
+-- The float dtypes a draw of real numbers makes.
+local float_dtype = {f32 = true, bf16 = true}
+local integer_dtype = {i32 = true, u8 = true}
+
+-- JAX's uniform takes only float dtypes; here an integer dtype draws integers in [minval,
+-- maxval), as JAX's randint: such a range must hold at least two integers (the default [0, 1)
+-- holds only 0) and fit the dtype. A bool dtype is bernoulli's.
+local function check_uniform_dtype(opts)
+  local dtype = opts and opts.dtype
+  if dtype == "bool" then
+    fail('uniform: dtype "bool" is not a number type; for random booleans use tpu.random.bernoulli(key, p, shape)')
+  end
+  if not integer_dtype[dtype] then return end  -- float, or checked by the binding
+  local lo, hi = opts.minval or 0, opts.maxval or 1
+  if type(lo) ~= "number" or type(hi) ~= "number" then return end  -- tensors: the binding's
+  if lo ~= math.floor(lo) or hi ~= math.floor(hi) then
+    fail("uniform: dtype %q draws integers in [minval, maxval), so minval and maxval must be integers, "
+      .. "got [%s, %s)", dtype, errors.show(lo), errors.show(hi))
+  end
+  if hi - lo < 2 then
+    fail("uniform: dtype %q draws integers in [minval, maxval) = [%d, %d), which %s; give maxval "
+      .. "(integers 0 to 9: {maxval = 10, dtype = %q}), or a float dtype (\"f32\", \"bf16\") for reals",
+      dtype, lo, hi, hi - lo == 1 and string.format("holds only %d", lo) or "is empty", dtype)
+  end
+  if dtype == "u8" and (lo < 0 or hi > 256) then
+    fail('uniform: dtype "u8" holds 0 to 255, so [minval, maxval) must lie within [0, 256), got [%d, %d)', lo, hi)
+  end
 end
 
 -- A draw's shape argument: a list of sizes, a size, or nil for a scalar.
@@ -82,19 +117,28 @@ end
 function random.uniform(key, shape, opts, extra)
   errors.none(4, "uniform", extra)
   if opts ~= nil then errors.options(3, "uniform", opts, {"minval", "maxval", "dtype"}) end
-  return core.random_uniform(data_of(key), shape_arg(2, "uniform", shape), opts)
+  local data = data_of(key, "uniform")
+  check_uniform_dtype(opts)
+  return core.random_uniform(data, shape_arg(2, "uniform", shape), opts)
 end
 
 -- Normal with mean and stddev (default 0, 1); truncated = true keeps |z| <= 2 stddevs.
 function random.normal(key, shape, opts, extra)
   errors.none(4, "normal", extra)
   if opts ~= nil then errors.options(3, "normal", opts, {"mean", "stddev", "truncated", "dtype"}) end
-  return core.random_normal(data_of(key), shape_arg(2, "normal", shape), opts)
+  local data = data_of(key, "normal")
+  local dtype = opts and opts.dtype
+  if type(dtype) == "string" and not float_dtype[dtype] and (integer_dtype[dtype] or dtype == "bool") then
+    fail('normal: dtype must be a float dtype ("f32" or "bf16"), got %q; for random integers use '
+      .. 'tpu.random.uniform(key, shape, {maxval = n, dtype = %q})', dtype, dtype)
+  end
+  return core.random_normal(data, shape_arg(2, "normal", shape), opts)
 end
 
 -- A bool tensor, true with probability p (a number or a tensor broadcast to shape).
 function random.bernoulli(key, p, shape, extra)
   errors.none(4, "bernoulli", extra)
+  data_of(key, "bernoulli")
   if p ~= nil and type(p) ~= "number" and not core.is_tensor(p) then
     errors.type_error(2, "bernoulli", "number or tensor", p)
   end
@@ -106,7 +150,7 @@ end
 -- Raw uniformly random i32 bits.
 function random.bits(key, shape, extra)
   errors.none(3, "bits", extra)
-  return core.random_bits(data_of(key), shape_arg(2, "bits", shape))
+  return core.random_bits(data_of(key, "bits"), shape_arg(2, "bits", shape))
 end
 
 return random
