@@ -371,6 +371,14 @@ local function cached(self, key, leaves, args, run, rep)
     return entry
   end
   self.depth = core.trace_depth()
+  for _, o in ipairs {{"donate_argnums", self.donate}, {"batch_argnums", self.batch_args}} do
+    local option, most = o[1], 0
+    for i in pairs(o[2] or {}) do most = math.max(most, i) end
+    if most > args.n then
+      error(core.user_where() .. string.format("jit '%s': %s names argument %d, but the call passes %d argument%s; " ..
+        "pass it, or change %s", self.name, option, most, args.n, args.n == 1 and "" or "s", option), 0)
+    end
+  end
   local _, spec = M.flatten(args)
   arg_groups(self, args, spec)
   if rep then rep.sharded = per_leaf(self, args, function(g) return rep.shard[g.arg] or false end) end
@@ -537,12 +545,32 @@ local grad_options = {"argnums", "has_aux", "name"}
 
 local function check_grad_args(fname, fn, opts)
   errors.check(1, fname, fn, "function")
-  return errors.options(2, fname, opts, grad_options)
+  opts = errors.options(2, fname, opts, grad_options)
+  local argnums = opts.argnums
+  local list = type(argnums) == "table" and not is_tensor(argnums) and argnums or {argnums}
+  local ok = argnums == nil or #list > 0
+  for _, n in ipairs(list) do ok = ok and math.type(n) == "integer" and n >= 1 end
+  if not ok then
+    errors.fail("%s: argnums must be an argument number (1 for the first) or a non-empty list of them, got %s",
+      fname, errors.show(argnums))
+  end
+  if opts.has_aux ~= nil and type(opts.has_aux) ~= "boolean" then
+    errors.fail("%s: has_aux must be true or false, got %s", fname, errors.show(opts.has_aux))
+  end
+  return opts
 end
 
-function M.value_and_grad(fn, opts, extra)
-  errors.none(3, "value_and_grad", extra)
-  opts = check_grad_args("value_and_grad", fn, opts)
+-- Fails unless the call passes every argument that argnums names.
+local function check_argnums(fname, argnums, n)
+  for _, i in ipairs(type(argnums) == "table" and argnums or {argnums}) do
+    if i > n then
+      errors.fail("%s: argnums names argument %d, but the call passes %d argument%s; pass it, or change argnums",
+        fname, i, n, n == 1 and "" or "s")
+    end
+  end
+end
+
+local function value_and_grad(fname, fn, opts)
   local argnums = opts.argnums or 1
   local has_aux = opts.has_aux
   local function traced(...)
@@ -550,7 +578,16 @@ function M.value_and_grad(fn, opts, extra)
     local leaves, spec = M.flatten(selected(args, argnums))
     lift(leaves)
     replace_selected(args, argnums, M.unflatten(spec, leaves))
-    local value, aux = fn(table.unpack(args, 1, args.n))
+    local results = table.pack(fn(table.unpack(args, 1, args.n)))
+    if has_aux and results.n ~= 2 then
+      error(core.user_where() .. string.format("%s: with {has_aux = true} the function must return two values, " ..
+        "the scalar to differentiate and aux (several aux values go in one table), got %d", fname, results.n), 0)
+    elseif not has_aux and results.n > 1 then
+      error(core.user_where() .. string.format("%s: the function returned %d values; to return auxiliary values " ..
+        "beside the scalar to differentiate, pass {has_aux = true} (the function then returns value, aux)",
+        fname, results.n), 0)
+    end
+    local value, aux = results[1], results[2]
     if not is_tensor(value) then
       error(core.user_where() .. "grad: the function must return a scalar tensor, got " .. type(value), 0)
     end
@@ -560,6 +597,7 @@ function M.value_and_grad(fn, opts, extra)
   end
   local compiled = M.jit(traced, {name = opts.name or ("grad of " .. default_name(fn))})
   return function(...)
+    check_argnums(fname, argnums, select("#", ...))
     if core.trace_depth() > 0 then
       local leaves, _, key = M.flatten(table.pack(...))
       if any_traced(leaves) then
@@ -571,10 +609,15 @@ function M.value_and_grad(fn, opts, extra)
   end
 end
 
+function M.value_and_grad(fn, opts, extra)
+  errors.none(3, "value_and_grad", extra)
+  return value_and_grad("value_and_grad", fn, check_grad_args("value_and_grad", fn, opts))
+end
+
 function M.grad(fn, opts, extra)
   errors.none(3, "grad", extra)
   opts = check_grad_args("grad", fn, opts)
-  local vg = M.value_and_grad(fn, opts)
+  local vg = value_and_grad("grad", fn, opts)
   return function(...)
     if opts.has_aux then
       local _, aux, grads = vg(...)

@@ -48,4 +48,44 @@ tests["jitted functions nest, recurse on static arguments that end, and errors r
   check.eq(ok_after(tpu.ones {2}):totable(), {2, 2})
 end
 
+tests["argnums, donate_argnums and batch_argnums name arguments the call passes"] = function()
+  local x = tpu.zeros {2}
+  local g = tpu.grad(function(a) return a:sum() end, {argnums = 3})
+  local msg = check.raises(function() local _ = g(x) end,
+    "grad: argnums names argument 3, but the call passes 1 argument; pass it, or change argnums")
+  check.is_true(msg:find("test_jit_errors.lua:%d+: grad") ~= nil, msg)
+  check.raises(function() tpu.grad(function(a) return a:sum() end, {argnums = 0}) end,
+    "grad: argnums must be an argument number (1 for the first) or a non-empty list of them, got 0")
+  check.raises(function() tpu.value_and_grad(function(a) return a:sum() end, {argnums = {1, -1}}) end,
+    "value_and_grad: argnums must be an argument number (1 for the first) or a non-empty list of them")
+  check.raises(function() tpu.grad(function(a) return a:sum() end, {has_aux = "yes"}) end,
+    'grad: has_aux must be true or false, got "yes"')
+  local vg = tpu.value_and_grad(function(a, b) return (a * b):sum() end, {argnums = {1, 2}})
+  check.raises(function() local _ = vg(x) end, "value_and_grad: argnums names argument 2, but the call passes 1 argument")
+  local f = tpu.jit(function(a) return a + 1 end, {donate_argnums = 5, name = "inc"})
+  msg = check.raises(function() local _ = f(x) end,
+    "jit 'inc': donate_argnums names argument 5, but the call passes 1 argument; pass it, or change donate_argnums")
+  check.is_true(msg:find("test_jit_errors.lua:%d+: jit 'inc'") ~= nil, msg)
+  local b = tpu.jit(function(a) return a + 1 end, {batch_argnums = {1, 2}, name = "inc2"})
+  check.raises(function() local _ = b(x) end, "jit 'inc2': batch_argnums names argument 2, but the call passes 1 argument")
+end
+
+tests["has_aux needs the function to return value and aux, and aux values need has_aux"] = function()
+  local x = tpu.ones {2}
+  local vg = tpu.value_and_grad(function(a) return a:sum() end, {has_aux = true})
+  local msg = check.raises(function() local _ = vg(x) end,
+    "value_and_grad: with {has_aux = true} the function must return two values, the scalar to differentiate "
+    .. "and aux (several aux values go in one table), got 1")
+  check.is_true(msg:find("test_jit_errors.lua:%d+: value_and_grad") ~= nil, msg)
+  local g = tpu.grad(function(a) return a:sum(), a end)
+  check.raises(function() local _ = g(x) end,
+    "grad: the function returned 2 values; to return auxiliary values beside the scalar to differentiate, pass {has_aux = true}")
+  -- value, aux with has_aux; aux may be nil when the function returns it explicitly
+  local ga, aux = tpu.grad(function(a) return a:sum(), {n = 2} end, {has_aux = true})(x)
+  check.eq(ga:totable(), {1, 1})
+  check.eq(aux.n, 2)
+  local _, none = tpu.grad(function(a) return a:sum(), nil end, {has_aux = true})(x)
+  check.eq(none, nil)
+end
+
 return tests
