@@ -192,14 +192,16 @@ end
 
 -- Makes each method of cls named in `names` refuse a call with a dot (key.split(2) passes 2 as
 -- the key): "split is a method of the key: call it with a colon, key:split(...) (got 2 where
--- the key goes)". is_instance(v) tells the class's objects; noun names one in the message.
-function M.colon_methods(cls, noun, names, is_instance)
+-- the key goes)". is_instance(v) tells the class's objects; noun names one in the message and
+-- var (default noun) stands for one in the call shown.
+function M.colon_methods(cls, noun, names, is_instance, var)
+  var = var or noun
   for _, name in ipairs(names) do
     local method = cls[name]
     cls[name] = function(self, ...)
       if not is_instance(self) then
         M.fail("%s is a method of the %s: call it with a colon, %s:%s(...) (got %s where the %s goes)",
-          name, noun, noun, name, M.show(self), noun)
+          name, noun, var, name, M.show(self), noun)
       end
       return method(self, ...)
     end

@@ -472,6 +472,9 @@ function Jitted:info(...)
   return entry_for(self, ...).exe:info()
 end
 
+errors.colon_methods(Jitted, "jitted function", {"run_replicated", "stats", "_entry", "_count_runs", "lower", "dump", "info"},
+  function(f) return getmetatable(f) == Jitted end, "f")
+
 -- The executed nodes (exe:nodes(): op, dtype, shape, loc, flops, bytes) of fn traced on the
 -- arguments (tensors or tpu.shape_dtype) and compiled without the pass pipeline or the HBM
 -- check, so each node is one traced op: what model:summary() costs per layer.

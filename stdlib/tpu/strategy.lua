@@ -172,6 +172,9 @@ end
 -- strategy:distribute(ds): batches split across the replicas (the global batch must divide by
 -- the number of cores; fit pads and masks a partial last batch itself).
 function Strategy:distribute(ds)
+  if type(ds) ~= "table" or type(ds.iter) ~= "function" or type(ds.cardinality) ~= "function" then
+    fail("distribute: expected a data set (e.g. tpu.data.from_tensors {x, y}:batch(64)), got %s", errors.show(ds))
+  end
   local strategy = self
   local spec = type(ds.element_spec) == "function" and ds:element_spec()
   if type(spec) == "table" and spec.shape then
@@ -193,6 +196,9 @@ function Strategy:distribute(ds)
     cardinality = function() return ds:cardinality() end,
   }
 end
+
+errors.colon_methods(Strategy, "strategy", {"is_chief", "version_scope", "scope", "shard", "run", "reduce",
+  "distribute", "_check_batch", "_agree"}, Strategy.is_instance)
 
 function M.TPU(opts, extra)
   errors.none(2, "TPU", extra)

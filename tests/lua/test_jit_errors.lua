@@ -88,4 +88,17 @@ tests["has_aux needs the function to return value and aux, and aux values need h
   check.eq(none, nil)
 end
 
+tests["a jitted function's method called with a dot says to call it with a colon"] = function()
+  local f = tpu.jit(function(x) return x + 1 end)
+  local msg = check.raises(function() local _ = f.stats() end,
+    "stats is a method of the jitted function: call it with a colon, f:stats(...) (got nil where the jitted function goes)")
+  check.is_true(msg:find("test_jit_errors.lua:%d+: stats") ~= nil, msg)
+  check.raises(function() local _ = f.lower(tpu.zeros {2}) end,
+    "lower is a method of the jitted function: call it with a colon, f:lower(...) (got a tensor f32[2] where")
+  check.raises(function() f.dump("f.dot") end, "dump is a method of the jitted function: call it with a colon")
+  check.raises(function() local _ = f.info() end, "info is a method of the jitted function: call it with a colon")
+  f(tpu.zeros {2})
+  check.eq(f:stats().compiles, 1)
+end
+
 return tests
