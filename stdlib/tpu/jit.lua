@@ -437,8 +437,17 @@ end
 
 -- The cache entry for these arguments, compiling on a miss (lower, info, dump); without any,
 -- the signature compiled last, if there is one (f(x) then f:dump("f.dot")).
-local function entry_for(self, ...)
-  if select("#", ...) == 0 and self.last then return self.last end
+local function entry_for(self, what, ...)
+  if select("#", ...) == 0 then
+    if self.last then return self.last end
+    -- A function of no parameters compiles for no arguments; any other needs a signature.
+    local info = type(self.fn) == "function" and debug.getinfo(self.fn, "u")
+    if what ~= "_entry" and (not info or info.nparams > 0 or info.isvararg) then
+      errors.fail("jit '%s': %s: no signature compiled yet; call f(...) first, or give the arguments: " ..
+        "f:%s (tpu.shape_dtype(shape, dtype) stands for a tensor known only by its shape)",
+        self.name, what, what == "dump" and "dump(path, x, ...)" or what .. "(x, ...)")
+    end
+  end
   local args = table.pack(...)
   local leaves, key = signature(args, ShapeDtype)
   return cached(self, key, leaves, args, false)
@@ -447,7 +456,7 @@ end
 -- (tpu.data) The cache entry {exe, spec} for these arguments, compiling on a miss: the prefetch
 -- thread runs a data set's compiled map itself (tpu.data.prefetching) and counts those runs
 -- here with _count_runs.
-function Jitted:_entry(...) return entry_for(self, ...) end
+function Jitted:_entry(...) return entry_for(self, "_entry", ...) end
 function Jitted:_count_runs(n, ms)
   self.executions = self.executions + n
   self.run_ms = self.run_ms + ms
@@ -455,12 +464,12 @@ end
 
 -- The compiled graph's text for these arguments (compiling if needed).
 function Jitted:lower(...)
-  return entry_for(self, ...).exe:text()
+  return entry_for(self, "lower", ...).exe:text()
 end
 
 -- Writes the compiled graph for these arguments as Graphviz DOT.
 function Jitted:dump(path, ...)
-  local dot = entry_for(self, ...).exe:dot()
+  local dot = entry_for(self, "dump", ...).exe:dot()
   local f, err = io.open(path, "w")
   if not f then error(core.user_where() .. "dump: cannot write " .. tostring(err), 0) end
   f:write(dot)
@@ -469,7 +478,7 @@ end
 
 -- Information about the compiled graph for these arguments: nodes, kernels, planned bytes.
 function Jitted:info(...)
-  return entry_for(self, ...).exe:info()
+  return entry_for(self, "info", ...).exe:info()
 end
 
 errors.colon_methods(Jitted, "jitted function", {"run_replicated", "stats", "_entry", "_count_runs", "lower", "dump", "info"},
@@ -636,6 +645,10 @@ end
 -- one traces both and selects their results elementwise (branches must be side-effect free).
 function M.cond(pred, f_true, f_false, ...)
   if not is_tensor(pred) and type(pred) ~= "boolean" then errors.type_error(1, "cond", "boolean or tensor", pred) end
+  if is_tensor(pred) and (pred.dtype ~= "bool" or #pred.shape ~= 0) then
+    errors.fail("tpu.cond: the predicate must be a bool scalar (a Lua boolean, or a bool tensor of shape [] such as " ..
+      "x:sum():gt(0)), got %s; to choose elementwise between tensors use tpu.where(cond, a, b)", errors.show(pred))
+  end
   errors.check(2, "cond", f_true, "function")
   errors.check(3, "cond", f_false, "function")
   if not core.is_traced(pred) then

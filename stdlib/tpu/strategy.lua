@@ -32,7 +32,7 @@ M.Strategy = Strategy
 function Strategy:__init(opts)
   opts = errors.options(1, "TPU", opts, {"cores", "version", "workers", "rank"})
   local cores = opts.cores or 1
-  if math.type(cores) ~= "integer" or cores < 1 then fail("TPU: cores must be a positive integer, got %s", tostring(cores)) end
+  if math.type(cores) ~= "integer" or cores < 1 then fail("TPU: cores must be a positive integer, got %s", errors.show(cores)) end
   self.num_replicas_in_sync = cores
   self.version = opts.version or require("tpu.device").version()
   if not core.tpu_version(self.version) then
@@ -100,8 +100,21 @@ end
 -- Marks a global batch tensor (or table of them) to be split across the replicas. With
 -- several workers, each keeps the rows of its own replicas.
 function Strategy:shard(value)
-  local function check(t) self:_check_batch(t.shape[1]) end
-  if core.is_tensor(value) then check(value) else for _, t in ipairs(jit.flatten(value)) do check(t) end end
+  local R = self.num_replicas_in_sync
+  local function check(t)
+    if #t.shape == 0 then
+      fail("shard: %s is a scalar, which has no batch axis to split across the %d cores; shard tensors whose "
+        .. "first axis is the global batch (a value the same on every core needs no shard: pass it to run as it is)",
+        errors.show(t), R)
+    end
+    self:_check_batch(t.shape[1])
+  end
+  local leaves = core.is_tensor(value) and {value} or type(value) == "table" and jit.flatten(value) or {}
+  if #leaves == 0 then
+    fail("shard: expected a global batch tensor (or a table of them) to split across the %d cores, got %s",
+      R, errors.show(value))
+  end
+  for _, t in ipairs(leaves) do check(t) end
   if self.workers > 1 then
     local function mine(t)
       local rows = t.shape[1] // self.workers

@@ -101,4 +101,34 @@ tests["a jitted function's method called with a dot says to call it with a colon
   check.eq(f:stats().compiles, 1)
 end
 
+tests["tpu.cond's predicate must be a bool scalar"] = function()
+  local function one() return 1 end
+  local function two() return 2 end
+  local msg = check.raises(function() local _ = tpu.cond(tpu.zeros {2}, one, two) end,
+    "tpu.cond: the predicate must be a bool scalar (a Lua boolean, or a bool tensor of shape [] such as "
+    .. "x:sum():gt(0)), got a tensor f32[2]; to choose elementwise between tensors use tpu.where(cond, a, b)")
+  check.is_true(msg:find("test_jit_errors.lua:%d+: tpu.cond") ~= nil, msg)
+  -- a float 0 would be true in Lua
+  check.raises(function() local _ = tpu.cond(tpu.tensor(0), one, two) end, "got a tensor f32[]")
+  local f = tpu.jit(function(x) return tpu.cond(x:gt(0), function(v) return v end, function(v) return -v end, x) end)
+  check.raises(function() local _ = f(tpu.ones {2}) end, "tpu.cond: the predicate must be a bool scalar")
+  check.eq(tpu.cond(tpu.tensor(1):gt(0), one, two), 1)
+  check.eq(tpu.cond(tpu.tensor(1):lt(0), one, two), 2)
+end
+
+tests["f:lower, f:info and f:dump without arguments need a compiled signature"] = function()
+  local f = tpu.jit(function(x) return x + 1 end, {name = "inc"})
+  local msg = check.raises(function() local _ = f:lower() end,
+    "jit 'inc': lower: no signature compiled yet; call f(...) first, or give the arguments: f:lower(x, ...)")
+  check.is_true(msg:find("test_jit_errors.lua:%d+: jit 'inc'") ~= nil, msg)
+  check.raises(function() local _ = f:info() end, "jit 'inc': info: no signature compiled yet")
+  check.raises(function() f:dump("never.dot") end, "f:dump(path, x, ...)")
+  check.is_true(f:lower(tpu.zeros {3}):find("f32[3]", 1, true) ~= nil)
+  f(tpu.zeros {2})
+  check.is_true(f:lower():find("f32[2]", 1, true) ~= nil)
+  -- a function of no parameters compiles for no arguments
+  local k = tpu.jit(function() return tpu.ones {4} end)
+  check.is_true(k:lower():find("f32[4]", 1, true) ~= nil)
+end
+
 return tests

@@ -28,4 +28,18 @@ tests["distribute takes a data set"] = function()
   check.eq(n, 4)
 end
 
+tests["shard needs tensors with a batch axis; cores must be an integer"] = function()
+  local s = tpu.strategy.TPU {cores = 2}
+  local msg = check.raises(function() local _ = s:shard(tpu.tensor(3)) end,
+    "shard: a tensor f32[] is a scalar, which has no batch axis to split across the 2 cores; shard tensors whose "
+    .. "first axis is the global batch")
+  check.is_true(msg:find("test_strategy_errors.lua:%d+: shard") ~= nil, msg)
+  check.raises(function() local _ = s:shard(3) end,
+    "shard: expected a global batch tensor (or a table of them) to split across the 2 cores, got 3")
+  check.raises(function() local _ = s:shard {} end, "shard: expected a global batch tensor (or a table of them)")
+  check.raises(function() local _ = s:shard {tpu.zeros {4}, tpu.tensor(1)} end, "shard: a tensor f32[] is a scalar")
+  check.eq(s:shard {x = tpu.zeros {4, 2}}.replicas, 2)
+  check.raises(function() local _ = tpu.strategy.TPU {cores = "4"} end, 'TPU: cores must be a positive integer, got "4"')
+end
+
 return tests
