@@ -1,5 +1,5 @@
 -- padded_batch with a fixed padded shape: an element longer than the shape is an error that
--- names its position in the pass (0-based) and its length, at the line of the padded_batch call.
+-- names its position in the pass (counted from 1) and its length, at the line of the padded_batch call.
 local tpu = require "tpu"
 local lengths = {3, 5, 2, 12, 4}
 local sentences = tpu.data.generator(function()

@@ -115,7 +115,7 @@ tests["an element longer than padded_shapes names its position and length"] = fu
   local ds = sequences({1, 2, 3, 9, 1}):padded_batch(2, {padded_shapes = {{5}}})
   local it = ds:iter()
   check.eq(it().shape, {2, 5})
-  local msg = check.raises(it, "padded_batch: element 3 (0-based position in the pass) has length 9 in "
+  local msg = check.raises(it, "padded_batch: the 4th element of the pass has length 9 in "
     .. "dimension 1 of [1] (i32[9]), longer than padded_shapes fixes (5)")
   check.is_true(msg:find("test_data_batching.lua:%d+: padded_batch") ~= nil,
     "located at the padded_batch call: " .. msg)
@@ -130,9 +130,9 @@ tests["padded_batch errors for elements and options that do not fit"] = function
     end
   end)
   check.raises(function() collect(ranks:padded_batch(2)) end,
-    "padded_batch: element 1 has [1] of type f32[2,2] but element 0 has f32[2]")
+    "padded_batch: the 2nd element of the pass has [1] of type f32[2,2] but the 1st element of the pass (the batch's first) has f32[2]")
   check.raises(function() collect(sequences({2}):padded_batch(1, {padded_shapes = {{4, 4}}})) end,
-    "padded_batch: padded_shapes[1] has 2 sizes but element 0 has [1] of rank 1 (i32[2])")
+    "padded_batch: padded_shapes[1] has 2 sizes but the 1st element of the pass has [1] of rank 1 (i32[2])")
   check.raises(function() collect(sequences({2}):padded_batch(1, {padded_shapes = {{{4}}}})) end,
     "padded_batch: padded_shapes[1] must be a list of sizes (-1 for the longest in the batch), got {{...}}")
   check.raises(function() collect(sequences({2}):padded_batch(1, {padded_shapes = {{-3}}})) end,
@@ -154,9 +154,30 @@ tests["padded_batch errors for elements and options that do not fit"] = function
     "padded_batch: drop_remainder must be true or false, got 1")
 end
 
+tests["batch counts a generator's elements from 1, in the pass and in the batch"] = function()
+  local sizes = {2, 2, 2, 2, 3, 2}
+  local ds = data.generator(function()
+    local k = 0
+    return function()
+      k = k + 1
+      if sizes[k] then return tpu.zeros {sizes[k]} end
+    end
+  end)
+  check.raises(function() collect(ds:batch(6)) end,
+    "batch: the 5th element of the pass has [1] of shape f32[3] but the 1st element of the pass (the batch's first) has f32[2]")
+  check.raises(function() collect(ds:batch(3)) end,
+    "batch: the 5th element of the pass has [1] of shape f32[3] but the 4th element of the pass (the batch's first) has f32[2]")
+  check.raises(function() collect(ds:batch(4)) end,
+    "batch: the 6th element of the pass has [1] of shape f32[2] but the 5th element of the pass (the batch's first) has f32[3]")
+  local batching = require "tpu.data.batching"
+  check.eq({batching.nth(1), batching.nth(2), batching.nth(3), batching.nth(11), batching.nth(12), batching.nth(22), batching.nth(113)},
+    {"the 1st element of the pass", "the 2nd element of the pass", "the 3rd element of the pass", "the 11th element of the pass",
+     "the 12th element of the pass", "the 22nd element of the pass", "the 113th element of the pass"})
+end
+
 tests["batch refuses elements of different shapes and strings"] = function()
   local msg = check.raises(function() collect(sequences({2, 3}):batch(2)) end,
-    "batch: element 1 has [1] of shape i32[3] but element 0 has i32[2]; use padded_batch for elements of different shapes")
+    "batch: the 2nd element of the pass has [1] of shape i32[3] but the 1st element of the pass (the batch's first) has i32[2]; use padded_batch for elements of different shapes")
   check.is_true(util.located(msg), msg)
   local words = data.generator(function()
     local k = 0

@@ -12,6 +12,14 @@ local function type_str(t)
   return string.format("%s[%s]", t.dtype, table.concat(t.shape, ","))
 end
 
+-- "the 5th element of the pass": element n (1-based) of a pass, as messages name it.
+function M.nth(n)
+  local tens, ones = n % 100, n % 10
+  local suffix = (tens >= 11 and tens <= 13) and "th" or ({"st", "nd", "rd"})[ones] or "th"
+  return string.format("the %d%s element of the pass", n, suffix)
+end
+local nth = M.nth
+
 -- The error for a string component: batches hold tensors.
 function M.string_error(where, what, path)
   args.fail_at(where, "%s: component %s is a string; batches hold tensors, so turn strings into "
@@ -28,20 +36,20 @@ function M.check_spec(spec, where, what)
 end
 
 -- The leaves at one path of every element, checked to be tensors of one dtype and rank.
--- first: the pass position of elements[1] (for messages).
+-- first: the 0-based pass position of elements[1] (messages count from 1).
 local function leaves_at(elements, k, path, where, what, first)
   local list, t1 = {}, nil
   for i, e in ipairs(elements) do
     local t = e[k]
     if t == nil then
-      args.fail_at(where, "%s: element %d has no %s; the elements of a batch must have the same "
-        .. "structure", what, first + i - 1, path)
+      args.fail_at(where, "%s: %s has no %s; the elements of a batch must have the same "
+        .. "structure", what, nth(first + i), path)
     end
     if type(t) == "string" then M.string_error(where, what, path) end
     t1 = t1 or t
     if t.dtype ~= t1.dtype or #t.shape ~= #t1.shape then
-      args.fail_at(where, "%s: element %d has %s of type %s but element %d has %s", what,
-        first + i - 1, path, type_str(t), first, type_str(t1))
+      args.fail_at(where, "%s: %s has %s of type %s but %s (the batch's first) has %s", what,
+        nth(first + i), path, type_str(t), nth(first + 1), type_str(t1))
     end
     list[i] = t
   end
@@ -66,9 +74,9 @@ function M.stack(elements, where, what, first)
     for i, t in ipairs(list) do
       for d, n in ipairs(t.shape) do
         if n ~= shape[d] then
-          args.fail_at(where, "%s: element %d has %s of shape %s but element %d has %s; use "
-            .. "padded_batch for elements of different shapes", what, first + i - 1, path,
-            type_str(t), first, type_str(list[1]))
+          args.fail_at(where, "%s: %s has %s of shape %s but %s (the batch's first) has %s; use "
+            .. "padded_batch for elements of different shapes", what, nth(first + i), path,
+            type_str(t), nth(first + 1), type_str(list[1]))
         end
       end
     end

@@ -27,12 +27,12 @@ end
 
 local function type_str(t) return t.dtype .. "[" .. table.concat(t.shape, ",") .. "]" end
 
--- The padded shape of tensor k of a batch; `first` is the pass position of list[1].
+-- The padded shape of tensor k of a batch; `first` is the 0-based pass position of list[1].
 function PaddedBatch:_plan(o, path, list, first)
   local rank = #list[1].shape
   if o.shape and #o.shape ~= rank then
-    args.fail_at(self._where, "padded_batch: padded_shapes%s has %d sizes but element %d has "
-      .. "%s of rank %d (%s)", path, #o.shape, first, path, rank, type_str(list[1]))
+    args.fail_at(self._where, "padded_batch: padded_shapes%s has %d sizes but %s has "
+      .. "%s of rank %d (%s)", path, #o.shape, batching.nth(first + 1), path, rank, type_str(list[1]))
   end
   local shapes, shape = {}, {}
   for i, t in ipairs(list) do shapes[i] = t.shape end
@@ -43,10 +43,10 @@ function PaddedBatch:_plan(o, path, list, first)
     end
     shape[d] = padding.size(o, d, longest)
     if longest > shape[d] then
-      args.fail_at(self._where, "padded_batch: element %d (0-based position in the pass) has "
+      args.fail_at(self._where, "padded_batch: %s has "
         .. "length %d in dimension %d of %s (%s), longer than padded_shapes fixes (%d); "
         .. "shorten or drop long elements first (map or filter), or raise padded_shapes",
-        first + at - 1, longest, d, path, type_str(list[at]), shape[d])
+        batching.nth(first + at), longest, d, path, type_str(list[at]), shape[d])
     end
   end
   return shape, o.value
