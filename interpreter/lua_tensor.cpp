@@ -584,69 +584,127 @@ int apply_op(lua_State* L, const std::vector<Operand>& operands, DType number_dt
 // ---------------------------------------------------------------- constructors
 namespace {
 
-void table_shape(lua_State* L, int idx, Shape& shape, size_t depth) {
-  if (!lua_istable(L, idx)) return;
-  lua_Integer n = luaL_len(L, idx);
-  if (depth == shape.size()) shape.push_back(n);
-  if (n == 0) return;
-  lua_geti(L, idx, 1);
-  table_shape(L, lua_gettop(L), shape, depth + 1);
+// A nested table gives a tensor of at most this many axes: the most a safetensors checkpoint
+// holds (engine/io/safetensors.cpp). The bound also keeps the walks below short, and a table
+// that holds itself ({t} with t[1] = t) ends there instead of recursing without end.
+constexpr size_t kMaxTableRank = 32;
+
+// The shape of a nested table, from its first entries: {2, 3} for {{1, 2, 3}, {4, 5, 6}}. One
+// stack slot whatever the depth.
+Shape table_shape(lua_State* L, int idx) {
+  Shape shape;
+  lua_pushvalue(L, idx);
+  while (lua_istable(L, -1)) {
+    if (shape.size() == kMaxTableRank)
+      raise_user_error(L, "tensor: the table is nested more than " + std::to_string(kMaxTableRank) +
+                              " deep; a tensor made from a table has at most " + std::to_string(kMaxTableRank) +
+                              " axes");
+    const lua_Integer n = luaL_len(L, -1);
+    shape.push_back(n);
+    if (n == 0) break;
+    lua_geti(L, -1, 1);
+    lua_replace(L, -2);
+  }
   lua_pop(L, 1);
+  return shape;
 }
 
 // Whether the first entry of the nested table (of rank `rank`) is a boolean: then every entry is.
 bool first_is_boolean(lua_State* L, int idx, size_t rank) {
-  const int top = lua_gettop(L);
   lua_pushvalue(L, idx);
-  for (size_t d = 0; d < rank && lua_istable(L, -1); ++d) lua_geti(L, -1, 1);
+  for (size_t d = 0; d < rank && lua_istable(L, -1); ++d) {
+    lua_geti(L, -1, 1);
+    lua_replace(L, -2);
+  }
   const bool b = lua_isboolean(L, -1);
-  lua_settop(L, top);
+  lua_pop(L, 1);
   return b;
 }
 
-// "[2][1]": the 1-based place of flat entry `pos` in a nested table of this shape.
-std::string entry_str(const Shape& shape, int64_t pos) {
+// "[2][1]": a place in a nested table.
+std::string place_str(std::span<const int64_t> place) {
   std::string r;
-  for (size_t d = shape.size(); d-- > 0;) {
-    r = "[" + std::to_string(pos % shape[d] + 1) + "]" + r;
-    pos /= shape[d];
-  }
+  for (int64_t i : place) r += "[" + std::to_string(i) + "]";
   return r;
 }
 
-void table_fill(lua_State* L, int idx, const Shape& shape, size_t depth, Tensor& t, int64_t& pos, bool bools) {
+// A number as Lua prints it (integers without a fraction; nan, inf).
+std::string lua_number_str(lua_State* L, int idx) {
+  lua_pushvalue(L, idx);
+  std::string s = lua_tostring(L, -1);
+  lua_pop(L, 1);
+  return s;
+}
+
+// A table key as the user wrote it: 'name', 0, 1.5, or its type.
+std::string key_str(lua_State* L, int idx) {
+  switch (lua_type(L, idx)) {
+    case LUA_TSTRING: return std::string("'") + lua_tostring(L, idx) + "'";
+    case LUA_TNUMBER: return lua_number_str(L, idx);
+    case LUA_TBOOLEAN: return lua_toboolean(L, idx) ? "true" : "false";
+    default: return std::string("a ") + luaL_typename(L, idx);
+  }
+}
+
+// A table of a tensor is a list: keys 1 to n (its length) and nothing else. Names the first
+// other key, with the place of the table ("" for the outermost).
+void check_list_keys(lua_State* L, int idx, lua_Integer n, std::span<const int64_t> place) {
+  lua_pushnil(L);
+  while (lua_next(L, idx)) {
+    lua_pop(L, 1);
+    int ok = 0;
+    const lua_Integer k = lua_tointegerx(L, -1, &ok);
+    if (lua_type(L, -1) == LUA_TNUMBER && ok && 1 <= k && k <= n) continue;
+    const std::string where = place.empty() ? "the table" : "the table at " + place_str(place);
+    const bool index = lua_type(L, -1) == LUA_TNUMBER && ok && k > n;
+    raise_user_error(L, "tensor: " + where + " has a key that is not a list index, " + key_str(L, -1) + " " +
+                            (index ? "(past its length " + std::to_string(n) + ": a list with a hole?)"
+                                   : "(a tensor is made from lists {...} of numbers or booleans)"));
+  }
+}
+// Fills t from the nested table at idx (of depth `place.size()` in the whole), in row-major
+// order. Recursion and stack use are bounded by the rank (at most kMaxTableRank).
+void table_fill(lua_State* L, int idx, const Shape& shape, std::vector<int64_t>& place, Tensor& t, int64_t& pos,
+                bool bools) {
+  const size_t depth = place.size();
   if (depth == shape.size()) {
     const bool is_bool = lua_isboolean(L, idx);
     if (!is_bool && !lua_isnumber(L, idx))
-      raise_user_error(L, std::string("tensor: expected a number, got ") + luaL_typename(L, idx));
+      raise_user_error(L, std::string("tensor: expected a number, got ") + luaL_typename(L, idx) + " at " +
+                              place_str(place) + (lua_isnil(L, idx) ? " (a hole in the list?)" : ""));
     if (is_bool != bools)
       raise_user_error(L, std::string("tensor: booleans and numbers mixed in one table (the first entry is a ") +
-                              (bools ? "boolean" : "number") + ", entry " + entry_str(shape, pos) + " a " +
+                              (bools ? "boolean" : "number") + ", entry " + place_str(place) + " a " +
                               (bools ? "number" : "boolean") + ")");
     t.set(pos++, is_bool ? double(lua_toboolean(L, idx)) : lua_tonumber(L, idx));
     return;
   }
   if (!lua_istable(L, idx) || luaL_len(L, idx) != shape[depth])
     raise_user_error(L, "tensor: ragged nested table (every row must have " + std::to_string(shape[depth]) + " entries)");
+  check_list_keys(L, idx, shape[depth], place);
   for (lua_Integer i = 1; i <= shape[depth]; ++i) {
     lua_geti(L, idx, i);
-    table_fill(L, lua_gettop(L), shape, depth + 1, t, pos, bools);
+    place.push_back(i);
+    table_fill(L, lua_gettop(L), shape, place, t, pos, bools);
+    place.pop_back();
     lua_pop(L, 1);
   }
 }
 
 // tpu.tensor(nested table[, opts]): booleans give bool, numbers f32, unless opts.dtype says.
 int tensor_from_table(lua_State* L) {
-  Shape shape;
-  table_shape(L, 1, shape, 0);
+  const Shape shape = table_shape(L, 1);
   // Rows that share one table can multiply past any real count: {r, r, ...} nested deep.
   check_lua_shape(L, shape, "tensor");
   const bool bools = first_is_boolean(L, 1, shape.size());
   const DType dt = opt_dtype_field(L, 2, bools ? DType::boolean : DType::f32);
+  // table_fill holds a table per level, and check_list_keys a key and a value on top.
+  if (!lua_checkstack(L, int(shape.size()) + 4)) throw std::bad_alloc();
   LuaTensor* lt = new_tensor(L, true);  // filled in place: an error (a ragged row) leaves it to the collector
   lt->value() = Tensor(dt, shape);
   int64_t pos = 0;
-  table_fill(L, 1, shape, 0, lt->value(), pos, bools);
+  std::vector<int64_t> place;
+  table_fill(L, 1, shape, place, lt->value(), pos, bools);
   pace_collector(L);
   return 1;
 }

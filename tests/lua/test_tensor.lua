@@ -221,6 +221,32 @@ return {
       "tensor: booleans and numbers mixed in one table %(the first entry is a number, entry %[2%]%[1%] a boolean%)")
   end,
 
+  ["a table nested past 32 levels is an error that leaves the interpreter sound"] = function()
+    local function nest(depth) local v = 1 for _ = 1, depth do v = {v} end return v end
+    check.eq(tpu.tensor(nest(32)).ndim, 32)
+    for _, depth in ipairs {33, 150, 100000} do
+      check.raises(function() local _ = tpu.tensor(nest(depth)) end,
+        "test_tensor.lua:%d+: tensor: the table is nested more than 32 deep; a tensor made from a table has at most 32 axes")
+    end
+    local cycle = {}; cycle[1] = cycle
+    check.raises(function() local _ = tpu.tensor(cycle) end, "tensor: the table is nested more than 32 deep")
+    check.eq(tpu.zeros {3}:gt(0):totable(), {false, false, false})  -- the Lua stack is intact
+  end,
+
+  ["a table with keys that are not list indices is an error naming the key"] = function()
+    check.raises(function() local _ = tpu.tensor {a = 1} end,
+      "test_tensor.lua:%d+: tensor: the table has a key that is not a list index, 'a' %(a tensor is made from lists")
+    check.raises(function() local _ = tpu.tensor {{1, 2}, {3, 4, x = 1}} end,
+      "tensor: the table at %[2%] has a key that is not a list index, 'x'")
+    check.raises(function() local _ = tpu.tensor {[0] = 5, 1} end, "not a list index, 0 ")
+    check.raises(function() local _ = tpu.tensor {1, 2, [1.5] = 3} end, "not a list index, 1.5 ")
+    check.raises(function() local _ = tpu.tensor {1, 2, [4] = 3} end,
+      "not a list index, 4 %(past its length 2: a list with a hole%?%)")
+    check.raises(function() local _ = tpu.tensor {1, nil, 3} end, "tensor: expected a number, got nil at %[2%] %(a hole in the list%?%)")
+    check.eq(tpu.tensor {[1.0] = 2, [2] = 3}:totable(), {2, 3})
+    check.eq(tpu.tensor {{}, {}}.shape, {2, 0})
+  end,
+
   ["transpose reports a bad permutation with the axes as written"] = function()
     local x = tpu.zeros {2, 2}
     check.raises(function() local _ = x:transpose {1, 1} end,
