@@ -502,6 +502,39 @@ int l_pop_scope(lua_State*) {
 }
 }  // namespace
 
+// ---------------------------------------------------------------- Lua numbers as elements
+namespace {
+// "300", "2.5", "nan", "-inf": a Lua number for a message.
+std::string number_str(double v) {
+  if (std::isnan(v)) return "nan";
+  if (std::isinf(v)) return v < 0 ? "-inf" : "inf";
+  char buf[32];
+  if (v == std::trunc(v) && std::fabs(v) < 1e15) std::snprintf(buf, sizeof buf, "%.0f", v);
+  else std::snprintf(buf, sizeof buf, "%.14g", v);
+  return buf;
+}
+
+// "" when the Lua number v fits an element of dtype dt, else "300 does not fit u8 (0 to 255)".
+// An integer dtype takes the numbers whose integer part is in its range (the fraction is
+// dropped, as cast drops it); NaN and inf fit none. Float and bool dtypes take every number.
+// (NumPy 2 raises OverflowError for a Python int out of the dtype's bounds.) Tensor:cast keeps
+// its saturating conversion: that is a conversion asked for, not a value written.
+std::string number_misfit(double v, DType dt) {
+  double lo = 0, hi = 0;
+  if (dt == DType::i32) lo = std::numeric_limits<int32_t>::min(), hi = std::numeric_limits<int32_t>::max();
+  else if (dt == DType::u8) lo = 0, hi = 255;
+  else return "";
+  const double i = std::trunc(v);  // NaN fails both comparisons
+  if (i >= lo && i <= hi) return "";
+  return number_str(v) + " does not fit " + std::string(name_of(dt)) + " (" + number_str(lo) + " to " +
+         number_str(hi) + ")";
+}
+
+void check_number_fits(double v, DType dt, const std::string& prefix) {
+  if (std::string misfit = number_misfit(v, dt); !misfit.empty()) throw Error(prefix + misfit);
+}
+}  // namespace
+
 // ---------------------------------------------------------------- applying ops
 NodeId operand_node(Trace& tr, const Operand& o, DType number_dtype) {
   Graph& g = tr.graph;
@@ -561,6 +594,11 @@ std::vector<Tensor> eager_eval(const std::vector<Operand>& operands, DType numbe
 
 int apply_op_multi(lua_State* L, const std::vector<Operand>& operands, DType number_dtype,
                    const std::function<std::vector<NodeId>(Graph&, const std::vector<NodeId>&)>& build) {
+  for (const Operand& o : operands)
+    if (!o.tensor)
+      if (std::string misfit = number_misfit(o.number, number_dtype); !misfit.empty())
+        throw Error("the Lua number " + misfit + ", the dtype it takes from the tensor it meets; cast the tensor first (" +
+                    (number_dtype == DType::u8 ? "t:cast(\"i32\")" : "t:cast(\"f32\")") + ")");
   if (Trace* tr = trace_of(operands)) {
     poll_stop("tracing");  // a signal stops a long trace inside fit (DESIGN section 11)
     Graph& g = tr->graph;
@@ -676,7 +714,9 @@ void table_fill(lua_State* L, int idx, const Shape& shape, std::vector<int64_t>&
       raise_user_error(L, std::string("tensor: booleans and numbers mixed in one table (the first entry is a ") +
                               (bools ? "boolean" : "number") + ", entry " + place_str(place) + " a " +
                               (bools ? "number" : "boolean") + ")");
-    t.set(pos++, is_bool ? double(lua_toboolean(L, idx)) : lua_tonumber(L, idx));
+    const double v = is_bool ? double(lua_toboolean(L, idx)) : lua_tonumber(L, idx);
+    check_number_fits(v, t.dtype(), "tensor: entry " + place_str(place) + ": ");
+    t.set(pos++, v);
     return;
   }
   if (!lua_istable(L, idx) || luaL_len(L, idx) != shape[depth])
@@ -720,7 +760,9 @@ int l_tensor(lua_State* L) {
   bool from_bools = lua_isboolean(L, 1);
   if (lua_isnumber(L, 1) || from_bools) {
     Tensor t(opt_dtype_field(L, 2, from_bools ? DType::boolean : DType::f32), {});
-    t.set(0, from_bools ? double(lua_toboolean(L, 1)) : lua_tonumber(L, 1));
+    const double v = from_bools ? double(lua_toboolean(L, 1)) : lua_tonumber(L, 1);
+    check_number_fits(v, t.dtype(), "tensor: ");
+    t.set(0, v);
     push_tensor(L, std::move(t));
     return 1;
   }
@@ -740,7 +782,9 @@ int fill_with(lua_State* L, double v, int opts, const char* call) {
   check_options(L, opts, {"dtype"});
   check_no_more(L, opts);
   Shape s = check_shape(L, 1, call);
-  Tensor& t = *push_new_tensor(L, opt_dtype_field(L, opts, DType::f32), s);
+  const DType dt = opt_dtype_field(L, opts, DType::f32);
+  check_number_fits(v, dt, std::string(call) + ": ");
+  Tensor& t = *push_new_tensor(L, dt, s);
   if (v != 0)
     for (int64_t i = 0; i < t.size(); ++i) t.set(i, v);
   return 1;

@@ -247,6 +247,31 @@ return {
     check.eq(tpu.tensor {{}, {}}.shape, {2, 0})
   end,
 
+  ["a Lua number that does not fit the integer dtype it is written to is an error"] = function()
+    check.raises(function() local _ = tpu.tensor({-1, 300}, {dtype = "u8"}) end,
+      "test_tensor.lua:%d+: tensor: entry %[1%]: %-1 does not fit u8 %(0 to 255%)$")
+    check.raises(function() local _ = tpu.tensor({{1, 2}, {3, 3e9}}, {dtype = "i32"}) end,
+      "tensor: entry %[2%]%[2%]: 3000000000 does not fit i32 %(%-2147483648 to 2147483647%)$")
+    check.raises(function() local _ = tpu.tensor({0 / 0}, {dtype = "i32"}) end, "tensor: entry %[1%]: nan does not fit i32")
+    check.raises(function() local _ = tpu.tensor(math.huge, {dtype = "u8"}) end, "tensor: inf does not fit u8 %(0 to 255%)$")
+    check.raises(function() local _ = tpu.tensor(-2.5, {dtype = "u8"}) end, "tensor: %-2.5 does not fit u8")
+    check.raises(function() local _ = tpu.full({2}, 1000, {dtype = "u8"}) end, "test_tensor.lua:%d+: full: 1000 does not fit u8 %(0 to 255%)$")
+    local u = tpu.tensor({1, 2}, {dtype = "u8"})
+    check.raises(function() return u + 300 end,
+      "test_tensor.lua:%d+: the Lua number 300 does not fit u8 %(0 to 255%), the dtype it takes from the tensor it meets; cast the tensor first %(t:cast%(\"i32\"%)%)$")
+    check.raises(function() return u:eq(-1) end, "the Lua number %-1 does not fit u8")
+    check.raises(function() return tpu.where(u:gt(1), u, 1000) end, "the Lua number 1000 does not fit u8")
+    local traced = tpu.jit(function(x) return x * 3000000000 end)
+    check.raises(function() return traced(tpu.tensor({1}, {dtype = "i32"})) end, "the Lua number 3000000000 does not fit i32")
+    -- In range: the fraction is dropped as cast drops it; floats take anything; cast still saturates.
+    check.eq(tpu.tensor({-0.5, 255.9}, {dtype = "u8"}):totable(), {0, 255})
+    check.eq(tpu.tensor(2147483647.5, {dtype = "i32"}):item(), 2147483647)
+    check.eq((u + 253):totable(), {254, 255})
+    check.eq((u + 300.0).dtype, "f32")
+    check.eq(tpu.tensor({1e39}, {dtype = "f32"}):item(), math.huge)
+    check.eq(tpu.tensor({-1, 300}):cast("u8"):totable(), {0, 255})
+  end,
+
   ["transpose reports a bad permutation with the axes as written"] = function()
     local x = tpu.zeros {2, 2}
     check.raises(function() local _ = x:transpose {1, 1} end,
