@@ -786,16 +786,17 @@ local function continued_pass(data, opts, left)
   end, left.pass_batch
 end
 
--- Keras's shuffle of {x, y} tensors: the order of the rows in epoch `epoch` (1-based), an
+-- Keras's shuffle of {x, y} tensors: the order of the rows in the epoch that starts now, an
 -- i32[n] permutation made on the host from the model's random key (nn.set_seed, kept by
--- checkpoints) and the epoch alone, so fit{initial_epoch =} and resumed runs shuffle as an
+-- checkpoints) and its count of train steps so far (kept too), so every epoch, of one fit or of
+-- the next, gets a new order, and fit{initial_epoch =} and resumed runs shuffle as an
 -- uninterrupted one. nil when the rows keep their order (shuffle = false, or a data set, which
 -- shuffles itself).
-local function epoch_order(model, data, opts, epoch)
+local function epoch_order(model, data, opts)
   if opts.shuffle == false or is_dataset(data) then return nil end
   local n = pair_rows("fit", data)
   local seed = model_key(model):split(1)[1]:value()
-  return tpu.core.buffer_shuffle(0, n, n, seed, epoch - 1)
+  return tpu.core.buffer_shuffle(0, n, n, seed, model.train_steps or 0)
 end
 
 -- One epoch. `start` continues one a checkpoint stopped inside ({batch=, sums=, iter=,
@@ -811,7 +812,7 @@ local function train_epoch(model, c, data, opts, bar, cbs, epoch, start, carry)
   local it, taken  -- the pass, and the batches taken from it (a checkpoint's data position)
   if start.iter and step == 0 then it, taken = continued_pass(data, opts, start)
   else
-    it = start.iter or batches(data, opts.batch_size, nil, epoch_order(model, data, opts, epoch))
+    it = start.iter or batches(data, opts.batch_size, nil, epoch_order(model, data, opts))
     taken = start.pass_batch or step
   end
   while not (spe and step >= spe) do
