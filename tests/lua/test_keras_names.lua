@@ -179,6 +179,10 @@ function T.keras_class_names()
   check.is_true(callbacks.ModelCheckpoint == callbacks.Checkpoint and callbacks.CSVLogger == callbacks.CsvLogger)
   check.raises(function() return callbacks.ModelChekpoint end,
     "tpu.callbacks has no ModelChekpoint; did you mean 'ModelCheckpoint'%? %(it has CSVLogger, ")
+  -- integer keys are not names: ipairs and tpu.nn[1] find nothing, without an error
+  check.eq(nn[1], nil)
+  check.eq(callbacks[1], nil)
+  for _ in ipairs(callbacks) do error("callbacks has no list part") end
   local dir = data_util.temp_dir()
   local ckpt = callbacks.ModelCheckpoint(dir .. "/w.safetensors", {save_weights_only = true, monitor = "loss"})
   check.eq({ckpt.path, ckpt.weights_only, ckpt.monitor}, {dir .. "/w.safetensors", true, "loss"})

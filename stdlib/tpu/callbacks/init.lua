@@ -78,8 +78,9 @@ function M.lr_scheduler(opts, extra)
   return M.LrScheduler(opts)
 end
 
--- A name tpu.callbacks lacks is an error listing what it has.
+-- A name tpu.callbacks lacks is an error listing what it has (rawget probes without one).
 setmetatable(M, {__index = function(_, key)
+  if type(key) ~= "string" then return nil end  -- ipairs and other walks probe integer keys
   local names = {}
   for k in pairs(M) do
     if type(k) == "string" and not k:match("^_") then names[#names + 1] = k end

@@ -43,6 +43,7 @@ nn.set_seed = nn.initializers.set_seed
 -- as "attempt to call a nil value").
 local errors = require "tpu.errors"
 setmetatable(nn, {__index = function(_, key)
+  if type(key) ~= "string" then return nil end  -- ipairs and other walks probe integer keys
   local classes = {}
   for k, v in pairs(nn) do
     if type(k) == "string" and k:match("^%u") and k ~= "History" and k ~= "Progbar" then
