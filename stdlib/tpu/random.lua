@@ -81,8 +81,8 @@ local float_dtype = {f32 = true, bf16 = true}
 local integer_dtype = {i32 = true, u8 = true}
 
 -- JAX's uniform takes only float dtypes; here an integer dtype draws integers in [minval,
--- maxval), as JAX's randint: such a range must hold at least two integers (the default [0, 1)
--- holds only 0) and fit the dtype. A bool dtype is bernoulli's.
+-- maxval), as JAX's randint: maxval must be given (the default [0, 1) is for reals), the range
+-- must not be empty and must fit the dtype. A bool dtype is bernoulli's.
 local function check_uniform_dtype(opts)
   local dtype = opts and opts.dtype
   if dtype == "bool" then
@@ -95,10 +95,11 @@ local function check_uniform_dtype(opts)
     fail("uniform: dtype %q draws integers in [minval, maxval), so minval and maxval must be integers, "
       .. "got [%s, %s)", dtype, errors.show(lo), errors.show(hi))
   end
-  if hi - lo < 2 then
+  -- The default range [0, 1) is for reals: with an integer dtype it drew only zeros.
+  if opts.maxval == nil or hi <= lo then
     fail("uniform: dtype %q draws integers in [minval, maxval) = [%d, %d), which %s; give maxval "
       .. "(integers 0 to 9: {maxval = 10, dtype = %q}), or a float dtype (\"f32\", \"bf16\") for reals",
-      dtype, lo, hi, hi - lo == 1 and string.format("holds only %d", lo) or "is empty", dtype)
+      dtype, lo, hi, hi <= lo and "is empty" or "is the default range of reals", dtype)
   end
   if dtype == "u8" and (lo < 0 or hi > 256) then
     fail('uniform: dtype "u8" holds 0 to 255, so [minval, maxval) must lie within [0, 256), got [%d, %d)', lo, hi)

@@ -8,11 +8,14 @@ local tests = {}
 tests["an integer uniform draw needs a range of integers; normal needs a float dtype"] = function()
   local key = random.key(0)
   local msg = check.raises(function() local _ = random.uniform(key, {2}, {dtype = "i32"}) end,
-    'uniform: dtype "i32" draws integers in [minval, maxval) = [0, 1), which holds only 0; give maxval '
+    'uniform: dtype "i32" draws integers in [minval, maxval) = [0, 1), which is the default range of reals; give maxval '
     .. '(integers 0 to 9: {maxval = 10, dtype = "i32"}), or a float dtype ("f32", "bf16") for reals')
   check.is_true(msg:find("test_random_errors.lua:%d+: uniform") ~= nil, msg)
   check.raises(function() return random.uniform(key, {2}, {dtype = "i32", minval = 3, maxval = 3}) end,
     "= [3, 3), which is empty")
+  -- a range of one integer draws it, as JAX's randint(key, shape, 0, 1)
+  check.eq(random.uniform(key, {3}, {dtype = "i32", maxval = 1}):totable(), {0, 0, 0})
+  check.eq(random.uniform(key, {2}, {dtype = "i32", minval = 4, maxval = 5}):totable(), {4, 4})
   check.raises(function() return random.uniform(key, {2}, {dtype = "i32", maxval = 2.5}) end,
     "so minval and maxval must be integers, got [0, 2.5)")
   check.raises(function() return random.uniform(key, {2}, {dtype = "u8", maxval = 300}) end,
