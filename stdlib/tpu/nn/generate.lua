@@ -18,8 +18,8 @@
 -- sampling keys are tpu.random.key(seed) folded with the position, so a seed repeats),
 -- stop_token_ids (a list of ids, or one id: the generation ends once every row has produced
 -- one of them after its prompt, as Keras Hub's generate does; a row's tokens after its stop
--- token are 0). Returns the ids and a bool mask of the same shape, false after a row's stop
--- token (Keras Hub's padding_mask); the ids end where the last row stopped.
+-- token are 0). Returns the ids; with stop_token_ids also a bool mask of the same shape, false
+-- after a row's stop token (Keras Hub's padding_mask); the ids end where the last row stopped.
 --
 -- The model: its output is next-token logits [batch, length, vocab] (GPT2Small{logits = true},
 -- or any model of causal TransformerDecoder blocks / MultiHeadAttention{use_causal_mask}),
@@ -371,9 +371,11 @@ function M.generate(model, ids, opts, extra)
     tokens[#tokens + 1] = token:reshape({B, 1})
     stopped = note_stops(stop, ended, token, p + 2)
   end
-  local out, mask = cut_at_stops(tpu.concat(tokens, 2), ended)
-  if rank == 1 then return out:reshape({out.shape[2]}), mask:reshape({out.shape[2]}) end
-  return out, mask
+  local out = tpu.concat(tokens, 2)
+  if not stop then return rank == 1 and out:reshape({L}) or out end
+  local ids, mask = cut_at_stops(out, ended)
+  if rank == 1 then return ids:reshape({ids.shape[2]}), mask:reshape({ids.shape[2]}) end
+  return ids, mask
 end
 
 return M
