@@ -228,7 +228,13 @@ function T.symbolic_tensor_errors()
   check.raises(function() return a + a end, "arithmetic on a symbolic tensor (from nn.Input): a functional model is made of layers")
   check.raises(function() return a:relu() end, "the tensor method 'relu' on a symbolic tensor")
   check.raises(function() nn.Dense(2)(a, {key = tpu.random.key(1)}) end,
-    "called on symbolic tensors with a second argument other than {training = false} or {training = true}, got {key=.*}: keys are chosen when the model runs")
+    "called on symbolic tensors with a second argument other than {training = false}, got {key=.*}: keys are chosen when the model runs")
+  -- {training = true} would leave a model whose Dropout needs a key in predict and evaluate.
+  check.raises(function() nn.Dropout(0.5, {name = "drop_forced"})(a, {training = true}) end,
+    "Dropout 'drop_forced' called on symbolic tensors with {training = true}: only {training = false} is recorded")
+  local y = nn.Dropout(0.5)(a, {training = false})
+  local m = nn.Model {inputs = a, outputs = y}
+  check.eq(m:predict(tpu.ones {2, 2}):totable(), {{1, 1}, {1, 1}})
   check.raises(function() nn.Input {shape = 3} end,
     "Input: shape must be a list of sizes without the batch dimension (-1 for a size known only at run time), e.g. {28, 28, 1}; got 3")
   check.raises(function() nn.Input {shape = {0}} end, "got {0}")

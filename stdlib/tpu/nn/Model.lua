@@ -117,7 +117,7 @@ function Model:call(x, ctx)
   for i, n in ipairs(self.inputs) do values[n] = xs[i] end
   for _, c in ipairs(self.calls) do
     local call_ctx = ctx
-    if c.training ~= nil and ctx.training ~= c.training then  -- recorded {training = false}
+    if c.training == false and ctx.training then  -- recorded {training = false}
       call_ctx = setmetatable({training = c.training}, {__index = ctx, __newindex = ctx})
     end
     local y = c.layer(Node._map(c.inputs, function(n) return values[n] end), call_ctx)

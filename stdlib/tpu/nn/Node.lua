@@ -136,7 +136,8 @@ local calls = setmetatable({}, {__mode = "k"})  -- layer -> number of symbolic c
 -- layer(x) with symbolic tensors in x: the output node(s) of a new recorded call.
 -- A second argument {training = false} (Keras's `base(x, training=False)`) is recorded: the
 -- model runs that call in inference mode even in fit (BatchNorm on its moving statistics,
--- which it leaves alone, Dropout off); {training = true} always in training mode.
+-- which it leaves alone, Dropout off). {training = true} is refused: the model would then need
+-- a random key in every eager call, predict and evaluate, where none is passed.
 function Node._apply(layer, x, ctx)
   local training
   if ctx ~= nil then
@@ -144,10 +145,15 @@ function Node._apply(layer, x, ctx)
     for k in pairs(ok and ctx or {}) do ok = ok and k == "training" end
     if not ok then
       util.fail("%s '%s' called on symbolic tensors with a second argument other than "
-        .. "{training = false} or {training = true}, got %s: keys are chosen when the model runs",
+        .. "{training = false}, got %s: keys are chosen when the model runs",
         layer.__name, layer.name, util.show(ctx))
     end
-    training = ctx.training
+    if ctx.training then
+      util.fail("%s '%s' called on symbolic tensors with {training = true}: only {training = false} "
+        .. "is recorded (inference mode whenever the model runs); the mode of the other calls is "
+        .. "chosen when the model runs (fit trains, predict and evaluate infer)", layer.__name, layer.name)
+    end
+    training = false
   end
   local y = probe(layer, x, 2)
   local y2 = has_unknown(x) and probe(layer, x, 3) or nil
