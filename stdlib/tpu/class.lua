@@ -2,7 +2,8 @@
 -- calls `Dense:__init(...)`; `Dense:extend("Name")` makes a subclass.
 -- A constructor takes the arguments its __init names and nothing else (nil counts as absent).
 -- A class whose chain defines __dot_call(cls, name, got) checks its methods' self: each function
--- set on it (or a subclass) later, except names starting with "_", becomes a wrapper that calls
+-- set on it (or a subclass) later whose first parameter is named self, except names starting
+-- with "_", becomes a wrapper that calls
 -- __dot_call when self is not an instance (obj.method(...) instead of obj:method(...)), one
 -- type check per call.
 local errors = require "tpu.errors"
@@ -28,6 +29,12 @@ local function checked(cls, key, fn)
   end
   originals[method] = fn
   return method
+end
+
+-- A method takes self first (`function X:m()` names it so): a plain function stored on a class
+-- (`MyAct.activation = function(x) ... end`, a static `function MyModel.create(cfg)`) is left as is.
+local function is_method(fn)
+  return debug.getlocal(originals[fn] or fn, 1) == "self"
 end
 
 local function class(name, parent)
@@ -65,7 +72,7 @@ local function class(name, parent)
     __tostring = function() return "class " .. name end,
     __newindex = function(c, key, value)
       if type(value) == "function" and type(key) == "string" and key:sub(1, 1) ~= "_"
-         and c.__dot_call then
+         and c.__dot_call and is_method(value) then
         value = checked(c, key, value)
       end
       rawset(c, key, value)

@@ -168,6 +168,29 @@ function T.a_method_called_with_a_dot_or_without_targets_shows_the_call()
   check.raises(function() m:evaluate(x) end, "evaluate: a tensor f32[4,2] needs the targets too: model:evaluate(x, y)")
 end
 
+-- Only methods (a first parameter named self) are checked for a dot call: plain functions
+-- stored on a layer class, static constructors and methods copied from another class work.
+function T.plain_functions_on_a_layer_class_are_not_checked_as_methods()
+  local MyAct = nn.Module:extend("MyAct")
+  MyAct.activation = function(v) return v:relu() end
+  function MyAct:call(v) return self.activation(v) end
+  check.eq(MyAct()(tpu.tensor {-1, 2}):totable(), {0, 2})
+  local MyModel = nn.Module:extend("MyModel")
+  function MyModel.create(cfg) local m = MyModel(); m.units = cfg.units; return m end
+  function MyModel:call(v) return v * self.units end
+  check.eq(MyModel.create({units = 3})(tpu.tensor {1, 2}):totable(), {3, 6})
+  local Other = nn.Module:extend("Other")
+  function Other:scale(v) return v * 2 end
+  local o = Other()
+  o.double = MyAct.activation  -- a field of an instance: never wrapped
+  check.eq(o:scale(tpu.tensor {1}):totable(), {2})
+  MyModel.scale = Other.scale  -- a method copied onto another class stays a checked method
+  check.eq(MyModel.create({units = 1}):scale(tpu.tensor {2}):totable(), {4})
+  check.raises(function() MyModel.scale(tpu.tensor {2}) end, "scale is a method of")
+  check.raises(function() local d = nn.Dense(1); d.generate({1}) end, "generate is a method of the model")
+  check.raises(function() MyAct.call(tpu.tensor {1}) end, "call is a method of")
+end
+
 -- Keras 3's class names are our classes; a name the module lacks is an error listing its names.
 function T.keras_class_names()
   check.is_true(nn.BatchNormalization == nn.BatchNorm and nn.LayerNormalization == nn.LayerNorm)

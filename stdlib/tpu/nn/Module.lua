@@ -607,6 +607,7 @@ function Module:export(path, extra)
 end
 
 for k, v in pairs(require "tpu.nn.training") do Module[k] = v end
-Module.generate = require("tpu.nn.generate").generate  -- model:generate(ids, opts)
+local generate = require("tpu.nn.generate").generate
+function Module:generate(...) return generate(self, ...) end  -- model:generate(ids, opts)
 
 return Module
