@@ -415,4 +415,22 @@ function T.sublayers_in_fields_are_tracked()
   check.eq(both:count_params(), 12)
 end
 
+-- A layer may return a table of tensors keyed by names (Keras's dict outputs), nested too;
+-- nil or a table holding something else than tensors is an error naming the layer.
+function T.a_layer_may_return_a_table_of_tensors_keyed_by_names()
+  local Heads = nn.Module:extend("Heads")
+  function Heads:call(v) return {double = v * 2, pair = {v, v + 1}} end
+  local y = Heads()(tpu.tensor {1, 2})
+  check.eq(y.double:totable(), {2, 4})
+  check.eq(y.pair[2]:totable(), {2, 3})
+  local Bad = nn.Module:extend("Bad")
+  function Bad:call(v) return {out = v, n = 3} end
+  check.raises(function() Bad {name = "bad"}(tpu.tensor {1}) end, "n=3")
+  check.raises(function() Bad {name = "bad"}(tpu.tensor {1}) end,
+    "}; call(x, ctx) must return the output tensor (or a list of tensors, or a table of them keyed by names)")
+  local Empty = nn.Module:extend("Empty")
+  function Empty:call() return {} end
+  check.raises(function() Empty {name = "empty"}(tpu.tensor {1}) end, "Empty 'empty': call returned")
+end
+
 return T

@@ -398,17 +398,24 @@ local function check_call_input(self, x, ctx)
   end
 end
 
--- What call returned, when not a tensor: a list of tensors (several outputs), else an error
--- naming the layer (the next layer would fail on nil with no word of this one).
-local function check_call_result(self, y)
-  local ok = type(y) == "table" and getmetatable(y) == nil and #y > 0
-  for i = 1, ok and #y or 0 do
-    local v = y[i]
-    ok = ok and (util.is_tensor(v) or (type(v) == "table" and getmetatable(v) == nil))
+-- What call returned, when not a tensor: a list of tensors (several outputs) or a table of
+-- them keyed by names (Keras's dict outputs), nested ones too; else an error naming the layer
+-- (the next layer would fail on nil or a number with no word of this one).
+local function valid_output(v, depth)
+  if util.is_tensor(v) then return true end
+  if type(v) ~= "table" or getmetatable(v) ~= nil or next(v) == nil or depth > 32 then return false end
+  local n = #v
+  for k, e in pairs(v) do
+    if not (type(k) == "string" or (math.type(k) == "integer" and k >= 1 and k <= n)) then return false end
+    if not valid_output(e, depth + 1) then return false end
   end
-  if not ok then
+  return true
+end
+
+local function check_call_result(self, y)
+  if not valid_output(y, 1) then
     util.fail("%s '%s': call returned %s; call(x, ctx) must return the output tensor (or a list of "
-      .. "tensors)", self.__name, self.name, util.show(y))
+      .. "tensors, or a table of them keyed by names)", self.__name, self.name, util.show(y))
   end
 end
 
