@@ -433,4 +433,49 @@ function T.a_layer_may_return_a_table_of_tensors_keyed_by_names()
   check.raises(function() Empty {name = "empty"}(tpu.tensor {1}) end, "Empty 'empty': call returned")
 end
 
+-- A layer held by two owners (shared weights) counts once, as in Keras: parameters,
+-- count_params, named_parameters (so save), set_parameters and the optimizer see it at its
+-- first place.
+function T.a_layer_held_by_two_owners_counts_once()
+  local Block = nn.Module:extend("SharedBlock")
+  function Block:__init(d) self:init_common({}); self.d = d end
+  function Block:call(x) return self.d(x) end
+  local Parent = nn.Module:extend("SharedParent")
+  function Parent:__init()
+    self:init_common({})
+    local shared = nn.Dense(2)
+    self.a, self.b = Block(shared), Block(shared)
+  end
+  function Parent:call(x) return self.b(self.a(x)) end
+  local p = Parent()
+  p(tpu.ones {1, 2})
+  check.eq(#p:parameters(), 2)
+  check.eq({p:count_params()}, {6, 6, 0})
+  local names = {}
+  for i, w in ipairs(p:named_parameters()) do names[i] = w.name end
+  check.eq(names, {"1.1.kernel", "1.1.bias"})
+  local old = p:set_parameters({tpu.zeros {2, 2}, tpu.ones {2}})
+  check.eq(#old, 2)
+  check.eq(p(tpu.ones {1, 2}):totable(), {{1, 1}})
+  -- A custom layer keeping a reference to another layer of a functional model.
+  local Wrap = nn.Module:extend("RefWrap")
+  function Wrap:__init(d) self:init_common({}); self.inner = d end
+  function Wrap:call(x) return x + 1 end
+  local inp = nn.Input {shape = {2}}
+  local d = nn.Dense(2)
+  local m = nn.Model {inputs = inp, outputs = Wrap(d)(d(inp))}
+  check.eq(#m:parameters(), 2)
+  check.eq(m:count_params(), 6)
+  check.eq(m:named_parameters()[1].name, "1.kernel")
+  check.eq(#m:named_parameters(), 2)
+  m:compile {optimizer = "adam", loss = "mse"}
+  m:fit(tpu.ones {4, 2}, tpu.ones {4, 2}, {epochs = 1, verbose = 0})
+  local path = os.tmpname()
+  m:save(path)
+  local saved = 0
+  for _ in pairs(tpu.load(path)) do saved = saved + 1 end
+  os.remove(path)
+  check.eq(saved, 2)
+end
+
 return T

@@ -476,14 +476,39 @@ function Module:compute_output_shape(input_shape)
 end
 
 -- Calls fn(owner, entry, trainable) for each weight in a fixed order: own weights in creation
--- order, then children in layer order (trainable is false under a frozen parent). A train
--- step's trace walks the weights several times: a walk makes no table per weight.
+-- order, then children in layer order (trainable is false under a frozen parent). A layer held
+-- by two owners (shared weights) is visited once, at its first place in that order, as Keras
+-- counts a shared layer's weights once. A train step's trace walks the weights several times:
+-- a walk makes one table, none per weight.
+local function weights_walk(m, fn, frozen, seen)
+  if seen[m] then return end
+  seen[m] = true
+  ensure_init(m)
+  if rawget(m, "_fields_pending") then adopt_fields(m) end
+  frozen = frozen or not m.trainable
+  for _, e in ipairs(m._weights) do fn(m, e, e.trainable and not frozen) end
+  for _, c in ipairs(m.modules) do weights_walk(c, fn, frozen, seen) end
+end
+
 function Module:each_weight(fn, frozen)
-  ensure_init(self)
-  if rawget(self, "_fields_pending") then adopt_fields(self) end
-  frozen = frozen or not self.trainable
-  for _, e in ipairs(self._weights) do fn(self, e, e.trainable and not frozen) end
-  for _, m in ipairs(self.modules) do m:each_weight(fn, frozen) end
+  weights_walk(self, fn, frozen, {})
+end
+
+-- Calls visit(m, path) for self and each of its sublayers once (a shared one at its first
+-- place), depth first in layer order; path is the layer's position as model:save names it
+-- ("" for self, "2", "4.1").
+function Module:_each_module(visit)
+  local seen = {}
+  local function walk(m, path)
+    if seen[m] then return end
+    seen[m] = true
+    if rawget(m, "_fields_pending") then adopt_fields(m) end
+    visit(m, path)
+    for i, c in ipairs(rawget(m, "modules") or {}) do
+      walk(c, path == "" and tostring(i) or path .. "." .. i)
+    end
+  end
+  walk(self, "")
 end
 
 -- The same walk as a list of {owner=, entry=, trainable=}.

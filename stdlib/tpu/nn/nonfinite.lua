@@ -48,11 +48,7 @@ end
 -- Every module of the model with its position ("2", "4.1") as model:save names it.
 local function modules_of(model)
   local out = {}
-  local function walk(m, path)
-    out[#out + 1] = {module = m, path = path}
-    for i, child in ipairs(m.modules or {}) do walk(child, path == "" and tostring(i) or path .. "." .. i) end
-  end
-  walk(model, "")
+  model:_each_module(function(m, path) out[#out + 1] = {module = m, path = path} end)
   return out
 end
 

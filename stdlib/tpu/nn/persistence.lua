@@ -21,16 +21,16 @@ local FORMAT = "weights/1"
 
 local core = require "tpu.core"
 
--- {name=, tensor=, layer=} for every weight, in parameters() order.
+-- {name=, tensor=, layer=} for every weight, in parameters() order (a layer held by two
+-- owners, shared weights, is named once, at its first place).
 function Module:named_parameters()
   local out = {}
-  local function walk(m, prefix)
-    for _, e in ipairs(m._weights or {}) do
+  self:_each_module(function(m, path)
+    local prefix = path == "" and "" or path .. "."
+    for _, e in ipairs(rawget(m, "_weights") or {}) do
       out[#out + 1] = {name = prefix .. e.name, tensor = e.value, layer = m}
     end
-    for i, child in ipairs(m.modules or {}) do walk(child, prefix .. i .. ".") end
-  end
-  walk(self, "")
+  end)
   return out
 end
 
