@@ -478,4 +478,31 @@ function T.a_layer_held_by_two_owners_counts_once()
   check.eq(saved, 2)
 end
 
+-- A field that already existed (set to false in __init, to a layer in build) and a table of
+-- layers keyed by names are tracked too: assignment order first, then the others by key name;
+-- a field set with rawset is not.
+function T.existing_and_dict_fields_are_tracked()
+  local Net = nn.Module:extend("LateFieldNet")
+  function Net:__init()
+    self:init_common({})
+    self.proj = false
+    self.heads = {b = nn.Dense(2), a = nn.Dense(2)}
+    self.first = nn.Dense(3)
+    rawset(self, "hidden", nn.Dense(5))
+  end
+  function Net:build(shape)
+    self.proj = nn.Dense(3)
+  end
+  function Net:call(x)
+    local h = self.proj(self.first(x))
+    return self.heads.a(h) + self.heads.b(h)
+  end
+  local net = Net()
+  net(tpu.ones {1, 2})
+  check.eq(#net.modules, 4)
+  check.is_true(net.modules[1] == net.heads.a and net.modules[2] == net.heads.b, "dict: by key name")
+  check.is_true(net.modules[3] == net.first and net.modules[4] == net.proj, "late field last")
+  check.eq(net:count_params(), (2 * 3 + 3) + (3 * 3 + 3) + 2 * (3 * 2 + 2))
+end
+
 return T

@@ -118,19 +118,29 @@ function Module:init_common(opts)
 end
 
 -- Sublayers held in fields are tracked as Keras tracks layer-valued attributes:
--- `self.dense = nn.Dense(8)` or `self.blocks = {nn.Dense(8), nn.Dense(8)}` makes them children
--- (in self.modules, after the ones listed there, in the order the fields were first set), so
--- their weights are this layer's. Each new table-valued field's key is recorded here; the
--- modules are adopted when the layer is built (and by any later walk of its weights).
-local untracked_fields = {modules = true, layers = true, _weights = true, _field_keys = true}
+-- `self.dense = nn.Dense(8)`, `self.blocks = {nn.Dense(8), nn.Dense(8)}` or
+-- `self.heads = {a = nn.Dense(2), b = nn.Dense(2)}` makes them children (in self.modules, after
+-- the ones listed there), so their weights are this layer's. The modules are adopted when the
+-- layer is built (and by any later walk of its weights after a new field): first those of the
+-- fields that held a table when first set, in that order; then those of the other fields set
+-- the same way (`self.proj = false` in __init, `self.proj = nn.Dense(3)` in build), by key name.
+-- In a table, the list entries come first, then the string keys by name. Fields set with rawset
+-- are not tracked, nor is a layer that holds this one (a back reference).
+local untracked_fields = {modules = true, layers = true, _weights = true, _field_keys = true,
+                          _other_keys = true, _fields_pending = true}
 
 function Module:__newindex(key, value)
   rawset(self, key, value)
-  if type(value) == "table" and not untracked_fields[key] then
+  if untracked_fields[key] then return end
+  if type(value) == "table" then
     local keys = rawget(self, "_field_keys")
     if not keys then keys = {}; rawset(self, "_field_keys", keys) end
     keys[#keys + 1] = key
     rawset(self, "_fields_pending", true)
+  elseif type(key) == "string" then  -- may hold a layer later (an existing key is set raw)
+    local others = rawget(self, "_other_keys")
+    if not others then others = {}; rawset(self, "_other_keys", others) end
+    others[key] = true
   end
 end
 
@@ -149,8 +159,18 @@ local function reaches(m, target, seen)
   return false
 end
 
--- Appends the modules held in fields (a module, or a list of them) that self.modules lacks.
--- A module that holds this one (a back reference) is not a sublayer.
+-- The string keys of t, sorted.
+local function sorted_names(t)
+  local names = {}
+  for k in pairs(t) do
+    if type(k) == "string" then names[#names + 1] = k end
+  end
+  table.sort(names)
+  return names
+end
+
+-- Appends the modules held in fields (a module, or a list or table of them) that self.modules
+-- lacks, in the order described above.
 local function adopt_fields(self)
   rawset(self, "_fields_pending", nil)
   local modules = rawget(self, "modules")
@@ -162,14 +182,28 @@ local function adopt_fields(self)
     listed[m] = true
     modules[#modules + 1] = m
   end
-  for _, key in ipairs(rawget(self, "_field_keys")) do
-    local v = rawget(self, key)
+  local function adopt_value(v)
     if is_module(v) then
       adopt(v)
     elseif type(v) == "table" and getmetatable(v) == nil then
-      for i = 1, #v do
+      local n = #v
+      for i = 1, n do
         if is_module(v[i]) then adopt(v[i]) end
       end
+      for _, k in ipairs(sorted_names(v)) do
+        if is_module(v[k]) then adopt(v[k]) end
+      end
+    end
+  end
+  local done = {}
+  for _, key in ipairs(rawget(self, "_field_keys") or {}) do
+    done[key] = true
+    adopt_value(rawget(self, key))
+  end
+  local others = rawget(self, "_other_keys")
+  if others then
+    for _, key in ipairs(sorted_names(others)) do
+      if not done[key] then adopt_value(rawget(self, key)) end
     end
   end
 end
@@ -341,7 +375,8 @@ function Module:maybe_build(input_shape)
   ensure_init(self)
   if self.built then return end
   self:build(input_shape)
-  if rawget(self, "_fields_pending") then adopt_fields(self) end
+  -- Always: build may have set a layer in a field that already existed (no __newindex then).
+  adopt_fields(self)
   self.built = true
   self.input_shape = util.copy(input_shape)
 end
