@@ -190,6 +190,14 @@ function M.keras_names(who, opts, aliases, known)
   return out
 end
 
+-- The error of a method called with a dot (obj.method(x) passes x as obj): `owner` names whose
+-- method it is ("the model"), `usage` the right call ("model:fit(x, y)"), `got` what came
+-- where the object goes, `noun` the object; `fix` is added to the parenthesis.
+function M.dot_call(method, owner, usage, got, noun, fix)
+  M.fail("%s is a method of %s: call it with a colon, %s (got %s where the %s goes%s)", method, owner, usage,
+    got, noun, fix or "")
+end
+
 -- Makes each method of cls named in `names` refuse a call with a dot (key.split(2) passes 2 as
 -- the key): "split is a method of the key: call it with a colon, key:split(...) (got 2 where
 -- the key goes)". is_instance(v) tells the class's objects; noun names one in the message and
@@ -200,8 +208,7 @@ function M.colon_methods(cls, noun, names, is_instance, var)
     local method = cls[name]
     cls[name] = function(self, ...)
       if not is_instance(self) then
-        M.fail("%s is a method of the %s: call it with a colon, %s:%s(...) (got %s where the %s goes)",
-          name, noun, var, name, M.show(self), noun)
+        M.dot_call(name, "the " .. noun, string.format("%s:%s(...)", var, name), M.show(self), noun)
       end
       return method(self, ...)
     end

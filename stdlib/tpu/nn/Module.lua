@@ -80,8 +80,7 @@ function Module.__dot_call(cls, method, got)
   elseif Module.is_instance(got) then
     shown = string.format("%s '%s'", got.__name, got.name)  -- model.add(layer)
   end
-  util.fail("%s is a method of %s: call it with a colon, %s (got %s where the %s goes%s)",
-    method, what, how, shown, noun, fix)
+  errors.dot_call(method, what, how, shown, noun, fix)
 end
 
 local counters = {}  -- per default-name counters: dense_1, dense_2, ...
@@ -411,7 +410,7 @@ local function check_call_input(self, x, ctx)
       self.__name, self.name, util.show(ctx))
   end
   if util.is_tensor(x) or Node._is(x) then return end
-  local one = rawget(self, "takes_one_tensor") or self.takes_one_tensor
+  local one = self.takes_one_tensor
   if type(x) ~= "table" or getmetatable(x) ~= nil then
     util.fail("%s '%s' must be called on a tensor or a symbolic tensor (from nn.Input)%s, got %s",
       self.__name, self.name, one and "" or ", or a list of them", util.show(x))

@@ -221,8 +221,7 @@ end
 local function check_model(self, who, call)
   -- Any model (a subclass may override compile and call this one), never a tensor or options.
   if type(self) ~= "table" or util.is_tensor(self) or type(self.maybe_build) ~= "function" then
-    util.fail("%s is a method of the model: call it with a colon, %s (got %s where the model goes)",
-      who, call, util.show(self))
+    errors.dot_call(who, "the model", call, util.show(self), "model")
   end
 end
 
