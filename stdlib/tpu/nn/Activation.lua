@@ -6,6 +6,7 @@ local errors = require "tpu.errors"
 
 local Activation = Module:extend("Activation")
 Activation.token_wise = true  -- each position on its own: model:generate may run it a token at a time
+Activation.takes_one_tensor = true  -- a list of tensors given to it is an error naming it
 
 -- Output of a softmax or sigmoid activation -> {activation name, its input (the logits)}: a
 -- loss given by name reads the logits (Keras's rule, tpu.losses). Weak keys: an entry lives as

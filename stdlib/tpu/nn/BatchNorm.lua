@@ -20,6 +20,7 @@ local util = require "tpu.nn.util"
 
 local BatchNorm = Module:extend("BatchNorm")
 BatchNorm.token_wise = true  -- each position on its own: model:generate may run it a token at a time
+BatchNorm.takes_one_tensor = true  -- a list of tensors given to it is an error naming it
 
 local options = util.options {"momentum", "epsilon", "center", "scale", "beta_initializer",
                               "gamma_initializer", "sync"}

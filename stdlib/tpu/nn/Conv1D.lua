@@ -11,6 +11,7 @@ local kernel_bias = require "tpu.nn.kernel_bias"
 local util = require "tpu.nn.util"
 
 local Conv1D = Module:extend("Conv1D")
+Conv1D.takes_one_tensor = true  -- a list of tensors given to it is an error naming it
 
 local options = util.options {"strides", "padding", "dilation_rate", "groups", "activation", "use_bias",
                               "kernel_initializer", "bias_initializer", "kernel_regularizer", "bias_regularizer"}

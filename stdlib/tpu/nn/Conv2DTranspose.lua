@@ -13,6 +13,7 @@ local kernel_bias = require "tpu.nn.kernel_bias"
 local util = require "tpu.nn.util"
 
 local Conv2DTranspose = Module:extend("Conv2DTranspose")
+Conv2DTranspose.takes_one_tensor = true  -- a list of tensors given to it is an error naming it
 
 local options = util.options {"strides", "padding", "output_padding", "dilation_rate", "activation", "use_bias",
                               "kernel_initializer", "bias_initializer", "kernel_regularizer", "bias_regularizer"}

@@ -7,6 +7,7 @@ local margins = require "tpu.nn.margins"
 local util = require "tpu.nn.util"
 
 local Cropping2D = Module:extend("Cropping2D")
+Cropping2D.takes_one_tensor = true  -- a list of tensors given to it is an error naming it
 
 function Cropping2D:__init(a, b)
   margins.init(self, "cropping", 0, a, b)

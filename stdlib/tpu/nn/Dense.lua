@@ -9,6 +9,7 @@ local util = require "tpu.nn.util"
 
 local Dense = Module:extend("Dense")
 Dense.token_wise = true  -- each position on its own: model:generate may run it a token at a time
+Dense.takes_one_tensor = true  -- a list of tensors given to it is an error naming it
 
 local options = util.options {"activation", "use_bias", "kernel_initializer", "bias_initializer",
                               "kernel_regularizer", "bias_regularizer"}

@@ -13,6 +13,7 @@ local conv_util = require "tpu.nn.conv_util"
 local util = require "tpu.nn.util"
 
 local DepthwiseConv2D = Module:extend("DepthwiseConv2D")
+DepthwiseConv2D.takes_one_tensor = true  -- a list of tensors given to it is an error naming it
 
 local options = util.options {"strides", "padding", "depth_multiplier", "dilation_rate", "activation", "use_bias",
                               "depthwise_initializer", "bias_initializer", "depthwise_regularizer",

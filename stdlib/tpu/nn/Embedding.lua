@@ -8,6 +8,7 @@ local util = require "tpu.nn.util"
 
 local Embedding = Module:extend("Embedding")
 Embedding.token_wise = true  -- each position on its own: model:generate may run it a token at a time
+Embedding.takes_one_tensor = true  -- a list of tensors given to it is an error naming it
 
 local options = util.options {"embeddings_initializer", "embeddings_regularizer"}
 

@@ -3,6 +3,7 @@ local Module = require "tpu.nn.Module"
 local util = require "tpu.nn.util"
 
 local Flatten = Module:extend("Flatten")
+Flatten.takes_one_tensor = true  -- a list of tensors given to it is an error naming it
 
 function Flatten:build(_input_shape)
   self.input_spec = {min_ndim = 1}

@@ -4,6 +4,7 @@ local Module = require "tpu.nn.Module"
 local util = require "tpu.nn.util"
 
 local GlobalAvgPool2D = Module:extend("GlobalAvgPool2D")
+GlobalAvgPool2D.takes_one_tensor = true  -- a list of tensors given to it is an error naming it
 
 function GlobalAvgPool2D:__init(opts)
   opts = opts or {}

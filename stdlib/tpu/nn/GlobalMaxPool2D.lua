@@ -5,6 +5,7 @@ local Module = require "tpu.nn.Module"
 local util = require "tpu.nn.util"
 
 local GlobalMaxPool2D = Module:extend("GlobalMaxPool2D")
+GlobalMaxPool2D.takes_one_tensor = true  -- a list of tensors given to it is an error naming it
 
 function GlobalMaxPool2D:__init(opts)
   opts = opts or {}

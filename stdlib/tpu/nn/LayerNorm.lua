@@ -9,6 +9,7 @@ local util = require "tpu.nn.util"
 
 local LayerNorm = Module:extend("LayerNorm")
 LayerNorm.token_wise = true  -- each position on its own: model:generate may run it a token at a time
+LayerNorm.takes_one_tensor = true  -- a list of tensors given to it is an error naming it
 
 local options = util.options {"epsilon", "center", "scale", "beta_initializer", "gamma_initializer"}
 

@@ -15,6 +15,7 @@ local errors = require "tpu.errors"
 
 local Normalization = Module:extend("Normalization")
 Normalization.token_wise = true  -- each position on its own: model:generate may run it a token at a time
+Normalization.takes_one_tensor = true  -- a list of tensors given to it is an error naming it
 
 local epsilon = 1e-7  -- Keras's backend epsilon, the smallest standard deviation divided by
 

@@ -11,6 +11,7 @@ local util = require "tpu.nn.util"
 
 local PositionEmbedding = Module:extend("PositionEmbedding")
 PositionEmbedding.token_wise = true  -- model:generate runs it a token at a time through ctx.decode
+PositionEmbedding.takes_one_tensor = true  -- a list of tensors given to it is an error naming it
 
 local options = util.options {"sequence_length", "initializer"}
 local who = "PositionEmbedding"

@@ -10,6 +10,7 @@ local util = require "tpu.nn.util"
 
 local Rescaling = Module:extend("Rescaling")
 Rescaling.token_wise = true  -- each position on its own: model:generate may run it a token at a time
+Rescaling.takes_one_tensor = true  -- a list of tensors given to it is an error naming it
 
 -- A number, or a non-empty list of numbers (one per channel) as a constant.
 local function factor(name, v)

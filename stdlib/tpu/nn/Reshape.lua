@@ -3,6 +3,7 @@ local Module = require "tpu.nn.Module"
 local util = require "tpu.nn.util"
 
 local Reshape = Module:extend("Reshape")
+Reshape.takes_one_tensor = true  -- a list of tensors given to it is an error naming it
 
 local function check_target(shape)
   local ok, unknown = type(shape) == "table" and not util.is_tensor(shape) and #shape > 0, 0

@@ -12,6 +12,7 @@ local conv_util = require "tpu.nn.conv_util"
 local util = require "tpu.nn.util"
 
 local SeparableConv2D = Module:extend("SeparableConv2D")
+SeparableConv2D.takes_one_tensor = true  -- a list of tensors given to it is an error naming it
 
 local options = util.options {"strides", "padding", "depth_multiplier", "dilation_rate", "activation", "use_bias",
                               "depthwise_initializer", "pointwise_initializer", "bias_initializer",

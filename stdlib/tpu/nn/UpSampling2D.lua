@@ -12,6 +12,7 @@ local Module = require "tpu.nn.Module"
 local util = require "tpu.nn.util"
 
 local UpSampling2D = Module:extend("UpSampling2D")
+UpSampling2D.takes_one_tensor = true  -- a list of tensors given to it is an error naming it
 
 local options = util.options {"size", "interpolation"}
 

@@ -8,6 +8,7 @@ local Module = require "tpu.nn.Module"
 local margins = require "tpu.nn.margins"
 
 local ZeroPadding2D = Module:extend("ZeroPadding2D")
+ZeroPadding2D.takes_one_tensor = true  -- a list of tensors given to it is an error naming it
 
 function ZeroPadding2D:__init(a, b)
   margins.init(self, "padding", 1, a, b)

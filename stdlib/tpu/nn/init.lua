@@ -13,15 +13,6 @@ for _, name in ipairs {"Dense", "Flatten", "Reshape", "Activation", "Dropout", "
                        "Conv2DTranspose", "Conv1D", "UpSampling2D", "Rescaling", "Normalization"} do
   nn[name] = require("tpu.nn." .. name)
 end
--- Layers that take one tensor: a list given to one of them is an error naming it (the others,
--- and layers of the user's, may take a list of tensors).
-for _, name in ipairs {"Dense", "Flatten", "Reshape", "Activation", "Dropout", "Conv2D", "MaxPool2D",
-                       "AvgPool2D", "GlobalAvgPool2D", "BatchNorm", "LayerNorm", "Embedding",
-                       "PositionEmbedding", "ZeroPadding2D", "Cropping2D", "GlobalMaxPool2D",
-                       "DepthwiseConv2D", "SeparableConv2D", "Conv2DTranspose", "Conv1D",
-                       "UpSampling2D", "Rescaling", "Normalization"} do
-  nn[name].takes_one_tensor = true
-end
 -- Keras's names of the global poolings.
 nn.GlobalAveragePooling2D, nn.GlobalMaxPooling2D = nn.GlobalAvgPool2D, nn.GlobalMaxPool2D
 -- Keras 3's other names of these classes (keras.layers.X is the same class as nn.Y).

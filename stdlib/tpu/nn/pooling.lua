@@ -62,6 +62,7 @@ end
 -- A pooling layer class whose call applies x:<method>{pool_size=, strides=, padding=}.
 function M.class(name, method)
   local cls = Module:extend(name)
+  cls.takes_one_tensor = true  -- a list of tensors given to it is an error naming it
   cls.__init = M.init
   cls.build = M.build
   cls.compute_output_shape = M.output_shape
