@@ -1,6 +1,7 @@
 // The pieces of the golden test runner (`tputrain test`), exposed for unit tests.
 //
 //   std::string a = tpu::golden::mask("234/234 - 3s 11ms/step\n");   // "234/234 - <T> <T>/step\n"
+//   bool ok = tpu::golden::same_within_last_digit("loss: 1.6696", "loss: 1.6697");   // true
 //   std::string d = tpu::golden::unified_diff(expected, actual, "NAME.out (expected)",
 //                                             "NAME.out (actual)");    // "" when equal
 //   tpu::golden::Run r = tpu::golden::run_captured({"/bin/echo", "hi"}, ".", std::chrono::seconds(5));
@@ -20,6 +21,14 @@ namespace tpu::golden {
 // A number only counts when it does not continue a word ("v3s", "x2.5ms" stay) and the unit
 // ends the word ("5 steps", "2 samples" stay). Masking is idempotent.
 std::string mask(std::string_view text);
+
+// True when `expected` and `actual` are the same text except for decimals ("1.6696") that are
+// printed with the same number of digits after the point and differ by at most one unit in the
+// last digit (with the sign: "-0.0001" and "0.0000" agree). Kernels take the instruction set of
+// the CPU at hand (AVX2, AVX-512, AMX), whose sums round differently, so a value near a rounding
+// boundary prints one way on one machine and the other way elsewhere. Integers, text and the
+// number of digits must match exactly.
+bool same_within_last_digit(std::string_view expected, std::string_view actual);
 
 // A unified diff (3 lines of context) from `expected` to `actual`, with `---`/`+++` headers
 // naming the two sides; "" when the texts are equal. A last line without a newline is
