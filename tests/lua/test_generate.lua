@@ -73,6 +73,26 @@ function T.the_decode_step_compiles_once_for_50_tokens()
     {1, 98, 1})
 end
 
+-- temperature and top_p reach the compiled steps as f32 scalar tensors: a sweep over their
+-- values compiles each step once (as Lua numbers they were baked into the trace, a compile
+-- per value); top_k and greedy vs sampling change the computation and stay in the signature.
+function T.a_temperature_or_top_p_sweep_compiles_once()
+  local lm = tiny_gpt()
+  local ids = tpu.tensor({{1, 2, 3}}, {dtype = "i32"})
+  local function compiles()
+    return {lm.generate_steps.prefill:stats().compiles, lm.generate_steps.decode:stats().compiles}
+  end
+  for _, t in ipairs {0.5, 0.6, 0.7, 0.8, 2} do lm:generate(ids, {max_length = 8, temperature = t}) end
+  check.eq(compiles(), {1, 1})
+  for _, p in ipairs {0.3, 0.5, 0.9} do
+    lm:generate(ids, {max_length = 8, temperature = 1.5, top_p = p})
+  end
+  check.eq(compiles(), {2, 2})
+  lm:generate(ids, {max_length = 8, top_k = 3, temperature = 0.4})
+  lm:generate(ids, {max_length = 8, top_k = 3, temperature = 0.9})
+  check.eq(compiles(), {3, 3})
+end
+
 function T.sampling_repeats_for_a_seed()
   local lm = tiny_gpt()
   local ids = tpu.tensor({{1, 2, 3}, {4, 5, 6}}, {dtype = "i32"})

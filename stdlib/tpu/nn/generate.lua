@@ -34,7 +34,9 @@
 -- number baked into the trace — writes the token's keys and values at that row (a one-hot
 -- where: the engine has no dynamic-update-slice), attends to rows <= position and picks the
 -- next token. Every step costs the same (it reads all max_length rows, masked), so a
--- generation never recompiles as the sequence grows.
+-- generation never recompiles as the sequence grows. temperature and top_p reach the steps as
+-- f32 scalar tensors too, so new values reuse them; greedy vs sampling, top_k and whether top_p
+-- filters (< 1) change the computation: each combination compiles its own steps.
 local tpu = require "tpu"
 local util = require "tpu.nn.util"
 local errors = require "tpu.errors"
@@ -205,13 +207,16 @@ local function keep_top_p(z, p)
   return tpu.where(probs:ge(hi), z, z * 0 - 1e9)
 end
 
--- The next token of each row (i32 [B]): argmax at temperature 0, else a draw from
+-- The next token of each row (i32 [B]): argmax when greedy, else a draw from
 -- softmax(logits / temperature) (the Gumbel-max trick) with the key for this position.
-local function pick(logits, key, position, temperature, top_k, top_p)
-  if temperature == 0 then return logits:argmax(-1) end
-  local z = logits / temperature
-  if top_k then z = keep_top_k(z, top_k) end
-  if top_p and top_p < 1 then z = keep_top_p(z, top_p) end
+-- `sampling` holds the static choices (greedy, top_k, whether top_p filters), which shape the
+-- computation, and the f32 scalar tensors temperature and top_p, which do not: a new value
+-- reuses the compiled step.
+local function pick(logits, key, position, sampling)
+  if sampling.greedy then return logits:argmax(-1) end
+  local z = logits / sampling.temperature
+  if sampling.top_k then z = keep_top_k(z, sampling.top_k) end
+  if sampling.nucleus then z = keep_top_p(z, sampling.top_p) end
   local u = tpu.random.uniform(key:fold_in(position), z.shape):maximum(1e-20)
   return (z - (-(u:log())):log()):argmax(-1)
 end
@@ -224,7 +229,7 @@ local with_params = util.with_params
 -- the order of `attention`).
 local function run(model, attention, state, ids, key, position, sampling)
   local y = model(model_input(model, ids), {training = false, decode = state})
-  local token = pick(last_logits(model, y, state.vocab), key, position, table.unpack(sampling, 1, 3))
+  local token = pick(last_logits(model, y, state.vocab), key, position, sampling)
   for _, layer in ipairs(attention) do
     if not state.called[layer] then
       util.fail("%s: attention layer '%s' was not called by %s '%s'", who, layer.name, model.__name, model.name)
@@ -233,18 +238,27 @@ local function run(model, attention, state, ids, key, position, sampling)
   return token, state.new
 end
 
+-- The sampling for pick: temperature and top_p are f32 scalar tensors (traced, so any value
+-- reuses the compiled step); greedy, top_k and nucleus (top_p < 1) are plain Lua values, part
+-- of the jit signature, since they change what is computed.
+local function sampling(temperature, top_p, greedy, top_k, nucleus)
+  return {temperature = temperature, top_p = top_p, greedy = greedy, top_k = top_k,
+          nucleus = nucleus}
+end
+
 local function make_steps(model, attention, vocab)
-  local prefill = tpu.jit(function(params, ids, key, L, temperature, top_k, top_p)
+  local prefill = tpu.jit(function(params, ids, key, L, ...)
+    local s = sampling(...)
     return with_params(model, params, function()
-      return run(model, attention, new_decode(L, nil, nil, vocab), ids, key, ids.shape[2],
-                 {temperature, top_k, top_p})
+      return run(model, attention, new_decode(L, nil, nil, vocab), ids, key, ids.shape[2], s)
     end)
   end, {name = "generate.prefill"})
-  local decode = tpu.jit(function(params, caches, token, position, key, L, temperature, top_k, top_p)
+  local decode = tpu.jit(function(params, caches, token, position, key, L, ...)
+    local s = sampling(...)
     return with_params(model, params, function()
       local ids = token:reshape({token.shape[1], 1})
       return run(model, attention, new_decode(L, caches, position, vocab), ids, key,
-                 position + 1, {temperature, top_k, top_p})
+                 position + 1, s)
     end)
   end, {name = "generate.decode_step", donate_argnums = {2}})
   return {prefill = prefill, decode = decode}
@@ -344,7 +358,17 @@ local function check_options(opts, T, limit)
   if opts.seed ~= nil and math.type(opts.seed) ~= "integer" then
     util.fail("%s: seed must be an integer, got %s", who, util.show(opts.seed))
   end
-  return L, t + 0.0, opts.top_k, top_p and top_p + 0.0, stop_set(opts.stop_token_ids)
+  return L, t, opts.top_k, top_p, stop_set(opts.stop_token_ids)
+end
+
+-- The sampling arguments of the compiled steps (see sampling): temperature and top_p as f32
+-- scalar tensors, then greedy, top_k and whether top_p filters (greedy ignores the others, so
+-- they are left out of its signature).
+local function sampling_args(temperature, top_k, top_p)
+  local function f32(v) return tpu.tensor(v + 0.0, {dtype = "f32"}) end
+  local greedy = temperature == 0
+  return f32(temperature), f32(top_p or 1), greedy, not greedy and top_k or nil,
+         not greedy and top_p ~= nil and top_p < 1
 end
 
 ---------------------------------------------------------------- model:generate
@@ -358,16 +382,17 @@ function M.generate(model, ids, opts, extra)
   local attention, limit, vocab = inspect(model)
   local B, T = x.shape[1], x.shape[2]
   local L, temperature, top_k, top_p, stop = check_options(opts, T, limit)
+  local choice = table.pack(sampling_args(temperature, top_k, top_p))
   model.generate_steps = model.generate_steps or make_steps(model, attention, vocab)
   local steps, params = model.generate_steps, model:parameters()
   local key = tpu.random.key(opts.seed or 0)
-  local token, caches = steps.prefill(params, x, key, L, temperature, top_k, top_p)
+  local token, caches = steps.prefill(params, x, key, L, table.unpack(choice, 1, choice.n))
   local tokens, ended = {x, token:reshape({B, 1})}, {}
   local stopped = note_stops(stop, ended, token, T + 1)
   for p = T, L - 2 do
     if stopped then break end
     token, caches = steps.decode(params, caches, token, tpu.tensor(p, {dtype = "i32"}), key, L,
-                                 temperature, top_k, top_p)
+                                 table.unpack(choice, 1, choice.n))
     tokens[#tokens + 1] = token:reshape({B, 1})
     stopped = note_stops(stop, ended, token, p + 2)
   end
