@@ -34,3 +34,7 @@ try(function() lm:generate({1, "b"}, {max_length = 8}) end)
 try(function() lm:generate({}, {max_length = 8}) end)
 try(function() lm:generate(ids, {max_length = 8, stop_token_ids = "eos"}) end)
 try(function() lm:generate(ids, {max_length = 8, top_p = 1.5}) end)
+-- prompts as Lua lists of lists: one length, integers
+try(function() lm:generate({{1, 2}, {3, 4, 5}}, {max_length = 8}) end)
+try(function() lm:generate({{1, 2}, 3}, {max_length = 8}) end)
+try(function() lm:generate({{1, 2}, {3, 0.5}}, {max_length = 8}) end)

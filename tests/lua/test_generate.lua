@@ -48,6 +48,8 @@ function T.cached_greedy_equals_rerunning_the_full_model()
   check.eq(lm:generate(tpu.tensor({4, 5, 6}, {dtype = "i32"}), {max_length = 16}):totable(),
     want[2])
   check.eq(lm:generate({4, 5, 6}, {max_length = 16}):totable(), want[2])
+  -- a Lua list of prompts of one length is a batch [2, 3]
+  check.eq(lm:generate({{1, 2, 3}, {4, 5, 6}}, {max_length = 16}):totable(), want)
 end
 
 function T.a_sequential_decoder_generates_too()

@@ -8,8 +8,9 @@
 --   local out = lm:generate(prompt_ids, {max_length = 64, temperature = 0.8, top_k = 10,
 --                                        seed = 1})                     -- sampled, repeatable
 --
--- ids: an integer tensor [batch, T] (or [T], or a Lua list of ids), prompts without padding;
--- the result holds the prompt and the continuation, [batch, max_length] (or [max_length]).
+-- ids: an integer tensor [batch, T] (or [T], or a Lua list of ids, or a list of such lists of
+-- one length), prompts without padding; the result holds the prompt and the continuation,
+-- [batch, max_length] (or [max_length]).
 -- Options: max_length (total length, prompt included; at most the model's position table),
 -- temperature (default 0: greedy, the most likely token; 1 when top_k or top_p is given),
 -- top_k (sample among the k most likely tokens, tied ones counted one by one; ties with the
@@ -311,17 +312,41 @@ local function cut_at_stops(out, ended)
   return tpu.where(mask, out, out * 0), mask
 end
 
+-- Fails unless `row` (named `name`) is a non-empty list of integer token ids.
+local function check_row(row, name)
+  for i, v in ipairs(row) do
+    if math.type(v) ~= "integer" then
+      util.fail("%s: %s[%d] must be an integer token id, got %s", who, name, i, util.show(v))
+    end
+  end
+  if #row == 0 then util.fail("%s: the prompt is empty (give at least one token id)", who) end
+end
+
+-- A Lua list of ids [T], or a list of such lists [B, T], as an i32 tensor. The rows must have
+-- one length: a shorter prompt cannot be padded, generate having no padding mask for them.
+local function list_prompt(ids)
+  if type(ids[1]) ~= "table" then
+    check_row(ids, "ids")
+    return tpu.tensor(ids, {dtype = "i32"})
+  end
+  for b, row in ipairs(ids) do
+    if type(row) ~= "table" or util.is_tensor(row) then
+      util.fail("%s: ids[%d] must be a list of token ids, as ids[1] is, got %s", who, b,
+        util.show(row))
+    end
+    check_row(row, ("ids[%d]"):format(b))
+    if #row ~= #ids[1] then
+      util.fail("%s: the prompts have different lengths (ids[1] has %d tokens, ids[%d] has %d); "
+        .. "generate takes prompts of one length, without padding: call it once per length",
+        who, #ids[1], b, #row)
+    end
+  end
+  return tpu.tensor(ids, {dtype = "i32"})
+end
+
 -- ids as an i32 tensor [B, T] and the rank to give back.
 local function prompt(ids)
-  if type(ids) == "table" and not util.is_tensor(ids) then
-    for i, v in ipairs(ids) do
-      if math.type(v) ~= "integer" then
-        util.fail("%s: ids[%d] must be an integer token id, got %s", who, i, util.show(v))
-      end
-    end
-    if #ids == 0 then util.fail("%s: the prompt is empty (give at least one token id)", who) end
-    ids = tpu.tensor(ids, {dtype = "i32"})
-  end
+  if type(ids) == "table" and not util.is_tensor(ids) then ids = list_prompt(ids) end
   errors.check(1, who, ids, "tensor")
   if (ids.ndim ~= 1 and ids.ndim ~= 2) or ids.dtype == "f32" or ids.dtype == "bf16"
      or ids.dtype == "bool" or ids.shape[ids.ndim] == 0 then
