@@ -280,13 +280,21 @@ local function note_signature(self, leaves, args)
   self.signatures[#self.signatures + 1] = shapes
   if #self.signatures ~= kSignatureWarning then return end
   local owners = per_leaf(self, args, function(g) return g end)
-  local what = varying_dimension(self, owners) or "the non-tensor arguments"
-  require("tpu").warn(string.format(
-    "%swarning: jit '%s' has compiled %d signatures; %s varies.\n" ..
+  local what = varying_dimension(self, owners)
+  local head = string.format("%swarning: jit '%s' has compiled %d signatures; ", core.user_where(), self.name,
+                             kSignatureWarning)
+  if not what then
+    -- No tensor shape differs: numbers, strings or booleans passed as arguments are part of the
+    -- signature, so each new value compiles again.
+    require("tpu").warn(head .. "its non-tensor arguments (numbers, strings, booleans) vary.\n" ..
+      "  Each new value traces and compiles the function again. Pass a number that changes from\n" ..
+      "  call to call as a tensor, tpu.tensor(x), so one compiled version serves every value.\n")
+    return
+  end
+  require("tpu").warn(head .. what .. " varies.\n" ..
     "  Each new shape traces and compiles the function again. Give the inputs a few fixed shapes:\n" ..
     "  data:padded_batch(n, {pad_to_multiple_of = 16}) for variable-length sequences, or\n" ..
-    "  batch(n, {drop_remainder = true}) so a partial last batch does not make a new shape.\n",
-    core.user_where(), self.name, kSignatureWarning, what))
+    "  batch(n, {drop_remainder = true}) so a partial last batch does not make a new shape.\n")
 end
 
 -- ---------------------------------------------------------------- HBM advice

@@ -14,3 +14,12 @@ for _, n in ipairs(lengths) do
   padded(tpu.ones({4, to}, {dtype = "i32"}))
 end
 print("compiles with padding to 16:", padded:stats().compiles)
+
+-- A number argument is static: each new value compiles again, and the warning says to pass it
+-- as a tensor.
+local scaled = tpu.jit(function(x, scale) return x * scale end, {name = "scaled"})
+for i = 1, 9 do scaled(tpu.ones({2}), i / 10) end
+print("compiles with a number argument:", scaled:stats().compiles)
+local scale_t = tpu.jit(function(x, scale) return x * scale end, {name = "scale_t"})
+for i = 1, 9 do scale_t(tpu.ones({2}), tpu.tensor(i / 10)) end
+print("compiles with a tensor argument:", scale_t:stats().compiles)
