@@ -339,6 +339,27 @@ tests["map before batch stacks element by element"] = function()
   check.eq(collect(ds), {{0, 10}, {20, 30}, {40}})
 end
 
+tests["a traced map's numbers and booleans become scalar tensors"] = function()
+  local x = tpu.ones {4, 2}
+  local ds = data.from_tensors {x}:map(function(a) return a, true, 3, 0.5 end):batch(2)
+  local _, flag, n, f = ds:iter()()
+  check.eq({flag:totable(), n:totable(), f:totable()}, {{true, true}, {3, 3}, {0.5, 0.5}})
+  check.eq({flag.dtype, n.dtype, f.dtype}, {"bool", "i32", "f32"})
+  local _, spec = data.from_tensors {x}:batch(2):map(function(a) return a, 1 end):element_spec()
+  check.eq(tostring(spec), "i32[]")
+  -- Under prefetch the batches after the first come from the thread's compiled run.
+  local flags = {}
+  for _, b in data.from_tensors {x}:batch(1):map(function(a) return a, false end):prefetch(2):iter() do
+    flags[#flags + 1] = b:item()
+  end
+  check.eq(flags, {false, false, false, false})
+  local msg = check.raises(function() collect(data.from_tensors {x}:map(function(a) return a, "s" end)) end,
+    'map: result [2] is "s"; a traced function returns tensors, numbers and booleans')
+  check.is_true(msg:match("^[^:]+%.lua:%d+: ") ~= nil and not msg:find("%[tpu%]"), msg)
+  check.raises(function() collect(data.from_tensors {x}:map(function(a) return {a, print} end)) end,
+    "map: result [1][2] is a function")
+end
+
 tests["filter keeps elements whose predicate holds"] = function()
   local ds = data.range(10):filter(function(i) return (i % 3):eq(0) end)
   check.eq(collect(ds), {0, 3, 6, 9})

@@ -10,13 +10,30 @@ local tpu = require "tpu"
 
 local Map = Dataset:extend("Map")
 
+-- fn's results (up to the last non-nil) as an element. Numbers and booleans become scalar
+-- tensors, as generators and host maps make them; converted here, in the trace, they are
+-- constants of the compiled function, so its compiled runs (and the prefetch thread) return
+-- them too.
+local function traced_element(where, ...)
+  local out, n = table.pack(...), select("#", ...)
+  while n > 0 and out[n] == nil do n = n - 1 end
+  local function bad(path, v)
+    args.fail_at(where, "map: result %s is %s; a traced function returns tensors, numbers and "
+      .. "booleans (use ds:map(fn, {host = true}) for other values)", path, args.show(v))
+  end
+  local element = structure.to_element(out, n, bad)
+  structure.walk(element, function(v, path) if type(v) == "string" then bad(path, v) end end)
+  return element
+end
+
 function Map:__init(parent, fn, where, seed)
   self._parent, self._desc, self._where, self._seed = parent, parent._desc .. ":map(fn)", where, seed
   -- Results as a list, so any number of components comes back as one structure.
   -- Named by the line that called map, so --profile tells a pipeline's maps apart.
   local at = type(where) == "string" and where:match("^(.-):?%s*$") or ""
-  self._fn = tpu.jit(function(...) return {args.call(where, "map: the function", fn, ...)} end,
-    {name = at ~= "" and "data.map@" .. at or "data.map"})
+  self._fn = tpu.jit(function(...)
+    return traced_element(where, args.call(where, "map: the function", fn, ...))
+  end, {name = at ~= "" and "data.map@" .. at or "data.map"})
 end
 
 local function string_error(where)
