@@ -193,6 +193,41 @@ tests["batch refuses elements of different shapes and strings"] = function()
   check.raises(function() collect(words:padded_batch(2)) end, "padded_batch: component [1] is a string")
 end
 
+-- A generator of the given elements, each a list of components.
+local function elements(list)
+  return data.generator(function()
+    local k = 0
+    return function()
+      k = k + 1
+      if list[k] then return table.unpack(list[k]) end
+    end
+  end)
+end
+
+-- One pass of ds:batch(2) or ds:padded_batch(2) (method b) over those elements.
+local function batch_pass(b, list)
+  local ds = elements(list)
+  return collect(ds[b](ds, 2))
+end
+
+tests["batch and padded_batch refuse elements of different structures, in either order"] = function()
+  local t, t2 = tpu.ones {2}, tpu.zeros {2}
+  local more = "has [2], which the 1st element of the pass (the batch's first) has not; the elements of a batch must have the same structure"
+  for _, b in ipairs {"batch", "padded_batch"} do
+    local msg = check.raises(function() batch_pass(b, {{t}, {t, t2}}) end,
+      b .. ": the 2nd element of the pass " .. more)
+    check.is_true(util.located(msg), msg)
+    check.raises(function() batch_pass(b, {{t, t2}, {t}}) end,
+      b .. ": the 2nd element of the pass has no [2]; the elements of a batch must have the same structure")
+    check.raises(function() batch_pass(b, {{{t}}, {{t, t2}}}) end,
+      b .. ": the 2nd element of the pass has [1][2], which the 1st")
+    check.raises(function() batch_pass(b, {{{a = t}}, {{b = t}}}) end,
+      b .. ": the 2nd element of the pass has [1].b, which the 1st")
+  end
+  check.eq(collect(elements({{{a = t, b = t2}}, {{b = t2, a = t}}}):batch(2))[1],
+    {a = {{1, 1}, {1, 1}}, b = {{0, 0}, {0, 0}}})
+end
+
 tests["gather_rows copies the rows at 0-based indices and checks them"] = function()
   local x = tpu.tensor({{1, 2}, {3, 4}, {5, 6}}, {dtype = "i32"})
   check.eq(tpu.core.gather_rows(x, {2, 0, 2}):totable(), {{5, 6}, {1, 2}, {5, 6}})

@@ -41,10 +41,6 @@ local function leaves_at(elements, k, path, where, what, first)
   local list, t1 = {}, nil
   for i, e in ipairs(elements) do
     local t = e[k]
-    if t == nil then
-      args.fail_at(where, "%s: %s has no %s; the elements of a batch must have the same "
-        .. "structure", what, nth(first + i), path)
-    end
     if type(t) == "string" then M.string_error(where, what, path) end
     t1 = t1 or t
     if t.dtype ~= t1.dtype or #t.shape ~= #t1.shape then
@@ -56,17 +52,49 @@ local function leaves_at(elements, k, path, where, what, first)
   return list
 end
 
--- Flattened elements: one list of leaves per element, and the paths of the leaves.
-local function flat(elements)
-  local rows, paths = {}, {}
-  structure.walk(elements[1], function(_, path) paths[#paths + 1] = path end)
-  for i, e in ipairs(elements) do rows[i] = structure.flatten(e) end
+-- Raises the error for element i (paths `at`) when its structure is not the first's (paths
+-- `paths`, also a set in `known`). Walks visit keys in order, so equal sets are equal lists.
+local function same_structure(paths, known, at, i, where, what, first)
+  local same = #at == #paths
+  for k = 1, #at do same = same and at[k] == paths[k] end
+  if same then return end
+  local mine = {}
+  for _, path in ipairs(at) do
+    mine[path] = true
+    if not known[path] then
+      args.fail_at(where, "%s: %s has %s, which %s (the batch's first) has not; the elements of "
+        .. "a batch must have the same structure", what, nth(first + i), path, nth(first + 1))
+    end
+  end
+  for _, path in ipairs(paths) do
+    if not mine[path] then
+      args.fail_at(where, "%s: %s has no %s; the elements of a batch must have the same "
+        .. "structure", what, nth(first + i), path)
+    end
+  end
+end
+
+-- Flattened elements: one list of leaves per element, and the paths of the leaves, checked to
+-- be the same for every element (else a component of the later ones would go unseen).
+local function flat(elements, where, what, first)
+  local rows, paths, known = {}, nil, {}
+  for i, e in ipairs(elements) do
+    local row, at = {}, {}
+    structure.walk(e, function(leaf, path) row[#row + 1], at[#at + 1] = leaf, path end)
+    if paths then
+      same_structure(paths, known, at, i, where, what, first)
+    else
+      paths = at
+      for _, path in ipairs(at) do known[path] = true end
+    end
+    rows[i] = row
+  end
   return rows, paths
 end
 
 -- Stacks elements of equal shapes: batch(n). where/what/first as for leaves_at.
 function M.stack(elements, where, what, first)
-  local rows, paths = flat(elements)
+  local rows, paths = flat(elements, where, what, first)
   local out = {}
   for k, path in ipairs(paths) do
     local list = leaves_at(rows, k, path, where, what, first)
@@ -88,7 +116,7 @@ end
 -- Pads and stacks elements: padded_batch. plan(k, path, list) returns the padded shape and
 -- the padding value for leaf k (it raises the errors about elements too long).
 function M.pad(elements, plan, where, what, first)
-  local rows, paths = flat(elements)
+  local rows, paths = flat(elements, where, what, first)
   local out = {}
   for k, path in ipairs(paths) do
     local list = leaves_at(rows, k, path, where, what, first)
