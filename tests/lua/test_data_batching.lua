@@ -141,6 +141,17 @@ tests["padded_batch errors for elements and options that do not fit"] = function
     'padded_batch: pad_to_multiple_of for [1] must be a positive integer, got "8"')
   check.raises(function() collect(sequences({2}):padded_batch(1, {padding_values = {"x"}})) end,
     'padded_batch: padding_values for [1] must be a number, got "x"')
+  -- A value the dtype cannot hold is refused rather than clamped or truncated.
+  local masks = sequences({1, 2}):map(function(x, y) return x:gt(0), x:cast("u8"), x, y end)
+  for _, case in ipairs {{{0, -1}, "[2] is -1, which u8 cannot hold"}, {{0, 300}, "[2] is 300, which u8"},
+      {{0, 0, 0.5}, "[3] is 0.5, which i32"}, {{0, 0, 2 ^ 31}, "[3] is 2147483648.0, which i32"},
+      {{2}, "[1] is 2, which bool"}} do
+    local msg = check.raises(function() collect(masks:padded_batch(2, {padding_values = case[1]})) end,
+      "padded_batch: padding_values for " .. case[2])
+    check.is_true(util.located(msg), msg)
+  end
+  check.eq(collect(masks:padded_batch(2, {padding_values = {true, 255, -2 ^ 31, 0.5}}))[1][3],
+    {{1, -2 ^ 31}, {1, 2}}, "the labels, scalars, are not padded")
   check.raises(function() sequences({2}):padded_batch(0) end, "padded_batch: the batch size must be a positive integer, got 0")
   check.raises(function() sequences({2}):padded_batch(2, {pad_to_multiple_of = 0}) end,
     "padded_batch: pad_to_multiple_of must be a positive integer, got 0")

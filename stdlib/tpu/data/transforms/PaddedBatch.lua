@@ -27,8 +27,23 @@ end
 
 local function type_str(t) return t.dtype .. "[" .. table.concat(t.shape, ",") .. "]" end
 
+-- The values each integer dtype holds; floats hold any number (rounded).
+local INTEGER_RANGES = {u8 = {0, 255}, i32 = {-2 ^ 31, 2 ^ 31 - 1}, bool = {0, 1}}
+
+-- Refuses a padding value the tensor's dtype cannot hold: pad_stack would clamp or truncate
+-- it (u8 -1 -> 0, i32 0.5 -> 0), padding with another value than the one asked for. Scalars
+-- (labels) are never padded, so one number may serve all the components that are.
+local function check_value(value, t, path, where)
+  local range = INTEGER_RANGES[t.dtype]
+  if range and #t.shape > 0 and not (value == math.floor(value) and value >= range[1] and value <= range[2]) then
+    args.fail_at(where, "padded_batch: padding_values for %s is %s, which %s cannot hold", path,
+      args.show(value), t.dtype)
+  end
+end
+
 -- The padded shape of tensor k of a batch; `first` is the 0-based pass position of list[1].
 function PaddedBatch:_plan(o, path, list, first)
+  check_value(o.value, list[1], path, self._where)
   local rank = #list[1].shape
   if o.shape and #o.shape ~= rank then
     args.fail_at(self._where, "padded_batch: padded_shapes%s has %d sizes but %s has "
