@@ -106,7 +106,7 @@ local function make_specs(dir)
     specs.data = {
     Dataset = "the base class of data sets, made by the sources below",
     Vocabulary = {{"a", "b"}, opts = 2}, csv = {csv, opts = 2}, fashion_mnist = {"test", {dir = dir}, opts = 2, run = false},
-    fortunes = {txt}, from_tensors = {{x}}, generator = {function() return function() end end},
+    fortunes = {txt}, from_tensors = {{x}}, from_tensor_slices = {{x}}, generator = {function() return function() end end},
     idx = {dir .. "/images", dir .. "/labels", run = false}, npy = {npy}, range = {3},
     text_lines = {txt}, text_records = {txt, opts = 2}, image_folder = {dir .. "/pics", {verbose = false}, opts = 2},
   }

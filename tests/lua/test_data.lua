@@ -387,6 +387,11 @@ tests["bad arguments are user errors that echo the value"] = function()
   check.eq(msg:match("^[^:]+%.lua:%d+: batch:") ~= nil, true, "starts with the caller's file:line: " .. msg)
 end
 
+tests["from_tensor_slices is from_tensors, as tf users know it"] = function()
+  check.eq(data.from_tensor_slices, data.from_tensors)
+  check.eq(collect(data.from_tensor_slices {tpu.tensor({{1, 2}, {3, 4}}, {dtype = "i32"})}), {{1, 2}, {3, 4}})
+end
+
 ---------------------------------------------------------------- Fashion-MNIST
 
 tests["fashion_mnist names the files, the place and the package when missing"] = function()

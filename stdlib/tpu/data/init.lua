@@ -60,6 +60,10 @@ function M.from_tensors(tensors, extra)
   return Dataset.SourceDataset(sources.TensorSource(components), desc)
 end
 
+-- tf.data's name for the same thing: tf's from_tensors makes one element of the whole
+-- tensors, its from_tensor_slices slices them along the first axis, as ours does.
+M.from_tensor_slices = M.from_tensors
+
 -- The integers 0 .. n-1 as i32 scalar tensors.
 function M.range(n, extra)
   errors.none(2, "range", extra)
