@@ -387,6 +387,17 @@ tests["bad arguments are user errors that echo the value"] = function()
   check.eq(msg:match("^[^:]+%.lua:%d+: batch:") ~= nil, true, "starts with the caller's file:line: " .. msg)
 end
 
+tests["#ds is the cardinality, when a count is known"] = function()
+  check.eq(#data.range(5):batch(2), 3)
+  check.eq(#data.range(5):batch(2, {drop_remainder = true}), 2)
+  check.eq(#data.range(0), 0)
+  local msg = check.raises(function() return #data.range(2):cycle() end,
+    "#ds: the data set never ends (cycle() without a count), so it has no length")
+  check.is_true(msg:match("^[^:]+%.lua:%d+: #ds") ~= nil, msg)
+  check.raises(function() return #counter(3) end, "#ds: the data set's length is unknown until a pass ends")
+  check.raises(function() return #data.range(4):filter(function() return true end) end, "data.UNKNOWN")
+end
+
 tests["from_tensor_slices is from_tensors, as tf users know it"] = function()
   check.eq(data.from_tensor_slices, data.from_tensors)
   check.eq(collect(data.from_tensor_slices {tpu.tensor({{1, 2}, {3, 4}}, {dtype = "i32"})}), {{1, 2}, {3, 4}})

@@ -92,6 +92,19 @@ function Dataset:element_spec(extra)
   return table.unpack(self:_spec())
 end
 
+-- `#ds`: the number of elements of one pass, as cardinality(); an endless data set or one whose
+-- count only a pass can tell has none (Keras's len(ds) raises for them too).
+Dataset.__len = function(self)
+  local n = self:_count()
+  if n == Dataset.INFINITE then
+    args.fail("#ds: the data set never ends (cycle() without a count), so it has no length")
+  elseif n < 0 then
+    args.fail("#ds: the data set's length is unknown until a pass ends (a generator or filter "
+      .. "decides it); ds:cardinality() returns data.UNKNOWN for it")
+  end
+  return n
+end
+
 ---------------------------------------------------------------- in-memory sources
 
 local SourceDataset = Dataset:extend("SourceDataset")
