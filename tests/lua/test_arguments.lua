@@ -114,7 +114,7 @@ local function make_specs(dir)
   specs.dataset = {
     batch = {2, opts = 2}, cache = {}, cardinality = {}, cycle = {2}, element_spec = {},
     filter = {function() return true end}, iter = {opts = 1}, map = {id, opts = 2},
-    padded_batch = {2, opts = 2}, prefetch = {2}, shard = {2, 1}, shuffle = {4, opts = 2},
+    padded_batch = {2, opts = 2}, prefetch = {2}, prefetch_stats = {}, shard = {2, 1}, shuffle = {4, opts = 2},
     skip = {1}, take = {1},
   }
 

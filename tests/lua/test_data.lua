@@ -398,6 +398,19 @@ tests["#ds is the cardinality, when a count is known"] = function()
   check.raises(function() return #data.range(4):filter(function() return true end) end, "data.UNKNOWN")
 end
 
+tests["an unknown data set method is an error listing the methods"] = function()
+  local ds = data.range(5):batch(2)
+  local msg = check.raises(function() ds:unbatch() end,
+    "a Dataset has no unbatch (its methods: batch, cache, cardinality, cycle, element_spec, filter, iter, map, ")
+  check.is_true(msg:match("^[^:]+%.lua:%d+: a Dataset") ~= nil, msg)
+  check.raises(function() return ds:batchh(2) end, "a Dataset has no batchh; did you mean 'batch'?")
+  check.raises(function() return ds["repeat"](ds) end, "a Dataset has no repeat; tpu.data calls it cycle(count)")
+  -- Internal fields, the class machinery and probes for optional methods still read as nil.
+  check.eq({ds._no_such_field, data.Dataset.super, ds[1]}, {})
+  check.eq(ds:prefetch_stats(), nil, "a data set that is not a prefetch gathered nothing ahead")
+  check.is_true(data.Dataset.is_instance(ds:map(function(x) return x end)))
+end
+
 tests["from_tensor_slices is from_tensors, as tf users know it"] = function()
   check.eq(data.from_tensor_slices, data.from_tensors)
   check.eq(collect(data.from_tensor_slices {tpu.tensor({{1, 2}, {3, 4}}, {dtype = "i32"})}), {{1, 2}, {3, 4}})

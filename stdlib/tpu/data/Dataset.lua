@@ -92,6 +92,15 @@ function Dataset:element_spec(extra)
   return table.unpack(self:_spec())
 end
 
+-- How the background gather of the latest pass went (Prefetch's override); nil here, as no
+-- prefetch(n) ran. Every data set has it, so `ds.prefetch_stats and ds:prefetch_stats()`, as
+-- a script may probe it, does not reach the unknown-name error below.
+function Dataset:prefetch_stats(extra)
+  errors.none(1, "prefetch_stats", extra)
+  Dataset._check_self(self, "prefetch_stats")
+  return nil
+end
+
 -- `#ds`: the number of elements of one pass, as cardinality(); an endless data set or one whose
 -- count only a pass can tell has none (Keras's len(ds) raises for them too).
 Dataset.__len = function(self)
@@ -103,6 +112,33 @@ Dataset.__len = function(self)
       .. "decides it); ds:cardinality() returns data.UNKNOWN for it")
   end
   return n
+end
+
+-- The public methods every data set has, sorted (the class helpers aside).
+local function method_names()
+  local names = {}
+  for k, v in pairs(Dataset) do
+    if type(v) == "function" and type(k) == "string" and not k:match("^_")
+       and k ~= "extend" and k ~= "is_instance" then
+      names[#names + 1] = k
+    end
+  end
+  table.sort(names)
+  return names
+end
+
+-- Hints for tf.data's names: one that has another name here, and one whose closest name
+-- here (batch) does the opposite.
+local tf_hints = {["repeat"] = "; tpu.data calls it cycle(count)", unbatch = ""}
+
+-- A public name no data set class has (ds:unbatch()) is an error listing the methods, rather
+-- than "attempt to call a nil value". Names starting with "_" (fields internal code tests
+-- for nil, metamethods), the class machinery's `super` and non-string keys still read as nil.
+getmetatable(Dataset).__index = function(_, key)
+  if type(key) ~= "string" or key:match("^_") or key == "super" then return nil end
+  local names = method_names()
+  local hint = tf_hints[key] or errors.did_you_mean(key, names)
+  args.fail("a Dataset has no %s%s (its methods: %s)", key, hint, table.concat(names, ", "))
 end
 
 ---------------------------------------------------------------- in-memory sources
