@@ -33,6 +33,22 @@ function T.an_endless_data_set_needs_steps_per_epoch()
   end
 end
 
+function T.batch_size_is_for_tensors_not_data_sets()
+  local m, ds = model(), pairs_of(8):batch(4)
+  for _, call in ipairs {
+    {"fit", function() m:fit(ds, {batch_size = 2, verbose = 0}) end},
+    {"evaluate", function() m:evaluate(ds, {batch_size = 2, verbose = 0}) end},
+    {"predict", function() m:predict(data.from_tensors {tpu.ones {8, 2}}:batch(4), {batch_size = 2}) end},
+  } do
+    local msg = check.raises(call[2], call[1] .. ": batch_size is for tensors; a data set is batched by its own batch(n), e.g. ds:batch(2)")
+    check.is_true(msg:match("^[^:]+%.lua:%d+: ") ~= nil, msg)
+  end
+  -- With tensors it still cuts them, next to a validation data set.
+  local h = m:fit({tpu.ones {8, 2}, tpu.zeros {8, 1}}, {batch_size = 4, verbose = 0, validation_data = ds})
+  check.eq(m:compile_stats().train.executions, 2)
+  check.eq(#h.history.val_loss, 1)
+end
+
 -- A layer that is finite on its real rows and NaN on a row of zeros (x / sum(x)).
 local Normalize = nn.Module:extend("Normalize")
 function Normalize:call(v) return v / v:sum(2, true) end

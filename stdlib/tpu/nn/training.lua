@@ -969,6 +969,11 @@ local data_call = {fit = xy_call.fit, evaluate = xy_call.evaluate,
 
 local function check_data(who, data, opts)
   local size = opts.batch_size
+  -- A data set's elements are batches already: batch_size would be silently ignored (Keras raises).
+  if size ~= nil and is_dataset(data) then
+    util.fail("%s: batch_size is for tensors; a data set is batched by its own batch(n), e.g. "
+      .. "ds:batch(%s), before it is given to %s", who, util.show(size), who)
+  end
   if size ~= nil and not util.is_positive_integer(size) then
     util.fail("%s: batch_size must be a positive integer, got %s", who, util.show(size))
   end
