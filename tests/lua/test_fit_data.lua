@@ -49,6 +49,14 @@ function T.batch_size_is_for_tensors_not_data_sets()
   check.eq(#h.history.val_loss, 1)
 end
 
+function T.a_training_set_known_to_be_empty_is_refused_before_the_first_epoch()
+  local m, began = model(), 0
+  local cb = {on_train_begin = function() began = began + 1 end}
+  check.raises(function() m:fit(pairs_of(1):batch(4, {drop_remainder = true}), {verbose = 0, callbacks = {cb}}) end,
+    "fit: the training data set has no batches (its cardinality() is 0)")
+  check.eq(began, 0)
+end
+
 -- A layer that is finite on its real rows and NaN on a row of zeros (x / sum(x)).
 local Normalize = nn.Module:extend("Normalize")
 function Normalize:call(v) return v / v:sum(2, true) end

@@ -941,6 +941,10 @@ local function epoch_steps(data, opts)
       .. "pass steps_per_epoch = N to fit, or give cycle a count")
   end
   local n = cardinality(data, opts.batch_size)
+  -- Known to be empty: say so before "Epoch 1/N" prints, not after the first pass.
+  if n == 0 and is_dataset(data) then
+    util.fail("fit: the training data set has no batches (its cardinality() is 0)")
+  end
   if spe then return n and math.min(n, spe) or spe end
   return n
 end
