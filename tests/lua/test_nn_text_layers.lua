@@ -139,6 +139,19 @@ function T.attention_use_causal_mask()
     "MultiHeadAttention: use_causal_mask must be true or false, got 1")
 end
 
+-- The padding mask and the causal triangle are ANDed and applied once, as Keras: a query with
+-- no key left attends to every key uniformly (with each added, a key masked twice got -2e9
+-- and the first query read only the keys masked once: 3 where 5 is right). Reference: numpy
+-- in f32, scores + (1 - allowed) * -1e9.
+function T.attention_mask_and_causal_mask_combine_once()
+  local mha = nn.MultiHeadAttention {num_heads = 1, key_dim = 1, use_bias = false, kernel_initializer = "ones"}
+  local x = tpu.tensor {{{1}, {5}, {9}}}
+  check.near(mha {x, mask = tpu.tensor {{0, 1, 0}}, use_causal_mask = true}:reshape {3}:totable(), {5, 5, 5}, 1e-5)
+  local x2 = tpu.tensor {{{1}, {2}, {4}}}
+  local mask = tpu.tensor {{{0, 1, 1}, {1, 0, 1}, {1, 1, 0}}}
+  check.near(mha {x2, mask = mask, use_causal_mask = true}:reshape {3}:totable(), {2.3333335, 1, 1.9820137}, 1e-5)
+end
+
 ---------------------------------------------------------------- TransformerDecoder
 
 -- Weights of keras_hub's TransformerDecoder for features d, feed-forward f: self-attention

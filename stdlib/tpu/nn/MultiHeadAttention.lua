@@ -87,23 +87,23 @@ function MultiHeadAttention:_project(t, name, dim)
   return y:reshape({s[1], s[2], self.num_heads, dim}):transpose({1, 3, 2, 4})
 end
 
--- Large negative scores where the mask is 0/false, broadcast over heads (and queries).
-local function masked(scores, mask)
-  local s = mask.shape
-  local m = mask.dtype == "bool" and mask:cast("f32") or mask:ne(0):cast("f32")
-  if #s == 2 then
-    m = m:reshape({s[1], 1, 1, s[2]})
-  else
-    m = m:reshape({s[1], 1, s[2], s[3]})
+-- The keys each query may attend to, 1 or 0 (f32) broadcast over heads: the padding mask
+-- (0/false = padding; [batch, S] or [batch, T, S]) AND, with use_causal_mask, the lower
+-- triangle (key s not after query t). One mask, applied once as Keras does: a key masked by
+-- both gets -1e9 as any other, so a query with no key left attends to all keys uniformly.
+local function allowed(mask, use_causal_mask, t, s)
+  local m
+  if mask then
+    local ms = mask.shape
+    m = mask.dtype == "bool" and mask:cast("f32") or mask:ne(0):cast("f32")
+    m = #ms == 2 and m:reshape({ms[1], 1, 1, ms[2]}) or m:reshape({ms[1], 1, ms[2], ms[3]})
   end
-  return scores + (1 - m) * -1e9
-end
-
--- Large negative scores where key s comes after query t (as Keras: a lower-triangular [T, S]).
-local function causal(scores)
-  local t, s = scores.shape[3], scores.shape[4]
-  local later = core.arange(s):reshape({1, s}):gt(core.arange(t):reshape({t, 1}))
-  return scores + later:cast("f32"):reshape({1, 1, t, s}) * -1e9
+  if use_causal_mask then
+    local lower = core.arange(s):reshape({1, s}):le(core.arange(t):reshape({t, 1}))
+    lower = lower:cast("f32"):reshape({1, 1, t, s})
+    m = m and m * lower or lower
+  end
+  return m
 end
 
 -- [batch, heads, T, value_dim] attention outputs -> [batch, T, output_dim].
@@ -127,8 +127,8 @@ function MultiHeadAttention:call(x, ctx)
   local policy = self.dtype_policy
   local scores = util.cast_float(util.policy_matmul(qh, kh:transpose({1, 2, 4, 3}), policy), "f32")
                  * (1 / math.sqrt(self.key_dim))
-  if mask then scores = masked(scores, mask) end
-  if use_causal_mask then scores = causal(scores) end
+  local m = allowed(mask, use_causal_mask, scores.shape[3], scores.shape[4])
+  if m then scores = scores + (1 - m) * -1e9 end
   local weights = scores:softmax(-1)
   if ctx and ctx.training and self.dropout > 0 then
     weights = Dropout._apply(weights, self.dropout, self:random_key(ctx))
