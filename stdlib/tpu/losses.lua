@@ -11,7 +11,8 @@
 -- Keras does: when it is the output of a softmax activation (sigmoid for binary_crossentropy)
 -- the activation's input, the logits, are used (no double softmax); the output of the other
 -- (a softmax under binary_crossentropy) is read as probabilities; any other output is taken as
--- logits. With from_logits = false an activation's output is read through its logits
+-- logits. Such an output stays one through Flatten, Reshape, Cropping2D and Dropout
+-- (Activation._carry). With from_logits = false an activation's output is read through its logits
 -- too (the same value, without the rounding of log(softmax)).
 -- Labels are 0-based class ids of any integer dtype (u8, i32), shaped like y_pred without its
 -- last axis (a trailing axis of size 1 is accepted too).

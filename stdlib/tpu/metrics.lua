@@ -56,12 +56,14 @@ local function weighted_sum(v, weights)
   return (v * weights:reshape(shape)):sum(), weights:sum() * per_row
 end
 
--- Binary accuracy of one output unit: class 1 where a sigmoid's output is above 0.5, or any
--- other output (logits, as a loss by name reads it) above 0; labels above 0.5 are class 1.
+-- Binary accuracy of one output unit: class 1 where a sigmoid's (or softmax's) output is
+-- above 0.5, or any other output (logits, as a loss by name reads it) above 0; labels above
+-- 0.5 are class 1.
 local function binary_hits(y_true, y_pred)
   local Activation = package.loaded["tpu.nn.Activation"]
   local z = Activation and Activation._logits_of(y_pred, "sigmoid")
-  local pred = z and z:gt(0) or y_pred:gt(0)
+  local probs = Activation and Activation._probability_activation(y_pred)
+  local pred = z and z:gt(0) or probs and y_pred:gt(0.5) or y_pred:gt(0)
   local labels = y_true:cast("f32")
   if labels.ndim == y_pred.ndim - 1 and util.numel(labels.shape) == util.numel(y_pred.shape) then
     labels = labels:reshape(y_pred.shape)

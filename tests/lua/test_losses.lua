@@ -204,6 +204,66 @@ function T.loss_by_name_reads_the_other_activation_as_probabilities()
   check.near(s:evaluate(x, labels, {verbose = 0}).loss, -math.log(1 / 3), 1e-5)
 end
 
+-- A layer that only moves or drops values (Flatten, Reshape, Cropping2D, Dropout) keeps a
+-- softmax's (sigmoid's) output probabilities: a loss by name read them as logits (0.8964 and
+-- accuracy 0.1719 where 0.9731 and 0.5 were right, here with other data).
+function T.probabilities_survive_shape_only_layers()
+  local nn = tpu.nn
+  local x = tpu.tensor {{1, 2}, {-1, 0.5}, {0, 3}, {2, -2}}
+  local yb = tpu.tensor {{1}, {0}, {1}, {0}}
+  local lin = tpu.nn.Sequential {nn.Dense(1)}
+  local z = lin(x)
+  local want = losses.binary_crossentropy(yb, z, {from_logits = true}):item()
+  local hits = 0  -- binary accuracy from the logits: class 1 where z > 0
+  for i, v in ipairs(z:reshape {4}:totable()) do
+    hits = hits + (((v > 0) == (yb:totable()[i][1] > 0.5)) and 1 or 0)
+  end
+  for _, tail in ipairs {nn.Flatten(), nn.Dropout(0.5), nn.Reshape {1}} do
+    local m = nn.Sequential {nn.Dense(1, {activation = "sigmoid"}), tail}
+    m:compile {optimizer = "sgd", loss = "binary_crossentropy", metrics = {"accuracy"}}
+    m(x)
+    m:set_parameters(lin:parameters())
+    local r = m:evaluate(x, yb, {verbose = 0})
+    check.near(r.loss, want, 1e-5, tostring(tail))
+    check.near(r.accuracy, hits / 4, 1e-6, tostring(tail))
+  end
+  -- a softmax over 5 channels of a 4x4 image, reshaped to 16 rows of 5 (and cropped first)
+  local img = tpu.random.normal(tpu.random.key(3), {2, 4, 4, 3})
+  local labels = tpu.tensor({{0, 1, 2, 3, 4, 0, 1, 2, 3, 4, 0, 1, 2, 3, 4, 0},
+                             {4, 3, 2, 1, 0, 4, 3, 2, 1, 0, 4, 3, 2, 1, 0, 4}}, {dtype = "i32"})
+  local conv = nn.Sequential {nn.Conv2D(5, 1)}
+  local logits = conv(img)
+  for _, layers in ipairs {{nn.Reshape {16, 5}}, {nn.Cropping2D {cropping = {{1, 0}, {0, 0}}}, nn.Reshape {12, 5}}} do
+    local m = nn.Sequential {nn.Conv2D(5, 1), nn.Activation("softmax"), table.unpack(layers)}
+    m:compile {optimizer = "sgd", loss = "sparse_categorical_crossentropy"}
+    m(img)
+    m:set_parameters(conv:parameters())
+    local zl, yl = logits:reshape {2, 16, 5}, labels
+    if #layers == 2 then zl, yl = logits:slice {{1, 2}, {2, 4}}:reshape {2, 12, 5}, labels:slice {{1, 2}, {5, 16}} end
+    check.near(m:evaluate(img, yl, {verbose = 0}).loss,
+      losses.sparse_categorical_crossentropy(yl, zl, {from_logits = true}):item(), 1e-5, #layers)
+  end
+end
+
+-- Flatten of [batch, 2, 5] softmax rows is not a softmax over 10: it is read as probabilities
+-- (divided by their sum, 2, as Keras does), not through logits. Dropout in training scales
+-- its input's probabilities: read as probabilities too.
+function T.probabilities_without_logits_after_a_regrouping_or_dropout()
+  local nn = tpu.nn
+  local x = tpu.tensor {{{1, 2, 3, 4, 5}, {0, 0, 0, 0, 1}}}
+  local m = nn.Sequential {nn.Activation("softmax"), nn.Flatten()}
+  local p = m(x)
+  local label = tpu.tensor({3}, {dtype = "i32"})
+  local by_name = losses.per_example("sparse_categorical_crossentropy")
+  check.near(by_name(label, p):item(), -math.log(p:totable()[1][4] / 2), 1e-5)
+  local s = nn.Activation("sigmoid")(tpu.tensor {{0.3}, {-2}})
+  local d = nn.Dropout(0.5)(s, {training = true, key = tpu.random.key(7)})
+  local function clip(v) return math.max(math.min(v, 1 - 1e-7), 1e-7) end
+  local dv = d:totable()  -- kept values doubled, dropped ones 0
+  check.near(losses.per_example("binary_crossentropy")(tpu.tensor {{1}, {0}}, d):totable(),
+    {-math.log(clip(dv[1][1])), -math.log(1 - clip(dv[2][1]))}, 1e-4)
+end
+
 function T.a_loss_object_shows_the_options_its_class_takes()
   check.eq(tostring(losses.MeanSquaredError()), "MeanSquaredError{}")
   check.eq(tostring(losses.BinaryCrossentropy {from_logits = true}), "BinaryCrossentropy{from_logits = true}")

@@ -9,8 +9,10 @@ Activation.token_wise = true  -- each position on its own: model:generate may ru
 Activation.takes_one_tensor = true  -- a list of tensors given to it is an error naming it
 
 -- Output of a softmax or sigmoid activation -> {activation name, its input (the logits)}: a
--- loss given by name reads the logits (Keras's rule, tpu.losses). Weak keys: an entry lives as
--- long as the output tensor.
+-- loss given by name reads the logits (Keras's rule, tpu.losses). An output that a layer only
+-- rearranged or dropped values of (Flatten, Reshape, Dropout) -> {name, from = that layer's
+-- input, f = the layer applied to logits, or nil when no logits give it}. Weak keys: an
+-- entry lives as long as the output tensor.
 local made_by = setmetatable({}, {__mode = "k"})
 
 local function remembered(name, fn)
@@ -21,16 +23,31 @@ local function remembered(name, fn)
   end
 end
 
--- The logits behind y when y is the output of the `name` activation ("softmax", "sigmoid").
+-- The logits behind y when y is the output of the `name` activation ("softmax", "sigmoid"),
+-- directly or through layers that carried it (_carry), and f gives them.
 function Activation._logits_of(y, name)
   local m = made_by[y]
-  return m and m[1] == name and m[2] or nil
+  if not m or m[1] ~= name then return nil end
+  if not m.from then return m[2] end
+  local z = m.f and Activation._logits_of(m.from, name)
+  return z and m.f(z) or nil
 end
 
--- "softmax" or "sigmoid" when y is the output of that activation, else nil.
+-- "softmax" or "sigmoid" when y is the output of that activation (or carried from one), else nil.
 function Activation._probability_activation(y)
   local m = made_by[y]
   return m and m[1] or nil
+end
+
+-- y, made from x by a layer that only moves, drops or scales its values, is probabilities
+-- when x is. f(logits) applies that layer to x's logits; nil (Dropout in training), or a
+-- softmax whose last axis the layer regrouped, leaves y probabilities without logits: a
+-- softmax over the old rows is not one over the new.
+function Activation._carry(x, y, f)
+  local m = made_by[x]
+  if not m or rawequal(x, y) then return end
+  if m[1] == "softmax" and y.shape[y.ndim] ~= x.shape[x.ndim] then f = nil end
+  made_by[y] = {m[1], from = x, f = f}
 end
 
 Activation.functions = {

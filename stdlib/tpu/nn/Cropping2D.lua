@@ -8,6 +8,7 @@ local util = require "tpu.nn.util"
 
 local Cropping2D = Module:extend("Cropping2D")
 Cropping2D.takes_one_tensor = true  -- a list of tensors given to it is an error naming it
+Cropping2D.keeps_probabilities = "rearranges"  -- a softmax's output stays one (Module:__call)
 
 function Cropping2D:__init(a, b)
   margins.init(self, "cropping", 0, a, b)

@@ -17,6 +17,7 @@ local util = require "tpu.nn.util"
 local Dropout = Module:extend("Dropout")
 Dropout.token_wise = true  -- each position on its own: model:generate may run it a token at a time
 Dropout.takes_one_tensor = true  -- a list of tensors given to it is an error naming it
+Dropout.keeps_probabilities = "scales"  -- a softmax's output stays one (Module:__call)
 
 function Dropout:__init(rate, opts)
   self.rate = util.check_range("Dropout", "rate", rate, 0, 1, true)

@@ -4,6 +4,7 @@ local util = require "tpu.nn.util"
 
 local Flatten = Module:extend("Flatten")
 Flatten.takes_one_tensor = true  -- a list of tensors given to it is an error naming it
+Flatten.keeps_probabilities = "rearranges"  -- a softmax's output stays one (Module:__call)
 
 function Flatten:build(_input_shape)
   self.input_spec = {min_ndim = 1}

@@ -453,6 +453,17 @@ local function check_call_result(self, y)
   end
 end
 
+-- A softmax's or sigmoid's output stays probabilities through a layer whose class sets
+-- keeps_probabilities: "rearranges" (Flatten, Reshape, Cropping2D: the layer applied to the
+-- logits gives the output's logits) or "scales" (Dropout: probabilities, no logits). Without
+-- it a loss by name would read such an output as logits.
+local function carry_probabilities(self, x, y, ctx)
+  local Activation = package.loaded["tpu.nn.Activation"]
+  if not (Activation and util.is_tensor(x) and util.is_tensor(y)) then return end
+  local f = self.keeps_probabilities == "rearranges" and function(z) return self:call(z, ctx) end
+  Activation._carry(x, y, f or nil)
+end
+
 -- layer(x, ctx): builds on first use, checks the input, runs call. On symbolic tensors
 -- (from nn.Input) it records the call for nn.Model and returns symbolic outputs.
 function Module:__call(x, ctx)
@@ -469,8 +480,10 @@ function Module:__call(x, ctx)
   if ctx and ctx.training and not self.trainable and not ctx.frozen then
     ctx = setmetatable({frozen = true}, {__index = ctx, __newindex = ctx})
   end
-  local y = self:call(x, ctx or {training = false})
+  ctx = ctx or {training = false}
+  local y = self:call(x, ctx)
   if not util.is_tensor(y) then check_call_result(self, y) end
+  if self.keeps_probabilities then carry_probabilities(self, x, y, ctx) end
   self.output_shape = util.shape_of(y)
   return y
 end

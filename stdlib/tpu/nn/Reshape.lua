@@ -4,6 +4,7 @@ local util = require "tpu.nn.util"
 
 local Reshape = Module:extend("Reshape")
 Reshape.takes_one_tensor = true  -- a list of tensors given to it is an error naming it
+Reshape.keeps_probabilities = "rearranges"  -- a softmax's output stays one (Module:__call)
 
 local function check_target(shape)
   local ok, unknown = type(shape) == "table" and not util.is_tensor(shape) and #shape > 0, 0
