@@ -39,6 +39,10 @@ local function check_opts(name, opts, allowed)
   if opts.from_logits ~= nil and type(opts.from_logits) ~= "boolean" then
     util.fail("%s: from_logits must be true or false, got %s", name, util.show(opts.from_logits))
   end
+  local ls = opts.label_smoothing
+  if ls ~= nil and not (type(ls) == "number" and ls >= 0 and ls <= 1) then
+    util.fail("%s: label_smoothing must be a number from 0 to 1, got %s", name, util.show(ls))
+  end
   if opts.ignore_class ~= nil and math.type(opts.ignore_class) ~= "integer" then
     util.fail("%s: ignore_class must be an integer class id (e.g. 0, the padding id), got %s",
       name, util.show(opts.ignore_class))
@@ -99,15 +103,16 @@ local function check_pair(name, y_true, y_pred, opts, extra, allowed)
   return check_opts(name, opts, allowed)
 end
 
--- Registers a built-in loss from its per-example form fn(y_true, y_pred, from_logits). Called
--- directly it defaults to from_logits = false; by name (or as this function) in compile,
--- Keras's rule ("auto").
+-- Registers a built-in loss from its per-example form fn(y_true, y_pred, from_logits, opts,
+-- weights), opts holding its other options (ignore_class, label_smoothing). Called directly it
+-- defaults to from_logits = false; by name (or as this function) in compile, Keras's rule
+-- ("auto") and the options' defaults.
 local function define(name, fn, allowed)
-  local by_name = function(y_true, y_pred) return fn(y_true, y_pred, "auto") end
+  local by_name = function(y_true, y_pred) return fn(y_true, y_pred, "auto", {}) end
   per_example[name], raw[name] = by_name, fn
   M[name] = function(y_true, y_pred, opts, extra)
     opts = check_pair(name, y_true, y_pred, opts, extra, allowed)
-    return fn(y_true, y_pred, opts.from_logits == true, opts.ignore_class):mean()
+    return fn(y_true, y_pred, opts.from_logits == true, opts):mean()
   end
   per_example[M[name]] = by_name
 end
@@ -134,11 +139,11 @@ local function define_class(class_name, name, allowed)
     errors.none(2, class_name, extra)
     opts = errors.options(1, class_name, opts, allowed)
     opts = #allowed > 0 and check_opts(class_name, opts, allowed) or opts
-    local obj = setmetatable({from_logits = opts.from_logits == true,
-                              ignore_class = opts.ignore_class}, Class)
+    local obj = setmetatable({from_logits = opts.from_logits == true, ignore_class = opts.ignore_class,
+                              label_smoothing = opts.label_smoothing}, Class)
     local fn = raw[name]
     obj.per_example = function(y_true, y_pred, weights)
-      return fn(y_true, y_pred, obj.from_logits, obj.ignore_class, weights)
+      return fn(y_true, y_pred, obj.from_logits, obj, weights)
     end
     return obj
   end
@@ -200,7 +205,8 @@ function M._token_crossentropy(name, y_true, y_pred, from_logits, mask_id)
   return ce, keep
 end
 
-define("sparse_categorical_crossentropy", function(y_true, y_pred, from_logits, ignore_class, w)
+define("sparse_categorical_crossentropy", function(y_true, y_pred, from_logits, opts, w)
+  local ignore_class = opts.ignore_class
   local ce, labels = token_crossentropy("sparse_categorical_crossentropy", y_true, y_pred,
                                         from_logits, ignore_class)
   if ignore_class then return ignoring(ce, labels, ignore_class, w) end
@@ -225,18 +231,26 @@ function M.match_targets(name, y_true, y_pred, extra)
   util.fail("%s: targets %s do not match predictions %s", name, util.describe(y_true), util.describe(y_pred))
 end
 
--- One-hot (or soft) targets.
-define("categorical_crossentropy", function(y_true, y_pred, from_logits)
+-- Targets moved towards `toward` by label_smoothing ls, as Keras: y (1 - ls) + toward ls.
+local function smoothed(y_true, ls, toward)
+  local y = f32(y_true)
+  if not ls or ls == 0 then return y end
+  return y * (1 - ls) + toward * ls
+end
+
+-- One-hot (or soft) targets; label_smoothing spreads ls over the classes (ls / classes each).
+define("categorical_crossentropy", function(y_true, y_pred, from_logits, opts)
   y_true = M.match_targets("categorical_crossentropy", y_true, y_pred)
   local logp = log_probs(y_pred, from_logits)
-  return per_row(-(logp * f32(y_true)):sum(-1))
-end)
+  local y = smoothed(y_true, opts.label_smoothing, 1 / y_pred.shape[y_pred.ndim])
+  return per_row(-(logp * y):sum(-1))
+end, {"from_logits", "label_smoothing"})
 
--- Targets in {0, 1}.
-define("binary_crossentropy", function(y_true, y_pred, from_logits)
+-- Targets in {0, 1}; label_smoothing moves them towards 0.5.
+define("binary_crossentropy", function(y_true, y_pred, from_logits, opts)
   y_true = M.match_targets("binary_crossentropy", y_true, y_pred)
   local x, is_logits = logits(y_pred, from_logits, "sigmoid")
-  local z = f32(y_true)
+  local z = smoothed(y_true, opts.label_smoothing, 0.5)
   x = f32(x)
   if is_logits then
     -- max(x, 0) - x z + log(1 + exp(-|x|)), stable for large |x|
@@ -244,7 +258,7 @@ define("binary_crossentropy", function(y_true, y_pred, from_logits)
   end
   local p = x:maximum(EPS):minimum(1 - EPS)
   return per_row(-(z * p:log() + (1 - z) * (1 - p):log()))
-end)
+end, {"from_logits", "label_smoothing"})
 
 define("mse", function(y_true, y_pred)
   y_true = M.match_targets("mse", y_true, y_pred)
@@ -253,14 +267,39 @@ end, {})
 M.mean_squared_error = M.mse
 per_example.mean_squared_error = per_example.mse
 
+define("mae", function(y_true, y_pred)
+  y_true = M.match_targets("mae", y_true, y_pred)
+  return per_row((f32(y_pred) - f32(y_true)):abs())
+end, {})
+M.mean_absolute_error = M.mae
+per_example.mean_absolute_error = per_example.mae
+
+-- Keras's "huber" (delta = 1): squared error / 2 up to an error of 1, linear beyond.
+define("huber", function(y_true, y_pred)
+  y_true = M.match_targets("huber", y_true, y_pred)
+  local e = (f32(y_pred) - f32(y_true)):abs()
+  return per_row(core.where(e:le(1), e:square() * 0.5, e - 0.5))
+end, {})
+
+-- Kullback-Leibler divergence of the distributions in the last axis: both clipped to
+-- [1e-7, 1] as Keras does (a 0 in y_true adds nothing, a 0 in y_pred no infinity).
+define("kl_divergence", function(y_true, y_pred)
+  y_true = M.match_targets("kl_divergence", y_true, y_pred)
+  local t, p = f32(y_true):maximum(EPS):minimum(1), f32(y_pred):maximum(EPS):minimum(1)
+  return per_row((t * (t / p):log()):sum(-1))
+end, {})
+M.kld = M.kl_divergence
+per_example.kld = per_example.kl_divergence
+
 define_class("SparseCategoricalCrossentropy", "sparse_categorical_crossentropy",
              {"from_logits", "ignore_class"})
-define_class("CategoricalCrossentropy", "categorical_crossentropy", {"from_logits"})
-define_class("BinaryCrossentropy", "binary_crossentropy", {"from_logits"})
+define_class("CategoricalCrossentropy", "categorical_crossentropy", {"from_logits", "label_smoothing"})
+define_class("BinaryCrossentropy", "binary_crossentropy", {"from_logits", "label_smoothing"})
 define_class("MeanSquaredError", "mse", {})
 
 local names = {"sparse_categorical_crossentropy", "categorical_crossentropy",
-               "binary_crossentropy", "mse"}
+               "binary_crossentropy", "mse", "mean_squared_error", "mae", "mean_absolute_error",
+               "huber", "kl_divergence", "kld"}
 
 -- The per-example form of a built-in loss (given by name or function), else nil: a loss of
 -- the user's returns one value for the batch.

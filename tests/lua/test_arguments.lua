@@ -132,6 +132,7 @@ local function make_specs(dir)
     BinaryCrossentropy = {opts = 1}, CategoricalCrossentropy = {opts = 1}, MeanSquaredError = {opts = 1},
     SparseCategoricalCrossentropy = {opts = 1},
     binary_crossentropy = {p, p, opts = 3}, categorical_crossentropy = {p, p, opts = 3},
+    mae = {p, p}, mean_absolute_error = {p, p}, huber = {p, p}, kl_divergence = {p, p}, kld = {p, p},
     get = {"mse"}, mean_squared_error = {p, p}, mse = {p, p}, match_targets = {"mse", p, p},
     per_example = "a lookup: the per-example form of a built-in loss, nil for anything else",
     sparse_categorical_crossentropy = {y, p, opts = 3},

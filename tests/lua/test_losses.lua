@@ -264,6 +264,42 @@ function T.probabilities_without_logits_after_a_regrouping_or_dropout()
     {-math.log(clip(dv[1][1])), -math.log(1 - clip(dv[2][1]))}, 1e-4)
 end
 
+-- Keras's mae, huber (delta 1), kl_divergence (both clipped to [1e-7, 1]) and label_smoothing;
+-- the values are numpy's (float64) of the same formulas.
+function T.keras_regression_and_divergence_losses()
+  local yt = tpu.tensor {{0.0, 1.0, 0.0}, {0.2, 0.3, 0.5}}
+  local yp = tpu.tensor {{0.1, 2.5, -0.4}, {0.25, 0.05, 0.7}}
+  check.near(losses.mae(yt, yp):item(), 0.41666667, 1e-6)
+  check.is_true(losses.mean_absolute_error == losses.mae and losses.kld == losses.kl_divergence)
+  check.near(losses.huber(yt, yp):item(), 0.18958333, 1e-6)
+  local pp = tpu.tensor {{0.1, 0.7, 0.2}, {0.6, 0.0, 0.4}}
+  check.near(losses.kl_divergence(yt, pp):item(), 2.36137914, 1e-5)
+  for _, name in ipairs {"mae", "mean_absolute_error", "huber", "kl_divergence", "kld"} do
+    local m = tpu.nn.Sequential {tpu.nn.Dense(3)}
+    m:compile {optimizer = "sgd", loss = name}
+    local x = tpu.tensor {{1, 2}, {3, 4}}
+    local p = m(x)
+    check.near(m:evaluate(x, yt, {verbose = 0}).loss, losses[name](yt, p):item(), 1e-5, name)
+  end
+  check.raises(function() losses.huber(yt, yp, {from_logits = true}) end, "huber: unknown option 'from_logits'")
+end
+
+function T.label_smoothing()
+  local yt, pp = tpu.tensor {{0, 1, 0}, {0.2, 0.3, 0.5}}, tpu.tensor {{0.1, 0.7, 0.2}, {0.6, 0.0, 0.4}}
+  check.near(losses.categorical_crossentropy(yt, pp, {label_smoothing = 0.2}):item(), 3.02809598, 1e-5)
+  local z = tpu.tensor {{0.1, 2.5, -0.4}, {0.25, 0.05, 0.7}}
+  check.near(losses.CategoricalCrossentropy {label_smoothing = 0.2, from_logits = true}(yt, z):item(), 0.78033783, 1e-5)
+  local bt = tpu.tensor {{1}, {0}, {1}}
+  check.near(losses.binary_crossentropy(bt, tpu.tensor {{0.9}, {0.3}, {0.4}}, {label_smoothing = 0.1}):item(), 0.50342635, 1e-5)
+  local bce = losses.BinaryCrossentropy {label_smoothing = 0.1, from_logits = true}
+  check.near(bce(bt, tpu.tensor {{2.0}, {-1.0}, {0.5}}):item(), 0.36308889, 1e-5)
+  check.eq(tostring(bce), "BinaryCrossentropy{from_logits = true, label_smoothing = 0.1}")
+  check.raises(function() losses.BinaryCrossentropy {label_smoothing = 2} end,
+    "BinaryCrossentropy: label_smoothing must be a number from 0 to 1, got 2")
+  check.raises(function() losses.SparseCategoricalCrossentropy {label_smoothing = 0.1} end,
+    "unknown option 'label_smoothing'")
+end
+
 function T.a_loss_object_shows_the_options_its_class_takes()
   check.eq(tostring(losses.MeanSquaredError()), "MeanSquaredError{}")
   check.eq(tostring(losses.BinaryCrossentropy {from_logits = true}), "BinaryCrossentropy{from_logits = true}")
