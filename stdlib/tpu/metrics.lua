@@ -56,10 +56,10 @@ local function weighted_sum(v, weights)
   return (v * weights:reshape(shape)):sum(), weights:sum() * per_row
 end
 
--- Binary accuracy of one output unit: class 1 where a sigmoid's (or softmax's) output is
+-- Binary accuracy of each output unit: class 1 where a sigmoid's (or softmax's) output is
 -- above 0.5, or any other output (logits, as a loss by name reads it) above 0; labels above
 -- 0.5 are class 1.
-local function binary_hits(y_true, y_pred)
+local function binary_hits(y_true, y_pred, name)
   local Activation = package.loaded["tpu.nn.Activation"]
   local z = Activation and Activation._logits_of(y_pred, "sigmoid")
   local probs = Activation and Activation._probability_activation(y_pred)
@@ -69,7 +69,7 @@ local function binary_hits(y_true, y_pred)
     labels = labels:reshape(y_pred.shape)
   end
   if not util.same_shape(labels.shape, y_pred.shape) then
-    util.fail("accuracy: labels %s do not match predictions %s", util.describe(y_true), util.describe(y_pred))
+    util.fail("%s: labels %s do not match predictions %s", name, util.describe(y_true), util.describe(y_pred))
   end
   return pred:eq(labels:gt(0.5)):cast("f32")
 end
@@ -79,7 +79,7 @@ end
 -- (0-based, any integer dtype) against the argmax of the scores over the last axis.
 M.accuracy = M.define {name = "accuracy", partial = function(y_true, y_pred, weights)
   if y_pred.ndim >= 2 and y_pred.shape[y_pred.ndim] == 1 then
-    return weighted_sum(binary_hits(y_true, y_pred), weights)
+    return weighted_sum(binary_hits(y_true, y_pred, "accuracy"), weights)
   end
   local pred = y_pred:argmax(-1)
   if util.same_shape(y_true.shape, y_pred.shape) then
@@ -95,6 +95,23 @@ M.accuracy = M.define {name = "accuracy", partial = function(y_true, y_pred, wei
       util.describe(y_true), util.describe(y_pred))
   end
   return weighted_sum(pred:eq(labels):cast("f32"), weights)
+end}
+
+-- Keras's binary_accuracy: every output unit read as "accuracy" reads one unit (a sigmoid's
+-- output above 0.5, any other output, logits as a loss by name reads it, above 0), whatever
+-- the number of units, against labels above 0.5.
+M.binary_accuracy = M.define {name = "binary_accuracy", partial = function(y_true, y_pred, weights)
+  return weighted_sum(binary_hits(y_true, y_pred, "binary_accuracy"), weights)
+end}
+
+-- Keras's categorical_accuracy: the argmax of one-hot (or soft) labels, shaped like the
+-- predictions, against the argmax of the scores.
+M.categorical_accuracy = M.define {name = "categorical_accuracy", partial = function(y_true, y_pred, weights)
+  if not util.same_shape(y_true.shape, y_pred.shape) then
+    util.fail("categorical_accuracy: labels %s do not match predictions %s (expected one-hot labels "
+      .. "of the predictions' shape)", util.describe(y_true), util.describe(y_pred))
+  end
+  return weighted_sum(y_pred:argmax(-1):eq(y_true:argmax(-1)):cast("f32"), weights)
 end}
 
 -- Integer labels (any integer dtype, 0-based) as [batch] or [batch, 1].
@@ -207,7 +224,7 @@ function M.get(m, extra)
       return m(y_true, y_pred):cast("f32") * n, core.tensor(n, {dtype = "f32"})
     end}
   end
-  local known = {"accuracy", "sparse_categorical_accuracy", "top_k_accuracy", "mse",
+  local known = {"accuracy", "binary_accuracy", "categorical_accuracy", "sparse_categorical_accuracy", "top_k_accuracy", "mse",
                  "mean_squared_error", "mae", "mean_absolute_error", "perplexity"}
   util.fail("unknown metric %s%s (expected a metric or one of: %s)", util.show(m), errors.did_you_mean(m, known),
     table.concat(known, ", "))

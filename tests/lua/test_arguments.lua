@@ -142,7 +142,7 @@ local function make_specs(dir)
     accuracy = {y, p}, define = {{name = "probe", partial = function() end}}, get = {"accuracy"},
     mse = {p, p}, top_k_accuracy = {y, p}, Perplexity = {opts = 1}, perplexity = {y, p},
     mean_squared_error = {p, p}, mae = {p, p}, mean_absolute_error = {p, p},
-    sparse_categorical_accuracy = {y, p},
+    sparse_categorical_accuracy = {y, p}, binary_accuracy = {p, p}, categorical_accuracy = {p, p},
   }
 
   specs.random = {

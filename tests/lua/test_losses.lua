@@ -300,6 +300,23 @@ function T.label_smoothing()
     "unknown option 'label_smoothing'")
 end
 
+-- binary_accuracy reads each unit as "accuracy" reads one; categorical_accuracy compares
+-- argmaxes. Values are numpy's.
+function T.binary_and_categorical_accuracy()
+  local y = tpu.tensor {{1, 0, 1}, {0, 0, 1}}
+  local z = tpu.tensor {{0.3, -1.2, -0.1}, {2.0, -0.5, 0.7}}
+  check.near(metrics.binary_accuracy(y, z):item(), 4 / 6, 1e-6)  -- logits above 0
+  check.near(metrics.binary_accuracy(y, tpu.nn.Activation("sigmoid")(z)):item(), 4 / 6, 1e-6)
+  check.near(metrics.binary_accuracy(y, z:sigmoid()):item(), 3 / 6, 1e-6)  -- no record: read as logits, all above 0
+  local oh = tpu.tensor {{0, 1, 0}, {0, 0, 1}, {1, 0, 0}}
+  local sc = tpu.tensor {{0.1, 0.7, 0.2}, {0.5, 0.3, 0.2}, {0.9, 0.05, 0.05}}
+  check.near(metrics.categorical_accuracy(oh, sc):item(), 2 / 3, 1e-6)
+  check.eq(metrics.get("binary_accuracy"), metrics.binary_accuracy)
+  check.eq(metrics.get("categorical_accuracy"), metrics.categorical_accuracy)
+  check.raises(function() metrics.categorical_accuracy(tpu.tensor({1, 2, 0}, {dtype = "i32"}), sc) end,
+    "categorical_accuracy: labels i32[3] do not match predictions f32[3,3]")
+end
+
 function T.a_loss_object_shows_the_options_its_class_takes()
   check.eq(tostring(losses.MeanSquaredError()), "MeanSquaredError{}")
   check.eq(tostring(losses.BinaryCrossentropy {from_logits = true}), "BinaryCrossentropy{from_logits = true}")
