@@ -135,6 +135,78 @@ function T.hard_swish(x, extra)
 end
 T.hard_silu = T.hard_swish
 
+-- log(1 + u) for u >= 0 without losing a small u to rounding: log(w) * u / (w - 1) with
+-- w = 1 + u (Goldberg's form; u itself where w rounds to 1). The divisor is never 0, so
+-- gradients through either branch stay finite.
+local function log1p(u)
+  local w = u + 1
+  local d = w - 1
+  local tiny = d:eq(0)
+  return core.where(tiny, u, w:log() * u / core.where(tiny, d + 1, d))
+end
+
+-- exp(x) - 1 for x <= 0 without losing a small x to rounding: (u - 1) * x / log(u) with
+-- u = exp(x) (Kahan's form; x itself where u rounds to 1) for x > -1, plain exp(x) - 1 below
+-- (where the form would divide by log(0) once exp(x) underflows).
+local function expm1_nonpositive(x)
+  local near = x:maximum(-1)
+  local u = near:exp()
+  local one = u:eq(1)
+  local l = u:log()
+  local small = core.where(one, near, (u - 1) * near / core.where(one, l - 1, l))
+  return core.where(x:gt(-1), small, x:exp() - 1)
+end
+
+-- Keras's elu: x where x > 0, alpha (exp(x) - 1) elsewhere; x:elu{alpha = 1}.
+function T.elu(x, opts, extra)
+  errors.check(1, "elu", x, "tensor")
+  opts = errors.options(1, "elu", opts, {"alpha"})
+  errors.none(2, "elu", extra)
+  local alpha = opts.alpha or 1
+  if type(alpha) ~= "number" then errors.type_error(1, "elu", "number alpha", alpha) end
+  return core.where(x:gt(0), x, alpha * expm1_nonpositive(x:minimum(0)))
+end
+
+-- Keras's selu: scale * elu(x, alpha) with the constants of Klambauer et al. (2017).
+local selu_alpha, selu_scale = 1.6732632423543772848170429916717, 1.0507009873554804934193349852946
+function T.selu(x, extra)
+  errors.check(1, "selu", x, "tensor")
+  errors.none(1, "selu", extra)
+  return selu_scale * x:elu {alpha = selu_alpha}
+end
+
+-- Keras's leaky_relu: x where x >= 0, negative_slope * x elsewhere (default slope 0.2, as
+-- keras.activations.leaky_relu; the LeakyReLU layer's default is 0.3).
+function T.leaky_relu(x, opts, extra)
+  errors.check(1, "leaky_relu", x, "tensor")
+  opts = errors.options(1, "leaky_relu", opts, {"negative_slope"})
+  errors.none(2, "leaky_relu", extra)
+  local slope = opts.negative_slope or 0.2
+  if type(slope) ~= "number" then errors.type_error(1, "leaky_relu", "number negative_slope", slope) end
+  return core.where(x:ge(0), x, x * slope)
+end
+
+-- log(1 + exp(x)), computed as max(x, 0) + log1p(exp(-|x|)) (no overflow for a large x).
+function T.softplus(x, extra)
+  errors.check(1, "softplus", x, "tensor")
+  errors.none(1, "softplus", extra)
+  return x:maximum(0) + log1p((-x:abs()):exp())
+end
+
+-- x / (|x| + 1)
+function T.softsign(x, extra)
+  errors.check(1, "softsign", x, "tensor")
+  errors.none(1, "softsign", extra)
+  return x / (x:abs() + 1)
+end
+
+-- Misra's mish: x * tanh(softplus(x)).
+function T.mish(x, extra)
+  errors.check(1, "mish", x, "tensor")
+  errors.none(1, "mish", extra)
+  return x * x:softplus():tanh()
+end
+
 function T.softmax(x, axis, extra)
   axis = axis_arg("softmax", x, axis, extra)
   local e = (x - x:max(axis, true)):exp()

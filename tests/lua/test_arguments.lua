@@ -47,6 +47,7 @@ local function make_specs(dir)
     conv2d = {img, filter, opts = 3}, conv2d_transpose = {img, filter, opts = 3}, div = {x, 2}, eq = {x, x}, exp = {x}, full = {{2}, 1, opts = 3},
     erf = {x}, ge = {x, x}, gelu = {x, opts = 2}, grad = {id, opts = 2}, gt = {x, x},
     hard_sigmoid = {x}, hard_silu = {x}, hard_swish = {x}, relu6 = {x}, silu = {x}, swish = {x},
+    elu = {x, opts = 2}, leaky_relu = {x, opts = 2}, mish = {x}, selu = {x}, softplus = {x}, softsign = {x},
     is_tensor = {x, any = {1}},  -- a predicate: true for a tensor, false for anything else
     is_traced = {x, any = {1}},  -- a predicate: true for a traced tensor, false for anything else
     item = {tpu.tensor(1)}, jit = {id, opts = 2}, le = {x, x}, load = {safetensors, opts = 2},

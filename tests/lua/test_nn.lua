@@ -82,7 +82,7 @@ function T.dense_argument_errors()
   check.raises(function() nn.Dense(2.5) end, "got 2.5")
   check.raises(function() nn.Dense("10") end, 'got "10"')
   check.raises(function() nn.Dense(3, {activation = "relux"}) end,
-    'unknown activation "relux" %(expected a function or one of: gelu, gelu_approximate, hard_sigmoid, hard_silu, hard_swish, linear, relu')
+    'unknown activation "relux" %(expected a function or one of: elu, exponential, gelu, gelu_approximate, hard_sigmoid, hard_silu, hard_swish, leaky_relu, linear')
   check.raises(function() nn.Dense(3, {activaton = "relu"}) end, "unknown option 'activaton'")
   check.raises(function() nn.Dense(3, {kernel_initializer = "glorot"}) end,
     'unknown initializer "glorot"')

@@ -65,6 +65,14 @@ Activation.functions = {
   hard_sigmoid = function(x) return x:hard_sigmoid() end,
   hard_swish = function(x) return x:hard_swish() end,
   hard_silu = function(x) return x:hard_swish() end,
+  elu = function(x) return x:elu() end,
+  selu = function(x) return x:selu() end,
+  leaky_relu = function(x) return x:leaky_relu() end,  -- negative_slope 0.2, as Keras's
+  softplus = function(x) return x:softplus() end,
+  softsign = function(x) return x:softsign() end,
+  exponential = function(x) return x:exp() end,
+  mish = function(x) return x:mish() end,
+  log_softmax = function(x) return x:log_softmax(-1) end,
 }
 
 local function known()
