@@ -90,6 +90,7 @@ local function make_specs(dir)
     AveragePooling2D = {opts = 1}, BatchNormalization = {opts = 1}, Convolution1D = {2, 3, opts = 3},
     Convolution2D = {2, 3, opts = 3}, Convolution2DTranspose = {2, 3, opts = 3}, LayerNormalization = {opts = 1},
     MaxPooling2D = {opts = 1}, SeparableConvolution2D = {2, 3, opts = 3},
+    ReLU = {opts = 1}, LeakyReLU = {opts = 1}, ELU = {opts = 1}, Softmax = {opts = 1},
     Layer = "Keras's name of nn.Module, the base class of layers: users extend it rather than call it",
     ["initializers.constant"] = {0.5}, ["initializers.get"] = {"zeros", "Dense: kernel_initializer"},
     ["initializers.glorot_normal"] = {key, {2, 2}, "f32"}, ["initializers.glorot_uniform"] = {key, {2, 2}, "f32"},

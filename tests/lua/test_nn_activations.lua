@@ -85,7 +85,7 @@ function T.gradients()
   close(far:softplus():totable(), {3.720075976e-44, 9.357622969e-14, 30, 100}, 1e-6, "softplus far")
   close(far:mish():totable(), {-3.720075976e-42, -2.807286891e-12, 30, 100}, 1e-6, "mish far")
   nn_check.gradients(nn.Dense(3, {activation = "mish"}), rand({2, 4}, 7))
-  nn_check.gradients(nn.Dense(3, {activation = "selu"}), rand({2, 4}, 8))
+  nn_check.gradients(nn.Dense(3, {activation = "softplus"}), rand({2, 4}, 8))
 end
 
 function T.errors()
@@ -94,6 +94,86 @@ function T.errors()
   check.raises(function() x:elu {slope = 1} end, "slope")
   check.raises(function() x:leaky_relu {alpha = 0.1} end, "alpha")
   check.raises(function() x:softplus(2) end, "softplus")
+end
+
+---------------------------------------------------------------- the activation layers
+
+-- Keras's ReLU: keras.activations.relu's documented examples, and a combination computed with
+-- numpy from its definition (where(x > t, x, 0), clipped to [0, max], minus slope * relu(t - x)).
+function T.relu_layer_values()
+  local v = tpu.tensor {-10, -5, 0, 5, 10}
+  check.near(nn.ReLU()(v):totable(), {0, 0, 0, 5, 10}, 0)
+  check.near(nn.ReLU {negative_slope = 0.5}(v):totable(), {-5, -2.5, 0, 5, 10}, 0)
+  check.near(nn.ReLU {max_value = 5}(v):totable(), {0, 0, 0, 5, 5}, 0)
+  check.near(nn.ReLU(5)(v):totable(), {0, 0, 0, 5, 5}, 0)
+  check.near(nn.ReLU {threshold = 5}(v):totable(), {0, 0, 0, 0, 10}, 0)
+  local w = tpu.tensor {-3, -0.5, 0.5, 1.5, 2, 7}
+  check.near(nn.ReLU {negative_slope = 0.1, max_value = 6, threshold = 1}(w):totable(),
+    {-0.4, -0.15, -0.05, 1.5, 2, 6}, 1e-6)
+  check.near(nn.ReLU(6)(w):totable(), {0, 0, 0.5, 1.5, 2, 6}, 1e-6)  -- torch.clamp(x, 0, 6)
+  check.eq(tostring(nn.ReLU()), "nn.ReLU()")
+  check.eq(tostring(nn.ReLU {max_value = 6, negative_slope = 0.1, threshold = 1}),
+    "nn.ReLU(max_value 6, negative_slope 0.1, threshold 1)")
+  check.eq(nn.ReLU().name:match("^re_lu_%d+$") ~= nil, true)
+end
+
+-- torch.nn.functional.leaky_relu, elu and softmax in float64
+function T.leaky_relu_elu_softmax_layer_values()
+  local w = tpu.tensor {-3, -0.5, 0.5, 1.5, 2, 7}
+  check.near(nn.LeakyReLU()(w):totable(), {-0.9, -0.15, 0.5, 1.5, 2, 7}, 1e-6)  -- Keras's layer default 0.3
+  check.near(nn.LeakyReLU(0.1)(w):totable(), nn.LeakyReLU {negative_slope = 0.1}(w):totable(), 0)
+  check.near(nn.LeakyReLU {alpha = 0.1}(w):totable(), {-0.3, -0.05, 0.5, 1.5, 2, 7}, 1e-6)
+  check.near(nn.ELU(0.5)(w):totable(), {-0.475106465816068, -0.1967346701436833, 0.5, 1.5, 2, 7}, 1e-6)
+  check.near(nn.ELU()(w):totable(), w:elu():totable(), 0)
+  local m = tpu.tensor {{1, 2, -3}, {0.5, 0.5, 9}}
+  check.near(nn.Softmax()(m):totable(), {{0.2676231541498624, 0.7274751568004648, 0.004901689049672922},
+    {0.0002033856039364178, 0.0002033856039364178, 0.9995932287921272}}, 1e-6)
+  check.near(nn.Softmax(1)(m):totable(), {{0.6224593312018546, 0.8175744761936437, 6.144174602214718e-06},
+    {0.37754066879814546, 0.18242552380635632, 0.9999938558253978}}, 1e-6)
+  check.near(nn.Softmax {axis = -2}(m):totable(), nn.Softmax(1)(m):totable(), 0)
+  check.eq({tostring(nn.LeakyReLU()), tostring(nn.ELU()), tostring(nn.Softmax())},
+    {"nn.LeakyReLU(0.3)", "nn.ELU(1)", "nn.Softmax(axis -1)"})
+end
+
+function T.activation_layers_in_models()
+  local model = nn.Sequential {nn.Input {shape = {3}}, nn.Dense(4), nn.ReLU(6), nn.LeakyReLU(), nn.ELU(),
+                               nn.Dense(2), nn.Softmax()}
+  check.eq(model(rand({5, 3})).shape, {5, 2})
+  local text = tostring(model)
+  for _, want in ipairs {"nn.ReLU%(max_value 6%)", "nn.LeakyReLU%(0.3%)", "nn.ELU%(1%)", "nn.Softmax%(axis %-1%)"} do
+    check.eq(text:match(want) ~= nil, true, want)
+  end
+  local summary = require("tpu.nn.summary")(model)  -- the text model:summary() prints
+  for _, cls in ipairs {"ReLU", "LeakyReLU", "ELU", "Softmax"} do
+    check.eq(summary:match("%(" .. cls .. "%)") ~= nil, true, cls)
+  end
+  -- a loss by name reads the logits behind the Softmax layer, as behind the activation
+  model:compile {optimizer = "adam", loss = "categorical_crossentropy"}
+  local h = model:fit(rand({8, 3}), tpu.one_hot(tpu.tensor({0, 1, 1, 0, 1, 0, 0, 1}, {dtype = "i32"}), 2),
+    {epochs = 2, batch_size = 4, verbose = 0})
+  check.eq(#h.history.loss, 2)
+end
+
+function T.activation_layer_gradients()
+  -- away from each function's kinks (0, threshold 1, max_value 6)
+  local v = tpu.tensor {{-6.5, -2.1, -0.7, 0.4}, {1.3, 2.6, 3.5, 9.0}}
+  for _, layer in ipairs {nn.ReLU {negative_slope = 0.1, max_value = 6, threshold = 1}, nn.ReLU {negative_slope = 0.2},
+                          nn.LeakyReLU(), nn.ELU(0.7), nn.Softmax(), nn.Softmax(1)} do
+    check.near(jacobian.max_error(function(t) return layer(t) end, v), 0, 1e-2, tostring(layer))
+  end
+end
+
+function T.activation_layer_errors()
+  check.raises(function() nn.ReLU {max_value = -1} end, "ReLU: max_value must be a non%-negative number, got %-1")
+  check.raises(function() nn.ReLU {negative_slope = -0.1} end, "ReLU: negative_slope must be")
+  check.raises(function() nn.ReLU(6, {max_value = 5}) end, "ReLU: max_value given twice")
+  check.raises(function() nn.ReLU {alpha = 1} end, "ReLU: unknown option 'alpha'")
+  check.raises(function() nn.LeakyReLU {alpha = 0.1, negative_slope = 0.2} end, "not both")
+  check.raises(function() nn.LeakyReLU(-1) end, "LeakyReLU: negative_slope must be a non%-negative number")
+  check.raises(function() nn.ELU {alpha = "a"} end, "ELU: alpha must be a number")
+  check.raises(function() nn.Softmax {axis = 0} end, "Softmax: axis must be a non%-zero integer")
+  check.raises(function() nn.Softmax(3)(rand({2, 3})) end, "Softmax 'softmax_%d+': axis 3 is out of range")
+  check.raises(function() nn.Softmax({}, 2) end, "Softmax")
 end
 
 return T

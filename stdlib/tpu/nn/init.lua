@@ -10,7 +10,8 @@ for _, name in ipairs {"Dense", "Flatten", "Reshape", "Activation", "Dropout", "
                        "Embedding", "MultiHeadAttention", "TransformerEncoder", "Concatenate",
                        "Add", "Multiply", "PositionEmbedding", "TransformerDecoder", "ZeroPadding2D",
                        "Cropping2D", "GlobalMaxPool2D", "DepthwiseConv2D", "SeparableConv2D",
-                       "Conv2DTranspose", "Conv1D", "UpSampling2D", "Rescaling", "Normalization"} do
+                       "Conv2DTranspose", "Conv1D", "UpSampling2D", "Rescaling", "Normalization",
+                       "ReLU", "LeakyReLU", "ELU", "Softmax"} do
   nn[name] = require("tpu.nn." .. name)
 end
 -- Keras's names of the global poolings.

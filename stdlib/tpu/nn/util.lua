@@ -184,6 +184,24 @@ function M.initializer(opts, who, name, default)
   return require("tpu.nn.initializers").get(opts[name] or default, who .. ": " .. name)
 end
 
+-- The options of a layer whose first Keras argument may also come first in Lua, as
+-- nn.LeakyReLU(0.1) or nn.LeakyReLU {negative_slope = 0.1}: (a, b) -> opts, with a number `a`
+-- stored as opts[key] (giving it twice is an error).
+function M.leading_option(self, a, b, key)
+  if type(a) ~= "number" then
+    require("tpu.errors").none(2, self.__name, b)
+    return a or {}
+  end
+  local opts = b or {}
+  if type(opts) == "table" and opts[key] ~= nil then
+    M.fail("%s: %s given twice (%s and %s = %s)", self.__name, key, M.show(a), key, M.show(opts[key]))
+  end
+  local copy = {}
+  if type(opts) == "table" then for k, v in pairs(opts) do copy[k] = v end end
+  copy[key] = a
+  return copy
+end
+
 -- A boolean option (nil gives `default`).
 function M.flag(who, opts, name, default)
   local v = opts[name]
