@@ -11,15 +11,18 @@ for _, name in ipairs {"Dense", "Flatten", "Reshape", "Activation", "Dropout", "
                        "Add", "Multiply", "PositionEmbedding", "TransformerDecoder", "ZeroPadding2D",
                        "Cropping2D", "GlobalMaxPool2D", "DepthwiseConv2D", "SeparableConv2D",
                        "Conv2DTranspose", "Conv1D", "UpSampling2D", "Rescaling", "Normalization",
-                       "ReLU", "LeakyReLU", "ELU", "Softmax"} do
+                       "ReLU", "LeakyReLU", "ELU", "Softmax", "MaxPool1D", "AvgPool1D",
+                       "GlobalAvgPool1D", "GlobalMaxPool1D"} do
   nn[name] = require("tpu.nn." .. name)
 end
 -- Keras's names of the global poolings.
 nn.GlobalAveragePooling2D, nn.GlobalMaxPooling2D = nn.GlobalAvgPool2D, nn.GlobalMaxPool2D
+nn.GlobalAveragePooling1D, nn.GlobalMaxPooling1D = nn.GlobalAvgPool1D, nn.GlobalMaxPool1D
 -- Keras 3's other names of these classes (keras.layers.X is the same class as nn.Y).
 nn.Layer = nn.Module
 nn.BatchNormalization, nn.LayerNormalization = nn.BatchNorm, nn.LayerNorm
 nn.MaxPooling2D, nn.AveragePooling2D = nn.MaxPool2D, nn.AvgPool2D
+nn.MaxPooling1D, nn.AveragePooling1D = nn.MaxPool1D, nn.AvgPool1D
 nn.Convolution1D, nn.Convolution2D, nn.Convolution2DTranspose = nn.Conv1D, nn.Conv2D, nn.Conv2DTranspose
 nn.SeparableConvolution2D = nn.SeparableConv2D
 require "tpu.nn.persistence"  -- model:save(path), model:load(path)
