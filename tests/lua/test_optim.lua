@@ -450,4 +450,59 @@ function T.gradients_flow_through_a_traced_update()
   end
 end
 
+-- weight_decay on Adam, SGD and RMSprop and amsgrad on Adam, as Keras 3: before each update
+-- p = p - p * weight_decay * lr (Optimizer._apply_weight_decay); amsgrad keeps
+-- v_hat = max(v_hat, v) and divides by sqrt(v_hat). Three steps against a numpy reference of
+-- Keras 3's update rules in float64 (p0 = {2, -1.5}; the gradients below).
+local wd_steps = {{2.0, -0.2}, {0.1, 0.4}, {-0.05, 0.05}}
+
+local function run_steps(opt)
+  local params = {tpu.tensor {2.0, -1.5}}
+  local state = opt:init(params)
+  for _, g in ipairs(wd_steps) do params, state = opt:update(params, {tpu.tensor(g)}, state) end
+  return params[1]:totable(), state
+end
+
+function T.weight_decay_as_keras()
+  check.near(run_steps(optim.Adam {lr = 0.1, weight_decay = 0.05}), {1.74786899447, -1.45026477847}, 2e-6)
+  check.near(run_steps(optim.Adam {lr = 0.1}), {1.77636854642, -1.47183803222}, 2e-6)
+  check.near(run_steps(optim.SGD {lr = 0.1, weight_decay = 0.05}), {1.76719475, -1.5026118125}, 2e-6)
+  check.near(run_steps(optim.SGD {lr = 0.1, weight_decay = 0.05, momentum = 0.9}), {1.41709475, -1.5045018125}, 2e-6)
+  check.near(run_steps(optim.SGD {lr = 0.1, weight_decay = 0.05, momentum = 0.9, nesterov = true}),
+    {1.26944525, -1.5268123625}, 2e-6)
+  check.near(run_steps(optim.RMSprop {lr = 0.01, weight_decay = 0.05}), {1.96462367327, -1.49845563733}, 2e-6)
+  check.near(run_steps(optim.RMSprop {lr = 0.01, weight_decay = 0.05, momentum = 0.5}),
+    {1.94008232126, -1.48903243477}, 2e-6)
+  check.eq({optim.Adam().weight_decay, optim.SGD().weight_decay, optim.RMSprop().weight_decay}, {0, 0, 0})
+  check.raises(function() optim.SGD {weight_decay = -1} end, "SGD: weight_decay must be a number >= 0, got %-1")
+  check.raises(function() optim.RMSprop {weight_decay = "a"} end, "RMSprop: weight_decay must be a number >= 0")
+end
+
+function T.adam_amsgrad_as_keras()
+  local p, state = run_steps(optim.Adam {lr = 0.1, amsgrad = true})
+  check.near(p, {1.77637850808, -1.47183803222}, 2e-6)
+  check.near(state.v_hat[1]:totable(), {0.004006, 0.00020226004}, 1e-8)  -- the largest v seen, not the last
+  check.near(state.v[1]:totable()[1], 0.0040060, 1e-5)
+  check.eq(state.v[1]:totable()[1] < 0.004006 - 1e-8, true)
+  check.near(run_steps(optim.Adam {lr = 0.1, amsgrad = true, weight_decay = 0.05}), {1.74787895614, -1.45026477847}, 2e-6)
+  check.near(run_steps(optim.AdamW {lr = 0.1, amsgrad = true}), {1.7740877078, -1.47010409082}, 2e-6)
+  check.eq(optim.Adam().amsgrad, false)
+  check.eq(optim.Adam().slots, {"m", "v"})
+  check.raises(function() optim.Adam {amsgrad = 1} end, "Adam: amsgrad must be true or false, got 1")
+end
+
+-- The options work inside fit's compiled step too (the update is traced there).
+function T.weight_decay_and_amsgrad_in_fit()
+  local x = tpu.random.normal(tpu.random.key(5), {16, 3})
+  local y = x:sum {axis = 2, keepdims = true}
+  for _, opt in ipairs {optim.Adam {lr = 0.05, weight_decay = 0.01, amsgrad = true},
+                        optim.SGD {lr = 0.05, weight_decay = 0.01, momentum = 0.9},
+                        optim.RMSprop {lr = 0.01, weight_decay = 0.01}} do
+    local model = tpu.nn.Sequential {tpu.nn.Dense(1)}
+    model:compile {optimizer = opt, loss = "mse"}
+    local h = model:fit(x, y, {epochs = 5, batch_size = 4, verbose = 0})
+    check.eq(h.history.loss[5] < h.history.loss[1], true, opt.__name)
+  end
+end
+
 return T

@@ -34,6 +34,15 @@ function Optimizer:_check_number(name, value, lo, hi)
   return value
 end
 
+-- The `weight_decay` option of the optimizers that take it (0 or `default` when absent): as
+-- Keras 3's, before each update every parameter shrinks by lr * weight_decay * p (decoupled
+-- weight decay, Loshchilov & Hutter), lr being the step's learning rate.
+function Optimizer:_init_weight_decay(opts, default)
+  local wd = opts.weight_decay
+  if wd == nil then wd = default or 0 end
+  self.weight_decay = self:_check_number("weight_decay", wd, 0)
+end
+
 function Optimizer:_check_lr(opts)
   local lr = opts.lr
   if lr == nil then return self.default_lr end
@@ -130,12 +139,16 @@ local function clipped(self, g)
 end
 
 -- One parameter's update: its gradient clipped (clipnorm, clipvalue) or scaled with the others
--- (global_clipnorm), update_one, and the new value taken only where `keep` holds (update's
--- `where`).
+-- (global_clipnorm), weight decay (when the optimizer has weight_decay), update_one, and the
+-- new value taken only where `keep` holds (update's `where`).
 local function update_param(self, p, g, slots, scalars, scale, keep)
   g = clipped(self, g)
   if scale then g = g * Optimizer.like(scale, g) end
-  local new_p, new_slots = self:update_one(p, g, slots, scalars)
+  local decayed = p
+  if (self.weight_decay or 0) > 0 then  -- the scalars of such an optimizer hold the step's lr
+    decayed = p - Optimizer.like(scalars.lr * self.weight_decay, p) * p
+  end
+  local new_p, new_slots = self:update_one(decayed, g, slots, scalars)
   if keep then new_p = core.where(keep, new_p, p) end
   return new_p, new_slots
 end

@@ -2,6 +2,7 @@
 --   v = rho v + (1 - rho) g^2;  step = lr * g / sqrt(v + epsilon)
 --   centered: a = rho a + (1 - rho) g, and v - a^2 replaces v
 --   momentum: m = momentum m + step; p = p - m   (else p = p - step)
+--   weight_decay: p shrinks by lr * weight_decay * p first (Optimizer)
 --   optim.RMSprop {lr = 1e-3, rho = 0.9, momentum = 0, epsilon = 1e-7, centered = false}
 local Optimizer = require "tpu.optim.Optimizer"
 local util = require "tpu.nn.util"
@@ -11,7 +12,8 @@ RMSprop.default_lr = 1e-3
 
 function RMSprop:__init(opts)
   opts = opts or {}
-  opts = self:init_options(opts, {"rho", "momentum", "epsilon", "centered"})
+  opts = self:init_options(opts, {"rho", "momentum", "epsilon", "centered", "weight_decay"})
+  self:_init_weight_decay(opts)
   self.rho = self:_check_number("rho", opts.rho or 0.9, 0, 1)
   self.momentum = self:_check_number("momentum", opts.momentum or 0, 0, 1)
   self.epsilon = self:_check_number("epsilon", opts.epsilon or 1e-7, 0)

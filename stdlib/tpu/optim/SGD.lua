@@ -1,5 +1,6 @@
 -- Stochastic gradient descent with optional (Nesterov) momentum:
 --   v = momentum * v - lr * g;  p = p + v            (nesterov: p = p + momentum * v - lr * g)
+-- weight_decay: p shrinks by lr * weight_decay * p first (Optimizer).
 local Optimizer = require "tpu.optim.Optimizer"
 local util = require "tpu.nn.util"
 
@@ -8,7 +9,8 @@ SGD.default_lr = 0.01
 
 function SGD:__init(opts)
   opts = opts or {}
-  opts = self:init_options(opts, {"momentum", "nesterov"})
+  opts = self:init_options(opts, {"momentum", "nesterov", "weight_decay"})
+  self:_init_weight_decay(opts)
   self.momentum = self:_check_number("momentum", opts.momentum or 0, 0, 1)
   self.nesterov = util.flag("SGD", opts, "nesterov", false)
   self.slots = self.momentum > 0 and {"velocity"} or {}
