@@ -34,6 +34,9 @@ using OrderedJson = nlohmann::ordered_json;
 constexpr size_t kMaxRank = 32;
 constexpr uint64_t kMaxDim = INT32_MAX;
 constexpr int kMaxJsonDepth = 3;  // header object > entry or metadata object > shape array
+// Tensors in a file, and entries in its __metadata__: far more than any model has, few enough
+// that the parsed header stays within some hundreds of MB.
+constexpr size_t kMaxMembers = 1'000'000;
 constexpr size_t kMaxShownChars = 80;
 
 // The dtypes of the format, ours first.
@@ -100,25 +103,93 @@ struct Header {
   std::map<std::string, std::string> metadata;
 };
 
-// Rejects duplicate keys in any object (the JSON library would keep the last one silently)
-// and nesting deeper than the format has.
-class KeyChecker {
+std::string too_many_dims() { return "shape has more than " + std::to_string(kMaxRank) + " dimensions"; }
+
+const char* const kOffsetsRule = "data_offsets must be [begin, end] with non-negative integers";
+
+// Builds the header's JSON tree (with the library's own builder) and checks it while it is
+// read, so that a hostile header fails before its tree exists (a tree takes about 25 times the
+// text): duplicate keys in any object (the library would keep the last one silently), nesting
+// deeper than the format has, unknown fields of an entry, and lists and objects longer than the
+// format allows. (The library's parser callbacks would do, but their builder rescans the parent
+// object after each member: quadratic in the number of tensors.)
+class HeaderParser {
  public:
-  explicit KeyChecker(const std::string& path) : path_(path) {}
-  bool operator()(int depth, Json::parse_event_t event, Json& parsed) {
-    using E = Json::parse_event_t;
-    if ((event == E::object_start || event == E::array_start) && depth >= kMaxJsonDepth)
-      fail_header(path_, "nested deeper than the format allows");
-    if (event == E::object_start) keys_.emplace_back();
-    if (event == E::object_end && !keys_.empty()) keys_.pop_back();
-    if (event == E::key && !keys_.empty() && !keys_.back().insert(parsed.get<std::string>()).second)
-      fail_header(path_, "duplicate key " + shown(parsed.get<std::string>()));
-    return true;
-  }
+  HeaderParser(Json& root, const std::string& path) : dom_(root), path_(path) {}
+
+  bool null() { return count_element(), dom_.null(); }
+  bool boolean(bool b) { return count_element(), dom_.boolean(b); }
+  bool number_integer(Json::number_integer_t n) { return count_element(), dom_.number_integer(n); }
+  bool number_unsigned(Json::number_unsigned_t n) { return count_element(), dom_.number_unsigned(n); }
+  bool number_float(Json::number_float_t x, const Json::string_t& s) { return count_element(), dom_.number_float(x, s); }
+  bool string(Json::string_t& s) { return count_element(), dom_.string(s); }
+  bool binary(Json::binary_t& b) { return count_element(), dom_.binary(b); }
+  bool start_object(size_t n) { return open(false), dom_.start_object(n); }
+  bool start_array(size_t n) { return open(true), dom_.start_array(n); }
+  bool end_object() { return levels_.pop_back(), dom_.end_object(); }
+  bool end_array() { return levels_.pop_back(), dom_.end_array(); }
+  bool key(Json::string_t& k) { return check_key(k), dom_.key(k); }
+  template <class Exception>
+  bool parse_error(size_t at, const std::string& token, const Exception& e) { return dom_.parse_error(at, token, e); }
 
  private:
+  struct Level {
+    Level(bool is_array, size_t max) : array(is_array), limit(max) {}
+    bool array;
+    size_t limit;
+    size_t count = 0;
+    std::string key;  // the member being read, in an object
+    std::set<std::string> keys;
+  };
+
+  void open(bool array) {
+    if (levels_.size() >= size_t(kMaxJsonDepth)) fail_header(path_, "nested deeper than the format allows");
+    count_element();
+    levels_.emplace_back(array, limit_of(array));
+  }
+
+  void check_key(const std::string& k) {
+    if (in_entry() && k != "dtype" && k != "shape" && k != "data_offsets")
+      fail_tensor(path_, levels_[0].key, "unknown field " + shown(k) + " in the entry");
+    Level& l = levels_.back();
+    if (!l.keys.insert(k).second) fail_header(path_, "duplicate key " + shown(k));
+    l.key = k;
+    if (++l.count > l.limit) fail_too_long();
+  }
+
+  // A value or a nested list or object: one more element when inside a list (an object's
+  // members count at their keys).
+  void count_element() {
+    if (levels_.empty() || !levels_.back().array) return;
+    if (++levels_.back().count > levels_.back().limit) fail_too_long();
+  }
+
+  [[noreturn]] void fail_too_long() const {
+    const std::string members = std::to_string(kMaxMembers);
+    if (levels_.size() == 1) fail_header(path_, "more than " + members + " tensors");
+    const std::string& top = levels_[0].key;
+    if (levels_.size() == 2 && top == "__metadata__") fail_header(path_, "__metadata__ has more than " + members + " entries");
+    const std::string field = levels_.size() == 3 && top != "__metadata__" ? levels_[1].key : "";
+    if (field == "shape") fail_tensor(path_, top, too_many_dims());
+    if (field == "data_offsets") fail_tensor(path_, top, kOffsetsRule);
+    fail_header(path_, "a list or object holds more than " + std::to_string(levels_.back().limit) + " items");
+  }
+
+  // Inside the object of a tensor's entry (not in __metadata__).
+  bool in_entry() const { return levels_.size() == 2 && !levels_[1].array && levels_[0].key != "__metadata__"; }
+
+  // The most elements or members a new list or object may hold: the root and __metadata__ have
+  // many, an entry 3 (its unknown fields fail at once), data_offsets 2, anything else is a shape
+  // (or no valid part of the format) and holds at most kMaxRank.
+  size_t limit_of(bool array) const {
+    if (levels_.empty()) return kMaxMembers;  // the tensors
+    if (levels_.size() == 1 && !array) return levels_[0].key == "__metadata__" ? kMaxMembers : 3;
+    return in_entry() && levels_[1].key == "data_offsets" ? 2 : kMaxRank;
+  }
+
+  nlohmann::detail::json_sax_dom_parser<Json> dom_;
   const std::string& path_;
-  std::vector<std::set<std::string>> keys_;
+  std::vector<Level> levels_;
 };
 
 std::string strip_json_prefix(std::string msg) {
@@ -130,9 +201,11 @@ std::string strip_json_prefix(std::string msg) {
 Json parse_json(std::string_view text, const std::string& path) {
   if (text.empty() || text.front() != '{')
     fail_header(path, "the JSON header must start with '{'");
-  KeyChecker checker(path);
+  Json root;
+  HeaderParser parser(root, path);
   try {
-    return Json::parse(text.begin(), text.end(), std::ref(checker));
+    Json::sax_parse(text.begin(), text.end(), &parser);
+    return root;
   } catch (const Json::exception& e) {
     fail_header(path, "not valid JSON (" + strip_json_prefix(e.what()) + ")");
   }
@@ -152,8 +225,7 @@ DType entry_dtype(const Json& v, const std::string& path, const std::string& nam
 
 Shape entry_shape(const Json& v, const std::string& path, const std::string& name) {
   if (!v.is_array()) fail_tensor(path, name, "shape must be a list of sizes");
-  if (v.size() > kMaxRank)
-    fail_tensor(path, name, "shape has " + std::to_string(v.size()) + " dimensions (at most 32)");
+  if (v.size() > kMaxRank) fail_tensor(path, name, too_many_dims());
   Shape shape;
   for (const Json& d : v) {
     if (!d.is_number_unsigned())
@@ -167,7 +239,7 @@ Shape entry_shape(const Json& v, const std::string& path, const std::string& nam
 
 std::pair<uint64_t, uint64_t> entry_offsets(const Json& v, const std::string& path, const std::string& name) {
   if (!v.is_array() || v.size() != 2 || !v[0].is_number_unsigned() || !v[1].is_number_unsigned())
-    fail_tensor(path, name, "data_offsets must be [begin, end] with non-negative integers");
+    fail_tensor(path, name, kOffsetsRule);
   uint64_t b = v[0].get<uint64_t>(), e = v[1].get<uint64_t>();
   if (b > e) fail_tensor(path, name, "data_offsets [" + std::to_string(b) + ", " + std::to_string(e) + "] end before they begin");
   return {b, e};

@@ -158,6 +158,35 @@ TEST_CASE("safetensors: corrupt headers are errors naming the file and the probl
   }
 }
 
+// Each header is cut off before its end: the check must fail while parsing, before the JSON
+// library has read (and built a tree of) the whole text, or the error would be "not valid JSON".
+TEST_CASE("safetensors: over-long lists and objects fail as soon as they are read") {
+  std::string zeros;
+  for (int i = 0; i < 100; ++i) zeros += "0,";
+  const std::string entry = R"({"a":{"dtype":"F32",)";
+  struct Case {
+    std::string header, error;
+  };
+  const Case cases[] = {
+      {entry + R"("shape":[)" + zeros, "tensor 'a': shape has more than 32 dimensions"},
+      {entry + R"("shape":[],"data_offsets":[0,4,4)", "tensor 'a': data_offsets must be [begin, end]"},
+      {entry + R"("shape":[],"x":)", "tensor 'a': unknown field 'x' in the entry"},
+      {R"({"a":[)" + zeros, "a list or object holds more than 32 items"},
+      {R"({"__metadata__":{"k":[)" + zeros, "a list or object holds more than 32 items"},
+      {R"({"__metadata__":{"k":{"a":0,"b":0,"c":0,"d":0,"e":0,"f":0,"g":0,"h":0,"i":0,"j":0,"k":0,"l":0,"m":0,"n":0,"o":0,"p":0,)"
+       R"("q":0,"r":0,"s":0,"t":0,"u":0,"v":0,"w":0,"x":0,"y":0,"z":0,"A":0,"B":0,"C":0,"D":0,"E":0,"F":0,"G":0,)",
+       "a list or object holds more than 32 items"},
+  };
+  for (const Case& c : cases) {
+    std::string err = parse_error(file_bytes(c.header));
+    CHECK_MESSAGE(err.find(c.error) != std::string::npos, "expected '", c.error, "', got '", err, "'");
+  }
+  // A whole header with a 33-axis shape fails the same way.
+  std::string shape33 = "[" + zeros.substr(0, 32 * 2) + "0]";
+  CHECK(parse_error(file_bytes(R"({"a":{"dtype":"F32","shape":)" + shape33 + R"(,"data_offsets":[0,0]}})")) ==
+        "f.safetensors: tensor 'a': shape has more than 32 dimensions");
+}
+
 TEST_CASE("safetensors: valid edge cases load") {
   CHECK(parse(file_bytes("{}")).tensors.empty());
   CHECK(parse(file_bytes("{}      ")).tensors.empty());  // padding spaces
