@@ -99,20 +99,45 @@ int sync_directory(const std::string& dir) {
   return err;
 }
 
+// The file a save to `path` replaces: `path` itself, or what it links to when it is a symbolic
+// link (renaming over the link would replace the link, leaving its target with the old data).
+// A dangling link gives the file it names; a cycle of links is left for the rename to report.
+std::string resolve_links(const std::string& path) {
+  namespace fs = std::filesystem;
+  fs::path p = path;
+  std::error_code ec;
+  for (int hops = 0; hops < 40 && fs::is_symlink(fs::symlink_status(p, ec)); ++hops) {
+    fs::path to = fs::read_symlink(p, ec);
+    if (ec) break;
+    p = to.is_absolute() ? to : p.parent_path() / to;
+  }
+  return p.string();
+}
+
 }  // namespace
 
 AtomicFile::AtomicFile(std::string path) : path_(std::move(path)) {
   std::error_code ec;
   if (path_.empty()) throw Error("cannot write a file with an empty name");
   if (std::filesystem::is_directory(path_, ec)) fail("it is a directory", 0);
-  remove_stale_temps(path_);
+  target_ = resolve_links(path_);
+  remove_stale_temps(target_);
   for (int attempt = 0; fd_ < 0; ++attempt) {
-    temp_ = temp_name(path_);
+    temp_ = temp_name(target_);
     fd_ = ::open(temp_.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
     if (fd_ < 0 && (errno != EEXIST || attempt == 100)) {
-      fail(create_reason(directory_of(path_), errno), 0);
+      fail(create_reason(directory_of(target_), errno), 0);
     }
   }
+  keep_mode();
+}
+
+// The new file gets the permissions of the one it replaces (a private 0600 file stays private);
+// a new file gets 0666 less the umask, as open() gave it.
+void AtomicFile::keep_mode() {
+  struct stat st {};
+  if (::stat(target_.c_str(), &st) != 0 || !S_ISREG(st.st_mode)) return;
+  if (::fchmod(fd_, st.st_mode & 07777) != 0) fail("cannot set the permissions of the new file", errno);
 }
 
 AtomicFile::~AtomicFile() { discard(); }
@@ -144,9 +169,9 @@ void AtomicFile::commit() {
   if (::fsync(fd_) != 0) fail("fsync failed", errno);
   int fd = std::exchange(fd_, -1);
   if (::close(fd) != 0) fail("close failed", errno);
-  if (::rename(temp_.c_str(), path_.c_str()) != 0) fail("rename failed", errno);
+  if (::rename(temp_.c_str(), target_.c_str()) != 0) fail("rename failed", errno);
   committed_ = true;
-  if (int err = sync_directory(directory_of(path_))) fail("fsync of the directory failed", err);
+  if (int err = sync_directory(directory_of(target_))) fail("fsync of the directory failed", err);
 }
 
 void write_file_atomic(const std::string& path, std::string_view content) {

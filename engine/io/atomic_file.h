@@ -7,8 +7,9 @@
 //   out.commit();  // fsync the data, rename over the target, fsync the directory
 //
 // The temporary file lives in the target's directory (a rename is atomic only within one file
-// system) and is removed when the object dies uncommitted (an exception on the way). A process
-// killed with SIGKILL leaves its temporary file behind, the target untouched; the next
+// system; when the path is a symbolic link, the directory of the file it links to, and the link
+// stays a link), gets the permissions of the file it replaces, and is removed when the object
+// dies uncommitted (an exception on the way). A process killed with SIGKILL leaves its temporary file behind, the target untouched; the next
 // AtomicFile of that path removes it (the host and PID in the name show its writer is dead). Every failure
 // throws tpu::Error naming the target path and the system's reason.
 #pragma once
@@ -35,8 +36,10 @@ class AtomicFile {
  private:
   [[noreturn]] void fail(const std::string& what, int err) const;
   void discard();
+  void keep_mode();
 
   std::string path_;
+  std::string target_;  // path_ with symbolic links followed: the file the rename replaces
   std::string temp_;
   int fd_ = -1;
   bool committed_ = false;

@@ -248,6 +248,30 @@ TEST_CASE("atomic file: the target changes only at commit") {
   CHECK((st.st_mode & 0777) == (0666 & ~mask));
 }
 
+TEST_CASE("atomic file: a symbolic link stays a link to the new content, the mode stays") {
+  TempDir dir;
+  fs::create_directory(dir / "real");
+  tpu::write_file_atomic(dir / "real/f", "old");
+  ::chmod((dir / "real/f").c_str(), 0600);
+  fs::create_symlink("real/f", dir / "link");
+  tpu::write_file_atomic(dir / "link", "new");
+  CHECK(fs::is_symlink(dir / "link"));
+  CHECK(read_all(dir / "real/f") == "new");
+  struct stat st {};
+  ::stat((dir / "real/f").c_str(), &st);
+  CHECK((st.st_mode & 0777) == 0600);
+  CHECK(std::distance(fs::directory_iterator(dir.path), fs::directory_iterator()) == 2);  // no temp left
+  CHECK(std::distance(fs::directory_iterator(dir / "real"), fs::directory_iterator()) == 1);
+  fs::create_symlink("real/g", dir / "dangling");  // a link to a file not yet there creates it
+  tpu::write_file_atomic(dir / "dangling", "g");
+  CHECK(fs::is_symlink(dir / "dangling"));
+  CHECK(read_all(dir / "real/g") == "g");
+  ::chmod((dir / "real/g").c_str(), 0640);
+  tpu::write_file_atomic(dir / "real/g", "h");
+  ::stat((dir / "real/g").c_str(), &st);
+  CHECK((st.st_mode & 0777) == 0640);
+}
+
 TEST_CASE("atomic file: errors name the path and the reason") {
   TempDir dir;
   CHECK_THROWS_WITH_AS(tpu::write_file_atomic(dir / "no/such/f", "x"),
