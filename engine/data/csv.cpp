@@ -1,7 +1,10 @@
 #include "data/csv.h"
 
+#include <clocale>
 #include <charconv>
 #include <cmath>
+#include <cstdlib>
+#include <string>
 #include <type_traits>
 #include <unordered_map>
 
@@ -187,13 +190,33 @@ std::string_view trimmed(std::string_view s) {
   return s;
 }
 
+// std::from_chars, except that a float too small for f32 reads as the nearest f32 (0 or a
+// denormal), as numpy and pandas read it: only a value too large is out of range.
+template <class T>
+std::from_chars_result read_number(std::string_view s, T& v) {
+  std::from_chars_result r = std::from_chars(s.data(), s.data() + s.size(), v);
+  if constexpr (std::is_same_v<T, float>) {
+    if (r.ec != std::errc::result_out_of_range) return r;
+    // from_chars does not say which way the value left the range; strtof (in the "C" locale,
+    // whose decimal point is '.') does, on the text from_chars matched.
+    static const locale_t c_locale = ::newlocale(LC_ALL_MASK, "C", locale_t(0));
+    const float x = ::strtof_l(std::string(s.data(), r.ptr).c_str(), nullptr, c_locale);
+    if (std::isinf(x)) return r;
+    v = x;
+    r.ec = std::errc();
+  }
+  return r;
+}
+
 template <class T>
 T parse_number(const Field& f, const Plan& p, size_t col, const std::string& name) {
   std::string_view s = trimmed(f.text);
   const char* what = std::is_same_v<T, float> ? "a number" : "an integer";
   if (s.empty()) fail_at(name, {f.line, f.column}, column_str(p, col) + ": empty field (expected " + what + ")");
+  // One leading '+' is a sign, as numpy and pandas read it (from_chars takes only '-').
+  if (s.size() > 1 && s[0] == '+' && s[1] != '-' && s[1] != '+') s.remove_prefix(1);
   T v{};
-  auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
+  auto [end, ec] = read_number(s, v);
   if (ec == std::errc::result_out_of_range)
     fail_at(name, {f.line, f.column}, column_str(p, col) + ": " + show_text(f.text) + " is out of the " +
                                           (std::is_same_v<T, float> ? "f32" : "i32") + " range");

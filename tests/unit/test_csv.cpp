@@ -4,6 +4,7 @@
 #include <zlib.h>
 #include <unistd.h>
 
+#include <cmath>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -98,6 +99,23 @@ TEST_CASE("csv: quoting, line endings, BOM, blank lines, no header, delimiters")
   CsvOptions second;
   second.features = {CsvColumn{"", 2}};
   CHECK(error_of("a,b\n\"x\ny\",1\n1,z\n", second) == "d.csv:4:3: column 2 (\"b\"): expected a number, got \"z\"");
+}
+
+TEST_CASE("csv: numbers with a '+' sign, and too small for f32, read as numpy reads them") {
+  CsvOptions ints;
+  ints.feature_dtype = DType::i32;
+  CHECK(values(tpu::parse_csv("a,b\n+1.5,-2\n1e-50,-1e-50\n2,+0\n", "x", {}).features) ==
+        std::vector<double>{1.5, -2, 0, -0.0, 2, 0});
+  // A subnormal value stays one, or is 0 where subnormals are flushed to zero (the float mode).
+  const double tiny = values(tpu::parse_csv("a\n1e-40\n", "x", {}).features)[0];
+  CHECK((tiny == 0 || tiny == double(1e-40f)));
+  CHECK(std::signbit(values(tpu::parse_csv("a\n-1e-50\n", "x", {}).features)[0]));
+  CHECK(values(tpu::parse_csv("a\n+7\n", "x", ints).features) == std::vector<double>{7});
+  CHECK(error_of("a\n+-1\n") == "d.csv:2:1: column 1 (\"a\"): expected a number, got \"+-1\"");
+  CHECK(error_of("a\n++1\n") == "d.csv:2:1: column 1 (\"a\"): expected a number, got \"++1\"");
+  CHECK(error_of("a\n+\n") == "d.csv:2:1: column 1 (\"a\"): expected a number, got \"+\"");
+  CHECK(error_of("a\n-1e999\n") == "d.csv:2:1: column 1 (\"a\"): \"-1e999\" is out of the f32 range");
+  CHECK(error_of("a\n1e-50x\n") == "d.csv:2:1: column 1 (\"a\"): expected a number, got \"1e-50x\"");
 }
 
 TEST_CASE("csv: malformed records name file:line:column") {
