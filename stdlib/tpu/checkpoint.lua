@@ -20,7 +20,7 @@
 -- back as their name -> tensor table, or loaded into opts.model (checked like model:load).
 -- A checkpoint is a plain safetensors file: tensors under their dotted paths, and in the
 -- metadata "tputrain.format" = "checkpoint/1", "value:<path>" = "i:12" | "f:0x1.8p+1" |
--- "s:text" | "b:true" for plain values and "kind:<path>" = "key" | "model" | "table" (an
+-- "s:text" | "x:636166e9" (a string that is not UTF-8, in hexadecimal) | "b:true" for plain values and "kind:<path>" = "key" | "model" | "table" (an
 -- empty table) for the rest. Keys of the state must be strings without "." or integers.
 --
 -- Resuming a fit bitwise identically needs (training_state / restore_training do this):
@@ -192,6 +192,30 @@ end
 
 ---------------------------------------------------------------- values in metadata
 
+-- The forms of a UTF-8 character the header's JSON takes (no overlong forms, no surrogates,
+-- nothing past U+10FFFF), runs of ASCII first.
+local UTF8_FORMS = {
+  "^[\0-\127]+", "^[\194-\223][\128-\191]", "^\224[\160-\191][\128-\191]",
+  "^[\225-\236\238\239][\128-\191][\128-\191]", "^\237[\128-\159][\128-\191]",
+  "^\240[\144-\191][\128-\191][\128-\191]", "^[\241-\243][\128-\191][\128-\191][\128-\191]",
+  "^\244[\128-\143][\128-\191][\128-\191]",
+}
+
+-- Whether `s` is UTF-8 text (Lua's utf8 library need not be open).
+local function is_utf8(s)
+  local i = 1
+  while i <= #s do
+    local last
+    for _, form in ipairs(UTF8_FORMS) do
+      last = select(2, s:find(form, i))
+      if last then break end
+    end
+    if not last then return false end
+    i = last + 1
+  end
+  return true
+end
+
 local function encode_value(v, path)
   if math.type(v) == "integer" then return string.format("i:%d", v) end
   if math.type(v) == "float" then
@@ -200,7 +224,9 @@ local function encode_value(v, path)
     if v == -math.huge then return "f:-inf" end
     return "f:" .. string.format("%a", v)
   end
-  if type(v) == "string" then return "s:" .. v end
+  -- Bytes that are not UTF-8 cannot go into the header's JSON text as they are: in hexadecimal.
+  if type(v) == "string" and is_utf8(v) then return "s:" .. v end
+  if type(v) == "string" then return "x:" .. v:gsub(".", function(c) return string.format("%02x", c:byte()) end) end
   if type(v) == "boolean" then return v and "b:true" or "b:false" end
   fail("tpu.checkpoint.save: '%s' is a %s; a checkpoint holds tensors, random keys, numbers, "
     .. "strings, booleans, tables of them and models", path, type(v))
@@ -216,6 +242,8 @@ local function decode_value(text, path, file)
     elseif body == "-inf" then v = -math.huge
     else v = tonumber(body); v = v and v + 0.0 end
   elseif tag == "s" then v = body
+  elseif tag == "x" and #body % 2 == 0 and body:match("^%x*$") then
+    v = body:gsub("%x%x", function(h) return string.char(tonumber(h, 16)) end)
   elseif tag == "b" and (body == "true" or body == "false") then v = body == "true"
   end
   if v == nil then fail("tpu.checkpoint.load: %s: corrupt checkpoint: bad value %q for '%s'", file, text, path) end

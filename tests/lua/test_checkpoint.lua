@@ -211,6 +211,23 @@ function T.checkpoint_round_trips_every_kind_of_value()
   rmdir(dir)
 end
 
+function T.checkpoint_strings_that_are_not_utf8_come_back_exactly()
+  local dir = tmpdir()
+  local state = {latin1 = "caf\xe9", cut = "\xe2\x82", surrogate = "\xed\xa0\x80", overlong = "\xc0\xaf",
+    nul = "a\0b", text = "caf\xc3\xa9 \xf0\x9f\x99\x82", empty = "", bytes = ""}
+  for i = 0, 255 do state.bytes = state.bytes .. string.char(i) end
+  ckpt.save(dir .. "/c.safetensors", state)
+  check.eq(ckpt.load(dir .. "/c.safetensors"), state)
+  -- UTF-8 text is stored as it is (other readers see it), the rest in hexadecimal
+  local _, meta = ckpt.load_tensors(dir .. "/c.safetensors")
+  check.eq(meta["value:text"], "s:caf\xc3\xa9 \xf0\x9f\x99\x82")
+  check.eq(meta["value:latin1"], "x:636166e9")
+  -- a corrupt hexadecimal value is an error naming it
+  ckpt.save_tensors(dir .. "/bad.safetensors", {}, {["tputrain.format"] = "checkpoint/1", ["value:a"] = "x:6g"})
+  check.raises(function() ckpt.load(dir .. "/bad.safetensors") end, "bad value \"x:6g\" for 'a'")
+  rmdir(dir)
+end
+
 function T.checkpoint_errors_say_what_to_use_instead()
   local dir = tmpdir()
   check.raises(function() ckpt.save(dir .. "/c.safetensors", {f = print}) end, "'f' is a function")
