@@ -4,23 +4,61 @@
 
 #include <lauxlib.h>
 
+#include <string_view>
+
 #include "interpreter.h"
 #include "runtime/thread_pool.h"
 
 namespace {
 
-// options.threads from package.loaded["tpu.options"], as --threads sets it for the binary:
-// 0 when absent. Leaves the stack as it was.
-lua_Integer thread_option(lua_State* L) {
+// The values the command line can give each option (--cores, --threads: up to 4096 here;
+// 0 = absent, as the binary passes them).
+bool integer_in(lua_State* L, lua_Integer lo, lua_Integer hi) {
+  return lua_isinteger(L, -1) && lua_tointeger(L, -1) >= lo && lua_tointeger(L, -1) <= hi;
+}
+bool core_count(lua_State* L) { return integer_in(L, 0, 4096); }
+bool non_negative(lua_State* L) { return integer_in(L, 0, LUA_MAXINTEGER); }
+bool boolean(lua_State* L) { return lua_type(L, -1) == LUA_TBOOLEAN; }
+bool text(lua_State* L) { return lua_type(L, -1) == LUA_TSTRING; }
+bool tpu_version(lua_State* L) {
+  if (!text(L)) return false;
+  const std::string_view v = lua_tostring(L, -1);
+  return v == "v2" || v == "v3" || v == "v4";
+}
+
+struct OptionRule {
+  const char* name;
+  bool (*valid)(lua_State*);
+  const char* expected;
+};
+
+constexpr OptionRule kOptionRules[] = {
+    {"cores", core_count, "an integer from 0 to 4096"},  {"threads", core_count, "an integer from 0 to 4096"},
+    {"seed", non_negative, "a non-negative integer"},    {"tpu", tpu_version, "\"v2\", \"v3\" or \"v4\""},
+    {"bf16", boolean, "a boolean"},                      {"profile", boolean, "a boolean"},
+    {"optimize", boolean, "a boolean"},                  {"quiet", boolean, "a boolean"},
+    {"dump_graphs", text, "a directory path (a string)"},
+};
+
+// Checks package.loaded["tpu.options"] as the command line checks its options: a wrong value
+// fails here, naming the option, rather than later inside the stdlib (a comparison of a string
+// with a number) or silently (a seed that is not a number read as 0). Returns options.threads,
+// 0 when absent; leaves the stack as it was.
+lua_Integer checked_options(lua_State* L) {
   const int top = lua_gettop(L);
-  lua_Integer n = 0;
   lua_getfield(L, LUA_REGISTRYINDEX, LUA_LOADED_TABLE);
-  if (lua_getfield(L, -1, "tpu.options") == LUA_TTABLE && lua_getfield(L, -1, "threads") != LUA_TNIL) {
-    n = lua_isinteger(L, -1) ? lua_tointeger(L, -1) : -1;
+  const int type = lua_getfield(L, -1, "tpu.options");
+  if (type != LUA_TNIL && type != LUA_TTABLE) luaL_error(L, "tpu.options: expected a table, got a %s", lua_typename(L, type));
+  lua_Integer threads = 0;
+  for (const OptionRule& rule : kOptionRules) {
+    if (type != LUA_TTABLE) break;
+    const bool set = lua_getfield(L, -1, rule.name) != LUA_TNIL;
+    if (set && !rule.valid(L)) luaL_error(L, "tpu.options.%s: expected %s", rule.name, rule.expected);
+    if (set && std::string_view(rule.name) == "threads") threads = lua_tointeger(L, -1);
+    lua_pop(L, 1);
   }
   lua_settop(L, top);
-  if (n < 0 || n > 4096) luaL_error(L, "tpu.options.threads: expected an integer from 0 to 4096");
-  return n;
+  return threads;
 }
 
 // Resizes the worker pool; false when the threads could not be started.
@@ -38,7 +76,7 @@ bool set_threads(lua_Integer n) {
 // No C++ object is alive here: a Lua error raised by require longjmps through this frame.
 extern "C" int luaopen_tpu(lua_State* L) {
   tpu::install_stdlib(L);
-  if (!set_threads(thread_option(L))) luaL_error(L, "tpu: cannot start the worker threads");
+  if (!set_threads(checked_options(L))) luaL_error(L, "tpu: cannot start the worker threads");
   lua_getglobal(L, "require");
   lua_pushliteral(L, "tpu");
   lua_call(L, 1, 1);

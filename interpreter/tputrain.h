@@ -52,7 +52,7 @@ extern "C" {
 #endif
 
 /* The `tpu` module's opener, for luaL_requiref or package.preload: leaves the tpu table on
- * the stack and returns 1. Raises a Lua error when the package library is not open. */
+ * the stack and returns 1. Raises a Lua error when the package library is not open, or when package.loaded["tpu.options"] holds a wrong value. */
 int luaopen_tpu(lua_State *L);
 
 /* The library's version, "MAJOR.MINOR.PATCH" (the same as `tputrain --version`). */

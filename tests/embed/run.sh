@@ -72,6 +72,24 @@ out=$(host "$prefix/signals_after_close" 2>&1) || fail "signals_after_close fail
 [[ $out == $'sum\t5000050000' ]] || fail "signals_after_close: $out"
 ok "a signal after lua_close touches no state"
 
+# What luaopen_tpu refuses: wrong options, each named.
+cc -Wall -Wextra -Werror -o "$prefix/host_checks" "$here/host_checks.c" \
+   $(pkg-config --cflags --libs tputrain) -Wl,-rpath,"$prefix/lib" || fail "host_checks.c does not build"
+out=$(host "$prefix/host_checks" 2>&1) || fail "host_checks failed: $out"
+expected="tpu.options.cores: expected an integer from 0 to 4096
+tpu.options.cores: expected an integer from 0 to 4096
+tpu.options.cores: expected an integer from 0 to 4096
+tpu.options.seed: expected a non-negative integer
+tpu.options.bf16: expected a boolean
+tpu.options.tpu: expected \"v2\", \"v3\" or \"v4\"
+tpu.options.optimize: expected a boolean
+tpu.options.dump_graphs: expected a directory path (a string)
+tpu.options.threads: expected an integer from 0 to 4096
+tpu.options: expected a table, got a string
+ok"
+[[ $out == "$expected" ]] || fail "host_checks:"$'\n'"$out"$'\n'"--- expected:"$'\n'"$expected"
+ok "luaopen_tpu names each wrong option"
+
 # A CMake project with find_package(tputrain).
 cmake -S "$here/consumer" -B "$prefix/consumer" -DCMAKE_PREFIX_PATH="$prefix" \
       -DEXAMPLE="$src/examples/embed_host.c" >/dev/null || fail "find_package(tputrain) failed"
