@@ -75,8 +75,14 @@ void install_stdlib(lua_State* L) {
   const bool installed = lua_toboolean(L, -1);
   lua_pop(L, 1);
   if (installed) return;
+  // The stdlib uses these from its first lines: without one, the first script would fail
+  // with an error from inside tpu.
+  for (const char* lib : {"package", "string", "table", "math", "io", "os"}) {
+    const bool open = lua_getglobal(L, lib) == LUA_TTABLE;
+    lua_pop(L, 1);
+    if (!open) luaL_error(L, "tpu needs Lua's %s library (open it with luaL_openlibs)", lib);
+  }
   lua_getglobal(L, "package");
-  if (!lua_istable(L, -1)) luaL_error(L, "tpu needs Lua's package library (open it with luaL_openlibs)");
   lua_pushboolean(L, 1);
   lua_setfield(L, LUA_REGISTRYINDEX, "tpu.stdlib_searcher");
   lua_getfield(L, -1, "searchers");

@@ -85,4 +85,7 @@ extern "C" int luaopen_tpu(lua_State* L) {
 
 extern "C" const char* tputrain_version(void) { return TPUTRAIN_VERSION; }
 
-extern "C" void tputrain_catch_signals(lua_State* L) { tpu::install_interrupt_handler(L); }
+// NULL: nothing (a host passing a state it failed to create gets no crash).
+extern "C" void tputrain_catch_signals(lua_State* L) {
+  if (L) tpu::install_interrupt_handler(L);
+}

@@ -52,7 +52,8 @@ extern "C" {
 #endif
 
 /* The `tpu` module's opener, for luaL_requiref or package.preload: leaves the tpu table on
- * the stack and returns 1. Raises a Lua error when the package library is not open, or when package.loaded["tpu.options"] holds a wrong value. */
+ * the stack and returns 1. Raises a Lua error when one of the package, string, table, math, io
+ * and os libraries is not open, or when package.loaded["tpu.options"] holds a wrong value. */
 int luaopen_tpu(lua_State *L);
 
 /* The library's version, "MAJOR.MINOR.PATCH" (the same as `tputrain --version`). */
@@ -64,7 +65,8 @@ const char *tputrain_version(void);
  * with status 128 + the signal (after any file being written is complete). Replaces the
  * host's handlers for these three signals. Once L is closed, a signal interrupts no state.
  * As in the binary, an interrupt is for the rest of the process: it is not cleared, so later
- * compiles and model:fit calls fail the same way and the next signal ends the process. */
+ * compiles and model:fit calls fail the same way and the next signal ends the process.
+ * With L NULL it does nothing. */
 void tputrain_catch_signals(lua_State *L);
 
 #ifdef __cplusplus

@@ -1,15 +1,21 @@
-/* What luaopen_tpu refuses: each line printed is the result
+/* What luaopen_tpu refuses, and tputrain_catch_signals(NULL): each line printed is the result
  * of opening tpu in a fresh state (run.sh compares them with what the docs say). */
 #include <stdio.h>
 #include <lauxlib.h>
 #include <lualib.h>
 #include <tputrain.h>
 
-/* Opens tpu in a state set up by `setup` (Lua code run first) and prints "ok" or the error. */
+/* Opens tpu in a state set up by `setup` (Lua code run first; NULL: only the base and package
+ * libraries are open) and prints "ok" or the error. */
 static void try_open(const char *setup) {
   lua_State *L = luaL_newstate();
-  luaL_openlibs(L);
-  if (luaL_dostring(L, setup) != LUA_OK) printf("setup: %s\n", lua_tostring(L, -1));
+  if (setup) {
+    luaL_openlibs(L);
+    if (luaL_dostring(L, setup) != LUA_OK) printf("setup: %s\n", lua_tostring(L, -1));
+  } else {
+    luaL_requiref(L, "_G", luaopen_base, 1);
+    luaL_requiref(L, LUA_LOADLIBNAME, luaopen_package, 1);
+  }
   lua_settop(L, 0);
   lua_pushcfunction(L, luaopen_tpu);
   printf("%s\n", lua_pcall(L, 0, 1, 0) == LUA_OK ? "ok" : lua_tostring(L, -1));
@@ -17,6 +23,8 @@ static void try_open(const char *setup) {
 }
 
 int main(void) {
+  tputrain_catch_signals(NULL);
+  try_open(NULL);
   try_open("package.loaded['tpu.options'] = {cores = 'many'}");
   try_open("package.loaded['tpu.options'] = {cores = -3}");
   try_open("package.loaded['tpu.options'] = {cores = 100000}");

@@ -72,11 +72,13 @@ out=$(host "$prefix/signals_after_close" 2>&1) || fail "signals_after_close fail
 [[ $out == $'sum\t5000050000' ]] || fail "signals_after_close: $out"
 ok "a signal after lua_close touches no state"
 
-# What luaopen_tpu refuses: wrong options, each named.
+# What luaopen_tpu refuses: missing Lua libraries and wrong options, each named; and
+# tputrain_catch_signals(NULL) does nothing.
 cc -Wall -Wextra -Werror -o "$prefix/host_checks" "$here/host_checks.c" \
    $(pkg-config --cflags --libs tputrain) -Wl,-rpath,"$prefix/lib" || fail "host_checks.c does not build"
 out=$(host "$prefix/host_checks" 2>&1) || fail "host_checks failed: $out"
-expected="tpu.options.cores: expected an integer from 0 to 4096
+expected="tpu needs Lua's string library (open it with luaL_openlibs)
+tpu.options.cores: expected an integer from 0 to 4096
 tpu.options.cores: expected an integer from 0 to 4096
 tpu.options.cores: expected an integer from 0 to 4096
 tpu.options.seed: expected a non-negative integer
@@ -88,7 +90,7 @@ tpu.options.threads: expected an integer from 0 to 4096
 tpu.options: expected a table, got a string
 ok"
 [[ $out == "$expected" ]] || fail "host_checks:"$'\n'"$out"$'\n'"--- expected:"$'\n'"$expected"
-ok "luaopen_tpu names each wrong option"
+ok "luaopen_tpu names a missing library and each wrong option; tputrain_catch_signals(NULL) is harmless"
 
 # A CMake project with find_package(tputrain).
 cmake -S "$here/consumer" -B "$prefix/consumer" -DCMAKE_PREFIX_PATH="$prefix" \
