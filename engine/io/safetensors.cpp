@@ -424,12 +424,18 @@ Layout layout(const TensorFile& file, const std::string& path) {
     return sa != sb ? sa > sb : a->name < b->name;
   });
   OrderedJson header = OrderedJson::object();
-  if (!file.metadata.empty()) header["__metadata__"] = file.metadata;
+  // The names are unique (checked above): appended to the ordered map's vector directly, as its
+  // operator[] searches it first, which made a save of n tensors take n^2 string compares
+  // (40000 tensors: 2.2 s).
+  auto& members = static_cast<OrderedJson::object_t::Container&>(header.get_ref<OrderedJson::object_t&>());
+  members.reserve(l.order.size() + 1);
+  if (!file.metadata.empty()) members.emplace_back("__metadata__", file.metadata);
   uint64_t offset = 0;
   for (const NamedTensor* t : l.order) {
     uint64_t end = offset + t->tensor.bytes();
-    header[t->name] = {{"dtype", format_name(t->tensor.dtype())}, {"shape", t->tensor.shape()},
-                       {"data_offsets", {offset, end}}};
+    members.emplace_back(t->name, OrderedJson{{"dtype", format_name(t->tensor.dtype())},
+                                              {"shape", t->tensor.shape()},
+                                              {"data_offsets", {offset, end}}});
     offset = end;
   }
   try {
