@@ -3,7 +3,7 @@
 
     /usr/bin/python3 bench/report.py RESULTS THREADS
 
-RESULTS lines: "peak f32|bf16 GFLOPS|none|n/a", "MODEL PRECISION SIDE ROUND KEY VALUE" (the
+RESULTS lines: "peak f32|bf16|amx_bf16 GFLOPS|none|n/a", "MODEL PRECISION SIDE ROUND KEY VALUE" (the
 "result" lines of bench/tputrain_models.lua and bench/pytorch_models.py) and
 "MODEL PRECISION SIDE ROUND fail REASON". SIDE: tputrain (in-memory batches), pipeline
 (tputrain fed by a tpu.data pipeline) or pytorch. Each cell is the median of the rounds, with
@@ -39,7 +39,7 @@ ORDER = ["mlp", "cnn", "transformer", "transformer256"] + APPS
 LEGEND = [
     "samples/s: timed steps x batch / their wall time; ratio: tputrain / PyTorch; pipe/mem: tputrain",
     "  fed by a tpu.data pipeline (shuffle, batch, traced map, prefetch) over in-memory batches; GFLOP/s: samples/s",
-    "  x the FLOPs per sample below; % peak: of the register FMA peak of that precision;",
+    "  x the FLOPs per sample below; % peak: of the register multiply-add peak of that precision;",
     "host ms/step, host %: tputrain's step wall time minus its time inside kernels (per-op timing on,",
     "  in profiled steps after the timed ones); compile ms: tracing and compiling tputrain's train step;",
     "1st step ms: the first step's wall time (compiling, lazy set-up); RSS MiB: the process's peak",
@@ -107,7 +107,13 @@ def main():
     peak_f32 = number(peak.get("f32", "n/a"))
     peak_bf16 = number(peak.get("bf16", "n/a"))
     bf16_note = ""
-    if peak.get("bf16") == "none":
+    peak_amx = number(peak.get("amx_bf16", "n/a"))
+    if peak_amx is not None:
+        # oneDNN runs bf16 matrix products on the AMX tiles wherever the process may use them.
+        bf16_note = (f" (AMX tiles: oneDNN runs bf16 matrix products on them; vdpbf16ps "
+                     f"{peak.get('bf16', 'n/a')}, f32 FMAs {peak.get('f32', 'n/a')})")
+        peak_bf16 = peak_amx
+    elif peak.get("bf16") == "none":
         peak_bf16 = peak_f32
         bf16_note = " (no AVX512_BF16 here: bf16 is widened to f32, so its peak is the f32 one)"
     elif peak_bf16 is not None and peak_f32 is not None and peak_bf16 < peak_f32:
@@ -172,7 +178,7 @@ def main():
           f"the median of {rounds} round{'s' if rounds != 1 else ''} (alternating tputrain, its "
           f"pipeline, PyTorch), the range their min-max")
     shown = lambda v: f"{v:.0f}" if v else "n/a"
-    print(f"peak (register FMA, {threads} cores): f32 {shown(peak_f32)} GFLOP/s, "
+    print(f"peak (register multiply-add, {threads} cores): f32 {shown(peak_f32)} GFLOP/s, "
           f"bf16 {shown(peak_bf16)} GFLOP/s{bf16_note}")
     blas = sorted({r.get("blas") for (m, p, side), rs in runs.items() if side == "pytorch"
                    for r in rs.values() if r.get("blas")})

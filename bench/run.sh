@@ -78,7 +78,8 @@ if ! "$python" -c 'import torch, numpy' 2>/dev/null; then
   torch_missing="PyTorch is missing: apt-get install python3-torch python3-numpy"
 fi
 
-# The register FMA peak of $threads cores, f32 and bf16 (GFLOP/s, or "none"/"n/a").
+# The register multiply-add peak of $threads cores: f32, bf16 and AMX bf16 tiles (GFLOP/s, or
+# "none"/"n/a").
 peak() {
   if [[ -n ${BENCH_PEAK_F32:-} ]]; then
     echo "peak f32 $BENCH_PEAK_F32"
