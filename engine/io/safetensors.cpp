@@ -107,30 +107,32 @@ std::string too_many_dims() { return "shape has more than " + std::to_string(kMa
 
 const char* const kOffsetsRule = "data_offsets must be [begin, end] with non-negative integers";
 
-// Builds the header's JSON tree (with the library's own builder) and checks it while it is
-// read, so that a hostile header fails before its tree exists (a tree takes about 25 times the
-// text): duplicate keys in any object (the library would keep the last one silently), nesting
-// deeper than the format has, unknown fields of an entry, and lists and objects longer than the
-// format allows. (The library's parser callbacks would do, but their builder rescans the parent
-// object after each member: quadratic in the number of tensors.)
+// Builds the header's JSON tree and checks it while it is read, so that a hostile header fails
+// before its tree exists (a tree takes about 25 times the text): duplicate keys in any object
+// (a JSON object would keep the last one silently), nesting deeper than the format has, unknown
+// fields of an entry, and lists and objects longer than the format allows. (The library's parser
+// callbacks would do, but their builder rescans the parent object after each member: quadratic
+// in the number of tensors.) Only the library's public SAX interface is used.
 class HeaderParser {
  public:
-  HeaderParser(Json& root, const std::string& path) : dom_(root), path_(path) {}
+  HeaderParser(Json& root, const std::string& path) : root_(root), path_(path) {}
 
-  bool null() { return count_element(), dom_.null(); }
-  bool boolean(bool b) { return count_element(), dom_.boolean(b); }
-  bool number_integer(Json::number_integer_t n) { return count_element(), dom_.number_integer(n); }
-  bool number_unsigned(Json::number_unsigned_t n) { return count_element(), dom_.number_unsigned(n); }
-  bool number_float(Json::number_float_t x, const Json::string_t& s) { return count_element(), dom_.number_float(x, s); }
-  bool string(Json::string_t& s) { return count_element(), dom_.string(s); }
-  bool binary(Json::binary_t& b) { return count_element(), dom_.binary(b); }
-  bool start_object(size_t n) { return open(false), dom_.start_object(n); }
-  bool start_array(size_t n) { return open(true), dom_.start_array(n); }
-  bool end_object() { return levels_.pop_back(), dom_.end_object(); }
-  bool end_array() { return levels_.pop_back(), dom_.end_array(); }
-  bool key(Json::string_t& k) { return check_key(k), dom_.key(k); }
+  bool null() { return add(nullptr); }
+  bool boolean(bool b) { return add(b); }
+  bool number_integer(Json::number_integer_t n) { return add(n); }
+  bool number_unsigned(Json::number_unsigned_t n) { return add(n); }
+  bool number_float(Json::number_float_t x, const Json::string_t&) { return add(x); }
+  bool string(Json::string_t& s) { return add(std::move(s)); }
+  bool binary(Json::binary_t& b) { return add(Json::binary(std::move(b))); }
+  bool start_object(size_t) { return open(false); }
+  bool start_array(size_t) { return open(true); }
+  bool end_object() { return close(); }
+  bool end_array() { return close(); }
+  bool key(Json::string_t& k) { return check_key(k), true; }
   template <class Exception>
-  bool parse_error(size_t at, const std::string& token, const Exception& e) { return dom_.parse_error(at, token, e); }
+  bool parse_error(size_t, const std::string&, const Exception& e) {
+    throw e;
+  }
 
  private:
   struct Level {
@@ -142,10 +144,39 @@ class HeaderParser {
     std::set<std::string> keys;
   };
 
-  void open(bool array) {
+  // Puts `v` where the parse is: the root, the end of the open list, or the open object's
+  // member under the last key. Earlier values never move: a list grows only while it is open.
+  Json* place(Json v) {
+    if (open_.empty()) {
+      root_ = std::move(v);
+      return &root_;
+    }
+    Json& parent = *open_.back();
+    if (parent.is_array()) {
+      parent.push_back(std::move(v));
+      return &parent.back();
+    }
+    Json& member = parent[levels_.back().key];
+    member = std::move(v);
+    return &member;
+  }
+  bool add(Json v) {
+    count_element();
+    place(std::move(v));
+    return true;
+  }
+  bool close() {
+    levels_.pop_back();
+    open_.pop_back();
+    return true;
+  }
+
+  bool open(bool array) {
     if (levels_.size() >= size_t(kMaxJsonDepth)) fail_header(path_, "nested deeper than the format allows");
     count_element();
+    open_.push_back(place(array ? Json::array() : Json::object()));
     levels_.emplace_back(array, limit_of(array));
+    return true;
   }
 
   void check_key(const std::string& k) {
@@ -187,9 +218,10 @@ class HeaderParser {
     return in_entry() && levels_[1].key == "data_offsets" ? 2 : kMaxRank;
   }
 
-  nlohmann::detail::json_sax_dom_parser<Json> dom_;
+  Json& root_;
   const std::string& path_;
   std::vector<Level> levels_;
+  std::vector<Json*> open_;  // the lists and objects being read, innermost last
 };
 
 std::string strip_json_prefix(std::string msg) {
