@@ -451,7 +451,7 @@ function T.gradients_flow_through_a_traced_update()
 end
 
 -- weight_decay on Adam, SGD and RMSprop and amsgrad on Adam, as Keras 3: before each update
--- p = p - p * weight_decay * lr (Optimizer._apply_weight_decay); amsgrad keeps
+-- p = p - p * weight_decay * lr (Keras 3's BaseOptimizer._apply_weight_decay); amsgrad keeps
 -- v_hat = max(v_hat, v) and divides by sqrt(v_hat). Three steps against a numpy reference of
 -- Keras 3's update rules in float64 (p0 = {2, -1.5}; the gradients below).
 local wd_steps = {{2.0, -0.2}, {0.1, 0.4}, {-0.05, 0.05}}
@@ -461,6 +461,27 @@ local function run_steps(opt)
   local state = opt:init(params)
   for _, g in ipairs(wd_steps) do params, state = opt:update(params, {tpu.tensor(g)}, state) end
   return params[1]:totable(), state
+end
+
+-- A user's optimizer may have a field named weight_decay of its own (and scalars without lr):
+-- the built-in decay reads only what the weight_decay option set, so it is not applied again.
+function T.a_custom_optimizer_with_its_own_weight_decay_field_is_not_decayed_twice()
+  local Shrink = optim.Optimizer:extend("Shrink")
+  Shrink.default_lr = 0.1
+  function Shrink:__init(opts)
+    opts = self:init_options(opts or {}, {"weight_decay"})
+    self.weight_decay = opts.weight_decay or 0.5
+    self.slots = {}
+  end
+  function Shrink:scalars(_state, _step, lr) return {rate = lr} end
+  function Shrink:update_one(p, g, _slots, s)
+    local rate = optim.Optimizer.like(s.rate, p)
+    return p - rate * g - rate * self.weight_decay * p, {}
+  end
+  local opt = Shrink {}
+  local params = {tpu.tensor {1.0}}
+  params = opt:update(params, {tpu.tensor {0.0}}, opt:init(params))
+  check.near(params[1]:totable(), {0.95}, 1e-7)
 end
 
 function T.weight_decay_as_keras()

@@ -41,6 +41,9 @@ function Optimizer:_init_weight_decay(opts, default)
   local wd = opts.weight_decay
   if wd == nil then wd = default or 0 end
   self.weight_decay = self:_check_number("weight_decay", wd, 0)
+  -- What update_param reads: a private field, so that a user's optimizer class with a field of
+  -- its own named weight_decay (and scalars without lr) is not decayed a second time.
+  self._decoupled_decay = self.weight_decay
 end
 
 function Optimizer:_check_lr(opts)
@@ -145,8 +148,8 @@ local function update_param(self, p, g, slots, scalars, scale, keep)
   g = clipped(self, g)
   if scale then g = g * Optimizer.like(scale, g) end
   local decayed = p
-  if (self.weight_decay or 0) > 0 then  -- the scalars of such an optimizer hold the step's lr
-    decayed = p - Optimizer.like(scalars.lr * self.weight_decay, p) * p
+  if (self._decoupled_decay or 0) > 0 then  -- the scalars of such an optimizer hold the step's lr
+    decayed = p - Optimizer.like(scalars.lr * self._decoupled_decay, p) * p
   end
   local new_p, new_slots = self:update_one(decayed, g, slots, scalars)
   if keep then new_p = core.where(keep, new_p, p) end
