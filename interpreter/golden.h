@@ -23,8 +23,8 @@ namespace tpu::golden {
 std::string mask(std::string_view text);
 
 // True when `expected` and `actual` are the same text except for decimals ("1.6696") that are
-// printed with the same number of digits after the point and differ by at most one unit in the
-// last digit (with the sign: "-0.0001" and "0.0000" agree). Kernels take the instruction set of
+// printed with the same number of digits after the point, at least 3, and differ by at most one
+// unit in the last digit (with the sign: "-0.0001" and "0.0000" agree). Kernels take the instruction set of
 // the CPU at hand (AVX2, AVX-512, AMX), whose sums round differently, so a value near a rounding
 // boundary prints one way on one machine and the other way elsewhere. Integers, text and the
 // number of digits must match exactly.

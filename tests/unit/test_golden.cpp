@@ -36,10 +36,13 @@ TEST_CASE("mask: is idempotent") {
 TEST_CASE("same_within_last_digit: decimals may differ by one in the last printed digit") {
   CHECK(golden::same_within_last_digit("val_loss: 1.6696 - acc: 0.6130\n", "val_loss: 1.6697 - acc: 0.6130\n"));
   CHECK(golden::same_within_last_digit("x 0.0000", "x -0.0001"));
-  CHECK(golden::same_within_last_digit("1.99 2.00", "2.00 1.99"));
+  CHECK(golden::same_within_last_digit("1.999 2.000", "2.000 1.999"));
   CHECK_FALSE(golden::same_within_last_digit("val_loss: 1.6696", "val_loss: 1.6698"));
   CHECK_FALSE(golden::same_within_last_digit("loss 1.6696", "loss 1.669"));    // digits differ
   CHECK_FALSE(golden::same_within_last_digit("12 steps", "13 steps"));          // integers exact
+  CHECK_FALSE(golden::same_within_last_digit("nn.Dropout(0.1)", "nn.Dropout(0.2)"));  // settings exact
+  CHECK_FALSE(golden::same_within_last_digit("lr 0.05, 2.4 MiB", "lr 0.06, 2.4 MiB"));
+  CHECK(golden::same_within_last_digit("acc 0.613", "acc 0.614"));
   CHECK_FALSE(golden::same_within_last_digit("v1.5", "v1.6"));                  // inside a word
   CHECK_FALSE(golden::same_within_last_digit("a 1.5", "a 1.5 b"));
   CHECK_FALSE(golden::same_within_last_digit("loss: 1.6696", "LOSS: 1.6696"));
