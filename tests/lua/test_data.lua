@@ -401,12 +401,13 @@ end
 tests["an unknown data set method is an error listing the methods"] = function()
   local ds = data.range(5):batch(2)
   local msg = check.raises(function() ds:unbatch() end,
-    "a Dataset has no unbatch (its methods: batch, cache, cardinality, cycle, element_spec, filter, iter, map, ")
+    "a Dataset has no method unbatch (its methods: batch, cache, cardinality, cycle, element_spec, filter, iter, map, ")
   check.is_true(msg:match("^[^:]+%.lua:%d+: a Dataset") ~= nil, msg)
-  check.raises(function() return ds:batchh(2) end, "a Dataset has no batchh; did you mean 'batch'?")
-  check.raises(function() return ds["repeat"](ds) end, "a Dataset has no repeat; tpu.data calls it cycle(count)")
-  -- Internal fields, the class machinery and probes for optional methods still read as nil.
-  check.eq({ds._no_such_field, data.Dataset.super, ds[1]}, {})
+  check.raises(function() return ds:batchh(2) end, "a Dataset has no method batchh; did you mean 'batch'?")
+  check.raises(function() return ds["repeat"](ds) end, "a Dataset has no method repeat; tpu.data calls it cycle(count)")
+  -- Internal fields, the class machinery, fields a source has and others lack, and any name
+  -- neither tf.data's nor near one of ours read as nil, as a missing field does.
+  check.eq({ds._no_such_field, data.Dataset.super, ds[1], ds.class_names, ds.feature_names, ds.my_flag}, {})
   check.eq(ds:prefetch_stats(), nil, "a data set that is not a prefetch gathered nothing ahead")
   check.is_true(data.Dataset.is_instance(ds:map(function(x) return x end)))
 end

@@ -131,14 +131,26 @@ end
 -- here (batch) does the opposite.
 local tf_hints = {["repeat"] = "; tpu.data calls it cycle(count)", unbatch = ""}
 
--- A public name no data set class has (ds:unbatch()) is an error listing the methods, rather
--- than "attempt to call a nil value". Names starting with "_" (fields internal code tests
--- for nil, metamethods), the class machinery's `super` and non-string keys still read as nil.
+-- tf.data.Dataset's methods: a script ported from it calls them.
+local tf_methods = {}
+for name in ([[apply as_numpy_iterator batch bucket_by_sequence_length cache cardinality
+    concatenate element_spec enumerate filter flat_map get_single_element group_by_window
+    interleave map options padded_batch prefetch ragged_batch rebatch reduce rejection_resample
+    repeat save scan shard shuffle skip snapshot sparse_batch take take_while unbatch unique
+    window with_options zip]]):gmatch("%S+") do
+  tf_methods[name] = true
+end
+
+-- A name no data set class has is nil, as a missing field is (`if ds.class_names then`), except
+-- a tf.data method (ds:unbatch()) or a near miss of one of ours (ds:shufle()): those are errors
+-- listing the methods, rather than "attempt to call a nil value". Names starting with "_",
+-- the class machinery's `super` and non-string keys are never errors.
 getmetatable(Dataset).__index = function(_, key)
   if type(key) ~= "string" or key:match("^_") or key == "super" then return nil end
   local names = method_names()
   local hint = tf_hints[key] or errors.did_you_mean(key, names)
-  args.fail("a Dataset has no %s%s (its methods: %s)", key, hint, table.concat(names, ", "))
+  if not tf_methods[key] and hint == "" then return nil end
+  args.fail("a Dataset has no method %s%s (its methods: %s)", key, hint, table.concat(names, ", "))
 end
 
 ---------------------------------------------------------------- in-memory sources
