@@ -10,6 +10,7 @@
 #include <csignal>
 #include <cstring>
 #include <filesystem>
+#include <functional>
 #include <utility>
 
 #include "core/error.h"
@@ -101,12 +102,14 @@ int sync_directory(const std::string& dir) {
 
 // The file a save to `path` replaces: `path` itself, or what it links to when it is a symbolic
 // link (renaming over the link would replace the link, leaving its target with the old data).
-// A dangling link gives the file it names; a cycle of links is left for the rename to report.
-std::string resolve_links(const std::string& path) {
+// A dangling link gives the file it names; a cycle of links (40 hops, as the kernel's limit)
+// throws `loop`, since renaming over one link of the cycle would quietly break it.
+std::string resolve_links(const std::string& path, const std::function<void()>& loop) {
   namespace fs = std::filesystem;
   fs::path p = path;
   std::error_code ec;
-  for (int hops = 0; hops < 40 && fs::is_symlink(fs::symlink_status(p, ec)); ++hops) {
+  for (int hops = 0; fs::is_symlink(fs::symlink_status(p, ec)); ++hops) {
+    if (hops == 40) loop();
     fs::path to = fs::read_symlink(p, ec);
     if (ec) break;
     p = to.is_absolute() ? to : p.parent_path() / to;
@@ -120,7 +123,7 @@ AtomicFile::AtomicFile(std::string path) : path_(std::move(path)) {
   std::error_code ec;
   if (path_.empty()) throw Error("cannot write a file with an empty name");
   if (std::filesystem::is_directory(path_, ec)) fail("it is a directory", 0);
-  target_ = resolve_links(path_);
+  target_ = resolve_links(path_, [this] { fail("its symbolic links form a cycle", ELOOP); });
   remove_stale_temps(target_);
   for (int attempt = 0; fd_ < 0; ++attempt) {
     temp_ = temp_name(target_);
@@ -133,11 +136,12 @@ AtomicFile::AtomicFile(std::string path) : path_(std::move(path)) {
 }
 
 // The new file gets the permissions of the one it replaces (a private 0600 file stays private);
-// a new file gets 0666 less the umask, as open() gave it.
+// a new file gets 0666 less the umask, as open() gave it. Best effort: file systems without
+// permissions (some network and FUSE mounts) refuse fchmod, and the save goes on without it.
 void AtomicFile::keep_mode() {
   struct stat st {};
   if (::stat(target_.c_str(), &st) != 0 || !S_ISREG(st.st_mode)) return;
-  if (::fchmod(fd_, st.st_mode & 07777) != 0) fail("cannot set the permissions of the new file", errno);
+  (void)::fchmod(fd_, st.st_mode & 07777);
 }
 
 AtomicFile::~AtomicFile() { discard(); }

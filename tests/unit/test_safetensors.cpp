@@ -270,6 +270,11 @@ TEST_CASE("atomic file: a symbolic link stays a link to the new content, the mod
   tpu::write_file_atomic(dir / "real/g", "h");
   ::stat((dir / "real/g").c_str(), &st);
   CHECK((st.st_mode & 0777) == 0640);
+  fs::create_symlink("b", dir / "a");  // a cycle of links is an error, and stays as it was
+  fs::create_symlink("a", dir / "b");
+  CHECK_THROWS_WITH_AS(tpu::write_file_atomic(dir / "a", "x"),
+                       doctest::Contains("its symbolic links form a cycle"), tpu::Error);
+  CHECK(fs::is_symlink(dir / "a"));
 }
 
 TEST_CASE("atomic file: errors name the path and the reason") {
