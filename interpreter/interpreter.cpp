@@ -75,8 +75,9 @@ void install_stdlib(lua_State* L) {
   const bool installed = lua_toboolean(L, -1);
   lua_pop(L, 1);
   if (installed) return;
-  // The stdlib uses these from its first lines: without one, the first script would fail
-  // with an error from inside tpu.
+  // The libraries the embedding contract names (docs/embedding.md): the stdlib loads through
+  // package and computes with string, table and math; fit's progress, logs and files go
+  // through io and os. Without one, a script would fail later with an error from inside tpu.
   for (const char* lib : {"package", "string", "table", "math", "io", "os"}) {
     const bool open = lua_getglobal(L, lib) == LUA_TTABLE;
     lua_pop(L, 1);

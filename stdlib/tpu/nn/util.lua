@@ -193,11 +193,14 @@ function M.leading_option(self, a, b, key)
     return a or {}
   end
   local opts = b or {}
-  if type(opts) == "table" and opts[key] ~= nil then
+  if type(opts) ~= "table" then
+    M.fail("%s: the argument after %s must be a table of options, got %s", self.__name, M.show(a), M.show(b))
+  end
+  if opts[key] ~= nil then
     M.fail("%s: %s given twice (%s and %s = %s)", self.__name, key, M.show(a), key, M.show(opts[key]))
   end
   local copy = {}
-  if type(opts) == "table" then for k, v in pairs(opts) do copy[k] = v end end
+  for k, v in pairs(opts) do copy[k] = v end
   copy[key] = a
   return copy
 end
