@@ -227,6 +227,16 @@ function T.probabilities_survive_shape_only_layers()
     check.near(r.loss, want, 1e-5, tostring(tail))
     check.near(r.accuracy, hits / 4, 1e-6, tostring(tail))
   end
+  -- A subclass's call may do more than move values: its output is logits, as any other.
+  local Doubled = nn.Flatten:extend("Doubled")
+  function Doubled:call(v, ctx) return nn.Flatten.call(self, v, ctx) * 2 end
+  local m = nn.Sequential {nn.Dense(1, {activation = "sigmoid"}), Doubled()}
+  m:compile {optimizer = "sgd", loss = "binary_crossentropy"}
+  m(x)
+  m:set_parameters(lin:parameters())
+  local p2 = lin(x):sigmoid() * 2
+  check.near(m:evaluate(x, yb, {verbose = 0}).loss,
+    losses.binary_crossentropy(yb, p2, {from_logits = true}):item(), 1e-5, "subclass")
   -- a softmax over 5 channels of a 4x4 image, reshaped to 16 rows of 5 (and cropped first)
   local img = tpu.random.normal(tpu.random.key(3), {2, 4, 4, 3})
   local labels = tpu.tensor({{0, 1, 2, 3, 4, 0, 1, 2, 3, 4, 0, 1, 2, 3, 4, 0},

@@ -460,7 +460,8 @@ end
 local function carry_probabilities(self, x, y, ctx)
   local Activation = package.loaded["tpu.nn.Activation"]
   if not (Activation and util.is_tensor(x) and util.is_tensor(y)) then return end
-  local f = self.keeps_probabilities == "rearranges" and function(z) return self:call(z, ctx) end
+  local rearranges = rawget(getmetatable(self), "keeps_probabilities") == "rearranges"
+  local f = rearranges and function(z) return self:call(z, ctx) end
   Activation._carry(x, y, f or nil)
 end
 
@@ -483,7 +484,8 @@ function Module:__call(x, ctx)
   ctx = ctx or {training = false}
   local y = self:call(x, ctx)
   if not util.is_tensor(y) then check_call_result(self, y) end
-  if self.keeps_probabilities then carry_probabilities(self, x, y, ctx) end
+  -- The class's own mark only: a subclass's call may do more than move values.
+  if rawget(getmetatable(self), "keeps_probabilities") then carry_probabilities(self, x, y, ctx) end
   self.output_shape = util.shape_of(y)
   return y
 end
