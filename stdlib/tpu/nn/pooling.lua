@@ -11,7 +11,8 @@ local M = {}
 local options = util.options {"pool_size", "strides", "padding"}
 
 -- (pool_size, opts) or (opts): a first argument that is a number or a list {h, w} is the size.
-function M.init(self, a, b)
+-- Returns the size (nil when not given first) and the checked options; the 1-D poolings too.
+function M.size_and_options(self, a, b)
   local size, opts = a, b
   if a == nil or (type(a) == "table" and not util.is_tensor(a) and type(a[1]) ~= "number") then
     errors.none(2, self.__name, b)
@@ -23,6 +24,11 @@ function M.init(self, a, b)
     util.fail("%s: pool_size given twice (%s and pool_size = %s)", self.__name, util.show(size),
       util.show(opts.pool_size))
   end
+  return size, opts
+end
+
+function M.init(self, a, b)
+  local size, opts = M.size_and_options(self, a, b)
   self:init_common(opts)
   self.pool_size = util.pair(size or opts.pool_size or 2, self.__name .. ": pool_size")
   self.strides = util.pair(opts.strides or self.pool_size, self.__name .. ": strides")

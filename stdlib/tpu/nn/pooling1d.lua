@@ -5,11 +5,9 @@
 --   nn.AvgPool1D {pool_size = 4}
 local Module = require "tpu.nn.Module"
 local util = require "tpu.nn.util"
-local errors = require "tpu.errors"
+local pooling = require "tpu.nn.pooling"
 
 local M = {}
-
-local options = util.options {"pool_size", "strides", "padding"}
 
 -- A positive integer, or a list {n} of one (Keras takes a 1-tuple).
 local function size(v, what)
@@ -22,17 +20,7 @@ end
 
 -- (pool_size, opts) or (opts): a first argument that is a number or a list {n} is the size.
 function M.init(self, a, b)
-  local pool, opts = a, b
-  if a == nil or (type(a) == "table" and not util.is_tensor(a) and type(a[1]) ~= "number") then
-    errors.none(2, self.__name, b)
-    pool, opts = nil, a
-  end
-  opts = opts or {}
-  util.check_options(self, opts, options)
-  if pool ~= nil and opts.pool_size ~= nil then
-    util.fail("%s: pool_size given twice (%s and pool_size = %s)", self.__name, util.show(pool),
-      util.show(opts.pool_size))
-  end
+  local pool, opts = pooling.size_and_options(self, a, b)
   self:init_common(opts)
   self.pool_size = size(pool or opts.pool_size or 2, self.__name .. ": pool_size")
   self.strides = opts.strides == nil and self.pool_size or size(opts.strides, self.__name .. ": strides")
