@@ -43,6 +43,9 @@ local function check_opts(name, opts, allowed)
   if ls ~= nil and not (type(ls) == "number" and ls >= 0 and ls <= 1) then
     util.fail("%s: label_smoothing must be a number from 0 to 1, got %s", name, util.show(ls))
   end
+  if opts.delta ~= nil and not (type(opts.delta) == "number" and opts.delta > 0 and opts.delta < math.huge) then
+    util.fail("%s: delta must be a positive number, got %s", name, util.show(opts.delta))
+  end
   if opts.ignore_class ~= nil and math.type(opts.ignore_class) ~= "integer" then
     util.fail("%s: ignore_class must be an integer class id (e.g. 0, the padding id), got %s",
       name, util.show(opts.ignore_class))
@@ -140,7 +143,7 @@ local function define_class(class_name, name, allowed)
     opts = errors.options(1, class_name, opts, allowed)
     opts = #allowed > 0 and check_opts(class_name, opts, allowed) or opts
     local obj = setmetatable({from_logits = opts.from_logits == true, ignore_class = opts.ignore_class,
-                              label_smoothing = opts.label_smoothing}, Class)
+                              label_smoothing = opts.label_smoothing, delta = opts.delta}, Class)
     local fn = raw[name]
     obj.per_example = function(y_true, y_pred, weights)
       return fn(y_true, y_pred, obj.from_logits, obj, weights)
@@ -274,12 +277,14 @@ end, {})
 M.mean_absolute_error = M.mae
 per_example.mean_absolute_error = per_example.mae
 
--- Keras's "huber" (delta = 1): squared error / 2 up to an error of 1, linear beyond.
-define("huber", function(y_true, y_pred)
+-- Keras's "huber": squared error / 2 up to an error of delta (default 1), linear beyond
+-- (delta * (e - delta / 2)).
+define("huber", function(y_true, y_pred, _, opts)
   y_true = M.match_targets("huber", y_true, y_pred)
+  local d = opts.delta or 1
   local e = (f32(y_pred) - f32(y_true)):abs()
-  return per_row(core.where(e:le(1), e:square() * 0.5, e - 0.5))
-end, {})
+  return per_row(core.where(e:le(d), e:square() * 0.5, (e - 0.5 * d) * d))
+end, {"delta"})
 
 -- Kullback-Leibler divergence of the distributions in the last axis: both clipped to
 -- [1e-7, 1] as Keras does (a 0 in y_true adds nothing, a 0 in y_pred no infinity).
@@ -296,6 +301,7 @@ define_class("SparseCategoricalCrossentropy", "sparse_categorical_crossentropy",
 define_class("CategoricalCrossentropy", "categorical_crossentropy", {"from_logits", "label_smoothing"})
 define_class("BinaryCrossentropy", "binary_crossentropy", {"from_logits", "label_smoothing"})
 define_class("MeanSquaredError", "mse", {})
+define_class("Huber", "huber", {"delta"})
 
 local names = {"sparse_categorical_crossentropy", "categorical_crossentropy",
                "binary_crossentropy", "mse", "mean_squared_error", "mae", "mean_absolute_error",

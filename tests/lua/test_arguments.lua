@@ -134,10 +134,10 @@ local function make_specs(dir)
 
   local y, p = tpu.tensor({1, 0}, {dtype = "i32"}), tpu.tensor {{0.2, 0.8}, {0.6, 0.4}}
   specs.losses = {
-    BinaryCrossentropy = {opts = 1}, CategoricalCrossentropy = {opts = 1}, MeanSquaredError = {opts = 1},
+    BinaryCrossentropy = {opts = 1}, CategoricalCrossentropy = {opts = 1}, MeanSquaredError = {opts = 1}, Huber = {opts = 1},
     SparseCategoricalCrossentropy = {opts = 1},
     binary_crossentropy = {p, p, opts = 3}, categorical_crossentropy = {p, p, opts = 3},
-    mae = {p, p}, mean_absolute_error = {p, p}, huber = {p, p}, kl_divergence = {p, p}, kld = {p, p},
+    mae = {p, p}, mean_absolute_error = {p, p}, huber = {p, p, opts = 3}, kl_divergence = {p, p}, kld = {p, p},
     get = {"mse"}, mean_squared_error = {p, p}, mse = {p, p}, match_targets = {"mse", p, p},
     per_example = "a lookup: the per-example form of a built-in loss, nil for anything else",
     sparse_categorical_crossentropy = {y, p, opts = 3},

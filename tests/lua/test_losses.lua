@@ -294,6 +294,23 @@ function T.keras_regression_and_divergence_losses()
   check.raises(function() losses.huber(yt, yp, {from_logits = true}) end, "huber: unknown option 'from_logits'")
 end
 
+-- Keras's Huber(delta): e^2 / 2 up to delta, delta (e - delta / 2) beyond (numpy references).
+function T.huber_delta_and_the_huber_class()
+  local yt = tpu.tensor {{0.0, 1.0, 0.0}, {0.2, 0.3, 0.5}}
+  local yp = tpu.tensor {{0.1, 2.5, -0.4}, {0.25, 0.05, 0.7}}
+  check.near(losses.huber(yt, yp, {delta = 0.2}):item(), 0.06604167, 1e-6)
+  check.near(losses.huber(yt, yp, {delta = 3}):item(), 0.21041667, 1e-6)
+  local h = losses.Huber {delta = 0.2}
+  check.eq(tostring(h), "Huber{delta = 0.2}")
+  check.near(h(yt, yp):item(), 0.06604167, 1e-6)
+  local m = tpu.nn.Sequential {tpu.nn.Dense(3)}
+  m:compile {optimizer = "sgd", loss = h}
+  local x = tpu.tensor {{1, 2}, {3, 4}}
+  check.near(m:evaluate(x, yt, {verbose = 0}).loss, losses.huber(yt, m(x), {delta = 0.2}):item(), 1e-5)
+  check.raises(function() losses.Huber {delta = 0} end, "Huber: delta must be a positive number, got 0")
+  check.raises(function() losses.huber(yt, yp, {delta = "x"}) end, 'huber: delta must be a positive number, got "x"')
+end
+
 function T.label_smoothing()
   local yt, pp = tpu.tensor {{0, 1, 0}, {0.2, 0.3, 0.5}}, tpu.tensor {{0.1, 0.7, 0.2}, {0.6, 0.0, 0.4}}
   check.near(losses.categorical_crossentropy(yt, pp, {label_smoothing = 0.2}):item(), 3.02809598, 1e-5)
