@@ -294,6 +294,17 @@ function T.keras_regression_and_divergence_losses()
   check.raises(function() losses.huber(yt, yp, {from_logits = true}) end, "huber: unknown option 'from_logits'")
 end
 
+-- nn.Softmax over another axis than the last gives probabilities, which a loss by name reads
+-- as such (normalized over the last axis, as a direct call with from_logits = false does).
+function T.a_softmax_over_another_axis_is_read_as_probabilities()
+  local nn = tpu.nn
+  local x = tpu.tensor {{1, 2}, {-1, 0.5}}
+  local yt = tpu.tensor {{{1, 0, 0}, {0, 0, 1}}, {{0, 1, 0}, {1, 0, 0}}}
+  local m = nn.Sequential {nn.Dense(6), nn.Reshape {2, 3}, nn.Softmax(2)}
+  m:compile {optimizer = "sgd", loss = "categorical_crossentropy"}
+  check.near(m:evaluate(x, yt, {verbose = 0}).loss, losses.categorical_crossentropy(yt, m(x)):item(), 1e-5)
+end
+
 -- Keras's Huber(delta): e^2 / 2 up to delta, delta (e - delta / 2) beyond (numpy references).
 function T.huber_delta_and_the_huber_class()
   local yt = tpu.tensor {{0.0, 1.0, 0.0}, {0.2, 0.3, 0.5}}

@@ -39,6 +39,12 @@ function Activation._probability_activation(y)
   return m and m[1] or nil
 end
 
+-- y is probabilities of the `name` kind ("softmax", "sigmoid") without logits a loss could
+-- read instead (a softmax over another axis than the last, nn.Softmax(2)).
+function Activation._mark_probabilities(y, name)
+  made_by[y] = {name, from = y}
+end
+
 -- y, made from x by a layer that only moves, drops or scales its values, is probabilities
 -- when x is. f(logits) applies that layer to x's logits; nil (Dropout in training), or a
 -- softmax whose last axis the layer regrouped, leaves y probabilities without logits: a

@@ -1,7 +1,7 @@
 -- Keras's Softmax layer: exp(x) / sum(exp(x)) along `axis` (the last by default).
 --   nn.Softmax()    nn.Softmax(2)    nn.Softmax {axis = 2}
 -- Over the last axis its output is the "softmax" activation's: a loss given by name reads the
--- logits behind it, as Keras's does.
+-- logits behind it, as Keras's does; over another axis it reads the output as probabilities.
 local Module = require "tpu.nn.Module"
 local Activation = require "tpu.nn.Activation"
 local util = require "tpu.nn.util"
@@ -33,7 +33,11 @@ end
 
 function Softmax:call(x, _ctx)
   if util.axis(self.axis, #x.shape) == #x.shape then return Activation.functions.softmax(x) end
-  return x:softmax(self.axis)
+  -- Over another axis: probabilities without logits for the last axis, which a loss by name
+  -- normalizes there, as Keras's losses do with any probabilities.
+  local y = x:softmax(self.axis)
+  Activation._mark_probabilities(y, "softmax")
+  return y
 end
 
 function Softmax:compute_output_shape(input_shape)
