@@ -439,6 +439,10 @@ struct Layout {
 };
 
 void check_writable(const TensorFile& file, const std::string& path) {
+  // What the reader takes back (kMaxMembers): a file it would refuse is not written.
+  const std::string most = std::to_string(kMaxMembers);
+  if (file.tensors.size() > kMaxMembers) fail(path, "more than " + most + " tensors cannot be read back");
+  if (file.metadata.size() > kMaxMembers) fail(path, "more than " + most + " metadata entries cannot be read back");
   std::set<std::string_view> names;
   for (const NamedTensor& t : file.tensors) {
     if (t.name == "__metadata__") fail(path, "a tensor cannot be named '__metadata__' (the format reserves it)");

@@ -204,6 +204,10 @@ TEST_CASE("safetensors: writing refuses what the format cannot hold") {
   CHECK_THROWS_AS(tpu::encode_safetensors(f, "x"), tpu::Error);
   f.tensors = {{std::string("bad\xff"), filled(DType::f32, {1})}};
   CHECK_THROWS_WITH_AS(tpu::encode_safetensors(f, "x"), "x: tensor names and metadata must be valid UTF-8 text", tpu::Error);
+  f.tensors.clear();  // more entries than the reader takes back
+  for (int i = 0; i <= 1'000'000; ++i) f.metadata.emplace_hint(f.metadata.end(), std::to_string(1'000'000 + i), "");
+  CHECK_THROWS_WITH_AS(tpu::encode_safetensors(f, "x"), "x: more than 1000000 metadata entries cannot be read back",
+                       tpu::Error);
 }
 
 TEST_CASE("safetensors: files on disk") {
