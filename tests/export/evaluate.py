@@ -167,7 +167,8 @@ CAST = {1: np.float64, 6: np.int32, 7: np.int64, 9: np.bool_}
 def run_node(op, ins, a):
     x = ins[0]
     unary = {"Relu": lambda: np.maximum(x, 0), "Sigmoid": lambda: 1 / (1 + np.exp(-x)), "Tanh": lambda: np.tanh(x),
-             "Sqrt": lambda: np.sqrt(x), "Reciprocal": lambda: 1 / x, "Identity": lambda: x, "Erf": lambda: erf(x)}
+             "Sqrt": lambda: np.sqrt(x), "Reciprocal": lambda: 1 / x, "Identity": lambda: x, "Erf": lambda: erf(x),
+             "Exp": lambda: np.exp(x), "Softplus": lambda: np.logaddexp(0, x), "Softsign": lambda: x / (1 + np.abs(x))}
     binary = {"Add": np.add, "Sub": np.subtract, "Mul": np.multiply, "Div": np.divide, "MatMul": np.matmul}
     if op in unary:
         return unary[op]()
@@ -181,6 +182,18 @@ def run_node(op, ins, a):
         return np.clip(a.get("alpha", 0.2) * x + a.get("beta", 0.5), 0, 1)
     if op == "Softmax":
         return softmax(x, a.get("axis", -1))
+    if op == "LogSoftmax":
+        m = x - x.max(axis=a.get("axis", -1), keepdims=True)
+        return m - np.log(np.exp(m).sum(axis=a.get("axis", -1), keepdims=True))
+    if op == "Elu":  # alpha (exp(x) - 1) for x < 0
+        return np.where(x < 0, a.get("alpha", 1.0) * np.expm1(np.minimum(x, 0)), x)
+    if op == "Selu":  # gamma (alpha (exp(x) - 1)) for x <= 0, gamma x beyond
+        alpha, gamma = a.get("alpha", 1.67326319217681884765625), a.get("gamma", 1.05070102214813232421875)
+        return gamma * np.where(x <= 0, alpha * np.expm1(np.minimum(x, 0)), x)
+    if op == "LeakyRelu":
+        return np.where(x < 0, a.get("alpha", 0.01) * x, x)
+    if op == "Where":
+        return np.where(x, ins[1], ins[2])
     if op == "Transpose":
         return np.transpose(x, a["perm"])
     if op == "Conv":

@@ -64,6 +64,47 @@ case("activations", function()
   return nn.Sequential(layers), {images {3, 6, 10} * 3}
 end)
 
+case("more_activations", function()
+  local layers = {nn.Input {shape = {6, 10}}}
+  for _, a in ipairs {"elu", "selu", "leaky_relu", "softplus", "softsign", "mish", "exponential", "log_softmax"} do
+    layers[#layers + 1] = nn.Dense(10, {activation = a})
+  end
+  for _, a in ipairs {"elu", "selu", "leaky_relu", "softplus", "softsign", "mish", "log_softmax", "exponential"} do
+    layers[#layers + 1] = nn.Activation(a)
+  end
+  return nn.Sequential(layers), {images {3, 6, 10} * 3}
+end)
+
+-- nn.ReLU in each of its forms (threshold, max_value and negative_slope alone and together),
+-- LeakyReLU, ELU and Softmax over each axis, channels last (Dense) and first (after Conv2D).
+case("activation_layers", function()
+  local x = nn.Input {shape = {6, 6, 4}}
+  local h = nn.Conv2D(8, 3, {padding = "same"})(x)
+  local branches = {}
+  local function branch(layer) branches[#branches + 1] = layer(h) end
+  branch(nn.ReLU())
+  branch(nn.ReLU(0.5))
+  branch(nn.ReLU {negative_slope = 0.1})
+  branch(nn.ReLU {threshold = 0.3})
+  branch(nn.ReLU {threshold = -0.2, negative_slope = 0.25})
+  branch(nn.ReLU {max_value = 0.8, negative_slope = 0.1, threshold = 0.2})
+  branch(nn.LeakyReLU())
+  branch(nn.LeakyReLU(0.05))
+  branch(nn.ELU())
+  branch(nn.ELU(0.5))
+  branch(nn.Softmax())
+  branch(nn.Softmax(2))
+  branch(nn.Softmax {axis = -2})
+  branch(nn.Softmax(4))
+  local y = nn.Concatenate()(branches)
+  local d = nn.Dense(5)(nn.Flatten()(h))
+  local outs = {y, nn.Softmax(2)(nn.Reshape {5, 1}(d))}
+  for _, layer in ipairs {nn.ReLU {threshold = 0.1, max_value = 1}, nn.LeakyReLU(), nn.ELU(2), nn.Softmax()} do
+    outs[#outs + 1] = layer(d)
+  end
+  return nn.Model {inputs = x, outputs = outs}, {images {2, 6, 6, 4}}
+end)
+
 case("cnn", function()
   local m = nn.Sequential {nn.Input {shape = {16, 16, 3}},
     nn.Rescaling(1 / 2, {offset = -0.5}),

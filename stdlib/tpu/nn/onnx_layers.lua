@@ -65,6 +65,25 @@ function activations.gelu_approximate(g, layer, x)
   return same(g, layer, "Mul", half, {same(g, layer, "Add", t, {g:scalar(1)}).name})
 end
 
+-- elu (alpha 1), selu (the constants of tensor.lua's selu), leaky_relu (slope 0.2), as ONNX's
+-- ops of those names
+local selu_alpha, selu_scale = 1.6732632423543772848170429916717, 1.0507009873554804934193349852946
+function activations.elu(g, layer, x) return same(g, layer, "Elu", x, nil, {alpha = 1.0}) end
+function activations.selu(g, layer, x)
+  return same(g, layer, "Selu", x, nil, {alpha = selu_alpha, gamma = selu_scale})
+end
+function activations.leaky_relu(g, layer, x) return same(g, layer, "LeakyRelu", x, nil, {alpha = 0.2}) end
+function activations.softplus(g, layer, x) return same(g, layer, "Softplus", x) end
+function activations.softsign(g, layer, x) return same(g, layer, "Softsign", x) end
+function activations.exponential(g, layer, x) return same(g, layer, "Exp", x) end
+-- x * tanh(softplus(x)) (opset 13 has no Mish)
+function activations.mish(g, layer, x)
+  return same(g, layer, "Mul", x, {same(g, layer, "Tanh", activations.softplus(g, layer, x)).name})
+end
+function activations.log_softmax(g, layer, x)
+  return same(g, layer, "LogSoftmax", x, nil, {axis = axis(x, -1)})
+end
+
 local function activation_names()
   local names = {}
   for k in pairs(activations) do names[#names + 1] = k end
@@ -84,6 +103,40 @@ local function activate(g, layer, name, x)
 end
 
 E[nn.Activation] = function(g, layer, x) return activate(g, layer, layer.activation, x) end
+
+E[nn.ELU] = function(g, layer, x) return same(g, layer, "Elu", x, nil, {alpha = layer.alpha + 0.0}) end
+
+E[nn.LeakyReLU] = function(g, layer, x)
+  return same(g, layer, "LeakyRelu", x, nil, {alpha = layer.negative_slope + 0.0})
+end
+
+-- Keras's relu(x, negative_slope, max_value, threshold) in the steps of nn.ReLU's call: x where
+-- x > threshold else 0, clipped to [0, max_value], minus negative_slope * relu(threshold - x).
+E[nn.ReLU] = function(g, layer, x)
+  local slope, max_value, threshold = layer.negative_slope, layer.max_value, layer.threshold
+  if slope ~= 0 and max_value == nil and threshold == 0 then
+    return same(g, layer, "LeakyRelu", x, nil, {alpha = slope + 0.0})
+  end
+  local y
+  if threshold ~= 0 then
+    local above = apply(g, layer, "Greater", {x.name, g:scalar(threshold)}, nil, x.shape, x.layout, "bool")
+    y = apply(g, layer, "Where", {above.name, x.name, g:scalar(0)}, nil, x.shape, x.layout)
+  else
+    y = same(g, layer, "Relu", x)
+  end
+  if max_value then y = same(g, layer, "Clip", y, {g:scalar(0), g:scalar(max_value)}) end
+  if slope ~= 0 then
+    local below = apply(g, layer, "Sub", {g:scalar(threshold), x.name}, nil, x.shape, x.layout)
+    local leak = same(g, layer, "Mul", same(g, layer, "Relu", below), {g:scalar(slope)})
+    y = same(g, layer, "Sub", y, {leak.name})
+  end
+  return y
+end
+
+-- over the layer's axis (1-based over tputrain's shape, the batch first)
+E[nn.Softmax] = function(g, layer, x)
+  return same(g, layer, "Softmax", x, nil, {axis = axis(x, util.axis(layer.axis, #x.shape) - 1)})
+end
 
 -- x + bias (when the layer has one), then the layer's activation.
 local function finish(g, layer, x, bias)
