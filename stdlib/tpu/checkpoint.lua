@@ -20,8 +20,9 @@
 -- back as their name -> tensor table, or loaded into opts.model (checked like model:load).
 -- A checkpoint is a plain safetensors file: tensors under their dotted paths, and in the
 -- metadata "tputrain.format" = "checkpoint/1", "value:<path>" = "i:12" | "f:0x1.8p+1" |
--- "s:text" | "x:636166e9" (a string that is not UTF-8, in hexadecimal) | "b:true" for plain values and "kind:<path>" = "key" | "model" | "table" (an
--- empty table) for the rest. Keys of the state must be strings without "." or integers.
+-- "s:text" | "x:636166e9" (a string that is not UTF-8, in hexadecimal) | "b:true" for plain
+-- values and "kind:<path>" = "key" | "model" | "table" (an empty table) for the rest. Keys of
+-- the state must be strings without "." or integers.
 --
 -- Resuming a fit bitwise identically needs (training_state / restore_training do this):
 --   * every weight of the model, trainable or not (BatchNorm statistics)      -> model

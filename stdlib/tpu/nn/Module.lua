@@ -457,12 +457,11 @@ end
 -- keeps_probabilities: "rearranges" (Flatten, Reshape, Cropping2D: the layer applied to the
 -- logits gives the output's logits) or "scales" (Dropout: probabilities, no logits). Without
 -- it a loss by name would read such an output as logits.
-local function carry_probabilities(self, x, y, ctx)
+local function carry_probabilities(self, keeps, x, y, ctx)
   local Activation = package.loaded["tpu.nn.Activation"]
   if not (Activation and util.is_tensor(x) and util.is_tensor(y)) then return end
-  local rearranges = rawget(getmetatable(self), "keeps_probabilities") == "rearranges"
-  local f = rearranges and function(z) return self:call(z, ctx) end
-  Activation._carry(x, y, f or nil)
+  local f = keeps == "rearranges" and function(z) return self:call(z, ctx) end or nil
+  Activation._carry(x, y, f)
 end
 
 -- layer(x, ctx): builds on first use, checks the input, runs call. On symbolic tensors
@@ -485,7 +484,8 @@ function Module:__call(x, ctx)
   local y = self:call(x, ctx)
   if not util.is_tensor(y) then check_call_result(self, y) end
   -- The class's own mark only: a subclass's call may do more than move values.
-  if rawget(getmetatable(self), "keeps_probabilities") then carry_probabilities(self, x, y, ctx) end
+  local keeps = rawget(getmetatable(self), "keeps_probabilities")
+  if keeps then carry_probabilities(self, keeps, x, y, ctx) end
   self.output_shape = util.shape_of(y)
   return y
 end

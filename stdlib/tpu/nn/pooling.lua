@@ -65,15 +65,20 @@ function M.repr(self)
   return text .. ", " .. self.padding .. ")"
 end
 
--- A pooling layer class whose call applies x:<method>{pool_size=, strides=, padding=}.
-function M.class(name, method)
+-- x:<method>{pool_size=, strides=, padding=}, the call of a 2-D pooling layer.
+function M.apply(self, x, method) return x[method](x, M.args(self)) end
+
+-- A pooling layer class whose call applies the 2-D x:<method>; `parts` (default: this module's)
+-- holds its init, build, output_shape, repr and apply (pooling1d's for the 1-D ones).
+function M.class(name, method, parts)
+  parts = parts or M
   local cls = Module:extend(name)
   cls.takes_one_tensor = true  -- a list of tensors given to it is an error naming it
-  cls.__init = M.init
-  cls.build = M.build
-  cls.compute_output_shape = M.output_shape
-  cls.repr = M.repr
-  function cls:call(x, _ctx) return x[method](x, M.args(self)) end
+  cls.__init = parts.init
+  cls.build = parts.build
+  cls.compute_output_shape = parts.output_shape
+  cls.repr = parts.repr
+  function cls:call(x, _ctx) return parts.apply(self, x, method) end
   return cls
 end
 

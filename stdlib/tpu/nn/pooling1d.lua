@@ -3,7 +3,6 @@
 --   nn.MaxPool1D()                 -- windows of 2 steps, strides = pool_size, padding "valid"
 --   nn.MaxPool1D(3, {strides = 2, padding = "same"})
 --   nn.AvgPool1D {pool_size = 4}
-local Module = require "tpu.nn.Module"
 local util = require "tpu.nn.util"
 local pooling = require "tpu.nn.pooling"
 
@@ -51,22 +50,16 @@ function M.repr(self)
   return text .. ", " .. self.padding .. ")"
 end
 
--- A pooling layer class whose call applies the 2-D x:<method> over a width of 1.
-function M.class(name, method)
-  local cls = Module:extend(name)
-  cls.takes_one_tensor = true  -- a list of tensors given to it is an error naming it
-  cls.__init = M.init
-  cls.build = M.build
-  cls.compute_output_shape = M.output_shape
-  cls.repr = M.repr
-  function cls:call(x, _ctx)
-    local s = x.shape
-    local y = x:reshape {s[1], s[2], 1, s[3]}
-    y = y[method](y, {pool_size = {self.pool_size, 1}, strides = {self.strides, 1}, padding = self.padding})
-    local out = y.shape
-    return y:reshape {out[1], out[2], out[4]}
-  end
-  return cls
+-- The 2-D x:<method> over [batch, steps, 1, channels]: a window of pool_size x 1.
+function M.apply(self, x, method)
+  local s = x.shape
+  local y = x:reshape {s[1], s[2], 1, s[3]}
+  y = y[method](y, {pool_size = {self.pool_size, 1}, strides = {self.strides, 1}, padding = self.padding})
+  local out = y.shape
+  return y:reshape {out[1], out[2], out[4]}
 end
+
+-- A 1-D pooling layer class whose call applies the 2-D x:<method> over a width of 1.
+function M.class(name, method) return pooling.class(name, method, M) end
 
 return M

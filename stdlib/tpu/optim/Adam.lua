@@ -42,13 +42,9 @@ Adam.pure_update = true  -- update_one computes from its arguments alone (Optimi
 function Adam:update_one(p, g, slots, s)
   local m = slots.m * self.beta1 + g * (1 - self.beta1)
   local v = slots.v * self.beta2 + (g * g) * (1 - self.beta2)
-  if self.amsgrad then
-    local v_hat = slots.v_hat:maximum(v)
-    local new_p = p - Optimizer.like(s.alpha, p) * m / (v_hat:sqrt() + self.epsilon)
-    return new_p, {m = m, v = v, v_hat = v_hat}
-  end
-  local new_p = p - Optimizer.like(s.alpha, p) * m / (v:sqrt() + self.epsilon)
-  return new_p, {m = m, v = v}
+  local v_hat = self.amsgrad and slots.v_hat:maximum(v) or nil  -- the denominator's v, if kept
+  local new_p = p - Optimizer.like(s.alpha, p) * m / ((v_hat or v):sqrt() + self.epsilon)
+  return new_p, {m = m, v = v, v_hat = v_hat}
 end
 
 return Adam
