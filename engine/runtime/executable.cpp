@@ -235,12 +235,14 @@ void Executable::emit_steps(Planning& p) {
   }
 }
 
-// A core holds the parameters, the peak of intermediates and the results not written into a
-// parameter's buffer.
+// A core holds the parameters, the constants (a closed-over tensor is in HBM as much as an
+// argument is), the peak of intermediates and the results not written into a parameter's buffer.
 void Executable::count_hbm(const Planning& p) {
   const Graph& g = graph_;
   hbm_bytes_ = plan_.peak_tpu_bytes + shared_plan_.peak_tpu_bytes;
   for (NodeId n : g.params) hbm_bytes_ += tpu_padded_bytes(g.at(n).dtype, g.at(n).shape);
+  for (const Node& n : g.nodes)
+    if (held_constant(n)) hbm_bytes_ += tpu_padded_bytes(n.dtype, n.shape);
   for (NodeId o : g.outputs)
     if (!is_leaf(g.at(o).op) && p.donation.into[size_t(o)] < 0)
       hbm_bytes_ += tpu_padded_bytes(g.at(o).dtype, g.at(o).shape);

@@ -35,6 +35,9 @@ struct CompileOptions {
   std::function<void(const std::string& stage, const Graph& g)> observe;
 };
 
+// A constant the HBM count holds: a tensor (a scalar is an immediate operand of its kernel).
+inline bool held_constant(const Node& n) { return n.op == Op::constant && !n.shape.empty(); }
+
 class Executable {
  public:
   static Executable compile(Graph g, CompileOptions options = {});
@@ -58,7 +61,8 @@ class Executable {
   size_t lockstep_fusions() const { return lockstep_fusions_; }
   // Parameters whose buffers receive a result.
   const std::vector<int32_t>& donated_args() const { return donated_args_; }
-  // HBM a core needs under the tile-padding model: parameters, peak intermediates, results.
+  // HBM a core needs under the tile-padding model: parameters, constants, peak intermediates,
+  // results.
   size_t hbm_bytes() const { return hbm_bytes_; }
   Cost cost() const;
 

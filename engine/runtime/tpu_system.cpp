@@ -50,6 +50,10 @@ std::vector<Held> held_buffers(const Executable& exe) {
     const Node& p = g.at(g.params[i]);
     all.push_back({type_str(p.dtype, p.shape), "", tpu_padded_bytes(p.dtype, p.shape), i});
   }
+  for (NodeId n = 0; n < NodeId(g.nodes.size()); ++n) {
+    const Node& c = g.at(n);
+    if (held_constant(c)) all.push_back({type_str(c.dtype, c.shape), where(n), tpu_padded_bytes(c.dtype, c.shape)});
+  }
   for (const MemoryPlan* plan : {&exe.memory_plan(), &exe.shared_memory_plan()})
     for (const Buffer& b : plan->buffers)
       all.push_back({type_str(g.at(b.node).dtype, g.at(b.node).shape), where(b.node), b.tpu_bytes});

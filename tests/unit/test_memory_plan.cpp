@@ -67,6 +67,21 @@ TEST_CASE("peak of a diamond is the hand-computed value") {
   CHECK(exe.memory_plan().buffers[3].offset == exe.memory_plan().buffers[0].offset);  // d reuses a
 }
 
+TEST_CASE("hbm: a tensor constant counts as a parameter of its type would; a scalar constant does not") {
+  // x @ W with W a constant (a closed-over weight) needs W's bytes on the core, as when W is
+  // an argument.
+  auto needs = [](bool w_is_argument) {
+    Graph g;
+    NodeId x = g.parameter(DType::f32, {8, 300});
+    NodeId w = w_is_argument ? g.parameter(DType::f32, {300, 200}) : g.constant(Tensor(DType::f32, {300, 200}));
+    NodeId two = g.constant(Tensor(DType::f32, {}));
+    g.outputs = {g.binary(Op::mul, g.dot(x, w), g.broadcast(two, {8, 200}, {}))};
+    return unoptimized(g).hbm_bytes();
+  };
+  CHECK(needs(false) == needs(true));
+  CHECK(needs(false) > tpu_padded_bytes(DType::f32, {300, 200}));
+}
+
 TEST_CASE("a donated parameter receives an elementwise update in place") {
   Graph g;
   NodeId w = g.parameter(DType::f32, {4});
