@@ -382,8 +382,31 @@ void reduce_produced_rows(const Runs& r, int64_t align, const TileProducer& prod
   });
 }
 
+// Rows longer than a tile (a full reduction of a large operand, an outer product summed):
+// each row in tiles of kTileElements, a tile's value in double, then the row's tiles in tile
+// order. Tiles depend on the shape alone: the same bits at any thread count.
+template <ReduceKind K>
+void reduce_produced_long_rows(const Runs& r, int64_t align, const TileProducer& produce, float* out, double init) {
+  const int64_t tiles = (r.len + kTileElements - 1) / kTileElements;
+  auto partial = std::make_unique_for_overwrite<double[]>(size_t(r.outer * tiles));
+  parallel_for(r.outer * tiles, [&](int64_t t) {
+    const int64_t first = (t / tiles) * r.len + (t % tiles) * kTileElements;
+    const int64_t n = std::min(kTileElements, r.len - (t % tiles) * kTileElements);
+    const float* x = produce_tile(produce, align, first, first + n);
+    double a = init;
+    for (int64_t k = 0; k < n; ++k) a = combine<K>(a, double(x[k]));
+    partial[size_t(t)] = a;
+  });
+  for (int64_t o = 0; o < r.outer; ++o) {
+    double a = init;
+    for (int64_t k = 0; k < tiles; ++k) a = combine<K>(a, partial[size_t(o * tiles + k)]);
+    out[o] = float(a);
+  }
+}
+
 template <ReduceKind K>
 void reduce_produced_runs(const Runs& r, int64_t align, const TileProducer& produce, float* out, double init) {
+  if (r.inner == 1 && r.len > kTileElements) return reduce_produced_long_rows<K>(r, align, produce, out, init);
   if (r.inner == 1) return reduce_produced_rows<K>(r, align, produce, out, init);
   auto tile = [&](int64_t first, int64_t end) { return produce_tile(produce, align, first, end); };
   reduce_columns<K>(r, tile, out, init);
@@ -453,11 +476,11 @@ Cost cost_reduce(const Graph& g, const Node& n) {
 bool reduce_produced(const Shape& shape, std::span<const int64_t> dims, ReduceKind kind, int64_t align,
                      const TileProducer& produce, float* out) {
   Runs r;
-  // A tile holds whole rows (over the last dims) or at least one row of columns (over leading
-  // dims: any number of rows, a BatchNorm's N*H*W included, goes in tiles of rows). An empty
-  // operand has no tiles: the plain reduce fills the result with the starting values.
-  if (num_elements(shape) == 0 || !consecutive_runs(shape, dims, r) || (r.inner == 1 && r.len > kTileElements) ||
-      r.inner > kTileElements)
+  // A tile holds whole rows or a part of one long row (over the last dims), or at least one row
+  // of columns (over leading dims: any number of rows, a BatchNorm's N*H*W included, goes in
+  // tiles of rows). An empty operand has no tiles: the plain reduce fills the result with the
+  // starting values.
+  if (num_elements(shape) == 0 || !consecutive_runs(shape, dims, r) || r.inner > kTileElements)
     return false;
   for_kind(kind, [&]<ReduceKind K>(double init) { reduce_produced_runs<K>(r, align, produce, out, init); });
   return true;

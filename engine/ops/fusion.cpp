@@ -148,21 +148,23 @@ BlockState& block_state(const Graph& body, int64_t len) {
   return st;
 }
 
-// Evaluates blocks [first, last) of the body. Only the tail block of the whole output is
-// shorter than kBlock, so the views get a new shape at most once.
-void run_blocks(const Node& n, std::span<const Tensor* const> in, Tensor& out, int64_t first, int64_t last) {
+// Evaluates elements [begin, end) of the body's result into dst (where element begin goes), a
+// block of kBlock elements at a time. Only the range's last block may be shorter, so the views
+// get a new shape at most once.
+void run_range(const Node& n, std::span<const Tensor* const> in, int64_t begin, int64_t end, std::byte* dst) {
+  if (begin >= end) return;
   const Graph& body = body_of(n);
-  const int64_t total = out.size();
-  BlockState& st = block_state(body, std::min(kBlock, total - first * kBlock));
   const NodeId root = body.outputs[0];
-  for (int64_t blk = first; blk < last; ++blk) {
-    const int64_t start = blk * kBlock, len = std::min(kBlock, total - start);
+  const Shape& shape = body.at(root).shape;
+  BlockState& st = block_state(body, std::min(kBlock, end - begin));
+  for (int64_t start = begin; start < end; start += kBlock) {
+    const int64_t len = std::min(kBlock, end - start);
     if (st.views.front().size() != len) block_state(body, len);
     for (NodeId id = 0; id < NodeId(body.nodes.size()); ++id) {
       const Node& node = body.at(id);
       const int64_t es = int64_t(size_of(node.dtype));
       Tensor& view = st.views[size_t(id)];
-      if (node.shape != out.shape() && (node.op == Op::constant || node.op == Op::parameter)) continue;
+      if (node.shape != shape && (node.op == Op::constant || node.op == Op::parameter)) continue;
       if (node.op == Op::constant) {  // a scalar group's constant operand
         view.rebind(const_cast<std::byte*>(node.attrs.literal()->raw()));
         continue;
@@ -171,12 +173,12 @@ void run_blocks(const Node& n, std::span<const Tensor* const> in, Tensor& out, i
         view.rebind(const_cast<std::byte*>(in[size_t(st.param_index[size_t(id)])]->raw()) + start * es);
         continue;
       }
-      if (id == root) view.rebind(out.raw() + start * es);
+      if (id == root) view.rebind(dst + (start - begin) * es);
       if (node.op == Op::broadcast) {
         const Node& src = body.at(node.in[0]);
         const Tensor& s = src.op == Op::constant ? *src.attrs.literal() : *in[size_t(st.param_index[size_t(node.in[0])])];
         // A scalar's block holds the same values for every block: fill it once per call.
-        if (s.size() != 1 || blk == first || id == root) broadcast_block(node, s, start, len, view.raw());
+        if (s.size() != 1 || start == begin || id == root) broadcast_block(node, s, start, len, view.raw());
         continue;
       }
       st.args.clear();
@@ -184,6 +186,12 @@ void run_blocks(const Node& n, std::span<const Tensor* const> in, Tensor& out, i
       kernel_for(node.op)(node, st.args, view);
     }
   }
+}
+
+// Evaluates blocks [first, last) of the body into out, the body's whole result.
+void run_blocks(const Node& n, std::span<const Tensor* const> in, Tensor& out, int64_t first, int64_t last) {
+  const int64_t begin = first * kBlock, end = std::min(out.size(), last * kBlock);
+  run_range(n, in, begin, end, out.raw() + begin * int64_t(size_of(out.dtype())));
 }
 
 void fast_fusion(const Node& n, std::span<const Tensor* const> in, Tensor& out) {
@@ -256,12 +264,33 @@ void ref_reduce_fusion(const Node& n, std::span<const Tensor* const> in, Tensor&
   op_info(Op::reduce).reference(reduce_of(n), std::span<const Tensor* const>(args), out);
 }
 
-// The body's program makes the operand a tile at a time for the reduce (ops/reduce.h); a body
-// without a program, or a reduce that does not tile, stores the operand and reduces it.
+// Elements [begin, end) of the f32 result of a body without a program, made in the blocks
+// fast_fusion makes (an element's bits may depend on where its block starts and ends: the
+// vector kernels' tails); a block the range cuts is made whole aside and its part copied.
+void produce_blocks(const Node& n, std::span<const Tensor* const> in, int64_t begin, int64_t end, float* dst) {
+  thread_local std::vector<float> block;
+  const int64_t total = num_elements(reduced_shape(n));
+  for (int64_t start = begin / kBlock * kBlock; start < end; start += kBlock) {
+    const int64_t stop = std::min(total, start + kBlock), lo = std::max(begin, start), hi = std::min(end, stop);
+    if (lo == start && hi == stop) {
+      run_range(n, in, start, stop, reinterpret_cast<std::byte*>(dst + (start - begin)));
+      continue;
+    }
+    block.resize(size_t(kBlock));
+    run_range(n, in, start, stop, reinterpret_cast<std::byte*>(block.data()));
+    std::copy(block.data() + (lo - start), block.data() + (hi - start), dst + (lo - begin));
+  }
+}
+
+// The operand is made a tile at a time for the reduce (ops/reduce.h), by the body's program or
+// in blocks; a reduce that does not tile stores the operand and reduces it.
 void fast_reduce_fusion(const Node& n, std::span<const Tensor* const> in, Tensor& out) {
   const FusionProgram* p = fusion_program(n);
-  const TileProducer produce = [&](int64_t begin, int64_t end, float* dst) { p->run_into(in, dst, begin, end); };
-  if (p && reduce_produced(reduced_shape(n), n.attrs.dims(), n.reduce_kind(), kFusionChunk, produce, out.data<float>()))
+  const TileProducer produce = [&](int64_t begin, int64_t end, float* dst) {
+    if (p) p->run_into(in, dst, begin, end);
+    else produce_blocks(n, in, begin, end, dst);
+  };
+  if (reduce_produced(reduced_shape(n), n.attrs.dims(), n.reduce_kind(), kFusionChunk, produce, out.data<float>()))
     return;
   Tensor operand(DType::f32, reduced_shape(n));
   fast_fusion(n, in, operand);

@@ -16,11 +16,13 @@ namespace tpu {
 using TileProducer = std::function<void(int64_t begin, int64_t end, float* dst)>;
 
 // The f32 reduce of kind `kind` over the consecutive `dims` of an operand of `shape`, made by
-// `produce`, into out. Reductions over the last dims give each row the unfused kernel's bits;
-// over leading dims, column sums are taken in double over tiles of rows and the tiles' sums
-// added in tile order (tiles depend on the shape alone: the same bits at any thread count), as
-// the unfused kernel takes those of a whole operand with rows of up to 2048 values.
-// False, with nothing done, when the dims are not consecutive or a row is too long to tile.
+// `produce`, into out. Reductions over the last dims give each row of up to 32768 values the
+// unfused kernel's bits; a longer row (a full reduction) is taken in double over tiles of it and
+// the tiles' values combined in tile order; over leading dims, column sums are taken in double
+// over tiles of rows and the tiles' sums added in tile order, as the unfused kernel takes those
+// of a whole operand with rows of up to 2048 values. Tiles depend on the shape alone: the same
+// bits at any thread count. False, with nothing done, when the dims are not consecutive or a
+// row of columns is wider than a tile.
 bool reduce_produced(const Shape& shape, std::span<const int64_t> dims, ReduceKind kind, int64_t align,
                      const TileProducer& produce, float* out);
 

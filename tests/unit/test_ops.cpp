@@ -1082,6 +1082,55 @@ TEST_CASE("reduce_fusion reduces its body's result tile by tile: the same bits a
   }
 }
 
+// exp(x * broadcast(b)) reduced over `dims`, b along x's last dim: a body without a fusion
+// program (exp has no fused form), made in blocks.
+NodeId reduced_exp(Graph& g, const std::vector<NodeId>& x, std::vector<int64_t> dims, ReduceKind kind) {
+  const Shape shape = g.at(x[0]).shape;
+  auto body = std::make_shared<Graph>();
+  NodeId px = body->parameter(DType::f32, shape);
+  NodeId pb = body->parameter(DType::f32, {shape.back()});
+  body->outputs = {body->unary(Op::exp, body->binary(Op::mul, px, body->broadcast(pb, shape, {int64_t(shape.size()) - 1})))};
+  Attrs a;
+  a.set_body(body);
+  a.set_dims(Dims(dims));
+  a.axis = int64_t(kind);
+  return g.add(Op::reduce_fusion, {x[0], x[1]}, a);
+}
+
+TEST_CASE("reduce_fusion never stores its operand, with or without a program; the same bits at any thread count") {
+  // A full reduction (a summed outer product), long rows and short ones: the body's result is
+  // made a tile at a time; a row longer than a tile has each tile's value in double, the
+  // tiles combined in order.
+  const std::vector<std::pair<Shape, std::vector<int64_t>>> cases = {
+      {{300, 400}, {0, 1}}, {{2, 50000}, {1}}, {{3, 90, 1000}, {1, 2}}, {{500, 301}, {1}}, {{700, 96}, {0}}};
+  std::mt19937 rng(7);
+  for (const auto& [shape, dims] : cases)
+    for (auto [kind, make] : {std::pair{ReduceKind::sum, &reduced_chain}, std::pair{ReduceKind::max, &reduced_chain},
+                              std::pair{ReduceKind::sum, &reduced_exp}}) {
+      Graph g;
+      std::vector<NodeId> x = {g.parameter(DType::f32, shape), g.parameter(DType::f32, {shape.back()})};
+      g.outputs = {make(g, x, dims, kind)};
+      REQUIRE((fusion_program(g.at(g.outputs[0])) == nullptr) == (make == &reduced_exp));
+      std::vector<Tensor> args = {random_tensor({DType::f32, shape}, rng), random_tensor({DType::f32, {shape.back()}}, rng)};
+      CompileOptions ref;
+      ref.reference_kernels = true;
+      const Tensor want = Executable::compile(g, ref).run(args)[0];
+      std::vector<Tensor> got;
+      for (int threads : {1, 2, 3}) {
+        set_num_threads(threads);
+        const Executable exe = Executable::compile(g);
+        const int64_t before = tensor_memory().allocated;
+        got.push_back(exe.run(args)[0]);
+        INFO(shape_str(shape));
+        CHECK(tensor_memory().allocated - before < int64_t(args[0].bytes()) / 4);
+      }
+      set_num_threads(0);
+      INFO(shape_str(shape));
+      for (const Tensor& t : got) CHECK(std::memcmp(t.raw(), got[0].raw(), t.bytes()) == 0);
+      check_close(got[0], want, 1e-5, "reduce_fusion");
+    }
+}
+
 TEST_CASE("the startup row check finds a row whose traits and fused form disagree") {
   for (int op = 0; op < kNumOps; ++op) CHECK(row_problem(op_info(Op(op))).empty());
   OpInfo row = op_info(Op::add);
