@@ -335,15 +335,29 @@ function M.batch_leaves(self, leaves, args)
   return carries
 end
 
+-- What to try when even a batch of 1 needs `bytes`: the TPU version that holds it, named the way
+-- that changes it (a strategy's version= wins over --tpu), or, when none does, what else helps.
+local function version_advice(bytes)
+  local device = require "tpu.device"
+  local fits = device.smallest_holding(bytes)
+  if not fits then
+    return string.format("\n  Even a batch of 1 does not fit (it needs %s), and no TPU version has that much HBM " ..
+      "per core (v4, the largest, has %s): make the model smaller, or compute in bf16 (--bf16) to halve the " ..
+      "activations.", core.format_bytes(bytes), core.format_bytes(core.tpu_version("v4").hbm_bytes))
+  end
+  local by = device.fixed_by()
+  local how = by and string.format("TPU{version=\"%s\"}; the strategy %s sets its version, which --tpu does not change", fits, by)
+    or "--tpu " .. fits
+  return string.format("\n  Even a batch of 1 does not fit: use a smaller model, or a TPU version with more HBM (%s).", how)
+end
+
 local function batch_advice(self, spec, leaves, args, rep)
   local carries = M.batch_leaves(self, leaves, args)
   local batch = M.leading_batch(leaves, carries)
   local capacity = require("tpu.device").spec().hbm_bytes
   -- args: the probes donate what the real step donates, so they plan the same memory
   local function need(b) return compile(self, spec, scaled(leaves, batch, b, carries), args, true).exe:info().hbm_bytes end
-  if not batch or batch < 2 or need(1) > capacity then
-    return "\n  Even a batch of 1 does not fit: use a smaller model, or a TPU version with more HBM (--tpu v4)."
-  end
+  if not batch or batch < 2 or need(1) > capacity then return version_advice(need(1)) end
   local step = batch >= 16 and 8 or 1
   local lo, hi = 0, (batch - 1) // step  -- largest k with need(k * step) <= capacity
   while lo < hi do

@@ -35,6 +35,7 @@ function Strategy:__init(opts)
   if math.type(cores) ~= "integer" or cores < 1 then fail("TPU: cores must be a positive integer, got %s", errors.show(cores)) end
   self.num_replicas_in_sync = cores
   self.version = opts.version or require("tpu.device").version()
+  self.version_given = opts.version ~= nil
   if not core.tpu_version(self.version) then
     fail("TPU: unknown version '%s' (expected \"v2\", \"v3\" or \"v4\")", tostring(self.version))
   end
@@ -62,9 +63,9 @@ local current_worker  -- the multi_worker{} strategy of this process, when there
 -- then the previous one again. The default strategy runs on the version the program runs on.
 local function set_version(self)
   local device = require "tpu.device"
-  local previous = device.version()
-  if not self.follows_device then device.set_version(self.version) end
-  return function() device.set_version(previous) end
+  local previous, previous_by = device.version(), device.fixed_by()
+  if not self.follows_device then device.set_version(self.version, self.version_given and tostring(self) or nil) end
+  return function() device.set_version(previous, previous_by) end
 end
 
 function Strategy:version_scope()

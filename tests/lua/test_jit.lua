@@ -280,6 +280,32 @@ return {
     check.is_true(err:find("No batch advice: [^\n]*batch_argnums", 1) ~= nil, err)
   end,
 
+  -- When even a batch of 1 does not fit, the advice names the version that holds it the way
+  -- that changes the version (a strategy's version= wins over --tpu), or says none does.
+  ["the HBM advice names a version that holds the step, or says none does"] = function()
+    local g = tpu.jit(function(x, w) return x:matmul(w):sum() end, {name = "mm", batch_argnums = 1})
+    local function advice(strategy, w_rows)
+      local _ <close> = strategy:scope()
+      local err = check.raises(function() g:info(tpu.shape_dtype {8, w_rows}, tpu.shape_dtype {w_rows, w_rows}) end,
+        "ResourceExhausted: 'mm' needs")
+      return err:match("Even a batch of 1[^\n]*")
+    end
+    -- 37.29 GiB: more than v4's 32 GiB, the most a core has
+    local none = advice(tpu.strategy.TPU {version = "v4"}, 100000)
+    check.is_true(none:find("no TPU version has that much HBM", 1, true) ~= nil, none)
+    check.is_true(none:find("--tpu", 1, true) == nil, none)
+    -- 9.31 GiB: over v2's 8 GiB; v3 holds it. A strategy's version= is not the option's.
+    local set = advice(tpu.strategy.TPU {cores = 2, version = "v2"}, 50000)
+    check.is_true(set:find('TPU{version="v3"}', 1, true) ~= nil, set)
+    local device = require "tpu.device"
+    local previous = device.version()
+    device.set_version("v2")
+    local ok, flag = pcall(advice, tpu.strategy.default(), 50000)
+    device.set_version(previous)
+    check.is_true(ok, flag)
+    check.is_true(flag:find("(--tpu v3)", 1, true) ~= nil, flag)
+  end,
+
   -- batch_argnums names the arguments that carry the batch: the profile's per-core batch advice
   -- and the HBM advice look there, not at the largest argument (a weight, e.g. an embedding).
   batch_argnums_name_the_batch = function()
