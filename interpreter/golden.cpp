@@ -449,8 +449,8 @@ Script script_at(const fs::path& file) {
 
 bool is_script(const fs::path& p) { return p.extension() == ".lua"; }
 
-// The scripts the paths name (directories: their *.lua, sorted, not recursive); on a bad path
-// returns the problem in `problem`.
+// The scripts the paths name (directories: their *.lua, sorted, not recursive); on a bad path,
+// or a directory without scripts, returns the problem in `problem`.
 std::vector<Script> collect_scripts(const std::vector<std::string>& paths, std::string& problem) {
   std::vector<Script> scripts;
   for (const std::string& p : paths) {
@@ -460,6 +460,10 @@ std::vector<Script> collect_scripts(const std::vector<std::string>& paths, std::
       std::vector<fs::path> found;
       for (const fs::directory_entry& e : fs::directory_iterator(p, ec)) {
         if (is_script(e.path()) && e.is_regular_file()) found.push_back(e.path());
+      }
+      if (found.empty()) {  // a typo'd or wrong directory must not pass as "0 passed, 0 failed"
+        problem = "no tests found in " + p + " (no NAME.lua in it; subdirectories are not searched)";
+        return {};
       }
       std::sort(found.begin(), found.end());
       for (const fs::path& f : found) scripts.push_back(script_at(f));

@@ -60,6 +60,8 @@ environment:
                          (default: /usr/share/datasets/fashion-mnist, package dataset-fashion-mnist)
   TPUTRAIN_DEBUG=1       show Lua tracebacks with errors (2: also each pass's time)
   TPUTRAIN_OPT=0         like --no-opt
+  TPUTRAIN_CHECK_IR=1    check that every compiled graph prints, parses back and prints the same
+  TPUTRAIN_MPI_TIMEOUT=S under multi_worker: seconds a worker waits for the others (default 60)
 
 exit status: 0 success, 1 script error, 2 usage error; after SIGINT, SIGTERM or SIGHUP
              128 + the signal (130, 143, 129): fit stops after its current step

@@ -3,6 +3,18 @@ local check = require "check"
 local files = require "files"
 
 return {
+  ["--help lists every environment variable docs/cli.md documents"] = function()
+    local help = io.popen(string.format("%q --help", arg[-1])):read("a")
+    local here = debug.getinfo(1, "S").source:match("^@(.*)/[^/]*$") or "."
+    local doc = files.must_read(here .. "/../../docs/cli.md")
+    local n = 0
+    for name in doc:gmatch("\n### `(TPUTRAIN_[%u_]+)") do
+      n = n + 1
+      check.is_true(help:find(name, 1, true) ~= nil, name .. " missing from --help")
+    end
+    check.is_true(n >= 8, "found " .. n .. " variables in docs/cli.md")
+  end,
+
   ["--dump-graphs into a path that cannot be a directory is an error at the jit call"] = function()
     local dir = files.tmpdir()
     files.write(dir .. "/s.lua", "local f = tpu.jit(function(a) return a + 1 end)\nprint(f(tpu.ones {2}))\n")

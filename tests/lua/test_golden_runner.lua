@@ -25,6 +25,20 @@ return {
     files.rmdir(dir)
   end,
 
+  ["a directory without scripts is a usage error naming it, not 0 passed"] = function()
+    local dir = files.tmpdir()
+    files.write(dir .. "/notes.txt", "no scripts here\n")
+    local log = os.tmpname()
+    local ok, code = files.sh(string.format("%q test %q >%q 2>&1", arg[-1], dir, log))
+    local text = files.must_read(log)
+    os.remove(log)
+    files.rmdir(dir)
+    check.eq(ok, false, text)
+    check.eq(code, 2, text)
+    check.is_true(text:find("no tests found in " .. dir, 1, true) ~= nil, text)
+    check.is_true(text:find("0 passed", 1, true) == nil, text)
+  end,
+
   ["--update never writes through a symbolic link"] = function()
     local dir = files.tmpdir()
     files.write(dir .. "/target.txt", "keep me\n")
