@@ -4,6 +4,7 @@
 //   tpu::Interpreter interp(opt);
 //   int rc = interp.run_file("script.lua", {"a", "b"});  // 0 ok, 1 error printed on stderr
 #pragma once
+#include <csignal>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -68,6 +69,11 @@ void install_stdlib(lua_State* L);
 void install_interrupt_handler(lua_State* L);
 bool interrupted();
 int interrupted_status();
+// The REPL's chunks: SIGINT (Ctrl-C) while one runs stops it as it stops a script (fit after
+// its step), and the session goes on: end_chunk_interrupt restores the previous action and
+// forgets the signal.
+struct sigaction catch_chunk_interrupt(lua_State* L);
+void end_chunk_interrupt(lua_State* L, const struct sigaction& previous);
 
 // Prints "message" on stderr the way the CLI reports errors (one paragraph, no traceback
 // unless TPUTRAIN_DEBUG is set).

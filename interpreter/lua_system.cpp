@@ -114,7 +114,10 @@ int forget_interrupted_state(lua_State* L) {
 
 }  // namespace
 
-void install_interrupt_handler(lua_State* L) {
+namespace {
+
+// Makes L the state a first signal interrupts, and starts the exit thread (once).
+void watch_state(lua_State* L) {
   // One sentinel per state: replacing it would collect the first, which forgets L while open.
   if (lua_getfield(L, LUA_REGISTRYINDEX, "tpu.interrupted_state") == LUA_TNIL) {
     lua_newtable(L);  // the sentinel
@@ -129,7 +132,26 @@ void install_interrupt_handler(lua_State* L) {
   interrupt_state = L;
   static const bool started = (start_exit_thread(), true);
   (void)started;
+}
+
+}  // namespace
+
+void install_interrupt_handler(lua_State* L) {
+  watch_state(L);
   for (int sig : kStopSignals) install_signal_handler(sig, on_signal);
+}
+
+struct sigaction catch_chunk_interrupt(lua_State* L) {
+  watch_state(L);
+  return install_signal_handler(SIGINT, on_signal);
+}
+
+void end_chunk_interrupt(lua_State* L, const struct sigaction& previous) {
+  restore_signal_handler(SIGINT, previous);
+  // A hook the signal set may not have fired yet: it must not interrupt the next chunk.
+  if (stop_signal() != 0) lua_sethook(L, nullptr, 0, 0);
+  clear_stop_request();
+  signal_count = 0;
 }
 
 bool interrupted() { return stop_signal() != 0; }

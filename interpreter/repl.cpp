@@ -16,7 +16,6 @@
 
 #include "cli.h"
 #include "interpreter.h"
-#include "runtime/signals.h"
 
 #ifndef TPUTRAIN_VERSION
 #error "TPUTRAIN_VERSION must be defined by the build"
@@ -159,25 +158,13 @@ void setup_line_editing(lua_State* L) {
 
 // ---- Ctrl-C while a chunk runs ------------------------------------------------------------
 
-// As in the Lua interpreter: the first Ctrl-C makes the running chunk raise "interrupted!" at
-// its next Lua instruction; a second one ends the program.
-lua_State* running_state = nullptr;
-
-void interrupt_hook(lua_State* L, lua_Debug*) {
-  lua_sethook(L, nullptr, 0, 0);
-  luaL_error(L, "interrupted!");
-}
-
-void on_interrupt(int) {
-  std::signal(SIGINT, SIG_DFL);
-  lua_sethook(running_state, interrupt_hook, LUA_MASKCALL | LUA_MASKRET | LUA_MASKCOUNT, 1);
-}
-
+// Ctrl-C stops the chunk as SIGINT stops a script (lua_system.cpp): a Lua loop at its next
+// instruction, fit after the step in progress, never between a step's weights and its
+// optimizer state. A second Ctrl-C ends the program.
 Interpreter::Eval eval_interruptible(Interpreter& interp, const std::string& chunk) {
-  running_state = interp.state();
-  const struct sigaction previous = install_signal_handler(SIGINT, on_interrupt);
+  const struct sigaction previous = catch_chunk_interrupt(interp.state());
   Interpreter::Eval result = interp.eval_repl(chunk);
-  restore_signal_handler(SIGINT, previous);
+  end_chunk_interrupt(interp.state(), previous);
   return result;
 }
 

@@ -25,7 +25,7 @@ void block_async_signals();
 // The first signal stays: the stop names it.
 void request_stop(int sig);
 int stop_signal();  // the first signal requested, 0 = none
-void clear_stop_request();  // for tests
+void clear_stop_request();  // tests, and the REPL after an interrupted chunk
 void poll_stop(const char* doing);
 // "Ctrl-C" for SIGINT, else the signal's name ("SIGTERM", "SIGHUP").
 const char* signal_label(int sig);

@@ -59,4 +59,29 @@ return {
     check.is_true(ok, "the session failed: " .. text)
     check.is_true(text:find(">> bad\n> print(x + 1)\n42\n", 1, true) ~= nil, text)
   end,
+  -- Ctrl-C while fit runs stops it after the step in progress, with fit's message for the
+  -- user's line, and leaves weights and optimizer state of the same step (Adam counts its
+  -- steps); a plain Lua loop stops too, and the session goes on. The hook that interrupted
+  -- fit anywhere said "[tpu]/nn/training.lua:832: interrupted!".
+  ["Ctrl-C during fit stops it after a step and keeps the session"] = function()
+    if not files.sh("command -v script >/dev/null") then return end
+    local out, started = os.tmpname(), os.tmpname()
+    os.remove(started)
+    local fit = "m = tpu.nn.Sequential{tpu.nn.Dense(1)}; m:compile{optimizer = 'adam', loss = 'mse'}; " ..
+      "go = {on_train_batch_end = function() io.open('" .. started .. "', 'w'):close() end}; " ..
+      "m:fit(tpu.ones{64000, 4}, tpu.ones{64000, 1}, {epochs = 50, batch_size = 8, verbose = 0, callbacks = {go}})"
+    local typing = "{ printf '%s\n' \"" .. fit .. "\"; while [ ! -e " .. started .. " ]; do sleep 0.1; done; " ..
+      "sleep 0.3; printf '\003'; sleep 0.5; printf 'print(m.optimizer_state.step:item() == m.train_steps)\n'; " ..
+      "sleep 0.5; printf 'while true do end\n'; sleep 0.5; printf '\003'; sleep 0.5; printf 'print(40 + 2)\n'; sleep 0.5; }"
+    local cmd = string.format("%s | TERM=dumb script -qec %q /dev/null >%q 2>&1", typing, "exec " .. arg[-1], out)
+    local ok = files.sh(cmd)
+    local text = files.must_read(out):gsub("\r", "")
+    os.remove(out)
+    os.remove(started)
+    check.is_true(ok, "the session failed: " .. text)
+    check.is_true(text:find("stdin:1: fit: interrupted %(SIGINT%) after step %d+ %(epoch %d+, batch %d+%)\n") ~= nil, text)
+    check.is_true(text:find("\ntrue\n", 1, true) ~= nil, text)
+    check.is_true(text:find("stdin:1: interrupted (SIGINT)\n", 1, true) ~= nil, text)
+    check.is_true(text:find("\n42\n", 1, true) ~= nil, text)
+  end,
 }
