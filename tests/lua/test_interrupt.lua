@@ -112,6 +112,34 @@ function T.sigterm_stops_fit_after_a_step_and_flushes_stdout()
   sh("rm -rf " .. dir)
 end
 
+-- A signal that stops a compile inside fit (here one of an eager op in a callback, after the
+-- signal came) still ends fit with its own message and the steps done; it said "interrupted
+-- (SIGTERM) while compiling" with no step.
+local FIT_COMPILING = [[
+local tpu = require "tpu"
+local model = tpu.nn.Sequential {tpu.nn.Dense(1)}
+model:compile {optimizer = "sgd", loss = "mse"}
+local kill = {on_train_batch_end = function(_, batch)
+  if batch < 2 then return end
+  os.execute("kill -TERM $PPID")
+  while not tpu.core.interrupted() do end
+  local _ = tpu.ones {3, 7} * 2  -- compiles: the compiler sees the stop request
+end}
+model:fit(tpu.ones {64, 4}, tpu.ones {64, 1}, {epochs = 1, batch_size = 8, verbose = 0, callbacks = {kill}})
+]]
+
+function T.a_signal_that_stops_a_compile_in_fit_says_fit_and_the_step()
+  local dir = tmpdir()
+  write(dir .. "/s.lua", FIT_COMPILING)
+  local shell = io.popen(string.format("%q %q 2>%q; echo $?", arg[-1], dir .. "/s.lua", dir .. "/err"))
+  local code = shell:read("n")
+  shell:close()
+  local err = read(dir .. "/err")
+  check.eq(code, 143)
+  check.is_true(err:find("/s.lua:10: fit: interrupted (SIGTERM) after step 2 (epoch 1, batch 2)\n", 1, true) ~= nil, err)
+  sh("rm -rf " .. dir)
+end
+
 -- SIGHUP outside fit: the Lua code stops at once with a message; exit status 129.
 function T.sighup_interrupts_a_script_with_status_129()
   local dir = tmpdir()

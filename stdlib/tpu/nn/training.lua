@@ -727,6 +727,15 @@ local function check_interrupt(model)
   interrupt.check("fit", "after step %d (epoch %d, batch %d)", model.train_steps or 0, p.epoch, p.batch)
 end
 
+-- The same when a signal stopped fit inside a step (a compile raised) or before its first one:
+-- the weights and optimizer state are those of the last step done. `first` = train_steps when
+-- this fit began; `where` = the user's call.
+local function interrupted_fit(model, first, where)
+  local steps, p = model.train_steps or 0, model.fit_progress
+  if steps == first or not p then interrupt.check_at(where, "fit", "before its first step") end
+  interrupt.check_at(where, "fit", "after step %d (epoch %d, batch %d)", steps, p.epoch, p.batch)
+end
+
 ---------------------------------------------------------------- fit
 
 -- Under a strategy, the global index of each replica (sharded: one per core), nil on one core.
@@ -748,10 +757,10 @@ local function model_key(model)
   return model.dropout_key
 end
 
+-- The key and number of the next step; train_steps counts it once it is done.
 local function step_key(model)
   model_key(model)
-  model.train_steps = (model.train_steps or 0) + 1
-  return model.dropout_key, tpu.tensor(model.train_steps, {dtype = "i32"})
+  return model.dropout_key, tpu.tensor((model.train_steps or 0) + 1, {dtype = "i32"})
 end
 
 -- After a non-finite loss: a class id outside the model's classes made it (a compiled sparse
@@ -835,6 +844,7 @@ local function train_epoch(model, c, data, opts, bar, cbs, epoch, start, carry)
                replica_indices(c))
     model:set_parameters(merge(c.layout, new_params, state))
     model.optimizer_state = new_opt_state
+    model.train_steps = (model.train_steps or 0) + 1
     add_stats(sums, stats)
     step, taken = step + 1, taken + 1
     model.fit_progress = {epoch = epoch, batch = step, sums = sums, pass_batch = taken}
@@ -857,6 +867,8 @@ end
 local function evaluate_sums(model, c, data, opts, bar)
   local sums, step = new_sums(c), 0
   local who = bar and "evaluate" or "fit: validation_data"
+  local where = errors.where()  -- a signal stops the loop after a batch, or names the last one done
+  local _ <close> = interrupt.deferred(function() interrupt.check_at(where, who, "after batch %d", step) end)
   for x, y, sample, fourth in batches(data, opts.batch_size, who) do
     check_element(who, y, fourth)
     ensure_built(model, x)
@@ -867,6 +879,7 @@ local function evaluate_sums(model, c, data, opts, bar)
     if finite_before and not util.is_finite(sums[1]) then check_labels(model, c, x, y) end  -- the first one
     step = step + 1
     if bar then bar:update(step, (results(c, sums))) end
+    interrupt.check(who, "after batch %d", step)
   end
   if step == 0 then util.fail("%s: the data set produced no batches", who) end
   return sums, step
@@ -1066,7 +1079,8 @@ function M:fit(data, opts, more)
                     {"steps per epoch", steps or "unknown"}}
   cbs = require("tpu.callbacks")._prepare(cbs, self, {epochs = epochs, steps = steps, verbose = verbose,
     train_data = data, validation_data = opts.validation_data})
-  local _ <close> = interrupt.deferred()
+  local first_step, where = self.train_steps or 0, errors.where()
+  local _ <close> = interrupt.deferred(function() interrupted_fit(self, first_step, where) end)
   callback(cbs, "on_train_begin", {})
   local left  -- the pass the last epoch left under way (steps_per_epoch)
   local carry = is_dataset(data) and data:cardinality() ~= -1
@@ -1139,10 +1153,13 @@ function M:predict(data, opts, extra)
   local outs = {}
   local bar = Progbar {target = cardinality(data, opts.batch_size),
                        verbose = verbosity(opts.verbose or 0, "predict")}
+  local where = errors.where()
+  local stop <close> = interrupt.deferred(function() interrupt.check_at(where, "predict", "after batch %d", #outs) end)
   for x in batches(data, opts.batch_size, "predict") do
     ensure_built(self, x)
     outs[#outs + 1] = step_fn(self, c, "predict")(self:parameters(), x)
     bar:update(#outs, {})
+    interrupt.check("predict", "after batch %d", #outs)
   end
   if #outs == 0 then util.fail("predict: the data set produced no batches") end
   bar:update(#outs, {}, true)
