@@ -383,6 +383,14 @@ int l_argmax(lua_State* L) {
   });
 }
 
+// A slice that keeps every axis but the first whole: a contiguous run of rows.
+bool leading_rows_only(const Shape& shape, const Dims& lo, const Dims& hi) {
+  if (shape.empty()) return false;
+  for (size_t k = 1; k < shape.size(); ++k)
+    if (lo[k] != 0 || hi[k] != shape[k]) return false;
+  return true;
+}
+
 // t:slice{{first, last}, ...}: inclusive 1-based ranges; negative counts from the end.
 int l_slice(lua_State* L) {
   LuaTensor* t = check_tensor(L, 1);
@@ -413,6 +421,11 @@ int l_slice(lua_State* L) {
                               std::to_string(i) + " of " + type_str(t->dtype(), shape));
     lo[size_t(i - 1)] = first - 1;
     hi[size_t(i - 1)] = last;
+  }
+  if (!t->traced() && leading_rows_only(shape, lo, hi)) {
+    // fit's batches of x and y: a copy of contiguous rows, not a graph compiled per offset.
+    push_tensor(L, t->value().rows(lo[0], hi[0] - lo[0]).copy());
+    return 1;
   }
   return apply_op(L, {{t, 0}}, DType::f32, [=](Graph& g, const std::vector<NodeId>& in) { return g.slice(in[0], lo, hi); });
 }
