@@ -44,7 +44,7 @@ struct Tile {
 int64_t rows_per_block(const GemmShape& s, int64_t panels) {
   if (panels > 1 || 2 * s.m * s.k * s.n < kSplitRowsFrom) return std::max<int64_t>(s.m, 1);
   const int64_t rows = std::max(kMinBlockRows, (s.m + kRowBlocks - 1) / kRowBlocks);
-  return (rows + 15) / 16 * 16;
+  return std::min(s.m, (rows + 15) / 16 * 16);  // a block taller than the product made a bad oneDNN operand
 }
 
 // The heights of a product's row blocks: the full one and the last one.

@@ -614,13 +614,14 @@ void check_on_1_and_2_threads(Gemm gemm, const GemmShape& s, const GemmOperands&
 }  // namespace
 
 // Products whose output is a single column panel but large enough to split into row blocks
-// (the last one shorter), plain, with either operand transposed, batched; each way gemm_f32
+// (the last one shorter), plain, with either operand transposed, batched, and one of fewer rows
+// than a block (a pointwise conv's filter gradient: a long inner dimension); each way gemm_f32
 // computes: within f32 rounding of the exact sums, and the same bits on 1 and 2 threads.
 TEST_CASE("f32 GEMM split into row blocks: within f32 rounding of the exact sums, at any thread count") {
   std::mt19937 rng(5);
   const Gemm ways[] = {gemm_f32_packed, gemm_f32_onednn_or_eigen, gemm_f32_eigen};
   for (GemmShape s : {GemmShape{1, 200, 700, 130, false, false}, GemmShape{1, 1000, 96, 100, true, false},
-                      GemmShape{2, 150, 300, 200, false, true}}) {
+                      GemmShape{2, 150, 300, 200, false, true}, GemmShape{1, 32, 20000, 16, true, false}}) {
     CAPTURE(s.m);
     const GemmOperands o = random_operands(s, rng);
     for (Gemm gemm : ways) check_on_1_and_2_threads(gemm, s, o);
