@@ -7,7 +7,8 @@
 // where the build has them and the window suits them (kernels/onednn_conv.h); else patch
 // matrices (im2col) times the filter / the output gradient with Eigen, cut into tasks by the
 // shapes alone. bf16 computes in f32 (f32_compute.h); operands that are exactly bf16 values
-// take oneDNN's bf16 convs on CPUs with bf16 instructions; grouped convs take oneDNN's grouped
+// take oneDNN's bf16 convs on CPUs with bf16 instructions, or over small images (and in
+// pointwise filter gradients) bf16 patch matrices on its bf16 matmul; grouped convs take oneDNN's grouped
 // and depthwise primitives, a direct loop for depthwise filter gradients oneDNN declines, or
 // one ungrouped kernel per group. The input gradient is a conv again (ir/window.h).
 #include <Eigen/Core>
@@ -15,6 +16,7 @@
 #include <cstring>
 #include <memory>
 #include <optional>
+#include <utility>
 
 #include "kernels/convert.h"
 #include "kernels/gemm.h"
@@ -158,18 +160,20 @@ void ref_conv_filter_grad(const Node& node, std::span<const Tensor* const> in, T
 }
 
 // Patch rows [r0, r0 + rows): row (b, oh, ow) holds the window's inputs in filter order
-// (kh, kw, ci), zeros where the window reads padding.
-void im2col(const ConvGeom& c, const float* x, int64_t r0, int64_t rows, float* col) {
+// (kh, kw, ci), zeros where the window reads padding
+// (elements of type T: f32, or bf16 bits).
+template <class T>
+void im2col(const ConvGeom& c, const T* x, int64_t r0, int64_t rows, T* col) {
   int64_t b = r0 / (c.ho * c.wo), oh = r0 / c.wo % c.ho, ow = r0 % c.wo;
   for (int64_t r = 0; r < rows; ++r) {
-    const float* image = x + b * c.h * c.w * c.ci;
+    const T* image = x + b * c.h * c.w * c.ci;
     for (int64_t i = 0; i < c.kh; ++i) {
       const int64_t ih = c.src_h[size_t(oh * c.kh + i)];
       for (int64_t j = 0; j < c.kw; ++j, col += c.ci) {
         const int64_t iw = c.src_w[size_t(ow * c.kw + j)];
-        const float* src = ih < 0 || iw < 0 ? nullptr : image + (ih * c.w + iw) * c.ci;
-        if (src) std::memcpy(col, src, size_t(c.ci) * sizeof(float));
-        else std::fill_n(col, c.ci, 0.0f);
+        const T* src = ih < 0 || iw < 0 ? nullptr : image + (ih * c.w + iw) * c.ci;
+        if (src) std::memcpy(col, src, size_t(c.ci) * sizeof(T));
+        else std::fill_n(col, c.ci, T(0));
       }
     }
     if (++ow == c.wo) {
@@ -486,11 +490,12 @@ bool pointwise_filter_grad_applies(const Window2D& win, const ConvGeom& c) {
 
 // Every patch row of the batch, in this thread's buffer (reused from call to call), copied
 // in fixed blocks of rows across the pool.
-const float* all_patches(const ConvGeom& c, const float* x) {
-  thread_local std::vector<float> buffer;
+template <class T>
+const T* all_patches(const ConvGeom& c, const T* x) {
+  thread_local std::vector<T> buffer;
   const int64_t total = c.rows(), block = rows_per_block(c.depth());
   if (buffer.size() < size_t(total * c.depth())) buffer.resize(size_t(total * c.depth()));
-  float* col = buffer.data();
+  T* col = buffer.data();
   parallel_for((total + block - 1) / block, [&](int64_t t) {
     const int64_t r0 = t * block;
     im2col(c, x, r0, std::min(block, total - r0), col + r0 * c.depth());
@@ -507,36 +512,107 @@ const float* all_patches(const ConvGeom& c, const float* x) {
 // transposition it needs) took 27 ms for ResNet50's 2x2x2048 one at batch 64 (the product 8),
 // 10 for the 4x4x1024 one (7); on 8x8 images they were even (7.3 and 7.7), larger ones were
 // not measured.
-bool dilated_pointwise_applies(const Window2D& win, const ConvGeom& c) {
+bool dilated_pointwise_window(const Window2D& win) {
   for (int i = 0; i < 2; ++i)
     if (win.size[i] != 1 || win.stride[i] != 1 || win.rhs_dilation[i] != 1) return false;
-  return dilated_input(win) && c.groups == 1 && c.h * c.w <= kPatchGemmMaxPixels && packed_gemm_used();
+  return dilated_input(win);
 }
 
-// The products of a few images at a time (about 4 MiB of them), each row then copied where its
-// output position is.
-void dilated_pointwise_conv(const ConvGeom& c, const float* x, const float* w, float* y) {
+bool dilated_pointwise_applies(const Window2D& win, const ConvGeom& c) {
+  return dilated_pointwise_window(win) && c.groups == 1 && c.h * c.w <= kPatchGemmMaxPixels && packed_gemm_used();
+}
+
+// The products of a few images at a time (about 4 MiB of them), product(first image, images,
+// out) each, each row then copied where its output position is.
+template <class Product>
+void placed_pointwise_conv(const ConvGeom& c, float* y, Product product) {
   const int64_t pixels = c.h * c.w, co = c.co, outputs = c.ho * c.wo;
   const int64_t fit = (int64_t(1) << 20) / std::max<int64_t>(pixels * co, 1);
   const int64_t images = std::min(c.n, std::max<int64_t>(fit, 1));
-  auto product = std::make_unique_for_overwrite<float[]>(size_t(images * pixels * co));
+  auto product_rows = std::make_unique_for_overwrite<float[]>(size_t(images * pixels * co));
   for (int64_t b0 = 0; b0 < c.n; b0 += images) {
     const int64_t count = std::min(images, c.n - b0);
-    gemm_f32(GemmShape{1, count * pixels, c.ci, co}, x + b0 * pixels * c.ci, w, product.get());
+    product(b0, count, product_rows.get());
     const int64_t total = count * outputs, block = rows_per_block(co);
     float* out = y + b0 * outputs * co;
     parallel_for((total + block - 1) / block, [&](int64_t t) {
       for (int64_t o = t * block; o < std::min(total, (t + 1) * block); ++o) {
         const int64_t b = o / outputs, ih = c.src_h[size_t(o / c.wo % c.ho)], iw = c.src_w[size_t(o % c.wo)];
         if (ih < 0 || iw < 0) std::fill_n(out + o * co, co, 0.0f);
-        else std::copy_n(product.get() + ((b * c.h + ih) * c.w + iw) * co, co, out + o * co);
+        else std::copy_n(product_rows.get() + ((b * c.h + ih) * c.w + iw) * co, co, out + o * co);
       }
     });
   }
 }
 
+void dilated_pointwise_conv(const ConvGeom& c, const float* x, const float* w, float* y) {
+  placed_pointwise_conv(c, y, [&](int64_t b0, int64_t count, float* out) {
+    gemm_f32(GemmShape{1, count * c.h * c.w, c.ci, c.co}, x + b0 * c.h * c.w * c.ci, w, out);
+  });
+}
+
+// Operands that are exactly bf16 values (bf16_convs) in convs without groups: patch matrices of
+// bf16 bits times the filter or the output gradient on oneDNN's bf16 matmul (gemm_bf16: AMX
+// tiles where the CPU has them), the same exact products summed in f32. oneDNN 2.6's bf16 conv
+// primitives over chunks of the batch ran ResNet50's late stages (64x64 inputs, batch 64) at
+// 25-150 GFLOP/s: each chunk of 16 images streams the whole filter, and the filter gradient
+// writes, reorders and sums a whole filter per chunk (3x3x512x512 over 2x2 images: 23 ms a
+// pass); the matmul runs their patches at 700-1500 GFLOP/s (1.1 ms). Where the images are
+// larger the primitives win the forward conv (measured at batch 64: 3x3 windows from 4x4
+// outputs on, 1x1 ones from 8x8) and the filter gradient of 3x3 windows from 16x16 outputs on
+// (the patches copy each input 9 times); pointwise filter gradients gain at all sizes.
+bool bf16_patch_gemm_applies(const ConvGeom& c) { return bf16_convs() && c.groups == 1 && c.ci >= kMinBf16Channels; }
+
+bool one_by_one(const Window2D& win) { return win.size[0] == 1 && win.size[1] == 1; }
+
+bool bf16_patch_conv_applies(const Window2D& win, const ConvGeom& c) {
+  const int64_t outputs = c.ho * c.wo;
+  return bf16_patch_gemm_applies(c) && !dilated_input(win) && (outputs <= 4 || (one_by_one(win) && outputs <= 16));
+}
+
+bool bf16_patch_filter_grad_applies(const Window2D& win, const ConvGeom& c) {
+  return bf16_patch_gemm_applies(c) && !dilated_input(win) && (one_by_one(win) || c.ho * c.wo <= 64);
+}
+
+// The filter (or output gradient) `a` and the input x narrowed into this thread's buffers, or
+// nulls when either holds a value that is not exactly bf16.
+std::pair<const uint16_t*, const uint16_t*> narrowed_pair(const float* a, int64_t na, const float* x, int64_t nx) {
+  const uint16_t* ab = narrowed(a, na, 1);
+  const uint16_t* xb = ab ? narrowed(x, nx, 0) : nullptr;
+  return {xb ? ab : nullptr, xb};
+}
+
+bool bf16_patch_conv(const Window2D& win, const ConvGeom& c, const float* x, const float* w, float* y) {
+  if (!bf16_patch_conv_applies(win, c)) return false;
+  const auto [wb, xb] = narrowed_pair(w, c.depth() * c.co, x, c.n * c.h * c.w * c.ci);
+  if (!xb) return false;
+  gemm_bf16(GemmShape{1, c.rows(), c.depth(), c.co}, is_pointwise(win) ? xb : all_patches(c, xb), wb, y);
+  return true;
+}
+
+bool bf16_patch_filter_grad(const Window2D& win, const ConvGeom& c, const float* x, const float* dy, float* dw) {
+  if (!bf16_patch_filter_grad_applies(win, c)) return false;
+  const auto [dyb, xb] = narrowed_pair(dy, c.rows() * c.co, x, c.n * c.h * c.w * c.ci);
+  if (!xb) return false;
+  const uint16_t* patches = is_pointwise(win) ? xb : all_patches(c, xb);
+  gemm_bf16(GemmShape{1, c.depth(), c.rows(), c.co, true, false}, patches, dyb, dw);
+  return true;
+}
+
+// The input gradient of a strided 1x1 conv: the product of every input position, placed.
+bool bf16_placed_pointwise(const Window2D& win, const ConvGeom& c, const float* x, const float* w, float* y) {
+  if (!bf16_patch_gemm_applies(c) || !dilated_pointwise_window(win)) return false;
+  const auto [wb, xb] = narrowed_pair(w, c.ci * c.co, x, c.n * c.h * c.w * c.ci);
+  if (!xb) return false;
+  placed_pointwise_conv(c, y, [&](int64_t b0, int64_t count, float* out) {
+    gemm_bf16(GemmShape{1, count * c.h * c.w, c.ci, c.co}, xb + b0 * c.h * c.w * c.ci, wb, out);
+  });
+  return true;
+}
+
 // y[rows, Co] = patches[rows, depth] * w[depth, Co], in fixed blocks of rows.
 void conv_f32(const Window2D& win, const ConvGeom& c, const float* x, const float* w, float* y) {
+  if (bf16_patch_conv(win, c, x, w, y) || bf16_placed_pointwise(win, c, x, w, y)) return;
   if (patch_gemm_applies(win, c)) return gemm_f32(GemmShape{1, c.rows(), c.depth(), c.co}, all_patches(c, x), w, y);
   if (dilated_pointwise_applies(win, c)) return dilated_pointwise_conv(c, x, w, y);
   const std::optional<ConvShape> s = onednn_shape(win, c);
@@ -604,6 +680,7 @@ void depthwise_filter_grad(const ConvGeom& c, const float* x, const float* dy, f
 
 // dw[depth, Co] = patches^T dy over fixed chunks of rows.
 void filter_grad_f32(const Window2D& win, const ConvGeom& c, const float* x, const float* dy, float* dw) {
+  if (bf16_patch_filter_grad(win, c, x, dy, dw)) return;
   if (patch_gemm_applies(win, c))
     return gemm_f32(GemmShape{1, c.depth(), c.rows(), c.co, true, false}, all_patches(c, x), dy, dw);
   if (pointwise_filter_grad_applies(win, c))

@@ -206,6 +206,48 @@ TEST_CASE("convs of exactly-bf16 operands match the reference under every bf16 w
   }
 }
 
+// The same over small images, where bf16 convs run as bf16 products of patch matrices
+// (ops/conv.cpp): a 3x3 conv with 2x2 outputs, a 1x1 one over 4x4 images, their filter
+// gradients (the pointwise one over larger images too), a strided 1x1 conv's input gradient
+// (each product placed where it goes) and a dilated filter.
+TEST_CASE("convs of exactly-bf16 operands over small images match the reference under every bf16 way") {
+  auto small_ints = [](const Shape& s, uint32_t seed) {
+    std::mt19937 rng(seed);
+    std::uniform_int_distribution<int> u(-4, 4);
+    Tensor x(DType::f32, s);
+    for (int64_t i = 0; i < x.size(); ++i) x.set(i, u(rng));
+    return x;
+  };
+  Window2D same, pointwise, strided, dilated;
+  same.pad_lo = {1, 1}, same.pad_hi = {1, 1}, same.size = {3, 3};
+  strided.stride = {2, 2};
+  dilated.size = {2, 2}, dilated.rhs_dilation = {2, 2}, dilated.pad_lo = {1, 1}, dilated.pad_hi = {1, 1};
+  const std::vector<Shape> shapes = {{6, 2, 2, 32}, {3, 3, 32, 24}, {6, 2, 2, 24}, {5, 4, 4, 16}, {1, 1, 16, 40},
+                                     {5, 4, 4, 40}, {3, 9, 9, 8}, {3, 9, 9, 16}, {5, 2, 2, 40}, {2, 2, 32, 8}};
+  Graph g;
+  std::vector<NodeId> p;
+  std::vector<Tensor> args;
+  for (size_t i = 0; i < shapes.size(); ++i) {
+    p.push_back(g.parameter(DType::f32, shapes[i]));
+    args.push_back(small_ints(shapes[i], uint32_t(i + 1)));
+  }
+  g.outputs = {g.conv(p[0], p[1], same),          g.conv_filter_grad(p[0], p[2], same),
+               g.conv(p[3], p[4], pointwise),     g.conv_filter_grad(p[3], p[5], pointwise),
+               g.conv_filter_grad(p[6], p[7], pointwise),
+               conv_input_grad(g, p[8], p[4], strided, {5, 4, 4, 16}, 1), g.conv(p[0], p[9], dilated)};
+  REQUIRE(verify_graph(g).empty());
+  CompileOptions reference;
+  reference.reference_kernels = true;
+  const std::vector<Tensor> want = Executable::compile(g, reference).run(args);
+  Ways ways;
+  for (Bf16Gemm way : ways.all) {
+    set_bf16_gemm(way);
+    INFO(bf16_gemm_name(way));
+    const std::vector<Tensor> got = Executable::compile(g).run(args);
+    for (size_t i = 0; i < got.size(); ++i) CHECK(std::memcmp(got[i].raw(), want[i].raw(), got[i].bytes()) == 0);
+  }
+}
+
 // Under mixed_bfloat16 a conv's operands are bf16 values widened to f32; its backward convs
 // take the output gradient rounded to bf16 (as the dot's gradient does), so they run on bf16
 // operands too. Expected: the gradients of the same conv given that rounded gradient directly.
