@@ -558,16 +558,15 @@ void dilated_pointwise_conv(const ConvGeom& c, const float* x, const float* w, f
 // 25-150 GFLOP/s: each chunk of 16 images streams the whole filter, and the filter gradient
 // writes, reorders and sums a whole filter per chunk (3x3x512x512 over 2x2 images: 23 ms a
 // pass); the matmul runs their patches at 700-1500 GFLOP/s (1.1 ms). Where the images are
-// larger the primitives win the forward conv (measured at batch 64: 3x3 windows from 4x4
-// outputs on, 1x1 ones from 8x8) and the filter gradient of 3x3 windows from 16x16 outputs on
+// larger the primitives win the forward conv or are even with the matmul (measured at batch
+// 64 from 4x4 outputs on) and win the filter gradient of 3x3 windows from 16x16 outputs on
 // (the patches copy each input 9 times); pointwise filter gradients gain at all sizes.
 bool bf16_patch_gemm_applies(const ConvGeom& c) { return bf16_convs() && c.groups == 1 && c.ci >= kMinBf16Channels; }
 
 bool one_by_one(const Window2D& win) { return win.size[0] == 1 && win.size[1] == 1; }
 
 bool bf16_patch_conv_applies(const Window2D& win, const ConvGeom& c) {
-  const int64_t outputs = c.ho * c.wo;
-  return bf16_patch_gemm_applies(c) && !dilated_input(win) && (outputs <= 4 || (one_by_one(win) && outputs <= 16));
+  return bf16_patch_gemm_applies(c) && !dilated_input(win) && c.ho * c.wo <= 4;
 }
 
 bool bf16_patch_filter_grad_applies(const Window2D& win, const ConvGeom& c) {
