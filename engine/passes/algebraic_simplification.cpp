@@ -111,9 +111,20 @@ NodeId pad_into_conv(Graph& g, const Node& n) {
   return n.op == Op::conv ? g.conv(x, n.in[1], w, n.groups()) : g.conv_filter_grad(x, n.in[1], w, n.groups());
 }
 
+// convert(pad(x) with zeros) -> pad(convert(x)) with zeros: the same values (zero converts to
+// zero), and under mixed_bfloat16 the padding then meets the conv that reads the cast input
+// (conv(convert(convert(pad(x))))), which pad_into_conv folds into its window: MobileNetV2's
+// padded copies before its strided convs are not made.
+NodeId pad_after_convert(Graph& g, const Node& n) {
+  if (n.op != Op::convert || g.at(n.in[0]).op != Op::pad) return -1;
+  const Node& pad = g.at(n.in[0]);
+  if (pad.attrs.value() != 0) return -1;
+  return g.pad(g.convert(pad.in[0], n.dtype), pad.pad_lo(), pad.pad_hi(), 0);
+}
+
 const Rule kRules[] = {times_one,       over_one,        minus_zero,          double_negation, same_choice,
                        reshape_chain,   reshape_before_convert, transpose_chain, broadcast_chain,
-                       pad_into_conv,   negation_out_of_sum};
+                       pad_into_conv,   pad_after_convert, negation_out_of_sum};
 
 // The replacement for node n of g by the first rule that applies, or -1.
 NodeId simplify(Graph& g, const Node& n) {
