@@ -687,9 +687,10 @@ void filter_grad_f32(const Window2D& win, const ConvGeom& c, const float* x, con
   const std::optional<ConvShape> s = onednn_shape(win, c);
   // oneDNN's depthwise filter gradient over images of at most 2x2 outputs (MobileNetV2's last
   // blocks at 64x64 inputs) took 2.9 ms a pass at batch 64 on AVX-512, the loop below 0.15;
-  // from 4x4 outputs on oneDNN's is 2-4 times faster.
+  // from 4x4 outputs on oneDNN's is 2-4 times faster for 3x3 windows, but 3-8 times slower
+  // for 5x5 ones (EfficientNetB0's: 4x4x672 7.2 ms, the loop 0.8; 16x16x144 7.9 and 2.5).
   const bool depthwise = c.cg() == 1 && c.og() == 1;
-  if (depthwise && c.ho * c.wo <= 4) return depthwise_filter_grad(c, x, dy, dw);
+  if (depthwise && (c.ho * c.wo <= 4 || c.kh * c.kw > 9)) return depthwise_filter_grad(c, x, dy, dw);
   if (s && (bf16_exact_filter_grad(*s, x, dy, dw) || onednn_conv_filter_grad(*s, x, dy, dw))) return;
   if (depthwise) return depthwise_filter_grad(c, x, dy, dw);
   if (c.groups > 1) return filter_grad_per_group(win, c, x, dy, dw);

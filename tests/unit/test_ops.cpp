@@ -264,6 +264,11 @@ const std::vector<OpCase>& cases() {
       // runs as a GEMM per channel on AVX2, which ops/conv.cpp's direct loop replaces).
       {"conv_filter_grad_depthwise_small_image", {{f, {70, 2, 2, 40}}, {f, {70, 2, 2, 40}}},
        [](Graph& g, V x) { return g.conv_filter_grad(x[0], x[1], window({1, 1}, {1, 1}, {1, 1}, {3, 3}), 40); }, false},
+      // EfficientNetB0's 5x5 depthwise windows, plain and strided: the direct loop, not oneDNN.
+      {"conv_filter_grad_depthwise_5x5", {{f, {4, 8, 8, 24}}, {f, {4, 8, 8, 24}}},
+       [](Graph& g, V x) { return g.conv_filter_grad(x[0], x[1], window({1, 1}, {2, 2}, {2, 2}, {5, 5}), 24); }, false},
+      {"conv_filter_grad_depthwise_5x5_strided", {{f, {3, 9, 9, 16}}, {f, {3, 4, 4, 16}}},
+       [](Graph& g, V x) { return g.conv_filter_grad(x[0], x[1], window({2, 2}, {1, 1}, {1, 1}, {5, 5}), 16); }},
       {"conv_filter_grad", {{f, {2, 5, 4, 3}}, {f, {2, 5, 4, 2}}},
        [](Graph& g, V x) { return g.conv_filter_grad(x[0], x[1], window({1, 1}, {1, 0}, {1, 1}, {3, 2})); }},
       {"conv_filter_grad_strided", {{f, {2, 7, 6, 2}}, {f, {2, 3, 5, 3}}},
