@@ -208,8 +208,9 @@ TEST_CASE("convs of exactly-bf16 operands match the reference under every bf16 w
 
 // The same over small images, where bf16 convs run as bf16 products of patch matrices
 // (ops/conv.cpp): a 3x3 conv with 2x2 outputs, a 1x1 one over 4x4 images, their filter
-// gradients (the pointwise one over larger images too), a strided 1x1 conv's input gradient
-// (each product placed where it goes) and a dilated filter.
+// gradients (the pointwise one over larger images too, and over 18000 output positions: in
+// parts of 8192, the last shorter), a strided 1x1 conv's input gradient (each product placed
+// where it goes) and a dilated filter.
 TEST_CASE("convs of exactly-bf16 operands over small images match the reference under every bf16 way") {
   auto small_ints = [](const Shape& s, uint32_t seed) {
     std::mt19937 rng(seed);
@@ -223,7 +224,8 @@ TEST_CASE("convs of exactly-bf16 operands over small images match the reference 
   strided.stride = {2, 2};
   dilated.size = {2, 2}, dilated.rhs_dilation = {2, 2}, dilated.pad_lo = {1, 1}, dilated.pad_hi = {1, 1};
   const std::vector<Shape> shapes = {{6, 2, 2, 32}, {3, 3, 32, 24}, {6, 2, 2, 24}, {5, 4, 4, 16}, {1, 1, 16, 40},
-                                     {5, 4, 4, 40}, {3, 9, 9, 8}, {3, 9, 9, 16}, {5, 2, 2, 40}, {2, 2, 32, 8}};
+                                     {5, 4, 4, 40}, {3, 9, 9, 8}, {3, 9, 9, 16}, {5, 2, 2, 40}, {2, 2, 32, 8},
+                                     {5, 60, 60, 8}, {5, 60, 60, 12}};
   Graph g;
   std::vector<NodeId> p;
   std::vector<Tensor> args;
@@ -234,7 +236,8 @@ TEST_CASE("convs of exactly-bf16 operands over small images match the reference 
   g.outputs = {g.conv(p[0], p[1], same),          g.conv_filter_grad(p[0], p[2], same),
                g.conv(p[3], p[4], pointwise),     g.conv_filter_grad(p[3], p[5], pointwise),
                g.conv_filter_grad(p[6], p[7], pointwise),
-               conv_input_grad(g, p[8], p[4], strided, {5, 4, 4, 16}, 1), g.conv(p[0], p[9], dilated)};
+               conv_input_grad(g, p[8], p[4], strided, {5, 4, 4, 16}, 1), g.conv(p[0], p[9], dilated),
+               g.conv_filter_grad(p[10], p[11], pointwise)};
   REQUIRE(verify_graph(g).empty());
   CompileOptions reference;
   reference.reference_kernels = true;
@@ -246,6 +249,29 @@ TEST_CASE("convs of exactly-bf16 operands over small images match the reference 
     const std::vector<Tensor> got = Executable::compile(g).run(args);
     for (size_t i = 0; i < got.size(); ++i) CHECK(std::memcmp(got[i].raw(), want[i].raw(), got[i].bytes()) == 0);
   }
+}
+
+// The bf16 patch-matrix convs (a 2x2 conv, a pointwise filter gradient in parts, a strided
+// 1x1 input gradient) on values whose sums round: the same bits on 1 and 2 threads.
+TEST_CASE("bf16 convs over small images do not depend on the thread count") {
+  auto widened = [](Graph& g, NodeId p) { return g.convert(g.convert(p, DType::bf16), DType::f32); };
+  Window2D same, pointwise, strided;
+  same.pad_lo = {1, 1}, same.pad_hi = {1, 1}, same.size = {3, 3};
+  strided.stride = {2, 2};
+  const std::vector<Shape> shapes = {{8, 2, 2, 64}, {3, 3, 64, 32}, {5, 60, 60, 8}, {5, 60, 60, 12}, {4, 3, 3, 24}, {1, 1, 16, 24}};
+  Graph g;
+  std::vector<NodeId> p;
+  std::vector<Tensor> args;
+  for (size_t i = 0; i < shapes.size(); ++i) {
+    p.push_back(widened(g, g.parameter(DType::f32, shapes[i])));
+    args.push_back(uniform(DType::f32, shapes[i], uint32_t(20 + i)));
+  }
+  g.outputs = {g.conv(p[0], p[1], same), g.conv_filter_grad(p[2], p[3], pointwise),
+               conv_input_grad(g, p[4], p[5], strided, {4, 6, 6, 16}, 1)};
+  REQUIRE(verify_graph(g).empty());
+  Executable exe = Executable::compile(g);
+  exe.run(args);  // makes the primitives
+  run_on_1_and_2_threads(exe, args);
 }
 
 // Under mixed_bfloat16 a conv's operands are bf16 values widened to f32; its backward convs
