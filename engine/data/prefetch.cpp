@@ -62,8 +62,11 @@ std::optional<std::vector<Tensor>> BatchPrefetcher::pop() {
   --pending_;
   ++stats_.batches;
   stats_.ready += was_ready ? 1 : 0;
+  // Room for the next batch, but the thread only has work once one is pushed: waking it now
+  // (the queue drained, the usual case) would switch to it and back for nothing.
+  const bool has_work = !requests_.empty();
   lock.unlock();
-  work_cv_.notify_one();  // room for the next batch
+  if (has_work) work_cv_.notify_one();
   return batch;
 }
 
