@@ -1,5 +1,7 @@
 #include "data/prefetch.h"
 
+#include <sched.h>
+
 #include <chrono>
 
 #include "data/batching.h"
@@ -10,6 +12,18 @@ namespace tpu {
 namespace {
 double ms_since(std::chrono::steady_clock::time_point t0) {
   return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+}
+
+// The thread is woken by a push, which comes right before the caller's training step; as an
+// ordinary thread it preempted the caller there (the scheduler puts a woken thread on its
+// waker's core), delaying the step by its gather and maps while the step's other workers
+// waited. SCHED_BATCH keeps its share of the CPU but does not preempt on waking: it runs when a
+// core frees up (a pool worker going to sleep, the caller waiting). The MLP of
+// bench/tputrain_models.lua fed by a pipeline: 68.1k -> 69.8k samples/s (in memory: 73.9k).
+// A refusal leaves the thread as it was.
+void yield_to_waker() {
+  sched_param none{};
+  sched_setscheduler(0, SCHED_BATCH, &none);
 }
 }  // namespace
 
@@ -25,6 +39,7 @@ BatchPrefetcher::Gather BatchPrefetcher::rows_of(std::vector<Tensor> sources) {
 BatchPrefetcher::BatchPrefetcher(Gather gather, size_t depth)
     : gather_(std::move(gather)), depth_(depth < 1 ? 1 : depth), thread_([this] {
         block_async_signals();
+        yield_to_waker();
         HostAllocationScope host;  // batches of a data set, on the host
         run();
       }) {}

@@ -1,5 +1,6 @@
 // Batch building: gather_rows, pad_stack, and the BatchPrefetcher's background gather.
 #include <doctest.h>
+#include <sched.h>
 
 #include <atomic>
 #include <chrono>
@@ -118,6 +119,18 @@ TEST_CASE("BatchPrefetcher gathers ahead while the caller works, up to its depth
   CHECK(s.batches == 8);
   CHECK(s.ready >= 7);  // gathered during the previous step
   CHECK(s.gather_ms > 0);
+}
+
+TEST_CASE("BatchPrefetcher's thread does not preempt the caller that wakes it (SCHED_BATCH)") {
+  Tensor x = iota(DType::f32, {4, 3});
+  tpu::BatchPrefetcher p({x}, 1);
+  std::atomic<int> policy{-1};
+  p.push({0}, [&](std::vector<Tensor> batch) {
+    policy = sched_getscheduler(0);
+    return batch;
+  });
+  REQUIRE(p.pop().has_value());
+  CHECK(policy == SCHED_BATCH);
 }
 
 TEST_CASE("BatchPrefetcher applies a request's `then` on its thread; its error reaches pop") {
