@@ -79,4 +79,34 @@ function T.keras_layer_names()
   check.eq(model.layers[3].epsilon, 1.001e-5)
 end
 
+-- The standard deviation of a tensor's elements.
+local function std(t)
+  local d = t - t:mean():item()
+  return math.sqrt((d * d):mean():item())
+end
+
+-- The standard deviations of a model's kernels and embeddings (the weights with at least two
+-- axes), in order: {{"layer/sublayer class/weight name", std}, ...}.
+local function kernel_stds(model)
+  local out = {}
+  for _, layer in ipairs(model.layers) do
+    layer:each_weight(function(owner, entry)
+      if #entry.value.shape >= 2 then
+        out[#out + 1] = {layer.name .. "/" .. owner.__name .. "/" .. entry.name, std(entry.value)}
+      end
+    end)
+  end
+  return out
+end
+
+-- Hugging Face's BERT draws every Linear weight and every embedding from N(0, 0.02): the
+-- encoder blocks', the pooler's and the classifier's kernels too (not glorot_uniform).
+function T.bert_kernels_have_std_002()
+  local bert = apps.BertBase {vocab_size = 300, max_length = 16, num_layers = 1, hidden_dim = 64,
+                              num_heads = 2, intermediate_dim = 128, num_classes = 3}
+  local stds = kernel_stds(bert)
+  for _, e in ipairs(stds) do check.near(e[2], 0.02, 0.003, e[1]) end
+  check.eq(#stds, 11)  -- 3 embeddings, 4 attention kernels, 2 feed-forward, pooler, classifier
+end
+
 return T

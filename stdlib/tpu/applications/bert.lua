@@ -11,7 +11,8 @@
 -- Inputs (i32 [batch, length], length <= max_length): token ids, segment ids (0 or 1) and the
 -- padding mask (1 = token, 0 = padding). Outputs: {sequence [batch, length, hidden_dim],
 -- pooled [batch, hidden_dim]}, or with num_classes the logits [batch, num_classes] of a Dense
--- on the dropped-out pooled output (keras_hub's BertClassifier).
+-- on the dropped-out pooled output (keras_hub's BertClassifier). Every kernel and embedding is
+-- drawn with standard deviation 0.02 (Hugging Face's initializer_range), biases zeros.
 local tpu = require "tpu"
 local errors = require "tpu.errors"
 local nn = tpu.nn
@@ -56,15 +57,15 @@ return function(opts, extra)
   x = nn.Dropout(c.dropout, {name = "embeddings_dropout"})(x)
   for i = 1, c.num_layers do
     x = nn.TransformerEncoder {num_heads = c.num_heads, intermediate_dim = c.intermediate_dim,
-      dropout = c.dropout, activation = "gelu", epsilon = 1e-12,
+      dropout = c.dropout, activation = "gelu", epsilon = 1e-12, kernel_initializer = init,
       name = "transformer_layer_" .. i} {x, mask = mask}
   end
-  local pooled = nn.Dense(c.hidden_dim, {activation = "tanh", name = "pooled_dense"})(
-    FirstToken {name = "first_token"}(x))
+  local pooled = nn.Dense(c.hidden_dim, {activation = "tanh", kernel_initializer = init,
+                                         name = "pooled_dense"})(FirstToken {name = "first_token"}(x))
   local outputs = {x, pooled}
   if c.num_classes then
     pooled = nn.Dropout(c.dropout, {name = "classifier_dropout"})(pooled)
-    outputs = nn.Dense(c.num_classes, {name = "logits"})(pooled)
+    outputs = nn.Dense(c.num_classes, {kernel_initializer = init, name = "logits"})(pooled)
   end
   return nn.Model {inputs = {ids, segments, mask}, outputs = outputs, name = "bert"}
 end
