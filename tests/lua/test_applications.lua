@@ -109,4 +109,16 @@ function T.bert_kernels_have_std_002()
   check.eq(#stds, 11)  -- 3 embeddings, 4 attention kernels, 2 feed-forward, pooler, classifier
 end
 
+-- Hugging Face's nn.Embedding(padding_idx = 0) starts the padding token's row at zeros.
+function T.bert_padding_token_embedding_starts_at_zero()
+  local bert = apps.BertBase {vocab_size = 50, max_length = 8, num_layers = 1, hidden_dim = 16,
+                              num_heads = 2, intermediate_dim = 32}
+  local table_ = bert:get_layer("token_embedding").embeddings
+  check.eq(table_:slice({{1, 1}}):abs():sum():item(), 0)
+  check.near(std(table_:slice({{2, 50}})), 0.02, 0.004)
+  local one = apps.BertBase {vocab_size = 1, max_length = 8, num_layers = 1, hidden_dim = 16,
+                             num_heads = 2, intermediate_dim = 32}
+  check.eq(one:get_layer("token_embedding").embeddings:totable(), {tpu.zeros({16}):totable()})
+end
+
 return T

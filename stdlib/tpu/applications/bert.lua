@@ -12,7 +12,8 @@
 -- padding mask (1 = token, 0 = padding). Outputs: {sequence [batch, length, hidden_dim],
 -- pooled [batch, hidden_dim]}, or with num_classes the logits [batch, num_classes] of a Dense
 -- on the dropped-out pooled output (keras_hub's BertClassifier). Every kernel and embedding is
--- drawn with standard deviation 0.02 (Hugging Face's initializer_range), biases zeros.
+-- drawn with standard deviation 0.02 (Hugging Face's initializer_range), biases zeros; the
+-- token embedding's row 0 (the padding token) starts at zeros.
 local tpu = require "tpu"
 local errors = require "tpu.errors"
 local nn = tpu.nn
@@ -37,6 +38,15 @@ end
 
 local init = text_config.std_002
 
+-- The token embedding's initializer: std 0.02 with row 0 (the padding token, id 0) zeros, as
+-- Hugging Face's nn.Embedding(padding_idx = pad_token_id = 0) starts it (training may move it).
+local function token_init(key, shape, dtype)
+  local t = init(key, shape, dtype)
+  local zero = tpu.zeros({1, shape[2]}, {dtype = t.dtype})
+  if shape[1] == 1 then return zero end
+  return tpu.concat({zero, t:slice({{2, shape[1]}})}, 1)
+end
+
 local defaults = {vocab_size = 30522, max_length = 512, num_layers = 12, hidden_dim = 768,
                   num_heads = 12, intermediate_dim = 3072, num_segments = 2, dropout = 0.1}
 
@@ -46,7 +56,7 @@ return function(opts, extra)
   local ids = nn.Input {shape = {-1}, dtype = "i32", name = "token_ids"}
   local segments = nn.Input {shape = {-1}, dtype = "i32", name = "segment_ids"}
   local mask = nn.Input {shape = {-1}, dtype = "i32", name = "padding_mask"}
-  local tokens = nn.Embedding(c.vocab_size, c.hidden_dim, {embeddings_initializer = init,
+  local tokens = nn.Embedding(c.vocab_size, c.hidden_dim, {embeddings_initializer = token_init,
                                                             name = "token_embedding"})(ids)
   local positions = nn.PositionEmbedding {sequence_length = c.max_length, initializer = init,
                                           name = "position_embedding"}(tokens)
