@@ -121,4 +121,23 @@ function T.bert_padding_token_embedding_starts_at_zero()
   check.eq(one:get_layer("token_embedding").embeddings:totable(), {tpu.zeros({16}):totable()})
 end
 
+-- Hugging Face's GPT-2 draws each block's residual output projections (c_proj: attention output
+-- and feed-forward output) with std 0.02 / sqrt(2 * n_layer), every other kernel with 0.02.
+function T.gpt2_residual_projections_have_scaled_std()
+  local gpt = apps.GPT2Small {vocab_size = 200, max_length = 16, num_layers = 2, hidden_dim = 64,
+                              num_heads = 2, intermediate_dim = 128}
+  local names, scaled = {}, 0.02 / math.sqrt(4)
+  for _, e in ipairs(kernel_stds(gpt)) do
+    local i = #names + 1
+    names[i] = e[1]
+    -- per block: query, key, value, output kernels, then the feed-forward in and out
+    local k = (i - 3) % 6
+    local residual = e[1]:match("^transformer_layer") and (k == 3 or k == 5)
+    check.near(e[2], residual and scaled or 0.02, residual and 0.0015 or 0.003, e[1])
+  end
+  check.eq(#names, 14)  -- 2 embeddings, 6 kernels per block
+  check.eq(names[6], "transformer_layer_1/MultiHeadAttention/output_kernel")
+  check.eq(names[8], "transformer_layer_1/Dense/kernel")
+end
+
 return T

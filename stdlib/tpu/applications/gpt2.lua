@@ -13,7 +13,9 @@
 -- Inputs (i32 [batch, length], length <= max_length): token ids and the padding mask (1 = token,
 -- 0 = padding). The output is the last hidden states, or with logits = true the next-token logits
 -- [batch, length, vocab_size] from the token embedding itself (tied, as GPT-2's LM head: no new
--- weights).
+-- weights). Kernels and embeddings are drawn with standard deviation 0.02, biases zeros, but the
+-- two projections ending on the residual stream in each block (the attention output and the
+-- feed-forward output, GPT-2's c_proj) with 0.02 / sqrt(2 * num_layers), as Hugging Face's.
 local tpu = require "tpu"
 local errors = require "tpu.errors"
 local nn = tpu.nn
@@ -49,6 +51,20 @@ end
 
 local init = text_config.std_002
 
+-- Hugging Face's GPT-2 draws the two projections that end on a block's residual stream (c_proj:
+-- the attention output and the feed-forward output) again with std 0.02 / sqrt(2 * n_layer),
+-- so the residual sum of the 2 * n_layer branches keeps its scale: the block's kernel `name` of
+-- `layer` is drawn again with that deviation (a key from the initializers' stream).
+local function redraw(layer, name, initializer)
+  local list = {}
+  layer:each_weight(function(_, entry)
+    local v = entry.value
+    list[#list + 1] = entry.name == name
+      and initializer(require("tpu.nn.initializers")._next_key(), v.shape, v.dtype) or v
+  end)
+  layer:set_parameters(list)
+end
+
 local defaults = {vocab_size = 50257, max_length = 1024, num_layers = 12, hidden_dim = 768,
                   num_heads = 12, intermediate_dim = 3072, dropout = 0.1}
 
@@ -64,11 +80,15 @@ return function(opts, extra)
                                           name = "position_embedding"}(tokens)
   local x = nn.Add {name = "embeddings_add"} {tokens, positions}
   x = nn.Dropout(c.dropout, {name = "embeddings_dropout"})(x)
+  local residual_init = text_config.uniform_std(0.02 / math.sqrt(2 * c.num_layers))
   for i = 1, c.num_layers do
-    x = nn.TransformerDecoder {num_heads = c.num_heads, intermediate_dim = c.intermediate_dim,
-      dropout = c.dropout, activation = "gelu_approximate", layer_norm_epsilon = 1e-5,
-      normalize_first = true, kernel_initializer = init,
-      name = "transformer_layer_" .. i} {x, decoder_padding_mask = mask}
+    local block = nn.TransformerDecoder {num_heads = c.num_heads,
+      intermediate_dim = c.intermediate_dim, dropout = c.dropout, activation = "gelu_approximate",
+      layer_norm_epsilon = 1e-5, normalize_first = true, kernel_initializer = init,
+      name = "transformer_layer_" .. i}
+    x = block {x, decoder_padding_mask = mask}
+    redraw(block.self_attention, "output_kernel", residual_init)
+    redraw(block.ffn_out, "kernel", residual_init)
   end
   x = nn.LayerNorm {epsilon = 1e-5, name = "layer_norm"}(x)
   if c.logits then x = TiedLogits(embedding, {name = "logits"})(x) end
