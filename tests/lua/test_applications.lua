@@ -140,4 +140,24 @@ function T.gpt2_residual_projections_have_scaled_std()
   check.eq(names[8], "transformer_layer_1/Dense/kernel")
 end
 
+-- Keras's NASNet gives its 1x1 convolutions (the cells' squeeze, the adjust block's projections)
+-- he_normal kernels: std sqrt(2 / fan_in). glorot_uniform's is sqrt(fan_in / (fan_in + fan_out))
+-- of that: 0.93 for a normal cell's squeeze (6x as many inputs as outputs), less for the others.
+function T.nasnet_1x1_convolutions_are_he_normal()
+  local model = apps.NASNetMobile {include_top = false, input_shape = {32, 32, 3}}
+  local n = 0
+  for _, layer in ipairs(model.layers) do
+    local name = layer.name
+    if name:match("^normal_conv_1_") or name:match("^reduction_conv_1_") or name:match("^adjust_conv") then
+      local k = layer.kernel
+      local fan_in = k.shape[1] * k.shape[2] * k.shape[3]
+      if k:numel() >= 4096 then
+        n = n + 1
+        check.near(std(k) / math.sqrt(2 / fan_in), 1, 0.04, name)
+      end
+    end
+  end
+  check.is_true(n > 20, n .. " convolutions checked")
+end
+
 return T

@@ -29,7 +29,12 @@ end
 local function bn(name) return nn.BatchNorm {epsilon = 1e-3, momentum = 0.9997, name = name} end
 local function relu(name) return nn.Activation("relu", {name = name or auto("activation")}) end
 local function add(a, b, name) return nn.Add {name = name or auto("add")} {a, b} end
-local function conv1x1(filters, name) return nn.Conv2D(filters, 1, {padding = "same", use_bias = false, name = name}) end
+-- Every 1x1 convolution (a cell's squeeze, the adjust block's) has Keras's he_normal kernels; the
+-- separable convolutions keep the default glorot_uniform, as in Keras.
+local function conv1x1(filters, name)
+  return nn.Conv2D(filters, 1, {padding = "same", use_bias = false, kernel_initializer = "he_normal",
+                                name = name})
+end
 local function avg_pool(size, stride, padding, name)
   return nn.AvgPool2D(size, {strides = stride, padding = padding, name = name})
 end
