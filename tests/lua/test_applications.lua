@@ -160,4 +160,15 @@ function T.nasnet_1x1_convolutions_are_he_normal()
   check.is_true(n > 20, n .. " convolutions checked")
 end
 
+-- classifier_activation = false is Keras's None: the classifier gives logits, not softmax.
+function T.classifier_activation_false_gives_logits()
+  local function last(act)
+    local model = apps.MobileNetV2 {input_shape = {32, 32, 3}, classes = 3, classifier_activation = act}
+    return model:get_layer("predictions").activation_name
+  end
+  check.eq(last(false), "linear")
+  check.eq(last(nil), "softmax")
+  check.eq(last("linear"), "linear")
+end
+
 return T

@@ -38,7 +38,9 @@ function M.args(who, opts, defaults, extra)
     input_shape = check_input_shape(who, opts.input_shape or {defaults.size, defaults.size, 3},
       defaults.min_size or 32),
     pooling = opts.pooling,
-    classifier_activation = opts.classifier_activation or "softmax",
+    -- false is Keras's None: the logits (no activation); nil is the default softmax
+    classifier_activation = opts.classifier_activation == false and "linear"
+                            or opts.classifier_activation or "softmax",
     name = opts.name or defaults.name,
   }
   if a.pooling ~= nil and a.pooling ~= "avg" and a.pooling ~= "max" then
