@@ -171,4 +171,17 @@ function T.classifier_activation_false_gives_logits()
   check.eq(last("linear"), "linear")
 end
 
+-- Without the top, Keras names the pooling "avg_pool" / "max_pool" only in ResNet and
+-- EfficientNet; VGG16, Xception, MobileNetV2 and NASNet leave it unnamed (a fresh session's name).
+function T.headless_pooling_layers_have_keras_names()
+  local function last(builder, pooling, size)
+    local model = builder {include_top = false, pooling = pooling, input_shape = {size, size, 3}}
+    return model.layers[#model.layers].name
+  end
+  check.eq(last(apps.MobileNetV2, "avg", 32), "global_average_pooling2d")
+  check.eq(last(apps.MobileNetV2, "max", 32), "global_max_pooling2d")
+  check.eq(last(apps.EfficientNetB0, "avg", 32), "avg_pool")
+  check.eq(last(apps.EfficientNetB0, "max", 32), "max_pool")
+end
+
 return T

@@ -35,7 +35,7 @@ return function(opts, extra)
     x = nn.Dense(4096, {activation = "relu", name = "fc2"})(x)
     x = nn.Dense(a.classes, {activation = a.classifier_activation, name = "predictions"})(x)
   else
-    x = common.pool(x, a.pooling)
+    x = common.pool(x, a.pooling, true)  -- no Keras original: the named form
   end
   return nn.Model {inputs = input, outputs = x, name = a.name}
 end

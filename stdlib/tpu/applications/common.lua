@@ -60,17 +60,23 @@ function M.args(who, opts, defaults, extra)
   return a
 end
 
--- The features x with the global pooling asked for (include_top = false), Keras's layer names.
-function M.pool(x, pooling)
-  if pooling == "avg" then return nn.GlobalAveragePooling2D {name = "avg_pool"}(x) end
-  if pooling == "max" then return nn.GlobalMaxPooling2D {name = "max_pool"}(x) end
+-- The features x with the global pooling asked for (include_top = false), named as Keras names
+-- it: "avg_pool" / "max_pool" when `named` (ResNet50, EfficientNet), else the names a fresh Keras
+-- session gives the unnamed layer (VGG16, Xception, MobileNetV2, NASNet).
+function M.pool(x, pooling, named)
+  if pooling == "avg" then
+    return nn.GlobalAveragePooling2D {name = named and "avg_pool" or "global_average_pooling2d"}(x)
+  end
+  if pooling == "max" then
+    return nn.GlobalMaxPooling2D {name = named and "max_pool" or "global_max_pooling2d"}(x)
+  end
   return x
 end
 
 -- The model's end: with include_top, global average pooling (its layer named `pool_name`) and
--- the classifier Dense "predictions"; without, the features pooled as asked (M.pool).
-function M.top(x, a, pool_name)
-  if not a.include_top then return M.pool(x, a.pooling) end
+-- the classifier Dense "predictions"; without, the features pooled as asked (M.pool, `named`).
+function M.top(x, a, pool_name, named)
+  if not a.include_top then return M.pool(x, a.pooling, named) end
   x = nn.GlobalAveragePooling2D {name = pool_name}(x)
   return nn.Dense(a.classes, {activation = a.classifier_activation, name = "predictions"})(x)
 end

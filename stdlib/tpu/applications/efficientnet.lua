@@ -95,7 +95,7 @@ return function(opts, extra)
     x = nn.Dense(a.classes, {activation = a.classifier_activation, kernel_initializer = dense_init,
                              name = "predictions"})(x)
   else
-    x = common.pool(x, a.pooling)
+    x = common.pool(x, a.pooling, true)
   end
   return nn.Model {inputs = input, outputs = x, name = a.name}
 end
