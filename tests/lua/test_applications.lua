@@ -15,7 +15,10 @@ local function one_step(model, size, classes)
   local before = model.layers[#model.layers]:parameters()[1]:sum():item()
   local history = model:fit(x, y, {epochs = 1, batch_size = 4, verbose = 0})
   local loss = history.history.loss[1]
-  check.is_true(loss == loss and loss > 0 and loss < 10, "loss " .. loss)
+  -- finite and sane: EfficientNet's classifier (Keras's fan_out/3 Dense on 1280 batch-normalized
+  -- features) starts with logits of standard deviation 6 to 8 at 4 classes, so its first loss
+  -- may pass 10 (it does with the initializer keys the tests before it leave)
+  check.is_true(loss == loss and loss > 0 and loss < 30, "loss " .. loss)
   check.is_true(model.layers[#model.layers]:parameters()[1]:sum():item() ~= before, "the step updated the weights")
 end
 
