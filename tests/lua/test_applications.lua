@@ -187,4 +187,16 @@ function T.headless_pooling_layers_have_keras_names()
   check.eq(last(apps.EfficientNetB0, "max", 32), "max_pool")
 end
 
+-- Keras's headless models take any image size; here the default size is fixed (static graphs),
+-- and the error for another size says to build with input_shape.
+function T.default_size_model_error_suggests_input_shape()
+  local model = apps.MobileNetV2 {include_top = false}
+  check.raises(function() model(tpu.zeros({1, 32, 32, 3})) end,
+    "expects input 'input_%d+' of shape %(None, 224, 224, 3%), got f32%[1,32,32,3%]; built without "
+    .. "input_shape, the model takes 224x224 images only: build it with input_shape = ")
+  local sized = apps.MobileNetV2 {include_top = false, input_shape = {64, 64, 3}}
+  local ok, err = pcall(sized, tpu.zeros({1, 32, 32, 3}))
+  check.is_true(not ok and not err:find("input_shape", 1, true), err)
+end
+
 return T

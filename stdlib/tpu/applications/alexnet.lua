@@ -37,5 +37,5 @@ return function(opts, extra)
   else
     x = common.pool(x, a.pooling, true)  -- no Keras original: the named form
   end
-  return nn.Model {inputs = input, outputs = x, name = a.name}
+  return common.model(a, input, x)
 end

@@ -42,6 +42,7 @@ function M.args(who, opts, defaults, extra)
     classifier_activation = opts.classifier_activation == false and "linear"
                             or opts.classifier_activation or "softmax",
     name = opts.name or defaults.name,
+    default_size = opts.input_shape == nil,
   }
   if a.pooling ~= nil and a.pooling ~= "avg" and a.pooling ~= "max" then
     util.fail("%s: pooling must be \"avg\", \"max\" or nil, got %s", who, util.show(a.pooling))
@@ -79,6 +80,20 @@ function M.top(x, a, pool_name, named)
   if not a.include_top then return M.pool(x, a.pooling, named) end
   x = nn.GlobalAveragePooling2D {name = pool_name}(x)
   return nn.Dense(a.classes, {activation = a.classifier_activation, name = "predictions"})(x)
+end
+
+-- The model from input to x, named a.name. Built at the default size (no input_shape), its
+-- error for an input of another size says to give input_shape: Keras's models without the top
+-- take any size, but a graph here has static shapes.
+function M.model(a, input, x)
+  local model = nn.Model {inputs = input, outputs = x, name = a.name}
+  if a.default_size then
+    local s = a.input_shape
+    rawset(model, "_input_hint", string.format("built without input_shape, the model takes "
+      .. "%dx%d images only: build it with input_shape = {height, width, channels} for another size",
+      s[1], s[2]))
+  end
+  return model
 end
 
 -- Keras's padding before a stride-2 `kernel`x`kernel` "valid" convolution of x ({{top, bottom},

@@ -54,5 +54,5 @@ return function(opts, extra)
   x = nn.Conv2D(1280, 1, {use_bias = false, name = "Conv_1"})(x)
   x = relu6("out_relu")(bn("Conv_1_bn")(x))
   x = common.top(x, a, "global_average_pooling2d")
-  return nn.Model {inputs = input, outputs = x, name = a.name}
+  return common.model(a, input, x)
 end

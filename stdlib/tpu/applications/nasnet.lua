@@ -141,7 +141,7 @@ local function build(a, c)
   else
     x = common.pool(x, a.pooling)
   end
-  return nn.Model {inputs = input, outputs = x, name = a.name}
+  return common.model(a, input, x)
 end
 
 function M.NASNetMobile(opts, extra)

@@ -47,5 +47,5 @@ return function(opts, extra)
   x = stage(x, 256, 6, 2, "conv4")
   x = stage(x, 512, 3, 2, "conv5")
   x = common.top(x, a, "avg_pool", true)
-  return nn.Model {inputs = input, outputs = x, name = a.name}
+  return common.model(a, input, x)
 end

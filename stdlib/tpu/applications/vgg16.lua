@@ -27,5 +27,5 @@ return function(opts, extra)
   else
     x = common.pool(x, a.pooling)
   end
-  return nn.Model {inputs = input, outputs = x, name = a.name}
+  return common.model(a, input, x)
 end

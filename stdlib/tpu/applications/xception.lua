@@ -60,5 +60,5 @@ return function(opts, extra)
   x = relu("block14_sepconv1_act")(sepconv(x, 1536, "block14_sepconv1"))
   x = relu("block14_sepconv2_act")(sepconv(x, 2048, "block14_sepconv2"))
   x = common.top(x, a, "avg_pool")
-  return nn.Model {inputs = input, outputs = x, name = a.name}
+  return common.model(a, input, x)
 end

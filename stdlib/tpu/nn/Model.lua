@@ -105,8 +105,11 @@ function Model:_check_input(x)
       ok = ok and (n.shape[d] == -1 or n.shape[d] == t.shape[d])
     end
     if not ok then
-      util.fail("Model '%s' expects input '%s' of shape %s, got %s", self.name, n.name,
-        util.shape_text(n.shape), util.is_tensor(t) and util.describe(t) or util.show(t))
+      -- a builder (tpu.applications) may say how to get a model for another shape
+      local hint = rawget(self, "_input_hint")
+      util.fail("Model '%s' expects input '%s' of shape %s, got %s%s", self.name, n.name,
+        util.shape_text(n.shape), util.is_tensor(t) and util.describe(t) or util.show(t),
+        hint and "; " .. hint or "")
     end
   end
 end
