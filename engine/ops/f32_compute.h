@@ -1,19 +1,34 @@
 // Runs an f32 kernel on bf16 operands the way the MXU does: bf16 inputs widened exactly to
 // f32, f32 accumulation, the result rounded to bf16 once at the end.
 #pragma once
+#include <algorithm>
 #include <span>
 #include <vector>
 
 #include "core/tensor.h"
+#include "kernels/convert.h"
 #include "ops/op_table.h"
+#include "runtime/thread_pool.h"
 
 namespace tpu {
+
+// The conversions run vectorised, in blocks across the pool: one scalar loop took about 3 ms
+// of a 4.9 ms max-pool gradient over a bf16 [128,28,28,32] activation. Each element converts
+// on its own, so the bits do not depend on the blocks or the threads.
+inline constexpr int64_t kConvertBlock = int64_t(1) << 16;
+
+template <class Convert, class From, class To>
+void convert_in_blocks(const From* src, To* dst, int64_t n, Convert convert) {
+  parallel_for((n + kConvertBlock - 1) / kConvertBlock, [&](int64_t b) {
+    const int64_t i = b * kConvertBlock;
+    convert(src + i, dst + i, std::min(kConvertBlock, n - i));
+  });
+}
 
 inline Tensor widened(const Tensor& t) {
   if (t.dtype() != DType::bf16) return t;
   Tensor f(DType::f32, t.shape(), Tensor::Uninitialized{});
-  const uint16_t* src = reinterpret_cast<const uint16_t*>(t.raw());
-  for (int64_t i = 0; i < t.size(); ++i) f.data<float>()[i] = bf16_to_f32(src[i]);
+  convert_in_blocks(reinterpret_cast<const uint16_t*>(t.raw()), f.data<float>(), t.size(), widen_bf16);
   return f;
 }
 
@@ -30,8 +45,7 @@ void compute_in_f32(std::span<const Tensor* const> in, Tensor& out, F f) {
   if (out.dtype() != DType::bf16) return f(args, out);
   Tensor r(DType::f32, out.shape(), Tensor::Uninitialized{});
   f(args, r);
-  uint16_t* dst = reinterpret_cast<uint16_t*>(out.raw());
-  for (int64_t i = 0; i < r.size(); ++i) dst[i] = f32_to_bf16(r.data<float>()[i]);
+  convert_in_blocks(r.data<float>(), reinterpret_cast<uint16_t*>(out.raw()), r.size(), round_to_bf16);
 }
 
 // The kernel K for any mix of f32 and bf16 operands.

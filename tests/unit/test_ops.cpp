@@ -19,6 +19,7 @@
 #include "kernels/onednn.h"
 #include "kernels/onednn_conv.h"
 #include "ops/conv.h"
+#include "ops/f32_compute.h"
 #include "ops/fusion_program.h"
 #include "ops/op_table.h"
 #include "runtime/executable.h"
@@ -999,6 +1000,44 @@ TEST_CASE("bf16 conv and pooling compute in f32 and round once") {
     REQUIRE(got[k].dtype() == DType::bf16);
     for (int64_t i = 0; i < got[k].size(); ++i) CHECK(got[k].get(i) == to_bf16(expect[k]).get(i));
   }
+}
+
+// Operands of several conversion blocks (f32_compute.h widens and rounds them in blocks across
+// the pool), with a short last block: the max pool's gradient of bf16 operands is the f32 one on
+// their values, rounded once, on 1 and 2 threads.
+TEST_CASE("bf16 max pool gradient over several conversion blocks: the f32 result rounded, at any thread count") {
+  std::mt19937 rng(9);
+  const Shape xs = {3, 62, 62, 12}, ys = {3, 31, 31, 12};
+  auto bf16_values = [&](const Shape& shape) {
+    Tensor r(DType::bf16, shape);
+    Tensor f = random_tensor({DType::f32, shape}, rng);
+    for (int64_t i = 0; i < r.size(); ++i) r.set(i, f.get(i));
+    return r;
+  };
+  const Tensor x16 = bf16_values(xs), dy16 = bf16_values(ys);
+  REQUIRE(x16.size() > 2 * kConvertBlock);
+  REQUIRE(x16.size() % kConvertBlock != 0);
+  auto run = [&](DType t, const std::vector<Tensor>& args) {
+    Graph g;
+    NodeId x = g.parameter(t, xs), dy = g.parameter(t, ys);
+    g.outputs = {g.select_and_scatter(x, dy, window({2, 2}, {0, 0}, {0, 0}, {2, 2}))};
+    return Executable::compile(g).run(args)[0];
+  };
+  auto widened_copy = [](const Tensor& t) {
+    Tensor r(DType::f32, t.shape());
+    for (int64_t i = 0; i < t.size(); ++i) r.set(i, t.get(i));
+    return r;
+  };
+  const Tensor expect = run(DType::f32, {widened_copy(x16), widened_copy(dy16)});
+  for (int threads : {1, 2}) {
+    set_num_threads(threads);
+    const Tensor got = run(DType::bf16, {x16, dy16});
+    REQUIRE(got.dtype() == DType::bf16);
+    int64_t wrong = 0;
+    for (int64_t i = 0; i < got.size(); ++i) wrong += got.get(i) != double(bf16_to_f32(f32_to_bf16(float(expect.get(i)))));
+    CHECK(wrong == 0);
+  }
+  set_num_threads(0);
 }
 
 // Sums over the leading axes of a whole operand with rows of at most 2048 go in tiles of rows,
