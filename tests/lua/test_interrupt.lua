@@ -140,6 +140,84 @@ function T.a_signal_that_stops_a_compile_in_fit_says_fit_and_the_step()
   sh("rm -rf " .. dir)
 end
 
+-- Runs the script (dir/s.lua, given dir as arg[1]) to its end; returns the exit status and stderr.
+local function run(dir, script)
+  write(dir .. "/s.lua", script)
+  local shell = io.popen(string.format("%q %q %q 2>%q; echo $?", arg[-1], dir .. "/s.lua", dir, dir .. "/err"))
+  local code = shell:read("n")
+  shell:close()
+  return code, read(dir .. "/err")
+end
+
+-- An error the signal did not cause (a callback's bug raised after the signal came) keeps its
+-- own message and file:line; fit's "interrupted" message replaced it.
+local FIT_CALLBACK_BUG = [[
+local tpu = require "tpu"
+local model = tpu.nn.Sequential {tpu.nn.Dense(1)}
+model:compile {optimizer = "sgd", loss = "mse"}
+local buggy = {on_train_batch_end = function(_, batch)
+  if batch < 2 then return end
+  os.execute("kill -TERM $PPID")
+  while not tpu.core.interrupted() do end
+  local t = nil
+  return t.field
+end}
+model:fit(tpu.ones {64, 4}, tpu.ones {64, 1}, {epochs = 1, batch_size = 8, verbose = 0, callbacks = {buggy}})
+]]
+
+function T.an_error_the_signal_did_not_cause_keeps_its_message()
+  local dir = tmpdir()
+  local code, err = run(dir, FIT_CALLBACK_BUG)
+  check.eq(code, 143)  -- the error came after SIGTERM
+  check.is_true(err:find("s.lua:9: attempt to index a nil value (local 't')", 1, true) ~= nil, err)
+  check.is_true(err:find("interrupted", 1, true) == nil, err)
+  sh("rm -rf " .. dir)
+end
+
+-- A signal during fit's validation: the validation loop stops after its batch, and fit's
+-- message stands (as for any signal in fit: the steps done, where a resumed run goes on); an
+-- ordinary error raised there after the signal passes through both loops unchanged.
+local FIT_VALIDATION = [[
+local tpu = require "tpu"
+local mode = arg[2]
+local model = tpu.nn.Sequential {tpu.nn.Dense(1)}
+model:compile {optimizer = "sgd", loss = "mse"}
+local validation = tpu.data.generator(function()
+  local i = 0
+  return function()
+    i = i + 1
+    if i == 20 then
+      os.execute("kill -TERM $PPID")
+      while not tpu.core.interrupted() do end
+      if mode == "bug" then error("validation element " .. i .. " is broken") end
+    end
+    if i <= 64 then return tpu.ones {4}, tpu.ones {1} end
+  end
+end):batch(8)
+model:fit(tpu.ones {64, 4}, tpu.ones {64, 1}, {epochs = 1, batch_size = 8, verbose = 0, validation_data = validation})
+]]
+
+function T.a_signal_in_fits_validation_ends_with_fits_message()
+  local dir = tmpdir()
+  local code, err = run(dir, FIT_VALIDATION)
+  check.eq(code, 143)
+  check.is_true(err:find("^[^\n]*s%.lua:17: fit: interrupted %(SIGTERM%) after step 8 %(epoch 1, batch 8%)\n$") ~= nil, err)
+  sh("rm -rf " .. dir)
+end
+
+function T.an_ordinary_error_in_fits_validation_after_a_signal_keeps_its_message()
+  local dir = tmpdir()
+  write(dir .. "/s.lua", FIT_VALIDATION)
+  local shell = io.popen(string.format("%q %q %q bug 2>%q; echo $?", arg[-1], dir .. "/s.lua", dir, dir .. "/err"))
+  local code = shell:read("n")
+  shell:close()
+  local err = read(dir .. "/err")
+  check.eq(code, 143)
+  check.is_true(err:find("validation element 20 is broken", 1, true) ~= nil, err)
+  check.is_true(err:find("interrupted", 1, true) == nil, err)
+  sh("rm -rf " .. dir)
+end
+
 -- SIGHUP outside fit: the Lua code stops at once with a message; exit status 129.
 function T.sighup_interrupts_a_script_with_status_129()
   local dir = tmpdir()
