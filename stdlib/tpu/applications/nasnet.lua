@@ -29,8 +29,12 @@ end
 local function bn(name) return nn.BatchNorm {epsilon = 1e-3, momentum = 0.9997, name = name} end
 local function relu(name) return nn.Activation("relu", {name = name or auto("activation")}) end
 local function add(a, b, name) return nn.Add {name = name or auto("add")} {a, b} end
--- Every 1x1 convolution (a cell's squeeze, the adjust block's) has Keras's he_normal kernels; the
--- separable convolutions keep the default glorot_uniform, as in Keras.
+-- Every 1x1 convolution (a cell's squeeze, the adjust block's) has Keras's he_normal kernels. The
+-- separable convolutions keep glorot_uniform on purpose, which is what Keras initializes them
+-- with: tf.keras 2's nasnet.py passes kernel_initializer='he_normal' to SeparableConv2D, but
+-- SeparableConv hands it on to Conv.__init__, which stores it in kernel_initializer, an
+-- attribute its build never reads (it uses depthwise_initializer and pointwise_initializer,
+-- both glorot_uniform by default); Keras 3's nasnet.py no longer passes it.
 local function conv1x1(filters, name)
   return nn.Conv2D(filters, 1, {padding = "same", use_bias = false, kernel_initializer = "he_normal",
                                 name = name})
