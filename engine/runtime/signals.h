@@ -27,7 +27,7 @@ void request_stop(int sig);
 int stop_signal();  // the first signal requested, 0 = none
 void clear_stop_request();  // tests, and the REPL after an interrupted chunk
 void poll_stop(const char* doing);
-// "Ctrl-C" for SIGINT, else the signal's name ("SIGTERM", "SIGHUP").
+// The signal's name ("SIGINT", "SIGTERM", "SIGHUP"), else "a signal".
 const char* signal_label(int sig);
 
 }  // namespace tpu
