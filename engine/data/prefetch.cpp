@@ -6,6 +6,7 @@
 
 #include "data/batching.h"
 #include "runtime/signals.h"
+#include "runtime/thread_pool.h"
 
 namespace tpu {
 
@@ -20,10 +21,13 @@ double ms_since(std::chrono::steady_clock::time_point t0) {
 // waited. SCHED_BATCH keeps its share of the CPU but does not preempt on waking: it runs when a
 // core frees up (a pool worker going to sleep, the caller waiting). The MLP of
 // bench/tputrain_models.lua fed by a pipeline: 68.1k -> 69.8k samples/s (in memory: 73.9k).
-// A refusal leaves the thread as it was.
+// A refusal leaves the thread as it was. Threads inherit the policy, so the thread must not
+// be the one that starts the shared pool (see the constructor).
 void yield_to_waker() {
+#ifdef SCHED_BATCH
   sched_param none{};
   sched_setscheduler(0, SCHED_BATCH, &none);
+#endif
 }
 }  // namespace
 
@@ -37,12 +41,18 @@ BatchPrefetcher::Gather BatchPrefetcher::rows_of(std::vector<Tensor> sources) {
 }
 
 BatchPrefetcher::BatchPrefetcher(Gather gather, size_t depth)
-    : gather_(std::move(gather)), depth_(depth < 1 ? 1 : depth), thread_([this] {
-        block_async_signals();
-        yield_to_waker();
-        HostAllocationScope host;  // batches of a data set, on the host
-        run();
-      }) {}
+    : gather_(std::move(gather)), depth_(depth < 1 ? 1 : depth) {
+  // The pool is started by the first thread that needs it and its workers inherit that
+  // thread's policy: started from here (a gather or a map running kernels first), they would
+  // all stay SCHED_BATCH. Starting it now, from the caller, keeps them ordinary.
+  num_threads();
+  thread_ = std::thread([this] {
+    block_async_signals();
+    yield_to_waker();
+    HostAllocationScope host;  // batches of a data set, on the host
+    run();
+  });
+}
 
 BatchPrefetcher::~BatchPrefetcher() {
   {

@@ -80,7 +80,7 @@ class BatchPrefetcher {
   size_t pending_ = 0;
   bool stop_ = false;
   Stats stats_;
-  std::thread thread_;  // last: starts after every other member is ready
+  std::thread thread_;  // started in the constructor's body, once every member is ready
 };
 
 }  // namespace tpu

@@ -1,6 +1,7 @@
 #include "runtime/thread_pool.h"
 
 #include <pthread.h>
+#include <sched.h>
 
 #include <atomic>
 #include <chrono>
@@ -44,6 +45,18 @@ bool spin_until(F done) {
     __builtin_ia32_pause();
 #endif
   }
+}
+
+// A thread inherits its creator's scheduling policy: a worker started by a SCHED_BATCH thread
+// (a data set's prefetcher, or an embedding host's own batch thread) would run every later
+// step's kernels at that policy. Workers set the ordinary one for themselves; a refusal leaves
+// them as they were.
+void use_normal_policy() {
+#ifdef SCHED_BATCH
+  if (sched_getscheduler(0) != SCHED_BATCH) return;  // leave a host's real-time choice alone
+  sched_param none{};
+  sched_setscheduler(0, SCHED_OTHER, &none);
+#endif
 }
 
 // "8.00 GiB": the stacks of n threads, at the default stack size.
@@ -131,6 +144,7 @@ class Pool {
 
   void work() {
     block_async_signals();
+    use_normal_policy();
     flush_subnormals();
     uint64_t seen = 0;
     for (;;) {

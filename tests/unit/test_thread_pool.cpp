@@ -1,8 +1,12 @@
 // The host thread pool: every index of every region runs exactly once, back-to-back regions
 // never mix, nested regions run serially, and errors reach the caller.
 #include <doctest.h>
+#include <sched.h>
 
+#include <algorithm>
 #include <atomic>
+#include <chrono>
+#include <mutex>
 #include <stdexcept>
 #include <thread>
 #include <vector>
@@ -53,3 +57,44 @@ TEST_CASE("under a SerialScope, a region runs on the calling thread, in order") 
   CHECK(after == 8);
   set_num_threads(0);
 }
+
+#ifdef SCHED_BATCH
+namespace {
+// Whether this host lets a thread take SCHED_BATCH (a sandbox may refuse it), tried on a
+// scratch thread so that the caller keeps its policy.
+bool batch_policy_allowed() {
+  bool allowed = false;
+  std::thread([&] {
+    sched_param none{};
+    allowed = sched_setscheduler(0, SCHED_BATCH, &none) == 0;
+  }).join();
+  return allowed;
+}
+}  // namespace
+
+TEST_CASE("workers started by a SCHED_BATCH thread run at the ordinary policy") {
+  if (!batch_policy_allowed()) {
+    MESSAGE("skipped: this host refuses SCHED_BATCH");
+    return;
+  }
+  // The pool's workers are started by a SCHED_BATCH thread, as when a prefetcher's gather is
+  // the first to run kernels.
+  std::thread([] {
+    sched_param none{};
+    sched_setscheduler(0, SCHED_BATCH, &none);
+    set_num_threads(3);
+  }).join();
+  const std::thread::id self = std::this_thread::get_id();
+  std::mutex m;
+  std::vector<int> policies;  // of the tasks run by workers
+  parallel_for(64, [&](int64_t) {
+    std::this_thread::sleep_for(std::chrono::microseconds(200));  // lets the workers take some
+    if (std::this_thread::get_id() == self) return;
+    std::lock_guard g(m);
+    policies.push_back(sched_getscheduler(0));
+  });
+  set_num_threads(0);
+  REQUIRE(!policies.empty());
+  CHECK(std::count(policies.begin(), policies.end(), SCHED_OTHER) == std::ssize(policies));
+}
+#endif
