@@ -111,36 +111,55 @@ NodeId pad_into_conv(Graph& g, const Node& n) {
   return n.op == Op::conv ? g.conv(x, n.in[1], w, n.groups()) : g.conv_filter_grad(x, n.in[1], w, n.groups());
 }
 
-// convert(pad(x) with zeros) -> pad(convert(x)) with zeros: the same values (zero converts to
-// zero), and under mixed_bfloat16 the padding then meets the conv that reads the cast input
+// convert(pad(x) with +0) -> pad(convert(x)) with +0: the same values (+0 converts to +0),
+// and under mixed_bfloat16 the padding then meets the conv that reads the cast input
 // (conv(convert(convert(pad(x))))), which pad_into_conv folds into its window: MobileNetV2's
-// padded copies before its strided convs are not made.
-NodeId pad_after_convert(Graph& g, const Node& n) {
-  if (n.op != Op::convert || g.at(n.in[0]).op != Op::pad) return -1;
+// padded copies before its strided convs are not made. Not for -0 padding (the new pad's +0
+// would change the sign of those elements), nor when something else reads the pad too: it
+// would then be made twice, before and after the convert.
+NodeId pad_after_convert(Graph& g, const Node& n, bool sole_reader) {
+  if (!sole_reader || n.op != Op::convert || g.at(n.in[0]).op != Op::pad) return -1;
   const Node& pad = g.at(n.in[0]);
-  if (pad.attrs.value() != 0) return -1;
+  if (pad.attrs.value() != 0 || std::signbit(pad.attrs.value())) return -1;
   return g.pad(g.convert(pad.in[0], n.dtype), pad.pad_lo(), pad.pad_hi(), 0);
 }
 
 const Rule kRules[] = {times_one,       over_one,        minus_zero,          double_negation, same_choice,
                        reshape_chain,   reshape_before_convert, transpose_chain, broadcast_chain,
-                       pad_into_conv,   pad_after_convert, negation_out_of_sum};
+                       pad_into_conv,   negation_out_of_sum};
 
-// The replacement for node n of g by the first rule that applies, or -1.
-NodeId simplify(Graph& g, const Node& n) {
+// How often each node of g is read: once per operand slot naming it, once per graph output.
+std::vector<int32_t> read_counts(const Graph& g) {
+  std::vector<int32_t> reads(g.nodes.size(), 0);
+  for (size_t i = 0; i < g.nodes.size(); ++i)
+    for (NodeId x : g.at(NodeId(i)).in) ++reads[size_t(x)];
+  for (NodeId o : g.outputs) ++reads[size_t(o)];
+  return reads;
+}
+
+// Whether source node `n` is the only reader of its first operand (counts from read_counts on
+// the source graph: a rewritten operand stands for the source one).
+bool reads_alone(const Graph& src, const std::vector<int32_t>& reads, NodeId n) {
+  const Node& node = src.at(n);
+  return !node.in.empty() && reads[size_t(node.in[0])] == 1;
+}
+
+// The replacement for node n of g by the first rule that applies, or -1. `sole_reader`: n is
+// the only reader of its first operand.
+NodeId simplify(Graph& g, const Node& n, bool sole_reader) {
   for (Rule rule : kRules)
     if (NodeId r = rule(g, n); r >= 0) return r;
-  return -1;
+  return pad_after_convert(g, n, sole_reader);
 }
 
 // The first node a rule applies to, trying the rules on g itself: until then the output would
 // be the input, so nothing needs copying. Nodes a rule appended are dropped again.
-NodeId first_simplifiable(Graph& g) {
+NodeId first_simplifiable(Graph& g, const std::vector<int32_t>& reads) {
   const size_t size = g.nodes.size();
   const int32_t loc = g.current_loc;
   NodeId n = 0;
   for (; n < NodeId(size); ++n)
-    if (g.at(n).op != Op::parameter && simplify(g, g.at(n)) >= 0) break;
+    if (g.at(n).op != Op::parameter && simplify(g, g.at(n), reads_alone(g, reads, n)) >= 0) break;
   g.nodes.truncate(size);
   g.current_loc = loc;
   return n;
@@ -149,7 +168,8 @@ NodeId first_simplifiable(Graph& g) {
 }  // namespace
 
 PassResult algebraic_simplification(Graph g) {
-  const NodeId first = first_simplifiable(g);
+  const std::vector<int32_t> reads = read_counts(g);
+  const NodeId first = first_simplifiable(g, reads);
   if (first == NodeId(g.nodes.size())) return {std::move(g), false};
   Rewriter rw(g);
   rw.keep_prefix(first);
@@ -160,7 +180,8 @@ PassResult algebraic_simplification(Graph g) {
       continue;
     }
     rw.at_location_of(n);
-    NodeId replacement = simplify(rw.out(), rw.mapped_node(n));
+    const bool sole_reader = reads_alone(g, reads, n);  // before take(n) moves node n
+    NodeId replacement = simplify(rw.out(), rw.mapped_node(n), sole_reader);
     if (replacement >= 0) {
       rw.set(n, replacement);
       changed = true;

@@ -252,6 +252,33 @@ TEST_CASE("algebraic simplification folds zero padding into a conv through the c
   CHECK(!algebraic_simplification(h).changed);
 }
 
+TEST_CASE("algebraic simplification keeps -0 padding, and a pad read elsewhere, before a convert") {
+  // -0 padding: moved past the convert it would become +0 (the rule pads with +0).
+  Graph neg;
+  NodeId v = neg.parameter(DType::f32, {4});
+  neg.outputs = {neg.convert(neg.pad(v, {1}, {0}, -0.0), DType::bf16)};
+  CHECK(!algebraic_simplification(neg).changed);
+  // Another reader of the pad: moving it would make the padded copy twice.
+  Graph shared;
+  NodeId x = shared.parameter(DType::f32, {4});
+  NodeId padded = shared.pad(x, {1}, {1}, 0);
+  shared.outputs = {shared.convert(padded, DType::bf16), shared.unary(Op::neg, padded)};
+  CHECK(!algebraic_simplification(shared).changed);
+  // A graph output is a reader too.
+  Graph output;
+  NodeId y = output.parameter(DType::f32, {4});
+  NodeId p = output.pad(y, {0}, {2}, 0);
+  output.outputs = {output.convert(p, DType::bf16), p};
+  CHECK(!algebraic_simplification(output).changed);
+  // The sole reader still moves a +0 pad.
+  Graph sole;
+  NodeId z = sole.parameter(DType::f32, {4});
+  sole.outputs = {sole.convert(sole.pad(z, {1}, {0}, 0), DType::bf16)};
+  const PassResult r = dead_code_elimination(algebraic_simplification(sole).graph);
+  CHECK(r.graph.at(r.graph.outputs[0]).op == Op::pad);
+  CHECK(verify_graph(r.graph).empty());
+}
+
 TEST_CASE("elementwise fusion makes one kernel of a chain with its broadcasts") {
   PassResult r = elementwise_fusion(parse_graph(
       "graph g\n%0 = parameter f32[4,3] index=0\n%1 = parameter f32[3] index=0\n"
