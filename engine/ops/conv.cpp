@@ -455,7 +455,7 @@ void direct_grouped_conv(const ConvGeom& c, const float* x, const float* w, floa
     float* yo = y + o * co;
     const float* xa = x + at * c.ci;
     const float* wt = w + tap * cg * co;
-    if (cg == 1 && og == 1) {  // depthwise: channel m by its own tap, contiguous (vectorized)
+    if (cg == 1 && og == 1) {  // depthwise (or groups = ci = co = 1): channel m by its own tap, vectorized
       for (int64_t m = 0; m < co; ++m) yo[m] += xa[m] * wt[m];
       return;
     }
@@ -464,32 +464,98 @@ void direct_grouped_conv(const ConvGeom& c, const float* x, const float* w, floa
   });
 }
 
-// Convs over small images (at most kPatchGemmMaxPixels output positions an image) where
-// products run on the packed GEMM (kernels/gemm_packed.h): all of the batch's patches at once,
-// then one product across the pool. oneDNN's AVX2 direct kernels run ResNet50's 3x3 convs on
-// 8x8, 4x4 and 2x2 images at 20-60 GFLOP/s and its 2x2 filter gradient as a GEMM at 14
-// (ResNet50 at 64x64: 28 -> 37-41 samples/s). Left to oneDNN: 16x16 images (slower here),
-// pointwise convs (1x1, unit strides, no padding: no faster; their filter gradients below),
-// input gradients of strided convs (their patches are mostly holes; the 1x1 ones below). The
-// patches stay in the calling thread's buffer for the
-// next call: at most 64 rows an image of the window's depth (ResNet50's 8x8 stage at batch 64:
-// 19 MB).
+// Convs over small images run as patch matrices (im2col) times the filter, or the output
+// gradient, on one matrix product: oneDNN's conv primitives over chunks of the batch (each
+// chunk one single-threaded call, kernels/onednn_conv.cpp) stream and reorder the whole filter
+// per chunk, which costs most where the images are small (ResNet50's late stages) and in the
+// filter gradient, which writes, reorders and sums a whole filter per chunk. Two operand types
+// take this way: f32 on gemm_f32, and operands that are exactly bf16 values (bf16_convs) as
+// bf16 bits on gemm_bf16 (oneDNN's bf16 matmul, AMX tiles where the CPU has them; the same
+// exact products summed in f32). Which convs go where is measured per type and per gemm_f32
+// way below; every choice depends on shapes only, never on the thread count.
+
+// The product of patches and filter in either operand type.
+void gemm_of(const GemmShape& s, const float* a, const float* b, float* c) { gemm_f32(s, a, b, c); }
+void gemm_of(const GemmShape& s, const uint16_t* a, const uint16_t* b, float* c) { gemm_bf16(s, a, b, c); }
+
+bool one_by_one(const Window2D& win) { return win.size[0] == 1 && win.size[1] == 1; }
+
+// A 1x1 window over a dilated input: the input gradient of a strided 1x1 conv (ResNet's
+// downsampling convs). Each output position reads one input position or only holes and
+// padding, so the conv is the product of every input position with the filter, each row put
+// where it goes and zeros elsewhere: the products the dilation's zeros would add are never made.
+bool dilated_pointwise_window(const Window2D& win) {
+  for (int i = 0; i < 2; ++i)
+    if (win.size[i] != 1 || win.stride[i] != 1 || win.rhs_dilation[i] != 1) return false;
+  return dilated_input(win);
+}
+
+// f32 where gemm_f32 is the packed kernel (CPUs below AVX-512): oneDNN's AVX2 direct kernels
+// ran ResNet50's 3x3 convs on 8x8, 4x4 and 2x2 images at 20-60 GFLOP/s and its 2x2 filter
+// gradient as a GEMM at 14 (ResNet50 at 64x64: 28 -> 37-41 samples/s), its 2x2x2048 pointwise
+// filter gradient at 60 (8.8 ms a pass at batch 64, the product 3.2) and its strided 1x1 input
+// gradients in 27 ms (2x2x2048, the placed product 8) and 10 (4x4x1024, 7); even at 8x8. Left
+// to oneDNN: 16x16 images, pointwise forward convs (no faster), strided input gradients (their
+// patches are mostly holes; the 1x1 ones placed).
 constexpr int64_t kPatchGemmMaxPixels = 64;
-bool patch_gemm_applies(const Window2D& win, const ConvGeom& c) {
-  return packed_gemm_used() && c.groups == 1 && c.ci > kDirectMaxChannels && c.ho * c.wo <= kPatchGemmMaxPixels &&
-         !is_pointwise(win) && !dilated_input(win);
+
+// f32 where gemm_f32 is oneDNN's AVX-512 matmul, measured on ResNet50's shapes at 64x64
+// inputs, batch 64, 2 threads (ms a pass, conv primitives -> patch product, alternating runs):
+// forward convs at 2x2 outputs (3x3x512: 23 -> 6; 1x1: 9 -> 2.5), not at 4x4 (3x3x256:
+// 6.8 -> 7.4, 1x1 2.6 -> 3.1); filter gradients of 3x3 windows at 2x2 (3x3x512: 33 -> 6) and
+// 4x4 (3x3x256: 9.5 -> 7.5), not at 8x8 (3x3x128: 6.3 -> 10); 1x1 filter gradients with at
+// least as many output as input channels at any size (64 -> 256 at 16x16: 4.1 -> 3.7;
+// 1024 -> 2048 strided to 2x2: 26 -> 5) and all of them at 2x2 (2048 -> 512: 12 -> 3), but not
+// the narrowing ones from 4x4 on (1024 -> 256 at 4x4: 3.3 -> 4.0, 256 -> 64 at 16x16: 4.0 ->
+// 4.6); strided 1x1 input gradients up to 8x8 inputs (1024 -> 2048 at 2x2: 36 -> 6.5; 512 ->
+// 1024 at 4x4: 9.4 -> 4.7); ResNet50 has none on larger ones.
+constexpr int64_t kF32PatchConvMaxOutputs = 4;
+constexpr int64_t kF32PatchFilterGradMaxOutputs = 16;
+constexpr int64_t kF32PlacedMaxInputs = 64;
+
+bool f32_pointwise_filter_grad_applies(const ConvGeom& c) {
+  return c.co >= c.ci || c.ho * c.wo <= kF32PatchConvMaxOutputs;
 }
 
-// The filter gradient of a pointwise conv over such small images is one product of the input
-// (its own patch matrix) and the output gradient on the packed GEMM, where oneDNN's AVX2
-// kernel ran ResNet50's 2x2x2048 ones at 60 GFLOP/s (8.8 ms a pass at batch 64, the product
-// 3.2). On larger images the product's few rows of output give too few tasks: oneDNN's.
-bool pointwise_filter_grad_applies(const Window2D& win, const ConvGeom& c) {
-  return packed_gemm_used() && c.groups == 1 && c.ho * c.wo <= kPatchGemmMaxPixels && is_pointwise(win);
+bool f32_patch_conv_applies(const Window2D& win, const ConvGeom& c) {
+  if (c.groups != 1 || c.ci <= kDirectMaxChannels || dilated_input(win)) return false;
+  if (packed_gemm_used()) return c.ho * c.wo <= kPatchGemmMaxPixels && !is_pointwise(win);
+  return c.ho * c.wo <= kF32PatchConvMaxOutputs;
 }
 
-// Every patch row of the batch, in this thread's buffer (reused from call to call), copied
-// in fixed blocks of rows across the pool.
+bool f32_patch_filter_grad_applies(const Window2D& win, const ConvGeom& c) {
+  if (c.groups != 1 || dilated_input(win)) return false;
+  if (packed_gemm_used())
+    return c.ho * c.wo <= kPatchGemmMaxPixels && (is_pointwise(win) || c.ci > kDirectMaxChannels);
+  if (c.ci <= kDirectMaxChannels) return false;
+  return one_by_one(win) ? f32_pointwise_filter_grad_applies(c) : c.ho * c.wo <= kF32PatchFilterGradMaxOutputs;
+}
+
+bool f32_placed_pointwise_applies(const Window2D& win, const ConvGeom& c) {
+  if (c.groups != 1 || !dilated_pointwise_window(win)) return false;
+  return c.h * c.w <= (packed_gemm_used() ? kPatchGemmMaxPixels : kF32PlacedMaxInputs);
+}
+
+// bf16: oneDNN 2.6's bf16 conv primitives ran ResNet50's late stages (64x64 inputs, batch 64)
+// at 25-150 GFLOP/s (3x3x512x512 filter gradient over 2x2 images: 23 ms a pass); the matmul
+// runs their patches at 700-1500 GFLOP/s (1.1 ms). Where the images are larger the primitives
+// win the forward conv or are even with the matmul (measured at batch 64 from 4x4 outputs on)
+// and win the filter gradient of 3x3 windows from 16x16 outputs on (the patches copy each
+// input 9 times); pointwise filter gradients gain at all sizes.
+bool bf16_patch_gemm_applies(const ConvGeom& c) { return bf16_convs() && c.groups == 1 && c.ci >= kMinBf16Channels; }
+
+bool bf16_patch_conv_applies(const Window2D& win, const ConvGeom& c) {
+  return bf16_patch_gemm_applies(c) && !dilated_input(win) && c.ho * c.wo <= 4;
+}
+
+bool bf16_patch_filter_grad_applies(const Window2D& win, const ConvGeom& c) {
+  return bf16_patch_gemm_applies(c) && !dilated_input(win) && (one_by_one(win) || c.ho * c.wo <= 64);
+}
+
+// Every patch row of the batch, in this thread's buffer, copied in fixed blocks of rows across
+// the pool. The buffer (one per operand type) is kept from call to call at the largest size
+// asked so far and is not counted in the memory plan: rows() x depth() elements, e.g. ResNet50's
+// 3x3x512 conv over 8x8 outputs at batch 64 keeps 4096 x 4608 f32 (75 MB; 38 MB as bf16).
 template <class T>
 const T* all_patches(const ConvGeom& c, const T* x) {
   thread_local std::vector<T> buffer;
@@ -503,36 +569,54 @@ const T* all_patches(const ConvGeom& c, const T* x) {
   return col;
 }
 
-// A 1x1 window over a dilated input of small images (at most kPatchGemmMaxPixels input
-// positions): the input gradient of a strided 1x1 conv (ResNet's downsampling convs). Each
-// output position reads one input position or only holes and padding, so the conv is the
-// product of every input position with the filter, each row put where it goes and zeros
-// elsewhere: the products the dilation's zeros would add are never made. Taken where products
-// run on the packed GEMM: oneDNN's AVX2 input-gradient kernel (after the filter's
-// transposition it needs) took 27 ms for ResNet50's 2x2x2048 one at batch 64 (the product 8),
-// 10 for the 4x4x1024 one (7); on 8x8 images they were even (7.3 and 7.7), larger ones were
-// not measured.
-bool dilated_pointwise_window(const Window2D& win) {
-  for (int i = 0; i < 2; ++i)
-    if (win.size[i] != 1 || win.stride[i] != 1 || win.rhs_dilation[i] != 1) return false;
-  return dilated_input(win);
+template <class T>
+void patch_conv(const Window2D& win, const ConvGeom& c, const T* x, const T* w, float* y) {
+  gemm_of(GemmShape{1, c.rows(), c.depth(), c.co}, is_pointwise(win) ? x : all_patches(c, x), w, y);
 }
 
-bool dilated_pointwise_applies(const Window2D& win, const ConvGeom& c) {
-  return dilated_pointwise_window(win) && c.groups == 1 && c.h * c.w <= kPatchGemmMaxPixels && packed_gemm_used();
+// A small filter gradient (MobileNetV2's 16 -> 96 expansion over 32x32 images) is a product
+// of one tile, which gemm_bf16 runs on one thread: 4.2 ms a pass. Over many output positions
+// it is cut into fixed parts of kPartRows rows instead, each part's product made across the
+// pool and the parts summed in order, whatever the thread count.
+constexpr int64_t kPartRows = 8192;
+constexpr int64_t kMaxPartedGradient = 16384;  // filter elements: each part's copy stays small
+
+template <class T>
+void parted_filter_grad(const ConvGeom& c, const T* patches, const T* dy, float* dw) {
+  const int64_t rows = c.rows(), depth = c.depth(), size = depth * c.co, parts = (rows + kPartRows - 1) / kPartRows;
+  auto partial = std::make_unique_for_overwrite<float[]>(size_t(parts * size));
+  parallel_for(parts, [&](int64_t p) {
+    const int64_t r0 = p * kPartRows, count = std::min(kPartRows, rows - r0);
+    gemm_of(GemmShape{1, depth, count, c.co, true, false}, patches + r0 * depth, dy + r0 * c.co, partial.get() + p * size);
+  });
+  constexpr int64_t kSlice = 4096;
+  parallel_for((size + kSlice - 1) / kSlice, [&](int64_t slice) {
+    for (int64_t e = slice * kSlice; e < std::min(size, (slice + 1) * kSlice); ++e) {
+      float sum = partial[size_t(e)];
+      for (int64_t p = 1; p < parts; ++p) sum += partial[size_t(p * size + e)];
+      dw[e] = sum;
+    }
+  });
 }
 
-// The products of a few images at a time (about 4 MiB of them), product(first image, images,
-// out) each, each row then copied where its output position is.
-template <class Product>
-void placed_pointwise_conv(const ConvGeom& c, float* y, Product product) {
+template <class T>
+void patch_filter_grad(const Window2D& win, const ConvGeom& c, const T* x, const T* dy, float* dw) {
+  const T* patches = is_pointwise(win) ? x : all_patches(c, x);
+  if (c.depth() * c.co <= kMaxPartedGradient && c.rows() >= 2 * kPartRows) return parted_filter_grad(c, patches, dy, dw);
+  gemm_of(GemmShape{1, c.depth(), c.rows(), c.co, true, false}, patches, dy, dw);
+}
+
+// The products of a few images at a time (about 4 MiB of them), each row then copied where
+// its output position is.
+template <class T>
+void placed_pointwise_conv(const ConvGeom& c, const T* x, const T* w, float* y) {
   const int64_t pixels = c.h * c.w, co = c.co, outputs = c.ho * c.wo;
   const int64_t fit = (int64_t(1) << 20) / std::max<int64_t>(pixels * co, 1);
   const int64_t images = std::min(c.n, std::max<int64_t>(fit, 1));
   auto product_rows = std::make_unique_for_overwrite<float[]>(size_t(images * pixels * co));
   for (int64_t b0 = 0; b0 < c.n; b0 += images) {
     const int64_t count = std::min(images, c.n - b0);
-    product(b0, count, product_rows.get());
+    gemm_of(GemmShape{1, count * pixels, c.ci, co}, x + b0 * pixels * c.ci, w, product_rows.get());
     const int64_t total = count * outputs, block = rows_per_block(co);
     float* out = y + b0 * outputs * co;
     parallel_for((total + block - 1) / block, [&](int64_t t) {
@@ -545,34 +629,6 @@ void placed_pointwise_conv(const ConvGeom& c, float* y, Product product) {
   }
 }
 
-void dilated_pointwise_conv(const ConvGeom& c, const float* x, const float* w, float* y) {
-  placed_pointwise_conv(c, y, [&](int64_t b0, int64_t count, float* out) {
-    gemm_f32(GemmShape{1, count * c.h * c.w, c.ci, c.co}, x + b0 * c.h * c.w * c.ci, w, out);
-  });
-}
-
-// Operands that are exactly bf16 values (bf16_convs) in convs without groups: patch matrices of
-// bf16 bits times the filter or the output gradient on oneDNN's bf16 matmul (gemm_bf16: AMX
-// tiles where the CPU has them), the same exact products summed in f32. oneDNN 2.6's bf16 conv
-// primitives over chunks of the batch ran ResNet50's late stages (64x64 inputs, batch 64) at
-// 25-150 GFLOP/s: each chunk of 16 images streams the whole filter, and the filter gradient
-// writes, reorders and sums a whole filter per chunk (3x3x512x512 over 2x2 images: 23 ms a
-// pass); the matmul runs their patches at 700-1500 GFLOP/s (1.1 ms). Where the images are
-// larger the primitives win the forward conv or are even with the matmul (measured at batch
-// 64 from 4x4 outputs on) and win the filter gradient of 3x3 windows from 16x16 outputs on
-// (the patches copy each input 9 times); pointwise filter gradients gain at all sizes.
-bool bf16_patch_gemm_applies(const ConvGeom& c) { return bf16_convs() && c.groups == 1 && c.ci >= kMinBf16Channels; }
-
-bool one_by_one(const Window2D& win) { return win.size[0] == 1 && win.size[1] == 1; }
-
-bool bf16_patch_conv_applies(const Window2D& win, const ConvGeom& c) {
-  return bf16_patch_gemm_applies(c) && !dilated_input(win) && c.ho * c.wo <= 4;
-}
-
-bool bf16_patch_filter_grad_applies(const Window2D& win, const ConvGeom& c) {
-  return bf16_patch_gemm_applies(c) && !dilated_input(win) && (one_by_one(win) || c.ho * c.wo <= 64);
-}
-
 // The filter (or output gradient) `a` and the input x narrowed into this thread's buffers, or
 // nulls when either holds a value that is not exactly bf16.
 std::pair<const uint16_t*, const uint16_t*> narrowed_pair(const float* a, int64_t na, const float* x, int64_t nx) {
@@ -581,64 +637,31 @@ std::pair<const uint16_t*, const uint16_t*> narrowed_pair(const float* a, int64_
   return {xb ? ab : nullptr, xb};
 }
 
-bool bf16_patch_conv(const Window2D& win, const ConvGeom& c, const float* x, const float* w, float* y) {
-  if (!bf16_patch_conv_applies(win, c)) return false;
-  const auto [wb, xb] = narrowed_pair(w, c.depth() * c.co, x, c.n * c.h * c.w * c.ci);
-  if (!xb) return false;
-  gemm_bf16(GemmShape{1, c.rows(), c.depth(), c.co}, is_pointwise(win) ? xb : all_patches(c, xb), wb, y);
-  return true;
+// The conv on a patch product when one applies: bf16 first (exact operands), else f32.
+bool patch_conv_f32(const Window2D& win, const ConvGeom& c, const float* x, const float* w, float* y) {
+  const int64_t inputs = c.n * c.h * c.w * c.ci, weights = c.kh * c.kw * c.ci * c.co;
+  const bool placed = dilated_pointwise_window(win);
+  if ((placed && bf16_patch_gemm_applies(c)) || bf16_patch_conv_applies(win, c)) {
+    const auto [wb, xb] = narrowed_pair(w, weights, x, inputs);
+    if (xb) return placed ? placed_pointwise_conv(c, xb, wb, y) : patch_conv(win, c, xb, wb, y), true;
+  }
+  if (f32_placed_pointwise_applies(win, c)) return placed_pointwise_conv(c, x, w, y), true;
+  if (f32_patch_conv_applies(win, c)) return patch_conv(win, c, x, w, y), true;
+  return false;
 }
 
-// A small filter gradient (MobileNetV2's 16 -> 96 expansion over 32x32 images) is a product
-// of one tile, which gemm_bf16 runs on one thread: 4.2 ms a pass at batch 64. Over many output
-// positions it is cut into fixed parts of kPartRows rows instead, each part's product made
-// across the pool and the parts summed in order, whatever the thread count.
-constexpr int64_t kPartRows = 8192;
-constexpr int64_t kMaxPartedGradient = 16384;  // filter elements: each part's copy stays small
-
-void parted_filter_grad(const ConvGeom& c, const uint16_t* patches, const uint16_t* dy, float* dw) {
-  const int64_t rows = c.rows(), depth = c.depth(), size = depth * c.co, parts = (rows + kPartRows - 1) / kPartRows;
-  auto partial = std::make_unique_for_overwrite<float[]>(size_t(parts * size));
-  parallel_for(parts, [&](int64_t p) {
-    const int64_t r0 = p * kPartRows, count = std::min(kPartRows, rows - r0);
-    gemm_bf16(GemmShape{1, depth, count, c.co, true, false}, patches + r0 * depth, dy + r0 * c.co, partial.get() + p * size);
-  });
-  constexpr int64_t kSlice = 4096;
-  parallel_for((size + kSlice - 1) / kSlice, [&](int64_t slice) {
-    for (int64_t e = slice * kSlice; e < std::min(size, (slice + 1) * kSlice); ++e) {
-      float sum = partial[size_t(e)];
-      for (int64_t p = 1; p < parts; ++p) sum += partial[size_t(p * size + e)];
-      dw[e] = sum;
-    }
-  });
-}
-
-bool bf16_patch_filter_grad(const Window2D& win, const ConvGeom& c, const float* x, const float* dy, float* dw) {
-  if (!bf16_patch_filter_grad_applies(win, c)) return false;
-  const auto [dyb, xb] = narrowed_pair(dy, c.rows() * c.co, x, c.n * c.h * c.w * c.ci);
-  if (!xb) return false;
-  const uint16_t* patches = is_pointwise(win) ? xb : all_patches(c, xb);
-  if (c.depth() * c.co <= kMaxPartedGradient && c.rows() >= 2 * kPartRows) return parted_filter_grad(c, patches, dyb, dw), true;
-  gemm_bf16(GemmShape{1, c.depth(), c.rows(), c.co, true, false}, patches, dyb, dw);
-  return true;
-}
-
-// The input gradient of a strided 1x1 conv: the product of every input position, placed.
-bool bf16_placed_pointwise(const Window2D& win, const ConvGeom& c, const float* x, const float* w, float* y) {
-  if (!bf16_patch_gemm_applies(c) || !dilated_pointwise_window(win)) return false;
-  const auto [wb, xb] = narrowed_pair(w, c.ci * c.co, x, c.n * c.h * c.w * c.ci);
-  if (!xb) return false;
-  placed_pointwise_conv(c, y, [&](int64_t b0, int64_t count, float* out) {
-    gemm_bf16(GemmShape{1, count * c.h * c.w, c.ci, c.co}, xb + b0 * c.h * c.w * c.ci, wb, out);
-  });
-  return true;
+bool patch_filter_grad_f32(const Window2D& win, const ConvGeom& c, const float* x, const float* dy, float* dw) {
+  if (bf16_patch_filter_grad_applies(win, c)) {
+    const auto [dyb, xb] = narrowed_pair(dy, c.rows() * c.co, x, c.n * c.h * c.w * c.ci);
+    if (xb) return patch_filter_grad(win, c, xb, dyb, dw), true;
+  }
+  if (f32_patch_filter_grad_applies(win, c)) return patch_filter_grad(win, c, x, dy, dw), true;
+  return false;
 }
 
 // y[rows, Co] = patches[rows, depth] * w[depth, Co], in fixed blocks of rows.
 void conv_f32(const Window2D& win, const ConvGeom& c, const float* x, const float* w, float* y) {
-  if (bf16_patch_conv(win, c, x, w, y) || bf16_placed_pointwise(win, c, x, w, y)) return;
-  if (patch_gemm_applies(win, c)) return gemm_f32(GemmShape{1, c.rows(), c.depth(), c.co}, all_patches(c, x), w, y);
-  if (dilated_pointwise_applies(win, c)) return dilated_pointwise_conv(c, x, w, y);
+  if (patch_conv_f32(win, c, x, w, y)) return;
   const std::optional<ConvShape> s = onednn_shape(win, c);
   if (s && (bf16_exact_conv(*s, x, w, y) || onednn_conv(*s, x, w, y))) return;
   if (!s && onednn_input_grad(win, c, x, w, y)) return;
@@ -704,16 +727,14 @@ void depthwise_filter_grad(const ConvGeom& c, const float* x, const float* dy, f
 
 // dw[depth, Co] = patches^T dy over fixed chunks of rows.
 void filter_grad_f32(const Window2D& win, const ConvGeom& c, const float* x, const float* dy, float* dw) {
-  if (bf16_patch_filter_grad(win, c, x, dy, dw)) return;
-  if (patch_gemm_applies(win, c))
-    return gemm_f32(GemmShape{1, c.depth(), c.rows(), c.co, true, false}, all_patches(c, x), dy, dw);
-  if (pointwise_filter_grad_applies(win, c))
-    return gemm_f32(GemmShape{1, c.ci, c.rows(), c.co, true, false}, x, dy, dw);
+  if (patch_filter_grad_f32(win, c, x, dy, dw)) return;
   const std::optional<ConvShape> s = onednn_shape(win, c);
   // oneDNN's depthwise filter gradient over images of at most 2x2 outputs (MobileNetV2's last
   // blocks at 64x64 inputs) took 2.9 ms a pass at batch 64 on AVX-512, the loop below 0.15;
   // from 4x4 outputs on oneDNN's is 2-4 times faster for 3x3 windows, but 3-8 times slower
   // for 5x5 ones (EfficientNetB0's: 4x4x672 7.2 ms, the loop 0.8; 16x16x144 7.9 and 2.5).
+  // One input and one output channel per group: depthwise convs, and also ungrouped ones with
+  // one input and one output channel (groups = ci = co = 1), which the same loop computes.
   const bool depthwise = c.cg() == 1 && c.og() == 1;
   if (depthwise && (c.ho * c.wo <= 4 || c.kh * c.kw > 9)) return depthwise_filter_grad(c, x, dy, dw);
   if (s && (bf16_exact_filter_grad(*s, x, dy, dw) || onednn_conv_filter_grad(*s, x, dy, dw))) return;
