@@ -10,6 +10,7 @@
 #include <optional>
 #include <random>
 #include <set>
+#include <string>
 
 #include "autodiff/gradients.h"
 #include "core/error.h"
@@ -24,6 +25,7 @@
 #include "ops/op_table.h"
 #include "runtime/executable.h"
 #include "runtime/thread_pool.h"
+#include "small_image_convs.h"
 #include "thread_count_runs.h"
 
 using namespace tpu;
@@ -765,6 +767,37 @@ TEST_CASE("conv and pooling results do not depend on the thread count") {
   set_onednn_conv_enabled(false);
   run_on_1_and_2_threads(exe, args);
   set_onednn_conv_enabled(true);
+}
+
+// f32 convs over small images (small_image_convs.h) run as products of patch matrices
+// (ops/conv.cpp) on the packed GEMM (CPUs below AVX-512) and on oneDNN's matmul (from AVX-512
+// on, other thresholds): close to the reference kernels, and the same bits on 1 and 2 threads.
+TEST_CASE("f32 convs over small images match the reference and do not depend on the thread count") {
+  std::vector<Shape> shapes;
+  const Graph g = small_image_convs(shapes);
+  REQUIRE(verify_graph(g).empty());
+  std::mt19937 rng(12);
+  std::vector<Tensor> args;
+  for (const Shape& s : shapes) args.push_back(random_tensor({DType::f32, s, Fill::signed_unit}, rng));
+  CompileOptions reference;
+  reference.reference_kernels = true;
+  const std::vector<Tensor> want = Executable::compile(g, reference).run(args);
+  for (PackedGemm way : {PackedGemm::always, PackedGemm::never}) {
+    const PackedGemmFor chosen(way);
+    Executable exe = Executable::compile(g);
+    exe.run(args);  // makes the primitives
+    const std::vector<Tensor> got = run_on_1_and_2_threads(exe, args);
+    const std::string products = way == PackedGemm::always ? "packed GEMM" : "oneDNN's matmul";
+    for (size_t i = 0; i < got.size(); ++i) {
+      INFO("output " << i << " on " << products);
+      int64_t far = 0;  // elements off by more than f32 sums in another order
+      for (int64_t e = 0; e < got[i].size(); ++e) {
+        const float a = got[i].data<float>()[e], b = want[i].data<float>()[e];
+        far += std::abs(a - b) > 1e-4f * (1 + std::abs(b));
+      }
+      CHECK(far == 0);
+    }
+  }
 }
 
 TEST_CASE("2x2 max pools that tile the image: the fast kernels give the reference's bits, NaNs and ties included") {
