@@ -553,9 +553,12 @@ bool bf16_patch_filter_grad_applies(const Window2D& win, const ConvGeom& c) {
 }
 
 // Every patch row of the batch, in this thread's buffer, copied in fixed blocks of rows across
-// the pool. The buffer (one per operand type) is kept from call to call at the largest size
-// asked so far and is not counted in the memory plan: rows() x depth() elements, e.g. ResNet50's
-// 3x3x512 conv over 8x8 outputs at batch 64 keeps 4096 x 4608 f32 (75 MB; 38 MB as bf16).
+// the pool. The buffer (one per operand type and thread) is kept from call to call at the
+// largest size asked so far, uncapped and not counted in the memory plan: rows() x depth()
+// elements. At batch 64: a 3x3x512 filter gradient over 8x8 outputs keeps 4096 x 4608 (38 MB
+// as bf16; 75 MB as f32 on the packed GEMM); from AVX-512 on, f32 ones reach 1024 x 2304
+// (9.4 MB, 3x3x256 at 4x4), but strided 1x1 filter gradients take it at any size (ResNet50 at
+// 224x224 inputs: 50176 x 256, 51 MB).
 template <class T>
 const T* all_patches(const ConvGeom& c, const T* x) {
   thread_local std::vector<T> buffer;
