@@ -4,10 +4,10 @@
 --   local _ <close> = interrupt.deferred()
 -- and the loop calls interrupt.check(...) where stopping is safe; interrupt.deferred(fn) also
 -- turns an error the signal raised inside the loop (a compile it stopped) into fn's message;
--- every other error passes through unchanged.
--- The script then ends with exit status 128 + the signal (130, 143, 129, as shells report them). Outside such loops the
--- signal interrupts the Lua code at once; a second one always ends the process (once the file
--- being written is complete).
+-- every other error passes through unchanged. The script then ends with exit status 128 + the
+-- signal (130, 143, 129, as shells report them). Outside such loops the signal interrupts the
+-- Lua code at once; a second one always ends the process (once the file being written is
+-- complete).
 local M = {}
 
 local core = require "tpu.core"

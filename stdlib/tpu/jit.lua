@@ -357,7 +357,8 @@ local function batch_advice(self, spec, leaves, args, rep)
   local capacity = require("tpu.device").spec().hbm_bytes
   -- args: the probes donate what the real step donates, so they plan the same memory
   local function need(b) return compile(self, spec, scaled(leaves, batch, b, carries), args, true).exe:info().hbm_bytes end
-  if not batch or batch < 2 or need(1) > capacity then return version_advice(need(1)) end
+  local one = need(1)  -- the whole step's need when it has no batch to shrink
+  if not batch or batch < 2 or one > capacity then return version_advice(one) end
   local step = batch >= 16 and 8 or 1
   local lo, hi = 0, (batch - 1) // step  -- largest k with need(k * step) <= capacity
   while lo < hi do
