@@ -11,6 +11,7 @@
 #include "core/error.h"
 #include "data/batching.h"
 #include "data/prefetch.h"
+#include "sched_policy.h"
 
 using tpu::DType;
 using tpu::Shape;
@@ -122,19 +123,6 @@ TEST_CASE("BatchPrefetcher gathers ahead while the caller works, up to its depth
 }
 
 #ifdef SCHED_BATCH
-// Whether this host lets a thread take SCHED_BATCH (a sandbox may refuse it, and the
-// prefetcher then keeps its thread as it was), tried on a scratch thread.
-namespace {
-bool batch_policy_allowed() {
-  bool allowed = false;
-  std::thread([&] {
-    sched_param none{};
-    allowed = sched_setscheduler(0, SCHED_BATCH, &none) == 0;
-  }).join();
-  return allowed;
-}
-}  // namespace
-
 TEST_CASE("BatchPrefetcher's thread does not preempt the caller that wakes it (SCHED_BATCH)") {
   if (!batch_policy_allowed()) {
     MESSAGE("skipped: this host refuses SCHED_BATCH");

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "runtime/thread_pool.h"
+#include "sched_policy.h"
 
 using namespace tpu;
 
@@ -59,19 +60,6 @@ TEST_CASE("under a SerialScope, a region runs on the calling thread, in order") 
 }
 
 #ifdef SCHED_BATCH
-namespace {
-// Whether this host lets a thread take SCHED_BATCH (a sandbox may refuse it), tried on a
-// scratch thread so that the caller keeps its policy.
-bool batch_policy_allowed() {
-  bool allowed = false;
-  std::thread([&] {
-    sched_param none{};
-    allowed = sched_setscheduler(0, SCHED_BATCH, &none) == 0;
-  }).join();
-  return allowed;
-}
-}  // namespace
-
 TEST_CASE("workers started by a SCHED_BATCH thread run at the ordinary policy") {
   if (!batch_policy_allowed()) {
     MESSAGE("skipped: this host refuses SCHED_BATCH");
