@@ -128,21 +128,29 @@ const Rule kRules[] = {times_one,       over_one,        minus_zero,          do
                        reshape_chain,   reshape_before_convert, transpose_chain, broadcast_chain,
                        pad_into_conv,   negation_out_of_sum};
 
-// How often each node of g is read: once per operand slot naming it, once per graph output.
-std::vector<int32_t> read_counts(const Graph& g) {
-  std::vector<int32_t> reads(g.nodes.size(), 0);
-  for (size_t i = 0; i < g.nodes.size(); ++i)
-    for (NodeId x : g.at(NodeId(i)).in) ++reads[size_t(x)];
-  for (NodeId o : g.outputs) ++reads[size_t(o)];
-  return reads;
+// Per node of g, whether it is the only reader of its first operand, which the graph does not
+// return either (users_of counts a reader once). Only pad_after_convert asks, so the walk is
+// made only when some convert reads a pad: the cleanup passes run this pass to a fixed point
+// on every compile. Empty otherwise.
+std::vector<bool> sole_readers(const Graph& g) {
+  const NodeId count = NodeId(g.nodes.size());
+  bool asked = false;
+  for (NodeId n = 0; n < count && !asked; ++n)
+    asked = g.at(n).op == Op::convert && g.at(g.at(n).in[0]).op == Op::pad;
+  if (!asked) return {};
+  const Users users = users_of(g);
+  std::vector<bool> returned(size_t(count), false), alone(size_t(count), false);
+  for (NodeId o : g.outputs) returned[size_t(o)] = true;
+  for (NodeId n = 0; n < count; ++n) {
+    const Node& node = g.at(n);
+    alone[size_t(n)] = !node.in.empty() && !returned[size_t(node.in[0])] && users.of(node.in[0]).size() == 1;
+  }
+  return alone;
 }
 
-// Whether source node `n` is the only reader of its first operand (counts from read_counts on
-// the source graph: a rewritten operand stands for the source one).
-bool reads_alone(const Graph& src, const std::vector<int32_t>& reads, NodeId n) {
-  const Node& node = src.at(n);
-  return !node.in.empty() && reads[size_t(node.in[0])] == 1;
-}
+// Whether source node n is the only reader of its first operand (a rewritten operand stands
+// for the source one).
+bool reads_alone(const std::vector<bool>& alone, NodeId n) { return !alone.empty() && alone[size_t(n)]; }
 
 // The replacement for node n of g by the first rule that applies, or -1. `sole_reader`: n is
 // the only reader of its first operand.
@@ -154,12 +162,12 @@ NodeId simplify(Graph& g, const Node& n, bool sole_reader) {
 
 // The first node a rule applies to, trying the rules on g itself: until then the output would
 // be the input, so nothing needs copying. Nodes a rule appended are dropped again.
-NodeId first_simplifiable(Graph& g, const std::vector<int32_t>& reads) {
+NodeId first_simplifiable(Graph& g, const std::vector<bool>& alone) {
   const size_t size = g.nodes.size();
   const int32_t loc = g.current_loc;
   NodeId n = 0;
   for (; n < NodeId(size); ++n)
-    if (g.at(n).op != Op::parameter && simplify(g, g.at(n), reads_alone(g, reads, n)) >= 0) break;
+    if (g.at(n).op != Op::parameter && simplify(g, g.at(n), reads_alone(alone, n)) >= 0) break;
   g.nodes.truncate(size);
   g.current_loc = loc;
   return n;
@@ -168,8 +176,8 @@ NodeId first_simplifiable(Graph& g, const std::vector<int32_t>& reads) {
 }  // namespace
 
 PassResult algebraic_simplification(Graph g) {
-  const std::vector<int32_t> reads = read_counts(g);
-  const NodeId first = first_simplifiable(g, reads);
+  const std::vector<bool> alone = sole_readers(g);
+  const NodeId first = first_simplifiable(g, alone);
   if (first == NodeId(g.nodes.size())) return {std::move(g), false};
   Rewriter rw(g);
   rw.keep_prefix(first);
@@ -180,7 +188,7 @@ PassResult algebraic_simplification(Graph g) {
       continue;
     }
     rw.at_location_of(n);
-    const bool sole_reader = reads_alone(g, reads, n);  // before take(n) moves node n
+    const bool sole_reader = reads_alone(alone, n);
     NodeId replacement = simplify(rw.out(), rw.mapped_node(n), sole_reader);
     if (replacement >= 0) {
       rw.set(n, replacement);
