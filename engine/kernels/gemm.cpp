@@ -131,6 +131,135 @@ bool onednn_gemm(MatmulInput in, const GemmShape& s, const T* a, const T* b, flo
   return true;
 }
 
+// bf16 products go to oneDNN in row blocks of the full width, where every operand is
+// contiguous: its AMX kernel takes nothing else, and a column panel of a wider product (a
+// strided view) fell back to an AVX-512 kernel at a third of its speed or less. A transposed
+// left operand's row block is a strided column slab, so each block copies its slab first.
+// Wider products keep the panels: a full-width block would re-pack all of B per block.
+// (gemm_bf16_onednn_impls tells which kernels a product's tiles get.)
+constexpr int64_t kBf16FullWidthUpTo = 4096;
+constexpr int64_t kBf16BlockFlops = int64_t(1) << 26;  // per block, up to kBf16MaxBlocks blocks
+constexpr int64_t kBf16MaxBlocks = 8;
+
+// Rows per block of a bf16 product: from its shape alone, as the panels' widths are.
+int64_t bf16_block_rows(const GemmShape& s) {
+  const int64_t flops = 2 * s.m * s.k * s.n;
+  if (flops < kSplitRowsFrom) return std::max<int64_t>(s.m, 1);
+  const int64_t blocks = std::clamp<int64_t>(flops / kBf16BlockFlops, kRowBlocks, kBf16MaxBlocks);
+  const int64_t rows = std::max(kMinBlockRows, (s.m + blocks - 1) / blocks);
+  return std::min(s.m, (rows + 31) / 32 * 32);
+}
+
+// The shape oneDNN sees for a block of h rows: a transposed A is the block's own [K, h] copy.
+GemmShape bf16_block_shape(const GemmShape& s, int64_t h) {
+  GemmShape b = s;
+  if (s.ta) b.m = h;
+  return b;
+}
+
+// Columns [i0, i0 + h) of the [K, M] operand a, as a contiguous [K, h] copy (per thread).
+const uint16_t* column_slab(const GemmShape& s, const uint16_t* a, int64_t i0, int64_t h) {
+  thread_local std::vector<uint16_t> slab;
+  if (int64_t(slab.size()) < s.k * h) slab.resize(size_t(s.k * h));
+  for (int64_t p = 0; p < s.k; ++p) std::copy_n(a + p * s.m + i0, h, slab.data() + p * h);
+  return slab.data();
+}
+
+// Whether s goes to oneDNN in full-width row blocks: a product of fewer rows (a token at a time)
+// gains nothing from AMX and would lose the panels' threads; a trivial one is onednn_gemm's.
+bool bf16_blocks_apply(const GemmShape& s) {
+  return s.batch > 0 && s.m >= kMinBlockRows && s.k > 0 && s.n > 0 && s.n <= kBf16FullWidthUpTo;
+}
+
+// The heights of a bf16 product's row blocks: the full one and the last one.
+std::array<int64_t, 2> bf16_block_heights(const GemmShape& s) {
+  const int64_t rows = bf16_block_rows(s);
+  return {rows, s.m % rows ? s.m % rows : rows};
+}
+
+// Whether oneDNN has an implementation for both heights of s's row blocks (makes them).
+bool bf16_blocks_supported(const GemmShape& s) {
+  for (int64_t h : bf16_block_heights(s))
+    if (!onednn_matmul_supported(MatmulInput::bf16, bf16_block_shape(s, h), h, s.n)) return false;
+  return true;
+}
+
+// oneDNN bf16 row blocks; false when oneDNN lacks an implementation for them.
+bool onednn_bf16_blocks(const GemmShape& s, const uint16_t* a, const uint16_t* b, float* c) {
+  if (!bf16_blocks_supported(s)) return false;
+  const int64_t rows = bf16_block_rows(s), blocks = (s.m + rows - 1) / rows;
+  parallel_for(s.batch * blocks, [&](int64_t t) {
+    const int64_t p = t / blocks, i0 = t % blocks * rows, h = std::min(rows, s.m - i0);
+    const uint16_t* ap = a + p * s.m * s.k;
+    const uint16_t* block = !s.ta ? ap + i0 * s.k : h == s.m ? ap : column_slab(s, ap, i0, h);
+    onednn_matmul_tile(MatmulInput::bf16, bf16_block_shape(s, h), block, b + p * s.k * s.n, c + p * s.m * s.n + i0 * s.n,
+                       h, 0, s.n);
+  });
+  return true;
+}
+
+// A transposed left operand with an inner dimension at least as long as its rows (a weight
+// gradient, summed over a batch's rows) is cut along K instead of into row blocks: each part's
+// rows of A and of B are contiguous, B is read once rather than once per block, and the parts'
+// products are added in part order. B transposed too would make B's parts strided.
+constexpr int64_t kBf16MaxParts = 4;
+constexpr int64_t kBf16MinPartK = 256;
+
+int64_t bf16_part_k(const GemmShape& s) {
+  const int64_t flops = 2 * s.m * s.k * s.n;
+  if (!s.ta || s.tb || s.k < s.m || flops < kSplitRowsFrom) return s.k;
+  const int64_t parts = std::clamp<int64_t>(std::min(flops / kBf16BlockFlops, s.k / kBf16MinPartK), 1, kBf16MaxParts);
+  return std::min(s.k, ((s.k + parts - 1) / parts + 31) / 32 * 32);
+}
+
+// The shape of a K part of kk rows.
+GemmShape bf16_part_shape(const GemmShape& s, int64_t kk) { return {1, s.m, kk, s.n, true, false}; }
+
+// The inner sizes of s's K parts: the full one and the last one.
+std::array<int64_t, 2> bf16_part_ks(const GemmShape& s) {
+  const int64_t kk = bf16_part_k(s);
+  return {kk, s.k % kk ? s.k % kk : kk};
+}
+
+bool bf16_parts_supported(const GemmShape& s) {
+  for (int64_t kk : bf16_part_ks(s))
+    if (!onednn_matmul_supported(MatmulInput::bf16, bf16_part_shape(s, kk), s.m, s.n)) return false;
+  return true;
+}
+
+// c = part 0 + part 1 + ..., each part's product computed on its own, then added in order.
+bool onednn_bf16_k_parts(const GemmShape& s, const uint16_t* a, const uint16_t* b, float* c) {
+  if (!bf16_parts_supported(s)) return false;
+  const int64_t kk = bf16_part_k(s), parts = (s.k + kk - 1) / kk, mn = s.m * s.n;
+  std::vector<float> partial(size_t(s.batch * (parts - 1) * mn));
+  parallel_for(s.batch * parts, [&](int64_t t) {
+    const int64_t p = t / parts, part = t % parts, k0 = part * kk;
+    float* out = part == 0 ? c + p * mn : partial.data() + (p * (parts - 1) + part - 1) * mn;
+    onednn_matmul_tile(MatmulInput::bf16, bf16_part_shape(s, std::min(kk, s.k - k0)), a + p * s.m * s.k + k0 * s.m,
+                       b + p * s.k * s.n + k0 * s.n, out, s.m, 0, s.n);
+  });
+  constexpr int64_t kChunk = 1 << 14;
+  const int64_t chunks = (mn + kChunk - 1) / kChunk;
+  parallel_for(s.batch * chunks, [&](int64_t t) {
+    const int64_t p = t / chunks, i0 = t % chunks * kChunk, i1 = std::min(mn, i0 + kChunk);
+    float* out = c + p * mn;
+    for (int64_t part = 1; part < parts; ++part) {
+      const float* add = partial.data() + (p * (parts - 1) + part - 1) * mn;
+      for (int64_t i = i0; i < i1; ++i) out[i] += add[i];
+    }
+  });
+  return true;
+}
+
+bool onednn_bf16_gemm(const GemmShape& s, const uint16_t* a, const uint16_t* b, float* c) {
+  if (bf16_blocks_apply(s) && bf16_part_k(s) < s.k) {
+    if (onednn_bf16_k_parts(s, a, b, c)) return true;
+  } else if (bf16_blocks_apply(s) && onednn_bf16_blocks(s, a, b, c)) {
+    return true;
+  }
+  return onednn_gemm(MatmulInput::bf16, s, a, b, c);
+}
+
 // The ways an f32 product's tiles are computed, and their panel widths.
 enum class F32Way : uint8_t { packed, onednn, eigen };
 
@@ -236,10 +365,27 @@ void gemm_f32_sum(const GemmShape& s, std::span<const float* const> a, std::span
 
 void gemm_bf16(const GemmShape& s, const uint16_t* a, const uint16_t* b, float* c) {
   const Bf16Gemm way = chosen().load(std::memory_order_relaxed);
-  if (way == Bf16Gemm::onednn && onednn_gemm(MatmulInput::bf16, s, a, b, c)) return;
+  if (way == Bf16Gemm::onednn && onednn_bf16_gemm(s, a, b, c)) return;
   Widened& w = widen_operands(s, a, b);
   if (way == Bf16Gemm::widen_eigen) gemm_f32_eigen(s, w.a.data(), w.b.data(), c);
   else gemm_f32(s, w.a.data(), w.b.data(), c);
+}
+
+std::vector<std::string> gemm_bf16_onednn_impls(const GemmShape& s) {
+  std::vector<std::string> out;
+  if (!onednn_available()) return out;
+  if (bf16_blocks_apply(s) && bf16_part_k(s) < s.k && bf16_parts_supported(s)) {
+    for (int64_t kk : bf16_part_ks(s)) out.push_back(onednn_matmul_impl(MatmulInput::bf16, bf16_part_shape(s, kk), s.m, s.n));
+    return out;
+  }
+  if (bf16_blocks_apply(s) && bf16_part_k(s) == s.k && bf16_blocks_supported(s)) {
+    for (int64_t h : bf16_block_heights(s)) out.push_back(onednn_matmul_impl(MatmulInput::bf16, bf16_block_shape(s, h), h, s.n));
+    return out;
+  }
+  const int64_t last_w = s.n % kOnednnPanel ? s.n % kOnednnPanel : std::min(kOnednnPanel, s.n);
+  for (int64_t h : block_heights(s, kOnednnPanel))
+    for (int64_t w : {std::min(kOnednnPanel, s.n), last_w}) out.push_back(onednn_matmul_impl(MatmulInput::bf16, s, h, w));
+  return out;
 }
 
 std::string_view bf16_gemm_name(Bf16Gemm way) {

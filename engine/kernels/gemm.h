@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <span>
 #include <string>
+#include <vector>
 
 namespace tpu {
 
@@ -39,6 +40,11 @@ enum class Bf16Gemm : uint8_t {
   widen_f32,      // widen the operands to f32, then gemm_f32 (oneDNN's f32 matmul or the packed kernel)
 };
 void gemm_bf16(const GemmShape& s, const uint16_t* a, const uint16_t* b, float* c);
+
+// oneDNN's names for the implementations of the tiles Bf16Gemm::onednn gives oneDNN for s
+// ("brg:avx512_core_amx_bf16"; empty without oneDNN): tests and benchmarks check that a CPU with
+// AMX runs every tile there.
+std::vector<std::string> gemm_bf16_onednn_impls(const GemmShape& s);
 
 std::string_view bf16_gemm_name(Bf16Gemm way);
 bool bf16_gemm_available(Bf16Gemm way);  // Bf16Gemm::onednn needs a build with oneDNN

@@ -8,6 +8,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <string>
 #include <vector>
 
 #include "kernels/onednn_util.h"
@@ -30,6 +31,7 @@ struct Key {
 struct Entry {
   bool ok = false;
   Call call;  // src, weights, dst
+  std::string impl;  // oneDNN's name for the implementation it chose
 };
 
 void execute(const Entry& e, const void* a, const void* b, float* c) { run(e.call, {a, b, c}); }
@@ -85,6 +87,7 @@ std::shared_ptr<const Entry> make_entry(const Key& key) {
   try {
     dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(a, b, c), user_scratchpad(), cpu_engine());
     e->call = {dnnl::matmul(pd), {{DNNL_ARG_SRC, a}, {DNNL_ARG_WEIGHTS, b}, {DNNL_ARG_DST, c}}, pd.scratchpad_desc()};
+    e->impl = pd.impl_info_str();
   } catch (const dnnl::error&) {
     count_primitive(false);
     return e;  // no implementation for this shape
@@ -111,6 +114,11 @@ bool onednn_matmul_supported(MatmulInput in, const GemmShape& s, int64_t h, int6
   return lookup({in, h, s.k, w, s.n, s.m, s.ta, s.tb})->ok;
 }
 
+std::string onednn_matmul_impl(MatmulInput in, const GemmShape& s, int64_t h, int64_t w) {
+  run_single_threaded();
+  return lookup({in, h, s.k, w, s.n, s.m, s.ta, s.tb})->impl;
+}
+
 bool onednn_matmul_tile(MatmulInput in, const GemmShape& s, const void* a, const void* b, float* c, int64_t h,
                         int64_t j0, int64_t w) {
   run_single_threaded();
@@ -127,6 +135,7 @@ bool onednn_matmul_tile(MatmulInput in, const GemmShape& s, const void* a, const
 
 namespace tpu {
 bool onednn_matmul_supported(MatmulInput, const GemmShape&, int64_t, int64_t) { return false; }
+std::string onednn_matmul_impl(MatmulInput, const GemmShape&, int64_t, int64_t) { return ""; }
 bool onednn_matmul_tile(MatmulInput, const GemmShape&, const void*, const void*, float*, int64_t, int64_t, int64_t) {
   return false;
 }

@@ -331,6 +331,55 @@ TEST_CASE("bf16 dot and its gradient do not depend on the thread count") {
   }
 }
 
+// oneDNN's AMX kernel takes contiguous operands only; a strided tile silently ran on its older
+// AVX-512 kernel at a third of the speed. Where the CPU has AMX, every tile of the transformer's
+// and the MLP's products, and of their gradients' (transposed operands), must get it.
+TEST_CASE("bf16 products reach oneDNN's AMX kernel where the CPU has it") {
+  if (onednn_report().find("ISA avx512_core_amx") == std::string::npos) {
+    MESSAGE("skipped: oneDNN finds no AMX on this CPU (" << onednn_report() << ")");
+    return;
+  }
+  const GemmShape shapes[] = {{1, 4096, 256, 1024, false, false}, {1, 4096, 1024, 256, false, true},
+                              {1, 256, 4096, 1024, true, false},  {1, 256, 784, 512, false, false},
+                              {1, 784, 256, 512, true, false},    {1, 256, 512, 784, false, true},
+                              {1, 1000, 300, 700, true, false}};
+  for (const GemmShape& s : shapes) {
+    for (const std::string& impl : gemm_bf16_onednn_impls(s)) {
+      INFO(s.m << "x" << s.k << "x" << s.n << " ta " << s.ta << " tb " << s.tb);
+      CHECK(impl.find("amx") != std::string::npos);
+    }
+  }
+}
+
+// Row blocks of a transposed left operand copy their column slab, and a transposed one with a
+// long inner dimension is cut along it (parts added in order): both against the reference, with
+// uneven last blocks and parts, and a batch of two giving each element's own bits.
+TEST_CASE("bf16 products in row blocks and inner parts match the reference, transposed operands included") {
+  Ways ways;
+  const std::array<int64_t, 3> sizes[] = {{1000, 300, 700}, {256, 1100, 300}};  // m, k, n
+  for (const auto& [m, k, n] : sizes)
+    for (bool ta : {false, true})
+      for (bool tb : {false, true}) {
+        Tensor a = uniform(DType::bf16, ta ? Shape{2, k, m} : Shape{2, m, k}, 11);
+        Tensor b = uniform(DType::bf16, tb ? Shape{2, n, k} : Shape{2, k, n}, 12);
+        Tensor a0 = a.rows(0, 1).reshaped(ta ? Shape{k, m} : Shape{m, k});
+        Tensor b0 = b.rows(0, 1).reshaped(tb ? Shape{n, k} : Shape{k, n});
+        const Reference ref = reference_gemm(a0, b0, m, k, n, ta, tb);
+        for (Bf16Gemm way : ways.all) {
+          set_bf16_gemm(way);
+          INFO(bf16_gemm_name(way) << " " << m << "x" << k << "x" << n << " ta " << ta << " tb " << tb);
+          std::vector<float> c(size_t(2 * m * n)), one(size_t(m * n));
+          gemm_bf16({2, m, k, n, ta, tb}, a.data<uint16_t>(), b.data<uint16_t>(), c.data());
+          gemm_bf16({1, m, k, n, ta, tb}, a.data<uint16_t>(), b.data<uint16_t>(), one.data());
+          int64_t bad = 0;
+          for (size_t i = 0; i < one.size(); ++i)
+            bad += std::fabs(c[i] - ref.c[i]) > double(k + 4) * std::ldexp(1.0, -24) * 1.01 * ref.abs[i];
+          CHECK(bad == 0);
+          CHECK(std::memcmp(c.data(), one.data(), one.size() * 4) == 0);
+        }
+      }
+}
+
 TEST_CASE("bf16 dot gradients are bf16 for bf16 operands and close to the f32 ones") {
   auto build = [](bool bf16, bool ta, bool tb) {
     Graph g;
