@@ -67,8 +67,16 @@ function Dataset:iter(opts, extra)
   opts = args.options(opts, "iter", {"epoch"})
   local epoch = self._epoch or 0
   if opts.epoch ~= nil then epoch = args.integer(opts.epoch, "iter", "epoch", 0) end
+  return self:_iter_with(epoch, {})
+end
+
+-- The pass of `epoch` (the next one when nil) iterated with ctx (fit's ctx.skip_maps: see
+-- tpu.data.fusing); `packed`: the iterator returns each element as its list of components.
+function Dataset:_iter_with(epoch, ctx, packed)
+  epoch = epoch or self._epoch or 0
   self._epoch = epoch + 1
-  local next_element = self:_elements(epoch, {})
+  local next_element = self:_elements(epoch, ctx)
+  if packed then return next_element end
   return function()
     local e = next_element()
     if e ~= nil then return table.unpack(e, 1, #e) end

@@ -76,6 +76,8 @@ end
 -- (ctx.map_chain_for): a node in between breaks the chain. The batch that takes a chain lists
 -- its maps in ctx.maps_taken; they then pass its elements through.
 function Map:_elements(epoch, ctx)
+  -- fit applies this map inside its train step (tpu.data.fusing): the batches pass unmapped.
+  if ctx.skip_maps and ctx.skip_maps[self] then return self._parent:_elements(epoch, ctx) end
   if ctx.prefetch then
     local above = ctx.map_chain_for == self and ctx.map_chain or {}
     ctx.map_chain, ctx.map_chain_for = {{map = self, epoch = epoch}, table.unpack(above)}, self._parent
