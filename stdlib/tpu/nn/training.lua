@@ -325,8 +325,10 @@ local function is_tensor_list(v)
   return type(v) == "table" and not is_dataset(v) and util.is_tensor(v[1])
 end
 
-local function batches(data, batch_size, who, order)
+-- fused (fit, tpu.data.fusing): the data set's unmapped batches, each one list of components.
+local function batches(data, batch_size, who, order, fused)
   batch_size = batch_size or 32
+  if fused then return data:_iter_with(nil, {skip_maps = fused.skip}, true) end
   if is_dataset(data) then
     local f, s, ctl = data:iter()
     return function()
@@ -470,7 +472,10 @@ end
 
 -- The objective each core differentiates: its share of the global mean loss, plus its share
 -- of the regularizers' penalty, so the gradients summed over the cores are the full ones.
-local function make_train_step(model, c, layout)
+-- maps: the data set's traced maps fit applies first (tpu.data.fusing): the step then takes the
+-- unmapped element (a list of components) in place of x and y, and the mapped one's first two
+-- components are x and y.
+local function make_train_step(model, c, layout, maps)
   local reduce, R = cross_replica(c), replicas(c)
   local function objective_of(frozen, x, y, w, key, count)
     local ctx = {training = true, key = key, updates = {}, sample_weight = (split_weights(w)),
@@ -488,7 +493,7 @@ local function make_train_step(model, c, layout)
     return with_params(model, merge(layout, tparams, frozen), objective_of, frozen, ...)
   end
   local grad_fn = tpu.value_and_grad(loss_of, {argnums = 1, has_aux = true, name = "train_step.grad"})
-  return tpu.jit(function(tparams, opt_state, frozen, x, y, w, dropout_key, step, replica)
+  local function body(tparams, opt_state, frozen, x, y, w, dropout_key, step, replica)
     local key = dropout_key:fold_in(step)
     -- Each core's rows draw their own masks: the key is the same on every core, so without
     -- its index every core would drop the same positions of its slice of the batch.
@@ -513,7 +518,15 @@ local function make_train_step(model, c, layout)
     end
     aux.state = nonfinite.keep_if_finite(finite, {frozen}, {aux.state})
     return new_params, new_opt_state, aux.state, stats
-  end, {name = "train_step", donate_argnums = {1, 2}, batch_argnums = {4, 5, 6}})
+  end
+  if maps then
+    local fusing = require "tpu.data.fusing"
+    return tpu.jit(function(tparams, opt_state, frozen, raw, w, dropout_key, step)
+      local e = fusing.apply(maps, raw)
+      return body(tparams, opt_state, frozen, e[1], e[2], w, dropout_key, step)
+    end, {name = "train_step", donate_argnums = {1, 2}, batch_argnums = {4, 5}})
+  end
+  return tpu.jit(body, {name = "train_step", donate_argnums = {1, 2}, batch_argnums = {4, 5, 6}})
 end
 
 local function make_eval_step(model, c)
@@ -532,11 +545,25 @@ local function make_predict_step(model)
   end, {name = "predict_step", batch_argnums = 2})
 end
 
-local function step_fn(model, c, kind)
+-- maps (kind "train"): the fused maps of fit's data set (tpu.data.fusing). The step made for
+-- them is kept by the outermost map, and c.steps.train is the step fit runs now.
+local function step_fn(model, c, kind, maps)
+  if kind == "train" then
+    c.train_plain = c.train_plain or c.steps.train
+    c.layout = c.layout or param_layout(model)
+    if maps then
+      c.fused_steps = c.fused_steps or setmetatable({}, {__mode = "k"})
+      local outer = maps[#maps]
+      c.fused_steps[outer] = c.fused_steps[outer] or make_train_step(model, c, c.layout, maps)
+      c.steps.train = c.fused_steps[outer]
+    else
+      c.train_plain = c.train_plain or make_train_step(model, c, c.layout)
+      c.steps.train = c.train_plain
+    end
+    return c.steps.train
+  end
   if not c.steps[kind] then
     if kind == "train" then
-      c.layout = param_layout(model)
-      c.steps.train = make_train_step(model, c, c.layout)
     elseif kind == "eval" then
       c.steps.eval = make_eval_step(model, c)
     else
@@ -782,9 +809,9 @@ end
 
 -- The rest of the pass the last epoch left (steps_per_epoch ended it), or a new pass when
 -- nothing is left of it; and the batches already taken from that pass.
-local function continued_pass(data, opts, left)
+local function continued_pass(data, opts, left, fused)
   local first = table.pack(left.iter())
-  if first[1] == nil then return batches(data, opts.batch_size), 0 end
+  if first[1] == nil then return batches(data, opts.batch_size, nil, nil, fused), 0 end
   local it = left.iter
   return function()
     if not first then return it() end
@@ -814,34 +841,62 @@ end
 -- sums, the steps, and the rest of the pass when steps_per_epoch ended the epoch first.
 -- A data set that never ends starts a new pass each epoch instead: a position inside its one
 -- endless pass could only be resumed by making every batch before it again.
-local function train_epoch(model, c, data, opts, bar, cbs, epoch, start, carry)
+-- The next element of a fused pass (tpu.data.fusing): x, y, sample weights, a fourth part, and
+-- the unmapped batch when the step maps it. The first batch is mapped here, as Map would (so
+-- its errors are the same), and tells whether the step can: its mapped element is x and y and
+-- needs no padding. Else every batch is mapped here.
+local function fused_next(c, fused, it)
+  local raw = it()
+  if raw == nil then return nil end
+  if fused.ok then return nil, nil, nil, nil, raw end
+  local e = require("tpu.data.fusing").apply(fused.maps, raw)
+  if fused.ok == nil then
+    fused.ok = false
+    if e[2] ~= nil and e[3] == nil then
+      local bx, _, w = padded_batch(c, "train", e[1], e[2])
+      if rawequal(bx, e[1]) then fused.ok, fused.w = true, w end
+    end
+    if fused.ok then return e[1], e[2], nil, nil, raw end
+  end
+  return table.unpack(e, 1, 4)
+end
+
+local function train_epoch(model, c, data, opts, bar, cbs, epoch, start, carry, fused)
   local sums, step = start.sums or new_sums(c), start.batch or 0
   local spe = opts.steps_per_epoch
   local it, taken  -- the pass, and the batches taken from it (a checkpoint's data position)
-  if start.iter and step == 0 then it, taken = continued_pass(data, opts, start)
+  if start.iter and step == 0 then it, taken = continued_pass(data, opts, start, fused)
   else
-    it = start.iter or batches(data, opts.batch_size, nil, epoch_order(model, data, opts))
+    it = start.iter or batches(data, opts.batch_size, nil, epoch_order(model, data, opts), fused)
     taken = start.pass_batch or step
   end
   while not (spe and step >= spe) do
-    local x, y, sample, fourth = it()
-    if x == nil then
+    local x, y, sample, fourth, raw
+    if fused then x, y, sample, fourth, raw = fused_next(c, fused, it)
+    else x, y, sample, fourth = it() end
+    if x == nil and raw == nil then
       it = nil  -- the pass ended
       break
     end
-    check_element("fit", y, fourth)
+    if not raw then check_element("fit", y, fourth) end
     if not model.optimizer_state then
       ensure_built(model, x)
       local layout = param_layout(model)
       model.optimizer_state = c.optimizer:init((split(layout, model:parameters())))
     end
-    local train = step_fn(model, c, "train")
+    local train = step_fn(model, c, "train", raw and fused.maps)
     local tparams, frozen = split(c.layout, model:parameters())
-    local bx, by, w = static_batch(c, "train", x, y, sample, "fit")
     local key, step_number = step_key(model)
-    local new_params, new_opt_state, state, stats =
-      run_step(c, train, {4, 5, 6, 9}, tparams, model.optimizer_state, frozen, bx, by, w, key, step_number,
-               replica_indices(c))
+    local new_params, new_opt_state, state, stats
+    if raw then
+      new_params, new_opt_state, state, stats =
+        run_step(c, train, {4, 5}, tparams, model.optimizer_state, frozen, raw, fused.w, key, step_number)
+    else
+      local bx, by, w = static_batch(c, "train", x, y, sample, "fit")
+      new_params, new_opt_state, state, stats =
+        run_step(c, train, {4, 5, 6, 9}, tparams, model.optimizer_state, frozen, bx, by, w, key, step_number,
+                 replica_indices(c))
+    end
     model:set_parameters(merge(c.layout, new_params, state))
     model.optimizer_state = new_opt_state
     model.train_steps = (model.train_steps or 0) + 1
@@ -849,6 +904,10 @@ local function train_epoch(model, c, data, opts, bar, cbs, epoch, start, carry)
     step, taken = step + 1, taken + 1
     model.fit_progress = {epoch = epoch, batch = step, sums = sums, pass_batch = taken}
     if not util.is_finite(sums[1]) then
+      if raw then
+        local e = require("tpu.data.fusing").apply(fused.maps, raw)
+        x, y = e[1], e[2]
+      end
       check_labels(model, c, x, y)
       nonfinite.fail(model, x, sums[1], model.fit_progress)
     end
@@ -1084,6 +1143,15 @@ function M:fit(data, opts, more)
   callback(cbs, "on_train_begin", {})
   local left  -- the pass the last epoch left under way (steps_per_epoch)
   local carry = is_dataset(data) and data:cardinality() ~= -1
+  -- The data set's last traced maps, applied by the train step (tpu.data.fusing); not when
+  -- resuming inside a pass (its iterator gives mapped batches) or on several cores.
+  local fused
+  local maps = is_dataset(data) and not start.iter and replicas(c) == 1
+    and require("tpu.data.fusing").maps(data)
+  if maps then
+    fused = {maps = maps, skip = {}}
+    for _, m in ipairs(maps) do fused.skip[m] = true end
+  end
   local done  -- steps of the last epoch: the bar's target when the data set's size is unknown
   for epoch = start.epoch + 1, epochs do
     if verbose > 0 then io.stdout:write(string.format("Epoch %d/%d\n", epoch, epochs)) end
@@ -1093,7 +1161,7 @@ function M:fit(data, opts, more)
     local bar = Progbar {target = steps or done, verbose = verbose}
     local sums
     sums, done, left = train_epoch(self, c, data, opts, bar, cbs, epoch,
-      epoch == start.epoch + 1 and start or left or {}, carry)
+      epoch == start.epoch + 1 and start or left or {}, carry, fused)
     local shown, logs = results(c, sums)
     if opts.validation_data then
       local vshown, vlogs = results(c, (evaluate_sums(self, c, opts.validation_data, opts)), "val_")
