@@ -79,6 +79,20 @@ function T.validation_and_evaluate_map_as_before()
   check.eq(#m:predict(test), 576)
 end
 
+-- One model fitted on a fused data set, then on plain batches, then fused again: each fit runs
+-- the step made for its data (the plain fit once took the fused step, which maps its input).
+function T.a_model_fits_fused_then_plain_then_fused()
+  local m = model()
+  local ds = batched():map(convert):prefetch(2)
+  m:fit(ds, {epochs = 1, verbose = 0})
+  check.is_true(takes_u8(m.compiled.steps.train))
+  m:fit(X:cast("f32") / 255, Y, {epochs = 1, batch_size = 64, verbose = 0})
+  check.is_true(not takes_u8(m.compiled.steps.train), "plain batches take the plain step")
+  m:fit(ds, {epochs = 1, verbose = 0})
+  check.is_true(takes_u8(m.compiled.steps.train))
+  check.eq(m.compiled.steps.train:stats().compiles, 1)
+end
+
 function T.errors_in_a_fused_map_name_the_users_line()
   local line = debug.getinfo(1, "l").currentline + 1
   local ds = batched():map(function(a, b) return a:cast("f32"):matmul(tpu.ones {3, 3}), b end)

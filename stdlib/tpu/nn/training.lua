@@ -549,7 +549,6 @@ end
 -- them is kept by the outermost map, and c.steps.train is the step fit runs now.
 local function step_fn(model, c, kind, maps)
   if kind == "train" then
-    c.train_plain = c.train_plain or c.steps.train
     c.layout = c.layout or param_layout(model)
     if maps then
       c.fused_steps = c.fused_steps or setmetatable({}, {__mode = "k"})
@@ -563,12 +562,7 @@ local function step_fn(model, c, kind, maps)
     return c.steps.train
   end
   if not c.steps[kind] then
-    if kind == "train" then
-    elseif kind == "eval" then
-      c.steps.eval = make_eval_step(model, c)
-    else
-      c.steps.predict = make_predict_step(model)
-    end
+    c.steps[kind] = kind == "eval" and make_eval_step(model, c) or make_predict_step(model)
   end
   return c.steps[kind]
 end
