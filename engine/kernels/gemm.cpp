@@ -184,9 +184,8 @@ bool bf16_blocks_supported(const GemmShape& s) {
   return true;
 }
 
-// oneDNN bf16 row blocks; false when oneDNN lacks an implementation for them.
-bool onednn_bf16_blocks(const GemmShape& s, const uint16_t* a, const uint16_t* b, float* c) {
-  if (!bf16_blocks_supported(s)) return false;
+// oneDNN bf16 row blocks (bf16_tiling has checked that oneDNN has both heights' primitives).
+void onednn_bf16_blocks(const GemmShape& s, const uint16_t* a, const uint16_t* b, float* c) {
   const int64_t rows = bf16_block_rows(s), blocks = (s.m + rows - 1) / rows;
   parallel_for(s.batch * blocks, [&](int64_t t) {
     const int64_t p = t / blocks, i0 = t % blocks * rows, h = std::min(rows, s.m - i0);
@@ -195,7 +194,6 @@ bool onednn_bf16_blocks(const GemmShape& s, const uint16_t* a, const uint16_t* b
     onednn_matmul_tile(MatmulInput::bf16, bf16_block_shape(s, h), block, b + p * s.k * s.n, c + p * s.m * s.n + i0 * s.n,
                        h, 0, s.n);
   });
-  return true;
 }
 
 // A transposed left operand with an inner dimension at least as long as its rows (a weight
@@ -227,14 +225,19 @@ bool bf16_parts_supported(const GemmShape& s) {
   return true;
 }
 
-// c = part 0 + part 1 + ..., each part's product computed on its own, then added in order.
-bool onednn_bf16_k_parts(const GemmShape& s, const uint16_t* a, const uint16_t* b, float* c) {
-  if (!bf16_parts_supported(s)) return false;
+// c = part 0 + part 1 + ..., each part's product computed on its own, then added in order
+// (bf16_tiling has checked that oneDNN has both parts' primitives).
+void onednn_bf16_k_parts(const GemmShape& s, const uint16_t* a, const uint16_t* b, float* c) {
   const int64_t kk = bf16_part_k(s), parts = (s.k + kk - 1) / kk, mn = s.m * s.n;
-  std::vector<float> partial(size_t(s.batch * (parts - 1) * mn));
+  // The parts after the first, per calling thread, reused from call to call (a step's weight
+  // gradients would otherwise allocate and clear megabytes each).
+  // (A pointer for the tasks: inside them the name would be the running thread's own buffer.)
+  thread_local std::vector<float> buffer;
+  if (int64_t(buffer.size()) < s.batch * (parts - 1) * mn) buffer.resize(size_t(s.batch * (parts - 1) * mn));
+  float* const partial = buffer.data();
   parallel_for(s.batch * parts, [&](int64_t t) {
     const int64_t p = t / parts, part = t % parts, k0 = part * kk;
-    float* out = part == 0 ? c + p * mn : partial.data() + (p * (parts - 1) + part - 1) * mn;
+    float* out = part == 0 ? c + p * mn : partial + (p * (parts - 1) + part - 1) * mn;
     onednn_matmul_tile(MatmulInput::bf16, bf16_part_shape(s, std::min(kk, s.k - k0)), a + p * s.m * s.k + k0 * s.m,
                        b + p * s.k * s.n + k0 * s.n, out, s.m, 0, s.n);
   });
@@ -244,18 +247,27 @@ bool onednn_bf16_k_parts(const GemmShape& s, const uint16_t* a, const uint16_t* 
     const int64_t p = t / chunks, i0 = t % chunks * kChunk, i1 = std::min(mn, i0 + kChunk);
     float* out = c + p * mn;
     for (int64_t part = 1; part < parts; ++part) {
-      const float* add = partial.data() + (p * (parts - 1) + part - 1) * mn;
+      const float* add = partial + (p * (parts - 1) + part - 1) * mn;
       for (int64_t i = i0; i < i1; ++i) out[i] += add[i];
     }
   });
-  return true;
+}
+
+// How a bf16 product is cut for oneDNN: K parts, full-width row blocks, or column panels (a
+// product of few rows, a wide one, or one oneDNN has no contiguous implementation for).
+enum class Bf16Tiling : uint8_t { k_parts, row_blocks, panels };
+
+Bf16Tiling bf16_tiling(const GemmShape& s) {
+  if (!bf16_blocks_apply(s)) return Bf16Tiling::panels;
+  if (bf16_part_k(s) < s.k) return bf16_parts_supported(s) ? Bf16Tiling::k_parts : Bf16Tiling::panels;
+  return bf16_blocks_supported(s) ? Bf16Tiling::row_blocks : Bf16Tiling::panels;
 }
 
 bool onednn_bf16_gemm(const GemmShape& s, const uint16_t* a, const uint16_t* b, float* c) {
-  if (bf16_blocks_apply(s) && bf16_part_k(s) < s.k) {
-    if (onednn_bf16_k_parts(s, a, b, c)) return true;
-  } else if (bf16_blocks_apply(s) && onednn_bf16_blocks(s, a, b, c)) {
-    return true;
+  switch (bf16_tiling(s)) {
+    case Bf16Tiling::k_parts: onednn_bf16_k_parts(s, a, b, c); return true;
+    case Bf16Tiling::row_blocks: onednn_bf16_blocks(s, a, b, c); return true;
+    case Bf16Tiling::panels: break;
   }
   return onednn_gemm(MatmulInput::bf16, s, a, b, c);
 }
@@ -374,11 +386,12 @@ void gemm_bf16(const GemmShape& s, const uint16_t* a, const uint16_t* b, float* 
 std::vector<std::string> gemm_bf16_onednn_impls(const GemmShape& s) {
   std::vector<std::string> out;
   if (!onednn_available()) return out;
-  if (bf16_blocks_apply(s) && bf16_part_k(s) < s.k && bf16_parts_supported(s)) {
+  const Bf16Tiling tiling = bf16_tiling(s);
+  if (tiling == Bf16Tiling::k_parts) {
     for (int64_t kk : bf16_part_ks(s)) out.push_back(onednn_matmul_impl(MatmulInput::bf16, bf16_part_shape(s, kk), s.m, s.n));
     return out;
   }
-  if (bf16_blocks_apply(s) && bf16_part_k(s) == s.k && bf16_blocks_supported(s)) {
+  if (tiling == Bf16Tiling::row_blocks) {
     for (int64_t h : bf16_block_heights(s)) out.push_back(onednn_matmul_impl(MatmulInput::bf16, bf16_block_shape(s, h), h, s.n));
     return out;
   }
