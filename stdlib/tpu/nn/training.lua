@@ -828,13 +828,6 @@ local function epoch_order(model, data, opts)
   return tpu.core.buffer_shuffle(0, n, n, seed, model.train_steps or 0)
 end
 
--- One epoch. `start` continues one a checkpoint stopped inside ({batch=, sums=, iter=,
--- pass_batch=}), or the pass the last epoch left ({iter=, pass_batch=}): with steps_per_epoch
--- over a data set that ends (`carry`), as in Keras, an epoch takes the batches that follow the
--- last one's (a pass that ends ends its epoch, and the next one starts a new pass). Returns the
--- sums, the steps, and the rest of the pass when steps_per_epoch ended the epoch first.
--- A data set that never ends starts a new pass each epoch instead: a position inside its one
--- endless pass could only be resumed by making every batch before it again.
 -- The next element of a fused pass (tpu.data.fusing): x, y, sample weights, a fourth part, and
 -- the unmapped batch when the step maps it. The first batch is mapped here, as Map would (so
 -- its errors are the same), and tells whether the step can: its mapped element is x and y and
@@ -855,6 +848,14 @@ local function fused_next(c, fused, it)
   return table.unpack(e, 1, 4)
 end
 
+-- One epoch. `start` continues one a checkpoint stopped inside ({batch=, sums=, iter=,
+-- pass_batch=}), or the pass the last epoch left ({iter=, pass_batch=}): with steps_per_epoch
+-- over a data set that ends (`carry`), as in Keras, an epoch takes the batches that follow the
+-- last one's (a pass that ends ends its epoch, and the next one starts a new pass). Returns the
+-- sums, the steps, and the rest of the pass when steps_per_epoch ended the epoch first.
+-- A data set that never ends starts a new pass each epoch instead: a position inside its one
+-- endless pass could only be resumed by making every batch before it again.
+-- fused: the data set's maps the step applies (tpu.data.fusing), or nil.
 local function train_epoch(model, c, data, opts, bar, cbs, epoch, start, carry, fused)
   local sums, step = start.sums or new_sums(c), start.batch or 0
   local spe = opts.steps_per_epoch
