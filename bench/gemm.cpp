@@ -45,6 +45,12 @@ const Case kCases[] = {
     // the weight gradient dw = x^T dy.
     {"4096x256x1024", {1, 4096, 256, 1024, false, false}},
     {"256x4096x1024ta", {1, 256, 4096, 1024, true, false}},
+    // Its attention ("attn": a batch of 128 products, 32 sequences x 4 heads): scores = q k^T,
+    // out = p v, and the gradients dp = dout v^T, dv = p^T dout (dq = ds k and dk = ds^T q
+    // repeat these shapes).
+    {"attn128x64x128tb", {128, 128, 64, 128, false, true}},
+    {"attn128x128x64", {128, 128, 128, 64, false, false}},
+    {"attn128x128x64ta", {128, 128, 128, 64, true, false}},
 };
 
 struct Timing {
@@ -86,9 +92,9 @@ Operands operands(const GemmShape& s) {
   Operands o;
   std::mt19937 rng(1);
   std::uniform_real_distribution<float> u(-1, 1);
-  o.a.resize(size_t(s.m * s.k));
-  o.b.resize(size_t(s.k * s.n));
-  o.c.resize(size_t(s.m * s.n));
+  o.a.resize(size_t(s.batch * s.m * s.k));
+  o.b.resize(size_t(s.batch * s.k * s.n));
+  o.c.resize(size_t(s.batch * s.m * s.n));
   for (float& x : o.a) x = u(rng);
   for (float& x : o.b) x = u(rng);
   o.a16.resize(o.a.size());

@@ -116,6 +116,43 @@ bool onednn_tiles_supported(MatmulInput in, const GemmShape& s) {
   return true;
 }
 
+// A batch of products each too small to split (attention's, one per sequence and head) goes to
+// oneDNN in groups of whole elements, one call per group: called one element at a time, the
+// calls cost more than the arithmetic (bench/gemm.cpp's attn cases). Groups follow from the
+// shape alone, as panels and blocks do.
+constexpr int64_t kGroupFlops = int64_t(1) << 24;  // per call, about
+constexpr int64_t kMinGroups = 8;                  // calls to share among the threads, at least
+
+int64_t group_size(const GemmShape& s) {
+  const int64_t flops = 2 * s.m * s.k * s.n;
+  if (s.batch < 2 || s.k == 0 || flops == 0 || flops >= kSplitRowsFrom) return 1;
+  const int64_t per_call = std::max<int64_t>(1, kGroupFlops / flops);
+  return std::clamp<int64_t>(std::min(per_call, s.batch / kMinGroups), 1, s.batch);
+}
+
+// The sizes of s's groups: the full one and the last one.
+std::array<int64_t, 2> group_sizes(const GemmShape& s) {
+  const int64_t g = group_size(s);
+  return {g, s.batch % g ? s.batch % g : g};
+}
+
+// Whether s goes in groups: several elements per call, and oneDNN has both sizes' primitives.
+bool groups_apply(MatmulInput in, const GemmShape& s) {
+  if (group_size(s) < 2) return false;
+  for (int64_t count : group_sizes(s))
+    if (!onednn_matmul_group_supported(in, s, count)) return false;
+  return true;
+}
+
+template <class T>
+void onednn_groups(MatmulInput in, const GemmShape& s, const T* a, const T* b, float* c) {
+  const int64_t g = group_size(s), groups = (s.batch + g - 1) / g;
+  parallel_for(groups, [&](int64_t t) {
+    const int64_t p = t * g;
+    onednn_matmul_group(in, s, std::min(g, s.batch - p), a + p * s.m * s.k, b + p * s.k * s.n, c + p * s.m * s.n);
+  });
+}
+
 // oneDNN tiles; false when oneDNN has no implementation for the shape.
 template <class T>
 bool onednn_gemm(MatmulInput in, const GemmShape& s, const T* a, const T* b, float* c) {
@@ -124,6 +161,7 @@ bool onednn_gemm(MatmulInput in, const GemmShape& s, const T* a, const T* b, flo
     std::fill(c, c + s.batch * s.m * s.n, 0.0f);
     return true;
   }
+  if (groups_apply(in, s)) return onednn_groups(in, s, a, b, c), true;
   if (!onednn_tiles_supported(in, s)) return false;
   for_each_tile(s, kOnednnPanel, [&](int64_t p, Tile t) {
     onednn_tile(in, s, a + p * s.m * s.k, b + p * s.k * s.n, c + p * s.m * s.n, t);
@@ -253,11 +291,13 @@ void onednn_bf16_k_parts(const GemmShape& s, const uint16_t* a, const uint16_t* 
   });
 }
 
-// How a bf16 product is cut for oneDNN: K parts, full-width row blocks, or column panels (a
-// product of few rows, a wide one, or one oneDNN has no contiguous implementation for).
-enum class Bf16Tiling : uint8_t { k_parts, row_blocks, panels };
+// How a bf16 product is cut for oneDNN: groups of small batch elements, K parts, full-width row
+// blocks, or column panels (a product of few rows, a wide one, or one oneDNN has no contiguous
+// implementation for).
+enum class Bf16Tiling : uint8_t { groups, k_parts, row_blocks, panels };
 
 Bf16Tiling bf16_tiling(const GemmShape& s) {
+  if (groups_apply(MatmulInput::bf16, s)) return Bf16Tiling::groups;
   if (!bf16_blocks_apply(s)) return Bf16Tiling::panels;
   if (bf16_part_k(s) < s.k) return bf16_parts_supported(s) ? Bf16Tiling::k_parts : Bf16Tiling::panels;
   return bf16_blocks_supported(s) ? Bf16Tiling::row_blocks : Bf16Tiling::panels;
@@ -265,6 +305,7 @@ Bf16Tiling bf16_tiling(const GemmShape& s) {
 
 bool onednn_bf16_gemm(const GemmShape& s, const uint16_t* a, const uint16_t* b, float* c) {
   switch (bf16_tiling(s)) {
+    case Bf16Tiling::groups: onednn_groups(MatmulInput::bf16, s, a, b, c); return true;
     case Bf16Tiling::k_parts: onednn_bf16_k_parts(s, a, b, c); return true;
     case Bf16Tiling::row_blocks: onednn_bf16_blocks(s, a, b, c); return true;
     case Bf16Tiling::panels: break;
@@ -387,6 +428,10 @@ std::vector<std::string> gemm_bf16_onednn_impls(const GemmShape& s) {
   std::vector<std::string> out;
   if (!onednn_available()) return out;
   const Bf16Tiling tiling = bf16_tiling(s);
+  if (tiling == Bf16Tiling::groups) {
+    for (int64_t count : group_sizes(s)) out.push_back(onednn_matmul_group_impl(MatmulInput::bf16, s, count));
+    return out;
+  }
   if (tiling == Bf16Tiling::k_parts) {
     for (int64_t kk : bf16_part_ks(s)) out.push_back(onednn_matmul_impl(MatmulInput::bf16, bf16_part_shape(s, kk), s.m, s.n));
     return out;

@@ -20,10 +20,11 @@ namespace {
 using namespace onednn;
 
 // A tile: C[M, w] (row stride N) = A[M, K] (strides per ta; a transposed A's row stride is
-// lda, the whole product's M) x B[K, w] (strides per tb).
+// lda, the whole product's M) x B[K, w] (strides per tb). With count > 1, `count` whole batch
+// elements in one call (then w = N and lda = M: each element's operands are contiguous).
 struct Key {
   MatmulInput in;
-  int64_t m, k, w, n, lda;
+  int64_t m, k, w, n, lda, count;
   bool ta, tb;
   auto operator<=>(const Key&) const = default;
 };
@@ -43,10 +44,11 @@ bool self_check(const Key& key, const Entry& e) {
   const int64_t lda = key.ta ? key.lda : key.k, ldb = key.tb ? key.k : key.n;
   const int64_t a_len = key.k == 0 ? 0 : key.ta ? (key.k - 1) * lda + key.m : key.m * key.k;
   const int64_t b_len = key.k == 0 ? 0 : key.tb ? key.w * key.k : (key.k - 1) * key.n + key.w;
+  const int64_t c_len = (key.m - 1) * key.n + key.w;  // per element, as a_len and b_len
   const size_t es = key.in == MatmulInput::bf16 ? 2 : 4;
-  std::vector<float> a(static_cast<size_t>(a_len)), b(static_cast<size_t>(b_len));
-  for (int64_t i = 0; i < a_len; ++i) a[size_t(i)] = probe_value(uint32_t(i));
-  for (int64_t i = 0; i < b_len; ++i) b[size_t(i)] = probe_value(uint32_t(i + a_len));
+  std::vector<float> a(static_cast<size_t>(key.count * a_len)), b(static_cast<size_t>(key.count * b_len));
+  for (size_t i = 0; i < a.size(); ++i) a[i] = probe_value(uint32_t(i));
+  for (size_t i = 0; i < b.size(); ++i) b[i] = probe_value(uint32_t(i + a.size()));
   std::vector<std::byte> a_in(a.size() * es), b_in(b.size() * es);
   auto store = [&](const std::vector<float>& from, std::vector<std::byte>& to) {
     for (size_t i = 0; i < from.size(); ++i) {
@@ -58,20 +60,24 @@ bool self_check(const Key& key, const Entry& e) {
   };
   store(a, a_in);
   store(b, b_in);
-  std::vector<float> c(size_t((key.m - 1) * key.n + key.w), 0.0f);
+  std::vector<float> c(size_t(key.count * c_len), 0.0f);
   execute(e, a_in.data(), b_in.data(), c.data());
   const int64_t rows = std::min<int64_t>(key.m, 16);
-  for (int64_t r = 0; r < rows; ++r) {
-    const int64_t i = rows == 1 ? 0 : r * (key.m - 1) / (rows - 1);
-    for (int64_t j = 0; j < key.w; ++j) {
-      double sum = 0, mag = 0;
-      for (int64_t p = 0; p < key.k; ++p) {
-        const double x = a[size_t(key.ta ? p * lda + i : i * lda + p)];
-        const double y = b[size_t(key.tb ? j * ldb + p : p * ldb + j)];
-        sum += x * y;
-        mag += std::abs(x * y);
+  for (int64_t element : {int64_t(0), key.count - 1}) {
+    const float* ae = a.data() + element * a_len;
+    const float* be = b.data() + element * b_len;
+    for (int64_t r = 0; r < rows; ++r) {
+      const int64_t i = rows == 1 ? 0 : r * (key.m - 1) / (rows - 1);
+      for (int64_t j = 0; j < key.w; ++j) {
+        double sum = 0, mag = 0;
+        for (int64_t p = 0; p < key.k; ++p) {
+          const double x = ae[key.ta ? p * lda + i : i * lda + p];
+          const double y = be[key.tb ? j * ldb + p : p * ldb + j];
+          sum += x * y;
+          mag += std::abs(x * y);
+        }
+        if (!close_to_sum(c[size_t(element * c_len + i * key.n + j)], sum, mag, key.k)) return false;
       }
-      if (!close_to_sum(c[size_t(i * key.n + j)], sum, mag, key.k)) return false;
     }
   }
   return true;
@@ -80,10 +86,19 @@ bool self_check(const Key& key, const Entry& e) {
 std::shared_ptr<const Entry> make_entry(const Key& key) {
   auto e = std::make_shared<Entry>();
   const auto dt = key.in == MatmulInput::bf16 ? memory::data_type::bf16 : memory::data_type::f32;
-  // Strides of the logical [M,K] / [K,w] views of the stored row-major operands.
-  const memory::desc a({key.m, key.k}, dt, key.ta ? memory::dims{1, key.lda} : memory::dims{key.k, 1});
-  const memory::desc b({key.k, key.w}, dt, key.tb ? memory::dims{1, key.k} : memory::dims{key.n, 1});
-  const memory::desc c({key.m, key.w}, memory::data_type::f32, memory::dims{key.n, 1});
+  // Strides of the logical [M,K] / [K,w] views of the stored row-major operands, after the
+  // elements' own stride when there are several.
+  memory::dims a_dims{key.m, key.k}, b_dims{key.k, key.w}, c_dims{key.m, key.w};
+  memory::dims a_strides = key.ta ? memory::dims{1, key.lda} : memory::dims{key.k, 1};
+  memory::dims b_strides = key.tb ? memory::dims{1, key.k} : memory::dims{key.n, 1};
+  memory::dims c_strides{key.n, 1};
+  if (key.count > 1) {
+    a_dims.insert(a_dims.begin(), key.count), a_strides.insert(a_strides.begin(), key.m * key.k);
+    b_dims.insert(b_dims.begin(), key.count), b_strides.insert(b_strides.begin(), key.k * key.n);
+    c_dims.insert(c_dims.begin(), key.count), c_strides.insert(c_strides.begin(), key.m * key.n);
+  }
+  const memory::desc a(a_dims, dt, a_strides), b(b_dims, dt, b_strides);
+  const memory::desc c(c_dims, memory::data_type::f32, c_strides);
   try {
     dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(a, b, c), user_scratchpad(), cpu_engine());
     e->call = {dnnl::matmul(pd), {{DNNL_ARG_SRC, a}, {DNNL_ARG_WEIGHTS, b}, {DNNL_ARG_DST, c}}, pd.scratchpad_desc()};
@@ -111,21 +126,39 @@ std::shared_ptr<const Entry> lookup(const Key& key) {
 
 bool onednn_matmul_supported(MatmulInput in, const GemmShape& s, int64_t h, int64_t w) {
   run_single_threaded();  // before a primitive is made: it keeps the thread count it sees
-  return lookup({in, h, s.k, w, s.n, s.m, s.ta, s.tb})->ok;
+  return lookup({in, h, s.k, w, s.n, s.m, 1, s.ta, s.tb})->ok;
+}
+
+bool onednn_matmul_group_supported(MatmulInput in, const GemmShape& s, int64_t count) {
+  run_single_threaded();
+  return lookup({in, s.m, s.k, s.n, s.n, s.m, count, s.ta, s.tb})->ok;
 }
 
 std::string onednn_matmul_impl(MatmulInput in, const GemmShape& s, int64_t h, int64_t w) {
   run_single_threaded();
-  return lookup({in, h, s.k, w, s.n, s.m, s.ta, s.tb})->impl;
+  return lookup({in, h, s.k, w, s.n, s.m, 1, s.ta, s.tb})->impl;
+}
+
+std::string onednn_matmul_group_impl(MatmulInput in, const GemmShape& s, int64_t count) {
+  run_single_threaded();
+  return lookup({in, s.m, s.k, s.n, s.n, s.m, count, s.ta, s.tb})->impl;
 }
 
 bool onednn_matmul_tile(MatmulInput in, const GemmShape& s, const void* a, const void* b, float* c, int64_t h,
                         int64_t j0, int64_t w) {
   run_single_threaded();
-  std::shared_ptr<const Entry> e = lookup({in, h, s.k, w, s.n, s.m, s.ta, s.tb});
+  std::shared_ptr<const Entry> e = lookup({in, h, s.k, w, s.n, s.m, 1, s.ta, s.tb});
   if (!e->ok) return false;
   const size_t es = in == MatmulInput::bf16 ? 2 : 4;
   execute(*e, a, static_cast<const std::byte*>(b) + size_t(j0 * (s.tb ? s.k : 1)) * es, c + j0);
+  return true;
+}
+
+bool onednn_matmul_group(MatmulInput in, const GemmShape& s, int64_t count, const void* a, const void* b, float* c) {
+  run_single_threaded();
+  std::shared_ptr<const Entry> e = lookup({in, s.m, s.k, s.n, s.n, s.m, count, s.ta, s.tb});
+  if (!e->ok) return false;
+  execute(*e, a, b, c);
   return true;
 }
 
@@ -136,6 +169,9 @@ bool onednn_matmul_tile(MatmulInput in, const GemmShape& s, const void* a, const
 namespace tpu {
 bool onednn_matmul_supported(MatmulInput, const GemmShape&, int64_t, int64_t) { return false; }
 std::string onednn_matmul_impl(MatmulInput, const GemmShape&, int64_t, int64_t) { return ""; }
+bool onednn_matmul_group_supported(MatmulInput, const GemmShape&, int64_t) { return false; }
+std::string onednn_matmul_group_impl(MatmulInput, const GemmShape&, int64_t) { return ""; }
+bool onednn_matmul_group(MatmulInput, const GemmShape&, int64_t, const void*, const void*, float*) { return false; }
 bool onednn_matmul_tile(MatmulInput, const GemmShape&, const void*, const void*, float*, int64_t, int64_t, int64_t) {
   return false;
 }

@@ -25,4 +25,11 @@ std::string onednn_matmul_impl(MatmulInput in, const GemmShape& s, int64_t h, in
 bool onednn_matmul_tile(MatmulInput in, const GemmShape& s, const void* a, const void* b, float* c, int64_t h,
                         int64_t j0, int64_t w);
 
+// `count` whole batch elements of `s` in one call, from the group's first element's A, B and C:
+// small products (attention's, per sequence and head) cost more to call one at a time than to
+// compute. The _supported and _impl forms as for tiles.
+bool onednn_matmul_group_supported(MatmulInput in, const GemmShape& s, int64_t count);
+std::string onednn_matmul_group_impl(MatmulInput in, const GemmShape& s, int64_t count);
+bool onednn_matmul_group(MatmulInput in, const GemmShape& s, int64_t count, const void* a, const void* b, float* c);
+
 }  // namespace tpu

@@ -342,7 +342,10 @@ TEST_CASE("bf16 products reach oneDNN's AMX kernel where the CPU has it") {
   const GemmShape shapes[] = {{1, 4096, 256, 1024, false, false}, {1, 4096, 1024, 256, false, true},
                               {1, 256, 4096, 1024, true, false},  {1, 256, 784, 512, false, false},
                               {1, 784, 256, 512, true, false},    {1, 256, 512, 784, false, true},
-                              {1, 1000, 300, 700, true, false}};
+                              {1, 1000, 300, 700, true, false},
+                              // attention's, per sequence and head (groups of whole elements)
+                              {128, 128, 64, 128, false, true},   {128, 128, 128, 64, false, false},
+                              {128, 128, 128, 64, true, false}};
   for (const GemmShape& s : shapes) {
     for (const std::string& impl : gemm_bf16_onednn_impls(s)) {
       INFO(s.m << "x" << s.k << "x" << s.n << " ta " << s.ta << " tb " << s.tb);
@@ -378,6 +381,40 @@ TEST_CASE("bf16 products in row blocks and inner parts match the reference, tran
           CHECK(std::memcmp(c.data(), one.data(), one.size() * 4) == 0);
         }
       }
+}
+
+// Batches of small products go to oneDNN in groups of whole elements (an uneven last group,
+// each operand transposed): every element against its reference, the same bits on 1 and 2
+// threads.
+TEST_CASE("bf16 products in groups of small batch elements match the reference") {
+  Ways ways;
+  const int64_t batch = 19, m = 64, k = 48, n = 40;
+  for (bool ta : {false, true})
+    for (bool tb : {false, true}) {
+      Tensor a = uniform(DType::bf16, ta ? Shape{batch, k, m} : Shape{batch, m, k}, 13);
+      Tensor b = uniform(DType::bf16, tb ? Shape{batch, n, k} : Shape{batch, k, n}, 14);
+      for (Bf16Gemm way : ways.all) {
+        set_bf16_gemm(way);
+        INFO(bf16_gemm_name(way) << " ta " << ta << " tb " << tb);
+        std::vector<float> one(size_t(batch * m * n)), two(one.size());
+        set_num_threads(1);
+        gemm_bf16({batch, m, k, n, ta, tb}, a.data<uint16_t>(), b.data<uint16_t>(), one.data());
+        set_num_threads(2);
+        gemm_bf16({batch, m, k, n, ta, tb}, a.data<uint16_t>(), b.data<uint16_t>(), two.data());
+        set_num_threads(0);
+        CHECK(std::memcmp(one.data(), two.data(), one.size() * 4) == 0);
+        int64_t bad = 0;
+        for (int64_t p = 0; p < batch; ++p) {
+          Tensor ap = a.rows(p, 1).reshaped(ta ? Shape{k, m} : Shape{m, k});
+          Tensor bp = b.rows(p, 1).reshaped(tb ? Shape{n, k} : Shape{k, n});
+          const Reference ref = reference_gemm(ap, bp, m, k, n, ta, tb);
+          for (int64_t i = 0; i < m * n; ++i)
+            bad += std::fabs(one[size_t(p * m * n + i)] - ref.c[size_t(i)]) >
+                   double(k + 4) * std::ldexp(1.0, -24) * 1.01 * ref.abs[size_t(i)];
+        }
+        CHECK(bad == 0);
+      }
+    }
 }
 
 TEST_CASE("bf16 dot gradients are bf16 for bf16 operands and close to the f32 ones") {

@@ -172,6 +172,10 @@ const std::vector<OpCase>& cases() {
       {"transpose_last_two", {{f, {2, 40, 33}}}, [](Graph& g, V x) { return g.transpose(x[0], {0, 2, 1}); }},
       // Narrow and tall: the kernel splits the rows too (a partial part and a partial tile).
       {"transpose_narrow", {{f, {203, 20}}}, [](Graph& g, V x) { return g.transpose(x[0], {1, 0}); }, false},
+      // The last dim kept (attention's head split): tasks over several leading dims, and over
+      // one leading dim that alone gives enough of them.
+      {"transpose_heads", {{f, {3, 5, 4, 6}}}, [](Graph& g, V x) { return g.transpose(x[0], {0, 2, 1, 3}); }},
+      {"transpose_keep_last", {{f, {70, 3, 4}}}, [](Graph& g, V x) { return g.transpose(x[0], {1, 0, 2}); }, false},
       {"slice", {{f, {4, 5}}}, [](Graph& g, V x) { return g.slice(x[0], {1, 2}, {3, 5}); }},
       {"pad", {{f, {2, 3}}}, [](Graph& g, V x) { return g.pad(x[0], {1, 0}, {2, 1}, 0.5); }},
       {"concat", {{f, {2, 3}}, {f, {2, 2}}}, [](Graph& g, V x) { return g.concat({x[0], x[1]}, 1); }},
@@ -375,6 +379,7 @@ const std::vector<OpCase>& cases() {
        [](Graph& g, V x) { return g.reduce(x[0], {0, 2}, ReduceKind::sum); }, false},
       {"transpose_bf16", {{DType::bf16, {2, 3, 4}}}, [](Graph& g, V x) { return g.transpose(x[0], {2, 0, 1}); }, false},
       {"transpose_bf16_last_two", {{DType::bf16, {40, 33}}}, [](Graph& g, V x) { return g.transpose(x[0], {1, 0}); }, false},
+      {"transpose_bf16_heads", {{DType::bf16, {2, 5, 3, 8}}}, [](Graph& g, V x) { return g.transpose(x[0], {0, 2, 1, 3}); }, false},
       {"broadcast_bf16", {{DType::bf16, {3}}}, [](Graph& g, V x) { return g.broadcast(x[0], {2, 3, 4}, {1}); }, false},
   };
   return all;
@@ -643,6 +648,18 @@ TEST_CASE("f32 GEMM on oneDNN over several column panels: within f32 rounding of
   std::mt19937 rng(6);
   for (GemmShape s : {GemmShape{1, 256, 300, 600, false, false}, GemmShape{2, 100, 96, 520, true, false}}) {
     CAPTURE(s.m);
+    check_on_1_and_2_threads(gemm_f32_onednn_or_eigen, s, random_operands(s, rng));
+  }
+}
+
+// Batches of products too small to split (attention's) go to oneDNN in groups of whole elements
+// per call: an uneven last group, each operand transposed; within f32 rounding of the exact
+// sums, the same bits on 1 and 2 threads.
+TEST_CASE("f32 GEMM in groups of small batch elements: within f32 rounding of the exact sums") {
+  std::mt19937 rng(8);
+  for (GemmShape s : {GemmShape{70, 40, 30, 50, false, false}, GemmShape{21, 40, 30, 50, true, false},
+                      GemmShape{19, 33, 24, 45, false, true}, GemmShape{12, 20, 16, 24, true, true}}) {
+    CAPTURE(s.batch);
     check_on_1_and_2_threads(gemm_f32_onednn_or_eigen, s, random_operands(s, rng));
   }
 }
