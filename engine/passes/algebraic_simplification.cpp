@@ -74,6 +74,34 @@ NodeId transpose_chain(Graph& g, const Node& n) {
   for (int64_t p : n.attrs.dims()) perm.push_back(inner.attrs.dims()[size_t(p)]);
   return g.transpose(inner.in[0], perm);
 }
+// dot(.., transpose(y, p), ..) where p puts y's last dim second to last (attention's keys,
+// [B,S,H,D] -> [B,H,D,S]) reads transpose(y, q) through the dot's transpose flag instead, q
+// being p with its last two swapped: q keeps y's last dim, so it copies whole rows (or is
+// nothing), where p gathered single elements. A convert between them (a bf16 product's
+// operand) moves along. Not where q is nothing and y a parameter: dot_layout made that
+// transpose on purpose.
+NodeId transpose_into_dot(Graph& g, const Node& n) {
+  if (n.op != Op::dot) return -1;
+  for (size_t side = 0; side < 2; ++side) {
+    const NodeId operand = n.in[side];
+    const bool converted = g.at(operand).op == Op::convert;
+    const NodeId t = converted ? g.at(operand).in[0] : operand;
+    if (g.at(t).op != Op::transpose) continue;
+    Dims q = g.at(t).attrs.dims();
+    const size_t r = q.size();
+    if (r < 2 || q[r - 2] != int64_t(r - 1)) continue;
+    std::swap(q[r - 2], q[r - 1]);
+    const NodeId y = g.at(t).in[0];
+    bool identity = true;
+    for (size_t i = 0; i < r; ++i) identity &= q[i] == int64_t(i);
+    if (identity && g.at(y).op == Op::parameter) continue;
+    const DType operand_type = g.at(operand).dtype;
+    NodeId moved = g.convert(g.transpose(y, q), operand_type);
+    const NodeId a = side == 0 ? moved : n.in[0], b = side == 1 ? moved : n.in[1];
+    return g.dot(a, b, n.attrs.transpose_lhs != (side == 0), n.attrs.transpose_rhs != (side == 1), n.attrs.to);
+  }
+  return -1;
+}
 NodeId broadcast_chain(Graph& g, const Node& n) {
   if (n.op != Op::broadcast || g.at(n.in[0]).op != Op::broadcast) return -1;
   const Node& inner = g.at(n.in[0]);
@@ -126,7 +154,7 @@ NodeId pad_after_convert(Graph& g, const Node& n, bool sole_reader) {
 
 const Rule kRules[] = {times_one,       over_one,        minus_zero,          double_negation, same_choice,
                        reshape_chain,   reshape_before_convert, transpose_chain, broadcast_chain,
-                       pad_into_conv,   negation_out_of_sum};
+                       pad_into_conv,   negation_out_of_sum,    transpose_into_dot};
 
 // Per node of g, whether it is the only reader of its first operand, which the graph does not
 // return either (users_of counts a reader once). Only pad_after_convert asks, so the walk is

@@ -176,6 +176,43 @@ TEST_CASE("algebraic simplification sums before it negates, with the same values
   CHECK(std::memcmp(want.raw(), got.raw(), want.bytes()) == 0);
 }
 
+// Attention's keys, [B,S,H,D] -> [B,H,D,S] for q k: the dot reads [B,H,S,D] (whole rows
+// copied) through its flag; the same for a transposed left operand, through a convert, and a
+// plain swap of the last two of a computed operand goes away. A parameter's swap is dot_layout's.
+TEST_CASE("algebraic simplification reads a transposed dot operand through the dot's flag") {
+  const std::string keys = "graph g\n%0 = parameter f32[2,5,3,4] index=0\n%1 = parameter f32[2,3,6,4] index=1\n";
+  const std::string in = keys + "%2 = transpose f32[2,3,4,5] %0 dims=[0,2,3,1]\n%3 = dot f32[2,3,6,5] %1, %2\nreturn %3\n";
+  expect(algebraic_simplification, in, true,
+         keys + "%2 = transpose f32[2,3,4,5] %0 dims=[0,2,3,1]\n"  // dead: DCE drops it
+                "%3 = transpose f32[2,3,5,4] %0 dims=[0,2,1,3]\n%4 = dot f32[2,3,6,5] %1, %3 tb\nreturn %4\n");
+  const std::string lhs = keys + "%2 = transpose f32[2,3,4,5] %0 dims=[0,2,3,1]\n"
+                                 "%3 = convert bf16[2,3,4,5] %2 to=bf16\n%4 = convert bf16[2,3,6,4] %1 to=bf16\n"
+                                 "%5 = dot f32[2,3,5,6] %3, %4 ta tb to=f32\nreturn %5\n";
+  expect(algebraic_simplification, lhs, true,
+         keys + "%2 = transpose f32[2,3,4,5] %0 dims=[0,2,3,1]\n%3 = convert bf16[2,3,4,5] %2 to=bf16\n"
+                "%4 = convert bf16[2,3,6,4] %1 to=bf16\n%5 = transpose f32[2,3,5,4] %0 dims=[0,2,1,3]\n"
+                "%6 = convert bf16[2,3,5,4] %5 to=bf16\n%7 = dot f32[2,3,5,6] %6, %4 tb\nreturn %7\n");
+  const std::string swapped = "graph g\n%0 = parameter f32[3,5] index=0\n%1 = parameter f32[4,5] index=1\n"
+                              "%2 = exp f32[4,5] %1\n%3 = transpose f32[5,4] %2 dims=[1,0]\n"
+                              "%4 = dot f32[3,4] %0, %3\nreturn %4\n";
+  expect(algebraic_simplification, swapped, true,
+         "graph g\n%0 = parameter f32[3,5] index=0\n%1 = parameter f32[4,5] index=1\n%2 = exp f32[4,5] %1\n"
+         "%3 = transpose f32[5,4] %2 dims=[1,0]\n%4 = dot f32[3,4] %0, %2 tb\nreturn %4\n");
+  const std::string weight = "graph g\n%0 = parameter f32[3,5] index=0\n%1 = parameter f32[4,5] index=1\n"
+                             "%2 = transpose f32[5,4] %1 dims=[1,0]\n%3 = dot f32[3,4] %0, %2\nreturn %3\n";
+  expect(algebraic_simplification, weight, false, weight);
+  std::vector<Tensor> args = {Tensor(DType::f32, {2, 5, 3, 4}), Tensor(DType::f32, {2, 3, 6, 4})};
+  for (Tensor& t : args)
+    for (int64_t i = 0; i < t.size(); ++i) t.set(i, std::sin(double(i) + double(t.size())));
+  CompileOptions plain;
+  plain.optimize = false;
+  for (const std::string& graph : {in, lhs}) {
+    const Tensor want = Executable::compile(parse_graph(graph), plain).run(args)[0];
+    const Tensor got = Executable::compile(algebraic_simplification(parse_graph(graph)).graph, plain).run(args)[0];
+    for (int64_t i = 0; i < want.size(); ++i) CHECK(got.get(i) == doctest::Approx(want.get(i)).epsilon(1e-6));
+  }
+}
+
 TEST_CASE("algebraic simplification folds zero padding of rows and columns into a conv's window") {
   auto build = [](double value, Dims lo, Dims hi) {
     Graph g;
