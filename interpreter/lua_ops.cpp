@@ -3,6 +3,7 @@
 // Broadcasting (shapes aligned at their trailing dims, size-1 dims stretched) and dtype promotion
 // happen here, in the builders; the IR itself is strict.
 #include <algorithm>
+#include <cmath>
 #include <numeric>
 
 #include "core/error.h"
@@ -72,6 +73,33 @@ DType number_dtype_for(const std::vector<Operand>& ops, lua_State* L, int first,
 
 enum class Arith { add, sub, mul, div, idiv, mod, pow, max, min };
 
+// floor(q) for a float q, in q's dtype: through i32 where |q| < 2^23 (the int round trip
+// truncates toward zero, so subtract 1 below negative fractions); larger magnitudes, inf and
+// NaN are integral (or NaN) already and pass through unclamped.
+NodeId float_floor(Graph& g, NodeId q) {
+  const DType t = g.at(q).dtype;
+  const Shape s = g.at(q).shape;  // a copy: adding nodes may move the node table
+  NodeId qi = g.convert(g.convert(q, DType::i32), t);
+  NodeId fix = g.select(g.compare(Cmp::lt, q, qi), g.full(t, s, 1), g.full(t, s, 0));
+  NodeId small = g.compare(Cmp::lt, g.unary(Op::abs, q), g.full(t, s, 8388608.0));
+  return g.select(small, g.binary(Op::sub, qi, fix), q);
+}
+
+// Lua's float a % b: a - floor(a/b)*b, which is NaN for b = 0 and for infinite a; an
+// infinite b gives a when a is zero or has b's sign, else b (Lua's fmod-then-adjust).
+NodeId float_mod(Graph& g, NodeId a, NodeId b) {
+  const DType t = g.at(a).dtype;
+  const Shape s = g.at(a).shape;
+  NodeId r = g.binary(Op::sub, a, g.binary(Op::mul, float_floor(g, g.binary(Op::div, a, b)), b));
+  NodeId zero = g.full(t, s, 0);
+  NodeId b_inf = g.compare(Cmp::eq, g.unary(Op::abs, b), g.full(t, s, INFINITY));
+  NodeId a_fin = g.compare(Cmp::lt, g.unary(Op::abs, a), g.full(t, s, INFINITY));
+  NodeId same_sign = g.compare(Cmp::eq, g.compare(Cmp::lt, a, zero), g.compare(Cmp::lt, b, zero));
+  NodeId keep_a = g.select(g.compare(Cmp::eq, a, zero), g.compare(Cmp::eq, a, a), same_sign);
+  NodeId inf_case = g.select(keep_a, a, b);
+  return g.select(g.select(b_inf, a_fin, b_inf), inf_case, r);
+}
+
 NodeId arith(Graph& g, Arith k, NodeId a, NodeId b) {
   DType t = promote(g.at(a).dtype, g.at(b).dtype);
   if ((k == Arith::div || k == Arith::pow) && !is_float(t)) t = DType::f32;
@@ -87,16 +115,11 @@ NodeId arith(Graph& g, Arith k, NodeId a, NodeId b) {
     case Arith::max: return g.binary(Op::max, a, b);
     case Arith::min: return g.binary(Op::min, a, b);
     case Arith::idiv:
-    case Arith::mod: {
-      NodeId q = g.binary(Op::div, a, b);
-      if (is_float(t)) {  // floor(a / b) without a floor op: q - (frac < 0 ? 1 : 0) via int conversion
-        NodeId qi = g.convert(g.convert(q, DType::i32), t);
-        NodeId fix = g.select(g.compare(Cmp::lt, q, qi), g.full(t, g.at(q).shape, 1), g.full(t, g.at(q).shape, 0));
-        q = g.binary(Op::sub, qi, fix);
-      }
-      if (k == Arith::idiv) return q;
-      return g.binary(Op::sub, a, g.binary(Op::mul, q, b));
-    }
+      // Integer division floors in the kernel (x // 0 is 0: a compiled graph cannot raise).
+      return is_float(t) ? float_floor(g, g.binary(Op::div, a, b)) : g.binary(Op::div, a, b);
+    case Arith::mod:
+      if (is_float(t)) return float_mod(g, a, b);
+      return g.binary(Op::sub, a, g.binary(Op::mul, g.binary(Op::div, a, b), b));  // x % 0 is x
   }
   return a;
 }

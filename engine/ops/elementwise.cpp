@@ -90,6 +90,8 @@ std::string shape_convert(const Graph& g, Node& n) {
 template <class T>
 T int_floor_div(T a, T b) {
   if (b == 0) return 0;
+  if constexpr (std::is_signed_v<T>)
+    if (b == -1) return T(0 - std::make_unsigned_t<T>(a));  // wraps at the minimum, where a / -1 traps
   T q = a / b;
   if ((a % b != 0) && ((a < 0) != (b < 0))) --q;
   return q;

@@ -45,6 +45,40 @@ return {
     check.eq((f % 2):totable(), {7.5 % 2, -7.5 % 2})
   end,
 
+  ["float // and % floor in float: no i32 clamp; inf, nan and zero divisors as in Lua"] = function()
+    local function same(got, want)
+      for i = 1, #want do
+        local g, w = got[i], want[i]
+        if not ((g ~= g and w ~= w) or g == w) then
+          error(string.format("element %d: expected %s, got %s", i, w, g), 2)
+        end
+      end
+    end
+    local inf = math.huge
+    local a = t{3e9, -3e9, inf, -inf, 1, -1, 0, 7.5, -7.5}
+    local b = t{1, 2, 1, 2, 0, 0, 0, -2, 2}
+    local want_q, want_r = {}, {}
+    for i, x in ipairs(a:totable()) do
+      local y = b:totable()[i]
+      want_q[i], want_r[i] = x // y, x % y
+    end
+    same((a // b):totable(), want_q)
+    same((a % b):totable(), want_r)
+    local x, y = t{5, -5, 5, -5, 0, inf}, t{inf, inf, -inf, -inf, inf, inf}
+    local want = {}
+    for i, v in ipairs(x:totable()) do want[i] = v % y:totable()[i] end
+    same((x % y):totable(), want)
+    same(tpu.jit(function(u, v) return u % v end)(x, y):totable(), want)
+  end,
+
+  ["integer // 0 is 0 and % 0 the dividend; the minimum // -1 wraps"] = function()
+    local a = t({7, -7, -2147483648}, "i32")
+    check.eq((a // 0):totable(), {0, 0, 0})
+    check.eq((a % 0):totable(), {7, -7, -2147483648})
+    check.eq((a // -1):totable(), {-7, 7, -2147483648})
+    check.eq((a % -1):totable(), {0, 0, 0})
+  end,
+
   ["dtype promotion"] = function()
     check.eq((t({1}, "u8") + t({1}, "i32")).dtype, "i32")
     check.eq((t({1}, "i32") + 1.5).dtype, "f32")
