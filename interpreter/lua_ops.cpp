@@ -414,6 +414,41 @@ bool leading_rows_only(const Shape& shape, const Dims& lo, const Dims& hi) {
   return true;
 }
 
+// A slice bound at the top of the stack: an integer, or a float with an integral value (as
+// Lua's own integer arguments); anything else is an error on the ranges argument (2).
+int64_t slice_bound(lua_State* L, lua_Integer axis, const char* what) {
+  int exact = 0;
+  const bool number = lua_type(L, -1) == LUA_TNUMBER;
+  const lua_Integer v = number ? lua_tointegerx(L, -1, &exact) : 0;
+  if (exact) return v;
+  const std::string got = number ? std::string(lua_tostring(L, -1)) + " (not an integer)" : luaL_typename(L, -1);
+  throw ArgError(2, "axis " + std::to_string(axis) + ": " + what + " must be an integer, got " + got);
+}
+
+// Entry `axis` of slice's ranges (at the top of the stack): an index or {first, last} with
+// optional bounds; sets first and last as written (negative counts from the end).
+void slice_range(lua_State* L, lua_Integer axis, int64_t& first, int64_t& last) {
+  if (lua_type(L, -1) == LUA_TNUMBER) {
+    first = last = slice_bound(L, axis, "index");
+    return;
+  }
+  if (!lua_istable(L, -1))
+    throw ArgError(2, "axis " + std::to_string(axis) + ": an index or {first, last} expected, got " +
+                          luaL_typename(L, -1));
+  if (lua_rawlen(L, -1) > 2 || lua_rawgeti(L, -1, 3) != LUA_TNIL)
+    throw ArgError(2, "axis " + std::to_string(axis) + ": a range is {first, last}, got " +
+                          std::to_string(std::max<size_t>(lua_rawlen(L, -2), 3)) + " elements");
+  lua_pop(L, 1);
+  for (int k = 1; k <= 2; ++k) {
+    if (lua_geti(L, -1, k) != LUA_TNIL) (k == 1 ? first : last) = slice_bound(L, axis, k == 1 ? "first" : "last");
+    lua_pop(L, 1);
+  }
+}
+
+std::string range_str(int64_t first, int64_t last) {
+  return "{" + std::to_string(first) + ", " + std::to_string(last) + "}";
+}
+
 // t:slice{{first, last}, ...}: inclusive 1-based ranges; negative counts from the end.
 int l_slice(lua_State* L) {
   LuaTensor* t = check_tensor(L, 1);
@@ -424,26 +459,17 @@ int l_slice(lua_State* L) {
   lua_Integer n = luaL_len(L, 2);
   if (n > lua_Integer(shape.size())) throw Error("slice: " + std::to_string(n) + " ranges for a tensor of rank " + std::to_string(shape.size()));
   for (lua_Integer i = 1; i <= n; ++i) {
-    lua_geti(L, 2, i);
-    int64_t first = 1, last = shape[size_t(i - 1)];
-    if (lua_isinteger(L, -1)) {
-      first = last = lua_tointeger(L, -1);
-    } else if (lua_istable(L, -1)) {
-      lua_geti(L, -1, 1);
-      lua_geti(L, -2, 2);
-      first = luaL_optinteger(L, -2, 1);
-      last = luaL_optinteger(L, -1, shape[size_t(i - 1)]);
-      lua_pop(L, 2);
-    }
-    lua_pop(L, 1);
     const int64_t d = shape[size_t(i - 1)];
-    if (first < 0) first += d + 1;
-    if (last < 0) last += d + 1;
-    if (first < 1 || last > d || first > last + 1)
-      throw Error("slice: range {" + std::to_string(first) + ", " + std::to_string(last) + "} is outside axis " +
-                              std::to_string(i) + " of " + type_str(t->dtype(), shape));
-    lo[size_t(i - 1)] = first - 1;
-    hi[size_t(i - 1)] = last;
+    int64_t first = 1, last = d;
+    lua_geti(L, 2, i);
+    slice_range(L, i, first, last);
+    lua_pop(L, 1);
+    const int64_t f = first < 0 ? first + d + 1 : first, l = last < 0 ? last + d + 1 : last;
+    if (f < 1 || l > d || f > l + 1)
+      throw Error("slice: range " + range_str(first, last) + " is outside axis " + std::to_string(i) + " of " +
+                  type_str(t->dtype(), shape));
+    lo[size_t(i - 1)] = f - 1;
+    hi[size_t(i - 1)] = l;
   }
   if (!t->traced() && leading_rows_only(shape, lo, hi)) {
     // fit's batches of x and y: a copy of contiguous rows, not a graph compiled per offset.

@@ -79,6 +79,21 @@ return {
     check.eq((a % -1):totable(), {0, 0, 0})
   end,
 
+  ["slice takes integral floats as integers and rejects other index values"] = function()
+    local x = t{{1, 2, 3}, {4, 5, 6}}
+    local n = 4
+    check.eq(x:slice{n / 2}:totable(), {{4, 5, 6}})
+    check.eq(x:slice{{}, {n / 4, 2.0}}:totable(), {{1, 2}, {4, 5}})
+    check.eq(traced_slice(x, {{}, {n / 4, 2.0}}):totable(), {{1, 2}, {4, 5}})
+    check.raises(function() return x:slice{2.5} end, "bad argument #1 to 'slice' (axis 1: index must be an integer, got 2.5")
+    check.raises(function() return x:slice{{1, 1.5}} end, "bad argument #1 to 'slice' (axis 1: last must be an integer")
+    check.raises(function() return x:slice{"1"} end, "axis 1: an index or {first, last} expected, got string")
+    check.raises(function() return x:slice{{}, true} end, "axis 2: an index or {first, last} expected, got boolean")
+    check.raises(function() return x:slice{{"a", 2}} end, "axis 1: first must be an integer, got string")
+    check.raises(function() return x:slice{{1, 2, 3}} end, "axis 1: a range is {first, last}, got 3 elements")
+    check.raises(function() return x:slice{{}, {-5, -1}} end, "range {-5, -1} is outside axis 2 of f32[2,3]")
+  end,
+
   ["dtype promotion"] = function()
     check.eq((t({1}, "u8") + t({1}, "i32")).dtype, "i32")
     check.eq((t({1}, "i32") + 1.5).dtype, "f32")
