@@ -425,13 +425,18 @@ void grad_reduce(GradContext& c) {
   auto& g = c.g;
   const Node& x = g.at(c.in(0));
   std::vector<int64_t> kept;
-  const Dims& axes = c.n().attrs.dims();
+  const Dims axes = c.n().attrs.dims();
   for (int64_t i = 0; i < int64_t(x.shape.size()); ++i)
     if (std::find(axes.begin(), axes.end(), i) == axes.end()) kept.push_back(i);
   NodeId spread = g.broadcast(c.out_grad, x.shape, kept);
   if (c.n().reduce_kind() == ReduceKind::sum) return c.give(0, spread);
-  NodeId hit = g.compare(Cmp::eq, c.in(0), g.broadcast(c.node, x.shape, kept));
-  c.give(0, g.select(hit, spread, g.full(x.dtype, x.shape, 0)));
+  // Tied extremes share the gradient equally (as JAX does): each gets out_grad / ties.
+  const DType t = x.dtype;
+  const Shape shape = x.shape;  // a copy: adding nodes may move the node table
+  NodeId hit = g.compare(Cmp::eq, c.in(0), g.broadcast(c.node, shape, kept));
+  NodeId ties = g.reduce(g.convert(hit, t), axes, ReduceKind::sum);
+  NodeId share = g.binary(Op::div, spread, g.broadcast(ties, shape, kept));
+  c.give(0, g.select(hit, share, g.full(t, shape, 0)));
 }
 
 // ---- argmax along one axis (first maximum wins) ----

@@ -518,6 +518,33 @@ TEST_CASE("gradients agree with central finite differences") {
   }
 }
 
+// Finite differences do not apply at ties (max is not differentiable there): tied extremes
+// share the gradient equally, as in JAX; a single extreme takes all of it.
+TEST_CASE("max and min reductions split the gradient equally among tied extremes") {
+  struct Tie {
+    ReduceKind kind;
+    Shape shape;
+    Dims axes;
+    std::vector<float> x, grad;
+  };
+  for (const Tie& c : {Tie{ReduceKind::max, {4}, {0}, {2, 2, 2, 2}, {0.25f, 0.25f, 0.25f, 0.25f}},
+                       Tie{ReduceKind::max, {2, 3}, {1}, {1, 3, 3, 5, 2, 5}, {0, 0.5f, 0.5f, 0.5f, 0, 0.5f}},
+                       Tie{ReduceKind::min, {2, 3}, {0, 1}, {1, 3, 1, 5, 1, 4}, {1 / 3.f, 0, 1 / 3.f, 0, 1 / 3.f, 0}},
+                       Tie{ReduceKind::max, {2, 2}, {0}, {1, 4, 3, 2}, {0, 1, 1, 0}}}) {
+    Graph g;
+    NodeId x = g.parameter(DType::f32, c.shape);
+    NodeId y = g.reduce(x, c.axes, c.kind);
+    Dims all(g.at(y).shape.size());
+    std::iota(all.begin(), all.end(), 0);
+    g.outputs = gradients(g, g.reduce(y, all, ReduceKind::sum), std::vector<NodeId>{x});
+    Tensor in(DType::f32, c.shape);
+    for (size_t i = 0; i < c.x.size(); ++i) in.set(int64_t(i), c.x[i]);
+    const std::vector<Tensor> args = {in};
+    Tensor grad = Executable::compile(g).run(args)[0];
+    for (size_t i = 0; i < c.grad.size(); ++i) CHECK(grad.get(int64_t(i)) == doctest::Approx(c.grad[i]));
+  }
+}
+
 TEST_CASE("dot results do not depend on the thread count") {
   Graph g;
   NodeId a = g.parameter(DType::f32, {64, 300});
