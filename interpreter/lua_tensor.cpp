@@ -858,13 +858,20 @@ int l_le(lua_State* L) {
   lua_pushboolean(L, a <= b);
   return 1;
 }
+// Lua's == on two tensors: same dtype and shape, and every element equal by IEEE == (so
+// 0 == -0 and a NaN equals nothing), not the same bytes.
+bool equal_values(const Tensor& a, const Tensor& b) {
+  if (!a.same_type(b)) return false;
+  for (int64_t i = 0, n = a.size(); i < n; ++i)
+    if (!(a.get(i) == b.get(i))) return false;
+  return true;
+}
 int l_eq(lua_State* L) {
   LuaTensor* a = check_tensor(L, 1);
   LuaTensor* b = check_tensor(L, 2);
   if (a->traced()) raise_data_dependent(L, *a, "a Lua comparison (==) on");
   if (b->traced()) raise_data_dependent(L, *b, "a Lua comparison (==) on");
-  bool same = a->value().same_type(b->value()) && std::memcmp(a->value().raw(), b->value().raw(), a->value().bytes()) == 0;
-  lua_pushboolean(L, same);
+  lua_pushboolean(L, equal_values(a->value(), b->value()));
   return 1;
 }
 

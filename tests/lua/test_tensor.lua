@@ -94,6 +94,18 @@ return {
     check.raises(function() return x:slice{{}, {-5, -1}} end, "range {-5, -1} is outside axis 2 of f32[2,3]")
   end,
 
+  ["== compares values: 0 == -0, NaN equals nothing, dtype and shape must match"] = function()
+    local nan = 0 / 0
+    check.is_true(t{0, 1} == t{-0.0, 1})
+    check.is_true(not (t{nan} == t{nan}))
+    check.is_true(not (t{1, 2} == t{1, 3}))
+    check.is_true(not (t({1, 2}, "i32") == t{1, 2}))
+    check.is_true(not (t{1, 2} == t{{1, 2}}))
+    check.is_true(t({1, 2}, "bf16") == t({1, 2}, "bf16"))
+    check.is_true(not (t{2} == 2))  -- Lua calls no __eq between a tensor and a number
+    check.eq(t{2}:eq(2):totable(), {true})
+  end,
+
   ["dtype promotion"] = function()
     check.eq((t({1}, "u8") + t({1}, "i32")).dtype, "i32")
     check.eq((t({1}, "i32") + 1.5).dtype, "f32")
