@@ -370,15 +370,20 @@ void grad_minmax(GradContext& c, Cmp first_wins) {
 }
 void grad_max(GradContext& c) { grad_minmax(c, Cmp::ge); }
 void grad_min(GradContext& c) { grad_minmax(c, Cmp::le); }
+// As JAX: d/dx x^y = y x^(y-1), 0 where y = 0 (not 0 * inf at x = 0); d/dy x^y = x^y log x
+// with log 1 for x = 0, so 0 where x^y is 0 (not -inf * 0).
 void grad_pow(GradContext& c) {
   auto& g = c.g;
+  const NodeId x = c.in(0), y = c.in(1);
   if (c.needs(0)) {
-    NodeId bm1 = g.binary(Op::sub, c.in(1), full_like(c, c.in(1), 1));
-    NodeId d = g.binary(Op::mul, c.in(1), g.binary(Op::pow, c.in(0), bm1));
-    c.give(0, g.binary(Op::mul, c.out_grad, d));
+    NodeId bm1 = g.binary(Op::sub, y, full_like(c, y, 1));
+    NodeId d = g.binary(Op::mul, y, g.binary(Op::pow, x, bm1));
+    NodeId zero = full_like(c, y, 0);
+    c.give(0, g.binary(Op::mul, c.out_grad, g.select(g.compare(Cmp::eq, y, zero), zero, d)));
   }
   if (c.needs(1)) {
-    NodeId d = g.binary(Op::mul, g.unary(Op::log, c.in(0)), y_of(c));
+    NodeId x_or_1 = g.select(g.compare(Cmp::eq, x, full_like(c, x, 0)), full_like(c, x, 1), x);
+    NodeId d = g.binary(Op::mul, g.unary(Op::log, x_or_1), y_of(c));
     c.give(1, g.binary(Op::mul, c.out_grad, d));
   }
 }

@@ -106,6 +106,15 @@ return {
     check.eq(t{2}:eq(2):totable(), {true})
   end,
 
+  ["pow's gradient is finite at base 0, as JAX's"] = function()
+    local function dx(y) return tpu.grad(function(x) return (x ^ y):sum() end)(t{0, 2}):totable() end
+    check.eq(dx(2), {0, 4})
+    check.eq(dx(1), {1, 1})
+    check.eq(dx(0), {0, 0})
+    local dy = tpu.grad(function(y) return (t{0, 0, 1} ^ y):sum() end)(t{2, 0.5, 3}):totable()
+    check.eq(dy, {0, 0, 0})
+  end,
+
   ["dtype promotion"] = function()
     check.eq((t({1}, "u8") + t({1}, "i32")).dtype, "i32")
     check.eq((t({1}, "i32") + 1.5).dtype, "f32")
