@@ -439,7 +439,7 @@ void grad_reduce(GradContext& c) {
   c.give(0, g.select(hit, share, g.full(t, shape, 0)));
 }
 
-// ---- argmax along one axis (first maximum wins) ----
+// ---- argmax along one axis (first maximum wins; a NaN is the maximum, as numpy and JAX) ----
 std::string shape_argmax(const Graph& g, Node& n) {
   const Node& x = g.at(n.in.at(0));
   if (n.attrs.axis < 0 || n.attrs.axis >= int64_t(x.shape.size()))
@@ -464,7 +464,7 @@ void ref_argmax(const Node& n, std::span<const Tensor* const> in, Tensor& out) {
       double best_v = x.get(a * len * inner + b);
       for (int64_t k = 1; k < len; ++k) {
         double v = x.get((a * len + k) * inner + b);
-        if (v > best_v) best_v = v, best = k;
+        if (v > best_v || (v != v && best_v == best_v)) best_v = v, best = k;  // the first NaN wins, as in max
       }
       o[a * inner + b] = int32_t(best);
     }

@@ -115,6 +115,14 @@ return {
     check.eq(dy, {0, 0, 0})
   end,
 
+  ["argmax: the first NaN wins, as max's NaN does"] = function()
+    local nan = 0 / 0
+    local x = t{{1, nan, 3, nan}, {5, 2, 7, 0}, {nan, 9, 1, 2}}
+    check.eq(x:argmax():totable(), {1, 2, 0})
+    check.eq(tpu.jit(function(v) return v:argmax() end)(x):totable(), {1, 2, 0})
+    check.eq(x:argmax(1):totable(), {2, 0, 1, 0})
+  end,
+
   ["dtype promotion"] = function()
     check.eq((t({1}, "u8") + t({1}, "i32")).dtype, "i32")
     check.eq((t({1}, "i32") + 1.5).dtype, "f32")
