@@ -76,9 +76,12 @@ function T.mean(t, axis, keepdims, extra)
   check_distinct("mean", t, axis)
   local count, shape = 1, t.shape
   for _, a in ipairs(resolve_axes(t, axis)) do count = count * (shape[a] or 1) end
-  local s = t:sum(axis, keepdims)
-  if s.dtype ~= "f32" and s.dtype ~= "bf16" then s = s:cast("f32") end
-  return s / count
+  -- Sum and divide in f32, rounding a bf16 mean once (a bf16 sum would round before the divide).
+  if t.dtype ~= "f32" then
+    local m = t:cast("f32"):sum(axis, keepdims) / count
+    return t.dtype == "bf16" and m:cast("bf16") or m
+  end
+  return t:sum(axis, keepdims) / count
 end
 
 function T.square(t, extra)

@@ -123,6 +123,14 @@ return {
     check.eq(x:argmax(1):totable(), {2, 0, 1, 0})
   end,
 
+  ["a bf16 mean sums and divides in f32 and rounds once"] = function()
+    local x = tpu.full({127}, 3, {dtype = "bf16"})
+    check.eq(x:mean().dtype, "bf16")
+    check.eq(x:mean():item(), 3)
+    check.eq(tpu.full({2, 127}, 3, {dtype = "bf16"}):mean(2):totable(), {3, 3})
+    check.eq(t({1, 2}, "i32"):mean().dtype, "f32")
+  end,
+
   ["dtype promotion"] = function()
     check.eq((t({1}, "u8") + t({1}, "i32")).dtype, "i32")
     check.eq((t({1}, "i32") + 1.5).dtype, "f32")
