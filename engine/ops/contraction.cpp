@@ -181,9 +181,25 @@ void for_kind(ReduceKind kind, F&& f) {
   }
 }
 
+// An integer sum wraps (two's complement) as integer + does, and as numpy's and JAX's do: it
+// accumulates modulo 2^64 and keeps the low bits, where a double accumulator would saturate.
+void ref_integer_sum(const Node& n, const Tensor& x, Tensor& out) {
+  std::vector<uint64_t> acc(size_t(out.size()), 0);
+  auto st = reduce_strides(x.shape(), n.attrs.dims());
+  dispatch(x.dtype(), [&]<class T>() {
+    if constexpr (std::is_integral_v<T>) {
+      const T* a = x.data<T>();
+      for_each_mapped(x.shape(), st, [&](int64_t i, int64_t o) { acc[size_t(o)] += uint64_t(int64_t(a[i])); });
+      T* r = out.data<T>();
+      for (int64_t i = 0; i < out.size(); ++i) r[i] = T(acc[size_t(i)]);
+    }
+  });
+}
+
 void ref_reduce(const Node& n, std::span<const Tensor* const> in, Tensor& out) {
   const Tensor& x = *in[0];
   const ReduceKind kind = n.reduce_kind();
+  if (kind == ReduceKind::sum && !is_float(x.dtype())) return ref_integer_sum(n, x, out);
   std::vector<double> acc(size_t(out.size()), reduce_init(kind));
   auto st = reduce_strides(x.shape(), n.attrs.dims());
   dispatch(x.dtype(), [&]<class T>() {

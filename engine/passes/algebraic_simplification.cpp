@@ -112,8 +112,8 @@ NodeId broadcast_chain(Graph& g, const Node& n) {
 
 // sum(-x) -> -sum(x): the same sums in the same order, negated once (negation is exact, and
 // rounding is symmetric): the negated copy of x, as large as the activations in a BatchNorm
-// gradient, is not made. Floats only: an integer sum saturates where a negation wraps, so an
-// i32 sum past the range would give -INT32_MAX instead of INT32_MIN.
+// gradient, is not made. Floats only: integer sums wrap as negation does, so the rewrite would
+// hold there too, but they are not where the copy is large.
 NodeId negation_out_of_sum(Graph& g, const Node& n) {
   if (n.op != Op::reduce || n.reduce_kind() != ReduceKind::sum || g.at(n.in[0]).op != Op::neg || !is_float(n.dtype))
     return -1;

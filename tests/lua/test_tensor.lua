@@ -131,6 +131,14 @@ return {
     check.eq(t({1, 2}, "i32"):mean().dtype, "f32")
   end,
 
+  ["an i32 sum wraps as + does"] = function()
+    local x = t({2147483647, 1, 5}, "i32")
+    check.eq(x:sum():item(), -2147483643)
+    check.eq(x:sum():item(), (x:slice{1} + x:slice{2} + x:slice{3}):item())
+    check.eq(t({{-2147483647, -5}}, "i32"):sum(2):totable(), {2147483644})
+    check.eq(tpu.jit(function(v) return v:sum() end)(x):item(), -2147483643)
+  end,
+
   ["dtype promotion"] = function()
     check.eq((t({1}, "u8") + t({1}, "i32")).dtype, "i32")
     check.eq((t({1}, "i32") + 1.5).dtype, "f32")
