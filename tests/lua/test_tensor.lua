@@ -139,6 +139,14 @@ return {
     check.eq(tpu.jit(function(v) return v:sum() end)(x):item(), -2147483643)
   end,
 
+  ["casts: float to integer saturates, integer to integer wraps"] = function()
+    check.eq(t{-1, 300, 1e10, -1e10}:cast("u8"):totable(), {0, 255, 255, 0})
+    check.eq(t{3e9, -3e9}:cast("i32"):totable(), {2147483647, -2147483648})
+    local i = t({-1, 300, 255, 256}, "i32")
+    check.eq(i:cast("u8"):totable(), {255, 44, 255, 0})
+    check.eq(tpu.jit(function(v) return v:cast("u8") end)(i):totable(), {255, 44, 255, 0})
+  end,
+
   ["dtype promotion"] = function()
     check.eq((t({1}, "u8") + t({1}, "i32")).dtype, "i32")
     check.eq((t({1}, "i32") + 1.5).dtype, "f32")
