@@ -238,7 +238,13 @@ function core.stack(list, axis, extra)
   for i, t in ipairs(list) do
     if not core.is_tensor(t) then errors.arg_error(1, "stack", "list of tensors expected, got " .. errors.show(t) .. " at " .. i) end
   end
-  axis = axis or 1
+  axis = math.tointeger(axis or 1)
+  -- The new axis is one of rank + 1 positions: checked here, where the user's line is known.
+  local rank = list[1] and #list[1].shape or 0
+  if axis == 0 or axis > rank + 1 or axis < -(rank + 1) then
+    errors.arg_error(2, "stack", string.format("axis %d is out of range for stacking rank-%d tensors (1 to %d, or -%d to -1)",
+      axis, rank, rank + 1, rank + 1))
+  end
   local parts = {}
   for i, t in ipairs(list) do
     local shape = t.shape

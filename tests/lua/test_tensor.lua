@@ -147,6 +147,20 @@ return {
     check.eq(tpu.jit(function(v) return v:cast("u8") end)(i):totable(), {255, 44, 255, 0})
   end,
 
+  ["stack: an axis out of range is an argument error at the caller's line"] = function()
+    local a = t{1, 2}
+    for _, axis in ipairs{0, 3, -4} do
+      local ok, err = pcall(tpu.stack, {a, a}, axis)
+      check.eq(ok, false)
+      check.is_true(err:find("^[^:]*test_tensor.lua:%d+: bad argument #2 to 'stack'") ~= nil, err)
+      check.is_true(err:find("(axis " .. axis .. " is out of range for stacking rank-1 tensors (1 to 2, or -2 to -1))",
+        1, true) ~= nil, err)
+    end
+    check.eq(tpu.stack({a, a}, 2).shape, {2, 2})
+    check.eq(tpu.stack({a, a}, -2).shape, {2, 2})
+    check.eq(tpu.stack({a, a}, 2.0).shape, {2, 2})
+  end,
+
   ["dtype promotion"] = function()
     check.eq((t({1}, "u8") + t({1}, "i32")).dtype, "i32")
     check.eq((t({1}, "i32") + 1.5).dtype, "f32")
