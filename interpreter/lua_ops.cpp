@@ -68,6 +68,9 @@ DType number_dtype_for(const std::vector<Operand>& ops, lua_State* L, int first,
   // A non-integer Lua number next to an integer tensor makes the result float.
   for (int i = 0; i < count; ++i)
     if (lua_isnumber(L, first + i) && !lua_isinteger(L, first + i) && !is_float(t)) return DType::f32;
+  // A Lua integer next to a bool tensor is a count, not a bool: i32 (bool_t + 1 adds, as in JAX).
+  for (int i = 0; i < count; ++i)
+    if (lua_isinteger(L, first + i) && t == DType::boolean) return DType::i32;
   return t;
 }
 
@@ -103,6 +106,10 @@ NodeId float_mod(Graph& g, NodeId a, NodeId b) {
 NodeId arith(Graph& g, Arith k, NodeId a, NodeId b) {
   DType t = promote(g.at(a).dtype, g.at(b).dtype);
   if ((k == Arith::div || k == Arith::pow) && !is_float(t)) t = DType::f32;
+  // On bools (as JAX): + is logical or, * logical and, max and min stay bool; the rest count
+  // true as 1 in i32.
+  if (t == DType::boolean && k == Arith::add) k = Arith::max;
+  if (t == DType::boolean && k == Arith::mul) k = Arith::min;
   if (t == DType::boolean && k != Arith::max && k != Arith::min) t = DType::i32;
   auto ab = unify(g, {a, b}, t);
   a = ab[0], b = ab[1];
@@ -126,6 +133,9 @@ NodeId arith(Graph& g, Arith k, NodeId a, NodeId b) {
 
 int binary_method(lua_State* L, Arith k) {
   check_no_more(L, 2);
+  // Lua's own arithmetic rejects booleans; so does a tensor's (compare with t:eq(true)).
+  for (int i = 1; i <= 2; ++i)
+    if (lua_isboolean(L, i)) throw type_error(L, i, "number or tensor");
   std::vector<Operand> ops = {operand_at(L, 1), operand_at(L, 2)};
   return apply_op(L, ops, number_dtype_for(ops, L, 1, 2),
                   [k](Graph& g, const std::vector<NodeId>& in) { return arith(g, k, in[0], in[1]); });
@@ -380,6 +390,7 @@ int reduce_method(lua_State* L, ReduceKind k, const char* name) {
     DType dt = g.at(x).dtype;
     if (dt == DType::boolean || (dt == DType::u8 && k == ReduceKind::sum)) x = g.convert(x, DType::i32);
     NodeId r = g.reduce(x, axes, k);
+    if (dt == DType::boolean && k != ReduceKind::sum) r = g.convert(r, DType::boolean);  // any / all, as JAX
     if (!keep) return r;
     Shape kept = shape;
     for (int64_t a : axes) kept[size_t(a)] = 1;

@@ -161,6 +161,23 @@ return {
     check.eq(tpu.stack({a, a}, 2.0).shape, {2, 2})
   end,
 
+  ["bools: + is or, * is and, max stays bool, a Lua boolean is no arithmetic operand"] = function()
+    local b, c = t({true, false, true}, "bool"), t({true, true, false}, "bool")
+    check.eq((b + c):totable(), {true, true, true})
+    check.eq((b * c):totable(), {true, false, false})
+    check.eq(b:max().dtype, "bool")
+    check.eq(b:max():item(), true)
+    check.eq(b:min():item(), false)
+    check.eq(t({false, false}, "bool"):max():item(), false)
+    check.eq(tpu.jit(function(u, v) return (u + v):min(1) end)(b, c):item(), true)
+    check.eq(b:sum():item(), 2)
+    check.eq((b + 1):totable(), {2, 1, 2})
+    check.eq((b - c):totable(), {0, -1, 1})
+    check.raises(function() return t{1, 2} + true end, "number or tensor expected, got boolean")
+    check.raises(function() return b * false end, "number or tensor expected, got boolean")
+    check.eq(b:eq(true):totable(), {true, false, true})
+  end,
+
   ["dtype promotion"] = function()
     check.eq((t({1}, "u8") + t({1}, "i32")).dtype, "i32")
     check.eq((t({1}, "i32") + 1.5).dtype, "f32")
