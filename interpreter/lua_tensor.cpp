@@ -1005,6 +1005,7 @@ std::string format_value(const Tensor& t, int64_t i) {
   double v = t.get(i);
   if (t.dtype() == DType::boolean) return v != 0 ? "true" : "false";
   if (!is_float(t.dtype())) return std::to_string(int64_t(v));
+  if (v != v) return "nan";  // printf shows a NaN's sign bit ("-nan"), which means nothing here
   std::snprintf(buf, sizeof buf, "%.4f", v);
   if (std::fabs(v) >= 1e6 || (v != 0 && std::fabs(v) < 1e-4)) std::snprintf(buf, sizeof buf, "%.4e", v);
   return buf;

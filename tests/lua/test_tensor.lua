@@ -178,6 +178,13 @@ return {
     check.eq(b:eq(true):totable(), {true, false, true})
   end,
 
+  ["printing shows NaN as nan whatever its sign bit, and the infinities signed"] = function()
+    local nan = 0 / 0
+    check.eq(tostring(t{nan, -nan, math.huge, -math.huge}), "tensor([nan, nan, inf, -inf], f32[4])")
+    check.eq(tostring(t({nan}, "bf16")), "tensor([nan], bf16[1])")
+    check.eq(tostring(t(-nan)), "tensor(nan, f32[])")
+  end,
+
   ["dtype promotion"] = function()
     check.eq((t({1}, "u8") + t({1}, "i32")).dtype, "i32")
     check.eq((t({1}, "i32") + 1.5).dtype, "f32")
