@@ -446,10 +446,12 @@ void slice_range(lua_State* L, lua_Integer axis, int64_t& first, int64_t& last) 
   if (!lua_istable(L, -1))
     throw ArgError(2, "axis " + std::to_string(axis) + ": an index or {first, last} expected, got " +
                           luaL_typename(L, -1));
-  if (lua_rawlen(L, -1) > 2 || lua_rawgeti(L, -1, 3) != LUA_TNIL)
-    throw ArgError(2, "axis " + std::to_string(axis) + ": a range is {first, last}, got " +
-                          std::to_string(std::max<size_t>(lua_rawlen(L, -2), 3)) + " elements");
+  const size_t length = lua_rawlen(L, -1);
+  const bool third = lua_rawgeti(L, -1, 3) != LUA_TNIL;
   lua_pop(L, 1);
+  if (length > 2 || third)
+    throw ArgError(2, "axis " + std::to_string(axis) + ": a range is {first, last}, got " +
+                          std::to_string(std::max<size_t>(length, 3)) + " elements");
   for (int k = 1; k <= 2; ++k) {
     if (lua_geti(L, -1, k) != LUA_TNIL) (k == 1 ? first : last) = slice_bound(L, axis, k == 1 ? "first" : "last");
     lua_pop(L, 1);

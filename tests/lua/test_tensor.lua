@@ -91,6 +91,7 @@ return {
     check.raises(function() return x:slice{{}, true} end, "axis 2: an index or {first, last} expected, got boolean")
     check.raises(function() return x:slice{{"a", 2}} end, "axis 1: first must be an integer, got string")
     check.raises(function() return x:slice{{1, 2, 3}} end, "axis 1: a range is {first, last}, got 3 elements")
+    check.raises(function() return x:slice{{1, 2, 3, 4}} end, "axis 1: a range is {first, last}, got 4 elements")
     check.raises(function() return x:slice{{}, {-5, -1}} end, "range {-5, -1} is outside axis 2 of f32[2,3]")
   end,
 
@@ -158,6 +159,8 @@ return {
     end
     check.eq(tpu.stack({a, a}, 2).shape, {2, 2})
     check.eq(tpu.stack({a, a}, -2).shape, {2, 2})
+    check.raises(function() return tpu.stack({a, a}, 1.5) end, "bad argument #2 to 'stack' (integer expected, got number)")
+    check.raises(function() return tpu.stack({a, a}, "1") end, "bad argument #2 to 'stack' (integer expected, got string)")
     check.eq(tpu.stack({a, a}, 2.0).shape, {2, 2})
   end,
 
