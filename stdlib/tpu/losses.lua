@@ -171,7 +171,9 @@ local function token_crossentropy(name, y_true, y_pred, from_logits, ignore_clas
   local labels = sparse_labels(name, y_true, y_pred)
   local classes = y_pred.shape[y_pred.ndim]
   local logp = log_probs(y_pred, from_logits)
-  local ce = -(logp * labels:one_hot(classes)):sum(-1)
+  -- the label's log-probability selected, not multiplied by the one-hot: another class's -inf
+  -- (a masked logit) times 0 would make the loss NaN
+  local ce = -core.where(labels:one_hot(classes):gt(0), logp, 0):sum(-1)
   if not core.is_traced(labels) then
     check_label_range(name, labels, classes, ignore_class)
     return ce, labels

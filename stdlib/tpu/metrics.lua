@@ -135,7 +135,8 @@ local function top_k(k)
     local labels = class_labels("top_k_accuracy", y_true, y_pred)
     local scores = y_pred:cast("f32")
     local depth = y_pred.shape[y_pred.ndim]
-    local true_score = (scores * labels:one_hot(depth)):sum(-1, true)
+    -- selected, not multiplied by the one-hot: a -inf score elsewhere times 0 would be NaN
+    local true_score = core.where(labels:one_hot(depth):gt(0), scores, 0):sum(-1, true)
     local above = scores:gt(true_score):cast("f32"):sum(-1)
     return weighted_sum(above:lt(k):cast("f32"), weights)
   end, configure = function(opts)

@@ -485,4 +485,21 @@ function T.ignore_class_and_perplexity_options_are_checked()
     "Perplexity: unknown option 'mask_id'")
 end
 
+-- A masked (-inf) logit of another class is a probability of 0, not a NaN: the label's score
+-- is selected, never multiplied by a one-hot (-inf * 0).
+function T.minus_inf_logit_of_another_class()
+  local labels = tpu.tensor({0}, {dtype = "i32"})
+  local z = tpu.tensor {{1.0, -math.huge, 3.0}}
+  local want = math.log(math.exp(1) + math.exp(3)) - 1
+  check.near(losses.sparse_categorical_crossentropy(labels, z, {from_logits = true}):item(), want, 1e-5)
+  check.near(metrics.Perplexity {from_logits = true}(labels, z):item(), math.exp(want), 1e-3)
+  check.near(metrics.top_k_accuracy {k = 1}(labels, z):item(), 0, 0)
+  check.near(metrics.top_k_accuracy {k = 2}(labels, z):item(), 1, 0)
+  local g = tpu.jit(tpu.grad(function(v)
+    return losses.sparse_categorical_crossentropy(labels, v, {from_logits = true})
+  end))(z):totable()
+  local e = math.exp(1) + math.exp(3)
+  check.near(g[1], {math.exp(1) / e - 1, 0, math.exp(3) / e}, 1e-5)
+end
+
 return T
