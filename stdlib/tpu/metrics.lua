@@ -211,12 +211,15 @@ function M.Perplexity(opts, extra)
   return m
 end
 
+-- "acc": accuracy logged under the name it was asked by ("acc", "val_acc"), as Keras 3 does.
+local acc = M.define {name = "acc", partial = M.accuracy.partial}
+
 -- A metric from a name, a metric object, or a function(y_true, y_pred) -> batch mean.
 function M.get(m, extra)
   errors.none(2, "get", extra)
   if getmetatable(m) == Metric then return m end
   if type(m) == "string" then
-    local found = M[m] or (m == "acc" and M.accuracy)
+    local found = m == "acc" and acc or M[m]
     if getmetatable(found) == Metric then return found end
   end
   if type(m) == "function" then
@@ -225,7 +228,7 @@ function M.get(m, extra)
       return m(y_true, y_pred):cast("f32") * n, core.tensor(n, {dtype = "f32"})
     end}
   end
-  local known = {"accuracy", "binary_accuracy", "categorical_accuracy", "sparse_categorical_accuracy", "top_k_accuracy", "mse",
+  local known = {"accuracy", "acc", "binary_accuracy", "categorical_accuracy", "sparse_categorical_accuracy", "top_k_accuracy", "mse",
                  "mean_squared_error", "mae", "mean_absolute_error", "perplexity"}
   util.fail("unknown metric %s%s (expected a metric or one of: %s)", util.show(m), errors.did_you_mean(m, known),
     table.concat(known, ", "))

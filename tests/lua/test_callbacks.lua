@@ -340,6 +340,17 @@ function T.lr_scheduler_never_recompiles_the_step()
   check.eq(m.compiled.steps.train:stats().compiles, 1)
 end
 
+-- metrics = {"acc"} is logged as "acc" and "val_acc", as Keras 3 logs it: a callback monitors it.
+function T.acc_is_logged_and_monitored_under_its_own_name()
+  local m = model(0.1)
+  m:compile {optimizer = optim.Adam {lr = 0.1}, loss = "sparse_categorical_crossentropy", metrics = {"acc"}}
+  local x, y = tpu.ones {8, 3}, tpu.zeros({8}, {dtype = "i32"})
+  local h = m:fit(x, y, {epochs = 3, batch_size = 4, verbose = 0, validation_data = {x, y},
+    callbacks = {cb.EarlyStopping {monitor = "val_acc", patience = 0}, cb.EarlyStopping {monitor = "acc"}}})
+  check.eq(h.keys, {"loss", "acc", "val_loss", "val_acc"})
+  check.eq(#h.history.acc, 2, "accuracy 1 from the first epoch does not improve (mode max for acc)")
+end
+
 function T.checkpoint_save_freq_saves_every_n_steps()
   local dir = tmpdir()
   local m = model()
