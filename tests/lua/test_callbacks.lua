@@ -293,8 +293,9 @@ function T.the_history_records_what_callbacks_add_to_the_logs()
   local log_path = tmpdir() .. "/log.csv"
   local h = m:fit(x, y, {epochs = 3, batch_size = 4, verbose = 0, callbacks = {
     cb.csv_logger(log_path), cb.lr_scheduler {fn = function(_, lr) return lr / 2 end}}})
-  check.near(h.history.lr, {0.05, 0.025, 0.0125}, 1e-9)
-  check.eq(h.keys, {"loss", "lr"})
+  check.near(h.history.learning_rate, {0.05, 0.025, 0.0125}, 1e-9, "Keras 3's name")
+  check.eq(h.keys, {"loss", "learning_rate"})
+  check.eq(h.history.lr, nil)
   check.eq(#h.history.loss, 3)
 end
 
@@ -314,7 +315,8 @@ function T.lr_scheduler_sets_the_rate_before_each_epoch()
   check.near(m.optimizer_state.lr:item(), 0.025, 1e-9)
   local logs = {}
   s:on_epoch_end(2, logs)
-  check.near(logs.lr, 0.025, 1e-9)
+  check.near(logs.learning_rate, 0.025, 1e-9)
+  check.eq(logs.lr, nil)
   check.eq(seen[1], {1, 0.1})
   check.eq(seen[2][1], 2)
   check.raises(function() cb.lr_scheduler(function() return -1 end):on_epoch_begin(1) end,
@@ -387,7 +389,7 @@ function T.callbacks_run_inside_fit()
   check.near(rates, {0.05, 0.05, 0.025, 0.0125}, 1e-9)
   local lines = {}
   for line in read(dir .. "/log.csv"):gmatch("[^\n]+") do lines[#lines + 1] = line end
-  check.eq(lines[1], "epoch,loss,lr,val_loss")
+  check.eq(lines[1], "epoch,learning_rate,loss,val_loss")
   check.eq(#lines, #history.epoch + 1)
   check.is_true(exists(dir .. "/best.safetensors"))
   local s = ckpt.load(dir .. "/best.safetensors")

@@ -12,7 +12,7 @@ local LrScheduler = Callback:extend("LrScheduler")
 -- lr_scheduler{fn = function(epoch, lr) return new_lr end, verbose = 0} (Keras: schedule = fn)
 -- Before each epoch sets the optimizer's learning rate to fn(epoch, current lr) (epoch counts
 -- from 1). The rate is a tensor of the optimizer state, so changing it never recompiles the
--- step. At the end of the epoch logs.lr holds the rate used. An optimizer given an
+-- step. At the end of the epoch logs.learning_rate holds the rate used (Keras 3's name). An optimizer given an
 -- optim.schedule already changes its rate per step; the two do not combine.
 function LrScheduler:__init(opts)
   local who = "lr_scheduler"
@@ -62,7 +62,7 @@ function LrScheduler:on_epoch_begin(epoch)
 end
 
 function LrScheduler:on_epoch_end(_epoch, logs)
-  if logs then logs.lr = self:_current_lr() end
+  if logs then logs.learning_rate = self:_current_lr() end
 end
 
 

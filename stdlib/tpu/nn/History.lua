@@ -27,7 +27,7 @@ function History:_append(epoch, logs, order)
 end
 
 -- The numbers the last epoch's callbacks added to its logs after append took them (lr_scheduler's
--- lr), recorded for that epoch as Keras's History (the last callback) sees them; new names in
+-- learning_rate), recorded for that epoch as Keras's History (the last callback) sees them; new names in
 -- sorted order.
 function History:_append_late(logs)
   local late, e = {}, #self.epoch
