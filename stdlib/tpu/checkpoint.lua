@@ -520,4 +520,5 @@ function M.resume_fit(model, history, data, opts)
   return start
 end
 
-return M
+-- A name tpu.checkpoint lacks is an error listing what it has.
+return errors.strict_namespace(M, "tpu.checkpoint")

@@ -215,6 +215,25 @@ function M.colon_methods(cls, noun, names, is_instance, var)
   end
 end
 
+-- Makes reading a name the namespace t lacks an error, not a nil that fails later as "attempt
+-- to call a nil value": "tpu.optim has no Nadam (it has Adam, AdamW, ...)", with a did-you-mean.
+-- `listed(k, v)` picks the names shown (default: those not starting with "_"); `has` replaces
+-- "it has" ("its layers and models:"). rawget probes without an error; integer keys (ipairs
+-- and other walks) read nil. The metatable's __namespace holds the name.
+function M.strict_namespace(t, name, listed, has)
+  listed = listed or function(k) return not k:match("^_") end
+  return setmetatable(t, {__namespace = name, __index = function(_, key)
+    if type(key) ~= "string" then return nil end
+    local names = {}
+    for k, v in pairs(t) do
+      if type(k) == "string" and listed(k, v) then names[#names + 1] = k end
+    end
+    table.sort(names)
+    M.fail("%s has no %s%s (%s %s)", name, key, M.did_you_mean(key, names), has or "it has",
+      table.concat(names, ", "))
+  end})
+end
+
 -- Argument n must be absent: for functions that take no more than n - 1 arguments.
 function M.none(n, fname, v)
   if v ~= nil then M.arg_error(n, fname, "no value expected, got " .. M.typename(v)) end

@@ -242,4 +242,5 @@ function M.write_jpeg(path, image, opts, extra)
   tpu.core.write_image(path, pixels_of(image, "write_jpeg"), "jpeg", quality)
 end
 
-return M
+-- A name tpu.image lacks is an error listing what it has.
+return errors.strict_namespace(M, "tpu.image")

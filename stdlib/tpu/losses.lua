@@ -303,7 +303,9 @@ define_class("SparseCategoricalCrossentropy", "sparse_categorical_crossentropy",
 define_class("CategoricalCrossentropy", "categorical_crossentropy", {"from_logits", "label_smoothing"})
 define_class("BinaryCrossentropy", "binary_crossentropy", {"from_logits", "label_smoothing"})
 define_class("MeanSquaredError", "mse", {})
+define_class("MeanAbsoluteError", "mae", {})
 define_class("Huber", "huber", {"delta"})
+define_class("KLDivergence", "kl_divergence", {})
 
 local names = {"sparse_categorical_crossentropy", "categorical_crossentropy",
                "binary_crossentropy", "mse", "mean_squared_error", "mae", "mean_absolute_error",
@@ -326,4 +328,5 @@ function M.get(loss, extra)
     util.show(loss), errors.did_you_mean(loss, names), table.concat(names, ", "))
 end
 
-return M
+-- A name tpu.losses lacks is an error listing what it has.
+return errors.strict_namespace(M, "tpu.losses")

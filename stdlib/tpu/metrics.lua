@@ -219,7 +219,7 @@ function M.get(m, extra)
   errors.none(2, "get", extra)
   if getmetatable(m) == Metric then return m end
   if type(m) == "string" then
-    local found = m == "acc" and acc or M[m]
+    local found = m == "acc" and acc or rawget(M, m)
     if getmetatable(found) == Metric then return found end
   end
   if type(m) == "function" then
@@ -234,4 +234,5 @@ function M.get(m, extra)
     table.concat(known, ", "))
 end
 
-return M
+-- A name tpu.metrics lacks is an error listing what it has.
+return errors.strict_namespace(M, "tpu.metrics")

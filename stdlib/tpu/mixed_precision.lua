@@ -68,4 +68,5 @@ function M.layer_policy(dtype)
   return copy(p)
 end
 
-return M
+-- A name tpu.mixed_precision lacks is an error listing what it has.
+return errors.strict_namespace(M, "tpu.mixed_precision")

@@ -325,4 +325,5 @@ function M.csv(csv_path, svg_path, opts, extra)
   return M.history(M.read_csv(csv_path), svg_path, opts)
 end
 
-return M
+-- A name tpu.plot lacks is an error listing what it has.
+return errors.strict_namespace(M, "tpu.plot")

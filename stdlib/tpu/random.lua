@@ -154,4 +154,5 @@ function random.bits(key, shape, extra)
   return core.random_bits(data_of(key, "bits"), shape_arg(2, "bits", shape))
 end
 
-return random
+-- A name tpu.random lacks is an error listing what it has.
+return errors.strict_namespace(random, "tpu.random")

@@ -365,4 +365,5 @@ function M.all_reduce(x, op, extra)
   return tpu.all_reduce(x, op)
 end
 
-return M
+-- A name tpu.strategy lacks is an error listing what it has.
+return errors.strict_namespace(M, "tpu.strategy")

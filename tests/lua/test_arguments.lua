@@ -135,6 +135,7 @@ local function make_specs(dir)
   local y, p = tpu.tensor({1, 0}, {dtype = "i32"}), tpu.tensor {{0.2, 0.8}, {0.6, 0.4}}
   specs.losses = {
     BinaryCrossentropy = {opts = 1}, CategoricalCrossentropy = {opts = 1}, MeanSquaredError = {opts = 1}, Huber = {opts = 1},
+    MeanAbsoluteError = {opts = 1}, KLDivergence = {opts = 1},
     SparseCategoricalCrossentropy = {opts = 1},
     binary_crossentropy = {p, p, opts = 3}, categorical_crossentropy = {p, p, opts = 3},
     mae = {p, p}, mean_absolute_error = {p, p}, huber = {p, p, opts = 3}, kl_divergence = {p, p}, kld = {p, p},
@@ -234,15 +235,21 @@ local not_here = {
   },
 }
 
+-- A plain table of functions, or one errors.strict_namespace made strict.
+local function is_namespace(v)
+  local mt = getmetatable(v)
+  return type(v) == "table" and (mt == nil or rawget(mt, "__namespace") ~= nil)
+end
+
 -- The public functions of a module: callable fields not starting with "_", and those of the
--- plain tables in it ("schedule.cosine" in optim).
+-- namespaces in it ("schedule.cosine" in optim).
 local function exported(module, group)
   local names = {}
   for k, v in pairs(module) do
     if type(k) == "string" and not k:match("^_") then
       if callable(v) then
         names[#names + 1] = k
-      elseif type(v) == "table" and getmetatable(v) == nil and not (not_here[group] or {})[k] then
+      elseif is_namespace(v) and not (not_here[group] or {})[k] then
         for k2, v2 in pairs(v) do
           if type(k2) == "string" and not k2:match("^_") and callable(v2) then names[#names + 1] = k .. "." .. k2 end
         end

@@ -192,6 +192,19 @@ function T.plain_functions_on_a_layer_class_are_not_checked_as_methods()
 end
 
 -- Keras 3's class names are our classes; a name the module lacks is an error listing its names.
+-- Keras's loss classes for the losses that exist as functions.
+function T.loss_classes()
+  local y, p = tpu.tensor {{0.2, 0.8}, {0.5, 0.5}}, tpu.tensor {{0.4, 0.6}, {0.9, 0.1}}
+  check.eq(tpu.losses.MeanAbsoluteError()(y, p):item(), tpu.losses.mae(y, p):item())
+  check.eq(tpu.losses.KLDivergence()(y, p):item(), tpu.losses.kl_divergence(y, p):item())
+  check.eq(tostring(tpu.losses.KLDivergence()), "KLDivergence{}")
+  check.raises(function() tpu.losses.MeanAbsoluteError {delta = 1} end, "MeanAbsoluteError: unknown option 'delta'")
+  local model = nn.Sequential {nn.Dense(1)}
+  model:compile {optimizer = "sgd", loss = tpu.losses.MeanAbsoluteError()}
+  local x = tpu.ones {4, 2}
+  check.is_true(model:fit(x, x:sum(2, true), {epochs = 1, verbose = 0}).history.loss[1] > 0)
+end
+
 function T.keras_class_names()
   check.is_true(nn.BatchNormalization == nn.BatchNorm and nn.LayerNormalization == nn.LayerNorm)
   check.is_true(nn.MaxPooling2D == nn.MaxPool2D and nn.AveragePooling2D == nn.AvgPool2D)
@@ -202,6 +215,19 @@ function T.keras_class_names()
   check.is_true(callbacks.ModelCheckpoint == callbacks.Checkpoint and callbacks.CSVLogger == callbacks.CsvLogger)
   check.raises(function() return callbacks.ModelChekpoint end,
     "tpu.callbacks has no ModelChekpoint; did you mean 'ModelCheckpoint'%? %(it has CSVLogger, ")
+  -- every namespace refuses a name it lacks the same way, naming the caller's line
+  for _, case in ipairs {
+    {function() return optim.Nadam {} end, "tpu.optim has no Nadam; did you mean 'Adam'%? %(it has Adam, AdamW, "},
+    {function() return optim.schedule.CosineDecay {} end, "tpu.optim.schedule has no CosineDecay %(it has cosine, "},
+    {function() return tpu.losses.MeanSquaredLogarithmicError() end, "tpu.losses has no MeanSquaredLogarithmicError"},
+    {function() return tpu.metrics.AUC() end, "tpu.metrics has no AUC %(it has "},
+    {function() return tpu.data.from_tensor end, "tpu.data has no from_tensor; did you mean 'from_tensors'%?"},
+    {function() return tpu.random.normall end, "tpu.random has no normall; did you mean 'normal'%?"},
+    {function() return nn.initializers.GlorotUniform end, "tpu.nn.initializers has no GlorotUniform"},
+  } do
+    check.raises(case[1], "test_keras_names.lua:%d+: " .. case[2])
+  end
+  check.eq(rawget(optim, "Nadam"), nil)
   -- integer keys are not names: ipairs and tpu.nn[1] find nothing, without an error
   check.eq(nn[1], nil)
   check.eq(callbacks[1], nil)

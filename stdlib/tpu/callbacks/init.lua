@@ -79,15 +79,4 @@ function M.lr_scheduler(opts, extra)
 end
 
 -- A name tpu.callbacks lacks is an error listing what it has (rawget probes without one).
-setmetatable(M, {__index = function(_, key)
-  if type(key) ~= "string" then return nil end  -- ipairs and other walks probe integer keys
-  local names = {}
-  for k in pairs(M) do
-    if type(k) == "string" and not k:match("^_") then names[#names + 1] = k end
-  end
-  table.sort(names)
-  fail("tpu.callbacks has no %s%s (it has %s)", tostring(key), errors.did_you_mean(key, names),
-    table.concat(names, ", "))
-end})
-
-return M
+return errors.strict_namespace(M, "tpu.callbacks")

@@ -84,4 +84,5 @@ M.text_lines, M.text_records, M.fortunes = text.text_lines, text.text_records, t
 M.fashion_mnist = require "tpu.data.fashion_mnist"
 M.image_folder = require("tpu.data.images").image_folder
 
-return M
+-- A name tpu.data lacks is an error listing what it has.
+return errors.strict_namespace(M, "tpu.data")

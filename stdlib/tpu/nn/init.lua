@@ -37,17 +37,6 @@ nn.set_seed = nn.initializers.set_seed
 -- A name tpu.nn lacks is an error listing the classes it has (nn.Foo(...) would otherwise fail
 -- as "attempt to call a nil value").
 local errors = require "tpu.errors"
-setmetatable(nn, {__index = function(_, key)
-  if type(key) ~= "string" then return nil end  -- ipairs and other walks probe integer keys
-  local classes = {}
-  for k, v in pairs(nn) do
-    if type(k) == "string" and k:match("^%u") and k ~= "History" and k ~= "Progbar" then
-      classes[#classes + 1] = k
-    end
-  end
-  table.sort(classes)
-  errors.fail("tpu.nn has no %s%s (its layers and models: %s)", tostring(key),
-    errors.did_you_mean(key, classes), table.concat(classes, ", "))
-end})
-
-return nn
+return errors.strict_namespace(nn, "tpu.nn", function(k)
+  return k:match("^%u") and k ~= "History" and k ~= "Progbar"
+end, "its layers and models:")

@@ -133,4 +133,5 @@ function M.get(init, who, extra)
     who and who .. ": " or "", util.show(init), errors.did_you_mean(init, names), table.concat(names, ", "))
 end
 
-return M
+-- A name tpu.nn.initializers lacks is an error listing what it has.
+return errors.strict_namespace(M, "tpu.nn.initializers")

@@ -66,4 +66,5 @@ function M.get(v, who, extra)
     .. "l1, l2, l1_l2)", who and who .. ": " or "", util.show(v))
 end
 
-return M
+-- A name tpu.nn.regularizers lacks is an error listing what it has.
+return errors.strict_namespace(M, "tpu.nn.regularizers")

@@ -31,4 +31,5 @@ function optim.get(x, extra)
     errors.did_you_mean(x, names), table.concat(names, ", "))
 end
 
-return optim
+-- A name tpu.optim lacks is an error listing what it has (optim.Nadam{} names what there is).
+return errors.strict_namespace(optim, "tpu.optim")

@@ -106,4 +106,5 @@ function M.warmup(opts, extra)
   end)
 end
 
-return M
+-- A name tpu.optim.schedule lacks is an error listing the schedules it has.
+return errors.strict_namespace(M, "tpu.optim.schedule")
