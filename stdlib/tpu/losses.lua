@@ -120,15 +120,32 @@ local function define(name, fn, allowed)
   per_example[M[name]] = by_name
 end
 
--- A loss object, Keras style: Class{from_logits=} is callable as loss(y_true, y_pred) and
--- compile uses its per-example form with that from_logits (false by default).
--- compile gives the per-example form the examples' weights (1, or 0 for a padding row).
+-- The per-example losses' mean weighted by sample_weight as Keras's reduction
+-- "sum_over_batch_size" takes it: sum(w * loss) / examples. sample_weight is a number or a
+-- tensor of one weight per example ([batch] or [batch, 1]).
+local function weighted_mean(name, losses, sample_weight)
+  if sample_weight == nil then return losses:mean() end
+  if type(sample_weight) == "number" then return losses:mean() * sample_weight end
+  if not core.is_tensor(sample_weight) then errors.type_error(3, name, "number or tensor", sample_weight) end
+  local n, w = losses.shape[1], sample_weight
+  if w.ndim == 2 and w.shape[2] == 1 then w = w:reshape {w.shape[1]} end
+  if w.ndim == 0 then return losses:mean() * f32(w) end
+  if w.ndim ~= 1 or w.shape[1] ~= n then
+    util.fail("%s: sample_weight %s does not match the %d examples (expected a number, or a "
+      .. "tensor of shape [%d] or [%d,1])", name, util.describe(sample_weight), n, n, n)
+  end
+  return (losses * f32(w)):sum() / n
+end
+
+-- A loss object, Keras style: Class{from_logits=} is callable as loss(y_true, y_pred
+-- [, sample_weight]) and compile uses its per-example form with that from_logits (false by
+-- default). compile gives the per-example form the examples' weights (1, or 0 for a padding row).
 local function define_class(class_name, name, allowed)
   local Class = {__name = "tpu.losses." .. class_name}
   Class.__index = Class
-  Class.__call = function(self, y_true, y_pred, extra)
+  Class.__call = function(self, y_true, y_pred, sample_weight, extra)
     check_pair(class_name, y_true, y_pred, nil, extra, {})
-    return self.per_example(y_true, y_pred):mean()
+    return weighted_mean(class_name, self.per_example(y_true, y_pred), sample_weight)
   end
   Class.__tostring = function(self)  -- the options this class takes, as its constructor reads them
     local shown = {}

@@ -502,4 +502,23 @@ function T.minus_inf_logit_of_another_class()
   check.near(g[1], {math.exp(1) / e - 1, 0, math.exp(3) / e}, 1e-5)
 end
 
+-- Loss objects take Keras's third argument, sample_weight: sum(w * loss) / examples (Keras's
+-- "sum_over_batch_size"); with ignore_class, over the positions kept.
+function T.loss_objects_take_sample_weight()
+  local y, z = tpu.tensor {{1, 0}, {0, 1}}, tpu.tensor {{1.5, -0.3}, {-2.0, 0.7}}
+  local bce = losses.BinaryCrossentropy {from_logits = true}
+  local rows = losses.per_example(bce)(y, z):totable()
+  check.near(bce(y, z, tpu.tensor {1, 0}):item(), rows[1] / 2, 1e-6)
+  check.near(bce(y, z, tpu.tensor {{2}, {0.5}}):item(), (2 * rows[1] + 0.5 * rows[2]) / 2, 1e-6)
+  check.near(bce(y, z, 3):item(), 3 * (rows[1] + rows[2]) / 2, 1e-5)
+  local lbl = tpu.tensor({{1, 0, 2}, {0, 0, 1}}, {dtype = "i32"})
+  local lg = tpu.tensor {{{1, 2, 0.5}, {0.3, 0.1, -1}, {2, 2, 2}}, {{0, 1, 0}, {1, 0, 0}, {0.5, -0.5, 1}}}
+  local scce = losses.SparseCategoricalCrossentropy {from_logits = true, ignore_class = 0}
+  check.near(scce(lbl, lg, tpu.tensor {2, 0.5}):item(), 1.3926758, 1e-5, "Keras's value")
+  check.raises(function() return (losses.MeanSquaredError()(y, z, tpu.tensor {1, 2, 3})) end,
+    "test_losses.lua:%d+: MeanSquaredError: sample_weight f32%[3%] does not match the 2 examples")
+  check.raises(function() return bce(y, z, "w") end, "bad argument #3 to 'BinaryCrossentropy' %(number or tensor expected, got string%)")
+  check.raises(function() return bce(y, z, 1, 2) end, "bad argument #4 to 'BinaryCrossentropy' %(no value expected")
+end
+
 return T
