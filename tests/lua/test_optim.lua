@@ -126,6 +126,29 @@ function T.hyperparameters_must_be_finite()
     "early_stopping: min_delta must be a finite number")
 end
 
+-- A false (or any other non-number) is refused, naming the caller's line, never replaced by
+-- the option's default.
+function T.false_is_not_the_default()
+  local cases = {
+    {function() optim.Adam {epsilon = false} end, "Adam: epsilon must be a number >= 0, got false"},
+    {function() optim.Adam {beta1 = false} end, "Adam: beta1 must be a number in [0, 1), got false"},
+    {function() optim.AdamW {beta_2 = "0.9"} end, "AdamW: beta2 must be a number in [0, 1), got \"0.9\""},
+    {function() optim.RMSprop {rho = false} end, "RMSprop: rho must be a number in [0, 1), got false"},
+    {function() optim.RMSprop {momentum = false} end, "RMSprop: momentum must be a number in [0, 1), got false"},
+    {function() optim.RMSprop {epsilon = false} end, "RMSprop: epsilon must be a number >= 0, got false"},
+    {function() optim.SGD {momentum = false} end, "SGD: momentum must be a number in [0, 1), got false"},
+    {function() optim.schedule.cosine {lr = 1, decay_steps = 2, alpha = false} end,
+     "schedule.cosine: alpha must be a number in [0, 1], got false"},
+    {function() optim.schedule.warmup {lr = false, warmup_steps = 2, after = optim.schedule.cosine {lr = 1, decay_steps = 2}} end,
+     "schedule.warmup: lr must be a positive number, got false"},
+  }
+  for _, case in ipairs(cases) do
+    local msg = check.raises(case[1], (case[2]:gsub("[%[%]%(%)%.%-]", "%%%0")))
+    check.is_true(msg:match("^test_optim.lua:%d+: ") ~= nil or msg:match("/test_optim.lua:%d+: ") ~= nil, msg)
+  end
+  check.eq({optim.Adam {}.epsilon, optim.RMSprop {}.rho, optim.SGD {}.momentum}, {1e-7, 0.9, 0})
+end
+
 function T.get_by_name()
   check.eq(optim.get("adam").__name, "Adam")
   check.eq(optim.get("AdamW").__name, "AdamW")

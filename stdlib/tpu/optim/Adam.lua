@@ -19,9 +19,9 @@ function Adam:__init(opts)
 end
 
 function Adam:_init_moments(opts)
-  self.beta1 = self:_check_number("beta1", opts.beta1 or 0.9, 0, 1)
-  self.beta2 = self:_check_number("beta2", opts.beta2 or 0.999, 0, 1)
-  self.epsilon = self:_check_number("epsilon", opts.epsilon or 1e-7, 0)
+  self.beta1 = self:_number_option(opts, "beta1", 0.9, 0, 1)
+  self.beta2 = self:_number_option(opts, "beta2", 0.999, 0, 1)
+  self.epsilon = self:_number_option(opts, "epsilon", 1e-7, 0)
   self.amsgrad = util.flag(self.__name, opts, "amsgrad", false)
   if self.amsgrad then self.slots = {"m", "v", "v_hat"} end
 end

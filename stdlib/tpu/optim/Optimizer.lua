@@ -34,6 +34,14 @@ function Optimizer:_check_number(name, value, lo, hi)
   return value
 end
 
+-- Number option `name` of opts, `default` only when absent: a false (or any non-number) is
+-- refused by _check_number, never replaced by the default.
+function Optimizer:_number_option(opts, name, default, lo, hi)
+  local value = opts[name]
+  if value == nil then value = default end
+  return self:_check_number(name, value, lo, hi)
+end
+
 -- The `weight_decay` option of the optimizers that take it (0 or `default` when absent): as
 -- Keras 3's, before each update every parameter shrinks by lr * weight_decay * p (decoupled
 -- weight decay, Loshchilov & Hutter), lr being the step's learning rate.

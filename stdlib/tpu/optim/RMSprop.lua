@@ -14,9 +14,9 @@ function RMSprop:__init(opts)
   opts = opts or {}
   opts = self:init_options(opts, {"rho", "momentum", "epsilon", "centered", "weight_decay"})
   self:_init_weight_decay(opts)
-  self.rho = self:_check_number("rho", opts.rho or 0.9, 0, 1)
-  self.momentum = self:_check_number("momentum", opts.momentum or 0, 0, 1)
-  self.epsilon = self:_check_number("epsilon", opts.epsilon or 1e-7, 0)
+  self.rho = self:_number_option(opts, "rho", 0.9, 0, 1)
+  self.momentum = self:_number_option(opts, "momentum", 0, 0, 1)
+  self.epsilon = self:_number_option(opts, "epsilon", 1e-7, 0)
   self.centered = util.flag("RMSprop", opts, "centered", false)
   self.slots = {"velocity"}
   if self.momentum > 0 then self.slots[#self.slots + 1] = "momentum" end

@@ -11,7 +11,7 @@ function SGD:__init(opts)
   opts = opts or {}
   opts = self:init_options(opts, {"momentum", "nesterov", "weight_decay"})
   self:_init_weight_decay(opts)
-  self.momentum = self:_check_number("momentum", opts.momentum or 0, 0, 1)
+  self.momentum = self:_number_option(opts, "momentum", 0, 0, 1)
   self.nesterov = util.flag("SGD", opts, "nesterov", false)
   self.slots = self.momentum > 0 and {"velocity"} or {}
 end

@@ -62,7 +62,9 @@ function M.cosine(opts, extra)
   opts = check("cosine", opts, {"lr", "decay_steps", "alpha"}, extra)
   local lr = util.check_positive("schedule.cosine", "lr", opts.lr)
   local steps = util.check_integer("schedule.cosine", "decay_steps", opts.decay_steps)
-  local alpha = util.check_range("schedule.cosine", "alpha", opts.alpha or 0, 0, 1)
+  local alpha = opts.alpha
+  if alpha == nil then alpha = 0 end  -- a false is refused, not taken for the default
+  alpha = util.check_range("schedule.cosine", "alpha", alpha, 0, 1)
   local text = string.format("cosine(lr %g, decay_steps %d, alpha %g)", lr, steps, alpha)
   return make(lr, text, function(step)
     local cosine = (cos_pi(step:minimum(steps) * (1 / steps)) + 1) * 0.5
@@ -95,7 +97,9 @@ function M.warmup(opts, extra)
   if after ~= nil and not M.is_schedule(after) then
     util.fail("schedule.warmup: after must be a schedule, got %s", util.show(after))
   end
-  local lr = util.check_positive("schedule.warmup", "lr", opts.lr or (after and after:initial()))
+  local lr = opts.lr
+  if lr == nil and after then lr = after:initial() end
+  lr = util.check_positive("schedule.warmup", "lr", lr)
   local steps = util.check_integer("schedule.warmup", "warmup_steps", opts.warmup_steps)
   local text = string.format("warmup(lr %g, warmup_steps %d%s)", lr, steps,
     after and ", then " .. tostring(after) or "")
