@@ -51,6 +51,36 @@ end
 
 ---------------------------------------------------------------- cycle, skip, take
 
+-- An endless cycle() numbers the passes of epoch e from e << 32: a seeded map under it gets a
+-- key stream of its own for every pass of every epoch (fold_in takes 32-bit numbers), the
+-- same on every run.
+tests["a seeded map under an endless cycle draws anew every pass of every epoch"] = function()
+  local function make()
+    return data.range(3):map(function(_, key) return tpu.random.uniform(key, {}) end, {seed = 1}):cycle()
+  end
+  local function passes(ds)
+    local it, out = ds:iter(), {}
+    for i = 1, 6 do out[i] = it():item() end
+    return out
+  end
+  local ds, seen, epochs = make(), {}, {}
+  for e = 1, 3 do
+    epochs[e] = passes(ds)
+    for _, v in ipairs(epochs[e]) do
+      check.is_true(not seen[v], "a value drawn twice: " .. v)
+      seen[v] = true
+    end
+  end
+  local again = make()
+  for e = 1, 3 do check.eq(passes(again), epochs[e], "the same on every run") end
+  local m = tpu.nn.Sequential {tpu.nn.Dense(1)}
+  m:compile {optimizer = "sgd", loss = "mse"}
+  local xy = data.range(4):map(function(i, key)
+    return tpu.random.uniform(key, {2}) + i:cast("f32"), tpu.ones {1}
+  end, {seed = 2}):batch(2):cycle()
+  check.eq(#m:fit(xy, {epochs = 3, steps_per_epoch = 3, verbose = 0}).history.loss, 3)
+end
+
 tests["cycle, skip and take on every kind of upstream"] = function()
   check.eq(collect(counter(3):cycle(2)), {0, 1, 2, 0, 1, 2})
   check.eq(counter(3):cycle(2):cardinality(), data.UNKNOWN)

@@ -42,10 +42,15 @@ local function string_error(where)
 end
 
 -- With {seed =}, element k of pass `epoch` gets the key seed / epoch / k (one traced argument
--- more: the function compiles once).
+-- more: the function compiles once). fold_in takes numbers of 32 bits, and an endless cycle()
+-- numbers pass r of epoch e as e << 32 | r: an epoch of 30 bits or more is folded in as its
+-- bits above the 30th, then its low 30 bits, so each pass keeps a stream of its own; a smaller
+-- epoch is folded in once, as it always was.
 function Map:_key(epoch, k)
   if self._seed == nil then return nil end
-  return tpu.random.key(self._seed):fold_in(epoch):fold_in(k)
+  local key = tpu.random.key(self._seed)
+  if epoch >> 30 ~= 0 then key = key:fold_in(epoch >> 30) end
+  return key:fold_in(epoch & 0x3fffffff):fold_in(k)
 end
 
 -- The function's arguments for element e (a list the parent may still hold: not modified).
