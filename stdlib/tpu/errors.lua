@@ -216,21 +216,34 @@ function M.colon_methods(cls, noun, names, is_instance, var)
 end
 
 -- Makes reading a name the namespace t lacks an error, not a nil that fails later as "attempt
--- to call a nil value": "tpu.optim has no Nadam (it has Adam, AdamW, ...)", with a did-you-mean.
--- `listed(k, v)` picks the names shown (default: those not starting with "_"); `has` replaces
--- "it has" ("its layers and models:"). rawget probes without an error; integer keys (ipairs
--- and other walks) read nil. The metatable's __namespace holds the name.
-function M.strict_namespace(t, name, listed, has)
-  listed = listed or function(k) return not k:match("^_") end
+-- to call a nil value": "tpu.optim has no Nadam; did you mean 'Adam'? (it has Adam, AdamW, ...)".
+-- opts (all optional): listed(k, v) picks the names the message knows (default: those not
+-- starting with "_"); extra, more names it knows (those load would give); has(names) -> the
+-- parenthesis ("its layers and models: ..."); load(key) -> a value to keep under key, or nil
+-- (modules loaded on first use); private = true: a name starting with "_" reads nil (the host
+-- probes such names). rawget probes without an error; integer keys (ipairs and other walks)
+-- read nil. The metatable's __namespace holds the name.
+function M.strict_namespace(t, name, opts)
+  opts = opts or {}
+  local listed = opts.listed or function(k) return not k:match("^_") end
   return setmetatable(t, {__namespace = name, __index = function(_, key)
     if type(key) ~= "string" then return nil end
+    local v = opts.load and opts.load(key)
+    if v ~= nil then
+      rawset(t, key, v)
+      return v
+    end
+    if opts.private and key:match("^_") then return nil end
     local names = {}
-    for k, v in pairs(t) do
-      if type(k) == "string" and listed(k, v) then names[#names + 1] = k end
+    for k, value in pairs(t) do
+      if type(k) == "string" and listed(k, value) then names[#names + 1] = k end
+    end
+    for _, k in ipairs(opts.extra or {}) do
+      if rawget(t, k) == nil then names[#names + 1] = k end
     end
     table.sort(names)
-    M.fail("%s has no %s%s (%s %s)", name, key, M.did_you_mean(key, names), has or "it has",
-      table.concat(names, ", "))
+    local has = opts.has and opts.has(names) or "it has " .. table.concat(names, ", ")
+    M.fail("%s has no %s%s (%s)", name, key, M.did_you_mean(key, names), has)
   end})
 end
 

@@ -74,13 +74,17 @@ local lazy = {
   checkpoint = "tpu.checkpoint", callbacks = "tpu.callbacks", plot = "tpu.plot",
   applications = "tpu.applications", image = "tpu.image",
 }
-setmetatable(tpu, {
-  __index = function(t, key)
-    local name = lazy[key]
-    if not name then return nil end
-    local m = require(name)
-    rawset(t, key, m)
-    return m
+-- Any other name tpu lacks is an error (tpu.zeroes: did you mean 'zeros'?) naming the libraries;
+-- names starting with "_" read nil (the command line asks for tpu._finish).
+local libraries = {"random"}
+for key in pairs(lazy) do libraries[#libraries + 1] = key end
+table.sort(libraries)
+errors.strict_namespace(tpu, "tpu", {
+  load = function(key) return lazy[key] and require(lazy[key]) end,
+  private = true,
+  extra = libraries,
+  has = function()
+    return "its libraries: " .. table.concat(libraries, ", ") .. "; its functions: docs/tpu.md and docs/tensor.md"
   end,
 })
 

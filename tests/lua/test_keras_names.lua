@@ -224,10 +224,13 @@ function T.keras_class_names()
     {function() return tpu.data.from_tensor end, "tpu.data has no from_tensor; did you mean 'from_tensors'%?"},
     {function() return tpu.random.normall end, "tpu.random has no normall; did you mean 'normal'%?"},
     {function() return nn.initializers.GlorotUniform end, "tpu.nn.initializers has no GlorotUniform"},
+    {function() return tpu.zeroes {2} end, "tpu has no zeroes; did you mean 'zeros'%? %(its libraries: applications, "},
+    {function() return tpu.plott end, "tpu has no plott; did you mean 'plot'%?"},
   } do
     check.raises(case[1], "test_keras_names.lua:%d+: " .. case[2])
   end
   check.eq(rawget(optim, "Nadam"), nil)
+  check.eq(tpu._no_such_hook, nil, "the host probes tpu's names starting with _")
   -- integer keys are not names: ipairs and tpu.nn[1] find nothing, without an error
   check.eq(nn[1], nil)
   check.eq(callbacks[1], nil)

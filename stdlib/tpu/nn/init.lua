@@ -37,6 +37,7 @@ nn.set_seed = nn.initializers.set_seed
 -- A name tpu.nn lacks is an error listing the classes it has (nn.Foo(...) would otherwise fail
 -- as "attempt to call a nil value").
 local errors = require "tpu.errors"
-return errors.strict_namespace(nn, "tpu.nn", function(k)
-  return k:match("^%u") and k ~= "History" and k ~= "Progbar"
-end, "its layers and models:")
+return errors.strict_namespace(nn, "tpu.nn", {
+  listed = function(k) return k:match("^%u") and k ~= "History" and k ~= "Progbar" end,
+  has = function(names) return "its layers and models: " .. table.concat(names, ", ") end,
+})
