@@ -45,6 +45,8 @@ const Case kCases[] = {
     // the weight gradient dw = x^T dy.
     {"4096x256x1024", {1, 4096, 256, 1024, false, false}},
     {"256x4096x1024ta", {1, 256, 4096, 1024, true, false}},
+    // and its second layer's, 1024 -> 256: dw = x^T dy of more rows than columns.
+    {"1024x4096x256ta", {1, 1024, 4096, 256, true, false}},
     // Its attention ("attn": a batch of 128 products, 32 sequences x 4 heads): scores = q k^T,
     // out = p v, and the gradients dp = dout v^T, dv = p^T dout (dq = ds k and dk = ds^T q
     // repeat these shapes).

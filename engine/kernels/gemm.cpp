@@ -388,9 +388,45 @@ bool gemm_f32_onednn(const GemmShape& s, const float* a, const float* b, float* 
   return onednn_available() && onednn_gemm(MatmulInput::f32, s, a, b, c);
 }
 
+namespace {
+
+// C = A^T B with at least twice as many rows as columns and a long inner dimension (the weight
+// gradient dw = x^T dy of a layer that narrows, a transformer's 1024 -> 256): oneDNN runs its
+// row blocks, strided slabs of A, at two thirds of the rate it runs C^T = B^T A, whose panels
+// read A whole (bench/gemm.cpp: 1024x4096x256ta against 256x4096x1024ta). So C^T is computed
+// and transposed back: M*N moves against M*N*K products.
+bool transposed_product_applies(const GemmShape& s) {
+  return s.ta && !s.tb && s.n <= kOnednnPanel && s.m >= 2 * s.n && s.k >= s.m && 2 * s.m * s.k * s.n >= kSplitRowsFrom;
+}
+
+// C from C^T, each batch element's, in blocks of rows across the pool.
+void transpose_back(const GemmShape& s, const float* ct, float* c) {
+  constexpr int64_t kRows = 64;
+  const int64_t blocks = (s.m + kRows - 1) / kRows;
+  parallel_for(s.batch * blocks, [&](int64_t t) {
+    const int64_t p = t / blocks, i0 = t % blocks * kRows, i1 = std::min(s.m, i0 + kRows);
+    const float* from = ct + p * s.m * s.n;
+    float* to = c + p * s.m * s.n;
+    for (int64_t i = i0; i < i1; ++i)
+      for (int64_t j = 0; j < s.n; ++j) to[i * s.n + j] = from[j * s.m + i];
+  });
+}
+
+bool gemm_f32_transposed_product(const GemmShape& s, const float* a, const float* b, float* c) {
+  thread_local std::vector<float> product;  // C^T, per calling thread, reused from call to call
+  if (int64_t(product.size()) < s.batch * s.m * s.n) product.resize(size_t(s.batch * s.m * s.n));
+  float* const ct = product.data();  // (the tasks below must not name the thread_local)
+  if (!gemm_f32_onednn({s.batch, s.n, s.k, s.m, true, false}, b, a, ct)) return false;
+  transpose_back(s, ct, c);
+  return true;
+}
+
+}  // namespace
+
 void gemm_f32(const GemmShape& s, const float* a, const float* b, float* c) {
   if (small_k_gemm_applies(s)) return small_k_gemm_sum(s, std::span(&a, 1), std::span(&b, 1), c);
   if (packed_gemm_used()) return gemm_f32_packed(s, a, b, c);
+  if (transposed_product_applies(s) && gemm_f32_transposed_product(s, a, b, c)) return;
   if (!gemm_f32_onednn(s, a, b, c)) gemm_f32_eigen(s, a, b, c);
 }
 

@@ -691,6 +691,17 @@ TEST_CASE("f32 GEMM in groups of small batch elements: within f32 rounding of th
   }
 }
 
+// A transposed left operand with many more rows than columns (a narrowing layer's weight
+// gradient) is computed as C^T = B^T A and transposed back: batched, within f32 rounding of the
+// exact sums, the same bits on 1 and 2 threads.
+TEST_CASE("f32 GEMM of a narrowing weight gradient, computed transposed: within f32 rounding") {
+  std::mt19937 rng(9);
+  for (GemmShape s : {GemmShape{1, 300, 700, 100, true, false}, GemmShape{2, 260, 600, 130, true, false}}) {
+    CAPTURE(s.batch);
+    check_on_1_and_2_threads(gemm_f32, s, random_operands(s, rng));
+  }
+}
+
 // The packed kernel (kernels/gemm_packed.h) on every way its operands are cut: rows and
 // columns past whole register tiles, several blocks of rows and of the inner dimension (one
 // with a remainder of the 8-wide turn of A's rows), several column panels, each operand
