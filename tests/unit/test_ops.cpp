@@ -178,6 +178,10 @@ const std::vector<OpCase>& cases() {
       {"transpose_keep_last", {{f, {70, 3, 4}}}, [](Graph& g, V x) { return g.transpose(x[0], {1, 0, 2}); }, false},
       {"slice", {{f, {4, 5}}}, [](Graph& g, V x) { return g.slice(x[0], {1, 2}, {3, 5}); }},
       {"pad", {{f, {2, 3}}}, [](Graph& g, V x) { return g.pad(x[0], {1, 0}, {2, 1}, 0.5); }},
+      // An image batch's spatial pad (ResNet50's input): rows placed by many tasks, and the last
+      // dim padded too.
+      {"pad_images", {{f, {3, 5, 6, 4}}}, [](Graph& g, V x) { return g.pad(x[0], {0, 1, 2, 0}, {0, 1, 1, 0}, 0); }, false},
+      {"pad_last", {{f, {70, 3}}}, [](Graph& g, V x) { return g.pad(x[0], {1, 2}, {0, 1}, -1); }, false},
       {"concat", {{f, {2, 3}}, {f, {2, 2}}}, [](Graph& g, V x) { return g.concat({x[0], x[1]}, 1); }},
       {"gather", {{f, {3, 4}}, {i, {5}, Fill::index3}}, [](Graph& g, V x) { return g.gather(x[0], x[1]); }},
       {"scatter_add", {{f, {3, 2}}, {i, {4}, Fill::index3}, {f, {4, 2}}},
