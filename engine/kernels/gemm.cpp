@@ -122,12 +122,14 @@ bool onednn_tiles_supported(MatmulInput in, const GemmShape& s) {
 // shape alone, as panels and blocks do.
 constexpr int64_t kGroupFlops = int64_t(1) << 24;  // per call, about
 constexpr int64_t kMinGroups = 8;                  // calls to share among the threads, at least
+constexpr int64_t kMaxGroup = 1024;                // elements per call, at most: each group size
+                                                   // makes (and self-checks) a primitive
 
 int64_t group_size(const GemmShape& s) {
   const int64_t flops = 2 * s.m * s.k * s.n;
   if (s.batch < 2 || s.k == 0 || flops == 0 || flops >= kSplitRowsFrom) return 1;
   const int64_t per_call = std::max<int64_t>(1, kGroupFlops / flops);
-  return std::clamp<int64_t>(std::min(per_call, s.batch / kMinGroups), 1, s.batch);
+  return std::clamp<int64_t>(std::min({per_call, s.batch / kMinGroups, kMaxGroup}), 1, s.batch);
 }
 
 // The sizes of s's groups: the full one and the last one.
@@ -149,7 +151,8 @@ void onednn_groups(MatmulInput in, const GemmShape& s, const T* a, const T* b, f
   const int64_t g = group_size(s), groups = (s.batch + g - 1) / g;
   parallel_for(groups, [&](int64_t t) {
     const int64_t p = t * g;
-    onednn_matmul_group(in, s, std::min(g, s.batch - p), a + p * s.m * s.k, b + p * s.k * s.n, c + p * s.m * s.n);
+    if (!onednn_matmul_group(in, s, std::min(g, s.batch - p), a + p * s.m * s.k, b + p * s.k * s.n, c + p * s.m * s.n))
+      throw Error("oneDNN lost the grouped product primitive groups_apply found");
   });
 }
 
@@ -430,15 +433,45 @@ void gemm_f32(const GemmShape& s, const float* a, const float* b, float* c) {
   if (!gemm_f32_onednn(s, a, b, c)) gemm_f32_eigen(s, a, b, c);
 }
 
-// Products with a short inner dimension sum in registers (gemm_small_k.h). Otherwise each
-// panel task computes every part's product of its columns in part order, the first one in
-// place and the others through a scratch panel added at once, while it is still in cache:
-// the same panels and the same sums as gemm_f32 per part followed by a sum in part order.
+namespace {
+
+// Whether gemm_f32 may compute s whole rather than by tiles: transposed, or in groups of batch
+// elements.
+bool whole_product_way(const GemmShape& s) {
+  return !packed_gemm_used() && (transposed_product_applies(s) || groups_apply(MatmulInput::f32, s));
+}
+
+// gemm_f32 of each part in turn, the first into c, the others through a scratch product added
+// in part order.
+void sum_whole_products(const GemmShape& s, std::span<const float* const> a, std::span<const float* const> b,
+                        float* c) {
+  const int64_t size = s.batch * s.m * s.n;
+  thread_local std::vector<float> part;  // per calling thread, reused from call to call
+  if (int64_t(part.size()) < size) part.resize(size_t(size));
+  float* const t = part.data();  // (the tasks below must not name the thread_local)
+  gemm_f32(s, a[0], b[0], c);
+  constexpr int64_t kChunk = int64_t(1) << 14;
+  for (size_t r = 1; r < a.size(); ++r) {
+    gemm_f32(s, a[r], b[r], t);
+    parallel_for((size + kChunk - 1) / kChunk, [&](int64_t k) {
+      for (int64_t i = k * kChunk; i < std::min(size, (k + 1) * kChunk); ++i) c[i] = c[i] + t[i];
+    });
+  }
+}
+
+}  // namespace
+
+// Products with a short inner dimension sum in registers (gemm_small_k.h), and those gemm_f32
+// computes whole go part by part. Otherwise each panel task computes every part's product of
+// its columns in part order, the first one in place and the others through a scratch panel
+// added at once, while it is still in cache. Either way: the same bits as gemm_f32 per part
+// followed by a sum in part order.
 void gemm_f32_sum(const GemmShape& s, std::span<const float* const> a, std::span<const float* const> b, float* c) {
   if (a.empty() || a.size() != b.size()) throw Error("gemm_f32_sum needs one right operand per left one");
   if (small_k_gemm_applies(s)) return small_k_gemm_sum(s, a, b, c);
   if (s.batch == 0 || s.n == 0 || s.m == 0) return;
   if (s.k == 0) return std::fill(c, c + s.batch * s.m * s.n, 0.0f);  // as gemm_f32
+  if (whole_product_way(s)) return sum_whole_products(s, a, b, c);
   const F32Way way = f32_way(s);
   for_each_tile(s, panel_width(way), [&](int64_t p, Tile tile) {
     const int64_t ao = p * s.m * s.k, bo = p * s.k * s.n;

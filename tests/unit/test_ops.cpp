@@ -570,11 +570,13 @@ TEST_CASE("gemm_f32_sum has the bits of gemm_f32 on each part added in part orde
       for (float& x : v) x = u(rng);
     };
     // Weight-gradient shapes (lhs transposed, small k), one with a narrow last panel, batched
-    // ones, both transposes.
+    // ones, both transposes; a narrowing layer's (computed transposed) and a batch of small
+    // products (in groups of elements), which gemm_f32 computes whole.
     for (GemmShape s : {GemmShape{1, 784, 32, 512, true, false}, GemmShape{1, 64, 16, 300, true, false},
                         GemmShape{2, 37, 20, 50, true, false}, GemmShape{1, 9, 0, 5, true, false},
                         GemmShape{3, 40, 24, 130, false, true}, GemmShape{2, 33, 17, 10, true, true},
-                        GemmShape{1, 8, 512, 512, false, false}, GemmShape{1, 200, 700, 130, false, false}}) {
+                        GemmShape{1, 8, 512, 512, false, false}, GemmShape{1, 200, 700, 130, false, false},
+                        GemmShape{1, 1024, 1100, 200, true, false}, GemmShape{20, 40, 30, 50, false, true}}) {
       CAPTURE(s.m);
       CAPTURE(s.n);
       const size_t parts = 5, a_len = size_t(s.batch * s.m * s.k), b_len = size_t(s.batch * s.k * s.n);
