@@ -122,32 +122,38 @@ std::shared_ptr<const Entry> lookup(const Key& key) {
   return it->second;
 }
 
+// The keys of tiles of h rows and w columns of s, and of groups of `count` whole elements.
+Key tile_key(MatmulInput in, const GemmShape& s, int64_t h, int64_t w) { return {in, h, s.k, w, s.n, s.m, 1, s.ta, s.tb}; }
+Key group_key(MatmulInput in, const GemmShape& s, int64_t count) {
+  return {in, s.m, s.k, s.n, s.n, s.m, count, s.ta, s.tb};
+}
+
 }  // namespace
 
 bool onednn_matmul_supported(MatmulInput in, const GemmShape& s, int64_t h, int64_t w) {
   run_single_threaded();  // before a primitive is made: it keeps the thread count it sees
-  return lookup({in, h, s.k, w, s.n, s.m, 1, s.ta, s.tb})->ok;
+  return lookup(tile_key(in, s, h, w))->ok;
 }
 
 bool onednn_matmul_group_supported(MatmulInput in, const GemmShape& s, int64_t count) {
   run_single_threaded();
-  return lookup({in, s.m, s.k, s.n, s.n, s.m, count, s.ta, s.tb})->ok;
+  return lookup(group_key(in, s, count))->ok;
 }
 
 std::string onednn_matmul_impl(MatmulInput in, const GemmShape& s, int64_t h, int64_t w) {
   run_single_threaded();
-  return lookup({in, h, s.k, w, s.n, s.m, 1, s.ta, s.tb})->impl;
+  return lookup(tile_key(in, s, h, w))->impl;
 }
 
 std::string onednn_matmul_group_impl(MatmulInput in, const GemmShape& s, int64_t count) {
   run_single_threaded();
-  return lookup({in, s.m, s.k, s.n, s.n, s.m, count, s.ta, s.tb})->impl;
+  return lookup(group_key(in, s, count))->impl;
 }
 
 bool onednn_matmul_tile(MatmulInput in, const GemmShape& s, const void* a, const void* b, float* c, int64_t h,
                         int64_t j0, int64_t w) {
   run_single_threaded();
-  std::shared_ptr<const Entry> e = lookup({in, h, s.k, w, s.n, s.m, 1, s.ta, s.tb});
+  std::shared_ptr<const Entry> e = lookup(tile_key(in, s, h, w));
   if (!e->ok) return false;
   const size_t es = in == MatmulInput::bf16 ? 2 : 4;
   execute(*e, a, static_cast<const std::byte*>(b) + size_t(j0 * (s.tb ? s.k : 1)) * es, c + j0);
@@ -156,7 +162,7 @@ bool onednn_matmul_tile(MatmulInput in, const GemmShape& s, const void* a, const
 
 bool onednn_matmul_group(MatmulInput in, const GemmShape& s, int64_t count, const void* a, const void* b, float* c) {
   run_single_threaded();
-  std::shared_ptr<const Entry> e = lookup({in, s.m, s.k, s.n, s.n, s.m, count, s.ta, s.tb});
+  std::shared_ptr<const Entry> e = lookup(group_key(in, s, count));
   if (!e->ok) return false;
   execute(*e, a, b, c);
   return true;

@@ -103,11 +103,15 @@ std::string shape_transpose(const Graph& g, Node& n) {
   for (int64_t p : n.attrs.dims()) n.shape.push_back(x.shape[size_t(p)]);
   return "";
 }
-void ref_transpose(const Node& n, std::span<const Tensor* const> in, Tensor& out) {
-  auto xs = strides_of(in[0]->shape());
+// The operand's strides in the result's dim order: result dim i steps operand dim perm[i].
+std::vector<int64_t> permuted_strides(const Node& n, const Tensor& x) {
+  const auto xs = strides_of(x.shape());
   std::vector<int64_t> src;
   for (int64_t p : n.attrs.dims()) src.push_back(xs[size_t(p)]);
-  auto dst = strides_of(n.shape);
+  return src;
+}
+void ref_transpose(const Node& n, std::span<const Tensor* const> in, Tensor& out) {
+  const auto src = permuted_strides(n, *in[0]), dst = strides_of(n.shape);
   dispatch(out.dtype(), [&]<class T>() { copy_strided(out.data<T>(), dst, in[0]->data<T>(), src, n.shape); });
 }
 // Swapping the last two dims (the transposed weights of passes/dot_layout.cpp): each task
@@ -116,7 +120,7 @@ void ref_transpose(const Node& n, std::span<const Tensor* const> in, Tensor& out
 // the operand's rows instead wrote every result row in scattered 64-byte pieces, and ran
 // slower.) A narrow operand (few column tiles) also
 // splits its rows, so every thread gets work. 4-byte elements go through 8x8 blocks in vector
-// registers where the CPU has AVX; other permutations take the reference kernel.
+// registers where the CPU has AVX; other permutations copy rows (copy_rows_parallel).
 constexpr int64_t kTile = 16;
 
 // dst[j][i] = src[i][j] for an 8x8 block of 4-byte elements (row strides in elements).
@@ -204,10 +208,7 @@ void fast_transpose(const Node& n, std::span<const Tensor* const> in, Tensor& ou
   for (size_t i = 0; swaps_last_two && i + 2 < r; ++i) swaps_last_two = perm[i] == int64_t(i);
   if (!swaps_last_two) {
     if (r < 2 || out.size() == 0) return ref_transpose(n, in, out);
-    const auto xs = strides_of(in[0]->shape());
-    std::vector<int64_t> src;
-    for (int64_t p : perm) src.push_back(xs[size_t(p)]);
-    const auto dst = strides_of(n.shape);
+    const auto src = permuted_strides(n, *in[0]), dst = strides_of(n.shape);
     return dispatch(out.dtype(),
                     [&]<class T>() { copy_rows_parallel<T>(in[0]->data<T>(), src, out.data<T>(), dst, n.shape); });
   }
@@ -265,12 +266,16 @@ std::string shape_pad(const Graph& g, Node& n) {
   for (size_t i = 0; i < lo.size(); ++i) n.shape.push_back(x.shape[i] + lo[i] + hi[i]);
   return "";
 }
-// The input copied into its place in the padded result (both kernels fill the rest first).
-void place_padded(const Node& n, const Tensor& x, Tensor& out) {
-  auto dst = strides_of(n.shape);
+// Where the operand's first element goes in the padded result (row-major strides `dst`).
+int64_t padded_offset(const Node& n, std::span<const int64_t> dst) {
   int64_t offset = 0;
   for (size_t i = 0; i < dst.size(); ++i) offset += n.pad_lo()[i] * dst[i];
-  auto src = strides_of(x.shape());
+  return offset;
+}
+// The input copied into its place in the padded result (the reference fills the rest first).
+void place_padded(const Node& n, const Tensor& x, Tensor& out) {
+  const auto dst = strides_of(n.shape), src = strides_of(x.shape());
+  const int64_t offset = padded_offset(n, dst);
   dispatch(out.dtype(), [&]<class T>() { copy_strided(out.data<T>() + offset, dst, x.data<T>(), src, x.shape()); });
 }
 void ref_pad(const Node& n, std::span<const Tensor* const> in, Tensor& out) {
@@ -284,8 +289,7 @@ void fast_pad(const Node& n, std::span<const Tensor* const> in, Tensor& out) {
   if (n.shape.empty() || x.size() == 0) return ref_pad(n, in, out);
   constexpr int64_t kChunk = int64_t(1) << 16;
   const auto src = strides_of(x.shape()), dst = strides_of(n.shape);
-  int64_t offset = 0;
-  for (size_t i = 0; i < dst.size(); ++i) offset += n.pad_lo()[i] * dst[i];
+  const int64_t offset = padded_offset(n, dst);
   dispatch(out.dtype(), [&]<class T>() {
     T* o = out.data<T>();
     const int64_t total = out.size();
