@@ -1,5 +1,6 @@
 -- Helpers shared by the tpu.data tests (not a test file itself).
 local tpu = require "tpu"
+local files = require "files"
 local data = tpu.data
 
 local M = {}
@@ -60,14 +61,9 @@ function M.sequences(lengths)
   end)
 end
 
-function M.temp_dir()
-  local dir = os.tmpname()
-  os.remove(dir)
-  assert(os.execute("mkdir -p '" .. dir .. "'"))
-  return dir
-end
-
-function M.remove(dir) os.execute("rm -rf '" .. dir .. "'") end
+-- A new empty directory, removed at exit if the test does not remove it (files.tmpdir).
+M.temp_dir = files.tmpdir
+M.remove = files.rmdir
 
 function M.write(path, bytes)
   local f = assert(io.open(path, "wb"))
