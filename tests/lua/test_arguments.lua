@@ -24,7 +24,6 @@ local ds = data.range(4)
 
 -- The table of calls, with the files the data sources read in `dir`.
 local function make_specs(dir)
-  local dir = data_util.temp_dir()
   local csv = data_util.write(dir .. "/a.csv", "a,b\n1,2\n3,4\n")
   local txt = data_util.write(dir .. "/a.txt", "one\ntwo\n")
   local npy = dir .. "/a.npy"

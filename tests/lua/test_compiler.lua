@@ -2,6 +2,7 @@
 -- planning make fewer kernels and a smaller plan; donation consumes arguments.
 local tpu = require "tpu"
 local check = require "check"
+local files = require "files"
 
 local function mlp_problem()
   local k = tpu.random.key(3)
@@ -41,7 +42,7 @@ end
 -- and weight sums in hex) and the --profile line's kernels and planned peak in bytes.
 local here = debug.getinfo(1, "S").source:match("^@(.*)/[^/]*$") or "."
 local function profiled_run(flags)
-  local out, err = os.tmpname(), os.tmpname()
+  local out, err = files.tmpname(), files.tmpname()
   local cmd = string.format("%s %s --profile %s/mlp_train_step.lua >%s 2>%s", arg[-1] or "tputrain", flags, here, out, err)
   local ok = os.execute(cmd)
   local function slurp(path)
@@ -61,7 +62,7 @@ end
 
 return {
   ["TPUTRAIN_DEBUG=2 prints the memory planner's stages, each with its time"] = function()
-    local err = os.tmpname()
+    local err = files.tmpname()
     check.is_true(os.execute(string.format("TPUTRAIN_DEBUG=2 %s %s/mlp_train_step.lua >/dev/null 2>%s",
                                            arg[-1] or "tputrain", here, err)))
     local f = assert(io.open(err))

@@ -2,6 +2,7 @@
 local tpu = require "tpu"
 local data = tpu.data
 local check = require "check"
+local files = require "files"
 
 -- Every element of one pass, each as a list of components converted with totable().
 local function collect(ds, opts)
@@ -47,12 +48,7 @@ local function counter(n)
   end)
 end
 
-local function temp_dir()
-  local dir = os.tmpname()
-  os.remove(dir)
-  assert(os.execute("mkdir -p '" .. dir .. "'"))
-  return dir
-end
+local temp_dir = files.tmpdir
 
 -- Writes an IDX file of u8 values with the given shape.
 local function write_idx(path, shape, values)

@@ -3,6 +3,7 @@
 -- steps_per_execution options.
 local tpu = require "tpu"
 local check = require "check"
+local files = require "files"
 local nn, data = tpu.nn, tpu.data
 
 local T = {}
@@ -169,7 +170,7 @@ end
 
 -- Tensors given to fit resume from an epoch's checkpoint with steps_per_epoch too.
 function T.tensors_with_steps_per_epoch_resume_from_a_checkpoint()
-  local path = os.tmpname()
+  local path = files.tmpname()
   local x = tpu.arange(10):cast("f32"):reshape {10, 1}
   local stop = {on_epoch_end = function(self, epoch) if epoch == 1 then self.model.stop_training = true end end}
   local a = model()
@@ -185,9 +186,7 @@ end
 -- A checkpoint at an epoch's end inside a pass (and one inside an epoch) resumes there: the same
 -- batches and the same weights, bitwise, as the run that never stopped.
 function T.resuming_inside_a_continued_pass_is_bitwise_the_same()
-  local dir = os.tmpname()
-  os.remove(dir)
-  os.execute("mkdir -p " .. dir)
+  local dir = files.tmpdir()
   local whole_seen, whole = batches_seen {epochs = 4, steps_per_epoch = 2}
   for _, freq in ipairs {"epoch", 3} do
     local path = dir .. "/ckpt.safetensors"
@@ -211,7 +210,7 @@ function T.resuming_inside_a_continued_pass_is_bitwise_the_same()
 end
 
 function T.resume_from_a_missing_file_starts_from_scratch()
-  local path = os.tmpname()
+  local path = files.tmpname()
   os.remove(path)
   local a, b = model(), model()
   local ha = a:fit(pairs_of(8):batch(4), {verbose = 0, epochs = 2, resume = path})

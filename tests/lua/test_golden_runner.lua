@@ -5,7 +5,7 @@ local files = require "files"
 
 -- Runs `tputrain test path [--update]`: whether it exited 0, and its output.
 local function run_test(path, update)
-  local log = os.tmpname()
+  local log = files.tmpname()
   local ok = files.sh(string.format("%q test %q %s >%q 2>&1", arg[-1], path, update and "--update" or "", log))
   local text = files.must_read(log)
   os.remove(log)
@@ -28,7 +28,7 @@ return {
   ["a directory without scripts is a usage error naming it, not 0 passed"] = function()
     local dir = files.tmpdir()
     files.write(dir .. "/notes.txt", "no scripts here\n")
-    local log = os.tmpname()
+    local log = files.tmpname()
     local ok, code = files.sh(string.format("%q test %q >%q 2>&1", arg[-1], dir, log))
     local text = files.must_read(log)
     os.remove(log)

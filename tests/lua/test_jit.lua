@@ -1,6 +1,7 @@
 -- tpu.jit, tpu.grad, tpu.value_and_grad, tpu.cond and the rules of tracing.
 local tpu = require "tpu"
 local check = require "check"
+local files = require "files"
 
 return {
   ["jit compiles once per signature and hits the cache"] = function()
@@ -159,7 +160,7 @@ return {
     f(tpu.ones {2, 5})
     check.is_true(f:lower():find("f32[2,5]", 1, true) ~= nil, f:lower())
     check.eq(f:info().nodes, f:info(tpu.ones {2, 5}).nodes)
-    local path = os.tmpname()
+    local path = files.tmpname()
     f:dump(path)
     local file = io.open(path)
     local dot = file:read("a")

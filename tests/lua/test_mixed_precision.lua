@@ -3,6 +3,7 @@
 -- model training to nearly its f32 loss, the --bf16 / TPUTRAIN_BF16 switches and the errors.
 local tpu = require "tpu"
 local check = require "check"
+local files = require "files"
 local nn_check = require "nn_check"
 local nn, optim, losses, metrics = tpu.nn, tpu.optim, tpu.losses, tpu.metrics
 local mp = tpu.mixed_precision
@@ -335,7 +336,7 @@ end)
 local function policy_of_run(prefix, flags)
   local interp = arg and arg[-1]
   if not interp then return nil end
-  local script = os.tmpname() .. ".lua"
+  local script = files.tmpname(".lua")
   local f = assert(io.open(script, "w"))
   f:write('print(require("tpu").mixed_precision.policy().name)\n')
   f:close()

@@ -4,6 +4,7 @@
 -- of them, stop within seconds, each saying what differs, with exit status 1 on every rank.
 local tpu = require "tpu"
 local check = require "check"
+local files = require "files"
 
 local here = arg[0]:match("^(.*)/[^/]*$") or "."
 local script = here .. "/mpi/same_weights.lua"
@@ -24,9 +25,7 @@ end
 -- Runs tests/lua/mpi/differ.lua (or `file`) on 2 ranks with `extra` arguments; returns per
 -- rank (index rank + 1) {out=, err=, status=} and the seconds it took.
 local function per_rank(extra, file)
-  local dir = os.tmpname()
-  os.remove(dir)
-  assert(os.execute("mkdir " .. dir))
+  local dir = files.tmpdir()
   local rank_cmd = string.format("%s %s %s >%s/out.$OMPI_COMM_WORLD_RANK 2>%s/err.$OMPI_COMM_WORLD_RANK; echo $? >%s/status.$OMPI_COMM_WORLD_RANK",
     exe, file or (here .. "/mpi/differ.lua"), extra, dir, dir, dir)
   local root = io.popen("id -u"):read("l") == "0" and " --allow-run-as-root" or ""

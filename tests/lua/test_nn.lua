@@ -1,6 +1,7 @@
 -- Tests of tpu.nn: layers, containers, parameters, printing, errors, and a tiny fit.
 local tpu = require "tpu"
 local check = require "check"
+local files = require "files"
 local jacobian = require "jacobian"
 local nn = tpu.nn
 
@@ -470,7 +471,7 @@ function T.a_layer_held_by_two_owners_counts_once()
   check.eq(#m:named_parameters(), 2)
   m:compile {optimizer = "adam", loss = "mse"}
   m:fit(tpu.ones {4, 2}, tpu.ones {4, 2}, {epochs = 1, verbose = 0})
-  local path = os.tmpname()
+  local path = files.tmpname()
   m:save(path)
   local saved = 0
   for _ in pairs(tpu.load(path)) do saved = saved + 1 end

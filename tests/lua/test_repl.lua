@@ -19,7 +19,7 @@ local function quote(text) return "'" .. text:gsub("'", "'\\''") .. "'" end
 -- least `count` (default 1) lines, or the file `file` created. Waits at most 30 s per step.
 -- Returns whether the session ended with status 0, and its output (without \r).
 local function session(steps)
-  local out, drive = os.tmpname(), os.tmpname()
+  local out, drive = files.tmpname(), files.tmpname()
   local lines = {
     "wait_for() { n=0; while [ \"$(tr -d '\\r' <" .. quote(out) .. " | grep -cF -- \"$1\")\" -lt \"$2\" ] && " ..
       "[ $n -lt 600 ]; do n=$((n + 1)); sleep 0.05; done; }",
@@ -69,7 +69,7 @@ return {
 
   ["a terminal session prints =x.shape as {28, 28, 1}"] = function()
     if not have_script("a terminal session") then return end
-    local input, out = os.tmpname(), os.tmpname()
+    local input, out = files.tmpname(), files.tmpname()
     files.write(input, "x = tpu.zeros{28, 28, 1}\n=x.shape\n1, 'two', {k = 'v'}\n")
     local cmd = string.format("TERM=dumb script -qec %q /dev/null <%q >%q 2>&1", "exec " .. arg[-1], input, out)
     check.is_true(files.sh(cmd), "the session failed")
@@ -100,7 +100,7 @@ return {
   -- fit anywhere said "[tpu]/nn/training.lua:832: interrupted!".
   ["Ctrl-C during fit stops it after a step and keeps the session"] = function()
     if not have_script("Ctrl-C during fit") then return end
-    local started, looping = os.tmpname(), os.tmpname()
+    local started, looping = files.tmpname(), files.tmpname()
     os.remove(started)
     os.remove(looping)
     local fit = "m = tpu.nn.Sequential{tpu.nn.Dense(1)}; m:compile{optimizer = 'adam', loss = 'mse'}; " ..

@@ -1,6 +1,7 @@
 -- Tensor operations: values, broadcasting, dtypes, indexing conventions, errors.
 local tpu = require "tpu"
 local check = require "check"
+local files = require "files"
 
 local function t(v, dt) return tpu.tensor(v, dt and {dtype = dt}) end
 
@@ -272,7 +273,7 @@ return {
   end,
 
   ["an eager slice of leading rows compiles nothing, whatever its offsets"] = function()
-    local dir = os.tmpname()
+    local dir = files.tmpname()
     local f = assert(io.open(dir, "wb"))
     f:write([[
 local tpu = require "tpu"
