@@ -389,9 +389,7 @@ verdict(#list_problems == 0, "tests/docs/undocumented.txt", table.concat(list_pr
 
 -- The examples, run by the golden runner: each as example.lua in a directory of its own (also its
 -- working directory), so its errors read "example.lua:LINE:" and the files it writes go away.
-local dir = os.tmpname()
-os.remove(dir)
-assert(os.execute("mkdir -p '" .. dir .. "'"))
+local dir = dofile(here .. "/../lua/files.lua").tmpdir()  -- removed at exit, also after an error
 local function write(path, text)
   local f = assert(io.open(path, "wb"))
   f:write(text)

@@ -1,7 +1,7 @@
 -- A truncated IDX file is a clear error naming the file and what is wrong, never a crash.
 local tpu = require "tpu"
-local dir = os.tmpname()
-os.remove(dir)
+local files = dofile("../lua/files.lua")  -- removes the directory at exit, also after an error
+local dir = files.tmpdir()
 os.execute("mkdir -p " .. dir)
 local function write(name, bytes)
   local f = assert(io.open(dir .. "/" .. name, "wb"))

@@ -3,8 +3,8 @@
 local tpu = require "tpu"
 local data, image, nn = tpu.data, tpu.image, tpu.nn
 
-local dir = os.tmpname()
-os.remove(dir)
+local files = dofile("../lua/files.lua")  -- removes the directory at exit, also after an error
+local dir = files.tmpdir()
 os.execute("mkdir -p " .. dir .. "/empty " .. dir .. "/pics/cat " .. dir .. "/pics/dog")
 local function try(f)
   local ok, err = pcall(f)

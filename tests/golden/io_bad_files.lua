@@ -2,8 +2,8 @@
 -- and what is wrong; never a crash, never a partial result.
 local tpu = require "tpu"
 local ckpt = require "tpu.checkpoint"
-local dir = os.tmpname()
-os.remove(dir)
+local files = dofile("../lua/files.lua")  -- removes the directory at exit, also after an error
+local dir = files.tmpdir()
 os.execute("mkdir -p " .. dir)
 
 local function file(header, data)

@@ -3,7 +3,7 @@
 local tpu = require "tpu"
 require "tpu.nn.persistence"
 local nn = tpu.nn
-local path = os.tmpname()
+local path = dofile("../lua/files.lua").tmpname()  -- removed at exit
 
 local saved = nn.Sequential {nn.Dense(16, {activation = "relu"}), nn.Dense(10)}
 saved(tpu.zeros {1, 8})

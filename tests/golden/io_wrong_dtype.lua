@@ -2,7 +2,7 @@
 local tpu = require "tpu"
 require "tpu.nn.persistence"
 local nn = tpu.nn
-local path = os.tmpname()
+local path = dofile("../lua/files.lua").tmpname()  -- removed at exit
 nn.Dense(4)(tpu.zeros {1, 3})  -- another layer first: weight names follow positions, not layer names
 local f32 = nn.Sequential {nn.Dense(4)}
 f32(tpu.zeros {2, 3})

@@ -29,8 +29,8 @@ row("model:evaluate(x, y)", string.format("loss %.4f", model:evaluate(x, y, {ver
 row("model.layers[1].name", model.layers[1].name)
 local total, trainable, frozen = model:count_params()
 row("model:count_params()", string.format("%d total, %d trainable, %d non-trainable", total, trainable, frozen))
-local dir = os.tmpname()
-os.remove(dir)
+local files = dofile("../lua/files.lua")  -- removes the directory at exit, also after an error
+local dir = files.tmpdir()
 os.execute("mkdir -p " .. dir .. "/cat")
 tpu.image.write_png(dir .. "/cat/1.png", tpu.zeros({6, 6, 3}, {dtype = "u8"}))
 local images = tpu.data.image_folder(dir, {color_mode = "grayscale", image_size = {4, 4}, verbose = false})
