@@ -40,6 +40,10 @@ local function make_folder(path, n)
 end
 
 local temporary
+-- Removes the --smoke folder when the script ends, also by an error or Ctrl-C.
+local remove_temporary <close> = setmetatable({}, {__close = function()
+  if temporary then os.execute(string.format("rm -rf '%s'", temporary)) end
+end})
 if smoke and not dir and not from_idx then  -- a fresh folder, removed at the end
   temporary = os.tmpname()
   os.remove(temporary)
@@ -104,4 +108,3 @@ if stats and not smoke then
     .. "training: %.0f samples/s; the loop waited %.0f ms for batches", per_epoch, stats.gather_ms,
     per_epoch / stats.gather_ms * 1000, epochs * per_epoch / fit_s, stats.wait_ms))
 end
-if temporary then os.execute(string.format("rm -rf '%s'", temporary)) end
