@@ -106,8 +106,8 @@ NodeId float_mod(Graph& g, NodeId a, NodeId b) {
 NodeId arith(Graph& g, Arith k, NodeId a, NodeId b) {
   DType t = promote(g.at(a).dtype, g.at(b).dtype);
   if ((k == Arith::div || k == Arith::pow) && !is_float(t)) t = DType::f32;
-  // On bools (as JAX): + is logical or, * logical and, max and min stay bool; the rest count
-  // true as 1 in i32.
+  // On bools (as JAX): + is logical or, * logical and, max and min stay bool; / and ^ are f32
+  // (above), // and % count true as 1 in i32 (JAX promotes them to int); - is refused earlier.
   if (t == DType::boolean && k == Arith::add) k = Arith::max;
   if (t == DType::boolean && k == Arith::mul) k = Arith::min;
   if (t == DType::boolean && k != Arith::max && k != Arith::min) t = DType::i32;
@@ -137,6 +137,11 @@ int binary_method(lua_State* L, Arith k) {
   for (int i = 1; i <= 2; ++i)
     if (lua_isboolean(L, i)) throw type_error(L, i, "number or tensor");
   std::vector<Operand> ops = {operand_at(L, 1), operand_at(L, 2)};
+  // JAX's subtract of two bool arrays is a TypeError (lax.sub takes no bools); so is this one.
+  if (k == Arith::sub && ops[0].tensor && ops[1].tensor && ops[0].tensor->dtype() == DType::boolean &&
+      ops[1].tensor->dtype() == DType::boolean)
+    throw Error("bool - bool is not defined (as in JAX): cast to i32 or f32 first (a:cast(\"i32\") - b), "
+                "or for a and not b use a * b:eq(false)");
   return apply_op(L, ops, number_dtype_for(ops, L, 1, 2),
                   [k](Graph& g, const std::vector<NodeId>& in) { return arith(g, k, in[0], in[1]); });
 }
@@ -184,10 +189,13 @@ int l_where(lua_State* L) {
 int unary_method(lua_State* L, Op op, bool operator_call = false) {
   std::vector<Operand> ops = {{check_tensor(L, 1), 0}};
   if (!operator_call) check_no_more(L, 1);
+  // JAX's negative of a bool array is a TypeError (lax.neg takes no bools); so is this one.
+  if (op == Op::neg && ops[0].tensor->dtype() == DType::boolean)
+    throw Error("-bool is not defined (as in JAX): cast to i32 or f32 first (-t:cast(\"i32\")), "
+                "or for not t use t:eq(false)");
   return apply_op(L, ops, DType::f32, [op](Graph& g, const std::vector<NodeId>& in) {
     NodeId x = in[0];
     if (op != Op::neg && op != Op::abs && !is_float(g.at(x).dtype)) x = g.convert(x, DType::f32);
-    if (op == Op::neg && g.at(x).dtype == DType::boolean) x = g.convert(x, DType::i32);
     return g.unary(op, x);
   });
 }
