@@ -88,21 +88,6 @@ NodeId float_floor(Graph& g, NodeId q) {
   return g.select(small, g.binary(Op::sub, qi, fix), q);
 }
 
-// Lua's float a % b: a - floor(a/b)*b, which is NaN for b = 0 and for infinite a; an
-// infinite b gives a when a is zero or has b's sign, else b (Lua's fmod-then-adjust).
-NodeId float_mod(Graph& g, NodeId a, NodeId b) {
-  const DType t = g.at(a).dtype;
-  const Shape s = g.at(a).shape;
-  NodeId r = g.binary(Op::sub, a, g.binary(Op::mul, float_floor(g, g.binary(Op::div, a, b)), b));
-  NodeId zero = g.full(t, s, 0);
-  NodeId b_inf = g.compare(Cmp::eq, g.unary(Op::abs, b), g.full(t, s, INFINITY));
-  NodeId a_fin = g.compare(Cmp::lt, g.unary(Op::abs, a), g.full(t, s, INFINITY));
-  NodeId same_sign = g.compare(Cmp::eq, g.compare(Cmp::lt, a, zero), g.compare(Cmp::lt, b, zero));
-  NodeId keep_a = g.select(g.compare(Cmp::eq, a, zero), g.compare(Cmp::eq, a, a), same_sign);
-  NodeId inf_case = g.select(keep_a, a, b);
-  return g.select(g.select(b_inf, a_fin, b_inf), inf_case, r);
-}
-
 NodeId arith(Graph& g, Arith k, NodeId a, NodeId b) {
   DType t = promote(g.at(a).dtype, g.at(b).dtype);
   if ((k == Arith::div || k == Arith::pow) && !is_float(t)) t = DType::f32;
@@ -125,7 +110,8 @@ NodeId arith(Graph& g, Arith k, NodeId a, NodeId b) {
       // Integer division floors in the kernel (x // 0 is 0: a compiled graph cannot raise).
       return is_float(t) ? float_floor(g, g.binary(Op::div, a, b)) : g.binary(Op::div, a, b);
     case Arith::mod:
-      if (is_float(t)) return float_mod(g, a, b);
+      // Floats: Lua's fmod-then-adjust (the mod op), exact at any quotient.
+      if (is_float(t)) return g.binary(Op::mod, a, b);
       return g.binary(Op::sub, a, g.binary(Op::mul, g.binary(Op::div, a, b), b));  // x % 0 is x
   }
   return a;

@@ -147,6 +147,19 @@ struct Div {
   }
 };
 
+// Lua's float a % b (luai_nummod): fmod, exact whatever the quotient, moved into b's sign when
+// it has the other one. b = 0 or an infinite a gives NaN; an infinite b gives a when a is zero
+// or has b's sign, else b.
+struct Mod {
+  template <class T>
+  auto operator()(T a, T b) const {
+    const float x = float(a), y = float(b);
+    float m = std::fmod(x, y);
+    if (m != 0 && (m < 0) != (y < 0)) m += y;
+    return m;
+  }
+};
+
 // ---- kernels ----
 // Eigen's vectorised transcendentals: within a few ulps of the reference, so the fusion
 // program does not take these ops (a fused body runs them with these kernels).
@@ -387,6 +400,26 @@ void grad_pow(GradContext& c) {
     c.give(1, g.binary(Op::mul, c.out_grad, d));
   }
 }
+// floor(q) for a float q: through i32 where |q| < 2^23 (the round trip truncates toward zero,
+// so 1 less below negative fractions); larger magnitudes, inf and NaN are integral already.
+// Made of ops without gradients (converts from an integer, compares): a constant of the input.
+NodeId floor_of(Graph& g, NodeId q) {
+  const DType t = g.at(q).dtype;
+  const Shape s = g.at(q).shape;  // a copy: adding nodes may move the node table
+  NodeId qi = g.convert(g.convert(q, DType::i32), t);
+  NodeId fix = g.select(g.compare(Cmp::lt, q, qi), g.full(t, s, 1), g.full(t, s, 0));
+  NodeId small = g.compare(Cmp::lt, g.unary(Op::abs, q), g.full(t, s, 8388608.0));
+  return g.select(small, g.binary(Op::sub, qi, fix), q);
+}
+// a % b = a - floor(a/b) b: d/da = 1, d/db = -floor(a/b) (away from the jumps).
+void grad_mod(GradContext& c) {
+  auto& g = c.g;
+  c.give(0, c.out_grad);
+  if (c.needs(1)) {
+    NodeId q = floor_of(g, g.binary(Op::div, c.in(0), c.in(1)));
+    c.give(1, g.unary(Op::neg, g.binary(Op::mul, c.out_grad, q)));
+  }
+}
 void grad_select(GradContext& c) {
   auto& g = c.g;
   NodeId zero = full_like(c, c.node, 0);
@@ -422,6 +455,7 @@ extern const OpInfo div_row = {Op::div, shape_binary, ref_binary<Div>, fast_bina
 extern const OpInfo max_row = {Op::max, shape_binary, ref_binary<Max>, fast_binary<Max>, grad_max, cost_ew, kEwCheap, fused_binary<Max>()};
 extern const OpInfo min_row = {Op::min, shape_binary, ref_binary<Min>, fast_binary<Min>, grad_min, cost_ew, kEwCheap, fused_binary<Min>()};
 extern const OpInfo pow_row = {Op::pow, shape_binary_float, ref_binary<Pow>, nullptr, grad_pow, cost_transcendental, kEw};
+extern const OpInfo mod_row = {Op::mod, shape_binary_float, ref_binary<Mod>, fast_binary<Mod>, grad_mod, cost_transcendental, kEw, fused_binary<Mod>()};
 extern const OpInfo compare_row = {Op::compare, shape_compare, ref_compare, fast_compare, nullptr, cost_ew, kEwCheap, kCompareForm};
 extern const OpInfo select_row = {Op::select, shape_select, ref_select, fast_select, grad_select, cost_ew, kEwCheap, kSelectForm};
 extern const OpInfo convert_row = {Op::convert, shape_convert, ref_convert, fast_convert, grad_convert, cost_ew, kEwCheap, kConvertForm};

@@ -72,6 +72,37 @@ return {
     same(tpu.jit(function(u, v) return u % v end)(x, y):totable(), want)
   end,
 
+  ["float % is Lua's to the bit at any quotient (fmod, then b's sign), eager and traced"] = function()
+    local xs = {1e20, -1e20, 3e9, -3e9, 16777217, 123456.78, -123456.78, 5.5, -5.5, 1e-30, -1e-30, 7, -7, 0,
+                -0.0, 1e38, -2.5e-7, 8388609.5}
+    local ys = {3, -3, 7, 0.1, -0.1, 1e-3, 2, -2, 1e30, 1e-30, 0.3, 7, 2.5e-7, 1e-7}
+    local a_list, b_list = {}, {}
+    for _, x in ipairs(xs) do
+      for _, y in ipairs(ys) do a_list[#a_list + 1], b_list[#b_list + 1] = x, y end
+    end
+    local a, b = t(a_list), t(b_list)
+    local av, bv = a:totable(), b:totable()  -- the f32 values, whose fmod is exact in double too
+    local want = {}
+    for i = 1, #av do want[i] = av[i] % bv[i] end
+    want = t(want):totable()  -- Lua's result in double, rounded to f32
+    local function same(got, what)
+      for i = 1, #want do
+        local g, w = got[i], want[i]
+        local ok = (g ~= g and w ~= w) or (g == w and 1 / g == 1 / w)
+        if not ok then
+          error(string.format("%s: %.17g %% %.17g: expected %.17g, got %.17g", what, av[i], bv[i], w, g), 2)
+        end
+      end
+    end
+    same((a % b):totable(), "eager")
+    same(tpu.jit(function(u, v) return u % v end)(a, b):totable(), "traced")
+    check.eq((t(1e20) % 3):item(), t(1e20):item() % 3)  -- 2 (f32's 1e20 is 100000002004087734272)
+    -- The gradient: 1 for a, -floor(a / b) for b.
+    local g = tpu.grad(function(u, v) return (u % v):sum() end, {argnums = {1, 2}})(t{7.5, -7.5, 1e3}, t{2, 2, -3})
+    check.eq(g[1]:totable(), {1, 1, 1})
+    check.eq(g[2]:totable(), {-3, 4, 334})
+  end,
+
   ["integer // 0 is 0 and % 0 the dividend; the minimum // -1 wraps"] = function()
     local a = t({7, -7, -2147483648}, "i32")
     check.eq((a // 0):totable(), {0, 0, 0})

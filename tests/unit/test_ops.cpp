@@ -161,6 +161,9 @@ const std::vector<OpCase>& cases() {
       {"max", {{f, {2, 3}}, {f, {2, 3}}}, [](Graph& g, V x) { return g.binary(Op::max, x[0], x[1]); }},
       {"min", {{f, {2, 3}}, {f, {2, 3}}}, [](Graph& g, V x) { return g.binary(Op::min, x[0], x[1]); }},
       {"pow", {{f, {2, 3}, Fill::positive}, {f, {2, 3}}}, [](Graph& g, V x) { return g.binary(Op::pow, x[0], x[1]); }},
+      {"mod", {{f, {2, 3}}, {f, {2, 3}, Fill::positive}}, [](Graph& g, V x) { return g.binary(Op::mod, x[0], x[1]); }},
+      {"mod_negative_divisor", {{f, {2, 3}}, {f, {2, 3}, Fill::positive}},
+       [](Graph& g, V x) { return g.binary(Op::mod, x[0], g.unary(Op::neg, x[1])); }},
       {"compare", {{f, {2, 3}}, {f, {2, 3}}}, [](Graph& g, V x) { return g.compare(Cmp::lt, x[0], x[1]); }},
       {"select", {{f, {2, 3}}, {f, {2, 3}}, {f, {2, 3}}},
        [](Graph& g, V x) { return g.select(g.compare(Cmp::gt, x[0], g.full(DType::f32, {2, 3}, 0)), x[1], x[2]); }},
@@ -1334,6 +1337,68 @@ TEST_CASE("erf fuses with its neighbours, and the fusion program gives the unfus
   const std::vector<Tensor> args = {random_tensor({DType::f32, {3, 100}}, rng)};
   Tensor a = fused.run(args)[0], b = plain.run(args)[0];
   CHECK(std::memcmp(a.raw(), b.raw(), a.bytes()) == 0);
+}
+
+// Lua's float %, in double: fmod moved into b's sign (exact at any quotient).
+double lua_mod(double a, double b) {
+  double m = std::fmod(a, b);
+  if (m != 0 && (m < 0) != (b < 0)) m += b;
+  return m;
+}
+
+TEST_CASE("mod is Lua's float %, exact at large quotients, on every kernel and fused") {
+  // f32 values (a float's fmod is exact, so the double reference rounds to the same float),
+  // quotients up to 1e20, signs mixed, and the special cases: b = 0, infinite a or b, NaN, -0.
+  const float inf = INFINITY, nan = NAN;
+  const std::vector<std::pair<float, float>> pairs = {
+      {5.5f, 2}, {-5.5f, 2}, {5.5f, -2}, {-5.5f, -2}, {1e20f, 3}, {-1e20f, 3}, {1e20f, -3},
+      {3e9f, 7}, {16777217.0f, 0.1f}, {123456.78f, 1e-3f}, {-123456.78f, 1e-3f}, {1e-30f, 1e30f},
+      {-1e-30f, 1e30f}, {7, 7}, {-7, 7}, {0, 3}, {-0.0f, 3}, {0, -3}, {5, 0}, {-5, 0}, {5, inf},
+      {-5, inf}, {5, -inf}, {-5, -inf}, {0, inf}, {-0.0f, -inf}, {inf, 3}, {-inf, 3}, {nan, 3}, {3, nan}};
+  const int64_t n = int64_t(pairs.size());
+  Tensor a(DType::f32, {n}), b(DType::f32, {n});
+  for (int64_t i = 0; i < n; ++i) a.data<float>()[i] = pairs[size_t(i)].first, b.data<float>()[i] = pairs[size_t(i)].second;
+  Graph g;
+  const NodeId pa = g.parameter(DType::f32, {n});
+  g.outputs = {g.binary(Op::mod, pa, g.parameter(DType::f32, {n}))};
+  std::vector<Tensor> results;
+  for (bool reference : {true, false}) {
+    CompileOptions options;
+    options.reference_kernels = reference;
+    results.push_back(Executable::compile(g, options).run(std::vector<Tensor>{a, b})[0]);
+  }
+  for (int64_t i = 0; i < n; ++i) {
+    const float x = a.data<float>()[i], y = b.data<float>()[i];
+    const float want = float(lua_mod(x, y)), got = results[0].data<float>()[i];
+    INFO(x << " % " << y << " = " << got << ", Lua's " << want);
+    if (want != want) CHECK(got != got);
+    else CHECK((got == want && std::signbit(got) == std::signbit(want)));
+    CHECK(std::memcmp(&got, results[1].data<float>() + i, 4) == 0);
+  }
+  // The old a - floor(a/b)*b lost these: 1e20 % 3 is 2 (1e20f is 100000002004087734272).
+  CHECK(results[1].data<float>()[4] == float(lua_mod(1e20f, 3)));
+
+  // Fused with its neighbours: the fusion program's bits are the unfused kernel's.
+  Graph h;
+  NodeId x = h.parameter(DType::f32, {3, 100});
+  NodeId y = h.parameter(DType::f32, {3, 100});
+  NodeId three = h.full(DType::f32, {3, 100}, 3);
+  h.outputs = {h.binary(Op::add, h.binary(Op::mod, h.binary(Op::mul, x, three), y), x)};
+  Executable fused = Executable::compile(h);
+  CompileOptions plain_options;
+  plain_options.optimize = false;
+  Executable plain = Executable::compile(h, plain_options);
+  int fusions = 0;
+  for (const Node& node : fused.graph().nodes) {
+    if (node.op != Op::fusion) continue;
+    ++fusions;
+    CHECK(FusionProgram::compile(*node.attrs.body()).has_value());
+  }
+  CHECK(fusions == 1);
+  std::mt19937 rng(5);
+  const std::vector<Tensor> args = {random_tensor({DType::f32, {3, 100}}, rng), random_tensor({DType::f32, {3, 100}}, rng)};
+  Tensor r1 = fused.run(args)[0], r2 = plain.run(args)[0];
+  CHECK(std::memcmp(r1.raw(), r2.raw(), r1.bytes()) == 0);
 }
 
 // The input gradient of a strided conv runs on oneDNN's input-gradient primitive (checked),
