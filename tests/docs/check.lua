@@ -50,15 +50,8 @@ local function sorted(set)
   return list
 end
 
--- A namespace (nn.initializers, optim.schedule) is a table of functions, plain or made strict by
--- errors.strict_namespace; anything else (a class, a metric object) is one name.
-local function is_namespace(v)
-  if type(v) ~= "table" or rawget(v, "__name") then return false end
-  local mt = getmetatable(v)
-  if mt and not rawget(mt, "__namespace") then return false end
-  for _, f in pairs(v) do if type(f) ~= "function" then return false end end
-  return true
-end
+-- A namespace (nn.initializers, optim.schedule) is a table of functions; anything else is one name.
+local is_namespace = dofile(here .. "/../lua/namespace.lua")
 
 -- The public names of tpu[name]: functions, classes, constants, and the functions of plain
 -- tables inside it (nn.initializers.zeros).

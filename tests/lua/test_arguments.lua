@@ -7,6 +7,7 @@
 local tpu = require "tpu"
 local check = require "check"
 local data_util = require "data_util"
+local is_namespace = require "namespace"
 
 local T = {}
 
@@ -233,12 +234,6 @@ local not_here = {
     applications = "its own group", image = "its own group",
   },
 }
-
--- A plain table of functions, or one errors.strict_namespace made strict.
-local function is_namespace(v)
-  local mt = getmetatable(v)
-  return type(v) == "table" and (mt == nil or rawget(mt, "__namespace") ~= nil)
-end
 
 -- The public functions of a module: callable fields not starting with "_", and those of the
 -- namespaces in it ("schedule.cosine" in optim).
