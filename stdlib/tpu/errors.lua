@@ -247,6 +247,14 @@ function M.strict_namespace(t, name, opts)
   end})
 end
 
+-- opts[name], or `default` only when it is absent (nil): a false is passed on for the option's
+-- own check to refuse, not taken for the default (as `opts[name] or default` would).
+function M.option(opts, name, default)
+  local v = opts[name]
+  if v == nil then return default end
+  return v
+end
+
 -- Argument n must be absent: for functions that take no more than n - 1 arguments.
 function M.none(n, fname, v)
   if v ~= nil then M.arg_error(n, fname, "no value expected, got " .. M.typename(v)) end

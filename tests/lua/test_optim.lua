@@ -137,6 +137,7 @@ function T.false_is_not_the_default()
     {function() optim.RMSprop {momentum = false} end, "RMSprop: momentum must be a number in [0, 1), got false"},
     {function() optim.RMSprop {epsilon = false} end, "RMSprop: epsilon must be a number >= 0, got false"},
     {function() optim.SGD {momentum = false} end, "SGD: momentum must be a number in [0, 1), got false"},
+    {function() optim.AdamW {weight_decay = false} end, "AdamW: weight_decay must be a number >= 0, got false"},
     {function() optim.schedule.cosine {lr = 1, decay_steps = 2, alpha = false} end,
      "schedule.cosine: alpha must be a number in [0, 1], got false"},
     {function() optim.schedule.warmup {lr = false, warmup_steps = 2, after = optim.schedule.cosine {lr = 1, decay_steps = 2}} end,

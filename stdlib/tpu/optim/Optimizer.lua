@@ -37,18 +37,14 @@ end
 -- Number option `name` of opts, `default` only when absent: a false (or any non-number) is
 -- refused by _check_number, never replaced by the default.
 function Optimizer:_number_option(opts, name, default, lo, hi)
-  local value = opts[name]
-  if value == nil then value = default end
-  return self:_check_number(name, value, lo, hi)
+  return self:_check_number(name, errors.option(opts, name, default), lo, hi)
 end
 
 -- The `weight_decay` option of the optimizers that take it (0 or `default` when absent): as
 -- Keras 3's, before each update every parameter shrinks by lr * weight_decay * p (decoupled
 -- weight decay, Loshchilov & Hutter), lr being the step's learning rate.
 function Optimizer:_init_weight_decay(opts, default)
-  local wd = opts.weight_decay
-  if wd == nil then wd = default or 0 end
-  self.weight_decay = self:_check_number("weight_decay", wd, 0)
+  self.weight_decay = self:_number_option(opts, "weight_decay", default or 0, 0)
   -- What update_param reads: a private field, so that a user's optimizer class with a field of
   -- its own named weight_decay (and scalars without lr) is not decayed a second time.
   self._decoupled_decay = self.weight_decay

@@ -62,9 +62,7 @@ function M.cosine(opts, extra)
   opts = check("cosine", opts, {"lr", "decay_steps", "alpha"}, extra)
   local lr = util.check_positive("schedule.cosine", "lr", opts.lr)
   local steps = util.check_integer("schedule.cosine", "decay_steps", opts.decay_steps)
-  local alpha = opts.alpha
-  if alpha == nil then alpha = 0 end  -- a false is refused, not taken for the default
-  alpha = util.check_range("schedule.cosine", "alpha", alpha, 0, 1)
+  local alpha = util.check_range("schedule.cosine", "alpha", errors.option(opts, "alpha", 0), 0, 1)
   local text = string.format("cosine(lr %g, decay_steps %d, alpha %g)", lr, steps, alpha)
   return make(lr, text, function(step)
     local cosine = (cos_pi(step:minimum(steps) * (1 / steps)) + 1) * 0.5
