@@ -76,18 +76,6 @@ DType number_dtype_for(const std::vector<Operand>& ops, lua_State* L, int first,
 
 enum class Arith { add, sub, mul, div, idiv, mod, pow, max, min };
 
-// floor(q) for a float q, in q's dtype: through i32 where |q| < 2^23 (the int round trip
-// truncates toward zero, so subtract 1 below negative fractions); larger magnitudes, inf and
-// NaN are integral (or NaN) already and pass through unclamped.
-NodeId float_floor(Graph& g, NodeId q) {
-  const DType t = g.at(q).dtype;
-  const Shape s = g.at(q).shape;  // a copy: adding nodes may move the node table
-  NodeId qi = g.convert(g.convert(q, DType::i32), t);
-  NodeId fix = g.select(g.compare(Cmp::lt, q, qi), g.full(t, s, 1), g.full(t, s, 0));
-  NodeId small = g.compare(Cmp::lt, g.unary(Op::abs, q), g.full(t, s, 8388608.0));
-  return g.select(small, g.binary(Op::sub, qi, fix), q);
-}
-
 NodeId arith(Graph& g, Arith k, NodeId a, NodeId b) {
   DType t = promote(g.at(a).dtype, g.at(b).dtype);
   if ((k == Arith::div || k == Arith::pow) && !is_float(t)) t = DType::f32;
@@ -108,7 +96,7 @@ NodeId arith(Graph& g, Arith k, NodeId a, NodeId b) {
     case Arith::min: return g.binary(Op::min, a, b);
     case Arith::idiv:
       // Integer division floors in the kernel (x // 0 is 0: a compiled graph cannot raise).
-      return is_float(t) ? float_floor(g, g.binary(Op::div, a, b)) : g.binary(Op::div, a, b);
+      return is_float(t) ? g.floor(g.binary(Op::div, a, b)) : g.binary(Op::div, a, b);
     case Arith::mod:
       // Floats: Lua's fmod-then-adjust (the mod op), exact at any quotient.
       if (is_float(t)) return g.binary(Op::mod, a, b);

@@ -68,6 +68,17 @@ NodeId Graph::full(DType t, const Shape& s, double v) {
   return s.empty() ? c : broadcast(c, s, {});
 }
 
+// Through i32 where |x| < 2^23 (the round trip truncates toward zero, so 1 less below negative
+// fractions); larger magnitudes, inf and NaN are integral (or NaN) already.
+NodeId Graph::floor(NodeId x) {
+  const DType t = at(x).dtype;
+  const Shape s = at(x).shape;  // a copy: adding nodes may move the node table
+  NodeId xi = convert(convert(x, DType::i32), t);
+  NodeId fix = select(compare(Cmp::lt, x, xi), full(t, s, 1), full(t, s, 0));
+  NodeId small = compare(Cmp::lt, unary(Op::abs, x), full(t, s, 8388608.0));
+  return select(small, binary(Op::sub, xi, fix), x);
+}
+
 NodeId Graph::iota(DType t, Shape s, int64_t axis) {
   Attrs a;
   a.to = t;

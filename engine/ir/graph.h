@@ -84,6 +84,9 @@ class Graph {
   NodeId compare(Cmp c, NodeId a, NodeId b);                  // -> bool
   NodeId select(NodeId pred, NodeId a, NodeId b);
   NodeId convert(NodeId x, DType to);
+  // floor of a float tensor, from converts, compares and selects (there is no floor op); a
+  // constant for autodiff where |x| < 2^23 (larger values, inf and NaN pass through).
+  NodeId floor(NodeId x);
   NodeId broadcast(NodeId x, Shape s, Dims dims);  // x dim i -> out dim dims[i]
   NodeId reshape(NodeId x, Shape s);
   NodeId transpose(NodeId x, Dims perm);     // out dim i = in dim perm[i]

@@ -400,23 +400,12 @@ void grad_pow(GradContext& c) {
     c.give(1, g.binary(Op::mul, c.out_grad, d));
   }
 }
-// floor(q) for a float q: through i32 where |q| < 2^23 (the round trip truncates toward zero,
-// so 1 less below negative fractions); larger magnitudes, inf and NaN are integral already.
-// Made of ops without gradients (converts from an integer, compares): a constant of the input.
-NodeId floor_of(Graph& g, NodeId q) {
-  const DType t = g.at(q).dtype;
-  const Shape s = g.at(q).shape;  // a copy: adding nodes may move the node table
-  NodeId qi = g.convert(g.convert(q, DType::i32), t);
-  NodeId fix = g.select(g.compare(Cmp::lt, q, qi), g.full(t, s, 1), g.full(t, s, 0));
-  NodeId small = g.compare(Cmp::lt, g.unary(Op::abs, q), g.full(t, s, 8388608.0));
-  return g.select(small, g.binary(Op::sub, qi, fix), q);
-}
 // a % b = a - floor(a/b) b: d/da = 1, d/db = -floor(a/b) (away from the jumps).
 void grad_mod(GradContext& c) {
   auto& g = c.g;
   c.give(0, c.out_grad);
   if (c.needs(1)) {
-    NodeId q = floor_of(g, g.binary(Op::div, c.in(0), c.in(1)));
+    NodeId q = g.floor(g.binary(Op::div, c.in(0), c.in(1)));
     c.give(1, g.unary(Op::neg, g.binary(Op::mul, c.out_grad, q)));
   }
 }
