@@ -38,7 +38,8 @@ APPS = ["resnet50", "mobilenet_v2", "efficientnet_b0"]
 ORDER = ["mlp", "cnn", "transformer", "transformer256"] + APPS
 LEGEND = [
     "samples/s: timed steps x batch / their wall time; ratio: tputrain / PyTorch; pipe/mem: tputrain",
-    "  fed by a tpu.data pipeline (shuffle, batch, traced map, prefetch) over in-memory batches; GFLOP/s: samples/s",
+    "  fed by a tpu.data pipeline (shuffle, batch, traced map, prefetch) over in-memory batches; both",
+    "  ratios are the median of the rounds' ratios (a round runs the sides back to back); GFLOP/s: samples/s",
     "  x the FLOPs per sample below; % peak: of the register multiply-add peak of that precision;",
     "host ms/step, host %: tputrain's step wall time minus its time inside kernels (per-op timing on,",
     "  in profiled steps after the timed ones); compile ms: tracing and compiling tputrain's train step;",
@@ -89,6 +90,19 @@ def middle(rounds):
     cell["median"] = statistics.median(values)
     cell["range"] = f"{values[0]:.0f}-{values[-1]:.0f}" if len(values) > 1 else "-"
     return cell
+
+
+def paired_ratio(runs_a, runs_b):
+    """The median over rounds of runs_a's samples/s over runs_b's in the same round, or None.
+    The two sides of a round run back to back, so a drift of the machine's speed over the
+    minutes of a run (seen at 5-10% here) divides out of each ratio, where a ratio of two
+    medians would keep it."""
+    ratios = []
+    for rnd, a in runs_a.items():
+        x, y = number(a.get("samples_per_s", "")), number(runs_b.get(rnd, {}).get("samples_per_s", ""))
+        if x is not None and y:
+            ratios.append(x / y)
+    return statistics.median(ratios) if ratios else None
 
 
 def flops_per_sample(model, cells):
@@ -151,11 +165,13 @@ def main():
             gflops = sps * per_sample / 1e9 if per_sample else None
             ratio = pipe = "-"
             if side != "pytorch":
-                other = speed.get("pytorch")
-                ratio = f"{sps / other:.2f}x" if other else "n/a"
+                paired = paired_ratio(runs.get((model, precision, side), {}),
+                                      runs.get((model, precision, "pytorch"), {}))
+                ratio = f"{paired:.2f}x" if paired else "n/a"
             if side == "pipeline":
-                memory = speed.get("tputrain")
-                pipe = f"{100 * sps / memory:.1f}%" if memory else "n/a"
+                paired = paired_ratio(runs.get((model, precision, "pipeline"), {}),
+                                      runs.get((model, precision, "tputrain"), {}))
+                pipe = f"{100 * paired:.1f}%" if paired else "n/a"
             host_ms = host_pct = compile_ms = hbm = need = "-"
             if side != "pytorch":
                 step, kernel = float(c["profiled_step_ms"]), float(c["kernel_ms"])
