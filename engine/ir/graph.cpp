@@ -181,12 +181,13 @@ NodeId Graph::argmax(NodeId x, int64_t axis) {
   return add(Op::argmax, {x}, std::move(a));
 }
 
-NodeId Graph::conv(NodeId x, NodeId w, Window2D win, int64_t groups) {
+NodeId Graph::conv(NodeId x, NodeId w, Window2D win, int64_t groups, bool w_transposed) {
   const Shape& ws = at(w).shape;
   if (ws.size() == 4) win.size = {ws[0], ws[1]};
   Attrs a;
   a.set_window(win);
   a.axis = groups;
+  a.transpose_rhs = w_transposed;
   return add(Op::conv, {x, w}, std::move(a));
 }
 

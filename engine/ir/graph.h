@@ -104,7 +104,9 @@ class Graph {
   // win.size is taken from w. With `groups` G (XLA's feature_group_count) the C input and O
   // output channels split into G consecutive groups, group g's outputs reading only group g's
   // inputs: w is [Kh,Kw,C/G,O] (depthwise: G = C, w [Kh,Kw,1,C*multiplier]).
-  NodeId conv(NodeId x, NodeId w, Window2D win, int64_t groups = 1);
+  // With `w_transposed` (one group) w is stored [Kh,Kw,O,C]: the conv reads transpose(w) through
+  // the flag (tb in the text), as a dot reads its rhs.
+  NodeId conv(NodeId x, NodeId w, Window2D win, int64_t groups = 1, bool w_transposed = false);
   // The filter gradient of conv(x, w, win, groups) given the output gradient dy[N,Ho,Wo,Co]:
   // [Kh,Kw,Ci/groups,Co] with Kh,Kw = win.size.
   NodeId conv_filter_grad(NodeId x, NodeId dy, Window2D win, int64_t groups = 1);

@@ -87,6 +87,8 @@ memory::desc image(int64_t n, int64_t h, int64_t w, int64_t c, dtype t = dtype::
 // The filter in our layout (user = true): HWIO, or with groups [Kh,Kw,Ci/G,G*(Co/G)], which
 // is oneDNN's grouped layout hwigo; else in the layout the primitive picks.
 memory::desc filter(const ConvShape& s, bool user, dtype t = dtype::f32) {
+  if (s.groups == 1 && user && s.filter_oi)  // [Kh,Kw,Co,Ci]: no format tag names it, strides do
+    return {{s.co, s.ci, s.kh, s.kw}, t, memory::dims{s.ci, 1, s.kw * s.co * s.ci, s.co * s.ci}};
   if (s.groups == 1) return {{s.co, s.ci, s.kh, s.kw}, t, user ? tag::hwio : tag::any};
   return {{s.groups, s.co / s.groups, s.ci / s.groups, s.kh, s.kw}, t, user ? tag::hwigo : tag::any};
 }
@@ -249,7 +251,10 @@ bool check_forward(const ConvShape& s, dtype in, const Entry& e) {
       for (int64_t j = 0; j < s.kw; ++j) {
         const int64_t in = input_at(s, b, oh, ow, i, j);
         for (int64_t c = 0; in >= 0 && c < cg; ++c) {
-          const double p = double(x[size_t(in + m / og * cg + c)]) * f[size_t(((i * s.kw + j) * cg + c) * s.co + m)];
+          const size_t tap = size_t(i * s.kw + j);
+          const size_t at = s.filter_oi ? (tap * size_t(s.co) + size_t(m)) * size_t(cg) + size_t(c)
+                                        : (tap * size_t(cg) + size_t(c)) * size_t(s.co) + size_t(m);
+          const double p = double(x[size_t(in + m / og * cg + c)]) * f[at];
           sum += p, mag += std::abs(p);
         }
       }
@@ -417,20 +422,21 @@ bool onednn_conv_bf16(const ConvShape& s, const uint16_t* x, const uint16_t* f, 
   return onednn_native_bf16() && image_to_image(Pass::forward, dtype::bf16, s, x, f, y);
 }
 
+// The gradients take HWIO filters only (filter_oi is the forward conv's).
 bool onednn_conv_filter_grad(const ConvShape& s, const float* x, const float* dy, float* df) {
-  return filter_grad(dtype::f32, s, x, dy, df);
+  return !s.filter_oi && filter_grad(dtype::f32, s, x, dy, df);
 }
 
 bool onednn_conv_filter_grad_bf16(const ConvShape& s, const uint16_t* x, const uint16_t* dy, float* df) {
-  return onednn_native_bf16() && filter_grad(dtype::bf16, s, x, dy, df);
+  return !s.filter_oi && onednn_native_bf16() && filter_grad(dtype::bf16, s, x, dy, df);
 }
 
 bool onednn_conv_data_grad(const ConvShape& s, const float* dy, const float* f, float* dx) {
-  return image_to_image(Pass::data_grad, dtype::f32, s, dy, f, dx);
+  return !s.filter_oi && image_to_image(Pass::data_grad, dtype::f32, s, dy, f, dx);
 }
 
 bool onednn_conv_data_grad_bf16(const ConvShape& s, const uint16_t* dy, const uint16_t* f, float* dx) {
-  return onednn_native_bf16() && image_to_image(Pass::data_grad, dtype::bf16, s, dy, f, dx);
+  return !s.filter_oi && onednn_native_bf16() && image_to_image(Pass::data_grad, dtype::bf16, s, dy, f, dx);
 }
 
 }  // namespace tpu

@@ -25,6 +25,9 @@ struct ConvShape {
   int64_t n = 0, h = 0, w = 0, ci = 0, kh = 0, kw = 0, co = 0, ho = 0, wo = 0;
   std::array<int64_t, 2> stride{1, 1}, pad_lo{0, 0}, pad_hi{0, 0}, dilation{1, 1};
   int64_t groups = 1;
+  // The forward conv's filter is stored [Kh,Kw,Co,Ci] instead (groups 1): an input gradient's
+  // channel-swapped filter, read in place (the primitive's filter reorder reads either layout).
+  bool filter_oi = false;
   auto operator<=>(const ConvShape&) const = default;
 };
 

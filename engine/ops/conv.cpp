@@ -75,12 +75,15 @@ std::string shape_conv(const Graph& g, Node& n) {
   if (x.shape.size() != 4 || w.shape.size() != 4 || x.dtype != w.dtype || !is_float(x.dtype))
     return "conv needs an input [N,H,W,C] and a filter [Kh,Kw,C/groups,O] of one floating-point type, got " +
            operands_str(g, n);
-  if (std::string e = check_groups(g, n, x.shape[3], w.shape[3]); !e.empty()) return e;
+  if (n.attrs.transpose_rhs && n.groups() != 1)
+    return "conv: a filter entering transposed ([Kh,Kw,O,C], tb) needs one group, got " + std::to_string(n.groups());
+  const int64_t filter_in = w.shape[n.attrs.transpose_rhs ? 3 : 2], filter_out = w.shape[n.attrs.transpose_rhs ? 2 : 3];
+  if (std::string e = check_groups(g, n, x.shape[3], filter_out); !e.empty()) return e;
   const int64_t groups = n.groups();
-  if (x.shape[3] != w.shape[2] * groups)
+  if (x.shape[3] != filter_in * groups)
     return "conv: input has " + std::to_string(x.shape[3]) + " channels but the filter expects " +
-           std::to_string(w.shape[2] * groups) +
-           (groups > 1 ? " (" + std::to_string(w.shape[2]) + " per group, " + std::to_string(groups) + " groups)" : "") +
+           std::to_string(filter_in * groups) +
+           (groups > 1 ? " (" + std::to_string(filter_in) + " per group, " + std::to_string(groups) + " groups)" : "") +
            ", got " + operands_str(g, n);
   std::array<int64_t, 2> out;
   if (std::string e = check_window(g, n, x, out); !e.empty()) return e;
@@ -88,7 +91,7 @@ std::string shape_conv(const Graph& g, Node& n) {
   if (win.size[0] != w.shape[0] || win.size[1] != w.shape[1])
     return "conv: window " + shape_str({win.size[0], win.size[1]}) + " differs from the filter " + type_of(g, n.in[1]);
   n.dtype = x.dtype;
-  n.shape = {x.shape[0], out[0], out[1], w.shape[3]};
+  n.shape = {x.shape[0], out[0], out[1], filter_out};
   return "";
 }
 
@@ -136,11 +139,14 @@ void ref_conv(const Node& node, std::span<const Tensor* const> in, Tensor& out) 
   const float* x = in[0]->data<float>();
   const float* f = in[1]->data<float>();
   const int64_t cg = c.cg(), og = c.og();
+  const bool oi = node.attrs.transpose_rhs;  // f is [Kh,Kw,Co,Ci]
   std::vector<double> acc(size_t(out.size()), 0.0);
   for_each_tap(c, 0, c.rows(), [&](int64_t o, int64_t tap, int64_t at) {
     for (int64_t k = 0; k < cg; ++k)
-      for (int64_t m = 0; m < c.co; ++m)
-        acc[size_t(o * c.co + m)] += double(x[at * c.ci + m / og * cg + k]) * double(f[(tap * cg + k) * c.co + m]);
+      for (int64_t m = 0; m < c.co; ++m) {
+        const int64_t fi = oi ? (tap * c.co + m) * cg + k : (tap * cg + k) * c.co + m;
+        acc[size_t(o * c.co + m)] += double(x[at * c.ci + m / og * cg + k]) * double(f[fi]);
+      }
   });
   for (int64_t i = 0; i < out.size(); ++i) out.data<float>()[i] = float(acc[size_t(i)]);
 }
@@ -640,6 +646,12 @@ std::pair<const uint16_t*, const uint16_t*> narrowed_pair(const float* a, int64_
   return {xb ? ab : nullptr, xb};
 }
 
+// Whether patch_conv_f32 takes the conv (before oneDNN's primitives).
+bool patch_conv_takes(const Window2D& win, const ConvGeom& c) {
+  return (dilated_pointwise_window(win) && bf16_patch_gemm_applies(c)) || bf16_patch_conv_applies(win, c) ||
+         f32_placed_pointwise_applies(win, c) || f32_patch_conv_applies(win, c);
+}
+
 // The conv on a patch product when one applies: bf16 first (exact operands), else f32.
 bool patch_conv_f32(const Window2D& win, const ConvGeom& c, const float* x, const float* w, float* y) {
   const int64_t inputs = c.n * c.h * c.w * c.ci, weights = c.kh * c.kw * c.ci * c.co;
@@ -752,10 +764,26 @@ void filter_grad_f32(const Window2D& win, const ConvGeom& c, const float* x, con
   });
 }
 
+// A conv whose filter enters transposed ([Kh,Kw,Co,Ci]: an input gradient's, see
+// channels_swapped_into_conv in passes/algebraic_simplification.cpp): oneDNN's primitives read
+// it in place, their filter reorder taking either layout; the other kernels take an HWIO copy.
+void conv_f32_filter_oi(const Window2D& win, const ConvGeom& c, const float* x, const float* w_oi, float* y) {
+  if (!patch_conv_takes(win, c)) {
+    std::optional<ConvShape> s = onednn_shape(win, c);
+    if (s) s->filter_oi = true;
+    if (s && (bf16_exact_conv(*s, x, w_oi, y) || onednn_conv(*s, x, w_oi, y))) return;
+  }
+  std::vector<float> hwio(size_t(c.kh * c.kw * c.ci * c.co));
+  transpose_last_two(w_oi, hwio.data(), c.kh * c.kw, c.co, c.ci);
+  conv_f32(win, c, x, hwio.data(), y);
+}
+
 void fast_conv(const Node& node, std::span<const Tensor* const> in, Tensor& out) {
   const Window2D win = node.window();
-  conv_f32(win, conv_geom(win, in[0]->shape(), out.shape()[3], node.groups()), in[0]->data<float>(),
-           in[1]->data<float>(), out.data<float>());
+  const ConvGeom c = conv_geom(win, in[0]->shape(), out.shape()[3], node.groups());
+  const float *x = in[0]->data<float>(), *w = in[1]->data<float>();
+  if (node.attrs.transpose_rhs) return conv_f32_filter_oi(win, c, x, w, out.data<float>());
+  conv_f32(win, c, x, w, out.data<float>());
 }
 
 void fast_conv_filter_grad(const Node& node, std::span<const Tensor* const> in, Tensor& out) {
@@ -804,8 +832,13 @@ void grad_conv(GradContext& c) {
   const Window2D w = c.n().window();
   const int64_t groups = c.n().groups();
   const NodeId dy = backward_operand(c);
-  if (c.needs(0)) c.give(0, conv_input_grad(c.g, dy, c.in(1), w, c.g.at(c.in(0)).shape, groups));
-  if (c.needs(1)) c.give(1, c.g.conv_filter_grad(c.in(0), dy, w, groups));
+  // A filter entering transposed is the HWIO filter transpose(f); its gradient goes back the same way.
+  const bool oi = c.n().attrs.transpose_rhs;
+  const NodeId filter = oi ? c.g.transpose(c.in(1), {0, 1, 3, 2}) : c.in(1);
+  if (c.needs(0)) c.give(0, conv_input_grad(c.g, dy, filter, w, c.g.at(c.in(0)).shape, groups));
+  if (!c.needs(1)) return;
+  const NodeId df = c.g.conv_filter_grad(c.in(0), dy, w, groups);
+  c.give(1, oi ? c.g.transpose(df, {0, 1, 3, 2}) : df);
 }
 
 // conv_filter_grad(x, dy) is bilinear, and <G, conv_filter_grad(x, dy)> = <dy, conv(x, G)>

@@ -217,6 +217,14 @@ void fast_transpose(const Node& n, std::span<const Tensor* const> in, Tensor& ou
   dispatch(out.dtype(), [&]<class T>() { transpose_tiles(in[0]->data<T>(), out.data<T>(), batch, rows, cols); });
 }
 
+}  // namespace
+
+void transpose_last_two(const float* x, float* out, int64_t batch, int64_t rows, int64_t cols) {
+  transpose_tiles(x, out, batch, rows, cols);
+}
+
+namespace {
+
 void grad_transpose(GradContext& c) {
   const auto& perm = c.n().attrs.dims();
   std::vector<int64_t> inverse(perm.size());

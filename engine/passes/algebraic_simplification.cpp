@@ -136,7 +136,25 @@ NodeId pad_into_conv(Graph& g, const Node& n) {
     return -1;
   for (size_t k = 0; k < 2; ++k) w.pad_lo[k] += lo[k + 1], w.pad_hi[k] += hi[k + 1];
   const NodeId x = pad.in[0];
-  return n.op == Op::conv ? g.conv(x, n.in[1], w, n.groups()) : g.conv_filter_grad(x, n.in[1], w, n.groups());
+  return n.op == Op::conv ? g.conv(x, n.in[1], w, n.groups(), n.attrs.transpose_rhs)
+                          : g.conv_filter_grad(x, n.in[1], w, n.groups());
+}
+
+// conv(x, transpose(f, {0,1,3,2})) -> conv(x, f) reading f through the filter's transpose flag
+// (one group): an input gradient's filter has its channels swapped (ops/conv.cpp,
+// conv_input_grad), and oneDNN's filter reorder, which every conv pays, reads the swapped
+// layout in place, so the transposed copy is not made (ResNet50: 53 filters a step, 94 MB each
+// way). A convert between them (a bf16 filter) moves along. The products and sums are the same.
+NodeId channels_swapped_into_conv(Graph& g, const Node& n) {
+  if (n.op != Op::conv || n.attrs.transpose_rhs || n.groups() != 1) return -1;
+  const NodeId operand = n.in[1];
+  const bool converted = g.at(operand).op == Op::convert;
+  const NodeId t = converted ? g.at(operand).in[0] : operand;
+  if (g.at(t).op != Op::transpose) return -1;
+  const Dims& perm = g.at(t).attrs.dims();
+  if (perm.size() != 4 || perm[0] != 0 || perm[1] != 1 || perm[2] != 3 || perm[3] != 2) return -1;
+  const NodeId f = g.convert(g.at(t).in[0], g.at(operand).dtype);
+  return g.conv(n.in[0], f, n.window(), 1, true);
 }
 
 // convert(pad(x) with +0) -> pad(convert(x)) with +0: the same values (+0 converts to +0),
@@ -154,7 +172,7 @@ NodeId pad_after_convert(Graph& g, const Node& n, bool sole_reader) {
 
 const Rule kRules[] = {times_one,       over_one,        minus_zero,          double_negation, same_choice,
                        reshape_chain,   reshape_before_convert, transpose_chain, broadcast_chain,
-                       pad_into_conv,   negation_out_of_sum,    transpose_into_dot};
+                       pad_into_conv,   negation_out_of_sum,    transpose_into_dot,  channels_swapped_into_conv};
 
 // Per node of g, whether it is the only reader of its first operand, which the graph does not
 // return either (users_of counts a reader once). Only pad_after_convert asks, so the walk is

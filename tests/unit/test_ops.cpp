@@ -230,6 +230,19 @@ const std::vector<OpCase>& cases() {
        [](Graph& g, V x) { return g.conv(x[0], x[1], window({1, 1}, {1, 0}, {1, 1}, {}, {2, 2}), 2); }},
       {"conv_depthwise_lhs_dilated_large", {{f, {4, 20, 20, 32}}, {f, {3, 3, 1, 32}}},
        [](Graph& g, V x) { return g.conv(x[0], x[1], window({1, 1}, {1, 1}, {2, 2}, {}, {2, 2}), 32); }, false},
+      // A filter entering transposed ([Kh,Kw,O,C], the input gradient's channel swap read in
+      // place): oneDNN's primitive, a 1x1 window, the patch product of small images and an input
+      // dilation (both take an HWIO copy), and its gradients.
+      {"conv_filter_oi", {{f, {2, 5, 6, 3}}, {f, {3, 2, 4, 3}}},
+       [](Graph& g, V x) { return g.conv(x[0], x[1], window({1, 1}, {1, 0}, {1, 1}), 1, true); }},
+      {"conv_filter_oi_pointwise", {{f, {2, 3, 4, 5}}, {f, {1, 1, 6, 5}}},
+       [](Graph& g, V x) { return g.conv(x[0], x[1], window({1, 1}, {0, 0}, {0, 0}), 1, true); }},
+      {"conv_filter_oi_wide", {{f, {2, 6, 6, 24}}, {f, {3, 3, 16, 24}}},
+       [](Graph& g, V x) { return g.conv(x[0], x[1], window({1, 1}, {1, 1}, {1, 1}), 1, true); }, false},
+      {"conv_filter_oi_patches", {{f, {2, 2, 2, 40}}, {f, {3, 3, 8, 40}}},
+       [](Graph& g, V x) { return g.conv(x[0], x[1], window({1, 1}, {1, 1}, {1, 1}), 1, true); }, false},
+      {"conv_filter_oi_lhs_dilated", {{f, {1, 4, 3, 2}}, {f, {2, 3, 2, 2}}},
+       [](Graph& g, V x) { return g.conv(x[0], x[1], window({1, 2}, {2, 1}, {-1, 1}, {}, {2, 1}), 1, true); }},
       // Input gradients of strided convs (conv_input_grad), which oneDNN takes as the strided
       // conv's input gradient: odd and even sizes (the last row read by no window), 1x1 and
       // 3x3, depthwise and grouped.
