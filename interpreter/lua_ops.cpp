@@ -181,7 +181,13 @@ int l_sqrt(lua_State* L) { return unary_method(L, Op::sqrt); }
 int l_rsqrt(lua_State* L) { return unary_method(L, Op::rsqrt); }
 int l_tanh(lua_State* L) { return unary_method(L, Op::tanh); }
 int l_sigmoid(lua_State* L) { return unary_method(L, Op::sigmoid); }
-int l_abs(lua_State* L) { return unary_method(L, Op::abs); }
+// jnp.abs returns bools (and unsigned ints) as they are: they have no sign. The tensor itself.
+int l_abs(lua_State* L) {
+  if (check_tensor(L, 1)->dtype() != DType::boolean) return unary_method(L, Op::abs);
+  check_no_more(L, 1);
+  lua_settop(L, 1);
+  return 1;
+}
 int l_erf(lua_State* L) { return unary_method(L, Op::erf); }
 
 int l_cast(lua_State* L) {

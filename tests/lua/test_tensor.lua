@@ -227,6 +227,11 @@ return {
     check.is_true(err:find("^[^:]*test_tensor.lua:%d+: %-bool is not defined %(as in JAX%): " ..
       "cast to i32 or f32 first") ~= nil, err)
     check.raises(function() return b:neg() end, "-bool is not defined")
+    -- abs has no sign to drop: the bools as they are (jnp.abs), eager and traced; u8 likewise.
+    check.eq(b:abs().dtype, "bool")
+    check.eq(b:abs():totable(), {true, false, true, false})
+    check.eq(tpu.jit(function(u) return u:abs() end)(b):totable(), {true, false, true, false})
+    check.eq(t({0, 200}, "u8"):abs():totable(), {0, 200})
     check.eq((b:cast("i32") - c):totable(), {0, -1, 1, 0})
     check.eq((-b:cast("i32")):totable(), {-1, 0, -1, 0})
     check.eq((b - t({1, 2, 3, 4}, "u8")).dtype, "u8")
