@@ -331,6 +331,8 @@ int l_exe_nodes(lua_State* L) {
     if (node.op == Op::dot) {
       lua_pushboolean(L, node.attrs.transpose_lhs);
       lua_setfield(L, -2, "ta");
+    }
+    if (node.op == Op::dot || node.op == Op::conv) {  // a conv's filter stored [Kh,Kw,O,C]
       lua_pushboolean(L, node.attrs.transpose_rhs);
       lua_setfield(L, -2, "tb");
     }

@@ -101,7 +101,7 @@ struct Attrs {
  public:
   // The one-byte fields last, packed together (graph nodes are many: padding adds up).
   bool transpose_lhs = false;  // dot: the lhs enters transposed
-  bool transpose_rhs = false;  // dot: the rhs enters transposed
+  bool transpose_rhs = false;  // dot: the rhs enters transposed; conv: the filter, stored [Kh,Kw,O,C]
   DType to = DType::f32;       // convert target
 };
 

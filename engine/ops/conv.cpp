@@ -773,9 +773,9 @@ void conv_f32_filter_oi(const Window2D& win, const ConvGeom& c, const float* x, 
     if (s) s->filter_oi = true;
     if (s && (bf16_exact_conv(*s, x, w_oi, y) || onednn_conv(*s, x, w_oi, y))) return;
   }
-  std::vector<float> hwio(size_t(c.kh * c.kw * c.ci * c.co));
-  transpose_last_two(w_oi, hwio.data(), c.kh * c.kw, c.co, c.ci);
-  conv_f32(win, c, x, hwio.data(), y);
+  auto hwio = std::make_unique_for_overwrite<float[]>(size_t(c.kh * c.kw * c.ci * c.co));
+  transpose_last_two(w_oi, hwio.get(), c.kh * c.kw, c.co, c.ci);
+  conv_f32(win, c, x, hwio.get(), y);
 }
 
 void fast_conv(const Node& node, std::span<const Tensor* const> in, Tensor& out) {

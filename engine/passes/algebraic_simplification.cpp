@@ -145,8 +145,13 @@ NodeId pad_into_conv(Graph& g, const Node& n) {
 // conv_input_grad), and oneDNN's filter reorder, which every conv pays, reads the swapped
 // layout in place, so the transposed copy is not made (ResNet50: 53 filters a step, 94 MB each
 // way). A convert between them (a bf16 filter) moves along. The products and sums are the same.
+// Not over a dilated input (a strided conv's input gradient): no primitive takes that form, so
+// the conv would copy the filter back on every call (and every replica) where the graph's
+// transpose is planned and made once.
 NodeId channels_swapped_into_conv(Graph& g, const Node& n) {
   if (n.op != Op::conv || n.attrs.transpose_rhs || n.groups() != 1) return -1;
+  const Window2D win = n.window();
+  if (win.lhs_dilation[0] != 1 || win.lhs_dilation[1] != 1) return -1;
   const NodeId operand = n.in[1];
   const bool converted = g.at(operand).op == Op::convert;
   const NodeId t = converted ? g.at(operand).in[0] : operand;

@@ -236,9 +236,12 @@ TEST_CASE("algebraic simplification reads a conv's channel-swapped filter throug
                               "%2 = transpose f32[3,3,2,4] %1 dims=[0,1,3,2]\n%3 = conv f32[2,6,6,4] %0, %2" + conv +
                               " groups=2\nreturn %3\n";
   expect(algebraic_simplification, grouped, false, grouped);
+  const std::string dilated = head + "%2 = transpose f32[3,3,24,16] %1 dims=[0,1,3,2]\n%3 = conv f32[2,12,12,16] %0, %2"
+                              " window={size=3x3 stride=1x1 pad=1_2x1_2 lhs_dilation=2x2}\nreturn %3\n";
+  expect(algebraic_simplification, dilated, false, dilated);
   // The same bits as the transposed copy, on the fast kernels (oneDNN reads the swapped filter
   // in place) and on the reference ones; a 2x2 image takes the patch product.
-  for (const std::string& image : {std::string("2,5,7,24"), std::string("2,2,2,24")}) {
+  for (const std::string& image : {std::string("2,9,9,24"), std::string("2,2,2,24")}) {
     const std::string out = image.substr(0, image.rfind(',')) + ",16";
     const std::string graph = "graph g\n%0 = parameter f32[" + image + "] index=0\n%1 = parameter f32[3,3,16,24] index=1\n"
                               "%2 = transpose f32[3,3,24,16] %1 dims=[0,1,3,2]\n%3 = conv f32[" + out + "] %0, %2" + conv +
@@ -252,9 +255,10 @@ TEST_CASE("algebraic simplification reads a conv's channel-swapped filter throug
     Executable::compile(parse_graph(graph), plain).run(args);  // the copy's primitive, made now
     const size_t created = onednn_primitives_created(), rejected = onednn_primitives_rejected();
     expect_same_numbers(graph, algebraic_simplification(parse_graph(graph)).graph, args);
-    // The 5x7 images' primitive reads the swapped layout: one of its own (a shape no other test
-    // makes), passing its check.
-    if (onednn_available() && image[2] == '5') CHECK(onednn_primitives_created() > created);
+    // The 9x9 images' primitive reads the swapped layout: one of its own (a shape no other test
+    // makes), passing its check. (Over 64 outputs: no patch product takes it, with AVX-512 or
+    // without.)
+    if (onednn_available() && image[2] == '9') CHECK(onednn_primitives_created() > created);
     CHECK(onednn_primitives_rejected() == rejected);
     CompileOptions reference;
     reference.reference_kernels = true;
