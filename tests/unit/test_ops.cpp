@@ -1330,11 +1330,10 @@ TEST_CASE("erf: its kernels agree with the integral that defines it") {
   }
 }
 
-TEST_CASE("erf fuses with its neighbours, and the fusion program gives the unfused kernel's bits") {
-  Graph g;
-  NodeId x = g.parameter(DType::f32, {3, 100});
-  NodeId half = g.full(DType::f32, {3, 100}, 0.5);
-  g.outputs = {g.binary(Op::mul, g.binary(Op::mul, half, x), g.unary(Op::erf, g.binary(Op::mul, x, half)))};
+namespace {
+// g compiles to one fusion node that the fusion program takes, with the unfused kernels' bits on
+// `args`.
+void expect_one_fusion_with_same_bits(const Graph& g, const std::vector<Tensor>& args) {
   Executable fused = Executable::compile(g);
   CompileOptions plain_options;
   plain_options.optimize = false;
@@ -1346,10 +1345,18 @@ TEST_CASE("erf fuses with its neighbours, and the fusion program gives the unfus
     CHECK(FusionProgram::compile(*n.attrs.body()).has_value());
   }
   CHECK(fusions == 1);
-  std::mt19937 rng(3);
-  const std::vector<Tensor> args = {random_tensor({DType::f32, {3, 100}}, rng)};
   Tensor a = fused.run(args)[0], b = plain.run(args)[0];
   CHECK(std::memcmp(a.raw(), b.raw(), a.bytes()) == 0);
+}
+}  // namespace
+
+TEST_CASE("erf fuses with its neighbours, and the fusion program gives the unfused kernel's bits") {
+  Graph g;
+  NodeId x = g.parameter(DType::f32, {3, 100});
+  NodeId half = g.full(DType::f32, {3, 100}, 0.5);
+  g.outputs = {g.binary(Op::mul, g.binary(Op::mul, half, x), g.unary(Op::erf, g.binary(Op::mul, x, half)))};
+  std::mt19937 rng(3);
+  expect_one_fusion_with_same_bits(g, {random_tensor({DType::f32, {3, 100}}, rng)});
 }
 
 // Lua's float %, in double: fmod moved into b's sign (exact at any quotient).
@@ -1397,21 +1404,8 @@ TEST_CASE("mod is Lua's float %, exact at large quotients, on every kernel and f
   NodeId y = h.parameter(DType::f32, {3, 100});
   NodeId three = h.full(DType::f32, {3, 100}, 3);
   h.outputs = {h.binary(Op::add, h.binary(Op::mod, h.binary(Op::mul, x, three), y), x)};
-  Executable fused = Executable::compile(h);
-  CompileOptions plain_options;
-  plain_options.optimize = false;
-  Executable plain = Executable::compile(h, plain_options);
-  int fusions = 0;
-  for (const Node& node : fused.graph().nodes) {
-    if (node.op != Op::fusion) continue;
-    ++fusions;
-    CHECK(FusionProgram::compile(*node.attrs.body()).has_value());
-  }
-  CHECK(fusions == 1);
   std::mt19937 rng(5);
-  const std::vector<Tensor> args = {random_tensor({DType::f32, {3, 100}}, rng), random_tensor({DType::f32, {3, 100}}, rng)};
-  Tensor r1 = fused.run(args)[0], r2 = plain.run(args)[0];
-  CHECK(std::memcmp(r1.raw(), r2.raw(), r1.bytes()) == 0);
+  expect_one_fusion_with_same_bits(h, {random_tensor({DType::f32, {3, 100}}, rng), random_tensor({DType::f32, {3, 100}}, rng)});
 }
 
 // The input gradient of a strided conv runs on oneDNN's input-gradient primitive (checked),
