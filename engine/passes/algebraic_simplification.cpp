@@ -143,8 +143,9 @@ NodeId pad_into_conv(Graph& g, const Node& n) {
 // conv(x, transpose(f, {0,1,3,2})) -> conv(x, f) reading f through the filter's transpose flag
 // (one group): an input gradient's filter has its channels swapped (ops/conv.cpp,
 // conv_input_grad), and oneDNN's filter reorder, which every conv pays, reads the swapped
-// layout in place, so the transposed copy is not made (ResNet50: 53 filters a step, 94 MB each
-// way). A convert between them (a bf16 filter) moves along. The products and sums are the same.
+// layout in place, so the transposed copy is not made (ResNet50 copied 53 filters a step, most
+// of its 94 MB of weights). A convert between them (a bf16 filter) moves along. The products
+// and sums are the same.
 // Not over a dilated input (a strided conv's input gradient): no primitive takes that form, so
 // the conv would copy the filter back on every call (and every replica) where the graph's
 // transpose is planned and made once.
