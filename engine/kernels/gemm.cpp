@@ -10,6 +10,7 @@
 #include "kernels/convert.h"
 #include "kernels/gemm_packed.h"
 #include "kernels/gemm_small_k.h"
+#include "kernels/transpose.h"
 #include "kernels/onednn_matmul.h"
 #include "runtime/thread_pool.h"
 
@@ -402,25 +403,12 @@ bool transposed_product_applies(const GemmShape& s) {
   return s.ta && !s.tb && s.n <= kOnednnPanel && s.m >= 2 * s.n && s.k >= s.m && 2 * s.m * s.k * s.n >= kSplitRowsFrom;
 }
 
-// C from C^T, each batch element's, in blocks of rows across the pool.
-void transpose_back(const GemmShape& s, const float* ct, float* c) {
-  constexpr int64_t kRows = 64;
-  const int64_t blocks = (s.m + kRows - 1) / kRows;
-  parallel_for(s.batch * blocks, [&](int64_t t) {
-    const int64_t p = t / blocks, i0 = t % blocks * kRows, i1 = std::min(s.m, i0 + kRows);
-    const float* from = ct + p * s.m * s.n;
-    float* to = c + p * s.m * s.n;
-    for (int64_t i = i0; i < i1; ++i)
-      for (int64_t j = 0; j < s.n; ++j) to[i * s.n + j] = from[j * s.m + i];
-  });
-}
-
 bool gemm_f32_transposed_product(const GemmShape& s, const float* a, const float* b, float* c) {
   thread_local std::vector<float> product;  // C^T, per calling thread, reused from call to call
   if (int64_t(product.size()) < s.batch * s.m * s.n) product.resize(size_t(s.batch * s.m * s.n));
   float* const ct = product.data();  // (the tasks below must not name the thread_local)
   if (!gemm_f32_onednn({s.batch, s.n, s.k, s.m, true, false}, b, a, ct)) return false;
-  transpose_back(s, ct, c);
+  transpose_last_two(ct, c, s.batch, s.n, s.m);  // C^T [n, m] -> C [m, n]
   return true;
 }
 

@@ -22,6 +22,7 @@
 #include "kernels/gemm.h"
 #include "kernels/gemm_packed.h"
 #include "kernels/onednn_conv.h"
+#include "kernels/transpose.h"
 #include "ops/conv.h"
 #include "ops/f32_compute.h"
 #include "ops/kernel_util.h"

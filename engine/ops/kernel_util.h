@@ -23,10 +23,6 @@ struct bf16_t {
 };
 static_assert(sizeof(bf16_t) == 2);
 
-// out[b][j][i] = x[b][i][j] for `batch` matrices of rows x cols, across the pool: the kernel of
-// a transpose that swaps the last two dims (ops/movement.cpp).
-void transpose_last_two(const float* x, float* out, int64_t batch, int64_t rows, int64_t cols);
-
 // Calls f.template operator()<T>() with the C++ element type of `t` (bf16_t for bf16).
 template <class F>
 void dispatch(DType t, F&& f) {
