@@ -189,6 +189,17 @@ int l_abs(lua_State* L) {
   return 1;
 }
 int l_erf(lua_State* L) { return unary_method(L, Op::erf); }
+// jax.lax.stop_gradient: the same values, a constant to tpu.grad. A concrete tensor is one
+// already (it is a constant of any trace that reads it): the tensor itself.
+int l_stop_gradient(lua_State* L) {
+  LuaTensor* t = check_tensor(L, 1);
+  check_no_more(L, 1);
+  if (!t->traced()) {
+    lua_settop(L, 1);
+    return 1;
+  }
+  return apply_op(L, {{t, 0}}, DType::f32, [](Graph& g, const std::vector<NodeId>& in) { return g.stop_gradient(in[0]); });
+}
 
 int l_cast(lua_State* L) {
   LuaTensor* t = check_tensor(L, 1);
@@ -569,7 +580,7 @@ const LuaFunction kMethods[] = {
     fn<l_eq>("eq"), fn<l_ne>("ne"), fn<l_neg>("neg"), fn<l_exp>("exp"),
     fn<l_log>("log"), fn<l_sqrt>("sqrt"), fn<l_rsqrt>("rsqrt"),
     fn<l_tanh>("tanh"), fn<l_sigmoid>("sigmoid"), fn<l_abs>("abs"),
-    fn<l_erf>("erf"), fn<l_cast>("cast"), fn<l_matmul>("matmul"),
+    fn<l_erf>("erf"), fn<l_stop_gradient>("stop_gradient"), fn<l_cast>("cast"), fn<l_matmul>("matmul"),
     fn<l_reshape>("reshape"), fn<l_transpose>("transpose"), fn<l_sum>("sum"),
     fn<l_max>("max"), fn<l_min>("min"), fn<l_argmax>("argmax"),
     fn<l_slice>("slice"), fn<l_take>("take"), fn<l_one_hot>("one_hot")};

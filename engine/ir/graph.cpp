@@ -122,6 +122,8 @@ NodeId Graph::reshape(NodeId x, Shape s) {
   return add(Op::reshape, {x}, {}, std::move(s));
 }
 
+NodeId Graph::stop_gradient(NodeId x) { return add(Op::stop_gradient, {x}); }
+
 NodeId Graph::transpose(NodeId x, Dims perm) {
   bool identity = true;
   for (size_t i = 0; i < perm.size(); ++i) identity &= perm[i] == int64_t(i);

@@ -122,6 +122,8 @@ class Graph {
   NodeId rng_fold(NodeId key, NodeId data);                   // -> i32[data..., 2], new keys
   // The sum (or with `mean` the mean) of x over the replicas of a replicated step.
   NodeId all_reduce(NodeId x, bool mean);
+  // x itself, as a constant to autodiff (JAX's lax.stop_gradient).
+  NodeId stop_gradient(NodeId x);
 
   // Conveniences used by autodiff and the tracer.
   NodeId broadcast_to(NodeId x, const Shape& s);              // trailing dims align, size-1 dims stretch

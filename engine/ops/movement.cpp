@@ -1,5 +1,5 @@
-// Leaf and data-movement rows: parameter, constant, iota, broadcast, reshape, transpose,
-// slice, pad, concat, gather, scatter_add.
+// Leaf and data-movement rows: parameter, constant, iota, broadcast, reshape, stop_gradient,
+// transpose, slice, pad, concat, gather, scatter_add.
 #include <algorithm>
 #include <cstdint>
 #include <cstring>
@@ -90,6 +90,14 @@ void ref_copy(const Node&, std::span<const Tensor* const> in, Tensor& out) {
   std::memcpy(out.raw(), in[0]->raw(), out.bytes());
 }
 void grad_reshape(GradContext& c) { c.give(0, c.g.reshape(c.out_grad, c.g.at(c.in(0)).shape)); }
+
+// ---- stop_gradient: the operand, copied; no gradient rule, so autodiff stops here ----
+std::string shape_stop_gradient(const Graph& g, Node& n) {
+  const Node& x = g.at(n.in.at(0));
+  n.dtype = x.dtype;
+  n.shape = x.shape;
+  return "";
+}
 
 // ---- transpose: output dim i is operand dim perm[i] ----
 std::string shape_transpose(const Graph& g, Node& n) {
@@ -389,6 +397,7 @@ extern const OpInfo constant_row = {Op::constant, shape_constant, ref_constant, 
 extern const OpInfo iota_row = {Op::iota, shape_iota, ref_iota, nullptr, nullptr, movement_cost};
 extern const OpInfo broadcast_row = {Op::broadcast, shape_broadcast, ref_broadcast, nullptr, grad_broadcast, movement_cost, kFoldedForm};
 extern const OpInfo reshape_row = {Op::reshape, shape_reshape, ref_copy, nullptr, grad_reshape, cost_free};
+extern const OpInfo stop_gradient_row = {Op::stop_gradient, shape_stop_gradient, ref_copy, nullptr, nullptr, cost_free};
 extern const OpInfo transpose_row = {Op::transpose, shape_transpose, ref_transpose, fast_transpose, grad_transpose, movement_cost};
 extern const OpInfo slice_row = {Op::slice, shape_slice, ref_slice, nullptr, grad_slice, movement_cost};
 extern const OpInfo pad_row = {Op::pad, shape_pad, ref_pad, fast_pad, grad_pad, movement_cost};

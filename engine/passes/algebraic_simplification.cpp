@@ -49,6 +49,8 @@ NodeId double_negation(Graph& g, const Node& n) {
 NodeId same_choice(Graph&, const Node& n) {
   return n.op == Op::select && n.in[1] == n.in[2] ? n.in[1] : -1;
 }
+// Gradients are taken before compiling: what stopped them is the identity now.
+NodeId gradient_stopped(Graph&, const Node& n) { return n.op == Op::stop_gradient ? n.in[0] : -1; }
 NodeId reshape_chain(Graph& g, const Node& n) {
   if (n.op != Op::reshape) return -1;
   NodeId x = n.in[0];
@@ -177,7 +179,7 @@ NodeId pad_after_convert(Graph& g, const Node& n, bool sole_reader) {
 }
 
 const Rule kRules[] = {times_one,       over_one,        minus_zero,          double_negation, same_choice,
-                       reshape_chain,   reshape_before_convert, transpose_chain, broadcast_chain,
+                       gradient_stopped, reshape_chain,   reshape_before_convert, transpose_chain, broadcast_chain,
                        pad_into_conv,   negation_out_of_sum,    transpose_into_dot,  channels_swapped_into_conv};
 
 // Per node of g, whether it is the only reader of its first operand, which the graph does not

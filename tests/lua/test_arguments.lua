@@ -58,7 +58,7 @@ local function make_specs(dir)
     relu = {x}, reset = {run = false}, reshape = {x, {3, 2}}, rsqrt = {x},
     save = {dir .. "/b.safetensors", {w = x}, {note = "x"}}, scope = {"probe", run = false},
     shape_dtype = {{2}, "f32"}, sigmoid = {x}, slice = {x, {{1, 1}}}, softmax = {x, opts = 2},
-    sqrt = {x}, square = {x}, stack = {{x, x}, 1}, sub = {x, 1}, sum = {x, opts = 2},
+    sqrt = {x}, square = {x}, stack = {{x, x}, 1}, stop_gradient = {x}, sub = {x, 1}, sum = {x, opts = 2},
     take = {x, ids:slice {{1, 1}}, 1}, tanh = {x}, tensor = {{1, 2}, opts = 2}, totable = {x},
     transpose = {x, {2, 1}}, unique = {ids}, value_and_grad = {id, opts = 2},
     warn = {"", run = false}, where = {tpu.tensor({true, false, true}, {dtype = "bool"}), x, x}, zeros = {{2}, opts = 2},

@@ -206,6 +206,22 @@ function T.batch_norm_gradients_training_and_inference()
   nn_check.gradients(bn, rand({2, 2, 3}, 16))
 end
 
+-- The variance's gradient does not flow into the mean (zero but for rounding): a training
+-- step's backward sums over x twice (the output gradient, and it times x), not three times,
+-- beside the forward's two (mean, variance).
+function T.batch_norm_backward_takes_two_sums_over_x()
+  local bn = nn.BatchNorm()
+  local x = rand({8, 4, 4, 3}, 17)
+  bn(x)
+  local dx = tpu.jit(tpu.grad(function(v) return (bn(v, {training = true, updates = {}}) ^ 2):sum() end))
+  dx(x)
+  local sums = 0
+  for line in dx:lower():gmatch("[^\n]+") do
+    if line:find("^%%%d+ = reduce") and line:find("dims=[0,1,2]", 1, true) then sums = sums + 1 end
+  end
+  check.eq(sums, 4)
+end
+
 function T.batch_norm_errors()
   check.raises(function() nn.BatchNorm {momentum = 1} end, "BatchNorm: momentum must be a number in [0, 1), got 1")
   check.raises(function() nn.BatchNorm {epsilon = -1} end, "BatchNorm: epsilon must be a positive number, got -1")

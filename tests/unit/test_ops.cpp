@@ -171,6 +171,8 @@ const std::vector<OpCase>& cases() {
       {"convert_f32", {{i, {4}, Fill::small_int}}, [](Graph& g, V x) { return g.convert(x[0], DType::f32); }},
       {"broadcast", {{f, {3}}}, [](Graph& g, V x) { return g.broadcast(x[0], {2, 3, 4}, {1}); }},
       {"reshape", {{f, {2, 6}}}, [](Graph& g, V x) { return g.reshape(x[0], {3, 4}); }},
+      // Its gradient is none, by design: no finite-difference check.
+      {"stop_gradient", {{f, {2, 3}}}, [](Graph& g, V x) { return g.stop_gradient(x[0]); }, false},
       {"transpose", {{f, {2, 3, 4}}}, [](Graph& g, V x) { return g.transpose(x[0], {2, 0, 1}); }},
       {"transpose_last_two", {{f, {2, 40, 33}}}, [](Graph& g, V x) { return g.transpose(x[0], {0, 2, 1}); }},
       // Narrow and tall: the kernel splits the rows too (a partial part and a partial tile).

@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "autodiff/gradients.h"
 #include "core/error.h"
 #include "kernels/onednn.h"
 #include "passes/pass.h"
@@ -144,6 +145,25 @@ TEST_CASE("algebraic simplification applies exact identities only") {
          "graph g\n%0 = parameter f32[2,3] index=0\n%1 = transpose f32[3,2] %0 dims=[1,0]\n"
          "%2 = transpose f32[2,3] %1 dims=[1,0]\nreturn %2\n",
          true, "graph g\n%0 = parameter f32[2,3] index=0\n%1 = transpose f32[3,2] %0 dims=[1,0]\nreturn %0\n");
+}
+
+// Gradients are taken on the traced graph: compiled, stop_gradient is its operand, and the
+// gradient it stopped is as autodiff left it (d/dx of x * stop_gradient(x) is x, not 2x).
+TEST_CASE("algebraic simplification drops stop_gradient after the gradients are taken") {
+  expect(algebraic_simplification,
+         "graph g\n%0 = parameter f32[2] index=0\n%1 = stop_gradient f32[2] %0\n%2 = neg f32[2] %1\nreturn %2\n", true,
+         "graph g\n%0 = parameter f32[2] index=0\n%1 = neg f32[2] %0\nreturn %1\n");
+  Graph g;
+  const NodeId x = g.parameter(DType::f32, {3});
+  const NodeId loss = g.reduce(g.binary(Op::mul, x, g.stop_gradient(x)), {0}, ReduceKind::sum);
+  g.outputs = gradients(g, loss, std::vector<NodeId>{x});
+  Executable exe = Executable::compile(g);
+  for (const Node& n : exe.graph().nodes) CHECK(n.op != Op::stop_gradient);
+  Tensor arg(DType::f32, {3});
+  for (int64_t i = 0; i < 3; ++i) arg.set(i, double(i) - 0.5);
+  const std::vector<Tensor> args = {arg};
+  const Tensor dx = exe.run(args)[0];
+  for (int64_t i = 0; i < 3; ++i) CHECK(dx.get(i) == arg.get(i));
 }
 
 // A data set's map casts image bytes, then flattens them: the reshape moves onto the argument,

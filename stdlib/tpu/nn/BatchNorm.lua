@@ -44,11 +44,13 @@ function BatchNorm:build(input_shape)
 end
 
 -- Weighted mean and (biased) variance over every axis but the last, with `reduce` summing
--- the sums over the cores (or not).
+-- the sums over the cores (or not). The variance's gradient does not flow into the mean, as in
+-- tf.nn.moments: it is sum(rows * (x - mean)) * factor, zero but for rounding, and computing it
+-- took two passes over x-sized tensors per layer in a training step's backward (one stored).
 local function statistics(xf, axes, rows, count, reduce)
   local total = reduce(count):maximum(1)
   local mean = reduce(rows and (xf * rows):sum(axes) or xf:sum(axes)) / total
-  local sq = (xf - mean):square()
+  local sq = (xf - mean:stop_gradient()):square()
   local var = reduce(rows and (sq * rows):sum(axes) or sq:sum(axes)) / total
   return mean, var
 end
