@@ -373,16 +373,33 @@ void grad_div(GradContext& c) {
     c.give(1, g.unary(Op::neg, t));
   }
 }
-// Ties send the gradient to the first operand, as a subgradient must pick one side.
-void grad_minmax(GradContext& c, Cmp first_wins) {
+// A rank-0 constant, or a broadcast of one.
+bool is_scalar_constant(const Graph& g, NodeId id) {
+  const Node& n = g.at(id);
+  if (n.op == Op::broadcast) return is_scalar_constant(g, n.in[0]);
+  return n.op == Op::constant && n.shape.empty();
+}
+
+// Ties send the gradient to the first operand, as a subgradient must pick one side. Against a
+// constant c (relu's max(x, 0), relu6's min(.., 6)) x's gradient flows where the result is past
+// c, strictly, as TF's, PyTorch's and JAX's relu gradients (0 at 0): the rule then reads the
+// result, which the forward pass keeps for what reads it, not x, so x (a BatchNorm's output
+// under a relu) need not be stored: it fuses into the pass that makes the relu.
+void grad_minmax(GradContext& c, Cmp first_wins, Cmp past) {
   auto& g = c.g;
-  NodeId pick_a = g.compare(first_wins, c.in(0), c.in(1));
   NodeId zero = full_like(c, c.node, 0);
+  for (size_t x : {0, 1}) {
+    const size_t other = 1 - x;
+    if (c.needs(other) || !is_scalar_constant(g, c.in(other))) continue;
+    c.give(x, g.select(g.compare(past, y_of(c), c.in(other)), c.out_grad, zero));
+    return;
+  }
+  NodeId pick_a = g.compare(first_wins, c.in(0), c.in(1));
   if (c.needs(0)) c.give(0, g.select(pick_a, c.out_grad, zero));
   if (c.needs(1)) c.give(1, g.select(pick_a, zero, c.out_grad));
 }
-void grad_max(GradContext& c) { grad_minmax(c, Cmp::ge); }
-void grad_min(GradContext& c) { grad_minmax(c, Cmp::le); }
+void grad_max(GradContext& c) { grad_minmax(c, Cmp::ge, Cmp::gt); }
+void grad_min(GradContext& c) { grad_minmax(c, Cmp::le, Cmp::lt); }
 // As JAX: d/dx x^y = y x^(y-1), 0 where y = 0 (not 0 * inf at x = 0); d/dy x^y = x^y log x
 // with log 1 for x = 0, so 0 where x^y is 0 (not -inf * 0).
 void grad_pow(GradContext& c) {

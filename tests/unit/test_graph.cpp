@@ -45,6 +45,33 @@ TEST_CASE("the gradient of x * x makes its product once") {
   for (int64_t i = 0; i < 5; ++i) CHECK(got.get(i) == double(2 * float(v.get(i))));
 }
 
+// Against a constant, max's and min's gradients read their result, not x: relu's input then
+// need not be stored (it fuses into the relu's pass). Past the constant strictly, as TF's,
+// PyTorch's and JAX's relu (0 at 0) and relu6 (0 at 0 and 6); between two variables a tie still
+// goes to the first operand.
+TEST_CASE("max and min against a constant send the gradient where the result is past it") {
+  Graph g;
+  const NodeId x = g.parameter(DType::f32, {5}), y = g.parameter(DType::f32, {5});
+  const NodeId relu6 = g.binary(Op::min, g.binary(Op::max, x, g.full(DType::f32, {5}, 0)), g.full(DType::f32, {5}, 6));
+  const NodeId both = g.binary(Op::max, x, y);
+  const NodeId loss = g.reduce(g.binary(Op::add, relu6, both), {0}, ReduceKind::sum);
+  const size_t before = g.nodes.size();
+  g.outputs = gradients(g, loss, std::vector<NodeId>{x, y});
+  for (size_t i = before; i < g.nodes.size(); ++i)
+    if (g.nodes[i].op == Op::compare && g.nodes[i].in[0] == x) CHECK(g.nodes[i].in[1] == y);  // only max(x, y) reads x
+  Tensor xs(DType::f32, {5}), ys(DType::f32, {5});
+  const double xv[] = {-1, 0, 3, 6, 7}, yv[] = {0, 0, 5, 6, 8};
+  for (int64_t i = 0; i < 5; ++i) xs.set(i, xv[i]), ys.set(i, yv[i]);
+  const std::vector<Tensor> args = {xs, ys};
+  const std::vector<Tensor> d = Executable::compile(g).run(args);
+  // relu6 gives x 0, 0, 1, 0, 0; max(x, y) gives x the ties (0 and 6), y the rest
+  const double dx[] = {0, 1, 1, 1, 0}, dy[] = {1, 0, 1, 0, 1};
+  for (int64_t i = 0; i < 5; ++i) {
+    CHECK(d[0].get(i) == dx[i]);
+    CHECK(d[1].get(i) == dy[i]);
+  }
+}
+
 TEST_CASE("printed IR parses back to the same text") {
   Graph g = small_mlp_step();
   Tensor c(DType::f32, {2});
