@@ -317,24 +317,44 @@ void reduce_rows(const float* x, float* out, int64_t rows, int64_t len, double i
   }
 }
 
-// Over leading dims: each slice's rows in tiles of about kTileElements, a tile's column sums in
-// double, then the tiles' in tile order. tile(first, end) gives elements [first, end) of the
-// operand, read in place or made into a scratch tile (reduce_fusion).
-template <ReduceKind K, class Tile>
-void reduce_columns(const Runs& r, const Tile& tile, float* out, double init) {
-  const int64_t tile_rows = std::max<int64_t>(1, kTileElements / r.inner);
-  const int64_t tiles = (r.len + tile_rows - 1) / tile_rows;
-  auto partial = std::make_unique_for_overwrite<double[]>(size_t(r.outer * tiles * r.inner));
-  parallel_for(r.outer * tiles, [&](int64_t t) {
-    const int64_t o = t / tiles, k0 = (t % tiles) * tile_rows, n = std::min(tile_rows, r.len - k0);
-    const int64_t first = (o * r.len + k0) * r.inner;
-    const float* x = tile(first, first + n * r.inner);
-    double* acc = partial.get() + t * r.inner;
-    std::fill_n(acc, r.inner, init);
-    for (int64_t k = 0; k < n; ++k)
-      for (int64_t i = 0; i < r.inner; ++i) acc[i] = combine<K>(acc[i], double(x[k * r.inner + i]));
-  });
-  // Each column's tiles in tile order, blocks of columns across the pool.
+#ifdef __AVX__
+// Sums of columns [i0, i0 + 4J) over n rows, held in J registers of four doubles from the first
+// row to the last: the same additions in the same order as the scalar loop, without storing and
+// reloading each column's sum at every row.
+template <int J>
+void sum_column_block(const float* x, int64_t n, int64_t inner, int64_t i0, double* acc, double init) {
+  __m256d a[J];
+  for (__m256d& v : a) v = _mm256_set1_pd(init);
+  for (int64_t k = 0; k < n; ++k) {
+    const float* row = x + k * inner + i0;
+    for (int j = 0; j < J; ++j) a[j] = _mm256_add_pd(a[j], _mm256_cvtps_pd(_mm_loadu_ps(row + 4 * j)));
+  }
+  for (int j = 0; j < J; ++j) _mm256_storeu_pd(acc + i0 + 4 * j, a[j]);
+}
+#endif
+
+// One tile's column values (n rows of `inner`) into acc, in double, row after row.
+template <ReduceKind K>
+void accumulate_columns(const float* x, int64_t n, int64_t inner, double* acc, double init) {
+  int64_t i0 = 0;
+#ifdef __AVX__
+  if constexpr (K == ReduceKind::sum) {
+    for (; i0 + 32 <= inner; i0 += 32) sum_column_block<8>(x, n, inner, i0, acc, init);
+    for (; i0 + 4 <= inner; i0 += 4) sum_column_block<1>(x, n, inner, i0, acc, init);
+  }
+#endif
+  std::fill(acc + i0, acc + inner, init);
+  for (int64_t k = 0; k < n; ++k)
+    for (int64_t i = i0; i < inner; ++i) acc[i] = combine<K>(acc[i], double(x[k * inner + i]));
+}
+
+// Rows of columns per tile over leading dims: about kTileElements elements.
+int64_t column_tile_rows(const Runs& r) { return std::max<int64_t>(1, kTileElements / r.inner); }
+
+// Each column's values of the `tiles` tiles of each slice (partial), combined in tile order into
+// out, blocks of columns across the pool.
+template <ReduceKind K>
+void combine_column_tiles(const Runs& r, int64_t tiles, const double* partial, float* out, double init) {
   constexpr int64_t kColumns = 256;
   const int64_t blocks = (r.inner + kColumns - 1) / kColumns;
   parallel_for(r.outer * blocks, [&](int64_t t) {
@@ -345,6 +365,22 @@ void reduce_columns(const Runs& r, const Tile& tile, float* out, double init) {
       out[o * r.inner + i] = float(a);
     }
   });
+}
+
+// Over leading dims: each slice's rows in tiles of about kTileElements, a tile's column sums in
+// double, then the tiles' in tile order. tile(first, end) gives elements [first, end) of the
+// operand, read in place or made into a scratch tile (reduce_fusion).
+template <ReduceKind K, class Tile>
+void reduce_columns(const Runs& r, const Tile& tile, float* out, double init) {
+  const int64_t tile_rows = column_tile_rows(r);
+  const int64_t tiles = (r.len + tile_rows - 1) / tile_rows;
+  auto partial = std::make_unique_for_overwrite<double[]>(size_t(r.outer * tiles * r.inner));
+  parallel_for(r.outer * tiles, [&](int64_t t) {
+    const int64_t o = t / tiles, k0 = (t % tiles) * tile_rows, n = std::min(tile_rows, r.len - k0);
+    const int64_t first = (o * r.len + k0) * r.inner;
+    accumulate_columns<K>(tile(first, first + n * r.inner), n, r.inner, partial.get() + t * r.inner, init);
+  });
+  combine_column_tiles<K>(r, tiles, partial.get(), out, init);
 }
 
 template <ReduceKind K>
@@ -389,9 +425,11 @@ const float* produce_tile(const TileProducer& produce, int64_t align, int64_t be
 }
 
 // Over the last dims (inner 1): whole rows per task, reduced as reduce_rows reduces them.
+int64_t row_tile_rows(const Runs& r) { return std::max<int64_t>(1, kTileElements / r.len); }
+
 template <ReduceKind K>
 void reduce_produced_rows(const Runs& r, int64_t align, const TileProducer& produce, float* out, double init) {
-  const int64_t rows_per_task = std::max<int64_t>(1, kTileElements / r.len);
+  const int64_t rows_per_task = row_tile_rows(r);
   parallel_for((r.outer + rows_per_task - 1) / rows_per_task, [&](int64_t t) {
     const int64_t o0 = t * rows_per_task, n = std::min(rows_per_task, r.outer - o0);
     reduce_rows<K>(produce_tile(produce, align, o0 * r.len, (o0 + n) * r.len), out + o0, n, r.len, init);
@@ -505,6 +543,51 @@ bool reduce_produced(const Shape& shape, std::span<const int64_t> dims, ReduceKi
     return false;
   for_kind(kind, [&]<ReduceKind K>(double init) { reduce_produced_runs<K>(r, align, produce, out, init); });
   return true;
+}
+
+namespace {
+// The forms reduce_together takes (each tile's rows as reduce_produced and the plain reduce take
+// them): whole rows over the last dims, a row at most a tile long; or rows of one slice's columns
+// over leading dims, at most kTiledColumns wide.
+bool tiled_form(const Shape& shape, std::span<const int64_t> dims, Runs& r) {
+  if (num_elements(shape) == 0 || !consecutive_runs(shape, dims, r)) return false;
+  return (r.inner == 1 && r.len <= kTileElements) || (r.outer == 1 && r.inner > 1 && r.inner <= kTiledColumns);
+}
+}  // namespace
+
+int64_t reduce_tile(const Shape& shape, std::span<const int64_t> dims) {
+  Runs r;
+  if (!tiled_form(shape, dims, r)) return 0;
+  return r.inner == 1 ? row_tile_rows(r) * r.len : column_tile_rows(r) * r.inner;
+}
+
+void reduce_together(const Shape& shape, std::span<const int64_t> dims, std::span<const TiledReduce> reduces,
+                     int64_t align, const std::function<void(int64_t, int64_t)>& before) {
+  Runs r;
+  if (!tiled_form(shape, dims, r)) throw Error("reduce_together: reductions over " + shape_str(Shape(dims.begin(), dims.end())) +
+                                               " of " + shape_str(shape) + " are not of a tiled form");
+  const bool rows = r.inner == 1;
+  const int64_t tile_rows = rows ? row_tile_rows(r) : column_tile_rows(r), all_rows = rows ? r.outer : r.len;
+  const int64_t width = rows ? r.len : r.inner, tiles = (all_rows + tile_rows - 1) / tile_rows;
+  std::vector<std::unique_ptr<double[]>> partial;  // over columns: each reduce's tiles
+  if (!rows)
+    for (size_t m = 0; m < reduces.size(); ++m) partial.push_back(std::make_unique_for_overwrite<double[]>(size_t(tiles * r.inner)));
+  parallel_for(tiles, [&](int64_t t) {
+    const int64_t k0 = t * tile_rows, n = std::min(tile_rows, all_rows - k0), first = k0 * width, end = first + n * width;
+    if (before) before(first, end);
+    for (size_t m = 0; m < reduces.size(); ++m) {
+      const TiledReduce& red = reduces[m];
+      const float* x = red.operand ? red.operand + first : produce_tile(red.produce, align, first, end);
+      for_kind(red.kind, [&]<ReduceKind K>(double init) {
+        if (rows) reduce_rows<K>(x, red.out + k0, n, r.len, init);
+        else accumulate_columns<K>(x, n, r.inner, partial[m].get() + t * r.inner, init);
+      });
+    }
+  });
+  for (size_t m = 0; m < partial.size(); ++m)
+    for_kind(reduces[m].kind, [&]<ReduceKind K>(double init) {
+      combine_column_tiles<K>(r, tiles, partial[m].get(), reduces[m].out, init);
+    });
 }
 
 bool summable_dot(const Graph& g, const Node& dot) {

@@ -195,7 +195,7 @@ void run_blocks(const Node& n, std::span<const Tensor* const> in, Tensor& out, i
 }
 
 void fast_fusion(const Node& n, std::span<const Tensor* const> in, Tensor& out) {
-  const FusionCall call{&n, in, &out};
+  const LockstepCall call{&n, in, &out};
   run_fusions_in_lockstep({&call, 1});
 }
 
@@ -313,22 +313,64 @@ Cost cost_reduce_fusion(const Graph& g, const Node& n) {
 
 }  // namespace
 
-void run_fusions_in_lockstep(std::span<const FusionCall> calls) {
+void run_fusions_in_lockstep(std::span<const LockstepCall> calls) {
   const int64_t size = calls.front().out->size();
   const int64_t blocks = (size + kBlock - 1) / kBlock;
   const int64_t tasks = (blocks + kBlocksPerTask - 1) / kBlocksPerTask;
   thread_local std::vector<const FusionProgram*> reused;  // no allocation per step
   std::vector<const FusionProgram*>& programs = reused;    // this thread's, in every task
   programs.clear();
-  for (const FusionCall& c : calls) programs.push_back(fusion_program(*c.node));
+  for (const LockstepCall& c : calls) programs.push_back(fusion_program(*c.node));
   parallel_for(tasks, [&](int64_t t) {
     const int64_t first = t * kBlocksPerTask, last = std::min(blocks, (t + 1) * kBlocksPerTask);
     for (size_t k = 0; k < calls.size(); ++k) {
-      const FusionCall& c = calls[k];
+      const LockstepCall& c = calls[k];
       if (programs[k]) programs[k]->run(c.in, *c.out, first * kBlock, std::min(size, last * kBlock));
       else run_blocks(*c.node, c.in, *c.out, first, last);
     }
   });
+}
+
+void run_with_reductions(std::span<const LockstepCall> calls) {
+  const LockstepCall* made = calls.front().node->op == Op::fusion ? &calls.front() : nullptr;
+  const auto reductions = calls.subspan(made ? 1 : 0);
+  const Node& first = *reductions.front().node;
+  const Shape& shape = first.op == Op::reduce ? reductions.front().in[0]->shape() : reduced_shape(first);
+  const FusionProgram* program = made ? fusion_program(*made->node) : nullptr;
+  // A program makes any chunk-aligned range exactly; block evaluation only whole blocks.
+  const int64_t tile = reduce_tile(shape, first.attrs.dims()), align = program || !made ? kFusionChunk : kBlock;
+  if (tile == 0 || tile % align != 0) {
+    for (const LockstepCall& c : calls) kernel_for(c.node->op)(*c.node, c.in, *c.out);
+    return;
+  }
+  thread_local std::vector<TiledReduce> members;  // reused: no allocation per step
+  members.clear();
+  for (const LockstepCall& c : reductions) {
+    const Node& n = *c.node;
+    TiledReduce& m = members.emplace_back(TiledReduce{n.reduce_kind(), nullptr, {}, c.out->data<float>()});
+    if (n.op == Op::reduce) {
+      m.operand = c.in[0]->data<float>();
+      continue;
+    }
+    const FusionProgram* p = fusion_program(n);
+    m.produce = [p, &n, in = c.in](int64_t begin, int64_t end, float* dst) {
+      if (p) p->run_into(in, dst, begin, end);
+      else produce_blocks(n, in, begin, end, dst);
+    };
+  }
+  std::function<void(int64_t, int64_t)> make;
+  if (made)
+    make = [made, program](int64_t begin, int64_t end) {
+      if (program) return program->run(made->in, *made->out, begin, end);
+      run_range(*made->node, made->in, begin, end, made->out->raw() + begin * int64_t(size_of(made->out->dtype())));
+    };
+  reduce_together(shape, first.attrs.dims(), members, kFusionChunk, make);
+}
+
+void run_in_lockstep(std::span<const LockstepCall> calls) {
+  const bool reduces = std::any_of(calls.begin(), calls.end(), [](const LockstepCall& c) { return c.node->op != Op::fusion; });
+  if (reduces) run_with_reductions(calls);
+  else run_fusions_in_lockstep(calls);
 }
 
 extern const OpInfo fusion_row = {Op::fusion, shape_fusion, ref_fusion, fast_fusion, grad_fusion, cost_fusion, kInPlace};

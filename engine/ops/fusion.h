@@ -1,5 +1,5 @@
-// Running fusion nodes outside the op table: several of one size in lock-step
-// (runtime/lockstep.h).
+// Running fusion nodes outside the op table: several of one size in lock-step, or with the
+// reductions that read them (runtime/lockstep.h).
 #pragma once
 #include <span>
 
@@ -8,13 +8,23 @@
 
 namespace tpu {
 
-struct FusionCall {
+struct LockstepCall {
   const Node* node;
   std::span<const Tensor* const> in;
   Tensor* out;
 };
 // Every call's result, all of one element count: each parallel task evaluates its range of
 // blocks for the calls in order. One call is the fusion kernel itself.
-void run_fusions_in_lockstep(std::span<const FusionCall> calls);
+void run_fusions_in_lockstep(std::span<const LockstepCall> calls);
+
+// A fusion (or none) then reductions (reduce, reduce_fusion) over the same dims of operands of
+// its shape, tile by tile (ops/reduce.h reduce_together): each tile of the fusion's result is
+// made, then reduced while in cache. The fusion's result and each reduction's have the bits
+// each has alone; where a tile would cut the fusion's blocks, they run one after the other.
+void run_with_reductions(std::span<const LockstepCall> calls);
+
+// The run a lock-step step holds: run_with_reductions when it has a reduction, else
+// run_fusions_in_lockstep.
+void run_in_lockstep(std::span<const LockstepCall> calls);
 
 }  // namespace tpu

@@ -26,4 +26,25 @@ using TileProducer = std::function<void(int64_t begin, int64_t end, float* dst)>
 bool reduce_produced(const Shape& shape, std::span<const int64_t> dims, ReduceKind kind, int64_t align,
                      const TileProducer& produce, float* out);
 
+// One of several reductions made together (reduce_together): of kind `kind`, of an operand read
+// in place (`operand`) or, when that is null, made by `produce`, into out.
+struct TiledReduce {
+  ReduceKind kind;
+  const float* operand;
+  TileProducer produce;
+  float* out;
+};
+
+// The elements of each tile (the last may be shorter) in which reduce_together takes f32
+// reductions over the consecutive `dims` of operands of `shape`, or 0 where it does not take them:
+// rows over the last dims up to a tile long, or up to 2048 columns over leading dims.
+int64_t reduce_tile(const Shape& shape, std::span<const int64_t> dims);
+
+// Reductions over the same dims of operands of one shape, tile by tile (a BatchNorm's backward
+// sums, a bias gradient and the gradient it sums): each task runs before(begin, end) on its
+// tile's range (a fusion writing what the reductions then read, in cache), then each reduction's
+// part of the tile. Each result has the bits reduce_produced, and the plain reduce, give it alone.
+void reduce_together(const Shape& shape, std::span<const int64_t> dims, std::span<const TiledReduce> reduces,
+                     int64_t align, const std::function<void(int64_t, int64_t)>& before);
+
 }  // namespace tpu

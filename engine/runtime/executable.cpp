@@ -224,7 +224,7 @@ void Executable::emit_steps(Planning& p) {
     const NodeId n = order[k];
     Step st{n, Step::Place::fresh};
     st.lockstep = runs[k];
-    lockstep_fusions_ += size_t(runs[k]);
+    lockstep_members_ += size_t(runs[k]);
     st.dot = p.dot_of[size_t(n)];
     if (p.lt.owner[size_t(n)] != n) st.place = Step::Place::alias;
     else if (p.planned[size_t(n)]) st.place = Step::Place::arena, st.offset = p.offset[size_t(n)];
@@ -329,7 +329,7 @@ size_t Executable::run_steps(std::span<const Step> steps, size_t i, std::vector<
     for (const Step& m : run) place_output(m, values, args, replica, results);
     // Operand lists per member, in one reused array: no allocation per step.
     thread_local std::vector<const Tensor*> operands;
-    thread_local std::vector<FusionCall> calls;
+    thread_local std::vector<LockstepCall> calls;
     operands.clear();
     calls.clear();
     for (const Step& m : run)
@@ -340,7 +340,7 @@ size_t Executable::run_steps(std::span<const Step> steps, size_t i, std::vector<
       calls.push_back({&g.at(m.node), std::span<const Tensor* const>(operands).subspan(at, n), &values[size_t(m.node)]});
       at += n;
     }
-    run_kernel(g, s.node, [&] { run_fusions_in_lockstep(calls); });
+    run_kernel(g, s.node, [&] { run_in_lockstep(calls); });
     return run.size();
   }
   if (!place_output(s, values, args, replica, results)) return 1;

@@ -57,8 +57,9 @@ class Executable {
   const MemoryPlan& shared_memory_plan() const { return shared_plan_; }
   size_t planned_bytes() const { return plan_.arena_bytes + shared_plan_.arena_bytes; }
   size_t num_kernels() const { return kernels_; }
-  // Fusions that run in lock-step with others (runtime/lockstep.h).
-  size_t lockstep_fusions() const { return lockstep_fusions_; }
+  // Nodes that run in lock-step with others (runtime/lockstep.h): fusions, and reductions with
+  // the fusion they read.
+  size_t lockstep_members() const { return lockstep_members_; }
   // Parameters whose buffers receive a result.
   const std::vector<int32_t>& donated_args() const { return donated_args_; }
   // HBM a core needs under the tile-padding model: parameters, constants, peak intermediates,
@@ -100,7 +101,7 @@ class Executable {
   bool reference_kernels_ = false;
   std::vector<Phase> phases_;
   size_t kernels_ = 0;
-  size_t lockstep_fusions_ = 0;
+  size_t lockstep_members_ = 0;
   int replicas_ = 1;
   std::vector<bool> invariant_;  // per node: the same on every replica
   std::vector<bool> sharded_;    // per parameter

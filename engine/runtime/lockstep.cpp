@@ -1,16 +1,35 @@
 #include "runtime/lockstep.h"
 
+#include "ops/reduce.h"
+
 namespace tpu {
 
 namespace {
 
 bool is_candidate(const Node& n) { return n.op == Op::fusion && num_elements(n.shape) >= kLockStepMinElements; }
 
-// Reader r reads every operand that is x element by element: r is a fusion of x's shape and
-// no broadcast in its body reads the parameter x is passed as (a same-shape broadcast would
-// read all of x, not r's range of it).
-bool reads_in_step(const Graph& g, const Node& r, NodeId x) {
-  if (!is_candidate(r) || r.shape != g.at(x).shape) return false;
+// The operand shape a reduce or reduce_fusion reduces.
+const Shape& reduced_operand(const Graph& g, const Node& n) {
+  if (n.op == Op::reduce) return g.at(n.in[0]).shape;
+  const Graph& body = *n.attrs.body();
+  return body.at(body.outputs[0]).shape;
+}
+
+// A reduction that may run tile by tile beside others (ops/reduce.h reduce_together): f32, of a
+// tiled form, over an operand large enough to gain.
+bool is_tiled_reduction(const Graph& g, const Node& n) {
+  if ((n.op != Op::reduce && n.op != Op::reduce_fusion) || n.dtype != DType::f32) return false;
+  if (n.op == Op::reduce && g.at(n.in[0]).dtype != DType::f32) return false;
+  const Shape& s = reduced_operand(g, n);
+  return num_elements(s) >= kLockStepMinElements && reduce_tile(s, n.attrs.dims()) > 0;
+}
+
+// The shape a member's elements run over: a fusion's result, a reduction's operand.
+const Shape& run_shape(const Graph& g, const Node& n) { return n.op == Op::fusion ? n.shape : reduced_operand(g, n); }
+
+// No broadcast in r's body reads the parameter operand x is passed as (a same-shape broadcast
+// would read all of x, not r's range of it).
+bool body_reads_in_step(const Node& r, NodeId x) {
   const Graph& body = *r.attrs.body();
   for (size_t i = 0; i < r.in.size(); ++i) {
     if (r.in[i] != x) continue;
@@ -19,6 +38,15 @@ bool reads_in_step(const Graph& g, const Node& r, NodeId x) {
       if (b.op == Op::broadcast && b.in[0] == param) return false;
   }
   return true;
+}
+
+// Reader r reads every operand that is x element by element: r is a fusion of x's shape, or a
+// tiled reduction of an operand of x's shape, and its body (if any) reads x in step.
+bool reads_in_step(const Graph& g, const Node& r, NodeId x) {
+  const bool fusion = is_candidate(r) && r.shape == g.at(x).shape;
+  const bool reduction = is_tiled_reduction(g, r) && reduced_operand(g, r) == g.at(x).shape;
+  if (!fusion && !reduction) return false;
+  return r.op == Op::reduce || body_reads_in_step(r, x);
 }
 
 }  // namespace
@@ -56,24 +84,38 @@ std::vector<NodeId> sink_into_readers(const Graph& g, std::span<const NodeId> or
   return out;
 }
 
+// A run is fusions of one shape, or at most one fusion followed by tiled reductions over the
+// same dims of operands of its shape (ops/fusion.h run_with_reductions).
 std::vector<int32_t> lockstep_runs(const Graph& g, std::span<const NodeId> order, std::span<const int32_t> slot) {
   std::vector<int32_t> runs(order.size(), 0);
   std::vector<bool> in_run(g.nodes.size(), false);
   size_t start = 0;
+  int32_t fusions = 0;
+  const Node* reduction_of_run = nullptr;  // the run's first reduction: the others reduce its dims
   auto close = [&](size_t end) {
     if (end - start > 1) runs[start] = int32_t(end - start);
     for (size_t k = start; k < end; ++k) in_run[size_t(order[k])] = false;
     start = end;
+    fusions = 0;
+    reduction_of_run = nullptr;
   };
   for (size_t k = 0; k < order.size(); ++k) {
     const Node& n = g.at(order[k]);
-    bool joins = k > start && is_candidate(n) && slot[size_t(order[k])] == slot[size_t(order[start])] &&
-                 n.shape == g.at(order[start]).shape;
+    const bool fusion = is_candidate(n), reduction = !fusion && is_tiled_reduction(g, n);
+    bool joins = k > start && (fusion || reduction) && slot[size_t(order[k])] == slot[size_t(order[start])] &&
+                 run_shape(g, n) == run_shape(g, g.at(order[start]));
+    if (fusion) joins = joins && !reduction_of_run;
+    if (reduction) joins = joins && fusions <= 1 && (!reduction_of_run || reduction_of_run->attrs.dims() == n.attrs.dims());
     for (NodeId i : n.in)
       if (joins && in_run[size_t(i)] && !reads_in_step(g, n, i)) joins = false;
     if (!joins) close(k);
-    if (is_candidate(n)) in_run[size_t(order[k])] = true;
-    else close(k + 1);
+    if (!fusion && !reduction) {
+      close(k + 1);
+      continue;
+    }
+    in_run[size_t(order[k])] = true;
+    fusions += fusion;
+    if (reduction && !reduction_of_run) reduction_of_run = &n;
   }
   close(order.size());
   return runs;

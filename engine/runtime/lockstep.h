@@ -4,10 +4,15 @@
 // finds that range still in cache. Adam's three updates per weight (m, v, then the weight
 // from both) read 7 weight-sized tensors this way instead of 10 from memory.
 //
-// The scheduler first moves a fusion whose readers are all such fusions to just before the
+// A fusion and the reductions after it that read its result or its operands (a relu's gradient,
+// then its sum for the bias gradient and a BatchNorm's two backward sums) run as one too, tile by
+// tile (ops/fusion.h run_with_reductions): each tile of the fusion's result is reduced while in
+// cache, where the reductions read it from memory once each.
+//
+// The scheduler first moves a fusion whose readers are all such members to just before the
 // first of them (so m and v land next to the weight update), then cuts runs. Results are
-// bitwise those of running the fusions one after the other: every element is computed by the
-// same block evaluation either way.
+// bitwise those of running the members one after the other: every element is computed by the
+// same block evaluation either way, and every reduction takes the same tiles.
 #pragma once
 #include <cstddef>
 #include <functional>
@@ -18,15 +23,16 @@
 
 namespace tpu {
 
-// Fusions smaller than this gain nothing: their operands stay in cache anyway.
+// Members smaller than this gain nothing: their operands stay in cache anyway.
 constexpr int64_t kLockStepMinElements = int64_t(1) << 16;
 
-// `order` with each fusion whose readers are all lock-step candidates of its own shape and
-// slot (slot[n]: the schedule class of n; readers of other classes stay apart) moved to just
+// `order` with each fusion whose readers are all lock-step candidates reading it in step, of
+// its slot (slot[n]: the schedule class of n; readers of other classes stay apart), moved to just
 // before its first reader.
 std::vector<NodeId> sink_into_readers(const Graph& g, std::span<const NodeId> order, std::span<const int32_t> slot);
 
-// runs[k] > 0 where a run of that many lock-step fusions starts at order[k], else 0.
+// runs[k] > 0 where a run of that many lock-step members starts at order[k], else 0: fusions of
+// one shape, or at most one fusion then reductions over the same dims of operands of its shape.
 std::vector<int32_t> lockstep_runs(const Graph& g, std::span<const NodeId> order, std::span<const int32_t> slot);
 
 // Where a value lives: a space (an arena, an argument's buffer, a buffer of its own) and a

@@ -62,11 +62,11 @@ TEST_CASE("Adam's three updates of a weight run in lock-step, bitwise as one aft
   CompileOptions lockstep;
   lockstep.donated = {true, true, true, false, false};  // w, m, v updated in place
   Executable exe = Executable::compile(adam_update(), lockstep);
-  CHECK(exe.lockstep_fusions() == 3);
+  CHECK(exe.lockstep_members() == 3);
   CompileOptions apart = lockstep;
   apart.lockstep = false;
   Executable sequential = Executable::compile(adam_update(), apart);
-  CHECK(sequential.lockstep_fusions() == 0);
+  CHECK(sequential.lockstep_members() == 0);
 
   const std::vector<Tensor> inputs = adam_inputs();
   for (int threads : {1, 2}) {
@@ -140,4 +140,79 @@ TEST_CASE("a run is safe only where overlapping buffers are the same one, read i
   // Two results in one buffer.
   auto shared_result = [&](NodeId n) { return n == f.fusions[1] ? own(f.fusions[0]) : w_buffer(n); };
   CHECK_FALSE(lockstep_safe(g, f.fusions, shared_result));
+}
+
+namespace {
+
+// A relu's gradient dy = (y > 0 ? g : 0), then its sums over `dims` (a bias gradient), of dy * x
+// (a BatchNorm's) and the largest dy: after the pipeline, one fusion, a reduce and two
+// reduce_fusions, each reading dy or what makes it.
+Graph gradient_sums(const Shape& s, const Dims& dims) {
+  Graph g;
+  const NodeId y = g.parameter(DType::f32, s), grad = g.parameter(DType::f32, s), x = g.parameter(DType::f32, s);
+  const NodeId dy = g.select(g.compare(Cmp::gt, y, g.full(DType::f32, s, 0)), grad, g.full(DType::f32, s, 0));
+  g.outputs = {dy, g.reduce(dy, dims, ReduceKind::sum), g.reduce(g.binary(Op::mul, dy, x), dims, ReduceKind::sum),
+               g.reduce(g.binary(Op::add, dy, x), dims, ReduceKind::max)};
+  return g;
+}
+
+std::vector<Tensor> gradient_sum_inputs(const Shape& s) {
+  std::vector<Tensor> args;
+  for (int a = 0; a < 3; ++a) {
+    Tensor t(DType::f32, s);
+    for (int64_t i = 0; i < t.size(); ++i) t.set(i, std::sin(double(i * (a + 3)) * 0.37) * (1 + i % 7));
+    args.push_back(t);
+  }
+  return args;
+}
+
+}  // namespace
+
+// Over leading dims (columns 256 wide: whole tiles of 128 rows; 96 wide: a tile cuts the
+// fusion's chunks, so the run goes one after the other) and over the last dim (rows).
+TEST_CASE("a fusion and the reductions that read it run tile by tile, bitwise as one after the other") {
+  struct Case {
+    Shape shape;
+    Dims dims;
+    size_t members;
+  };
+  for (const Case& c : {Case{{64, 8, 256}, {0, 1}, 4}, Case{{700, 96}, {0}, 4}, Case{{1024, 128}, {1}, 4}}) {
+    INFO("shape " << shape_str(c.shape));
+    Executable exe = Executable::compile(gradient_sums(c.shape, c.dims));
+    CHECK(exe.lockstep_members() == c.members);
+    CompileOptions apart;
+    apart.lockstep = false;
+    Executable sequential = Executable::compile(gradient_sums(c.shape, c.dims), apart);
+    CHECK(sequential.lockstep_members() == 0);
+    const std::vector<Tensor> inputs = gradient_sum_inputs(c.shape);
+    for (int threads : {1, 2}) {
+      set_num_threads(threads);
+      const std::vector<Tensor> got = exe.run(inputs), want = sequential.run(inputs);
+      REQUIRE(got.size() == 4);
+      for (size_t i = 0; i < got.size(); ++i) CHECK_MESSAGE(std::memcmp(got[i].raw(), want[i].raw(), got[i].bytes()) == 0, i);
+    }
+  }
+  set_num_threads(0);
+}
+
+// A reduction joins the run of the fusion it reads only over the same dims as the run's others,
+// and a fusion after a reduction starts a run of its own.
+TEST_CASE("reductions join a run over its shape and the dims of its first reduction") {
+  Graph g;
+  const Shape s{256, 512};
+  const NodeId x = g.parameter(DType::f32, s);
+  const NodeId f = g.unary(Op::exp, g.unary(Op::neg, x));
+  const NodeId by_rows = g.reduce(f, {1}, ReduceKind::sum), by_columns = g.reduce(f, {0}, ReduceKind::sum);
+  const NodeId after = g.unary(Op::tanh, g.unary(Op::neg, f));
+  g.outputs = {by_rows, by_columns, after, f};
+  Graph fused = run_pipeline(g, {});
+  std::vector<NodeId> order;
+  for (NodeId n = 0; n < NodeId(fused.nodes.size()); ++n)
+    if (fused.at(n).op != Op::parameter && fused.at(n).op != Op::constant) order.push_back(n);
+  REQUIRE(order.size() == 4);  // fusion, reduce, reduce, fusion
+  CHECK(fused.at(order[0]).op == Op::fusion);
+  CHECK(fused.at(order[3]).op == Op::fusion);
+  const std::vector<int32_t> slot(fused.nodes.size(), 0);
+  const std::vector<int32_t> runs = lockstep_runs(fused, order, slot);
+  CHECK(runs == std::vector<int32_t>{2, 0, 0, 0});
 }

@@ -1201,6 +1201,26 @@ TEST_CASE("f32 reduce over consecutive axes: the reference's bits, or its sums w
     }
 }
 
+// Column sums held in registers of four doubles (blocks of 32 and 4 columns, then a scalar
+// tail): the reference's additions in its order, so over one tile of rows its very bits.
+TEST_CASE("f32 column sums in vector blocks: the reference's bits within a tile") {
+  std::mt19937 rng(5);
+  std::uniform_real_distribution<float> u(-3, 3);
+  for (int64_t columns : {14, 15, 31, 32, 33, 39, 67, 100}) {
+    const Shape shape{300, columns};  // over 4096 elements (the fast kernel), one tile of rows
+    Graph g;
+    g.outputs = {g.reduce(g.parameter(DType::f32, shape), {0}, ReduceKind::sum)};
+    Tensor x(DType::f32, shape);
+    for (int64_t i = 0; i < x.size(); ++i) x.data<float>()[i] = u(rng) * float(1 + i % 11);
+    CompileOptions ref;
+    ref.reference_kernels = true;
+    const Tensor want = Executable::compile(g, ref).run(std::vector<Tensor>{x})[0];
+    const Tensor got = Executable::compile(g).run(std::vector<Tensor>{x})[0];
+    INFO("columns " << columns);
+    CHECK(std::memcmp(got.raw(), want.raw(), want.bytes()) == 0);
+  }
+}
+
 TEST_CASE("reduce_fusion reduces its body's result tile by tile: the same bits at any thread count") {
   struct Case {
     Shape shape;
