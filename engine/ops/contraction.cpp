@@ -1,8 +1,9 @@
 // Contraction and reduction rows: dot (batched matmul; f32, or bf16 operands with an f32 or
 // bf16 result), reduce (sum/max/min), argmax.
 #include <algorithm>
-#include <memory>
 #include <limits>
+#include <memory>
+#include <numeric>
 #include <vector>
 
 #include "kernels/convert.h"
@@ -349,7 +350,15 @@ void accumulate_columns(const float* x, int64_t n, int64_t inner, double* acc, d
 }
 
 // Rows of columns per tile over leading dims: about kTileElements elements.
-int64_t column_tile_rows(const Runs& r) { return std::max<int64_t>(1, kTileElements / r.inner); }
+// Rows of `width` elements per tile: as many as fit kTileElements, in a multiple that makes the
+// tile a whole number of 256-element chunks where one fits (96 columns: 336 rows, not 341), so a
+// fusion that makes the tile (ops/fusion.h run_with_reductions) starts each at a chunk.
+int64_t tile_rows_of(int64_t width) {
+  const int64_t rows = std::max<int64_t>(1, kTileElements / width), step = kFusionChunk / std::gcd(width, kFusionChunk);
+  return rows >= step ? rows / step * step : rows;
+}
+
+int64_t column_tile_rows(const Runs& r) { return tile_rows_of(r.inner); }
 
 // Each column's values of the `tiles` tiles of each slice (partial), combined in tile order into
 // out, blocks of columns across the pool.
@@ -425,7 +434,7 @@ const float* produce_tile(const TileProducer& produce, int64_t align, int64_t be
 }
 
 // Over the last dims (inner 1): whole rows per task, reduced as reduce_rows reduces them.
-int64_t row_tile_rows(const Runs& r) { return std::max<int64_t>(1, kTileElements / r.len); }
+int64_t row_tile_rows(const Runs& r) { return tile_rows_of(r.len); }
 
 template <ReduceKind K>
 void reduce_produced_rows(const Runs& r, int64_t align, const TileProducer& produce, float* out, double init) {

@@ -168,15 +168,17 @@ std::vector<Tensor> gradient_sum_inputs(const Shape& s) {
 
 }  // namespace
 
-// Over leading dims (columns 256 wide: whole tiles of 128 rows; 96 wide: a tile cuts the
-// fusion's chunks, so the run goes one after the other) and over the last dim (rows).
+// Over leading dims (columns 256 wide: tiles of 128 rows; 96 wide: of 336, whole chunks; 1001
+// wide: a tile of 32 rows cuts the fusion's chunks, so the run goes one after the other) and
+// over the last dim (rows).
 TEST_CASE("a fusion and the reductions that read it run tile by tile, bitwise as one after the other") {
   struct Case {
     Shape shape;
     Dims dims;
     size_t members;
   };
-  for (const Case& c : {Case{{64, 8, 256}, {0, 1}, 4}, Case{{700, 96}, {0}, 4}, Case{{1024, 128}, {1}, 4}}) {
+  for (const Case& c : {Case{{64, 8, 256}, {0, 1}, 4}, Case{{700, 96}, {0}, 4}, Case{{70, 1001}, {0}, 4},
+                      Case{{1024, 128}, {1}, 4}}) {
     INFO("shape " << shape_str(c.shape));
     Executable exe = Executable::compile(gradient_sums(c.shape, c.dims));
     CHECK(exe.lockstep_members() == c.members);

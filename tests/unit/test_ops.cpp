@@ -189,6 +189,13 @@ const std::vector<OpCase>& cases() {
       {"pad_last", {{f, {70, 3}}}, [](Graph& g, V x) { return g.pad(x[0], {1, 2}, {0, 1}, -1); }, false},
       {"concat", {{f, {2, 3}}, {f, {2, 2}}}, [](Graph& g, V x) { return g.concat({x[0], x[1]}, 1); }},
       {"gather", {{f, {3, 4}}, {i, {5}, Fill::index3}}, [](Graph& g, V x) { return g.gather(x[0], x[1]); }},
+      // Over 64 KiB: the rows copied in pieces across the pool, a piece ending inside a row.
+      {"gather_rows", {{f, {3, 130, 70}}, {i, {7}, Fill::index3}}, [](Graph& g, V x) { return g.gather(x[0], x[1]); }, false},
+      // A pad's gradient: the middle of an image, and a cut of the last dim; rows across the pool.
+      {"slice_images", {{f, {4, 9, 8, 5}}}, [](Graph& g, V x) { return g.slice(x[0], {1, 1, 0, 0}, {4, 8, 7, 5}); }, false},
+      {"slice_last", {{f, {70, 6}}}, [](Graph& g, V x) { return g.slice(x[0], {3, 1}, {69, 4}); }, false},
+      {"concat_images", {{f, {3, 4, 5, 2}}, {f, {3, 4, 5, 3}}, {f, {3, 4, 5, 1}}},
+       [](Graph& g, V x) { return g.concat({x[0], x[1], x[2]}, 3); }, false},
       {"scatter_add", {{f, {3, 2}}, {i, {4}, Fill::index3}, {f, {4, 2}}},
        [](Graph& g, V x) { return g.scatter_add(x[0], x[1], x[2]); }},
       {"dot", {{f, {3, 4}}, {f, {4, 5}}}, [](Graph& g, V x) { return g.dot(x[0], x[1]); }},
