@@ -4,6 +4,7 @@
 #include <cstring>
 
 #include "kernels/convert.h"
+#include "kernels/exp_f32.h"
 #include "ops/elementwise.h"
 #include "runtime/thread_pool.h"
 
@@ -160,6 +161,15 @@ struct Mod {
   }
 };
 
+// e^x and the logistic function in float operations a lane computes as scalar code does
+// (kernels/exp_f32.h): the fast kernels' element functions, and the fusion program's.
+struct ExpF32 {
+  float operator()(float v) const { return exp_f32(v); }
+};
+struct SigmoidF32 {
+  float operator()(float v) const { return sigmoid_f32(v); }
+};
+
 // ---- kernels ----
 // Eigen's vectorised transcendentals: within a few ulps of the reference, so the fusion
 // program does not take these ops (a fused body runs them with these kernels).
@@ -169,12 +179,25 @@ struct Mod {
     auto x = in_array(in[0]);                                                     \
     out_array(o) = expr;                                                          \
   }
-UNARY_EIGEN(exp, Exp, x.exp())
 UNARY_EIGEN(log, Log, x.log())
 UNARY_EIGEN(rsqrt, Rsqrt, x.rsqrt())
 UNARY_EIGEN(tanh, Tanh, x.tanh())
-UNARY_EIGEN(sigmoid, Sigmoid, x.logistic())
 #undef UNARY_EIGEN
+
+// d[i] = F(a[i]) in vectors of 16 where the machine has them: F's chain of about 20 operations
+// runs 1.25x faster than in vectors of 8 (2.4M exps, one thread: 1.5 -> 1.2 ms). The same bits:
+// a lane computes what scalar code does.
+template <class F>
+[[gnu::target("prefer-vector-width=512"), gnu::noinline]] void map_wide(const float* a, float* d, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) d[i] = F{}(a[i]);
+}
+
+// f32 through the vectorised element function F, other dtypes through the reference's Ref.
+template <class F, class Ref>
+void fast_unary_f32(const Node& n, std::span<const Tensor* const> in, Tensor& out) {
+  if (in[0]->dtype() != DType::f32) return ref_unary<Ref>(n, in, out);
+  map_wide<F>(in[0]->data<float>(), out.data<float>(), out.size());
+}
 
 void ref_compare(const Node& n, std::span<const Tensor* const> in, Tensor& out) {
   const Tensor& x = *in[0];
@@ -446,12 +469,12 @@ constexpr uint8_t kEw = kElementwise, kEwCheap = kElementwise | kCheap;
 constexpr FusedForm kCompareForm{FusedForm::Kind::compare}, kSelectForm{FusedForm::Kind::select}, kConvertForm{FusedForm::Kind::convert};
 
 extern const OpInfo neg_row = {Op::neg, shape_unary_numeric, ref_unary<Neg>, fast_unary<Neg>, grad_neg, cost_ew, kEwCheap, fused_unary<Neg>()};
-extern const OpInfo exp_row = {Op::exp, shape_unary_float, ref_unary<Exp>, fast_exp, grad_exp, cost_transcendental, kEw};
+extern const OpInfo exp_row = {Op::exp, shape_unary_float, ref_unary<Exp>, fast_unary_f32<ExpF32, Exp>, grad_exp, cost_transcendental, kEw, FusedForm{FusedForm::Kind::unary, map_wide<ExpF32>, nullptr}};
 extern const OpInfo log_row = {Op::log, shape_unary_float, ref_unary<Log>, fast_log, grad_log, cost_transcendental, kEw};
 extern const OpInfo sqrt_row = {Op::sqrt, shape_unary_float, ref_unary<Sqrt>, fast_unary<Sqrt>, grad_sqrt, cost_transcendental, kEw, fused_unary<Sqrt>()};
 extern const OpInfo rsqrt_row = {Op::rsqrt, shape_unary_float, ref_unary<Rsqrt>, fast_rsqrt, grad_rsqrt, cost_transcendental, kEw};
 extern const OpInfo tanh_row = {Op::tanh, shape_unary_float, ref_unary<Tanh>, fast_tanh, grad_tanh, cost_transcendental, kEw};
-extern const OpInfo sigmoid_row = {Op::sigmoid, shape_unary_float, ref_unary<Sigmoid>, fast_sigmoid, grad_sigmoid, cost_transcendental, kEw};
+extern const OpInfo sigmoid_row = {Op::sigmoid, shape_unary_float, ref_unary<Sigmoid>, fast_unary_f32<SigmoidF32, Sigmoid>, grad_sigmoid, cost_transcendental, kEw, FusedForm{FusedForm::Kind::unary, map_wide<SigmoidF32>, nullptr}};
 extern const OpInfo abs_row = {Op::abs, shape_unary_numeric, ref_unary<Abs>, fast_unary<Abs>, grad_abs, cost_ew, kEwCheap, fused_unary<Abs>()};
 extern const OpInfo erf_row = {Op::erf, shape_unary_float, ref_unary<Erf>, fast_unary<Erf>, grad_erf, cost_transcendental, kEw, fused_unary<Erf>()};
 extern const OpInfo add_row = {Op::add, shape_binary, ref_binary<Add>, fast_binary<Add>, grad_add, cost_ew, kEwCheap, fused_binary<Add>()};

@@ -75,8 +75,12 @@ std::vector<Case> cases() {
                                 g.binary(Op::add, g.unary(Op::sqrt, v), g.full(DType::f32, s, 1e-7)));
          return g.binary(Op::sub, x, step);
        }},
-      {"not_taken_exp", false, [](G g, NodeId x, NodeId y, NodeId, NodeId, NodeId, NodeId) {
-         return g.binary(Op::add, g.unary(Op::exp, x), y);
+      // A swish and an exp: their element functions are the fast kernels' (kernels/exp_f32.h).
+      {"swish_exp", true, [](G g, NodeId x, NodeId y, NodeId, NodeId, NodeId, NodeId) {
+         return g.binary(Op::add, g.binary(Op::mul, x, g.unary(Op::sigmoid, x)), g.unary(Op::exp, y));
+       }},
+      {"not_taken_log", false, [](G g, NodeId x, NodeId y, NodeId, NodeId, NodeId, NodeId) {
+         return g.binary(Op::add, g.unary(Op::log, x), y);
        }},
   };
 }

@@ -1,0 +1,41 @@
+// e^x in plain float operations, for the exp and sigmoid kernels and their fusion-program
+// forms. Every step is one IEEE operation (a multiply-add is written as fma), the same in a
+// vector lane as in scalar code: the loops that call it vectorise without changing a bit, and a
+// fused body gives the unfused kernel's bits wherever its chunks start and end.
+#pragma once
+#include <bit>
+#include <cmath>
+#include <cstdint>
+
+namespace tpu {
+
+// e^x = 2^k e^r with k = round(x / ln 2) and r = x - k ln 2, taken in two parts (Cody and
+// Waite) so r keeps its low bits; e^r from its Taylor series to r^7 (|r| <= ln 2 / 2: the
+// truncation is under 5e-9, a tenth of an ulp); 2^k applied as two factors so a result down in
+// the subnormals is rounded once. Within 2 ulps of std::exp (tests/unit/test_ops.cpp).
+inline float exp_f32(float x) {
+  constexpr float kLog2e = 1.44269502f, kLn2Hi = 0.693147182f, kLn2Lo = -1.90465421e-09f;
+  constexpr float kRound = 12582912.0f;  // 1.5 * 2^23: adding it rounds to an integer
+  const bool nan = x != x;
+  // Past these e^x is 0 or infinite in float; the clamp keeps k within the two factors' range.
+  const float c = nan ? 0.0f : x < -104.0f ? -104.0f : x > 89.0f ? 89.0f : x;
+  const float k = std::fma(c, kLog2e, kRound) - kRound;
+  const float r = std::fma(-k, kLn2Lo, std::fma(-k, kLn2Hi, c));
+  float p = 1.0f / 5040;
+  p = std::fma(p, r, 1.0f / 720);
+  p = std::fma(p, r, 1.0f / 120);
+  p = std::fma(p, r, 1.0f / 24);
+  p = std::fma(p, r, 1.0f / 6);
+  p = std::fma(p, r, 0.5f);
+  p = std::fma(p, r, 1.0f);
+  p = std::fma(p, r, 1.0f);
+  const int32_t ki = int32_t(k), k1 = ki >> 1, k2 = ki - k1;  // each within [-75, 65]
+  const float s1 = std::bit_cast<float>((k1 + 127) << 23), s2 = std::bit_cast<float>((k2 + 127) << 23);
+  const float e = p * s1 * s2;
+  return nan ? x : e;
+}
+
+// The logistic function 1 / (1 + e^-x), as the reference kernel writes it.
+inline float sigmoid_f32(float x) { return 1.0f / (1.0f + exp_f32(-x)); }
+
+}  // namespace tpu
