@@ -45,22 +45,29 @@ struct Groups {
 };
 
 // A cheap op of one tensor operand (others broadcasts or scalars) whose users are all in
-// groups of its shape, at least two of them: each group recomputes it from that operand.
-template <class UserList>
-bool recomputable(const Graph& g, const Groups& gr, const UserList& users, NodeId n) {
+// groups of its shape, at least two of them, or recomputed themselves in such groups: each
+// group recomputes it from that operand. Through recomputed users a chain goes in whole (a
+// BatchNorm's x * inv + shift under a swish's sigmoid, read by the swish and its gradient).
+bool recomputable(const Graph& g, const Groups& gr, const Users& users, NodeId n) {
   const Node& node = g.at(n);
   int tensors = 0;
   for (NodeId i : node.in) tensors += !clonable(g, i);
-  if (!is_cheap(node.op) || tensors > 1 || users.empty()) return false;
-  int32_t first = -1;
-  bool several = false;
-  for (NodeId u : users) {
+  if (!is_cheap(node.op) || tensors > 1 || users.of(n).empty()) return false;
+  int32_t first = -1, visits = 0;
+  bool several = false, ok = true;
+  auto reach = [&](auto& self, NodeId u) -> void {
     const int32_t gu = gr.of[size_t(u)];
-    if (gu < 0 || g.at(gr.root[size_t(gu)]).shape != node.shape) return false;
+    if (!ok || ++visits > 64) return void(ok = false);  // a bound on the walk through a DAG of them
+    if (gu == kRecomputed) {
+      for (NodeId w : users.of(u)) self(self, w);
+      return;
+    }
+    if (gu < 0 || g.at(gr.root[size_t(gu)]).shape != node.shape) return void(ok = false);
     several = several || (first >= 0 && gu != first);
     first = gu;
-  }
-  return several;
+  };
+  for (NodeId u : users.of(n)) reach(reach, u);
+  return ok && several;
 }
 
 // Who reads each node: its users, and whether the graph returns it.
@@ -89,7 +96,7 @@ Groups form_groups(const Graph& g, const Readers& readers) {
     if (ok && g.at(gr.root[size_t(joined)]).shape == node.shape) {
       gr.of[size_t(n)] = joined;
       ++gr.size[size_t(joined)];
-    } else if (!is_output[size_t(n)] && recomputable(g, gr, users.of(n), n)) {
+    } else if (!is_output[size_t(n)] && recomputable(g, gr, users, n)) {
       gr.of[size_t(n)] = kRecomputed;
     } else {
       gr.of[size_t(n)] = int32_t(gr.root.size());

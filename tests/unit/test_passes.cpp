@@ -441,6 +441,34 @@ TEST_CASE("elementwise fusion recomputes a cheap op read by two groups instead o
   CHECK(fusions == 2);
 }
 
+// A swish under a folded BatchNorm: y = x * inv + shift, s = sigmoid(y); the swish y * s and
+// its gradient's factor s * (1 - s) are two groups. The whole chain y, s is recomputed in each
+// (a chain through recomputed users), so no fusion writes y or s: each reads x itself.
+TEST_CASE("elementwise fusion recomputes a chain of cheap ops read by two groups") {
+  const std::string in =
+      "graph g\n%0 = parameter f32[4,3] index=0\n%1 = parameter f32[3] index=1\n%2 = parameter f32[3] index=2\n"
+      "%3 = broadcast f32[4,3] %1 dims=[1]\n%4 = mul f32[4,3] %0, %3\n%5 = broadcast f32[4,3] %2 dims=[1]\n"
+      "%6 = add f32[4,3] %4, %5\n%7 = sigmoid f32[4,3] %6\n%8 = mul f32[4,3] %6, %7\n"
+      "%9 = constant f32[] literal=[1]\n%10 = broadcast f32[4,3] %9\n%11 = sub f32[4,3] %10, %7\n"
+      "%12 = mul f32[4,3] %7, %11\n%13 = dot f32[4,4] %8, %12 tb\nreturn %13\n";
+  PassResult r = elementwise_fusion(parse_graph(in));
+  CHECK(r.changed);
+  Graph out = dead_code_elimination(std::move(r.graph)).graph;
+  CHECK(verify_graph(out).empty());
+  int fusions = 0;
+  for (const Node& n : out.nodes) {
+    CHECK(n.op != Op::sigmoid);  // only inside the bodies
+    if (n.op != Op::fusion) continue;
+    ++fusions;
+    CHECK(n.in[0] == 0);  // each reads x itself
+  }
+  CHECK(fusions == 2);
+  std::vector<Tensor> args = {Tensor(DType::f32, {4, 3}), Tensor(DType::f32, {3}), Tensor(DType::f32, {3})};
+  for (size_t a = 0; a < args.size(); ++a)
+    for (int64_t i = 0; i < args[a].size(); ++i) args[a].set(i, std::sin(double(i * 3 + a)) * 2);
+  expect_same_numbers(in, std::move(out), args);
+}
+
 TEST_CASE("elementwise fusion decides each group before it rewrites the graph in place") {
   // %5 is a lone exp of %3, which fuses nothing. By the time the in-place rewrite reaches %5,
   // %3's slot holds the broadcast that moved down behind the fusion of %2 and %3: looking at
