@@ -29,13 +29,16 @@ inline float exp_f32(float x) {
   p = std::fma(p, r, 0.5f);
   p = std::fma(p, r, 1.0f);
   p = std::fma(p, r, 1.0f);
-  const int32_t ki = int32_t(k), k1 = ki >> 1, k2 = ki - k1;  // each within [-75, 65]
+  const int32_t ki = int32_t(k), k1 = ki >> 1, k2 = ki - k1;  // each within [-75, 64]
   const float s1 = std::bit_cast<float>((k1 + 127) << 23), s2 = std::bit_cast<float>((k2 + 127) << 23);
   const float e = p * s1 * s2;
   return nan ? x : e;
 }
 
-// The logistic function 1 / (1 + e^-x), as the reference kernel writes it.
-inline float sigmoid_f32(float x) { return 1.0f / (1.0f + exp_f32(-x)); }
+// The logistic function 1 / (1 + e^-x), as the reference kernel writes it; a NaN is returned as
+// it is (scalar code may compute 1 + (-x) as 1 - x, which gives a NaN the other sign). Where the
+// compiler contracts 1 + p * s1 * s2 into a multiply-add, the result is the same: the product of
+// p and two powers of two is exact.
+inline float sigmoid_f32(float x) { return x != x ? x : 1.0f / (1.0f + exp_f32(-x)); }
 
 }  // namespace tpu

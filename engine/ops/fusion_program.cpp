@@ -144,36 +144,23 @@ struct Registers {
 
 // Elements [i, i + n) of a broadcast through map m: a pointer into the source when they lie
 // in order in one row of the innermost dim, a splat when that dim is the broadcast one; across
-// rows of such a dim, each row's part copied or filled (a per-image, per-channel scale, dims
-// [0,3]: 256 elements over 144 channels are two or three copies, where they were 256 steps of
-// the odometer); else element by element (an odometer over the dims).
+// rows of that dim, each row's part copied or filled (a per-image, per-channel scale, dims
+// [0,3]: 256 elements over 144 channels are two or three copies, where an odometer over the dims
+// took 256 steps). The innermost dim's source stride is 1 or 0: a broadcast's dims increase, so
+// the output's last dim comes from the operand's last, or from none.
 const float* gather_chunk(const Gather& m, const float* src, int64_t i, int64_t n, float* d) {
   int64_t idx[FusionProgram::kMaxRank], off = 0;
   for (int k = 0; k < m.rank; ++k) idx[k] = (i / m.out_stride[k]) % m.shape[k], off += idx[k] * m.src_stride[k];
   const int last = m.rank - 1;
-  if (idx[last] + n <= m.shape[last]) {
-    if (m.src_stride[last] == 1) return src + off;
-    if (m.src_stride[last] == 0) return std::fill_n(d, n, src[off]), d;
-  }
-  if (m.src_stride[last] <= 1) {
-    for (int64_t l = 0; l < n;) {
-      const int64_t run = std::min(n - l, m.shape[last] - idx[last]);
-      if (m.src_stride[last] == 1) std::copy_n(src + off, run, d + l);
-      else std::fill_n(d + l, run, src[off]);
-      l += run;
-      off -= idx[last] * m.src_stride[last], idx[last] = 0;  // the next row's start
-      for (int k = last - 1; k >= 0; --k) {
-        off += m.src_stride[k];
-        if (++idx[k] < m.shape[k]) break;
-        off -= m.src_stride[k] * m.shape[k];
-        idx[k] = 0;
-      }
-    }
-    return d;
-  }
-  for (int64_t l = 0; l < n; ++l) {
-    d[l] = src[off];
-    for (int k = last; k >= 0; --k) {  // the next element's index
+  const bool along = m.src_stride[last] == 1;
+  if (idx[last] + n <= m.shape[last]) return along ? src + off : (std::fill_n(d, n, src[off]), d);
+  for (int64_t l = 0; l < n;) {
+    const int64_t run = std::min(n - l, m.shape[last] - idx[last]);
+    if (along) std::copy_n(src + off, run, d + l);
+    else std::fill_n(d + l, run, src[off]);
+    l += run;
+    off -= idx[last] * m.src_stride[last], idx[last] = 0;  // the next row's start
+    for (int k = last - 1; k >= 0; --k) {
       off += m.src_stride[k];
       if (++idx[k] < m.shape[k]) break;
       off -= m.src_stride[k] * m.shape[k];

@@ -57,8 +57,9 @@ bool recomputable(const Graph& g, const Groups& gr, const Users& users, NodeId n
   bool several = false, ok = true;
   auto reach = [&](auto& self, NodeId u) -> void {
     const int32_t gu = gr.of[size_t(u)];
-    if (!ok || ++visits > 64) return void(ok = false);  // a bound on the walk through a DAG of them
+    if (!ok) return;
     if (gu == kRecomputed) {
+      if (++visits > 64) return void(ok = false);  // a bound on the walk through a DAG of them
       for (NodeId w : users.of(u)) self(self, w);
       return;
     }

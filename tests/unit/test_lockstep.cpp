@@ -7,6 +7,7 @@
 #include <cstring>
 #include <functional>
 
+#include "ops/reduce.h"
 #include "passes/pass.h"
 #include "runtime/executable.h"
 #include "runtime/lockstep.h"
@@ -195,6 +196,18 @@ TEST_CASE("a fusion and the reductions that read it run tile by tile, bitwise as
     }
   }
   set_num_threads(0);
+}
+
+// Tiles of whole 256-element chunks where one fits, so a fusion's program starts each at a chunk
+// and the run goes tile by tile: 96 columns in 336 rows (not 341), 128-element rows 256 at a time;
+// 1001 columns fit none (the run goes one after the other).
+TEST_CASE("reduction tiles are whole chunks where one fits") {
+  CHECK(reduce_tile({700, 96}, std::vector<int64_t>{0}) == 336 * 96);
+  CHECK(reduce_tile({64, 8, 256}, std::vector<int64_t>{0, 1}) == 128 * 256);
+  CHECK(reduce_tile({1024, 128}, std::vector<int64_t>{1}) == 256 * 128);
+  CHECK(reduce_tile({70, 1001}, std::vector<int64_t>{0}) == 32 * 1001);
+  CHECK(reduce_tile({70, 4000}, std::vector<int64_t>{0}) == 0);       // wider than a tile's columns
+  CHECK(reduce_tile({4, 70, 96}, std::vector<int64_t>{1}) == 0);      // columns of several slices
 }
 
 // A reduction joins the run of the fusion it reads only over the same dims as the run's others,
