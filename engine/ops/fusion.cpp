@@ -337,8 +337,12 @@ void run_with_reductions(std::span<const LockstepCall> calls) {
   const Node& first = *reductions.front().node;
   const Shape& shape = first.op == Op::reduce ? reductions.front().in[0]->shape() : reduced_shape(first);
   const FusionProgram* program = made ? fusion_program(*made->node) : nullptr;
-  // A program makes any chunk-aligned range exactly; block evaluation only whole blocks.
-  const int64_t tile = reduce_tile(shape, first.attrs.dims()), align = program || !made ? kFusionChunk : kBlock;
+  // A program makes any chunk-aligned range exactly; block evaluation only whole blocks. A
+  // reduction without a program makes its tile in whole blocks too: one that crossed the tile's
+  // end would read the fusion's result where another task is writing it.
+  bool blocks = made && !program;
+  for (const LockstepCall& c : reductions) blocks = blocks || (made && c.node->op == Op::reduce_fusion && !fusion_program(*c.node));
+  const int64_t tile = reduce_tile(shape, first.attrs.dims()), align = blocks ? kBlock : kFusionChunk;
   if (tile == 0 || tile % align != 0) {
     for (const LockstepCall& c : calls) kernel_for(c.node->op)(*c.node, c.in, *c.out);
     return;

@@ -74,7 +74,7 @@ class Executable {
     size_t offset = 0;   // arena or shared
     int32_t arg = -1;    // donated: the parameter index
     NodeId dot = -1;     // an all_reduce of a per-replica dot that it computes itself
-    int32_t lockstep = 0;  // > 0: the first of that many fusions run in lock-step
+    int32_t lockstep = 0;  // > 0: the first of that many members run in lock-step (runtime/lockstep.h)
   };
   // Steps between two rounds of all_reduce: the replica-invariant ones run once, then the
   // per-replica ones on every replica (in parallel), then the all_reduces. A per-replica dot

@@ -4,10 +4,11 @@
 // finds that range still in cache. Adam's three updates per weight (m, v, then the weight
 // from both) read 7 weight-sized tensors this way instead of 10 from memory.
 //
-// A fusion and the reductions after it that read its result or its operands (a relu's gradient,
-// then its sum for the bias gradient and a BatchNorm's two backward sums) run as one too, tile by
-// tile (ops/fusion.h run_with_reductions): each tile of the fusion's result is reduced while in
-// cache, where the reductions read it from memory once each.
+// A fusion and the reductions after it over operands of its shape, along the same dims, run as
+// one too, tile by tile (ops/fusion.h run_with_reductions): those that read its result or its
+// operands (a relu's gradient, then its sum for the bias gradient and a BatchNorm's two backward
+// sums) reduce each tile while it is in cache, where they read it from memory once each. A run
+// whose tiles would cut what a member makes in blocks goes one member after the other.
 //
 // The scheduler first moves a fusion whose readers are all such members to just before the
 // first of them (so m and v land next to the weight update), then cuts runs. Results are

@@ -222,6 +222,23 @@ function T.batch_norm_backward_takes_two_sums_over_x()
   check.eq(sums, 4)
 end
 
+-- Sample weights summing below 1 (four of 0.1): the mean is the weighted mean itself (divided
+-- by 0.4, not by 1), so the variance's stopped gradient into it is zero and the gradient stays
+-- exact (finite differences).
+function T.batch_norm_fractional_sample_weights()
+  local bn = nn.BatchNorm {momentum = 0}
+  local x = tpu.tensor {{1, 10}, {3, 30}, {8, -5}, {2, 2}}
+  bn(x)
+  local w = tpu.tensor {0.1, 0.1, 0.1, 0.1}
+  local ctx = {training = true, updates = {}, sample_weight = w}
+  bn(x, ctx)
+  local moved = {}
+  for _, v in pairs(ctx.updates) do moved[#moved + 1] = v:totable() end
+  table.sort(moved, function(a, b) return a[1] < b[1] end)
+  check.near(moved[1], {3.5, 9.25}, 1e-5)  -- the moving mean: each column's plain mean
+  nn_check.gradients(bn, x, {ctx = {training = true, sample_weight = w}})
+end
+
 function T.batch_norm_errors()
   check.raises(function() nn.BatchNorm {momentum = 1} end, "BatchNorm: momentum must be a number in [0, 1), got 1")
   check.raises(function() nn.BatchNorm {epsilon = -1} end, "BatchNorm: epsilon must be a positive number, got -1")

@@ -43,12 +43,18 @@ function BatchNorm:build(input_shape)
   end
 end
 
+-- The weights' sum, or 1 where there are none (a core's rows all padding): the weighted mean
+-- divides by the sum itself, however small (Keras's weighted moments divide with divide_no_nan).
+local function positive_or_one(total)
+  return core.where(total:gt(0), total, 1)
+end
+
 -- Weighted mean and (biased) variance over every axis but the last, with `reduce` summing
 -- the sums over the cores (or not). The variance's gradient does not flow into the mean, as in
 -- tf.nn.moments: it is sum(rows * (x - mean)) * factor, zero but for rounding, and computing it
 -- took two passes over x-sized tensors per layer in a training step's backward (one stored).
 local function statistics(xf, axes, rows, count, reduce)
-  local total = reduce(count):maximum(1)
+  local total = positive_or_one(reduce(count))
   local mean = reduce(rows and (xf * rows):sum(axes) or xf:sum(axes)) / total
   local sq = (xf - mean:stop_gradient()):square()
   local var = reduce(rows and (sq * rows):sum(axes) or sq:sum(axes)) / total
@@ -72,7 +78,7 @@ function BatchNorm:_batch_statistics(xf, ctx)
   if reduce then  -- every core's rows
     local all_mean, all_var = statistics(xf, axes, rows, count, reduce)
     moving_mean = all_mean
-    moving_var = self.sync and all_var or reduce(var * count) / reduce(count):maximum(1)
+    moving_var = self.sync and all_var or reduce(var * count) / positive_or_one(reduce(count))
     if self.sync then mean, var = all_mean, all_var end
   end
   local m = self.momentum
