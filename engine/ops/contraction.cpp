@@ -349,7 +349,6 @@ void accumulate_columns(const float* x, int64_t n, int64_t inner, double* acc, d
     for (int64_t i = i0; i < inner; ++i) acc[i] = combine<K>(acc[i], double(x[k * inner + i]));
 }
 
-// Rows of columns per tile over leading dims: about kTileElements elements.
 // Rows of `width` elements per tile: as many as fit kTileElements, in a multiple that makes the
 // tile a whole number of 256-element chunks where one fits (96 columns: 336 rows, not 341), so a
 // fusion that makes the tile (ops/fusion.h run_with_reductions) starts each at a chunk.
