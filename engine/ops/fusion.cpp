@@ -282,14 +282,18 @@ void produce_blocks(const Node& n, std::span<const Tensor* const> in, int64_t be
   }
 }
 
-// The operand is made a tile at a time for the reduce (ops/reduce.h), by the body's program or
-// in blocks; a reduce that does not tile stores the operand and reduces it.
-void fast_reduce_fusion(const Node& n, std::span<const Tensor* const> in, Tensor& out) {
-  const FusionProgram* p = fusion_program(n);
-  const TileProducer produce = [&](int64_t begin, int64_t end, float* dst) {
+// What makes tiles of a reduce_fusion's operand: its body's program (p), or the body in blocks.
+TileProducer tile_producer(const Node& n, const FusionProgram* p, std::span<const Tensor* const> in) {
+  return [p, &n, in](int64_t begin, int64_t end, float* dst) {
     if (p) p->run_into(in, dst, begin, end);
     else produce_blocks(n, in, begin, end, dst);
   };
+}
+
+// The operand is made a tile at a time for the reduce (ops/reduce.h), by the body's program or
+// in blocks; a reduce that does not tile stores the operand and reduces it.
+void fast_reduce_fusion(const Node& n, std::span<const Tensor* const> in, Tensor& out) {
+  const TileProducer produce = tile_producer(n, fusion_program(n), in);
   if (reduce_produced(reduced_shape(n), n.attrs.dims(), n.reduce_kind(), kFusionChunk, produce, out.data<float>()))
     return;
   Tensor operand(DType::f32, reduced_shape(n));
@@ -341,12 +345,6 @@ void run_with_reductions(std::span<const LockstepCall> calls) {
   // reduction without a program makes its tile in whole blocks too: one that crossed the tile's
   // end would read the fusion's result where another task is writing it.
   bool blocks = made && !program;
-  for (const LockstepCall& c : reductions) blocks = blocks || (made && c.node->op == Op::reduce_fusion && !fusion_program(*c.node));
-  const int64_t tile = reduce_tile(shape, first.attrs.dims()), align = blocks ? kBlock : kFusionChunk;
-  if (tile == 0 || tile % align != 0) {
-    for (const LockstepCall& c : calls) kernel_for(c.node->op)(*c.node, c.in, *c.out);
-    return;
-  }
   thread_local std::vector<TiledReduce> members;  // reused: no allocation per step
   members.clear();
   for (const LockstepCall& c : reductions) {
@@ -357,10 +355,13 @@ void run_with_reductions(std::span<const LockstepCall> calls) {
       continue;
     }
     const FusionProgram* p = fusion_program(n);
-    m.produce = [p, &n, in = c.in](int64_t begin, int64_t end, float* dst) {
-      if (p) p->run_into(in, dst, begin, end);
-      else produce_blocks(n, in, begin, end, dst);
-    };
+    blocks = blocks || (made && !p);
+    m.produce = tile_producer(n, p, c.in);
+  }
+  const int64_t tile = reduce_tile(shape, first.attrs.dims()), align = blocks ? kBlock : kFusionChunk;
+  if (tile == 0 || tile % align != 0) {
+    for (const LockstepCall& c : calls) kernel_for(c.node->op)(*c.node, c.in, *c.out);
+    return;
   }
   std::function<void(int64_t, int64_t)> make;
   if (made)

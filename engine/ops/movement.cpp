@@ -197,10 +197,15 @@ std::string shape_slice(const Graph& g, Node& n) {
   for (size_t i = 0; i < lo.size(); ++i) n.shape.push_back(hi[i] - lo[i]);
   return "";
 }
-void ref_slice(const Node& n, std::span<const Tensor* const> in, Tensor& out) {
-  auto xs = strides_of(in[0]->shape());
+// The element of the operand (strides xs) where the slice starts.
+int64_t slice_offset(const Node& n, std::span<const int64_t> xs) {
   int64_t offset = 0;
   for (size_t i = 0; i < xs.size(); ++i) offset += n.slice_start()[i] * xs[i];
+  return offset;
+}
+void ref_slice(const Node& n, std::span<const Tensor* const> in, Tensor& out) {
+  auto xs = strides_of(in[0]->shape());
+  const int64_t offset = slice_offset(n, xs);
   auto dst = strides_of(n.shape);
   dispatch(out.dtype(), [&]<class T>() {
     copy_strided(out.data<T>(), dst, in[0]->data<T>() + offset, xs, n.shape);
@@ -211,8 +216,7 @@ void ref_slice(const Node& n, std::span<const Tensor* const> in, Tensor& out) {
 void fast_slice(const Node& n, std::span<const Tensor* const> in, Tensor& out) {
   if (n.shape.empty() || out.size() == 0) return ref_slice(n, in, out);
   const auto xs = strides_of(in[0]->shape());
-  int64_t offset = 0;
-  for (size_t i = 0; i < xs.size(); ++i) offset += n.slice_start()[i] * xs[i];
+  const int64_t offset = slice_offset(n, xs);
   const auto dst = strides_of(n.shape);
   dispatch(out.dtype(), [&]<class T>() { copy_rows_parallel<T>(in[0]->data<T>() + offset, xs, out.data<T>(), dst, n.shape); });
 }
