@@ -371,9 +371,10 @@ std::optional<Chunks> chunks_for(Pass pass, dtype in, const ConvShape& s) {
 
 // A pass that reads one image tensor and the filter and writes another, over chunks of the
 // batch: the forward conv (x to y) or the input gradient (dy to dx), for operands of type T
-// (float or bf16 bits).
+// (float or bf16 bits), with `done` (if any) called for each chunk of dst.
 template <class T>
-bool image_to_image(Pass pass, dtype type, const ConvShape& s, const T* src, const T* f, float* dst) {
+bool image_to_image(Pass pass, dtype type, const ConvShape& s, const T* src, const T* f, float* dst,
+                    const ChunkDone& done = {}) {
   const std::optional<Chunks> c = chunks_for(pass, type, s);
   if (!c) return false;
   const void* f_full = forward_filter(*c->full, f, 0);
@@ -383,6 +384,7 @@ bool image_to_image(Pass pass, dtype type, const ConvShape& s, const T* src, con
   parallel_for(c->count, [&](int64_t t) {
     run_single_threaded();
     run(c->at(t).conv, {src + t * in, t == c->count - 1 ? f_tail : f_full, dst + t * out});
+    if (done) done(t * out, t == c->count - 1 ? t * out + c->last * (out / c->size) : (t + 1) * out);
   });
   return true;
 }
@@ -414,12 +416,12 @@ bool filter_grad(dtype type, const ConvShape& s, const T* x, const T* dy, float*
 
 void set_onednn_conv_enabled(bool on) { enabled = on; }
 
-bool onednn_conv(const ConvShape& s, const float* x, const float* f, float* y) {
-  return image_to_image(Pass::forward, dtype::f32, s, x, f, y);
+bool onednn_conv(const ConvShape& s, const float* x, const float* f, float* y, const ChunkDone& done) {
+  return image_to_image(Pass::forward, dtype::f32, s, x, f, y, done);
 }
 
-bool onednn_conv_bf16(const ConvShape& s, const uint16_t* x, const uint16_t* f, float* y) {
-  return onednn_native_bf16() && image_to_image(Pass::forward, dtype::bf16, s, x, f, y);
+bool onednn_conv_bf16(const ConvShape& s, const uint16_t* x, const uint16_t* f, float* y, const ChunkDone& done) {
+  return onednn_native_bf16() && image_to_image(Pass::forward, dtype::bf16, s, x, f, y, done);
 }
 
 // The gradients take HWIO filters only (filter_oi is the forward conv's).
@@ -444,8 +446,8 @@ bool onednn_conv_data_grad_bf16(const ConvShape& s, const uint16_t* dy, const ui
 #else  // no oneDNN in this build
 
 namespace tpu {
-bool onednn_conv(const ConvShape&, const float*, const float*, float*) { return false; }
-bool onednn_conv_bf16(const ConvShape&, const uint16_t*, const uint16_t*, float*) { return false; }
+bool onednn_conv(const ConvShape&, const float*, const float*, float*, const ChunkDone&) { return false; }
+bool onednn_conv_bf16(const ConvShape&, const uint16_t*, const uint16_t*, float*, const ChunkDone&) { return false; }
 bool onednn_conv_filter_grad(const ConvShape&, const float*, const float*, float*) { return false; }
 bool onednn_conv_filter_grad_bf16(const ConvShape&, const uint16_t*, const uint16_t*, float*) { return false; }
 bool onednn_conv_data_grad(const ConvShape&, const float*, const float*, float*) { return false; }

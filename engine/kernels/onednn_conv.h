@@ -12,6 +12,7 @@
 #pragma once
 #include <array>
 #include <cstdint>
+#include <functional>
 
 #include "kernels/onednn.h"
 
@@ -31,12 +32,18 @@ struct ConvShape {
   auto operator<=>(const ConvShape&) const = default;
 };
 
-// y[N,Ho,Wo,Co] = x[N,H,W,Ci] convolved with f[Kh,Kw,Ci/groups,Co]. False, with nothing written,
-// when oneDNN is not in the build or has no checked primitive for the shape.
-bool onednn_conv(const ConvShape& s, const float* x, const float* f, float* y);
+// Called with each chunk's range [begin, end) of the result's elements as soon as the chunk is
+// made, on the thread that made it (so a reader of the chunk finds it in cache). Chunks start
+// at multiples of conv_chunk_images images.
+using ChunkDone = std::function<void(int64_t begin, int64_t end)>;
+
+// y[N,Ho,Wo,Co] = x[N,H,W,Ci] convolved with f[Kh,Kw,Ci/groups,Co], with `done` (if any) called
+// for each chunk of y. False, with nothing written and `done` not called, when oneDNN is not in
+// the build or has no checked primitive for the shape.
+bool onednn_conv(const ConvShape& s, const float* x, const float* f, float* y, const ChunkDone& done = {});
 // The same conv of bf16 operands (f32 result) with the CPU's bf16 dot-product instructions:
 // the products are exact in f32 and summed in f32. False also without such instructions.
-bool onednn_conv_bf16(const ConvShape& s, const uint16_t* x, const uint16_t* f, float* y);
+bool onednn_conv_bf16(const ConvShape& s, const uint16_t* x, const uint16_t* f, float* y, const ChunkDone& done = {});
 // df[Kh,Kw,Ci/groups,Co] = the sum over the batch of each tap's input times the output gradient
 // dy[N,Ho,Wo,Co]. False as above.
 bool onednn_conv_filter_grad(const ConvShape& s, const float* x, const float* dy, float* df);

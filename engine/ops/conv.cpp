@@ -338,11 +338,11 @@ constexpr int64_t kMinBf16Channels = 8;
 // 2^-126, to zero, as the bf16 dot does).
 bool bf16_convs() { return bf16_gemm() == Bf16Gemm::onednn && onednn_native_bf16(); }
 
-bool bf16_exact_conv(const ConvShape& s, const float* x, const float* w, float* y) {
+bool bf16_exact_conv(const ConvShape& s, const float* x, const float* w, float* y, const ChunkDone& done) {
   if (!bf16_convs() || s.ci / s.groups < kMinBf16Channels) return false;
   const uint16_t* wb = narrowed(w, s.kh * s.kw * s.ci / s.groups * s.co, 1);
   const uint16_t* xb = wb ? narrowed(x, s.n * s.h * s.w * s.ci, 0) : nullptr;
-  return xb && onednn_conv_bf16(s, xb, wb, y);
+  return xb && onednn_conv_bf16(s, xb, wb, y, done);
 }
 
 bool bf16_exact_filter_grad(const ConvShape& s, const float* x, const float* dy, float* dw) {
@@ -675,12 +675,21 @@ bool patch_filter_grad_f32(const Window2D& win, const ConvGeom& c, const float* 
   return false;
 }
 
+// The conv on oneDNN's forward primitives (bf16 ones for operands exactly bf16), with `done`
+// (if any) called for each chunk of y; false where they do not take it. filter_oi: w is
+// [Kh,Kw,Co,Ci] (conv_f32_filter_oi).
+bool onednn_forward(const Window2D& win, const ConvGeom& c, const float* x, const float* w, float* y, bool filter_oi,
+                    const ChunkDone& done) {
+  std::optional<ConvShape> s = onednn_shape(win, c);
+  if (!s) return false;
+  s->filter_oi = filter_oi;
+  return bf16_exact_conv(*s, x, w, y, done) || onednn_conv(*s, x, w, y, done);
+}
+
 // y[rows, Co] = patches[rows, depth] * w[depth, Co], in fixed blocks of rows.
 void conv_f32(const Window2D& win, const ConvGeom& c, const float* x, const float* w, float* y) {
-  if (patch_conv_f32(win, c, x, w, y)) return;
-  const std::optional<ConvShape> s = onednn_shape(win, c);
-  if (s && (bf16_exact_conv(*s, x, w, y) || onednn_conv(*s, x, w, y))) return;
-  if (!s && onednn_input_grad(win, c, x, w, y)) return;
+  if (patch_conv_f32(win, c, x, w, y) || onednn_forward(win, c, x, w, y, false, {})) return;
+  if (!onednn_shape(win, c) && onednn_input_grad(win, c, x, w, y)) return;
   if (c.groups > 1 && c.cg() > kDirectMaxChannels) return conv_per_group(win, c, x, w, y);
   if (c.groups > 1) {
     const int64_t total = c.rows(), block = rows_per_block(c.kh * c.kw * c.co);
@@ -769,11 +778,7 @@ void filter_grad_f32(const Window2D& win, const ConvGeom& c, const float* x, con
 // channels_swapped_into_conv in passes/algebraic_simplification.cpp): oneDNN's primitives read
 // it in place, their filter reorder taking either layout; the other kernels take an HWIO copy.
 void conv_f32_filter_oi(const Window2D& win, const ConvGeom& c, const float* x, const float* w_oi, float* y) {
-  if (!patch_conv_takes(win, c)) {
-    std::optional<ConvShape> s = onednn_shape(win, c);
-    if (s) s->filter_oi = true;
-    if (s && (bf16_exact_conv(*s, x, w_oi, y) || onednn_conv(*s, x, w_oi, y))) return;
-  }
+  if (!patch_conv_takes(win, c) && onednn_forward(win, c, x, w_oi, y, true, {})) return;
   auto hwio = std::make_unique_for_overwrite<float[]>(size_t(c.kh * c.kw * c.ci * c.co));
   transpose_last_two(w_oi, hwio.get(), c.kh * c.kw, c.co, c.ci);
   conv_f32(win, c, x, hwio.get(), y);
@@ -862,6 +867,16 @@ Cost cost_conv(const Graph& g, const Node& n) {
 }
 
 }  // namespace
+
+bool conv_in_chunks(const Node& node, std::span<const Tensor* const> in, Tensor& out, const ChunkDone& done) {
+  if (out.dtype() != DType::f32 || in[0]->dtype() != DType::f32 || in[1]->dtype() != DType::f32) return false;
+  const Window2D win = node.window();
+  const ConvGeom c = conv_geom(win, in[0]->shape(), out.shape()[3], node.groups());
+  if (patch_conv_takes(win, c)) return false;
+  return onednn_forward(win, c, in[0]->data<float>(), in[1]->data<float>(), out.data<float>(), node.attrs.transpose_rhs,
+                        done);
+}
+
 
 NodeId conv_input_grad(Graph& g, NodeId dy, NodeId w, const Window2D& win, const Shape& xs, int64_t groups) {
   const Shape ys = g.at(dy).shape;

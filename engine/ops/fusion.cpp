@@ -8,6 +8,7 @@
 #include <new>
 
 #include "autodiff/gradients.h"
+#include "ops/conv.h"
 #include "ops/fusion.h"
 #include "ops/fusion_program.h"
 #include "ops/kernel_util.h"
@@ -372,7 +373,31 @@ void run_with_reductions(std::span<const LockstepCall> calls) {
   reduce_together(shape, first.attrs.dims(), members, kFusionChunk, make);
 }
 
+void run_after_conv(std::span<const LockstepCall> calls) {
+  const LockstepCall& conv = calls.front();
+  const auto fusions = calls.subspan(1);
+  thread_local std::vector<const FusionProgram*> reused;  // no allocation per step
+  std::vector<const FusionProgram*>& programs = reused;
+  programs.clear();
+  bool blocks = false;
+  for (const LockstepCall& c : fusions) blocks = blocks || !programs.emplace_back(fusion_program(*c.node));
+  // A program makes any chunk-aligned range as it makes the whole; block evaluation, whole blocks.
+  const Shape& y = conv.out->shape();
+  const int64_t chunk = conv_chunk_images(y[0], y[1] * y[2]) * y[1] * y[2] * y[3];
+  auto make_range = [&](int64_t begin, int64_t end) {
+    for (size_t k = 0; k < fusions.size(); ++k) {
+      const LockstepCall& c = fusions[k];
+      if (programs[k]) programs[k]->run(c.in, *c.out, begin, end);
+      else run_range(*c.node, c.in, begin, end, c.out->raw() + begin * int64_t(size_of(c.out->dtype())));
+    }
+  };
+  if (chunk % (blocks ? kBlock : kFusionChunk) == 0 && conv_in_chunks(*conv.node, conv.in, *conv.out, make_range)) return;
+  kernel_for(Op::conv)(*conv.node, conv.in, *conv.out);
+  run_fusions_in_lockstep(fusions);
+}
+
 void run_in_lockstep(std::span<const LockstepCall> calls) {
+  if (calls.front().node->op == Op::conv) return run_after_conv(calls);
   const bool reduces = std::any_of(calls.begin(), calls.end(), [](const LockstepCall& c) { return c.node->op != Op::fusion; });
   if (reduces) run_with_reductions(calls);
   else run_fusions_in_lockstep(calls);

@@ -23,8 +23,15 @@ void run_fusions_in_lockstep(std::span<const LockstepCall> calls);
 // each has alone; where a tile would cut the fusion's blocks, they run one after the other.
 void run_with_reductions(std::span<const LockstepCall> calls);
 
-// The run a lock-step step holds: run_with_reductions when it has a reduction, else
-// run_fusions_in_lockstep.
+// A conv then fusions of its result's shape that read it, or each other, element by element:
+// each chunk of the conv's result (ops/conv.h conv_in_chunks) has the fusions' range of their
+// results made at once, on the thread that made it, while it is in cache. Results are bitwise
+// those of running the members one after the other, which is what they do where the conv's
+// kernel does not make its result in chunks or a chunk would cut a fusion's block.
+void run_after_conv(std::span<const LockstepCall> calls);
+
+// The run a lock-step step holds: run_after_conv when it starts with a conv, run_with_reductions
+// when it has a reduction, else run_fusions_in_lockstep.
 void run_in_lockstep(std::span<const LockstepCall> calls);
 
 }  // namespace tpu

@@ -24,8 +24,17 @@ bool is_tiled_reduction(const Graph& g, const Node& n) {
   return num_elements(s) >= kLockStepMinElements && reduce_tile(s, n.attrs.dims()) > 0;
 }
 
-// The shape a member's elements run over: a fusion's result, a reduction's operand.
-const Shape& run_shape(const Graph& g, const Node& n) { return n.op == Op::fusion ? n.shape : reduced_operand(g, n); }
+// A conv whose fusion readers may take its result chunk by chunk (ops/fusion.h run_after_conv):
+// f32 operands and result, large enough to gain.
+bool is_conv_producer(const Graph& g, const Node& n) {
+  return n.op == Op::conv && n.dtype == DType::f32 && g.at(n.in[0]).dtype == DType::f32 &&
+         g.at(n.in[1]).dtype == DType::f32 && num_elements(n.shape) >= kLockStepMinElements;
+}
+
+// The shape a member's elements run over: a fusion's or conv's result, a reduction's operand.
+const Shape& run_shape(const Graph& g, const Node& n) {
+  return n.op == Op::fusion || n.op == Op::conv ? n.shape : reduced_operand(g, n);
+}
 
 // No broadcast in r's body reads the parameter operand x is passed as (a same-shape broadcast
 // would read all of x, not r's range of it).
@@ -85,30 +94,40 @@ std::vector<NodeId> sink_into_readers(const Graph& g, std::span<const NodeId> or
 }
 
 // A run is fusions of one shape, or at most one fusion followed by tiled reductions over the
-// same dims of operands of its shape (ops/fusion.h run_with_reductions).
+// same dims of operands of its shape (ops/fusion.h run_with_reductions), or a conv followed by
+// fusions of its result's shape (run_after_conv).
 std::vector<int32_t> lockstep_runs(const Graph& g, std::span<const NodeId> order, std::span<const int32_t> slot) {
   std::vector<int32_t> runs(order.size(), 0);
   std::vector<bool> in_run(g.nodes.size(), false);
   size_t start = 0;
   int32_t fusions = 0;
+  bool after_conv = false;                 // the run starts with a conv
   const Node* reduction_of_run = nullptr;  // the run's first reduction: the others reduce its dims
   auto close = [&](size_t end) {
     if (end - start > 1) runs[start] = int32_t(end - start);
     for (size_t k = start; k < end; ++k) in_run[size_t(order[k])] = false;
     start = end;
     fusions = 0;
+    after_conv = false;
     reduction_of_run = nullptr;
   };
   for (size_t k = 0; k < order.size(); ++k) {
     const Node& n = g.at(order[k]);
+    const bool conv = is_conv_producer(g, n);
     const bool fusion = is_candidate(n), reduction = !fusion && is_tiled_reduction(g, n);
     bool joins = k > start && (fusion || reduction) && slot[size_t(order[k])] == slot[size_t(order[start])] &&
                  run_shape(g, n) == run_shape(g, g.at(order[start]));
     if (fusion) joins = joins && !reduction_of_run;
-    if (reduction) joins = joins && fusions <= 1 && (!reduction_of_run || reduction_of_run->attrs.dims() == n.attrs.dims());
+    if (reduction) joins = joins && !after_conv && fusions <= 1 &&
+                           (!reduction_of_run || reduction_of_run->attrs.dims() == n.attrs.dims());
     for (NodeId i : n.in)
       if (joins && in_run[size_t(i)] && !reads_in_step(g, n, i)) joins = false;
     if (!joins) close(k);
+    if (conv) {  // a conv only starts a run
+      in_run[size_t(order[k])] = true;
+      after_conv = true;
+      continue;
+    }
     if (!fusion && !reduction) {
       close(k + 1);
       continue;

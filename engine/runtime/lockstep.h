@@ -10,6 +10,11 @@
 // sums) reduce each tile while it is in cache, where they read it from memory once each. A run
 // whose tiles would cut what a member makes in blocks goes one member after the other.
 //
+// A conv and the fusions after it that read its result element by element run as one too
+// (ops/fusion.h run_after_conv): a bias and an activation are applied to each chunk of the conv's
+// result while it is in cache, as the chunk's primitive made it (oneDNN's post-ops would do the
+// same inside the primitive, but only for the few forms they know).
+//
 // The scheduler first moves a fusion whose readers are all such members to just before the
 // first of them (so m and v land next to the weight update), then cuts runs. Results are
 // bitwise those of running the members one after the other: every element is computed by the
@@ -33,7 +38,8 @@ constexpr int64_t kLockStepMinElements = int64_t(1) << 16;
 std::vector<NodeId> sink_into_readers(const Graph& g, std::span<const NodeId> order, std::span<const int32_t> slot);
 
 // runs[k] > 0 where a run of that many lock-step members starts at order[k], else 0: fusions of
-// one shape, or at most one fusion then reductions over the same dims of operands of its shape.
+// one shape, at most one fusion then reductions over the same dims of operands of its shape, or
+// a conv then fusions of its result's shape.
 std::vector<int32_t> lockstep_runs(const Graph& g, std::span<const NodeId> order, std::span<const int32_t> slot);
 
 // Where a value lives: a space (an arena, an argument's buffer, a buffer of its own) and a

@@ -231,3 +231,51 @@ TEST_CASE("reductions join a run over its shape and the dims of its first reduct
   const std::vector<int32_t> runs = lockstep_runs(fused, order, slot);
   CHECK(runs == std::vector<int32_t>{2, 0, 0, 0});
 }
+
+namespace {
+
+// relu(conv(x, w) + b) and a second reader of the conv's result, (conv + b) * 2: a 3x3 "same"
+// conv of x [n,28,28,1] to co channels; after the pipeline, a conv then two fusions.
+Graph conv_then_fusions(int64_t n, int64_t co) {
+  Graph g;
+  const NodeId x = g.parameter(DType::f32, {n, 28, 28, 1}), w = g.parameter(DType::f32, {3, 3, 1, co});
+  const NodeId b = g.parameter(DType::f32, {co});
+  Window2D same;
+  same.size = {3, 3}, same.pad_lo = {1, 1}, same.pad_hi = {1, 1};
+  const NodeId y = g.conv(x, w, same);
+  const Shape s = g.at(y).shape;
+  const NodeId biased = g.binary(Op::add, y, g.broadcast(b, s, {3}));
+  g.outputs = {g.binary(Op::max, biased, g.full(DType::f32, s, 0)), g.binary(Op::mul, biased, g.full(DType::f32, s, 2))};
+  return g;
+}
+
+std::vector<Tensor> conv_inputs(int64_t n, int64_t co) {
+  std::vector<Tensor> args{Tensor(DType::f32, {n, 28, 28, 1}), Tensor(DType::f32, {3, 3, 1, co}), Tensor(DType::f32, {co})};
+  for (size_t a = 0; a < args.size(); ++a)
+    for (int64_t i = 0; i < args[a].size(); ++i) args[a].set(i, std::sin(double(i) * 0.61 + double(a)) * (1 + i % 5));
+  return args;
+}
+
+}  // namespace
+
+// 8 images of 32 channels: chunks of 2 images, 50176 elements, whole 256-element chunks of the
+// fusions' programs; 32 images of 3 channels: 4704, which would cut them, so the members run
+// one after the other.
+TEST_CASE("a conv and the fusions that read its result run chunk by chunk, bitwise as one after the other") {
+  for (auto [n, co] : {std::pair<int64_t, int64_t>{8, 32}, {32, 3}}) {
+    INFO(n << " images, " << co << " channels");
+    Executable exe = Executable::compile(conv_then_fusions(n, co));
+    CHECK(exe.lockstep_members() == 3);
+    CompileOptions apart;
+    apart.lockstep = false;
+    Executable sequential = Executable::compile(conv_then_fusions(n, co), apart);
+    const std::vector<Tensor> inputs = conv_inputs(n, co);
+    for (int threads : {1, 2}) {
+      set_num_threads(threads);
+      const std::vector<Tensor> got = exe.run(inputs), want = sequential.run(inputs);
+      REQUIRE(got.size() == 2);
+      for (size_t i = 0; i < got.size(); ++i) CHECK_MESSAGE(std::memcmp(got[i].raw(), want[i].raw(), got[i].bytes()) == 0, i);
+    }
+  }
+  set_num_threads(0);
+}
