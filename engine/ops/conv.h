@@ -16,7 +16,7 @@ NodeId conv_input_grad(Graph& g, NodeId dy, NodeId w, const Window2D& win, const
 
 // Runs the conv `node` (f32 operands) into out as its kernel does, calling `done` for each
 // chunk of out's elements as soon as it is made, on the thread that made it, where that kernel
-// is oneDNN's chunked forward conv (kernels/onednn_conv.h). False, with nothing written, where
+// makes it in chunks of images (kernels/onednn_conv.h). False, with nothing written, where
 // it is another (the caller then runs the conv's kernel whole).
 bool conv_in_chunks(const Node& node, std::span<const Tensor* const> in, Tensor& out, const ChunkDone& done);
 

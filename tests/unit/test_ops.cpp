@@ -887,6 +887,44 @@ TEST_CASE("f32 convs over small images match the reference and do not depend on 
   }
 }
 
+// A first layer's convs (up to 4 input channels, at most 32 taps, 16-64 output channels) on
+// the few-taps kernel (ops/conv.cpp): windows whole and cut by the padding, strided, dilated,
+// 4 columns at a time and the rest one by one. Small integers sum exactly in any order, so
+// those match the reference's bits; random values to f32 rounding.
+TEST_CASE("few-taps convs match the reference and do not depend on the thread count") {
+  struct Case {
+    Shape x, w;
+    Window2D win;
+  };
+  const Window2D same3 = window({1, 1}, {1, 1}, {1, 1}, {3, 3}), strided = window({2, 2}, {1, 0}, {1, 2}, {3, 3}),
+                 dilated = window({1, 1}, {2, 2}, {2, 2}, {2, 2}, {1, 1}, {2, 2}), valid5 = window({1, 1}, {0, 0}, {0, 0}, {5, 5});
+  for (const Case& c : {Case{{5, 9, 11, 1}, {3, 3, 1, 32}, same3}, Case{{4, 10, 9, 3}, {3, 3, 3, 16}, strided},
+                        Case{{3, 8, 13, 2}, {2, 2, 2, 48}, dilated}, Case{{3, 9, 12, 1}, {5, 5, 1, 64}, valid5},
+                        Case{{2, 6, 7, 4}, {2, 2, 4, 16}, same3}}) {
+    INFO("x " << shape_str(c.x) << " w " << shape_str(c.w));
+    Window2D win = c.win;
+    win.size = {c.w[0], c.w[1]};
+    for (Fill fill : {Fill::small_int, Fill::signed_unit}) {
+      Graph g;
+      const NodeId x = g.parameter(DType::f32, c.x), w = g.parameter(DType::f32, c.w);
+      g.outputs = {g.conv(x, w, win)};
+      std::mt19937 rng(7);
+      const std::vector<Tensor> args = {random_tensor({DType::f32, c.x, fill}, rng), random_tensor({DType::f32, c.w, fill}, rng)};
+      CompileOptions reference;
+      reference.reference_kernels = true;
+      const Tensor want = Executable::compile(g, reference).run(args)[0];
+      Executable exe = Executable::compile(g);
+      const Tensor got = run_on_1_and_2_threads(exe, args)[0];
+      int64_t off = 0;
+      for (int64_t e = 0; e < got.size(); ++e) {
+        const float a = got.data<float>()[e], b = want.data<float>()[e];
+        off += fill == Fill::small_int ? a != b : std::abs(a - b) > 1e-5f * (1 + std::abs(b));
+      }
+      CHECK(off == 0);
+    }
+  }
+}
+
 TEST_CASE("2x2 max pools that tile the image: the fast kernels give the reference's bits, NaNs and ties included") {
   // Each row's windows in one loop (ops/reduce_window.cpp's tiling path): 32 channels (two
   // AVX-512 vectors, four AVX2 ones), 8 and 24 (AVX2 vectors only); 3 channels and a 5x5
