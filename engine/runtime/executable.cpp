@@ -178,8 +178,12 @@ void Executable::assign_offsets(Planning& p) {
   p.planned_shared.assign(g.nodes.size(), false);
   for (NodeId n : p.sched.order)
     (shared(n) ? p.planned_shared : p.planned)[size_t(n)] = p.lt.owner[size_t(n)] == n && !p.lv.is_output[size_t(n)];
-  plan_ = plan_memory(g, p.sched.order, p.planned, p.lt.last_use);
-  shared_plan_ = plan_memory(g, p.sched.order, p.planned_shared, p.lt.last_use);
+  // A fusion that reads an operand of its type element by element writes over it.
+  auto writes_over = [&](NodeId n, NodeId x) {
+    return g.at(n).op == Op::fusion && g.at(n).dtype == g.at(x).dtype && reads_in_step(g, g.at(n), x);
+  };
+  plan_ = plan_memory(g, p.sched.order, p.planned, p.lt.last_use, writes_over);
+  shared_plan_ = plan_memory(g, p.sched.order, p.planned_shared, p.lt.last_use, writes_over);
   p.offset.assign(g.nodes.size(), 0);
   for (const MemoryPlan* mp : {&plan_, &shared_plan_})
     for (const Buffer& b : mp->buffers) p.offset[size_t(b.node)] = b.offset;

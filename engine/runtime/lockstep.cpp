@@ -1,5 +1,7 @@
 #include "runtime/lockstep.h"
 
+#include <algorithm>
+
 #include "ops/reduce.h"
 
 namespace tpu {
@@ -49,16 +51,14 @@ bool body_reads_in_step(const Node& r, NodeId x) {
   return true;
 }
 
-// Reader r reads every operand that is x element by element: r is a fusion of x's shape, or a
-// tiled reduction of an operand of x's shape, and its body (if any) reads x in step.
+}  // namespace
+
 bool reads_in_step(const Graph& g, const Node& r, NodeId x) {
   const bool fusion = is_candidate(r) && r.shape == g.at(x).shape;
   const bool reduction = is_tiled_reduction(g, r) && reduced_operand(g, r) == g.at(x).shape;
   if (!fusion && !reduction) return false;
   return r.op == Op::reduce || body_reads_in_step(r, x);
 }
-
-}  // namespace
 
 std::vector<NodeId> sink_into_readers(const Graph& g, std::span<const NodeId> order, std::span<const int32_t> slot) {
   const size_t count = g.nodes.size();
@@ -151,7 +151,13 @@ bool lockstep_safe(const Graph& g, std::span<const NodeId> members, const std::f
     const BufferRange out = where(members[w]);
     for (size_t m = 0; m < members.size(); ++m) {
       const Node& node = g.at(members[m]);
-      if (m != w && overlap(out, where(members[m]))) return false;
+      // A later member may write over an earlier one's result that it reads in step (and is
+      // its last reader: the memory plan gives it that storage only then).
+      const Node& late = g.at(members[std::max(m, w)]);
+      const NodeId early = members[std::min(m, w)];
+      const bool over = same(out, where(members[m])) && std::find(late.in.begin(), late.in.end(), early) != late.in.end() &&
+                        reads_in_step(g, late, early);
+      if (m != w && overlap(out, where(members[m])) && !over) return false;
       for (NodeId i : node.in) {
         const BufferRange in = where(i);
         if (overlap(out, in) && !(same(out, in) && reads_in_step(g, node, i))) return false;

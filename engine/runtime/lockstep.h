@@ -32,6 +32,11 @@ namespace tpu {
 // Members smaller than this gain nothing: their operands stay in cache anyway.
 constexpr int64_t kLockStepMinElements = int64_t(1) << 16;
 
+// Reader r reads every operand that is x element by element: r is a fusion of x's shape (of
+// at least kLockStepMinElements), or a tiled reduction of an operand of x's shape, and its body
+// (if any) reads x in step (broadcasts it nowhere). Such a fusion may also write over x.
+bool reads_in_step(const Graph& g, const Node& r, NodeId x);
+
 // `order` with each fusion whose readers are all lock-step candidates reading it in step, of
 // its slot (slot[n]: the schedule class of n; readers of other classes stay apart), moved to just
 // before its first reader.
@@ -49,7 +54,8 @@ struct BufferRange {
   size_t begin, end;
 };
 // True when `members` (a run) may run in lock-step: wherever a member's result overlaps a
-// buffer another member reads or writes, it is that same buffer, read element by element.
+// buffer another member reads or writes, it is that same buffer, read element by element (by
+// the member writing over it, where an earlier member wrote it).
 bool lockstep_safe(const Graph& g, std::span<const NodeId> members, const std::function<BufferRange(NodeId)>& where);
 
 }  // namespace tpu

@@ -135,11 +135,24 @@ Endings endings_of(const std::vector<NodeId>& schedule, const std::vector<bool>&
 }  // namespace
 
 MemoryPlan plan_memory(const Graph& g, const std::vector<NodeId>& schedule, const std::vector<bool>& planned,
-                       const std::vector<int32_t>& last_use) {
+                       const std::vector<int32_t>& last_use, const WritesOver& writes_over) {
   MemoryPlan plan;
   Arena arena;
   const Endings ending = endings_of(schedule, planned, last_use);
   plan.buffers.reserve(ending.ids.size());
+  std::vector<int32_t> buffer_of(g.nodes.size(), -1);
+  std::vector<bool> taken(ending.ids.size(), false);  // storage a later node writes over
+  // The buffer of an operand of n whose storage ends at pos and that n writes over, or -1.
+  auto to_write_over = [&](NodeId n, int32_t pos, size_t bytes) {
+    if (!writes_over) return -1;
+    for (NodeId i : g.at(n).in) {
+      const int32_t k = buffer_of[size_t(i)];
+      if (k >= 0 && !taken[size_t(k)] && plan.buffers[size_t(k)].last == pos && plan.buffers[size_t(k)].bytes == bytes &&
+          writes_over(n, i))
+        return k;
+    }
+    return -1;
+  };
   size_t live_tpu = 0;
   for (int32_t pos = 0; pos < int32_t(schedule.size()); ++pos) {
     NodeId n = schedule[size_t(pos)];
@@ -150,14 +163,25 @@ MemoryPlan plan_memory(const Graph& g, const std::vector<NodeId>& schedule, cons
       b.tpu_bytes = tpu_padded_bytes(node.dtype, node.shape);
       b.first = pos;
       b.last = std::max(pos, last_use[size_t(n)]);
-      b.offset = arena.allocate(b.bytes);
+      const int32_t over = to_write_over(n, pos, b.bytes);
+      if (over >= 0) {
+        taken[size_t(over)] = true;
+        b.offset = plan.buffers[size_t(over)].offset;
+        live_tpu -= plan.buffers[size_t(over)].tpu_bytes;
+      } else {
+        b.offset = arena.allocate(b.bytes);
+      }
       live_tpu += b.tpu_bytes;
       plan.peak_tpu_bytes = std::max(plan.peak_tpu_bytes, live_tpu);
+      buffer_of[size_t(n)] = int32_t(plan.buffers.size());
       plan.buffers.push_back(b);
     }
-    // Storage read for the last time here is free for the nodes after this one.
+    // Storage read for the last time here is free for the nodes after this one (unless one
+    // took it over).
     for (int32_t k = ending.start[size_t(pos)]; k < ending.start[size_t(pos) + 1]; ++k) {
-      const Buffer& b = plan.buffers[ending.ids[size_t(k)]];
+      const size_t id = ending.ids[size_t(k)];
+      if (taken[id]) continue;
+      const Buffer& b = plan.buffers[id];
       arena.release(b.offset, b.bytes);
       live_tpu -= b.tpu_bytes;
     }

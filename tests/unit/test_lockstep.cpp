@@ -235,8 +235,9 @@ TEST_CASE("reductions join a run over its shape and the dims of its first reduct
 namespace {
 
 // relu(conv(x, w) + b) and a second reader of the conv's result, (conv + b) * 2: a 3x3 "same"
-// conv of x [n,28,28,1] to co channels; after the pipeline, a conv then two fusions.
-Graph conv_then_fusions(int64_t n, int64_t co) {
+// conv of x [n,28,28,1] to co channels; after the pipeline, a conv then two fusions. Pooled:
+// the relu max-pooled instead, its fusion alone, writing over the conv's result.
+Graph conv_then_fusions(int64_t n, int64_t co, bool pooled = false) {
   Graph g;
   const NodeId x = g.parameter(DType::f32, {n, 28, 28, 1}), w = g.parameter(DType::f32, {3, 3, 1, co});
   const NodeId b = g.parameter(DType::f32, {co});
@@ -245,7 +246,11 @@ Graph conv_then_fusions(int64_t n, int64_t co) {
   const NodeId y = g.conv(x, w, same);
   const Shape s = g.at(y).shape;
   const NodeId biased = g.binary(Op::add, y, g.broadcast(b, s, {3}));
-  g.outputs = {g.binary(Op::max, biased, g.full(DType::f32, s, 0)), g.binary(Op::mul, biased, g.full(DType::f32, s, 2))};
+  const NodeId relu = g.binary(Op::max, biased, g.full(DType::f32, s, 0));
+  g.outputs = {relu, g.binary(Op::mul, biased, g.full(DType::f32, s, 2))};
+  Window2D pool;
+  pool.size = {2, 2}, pool.stride = {2, 2};
+  if (pooled) g.outputs = {g.reduce_window(relu, WindowKind::max, pool)};
   return g;
 }
 
@@ -276,6 +281,27 @@ TEST_CASE("a conv and the fusions that read its result run chunk by chunk, bitwi
       REQUIRE(got.size() == 2);
       for (size_t i = 0; i < got.size(); ++i) CHECK_MESSAGE(std::memcmp(got[i].raw(), want[i].raw(), got[i].bytes()) == 0, i);
     }
+  }
+  set_num_threads(0);
+}
+
+TEST_CASE("a fusion after a conv writes over the conv's result, chunk by chunk") {
+  Executable exe = Executable::compile(conv_then_fusions(8, 32, true));
+  CHECK(exe.lockstep_members() == 2);
+  size_t conv = 1, fusion = 0;
+  for (const Buffer& b : exe.memory_plan().buffers) {
+    if (exe.graph().at(b.node).op == Op::conv) conv = b.offset;
+    if (exe.graph().at(b.node).op == Op::fusion) fusion = b.offset;
+  }
+  CHECK(conv == fusion);
+  CompileOptions apart;
+  apart.lockstep = false;
+  Executable sequential = Executable::compile(conv_then_fusions(8, 32, true), apart);
+  const std::vector<Tensor> inputs = conv_inputs(8, 32);
+  for (int threads : {1, 2}) {
+    set_num_threads(threads);
+    const Tensor got = exe.run(inputs)[0], want = sequential.run(inputs)[0];
+    CHECK(std::memcmp(got.raw(), want.raw(), got.bytes()) == 0);
   }
   set_num_threads(0);
 }

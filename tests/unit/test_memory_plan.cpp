@@ -99,6 +99,54 @@ TEST_CASE("a donated parameter receives an elementwise update in place") {
   CHECK(r.get(3) == 12);
 }
 
+namespace {
+// relu(a @ b + 1) @ c, and (with `reread`) a @ b read again after the relu: after the
+// pipeline, a dot and a fusion that reads its result element by element.
+Graph dot_then_relu(bool reread) {
+  Graph g;
+  const NodeId a = g.parameter(DType::f32, {256, 64}), b = g.parameter(DType::f32, {64, 512});
+  const NodeId c = g.parameter(DType::f32, {512, 16});
+  const NodeId y = g.dot(a, b);
+  const Shape s = g.at(y).shape;
+  const NodeId r = g.binary(Op::max, g.binary(Op::add, y, g.full(DType::f32, s, 1)), g.full(DType::f32, s, 0));
+  g.outputs = {g.dot(r, c)};
+  if (reread) g.outputs.push_back(g.reduce(g.binary(Op::mul, y, r), {1}, ReduceKind::max));
+  return g;
+}
+
+// The offsets of the planned dot's and fusion's buffers.
+std::pair<size_t, size_t> dot_and_fusion_offsets(const Executable& exe) {
+  size_t dot = 0, fusion = 0;
+  int found = 0;
+  for (const Buffer& b : exe.memory_plan().buffers) {
+    const Node& n = exe.graph().at(b.node);
+    if (n.op == Op::dot && n.shape == Shape{256, 512}) dot = b.offset, found += 1;
+    if (n.op == Op::fusion && n.shape == Shape{256, 512}) fusion = b.offset, found += 2;
+  }
+  REQUIRE(found == 3);
+  return {dot, fusion};
+}
+}  // namespace
+
+TEST_CASE("a fusion writes over the operand it reads element by element when it reads it last") {
+  std::mt19937 rng(3);
+  std::uniform_real_distribution<float> u(-1, 1);
+  std::vector<Tensor> args{Tensor(DType::f32, {256, 64}), Tensor(DType::f32, {64, 512}), Tensor(DType::f32, {512, 16})};
+  for (Tensor& t : args)
+    for (int64_t i = 0; i < t.size(); ++i) t.set(i, u(rng));
+  CompileOptions reference;
+  reference.reference_kernels = true;
+  for (bool reread : {false, true}) {
+    INFO("the dot's result read again later: " << reread);
+    Executable exe = Executable::compile(dot_then_relu(reread));
+    const auto [dot, fusion] = dot_and_fusion_offsets(exe);
+    CHECK((dot == fusion) == !reread);
+    const std::vector<Tensor> got = exe.run(args), want = Executable::compile(dot_then_relu(reread), reference).run(args);
+    for (size_t i = 0; i < got.size(); ++i)
+      for (int64_t e = 0; e < got[i].size(); ++e) CHECK(got[i].get(e) == doctest::Approx(want[i].get(e)).epsilon(1e-4));
+  }
+}
+
 // ---- The planner's stages (runtime/planner.h), one at a time ----
 
 namespace {
