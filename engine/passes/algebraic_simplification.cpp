@@ -178,9 +178,38 @@ NodeId pad_after_convert(Graph& g, const Node& n, bool sole_reader) {
   return g.pad(g.convert(pad.in[0], n.dtype), pad.pad_lo(), pad.pad_hi(), 0);
 }
 
+// select(compare(y, c), select_and_scatter(y, dy), +0) -> select_and_scatter(y, select(
+// compare(m, c), dy, +0)) with m = reduce_window(y, max) over the same windows: a max pool's
+// gradient through the relu before it (whose gradient compares the relu's output, the pool's
+// input). The element a window selects holds the window's maximum (both kernels let a NaN
+// win), so the comparison moves to the pooled side, a quarter of the elements under 2x2 pools,
+// and the full-size masked copy of the scattered gradient is not made (the CNN's first layer:
+// 0.9 ms a step). Every element is the same: the same gradients in the same sums where the
+// comparison holds, +0 elsewhere. CSE merges m with the forward pool.
+NodeId mask_before_scatter(Graph& g, const Node& n) {
+  double zero = 1, c = 0;
+  if (n.op != Op::select || !splat(g, n.in[2], zero) || zero != 0 || std::signbit(zero)) return -1;
+  const Node& cmp = g.at(n.in[0]);
+  const Node& scatter = g.at(n.in[1]);
+  if (cmp.op != Op::compare || scatter.op != Op::select_and_scatter || cmp.in[0] != scatter.in[0] ||
+      !splat(g, cmp.in[1], c))
+    return -1;
+  const NodeId y = scatter.in[0], dy = scatter.in[1];
+  const Window2D win = scatter.window();
+  const DType t = g.at(dy).dtype;
+  const Shape pooled = g.at(dy).shape;
+  const Cmp direction = cmp.direction();
+  const int32_t pool_loc = scatter.loc;  // read before nodes are added (they may move the node list)
+  const NodeId m = g.reduce_window(y, WindowKind::max, win);
+  const NodeId masked = g.select(g.compare(direction, m, g.full(t, pooled, c)), dy, g.full(t, pooled, 0));
+  g.current_loc = pool_loc;  // the scatter stays the pool's gradient in profiles and plans
+  return g.select_and_scatter(y, masked, win);
+}
+
 const Rule kRules[] = {times_one,       over_one,        minus_zero,          double_negation, same_choice,
                        gradient_stopped, reshape_chain,   reshape_before_convert, transpose_chain, broadcast_chain,
-                       pad_into_conv,   negation_out_of_sum,    transpose_into_dot,  channels_swapped_into_conv};
+                       pad_into_conv,   negation_out_of_sum,    transpose_into_dot,  channels_swapped_into_conv,
+                       mask_before_scatter};
 
 // Per node of g, whether it is the only reader of its first operand, which the graph does not
 // return either (users_of counts a reader once). Only pad_after_convert asks, so the walk is

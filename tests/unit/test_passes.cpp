@@ -197,6 +197,36 @@ TEST_CASE("algebraic simplification sums before it negates, with the same values
   CHECK(std::memcmp(want.raw(), got.raw(), want.bytes()) == 0);
 }
 
+// A max pool's gradient through a relu-like comparison: the mask moves to the pooled side.
+// Disjoint and overlapping padded windows, two comparisons, NaNs, ties and -0 in x: the same
+// bits. A -0 in the select's other arm (not what the scatter leaves) keeps the graph as it is.
+TEST_CASE("algebraic simplification masks a pool's gradient before it scatters it") {
+  auto graph = [](const std::string& window, const std::string& cmp, const std::string& c, const std::string& zero) {
+    return "graph g\n%0 = parameter f32[2,6,6,3] index=0\n%1 = parameter f32[2,3,3,3] index=1\n"
+           "%2 = constant f32[] literal=[" + c + "]\n%3 = broadcast f32[2,6,6,3] %2\n"
+           "%4 = constant f32[] literal=[" + zero + "]\n%5 = broadcast f32[2,6,6,3] %4\n"
+           "%6 = select_and_scatter f32[2,6,6,3] %0, %1 window={" + window + "}\n"
+           "%7 = compare bool[2,6,6,3] %0, %3 direction=" + cmp + "\n%8 = select f32[2,6,6,3] %7, %6, %5\nreturn %8\n";
+  };
+  std::vector<Tensor> args = {Tensor(DType::f32, {2, 6, 6, 3}), Tensor(DType::f32, {2, 3, 3, 3})};
+  for (int64_t i = 0; i < args[0].size(); ++i) args[0].set(i, i % 11 == 0 ? 0.5 : std::round(std::sin(double(i)) * 4) / 4);
+  args[0].set(7, std::nan("")), args[0].set(50, -0.0), args[0].set(51, std::nan(""));
+  for (int64_t i = 0; i < args[1].size(); ++i) args[1].set(i, std::cos(double(i)) + 0.1);
+  for (const std::string window : {"size=2x2 stride=2x2 pad=0_0x0_0", "size=3x3 stride=2x2 pad=1_1x1_1"})
+    for (const auto& [cmp, c] : {std::pair<std::string, std::string>{"gt", "0"}, {"lt", "0.5"}}) {
+      INFO(window << ", " << cmp << " " << c);
+      const std::string in = graph(window, cmp, c, "0");
+      PassResult r = algebraic_simplification(parse_graph(in));
+      CHECK(r.changed);
+      const std::string printed = print_graph(dead_code_elimination(std::move(r.graph)).graph);
+      CHECK(printed.find("select f32[2,3,3,3]") != std::string::npos);
+      CHECK(printed.find("select f32[2,6,6,3]") == std::string::npos);
+      expect_same_numbers(in, algebraic_simplification(parse_graph(in)).graph, args);
+    }
+  const std::string negative_zero = graph("size=2x2 stride=2x2 pad=0_0x0_0", "gt", "0", "-0");
+  expect(algebraic_simplification, negative_zero, false, negative_zero);
+}
+
 // Attention's keys, [B,S,H,D] -> [B,H,D,S] for q k: the dot reads [B,H,S,D] (whole rows
 // copied) through its flag; the same for a transposed left operand, through a convert, and a
 // plain swap of the last two of a computed operand goes away. A parameter's swap is dot_layout's.
