@@ -13,6 +13,7 @@
 #include "ops/fusion_program.h"
 #include "ops/kernel_util.h"
 #include "ops/reduce.h"
+#include "ops/reduce_window.h"
 #include "runtime/thread_pool.h"
 
 namespace tpu {
@@ -375,25 +376,28 @@ void run_with_reductions(std::span<const LockstepCall> calls) {
 
 void run_after_conv(std::span<const LockstepCall> calls) {
   const LockstepCall& conv = calls.front();
-  const auto fusions = calls.subspan(1);
+  const auto members = calls.subspan(1);  // fusions, and pools (reduce_window) of members
   thread_local std::vector<const FusionProgram*> reused;  // no allocation per step
   std::vector<const FusionProgram*>& programs = reused;
   programs.clear();
   bool blocks = false;
-  for (const LockstepCall& c : fusions) blocks = blocks || !programs.emplace_back(fusion_program(*c.node));
+  for (const LockstepCall& c : members) {
+    programs.push_back(c.node->op == Op::fusion ? fusion_program(*c.node) : nullptr);
+    blocks = blocks || (c.node->op == Op::fusion && !programs.back());
+  }
   // A program makes any chunk-aligned range as it makes the whole; block evaluation, whole blocks.
   const Shape& y = conv.out->shape();
-  const int64_t chunk = conv_chunk_images(y[0], y[1] * y[2]) * y[1] * y[2] * y[3];
+  const int64_t per_image = y[1] * y[2] * y[3], chunk = conv_chunk_images(y[0], y[1] * y[2]) * per_image;
   auto make_range = [&](int64_t begin, int64_t end) {
-    for (size_t k = 0; k < fusions.size(); ++k) {
-      const LockstepCall& c = fusions[k];
-      if (programs[k]) programs[k]->run(c.in, *c.out, begin, end);
+    for (size_t k = 0; k < members.size(); ++k) {
+      const LockstepCall& c = members[k];
+      if (c.node->op == Op::reduce_window) reduce_window_images(*c.node, c.in, *c.out, begin / per_image, end / per_image);
+      else if (programs[k]) programs[k]->run(c.in, *c.out, begin, end);
       else run_range(*c.node, c.in, begin, end, c.out->raw() + begin * int64_t(size_of(c.out->dtype())));
     }
   };
   if (chunk % (blocks ? kBlock : kFusionChunk) == 0 && conv_in_chunks(*conv.node, conv.in, *conv.out, make_range)) return;
-  kernel_for(Op::conv)(*conv.node, conv.in, *conv.out);
-  run_fusions_in_lockstep(fusions);
+  for (const LockstepCall& c : calls) kernel_for(c.node->op)(*c.node, c.in, *c.out);
 }
 
 void run_in_lockstep(std::span<const LockstepCall> calls) {

@@ -23,9 +23,10 @@ void run_fusions_in_lockstep(std::span<const LockstepCall> calls);
 // each has alone; where a tile would cut the fusion's blocks, they run one after the other.
 void run_with_reductions(std::span<const LockstepCall> calls);
 
-// A conv then fusions of its result's shape that read it, or each other, element by element:
-// each chunk of the conv's result (ops/conv.h conv_in_chunks) has the fusions' range of their
-// results made at once, on the thread that made it, while it is in cache. Results are bitwise
+// A conv then fusions of its result's shape that read it, or each other, element by element,
+// and pools of those: each chunk of the conv's result (ops/conv.h conv_in_chunks) has the
+// fusions' range of their results and the pools' images made at once, on the thread that made
+// it, while it is in cache. Results are bitwise
 // those of running the members one after the other, which is what they do where the conv's
 // kernel does not make its result in chunks or a chunk would cut a fusion's block.
 void run_after_conv(std::span<const LockstepCall> calls);

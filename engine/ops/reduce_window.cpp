@@ -11,6 +11,7 @@
 
 #include "ops/f32_compute.h"
 #include "ops/kernel_util.h"
+#include "ops/reduce_window.h"
 #include "ops/window_rule.h"
 #include "runtime/thread_pool.h"
 
@@ -324,18 +325,17 @@ void max_pool_2x2(const float*, float*, const Shape&, int64_t, int64_t) {}
 void max_pool_2x2_grad(const float*, const float*, float*, const Shape&, int64_t, int64_t) {}
 #endif
 
-// f32 (and bf16 through f32): one task per image; each window's channels are a vector.
-void fast_reduce_window_f32(const Node& n, std::span<const Tensor* const> in, Tensor& out) {
+// Images [b0, b1) of an f32 reduce_window; each window's channels are a vector.
+void reduce_window_f32_images(const Node& n, std::span<const Tensor* const> in, Tensor& out, int64_t b0, int64_t b1) {
   const WindowKind kind = kind_of(n);
   const float* a = in[0]->data<float>();
   if (kind == WindowKind::max && tiles_2x2(n.window(), in[0]->shape(), n.shape[1], n.shape[2])) {
-    return parallel_for(in[0]->shape()[0], [&](int64_t b) {
-      max_pool_2x2(a, out.data<float>(), in[0]->shape(), n.shape[1], b);
-    });
+    for (int64_t b = b0; b < b1; ++b) max_pool_2x2(a, out.data<float>(), in[0]->shape(), n.shape[1], b);
+    return;
   }
   const PoolGeom p = pool_geom(n.window(), in[0]->shape(), n.shape[1], n.shape[2]);
-  parallel_for(in[0]->shape()[0], [&](int64_t b) {
-    std::vector<float> best(static_cast<size_t>(p.ch));
+  std::vector<float> best(static_cast<size_t>(p.ch));
+  for (int64_t b = b0; b < b1; ++b) {
     for (int64_t oh = 0; oh < p.ho; ++oh)
       for (int64_t ow = 0; ow < p.wo; ++ow) {
         const int64_t o = ((b * p.ho + oh) * p.wo + ow) * p.ch;
@@ -351,7 +351,12 @@ void fast_reduce_window_f32(const Node& n, std::span<const Tensor* const> in, Te
           });
         }
       }
-  });
+  }
+}
+
+// f32 (and bf16 through f32): one task per image.
+void fast_reduce_window_f32(const Node& n, std::span<const Tensor* const> in, Tensor& out) {
+  parallel_for(in[0]->shape()[0], [&](int64_t b) { reduce_window_f32_images(n, in, out, b, b + 1); });
 }
 
 // Windows that share no input element: each element a window reads gets the window's output
@@ -406,6 +411,14 @@ void fast_select_and_scatter_f32(const Node& n, std::span<const Tensor* const> i
     else scatter_overlapping(p, a, dy, out.data<float>(), b);
   });
 }
+
+}  // namespace
+
+void reduce_window_images(const Node& n, std::span<const Tensor* const> in, Tensor& out, int64_t b0, int64_t b1) {
+  reduce_window_f32_images(n, in, out, b0, b1);
+}
+
+namespace {
 
 void fast_reduce_window(const Node& n, std::span<const Tensor* const> in, Tensor& out) {
   if (in[0]->dtype() == DType::f32 || in[0]->dtype() == DType::bf16) return in_f32<fast_reduce_window_f32>(n, in, out);

@@ -132,6 +132,7 @@ struct Executable::Planning {
   std::vector<NodeId> dot_of;  // per all_reduce: the dot it computes itself, or -1
   Schedule sched;
   Lifetimes lt;
+  std::vector<int32_t> last_reader;  // per owner: its last reader's position (lt's before lock-step runs extend it)
   Donation donation;
   std::vector<bool> planned, planned_shared;  // per node: has an offset in plan_ / shared_plan_
   std::vector<size_t> offset;
@@ -157,6 +158,7 @@ void Executable::plan(const CompileOptions& options, StageTimer& timer) {
   p.donation = donate(g, p.lt, p.lv, {options.donated, sharded_, invariant_, reads_elementwise});
   donated_args_ = p.donation.args;
   timer.part("donation");
+  p.last_reader = p.lt.last_use;
   extend_for_lockstep(g, p.sched, p.lt);
   timer.part("lock-step reads");
   assign_offsets(p);
@@ -178,9 +180,11 @@ void Executable::assign_offsets(Planning& p) {
   p.planned_shared.assign(g.nodes.size(), false);
   for (NodeId n : p.sched.order)
     (shared(n) ? p.planned_shared : p.planned)[size_t(n)] = p.lt.owner[size_t(n)] == n && !p.lv.is_output[size_t(n)];
-  // A fusion that reads an operand of its type element by element writes over it.
+  // A fusion that reads an operand of its type element by element, and is its last reader,
+  // writes over it (in a lock-step run too, where the operand lives on to the run's end).
   auto writes_over = [&](NodeId n, NodeId x) {
-    return g.at(n).op == Op::fusion && g.at(n).dtype == g.at(x).dtype && reads_in_step(g, g.at(n), x);
+    return g.at(n).op == Op::fusion && g.at(n).dtype == g.at(x).dtype && p.last_reader[size_t(x)] == p.lt.pos[size_t(n)] &&
+           reads_in_step(g, g.at(n), x);
   };
   plan_ = plan_memory(g, p.sched.order, p.planned, p.lt.last_use, writes_over);
   shared_plan_ = plan_memory(g, p.sched.order, p.planned_shared, p.lt.last_use, writes_over);

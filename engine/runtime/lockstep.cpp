@@ -33,6 +33,11 @@ bool is_conv_producer(const Graph& g, const Node& n) {
          g.at(n.in[1]).dtype == DType::f32 && num_elements(n.shape) >= kLockStepMinElements;
 }
 
+// A pool of a conv run's member, image by image (ops/reduce_window.h): f32 operand and result.
+bool is_f32_pool(const Graph& g, const Node& n) {
+  return n.op == Op::reduce_window && n.dtype == DType::f32 && g.at(n.in[0]).dtype == DType::f32;
+}
+
 // The shape a member's elements run over: a fusion's or conv's result, a reduction's operand.
 const Shape& run_shape(const Graph& g, const Node& n) {
   return n.op == Op::fusion || n.op == Op::conv ? n.shape : reduced_operand(g, n);
@@ -95,7 +100,7 @@ std::vector<NodeId> sink_into_readers(const Graph& g, std::span<const NodeId> or
 
 // A run is fusions of one shape, or at most one fusion followed by tiled reductions over the
 // same dims of operands of its shape (ops/fusion.h run_with_reductions), or a conv followed by
-// fusions of its result's shape (run_after_conv).
+// fusions of its result's shape and pools of those (run_after_conv).
 std::vector<int32_t> lockstep_runs(const Graph& g, std::span<const NodeId> order, std::span<const int32_t> slot) {
   std::vector<int32_t> runs(order.size(), 0);
   std::vector<bool> in_run(g.nodes.size(), false);
@@ -115,14 +120,19 @@ std::vector<int32_t> lockstep_runs(const Graph& g, std::span<const NodeId> order
     const Node& n = g.at(order[k]);
     const bool conv = is_conv_producer(g, n);
     const bool fusion = is_candidate(n), reduction = !fusion && is_tiled_reduction(g, n);
-    bool joins = k > start && (fusion || reduction) && slot[size_t(order[k])] == slot[size_t(order[start])] &&
-                 run_shape(g, n) == run_shape(g, g.at(order[start]));
+    const bool pool = after_conv && is_f32_pool(g, n) && in_run[size_t(n.in[0])];
+    bool joins = k > start && (fusion || reduction || pool) && slot[size_t(order[k])] == slot[size_t(order[start])] &&
+                 (pool ? g.at(n.in[0]).shape : run_shape(g, n)) == run_shape(g, g.at(order[start]));
     if (fusion) joins = joins && !reduction_of_run;
     if (reduction) joins = joins && !after_conv && fusions <= 1 &&
                            (!reduction_of_run || reduction_of_run->attrs.dims() == n.attrs.dims());
     for (NodeId i : n.in)
-      if (joins && in_run[size_t(i)] && !reads_in_step(g, n, i)) joins = false;
+      if (joins && !pool && in_run[size_t(i)] && !reads_in_step(g, n, i)) joins = false;
     if (!joins) close(k);
+    if (joins && pool) {  // it reads its operand's chunk, image by image
+      in_run[size_t(order[k])] = true;
+      continue;
+    }
     if (conv) {  // a conv only starts a run
       in_run[size_t(order[k])] = true;
       after_conv = true;
@@ -160,7 +170,10 @@ bool lockstep_safe(const Graph& g, std::span<const NodeId> members, const std::f
       if (m != w && overlap(out, where(members[m])) && !over) return false;
       for (NodeId i : node.in) {
         const BufferRange in = where(i);
-        if (overlap(out, in) && !(same(out, in) && reads_in_step(g, node, i))) return false;
+        // A conv run's pool reads a member's result whole images at a time, after the
+        // members before it made them and before those after it write over them.
+        const bool pooled = node.op == Op::reduce_window && std::find(members.begin(), members.end(), i) != members.end();
+        if (overlap(out, in) && !(same(out, in) && (pooled || reads_in_step(g, node, i)))) return false;
       }
     }
   }

@@ -13,7 +13,8 @@
 // A conv and the fusions after it that read its result element by element run as one too
 // (ops/fusion.h run_after_conv): a bias and an activation are applied to each chunk of the conv's
 // result while it is in cache, as the chunk's primitive made it (oneDNN's post-ops would do the
-// same inside the primitive, but only for the few forms they know).
+// same inside the primitive, but only for the few forms they know), and a max pool of that
+// reads the chunk's images there too.
 //
 // The scheduler first moves a fusion whose readers are all such members to just before the
 // first of them (so m and v land next to the weight update), then cuts runs. Results are
@@ -44,7 +45,7 @@ std::vector<NodeId> sink_into_readers(const Graph& g, std::span<const NodeId> or
 
 // runs[k] > 0 where a run of that many lock-step members starts at order[k], else 0: fusions of
 // one shape, at most one fusion then reductions over the same dims of operands of its shape, or
-// a conv then fusions of its result's shape.
+// a conv then fusions of its result's shape and pools of those.
 std::vector<int32_t> lockstep_runs(const Graph& g, std::span<const NodeId> order, std::span<const int32_t> slot);
 
 // Where a value lives: a space (an arena, an argument's buffer, a buffer of its own) and a

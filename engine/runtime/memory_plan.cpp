@@ -142,12 +142,12 @@ MemoryPlan plan_memory(const Graph& g, const std::vector<NodeId>& schedule, cons
   plan.buffers.reserve(ending.ids.size());
   std::vector<int32_t> buffer_of(g.nodes.size(), -1);
   std::vector<bool> taken(ending.ids.size(), false);  // storage a later node writes over
-  // The buffer of an operand of n whose storage ends at pos and that n writes over, or -1.
-  auto to_write_over = [&](NodeId n, int32_t pos, size_t bytes) {
+  // The buffer of an operand of n that n writes over and outlives (b: n's own), or -1.
+  auto to_write_over = [&](NodeId n, const Buffer& b) {
     if (!writes_over) return -1;
     for (NodeId i : g.at(n).in) {
       const int32_t k = buffer_of[size_t(i)];
-      if (k >= 0 && !taken[size_t(k)] && plan.buffers[size_t(k)].last == pos && plan.buffers[size_t(k)].bytes == bytes &&
+      if (k >= 0 && !taken[size_t(k)] && plan.buffers[size_t(k)].last <= b.last && plan.buffers[size_t(k)].bytes == b.bytes &&
           writes_over(n, i))
         return k;
     }
@@ -163,7 +163,7 @@ MemoryPlan plan_memory(const Graph& g, const std::vector<NodeId>& schedule, cons
       b.tpu_bytes = tpu_padded_bytes(node.dtype, node.shape);
       b.first = pos;
       b.last = std::max(pos, last_use[size_t(n)]);
-      const int32_t over = to_write_over(n, pos, b.bytes);
+      const int32_t over = to_write_over(n, b);
       if (over >= 0) {
         taken[size_t(over)] = true;
         b.offset = plan.buffers[size_t(over)].offset;

@@ -29,13 +29,13 @@ struct MemoryPlan {
   size_t peak_tpu_bytes = 0;    // largest sum of live tile-padded intermediates
 };
 
-// Whether node n may write its result over operand x's storage when it is x's last reader
-// (it reads x element by element, at the same size).
+// Whether node n may write its result over operand x's storage: it reads x element by element,
+// and last (no node after it reads x; lock-step runs keep x's storage to their end all the same).
 using WritesOver = std::function<bool(NodeId n, NodeId x)>;
 
 // `schedule` lists the nodes in execution order; `planned[n]` says whether node n needs arena
 // storage; `last_use[n]` is the schedule position of n's last reader. A node that
-// `writes_over` an operand whose storage ends where it runs takes that storage, as a TPU
+// `writes_over` an operand of its size whose storage it outlives takes that storage, as a TPU
 // fusion writes over its operand's buffer: no second buffer live, half the memory traffic.
 MemoryPlan plan_memory(const Graph& g, const std::vector<NodeId>& schedule, const std::vector<bool>& planned,
                        const std::vector<int32_t>& last_use, const WritesOver& writes_over = {});

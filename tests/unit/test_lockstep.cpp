@@ -236,7 +236,7 @@ namespace {
 
 // relu(conv(x, w) + b) and a second reader of the conv's result, (conv + b) * 2: a 3x3 "same"
 // conv of x [n,28,28,1] to co channels; after the pipeline, a conv then two fusions. Pooled:
-// the relu max-pooled instead, its fusion alone, writing over the conv's result.
+// the relu max-pooled instead, its fusion alone (writing over the conv's result), then the pool.
 Graph conv_then_fusions(int64_t n, int64_t co, bool pooled = false) {
   Graph g;
   const NodeId x = g.parameter(DType::f32, {n, 28, 28, 1}), w = g.parameter(DType::f32, {3, 3, 1, co});
@@ -285,9 +285,9 @@ TEST_CASE("a conv and the fusions that read its result run chunk by chunk, bitwi
   set_num_threads(0);
 }
 
-TEST_CASE("a fusion after a conv writes over the conv's result, chunk by chunk") {
+TEST_CASE("a fusion after a conv writes over the conv's result and a pool reads it, chunk by chunk") {
   Executable exe = Executable::compile(conv_then_fusions(8, 32, true));
-  CHECK(exe.lockstep_members() == 2);
+  CHECK(exe.lockstep_members() == 3);
   size_t conv = 1, fusion = 0;
   for (const Buffer& b : exe.memory_plan().buffers) {
     if (exe.graph().at(b.node).op == Op::conv) conv = b.offset;
