@@ -418,6 +418,11 @@ void reduce_window_images(const Node& n, std::span<const Tensor* const> in, Tens
   reduce_window_f32_images(n, in, out, b0, b1);
 }
 
+// max_pool_2x2_grad loads each window's four vectors before it stores any.
+bool scatter_may_write_over_input(const Graph& g, const Node& n) {
+  return n.op == Op::select_and_scatter && tiles_2x2(n.window(), g.at(n.in[0]).shape, n.shape[1] / 2, n.shape[2] / 2);
+}
+
 namespace {
 
 void fast_reduce_window(const Node& n, std::span<const Tensor* const> in, Tensor& out) {

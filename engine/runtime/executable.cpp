@@ -13,6 +13,7 @@
 #include "core/error.h"
 #include "ops/collective.h"
 #include "ops/fusion.h"
+#include "ops/reduce_window.h"
 #include "passes/pass.h"
 #include "runtime/debug_level.h"
 #include "runtime/lockstep.h"
@@ -181,10 +182,13 @@ void Executable::assign_offsets(Planning& p) {
   for (NodeId n : p.sched.order)
     (shared(n) ? p.planned_shared : p.planned)[size_t(n)] = p.lt.owner[size_t(n)] == n && !p.lv.is_output[size_t(n)];
   // A fusion that reads an operand of its type element by element, and is its last reader,
-  // writes over it (in a lock-step run too, where the operand lives on to the run's end).
+  // writes over it (in a lock-step run too, where the operand lives on to the run's end); so
+  // does a max pool's gradient over the pool's input, window by window.
   auto writes_over = [&](NodeId n, NodeId x) {
-    return g.at(n).op == Op::fusion && g.at(n).dtype == g.at(x).dtype && p.last_reader[size_t(x)] == p.lt.pos[size_t(n)] &&
-           reads_in_step(g, g.at(n), x);
+    const Node& w = g.at(n);
+    if (w.dtype != g.at(x).dtype || p.last_reader[size_t(x)] != p.lt.pos[size_t(n)]) return false;
+    if (w.op == Op::select_and_scatter) return x == w.in[0] && scatter_may_write_over_input(g, w);
+    return w.op == Op::fusion && reads_in_step(g, w, x);
   };
   plan_ = plan_memory(g, p.sched.order, p.planned, p.lt.last_use, writes_over);
   shared_plan_ = plan_memory(g, p.sched.order, p.planned_shared, p.lt.last_use, writes_over);
