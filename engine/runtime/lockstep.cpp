@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include "kernels/onednn_conv.h"
+#include "ops/op_table.h"
 #include "ops/reduce.h"
 
 namespace tpu {
@@ -27,10 +29,15 @@ bool is_tiled_reduction(const Graph& g, const Node& n) {
 }
 
 // A conv whose fusion readers may take its result chunk by chunk (ops/fusion.h run_after_conv):
-// f32 operands and result, large enough to gain.
+// f32 operands and result, large enough to gain, in chunks of images that do not cut a fusion
+// program's chunks (else the run would always go one member after the other, its operands
+// kept to its end for nothing).
 bool is_conv_producer(const Graph& g, const Node& n) {
-  return n.op == Op::conv && n.dtype == DType::f32 && g.at(n.in[0]).dtype == DType::f32 &&
-         g.at(n.in[1]).dtype == DType::f32 && num_elements(n.shape) >= kLockStepMinElements;
+  if (n.op != Op::conv || n.dtype != DType::f32 || g.at(n.in[0]).dtype != DType::f32 ||
+      g.at(n.in[1]).dtype != DType::f32 || num_elements(n.shape) < kLockStepMinElements)
+    return false;
+  const Shape& y = n.shape;
+  return conv_chunk_images(y[0], y[1] * y[2]) * y[1] * y[2] * y[3] % kFusionChunk == 0;
 }
 
 // A pool of a conv run's member, image by image (ops/reduce_window.h): f32 operand and result.

@@ -166,6 +166,7 @@ MemoryPlan plan_memory(const Graph& g, const std::vector<NodeId>& schedule, cons
       const int32_t over = to_write_over(n, b);
       if (over >= 0) {
         taken[size_t(over)] = true;
+        plan.buffers[size_t(over)].passed_on = true;
         b.offset = plan.buffers[size_t(over)].offset;
         live_tpu -= plan.buffers[size_t(over)].tpu_bytes;
       } else {

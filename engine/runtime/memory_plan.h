@@ -21,6 +21,10 @@ struct Buffer {
   size_t tpu_bytes = 0;
   int32_t first = 0;   // schedule position that writes it
   int32_t last = 0;    // last schedule position that reads it
+  // Its storage went on to a later node that writes over it (plan_memory's `writes_over`):
+  // the two records then share offset and bytes while both live. No other two live buffers
+  // overlap.
+  bool passed_on = false;
 };
 
 struct MemoryPlan {

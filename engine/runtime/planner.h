@@ -3,11 +3,13 @@
 //
 //   1. liveness         which nodes the outputs need; which are the same on every replica
 //   2. schedule         execution order: by all_reduce phase, then invariant / per-replica /
-//                       all_reduce nodes; lock-step fusions moved together (runtime/lockstep.h)
+//                       all_reduce nodes; lock-step runs (fusions, reductions, a conv's
+//                       readers) moved together (runtime/lockstep.h)
 //   3. lifetimes        storage owners (a reshape shares its operand's) and each one's last read
 //   4. donation         results that take a donated parameter's buffer
 //   5. lock-step reads  a lock-step run reads its operands until its last member has run
-//   6. offsets          arena offsets from the lifetimes (runtime/memory_plan.h)
+//   6. offsets          arena offsets from the lifetimes (runtime/memory_plan.h); a fusion
+//                       or a pool's gradient that reads an operand last writes over it
 //   7. steps            the phases' step lists (Executable)
 //   8. HBM              what a core holds at the peak (Executable)
 //
@@ -42,7 +44,7 @@ struct Schedule {
   std::vector<NodeId> order;
   std::vector<int32_t> slot;  // per node: phase * 3 + group (0 invariant, 1 per replica, 2 all_reduce); -1 unscheduled
   int32_t phases = 0;         // rounds of all_reduce + 1
-  std::vector<int32_t> runs;  // per position: > 0 where a run of that many lock-step fusions starts
+  std::vector<int32_t> runs;  // per position: > 0 where a run of that many lock-step members starts
   static int32_t phase(int32_t slot) { return slot / 3; }
   static int32_t group(int32_t slot) { return slot % 3; }
 };
@@ -73,7 +75,7 @@ struct DonationRules {
 };
 Donation donate(const Graph& g, const Lifetimes& lt, const Liveness& lv, const DonationRules& rules);
 
-// 5. A run of lock-step fusions reads its members' operands until its last member has run.
+// 5. A lock-step run reads its members' operands until its last member has run.
 void extend_for_lockstep(const Graph& g, const Schedule& s, Lifetimes& lt);
 
 }  // namespace tpu

@@ -55,8 +55,8 @@ std::vector<Held> held_buffers(const Executable& exe) {
     if (held_constant(c)) all.push_back({type_str(c.dtype, c.shape), where(n), tpu_padded_bytes(c.dtype, c.shape)});
   }
   for (const MemoryPlan* plan : {&exe.memory_plan(), &exe.shared_memory_plan()})
-    for (const Buffer& b : plan->buffers)
-      all.push_back({type_str(g.at(b.node).dtype, g.at(b.node).shape), where(b.node), b.tpu_bytes});
+    for (const Buffer& b : plan->buffers)  // a storage passed on is listed once, under its last holder
+      if (!b.passed_on) all.push_back({type_str(g.at(b.node).dtype, g.at(b.node).shape), where(b.node), b.tpu_bytes});
   std::stable_sort(all.begin(), all.end(), [](const Held& a, const Held& b) { return a.bytes > b.bytes; });
   return all;
 }

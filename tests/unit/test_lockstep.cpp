@@ -235,11 +235,11 @@ TEST_CASE("reductions join a run over its shape and the dims of its first reduct
 namespace {
 
 // relu(conv(x, w) + b) and a second reader of the conv's result, (conv + b) * 2: a 3x3 "same"
-// conv of x [n,28,28,1] to co channels; after the pipeline, a conv then two fusions. Pooled:
+// conv of x [n,28,28,ci] to co channels; after the pipeline, a conv then two fusions. Pooled:
 // the relu max-pooled instead, its fusion alone (writing over the conv's result), then the pool.
-Graph conv_then_fusions(int64_t n, int64_t co, bool pooled = false) {
+Graph conv_then_fusions(int64_t n, int64_t co, bool pooled = false, int64_t ci = 1) {
   Graph g;
-  const NodeId x = g.parameter(DType::f32, {n, 28, 28, 1}), w = g.parameter(DType::f32, {3, 3, 1, co});
+  const NodeId x = g.parameter(DType::f32, {n, 28, 28, ci}), w = g.parameter(DType::f32, {3, 3, ci, co});
   const NodeId b = g.parameter(DType::f32, {co});
   Window2D same;
   same.size = {3, 3}, same.pad_lo = {1, 1}, same.pad_hi = {1, 1};
@@ -254,8 +254,8 @@ Graph conv_then_fusions(int64_t n, int64_t co, bool pooled = false) {
   return g;
 }
 
-std::vector<Tensor> conv_inputs(int64_t n, int64_t co) {
-  std::vector<Tensor> args{Tensor(DType::f32, {n, 28, 28, 1}), Tensor(DType::f32, {3, 3, 1, co}), Tensor(DType::f32, {co})};
+std::vector<Tensor> conv_inputs(int64_t n, int64_t co, int64_t ci = 1) {
+  std::vector<Tensor> args{Tensor(DType::f32, {n, 28, 28, ci}), Tensor(DType::f32, {3, 3, ci, co}), Tensor(DType::f32, {co})};
   for (size_t a = 0; a < args.size(); ++a)
     for (int64_t i = 0; i < args[a].size(); ++i) args[a].set(i, std::sin(double(i) * 0.61 + double(a)) * (1 + i % 5));
   return args;
@@ -263,18 +263,23 @@ std::vector<Tensor> conv_inputs(int64_t n, int64_t co) {
 
 }  // namespace
 
-// 8 images of 32 channels: chunks of 2 images, 50176 elements, whole 256-element chunks of the
-// fusions' programs; 32 images of 3 channels: 4704, which would cut them, so the members run
-// one after the other.
+// 8 images of 1 channel to 32 (the few-taps kernel) and 9 of 8 channels (oneDNN's, its last
+// chunk one image): chunks of 2 images, 50176 elements, whole 256-element chunks of the
+// fusions' programs. 32 images to 3 channels: chunks of 4704 elements would cut them, so
+// the conv runs alone (its two fusions still run in lock-step with each other).
 TEST_CASE("a conv and the fusions that read its result run chunk by chunk, bitwise as one after the other") {
-  for (auto [n, co] : {std::pair<int64_t, int64_t>{8, 32}, {32, 3}}) {
-    INFO(n << " images, " << co << " channels");
-    Executable exe = Executable::compile(conv_then_fusions(n, co));
-    CHECK(exe.lockstep_members() == 3);
+  struct Case {
+    int64_t n, ci, co;
+    size_t members;
+  };
+  for (const Case& c : {Case{8, 1, 32, 3}, Case{9, 8, 32, 3}, Case{32, 1, 3, 2}}) {
+    INFO(c.n << " images, " << c.ci << " to " << c.co << " channels");
+    Executable exe = Executable::compile(conv_then_fusions(c.n, c.co, false, c.ci));
+    CHECK(exe.lockstep_members() == c.members);
     CompileOptions apart;
     apart.lockstep = false;
-    Executable sequential = Executable::compile(conv_then_fusions(n, co), apart);
-    const std::vector<Tensor> inputs = conv_inputs(n, co);
+    Executable sequential = Executable::compile(conv_then_fusions(c.n, c.co, false, c.ci), apart);
+    const std::vector<Tensor> inputs = conv_inputs(c.n, c.co, c.ci);
     for (int threads : {1, 2}) {
       set_num_threads(threads);
       const std::vector<Tensor> got = exe.run(inputs), want = sequential.run(inputs);
