@@ -190,10 +190,12 @@ void run_range(const Node& n, std::span<const Tensor* const> in, int64_t begin, 
   }
 }
 
-// Evaluates blocks [first, last) of the body into out, the body's whole result.
-void run_blocks(const Node& n, std::span<const Tensor* const> in, Tensor& out, int64_t first, int64_t last) {
-  const int64_t begin = first * kBlock, end = std::min(out.size(), last * kBlock);
-  run_range(n, in, begin, end, out.raw() + begin * int64_t(size_of(out.dtype())));
+// Elements [begin, end) of a fusion call's result: by its body's program (p), which makes any
+// chunk-aligned range as it makes the whole, or in blocks from begin (those of the whole where
+// begin is a multiple of kBlock).
+void make_range(const LockstepCall& c, const FusionProgram* p, int64_t begin, int64_t end) {
+  if (p) return p->run(c.in, *c.out, begin, end);
+  run_range(*c.node, c.in, begin, end, c.out->raw() + begin * int64_t(size_of(c.out->dtype())));
 }
 
 void fast_fusion(const Node& n, std::span<const Tensor* const> in, Tensor& out) {
@@ -329,11 +331,7 @@ void run_fusions_in_lockstep(std::span<const LockstepCall> calls) {
   for (const LockstepCall& c : calls) programs.push_back(fusion_program(*c.node));
   parallel_for(tasks, [&](int64_t t) {
     const int64_t first = t * kBlocksPerTask, last = std::min(blocks, (t + 1) * kBlocksPerTask);
-    for (size_t k = 0; k < calls.size(); ++k) {
-      const LockstepCall& c = calls[k];
-      if (programs[k]) programs[k]->run(c.in, *c.out, first * kBlock, std::min(size, last * kBlock));
-      else run_blocks(*c.node, c.in, *c.out, first, last);
-    }
+    for (size_t k = 0; k < calls.size(); ++k) make_range(calls[k], programs[k], first * kBlock, std::min(size, last * kBlock));
   });
 }
 
@@ -366,11 +364,7 @@ void run_with_reductions(std::span<const LockstepCall> calls) {
     return;
   }
   std::function<void(int64_t, int64_t)> make;
-  if (made)
-    make = [made, program](int64_t begin, int64_t end) {
-      if (program) return program->run(made->in, *made->out, begin, end);
-      run_range(*made->node, made->in, begin, end, made->out->raw() + begin * int64_t(size_of(made->out->dtype())));
-    };
+  if (made) make = [made, program](int64_t begin, int64_t end) { make_range(*made, program, begin, end); };
   reduce_together(shape, first.attrs.dims(), members, kFusionChunk, make);
 }
 
@@ -388,15 +382,14 @@ void run_after_conv(std::span<const LockstepCall> calls) {
   // A program makes any chunk-aligned range as it makes the whole; block evaluation, whole blocks.
   const Shape& y = conv.out->shape();
   const int64_t per_image = y[1] * y[2] * y[3], chunk = conv_chunk_images(y[0], y[1] * y[2]) * per_image;
-  auto make_range = [&](int64_t begin, int64_t end) {
+  auto after_chunk = [&](int64_t begin, int64_t end) {
     for (size_t k = 0; k < members.size(); ++k) {
       const LockstepCall& c = members[k];
       if (c.node->op == Op::reduce_window) reduce_window_images(*c.node, c.in, *c.out, begin / per_image, end / per_image);
-      else if (programs[k]) programs[k]->run(c.in, *c.out, begin, end);
-      else run_range(*c.node, c.in, begin, end, c.out->raw() + begin * int64_t(size_of(c.out->dtype())));
+      else make_range(c, programs[k], begin, end);
     }
   };
-  if (chunk % (blocks ? kBlock : kFusionChunk) == 0 && conv_in_chunks(*conv.node, conv.in, *conv.out, make_range)) return;
+  if (chunk % (blocks ? kBlock : kFusionChunk) == 0 && conv_in_chunks(*conv.node, conv.in, *conv.out, after_chunk)) return;
   for (const LockstepCall& c : calls) kernel_for(c.node->op)(*c.node, c.in, *c.out);
 }
 

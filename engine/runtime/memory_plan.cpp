@@ -141,15 +141,14 @@ MemoryPlan plan_memory(const Graph& g, const std::vector<NodeId>& schedule, cons
   const Endings ending = endings_of(schedule, planned, last_use);
   plan.buffers.reserve(ending.ids.size());
   std::vector<int32_t> buffer_of(g.nodes.size(), -1);
-  std::vector<bool> taken(ending.ids.size(), false);  // storage a later node writes over
   // The buffer of an operand of n that n writes over and outlives (b: n's own), or -1.
   auto to_write_over = [&](NodeId n, const Buffer& b) {
     if (!writes_over) return -1;
     for (NodeId i : g.at(n).in) {
       const int32_t k = buffer_of[size_t(i)];
-      if (k >= 0 && !taken[size_t(k)] && plan.buffers[size_t(k)].last <= b.last && plan.buffers[size_t(k)].bytes == b.bytes &&
-          writes_over(n, i))
-        return k;
+      if (k < 0) continue;
+      const Buffer& x = plan.buffers[size_t(k)];
+      if (!x.passed_on && x.last <= b.last && x.bytes == b.bytes && writes_over(n, i)) return k;
     }
     return -1;
   };
@@ -165,7 +164,6 @@ MemoryPlan plan_memory(const Graph& g, const std::vector<NodeId>& schedule, cons
       b.last = std::max(pos, last_use[size_t(n)]);
       const int32_t over = to_write_over(n, b);
       if (over >= 0) {
-        taken[size_t(over)] = true;
         plan.buffers[size_t(over)].passed_on = true;
         b.offset = plan.buffers[size_t(over)].offset;
         live_tpu -= plan.buffers[size_t(over)].tpu_bytes;
@@ -181,7 +179,7 @@ MemoryPlan plan_memory(const Graph& g, const std::vector<NodeId>& schedule, cons
     // took it over).
     for (int32_t k = ending.start[size_t(pos)]; k < ending.start[size_t(pos) + 1]; ++k) {
       const size_t id = ending.ids[size_t(k)];
-      if (taken[id]) continue;
+      if (plan.buffers[id].passed_on) continue;
       const Buffer& b = plan.buffers[id];
       arena.release(b.offset, b.bytes);
       live_tpu -= b.tpu_bytes;
