@@ -1,6 +1,7 @@
 // Contraction and reduction rows: dot (batched matmul; f32, or bf16 operands with an f32 or
 // bf16 result), reduce (sum/max/min), argmax.
 #include <algorithm>
+#include <atomic>
 #include <limits>
 #include <memory>
 #include <numeric>
@@ -561,6 +562,56 @@ bool tiled_form(const Shape& shape, std::span<const int64_t> dims, Runs& r) {
   if (num_elements(shape) == 0 || !consecutive_runs(shape, dims, r)) return false;
   return (r.inner == 1 && r.len <= kTileElements) || (r.outer == 1 && r.inner > 1 && r.inner <= kTiledColumns);
 }
+
+// Reductions of a tiled form taken tile by tile, in any order of tiles: each tile's part of
+// every reduction (reduce), then, over columns, the tiles' sums in tile order (finish).
+class TiledReductions {
+ public:
+  TiledReductions(const Shape& shape, std::span<const int64_t> dims, std::span<const TiledReduce> reduces, int64_t align)
+      : reduces_(reduces), align_(align) {
+    if (!tiled_form(shape, dims, r_))
+      throw Error("reduce_together: reductions over " + shape_str(Shape(dims.begin(), dims.end())) + " of " +
+                  shape_str(shape) + " are not of a tiled form");
+    rows_ = r_.inner == 1;
+    tile_rows_ = rows_ ? row_tile_rows(r_) : column_tile_rows(r_);
+    all_rows_ = rows_ ? r_.outer : r_.len;
+    width_ = rows_ ? r_.len : r_.inner;
+    tiles_ = (all_rows_ + tile_rows_ - 1) / tile_rows_;
+    if (!rows_)
+      for (size_t m = 0; m < reduces.size(); ++m) partial_.push_back(std::make_unique_for_overwrite<double[]>(size_t(tiles_ * r_.inner)));
+  }
+  int64_t tiles() const { return tiles_; }
+  int64_t tile_elements() const { return tile_rows_ * width_; }  // the last tile's may be fewer
+  int64_t first(int64_t t) const { return t * tile_rows_ * width_; }  // the tile's elements
+  int64_t end(int64_t t) const { return std::min(all_rows_, (t + 1) * tile_rows_) * width_; }
+
+  void reduce(int64_t t) {
+    const int64_t k0 = t * tile_rows_, n = std::min(tile_rows_, all_rows_ - k0);
+    for (size_t m = 0; m < reduces_.size(); ++m) {
+      const TiledReduce& red = reduces_[m];
+      const float* x = red.operand ? red.operand + first(t) : produce_tile(red.produce, align_, first(t), end(t));
+      for_kind(red.kind, [&]<ReduceKind K>(double init) {
+        if (rows_) reduce_rows<K>(x, red.out + k0, n, r_.len, init);
+        else accumulate_columns<K>(x, n, r_.inner, partial_[m].get() + t * r_.inner, init);
+      });
+    }
+  }
+
+  void finish() {
+    for (size_t m = 0; m < partial_.size(); ++m)
+      for_kind(reduces_[m].kind, [&]<ReduceKind K>(double init) {
+        combine_column_tiles<K>(r_, tiles_, partial_[m].get(), reduces_[m].out, init);
+      });
+  }
+
+ private:
+  std::span<const TiledReduce> reduces_;
+  int64_t align_;
+  Runs r_;
+  bool rows_ = false;
+  int64_t tile_rows_ = 0, all_rows_ = 0, width_ = 0, tiles_ = 0;
+  std::vector<std::unique_ptr<double[]>> partial_;  // over columns: each reduction's tiles
+};
 }  // namespace
 
 int64_t reduce_tile(const Shape& shape, std::span<const int64_t> dims) {
@@ -571,31 +622,34 @@ int64_t reduce_tile(const Shape& shape, std::span<const int64_t> dims) {
 
 void reduce_together(const Shape& shape, std::span<const int64_t> dims, std::span<const TiledReduce> reduces,
                      int64_t align, const std::function<void(int64_t, int64_t)>& before) {
-  Runs r;
-  if (!tiled_form(shape, dims, r)) throw Error("reduce_together: reductions over " + shape_str(Shape(dims.begin(), dims.end())) +
-                                               " of " + shape_str(shape) + " are not of a tiled form");
-  const bool rows = r.inner == 1;
-  const int64_t tile_rows = rows ? row_tile_rows(r) : column_tile_rows(r), all_rows = rows ? r.outer : r.len;
-  const int64_t width = rows ? r.len : r.inner, tiles = (all_rows + tile_rows - 1) / tile_rows;
-  std::vector<std::unique_ptr<double[]>> partial;  // over columns: each reduce's tiles
-  if (!rows)
-    for (size_t m = 0; m < reduces.size(); ++m) partial.push_back(std::make_unique_for_overwrite<double[]>(size_t(tiles * r.inner)));
-  parallel_for(tiles, [&](int64_t t) {
-    const int64_t k0 = t * tile_rows, n = std::min(tile_rows, all_rows - k0), first = k0 * width, end = first + n * width;
-    if (before) before(first, end);
-    for (size_t m = 0; m < reduces.size(); ++m) {
-      const TiledReduce& red = reduces[m];
-      const float* x = red.operand ? red.operand + first : produce_tile(red.produce, align, first, end);
-      for_kind(red.kind, [&]<ReduceKind K>(double init) {
-        if (rows) reduce_rows<K>(x, red.out + k0, n, r.len, init);
-        else accumulate_columns<K>(x, n, r.inner, partial[m].get() + t * r.inner, init);
-      });
+  TiledReductions tiled(shape, dims, reduces, align);
+  parallel_for(tiled.tiles(), [&](int64_t t) {
+    if (before) before(tiled.first(t), tiled.end(t));
+    tiled.reduce(t);
+  });
+  tiled.finish();
+}
+
+void reduce_as_made(const Shape& shape, std::span<const int64_t> dims, std::span<const TiledReduce> reduces,
+                    int64_t align, const std::function<void(int64_t)>& make) {
+  TiledReductions tiled(shape, dims, reduces, align);
+  const int64_t images = shape.at(0), per_image = num_elements(shape) / images;
+  const int64_t tile = tiled.tile_elements();
+  // Each tile waits on the images it overlaps; the task that makes the last of them reduces it.
+  std::vector<std::atomic<int32_t>> waiting(size_t(tiled.tiles()));
+  for (int64_t t = 0; t < tiled.tiles(); ++t)
+    waiting[size_t(t)].store(int32_t((tiled.end(t) - 1) / per_image - tiled.first(t) / per_image + 1));
+  // A few chunks of consecutive images per thread: most tiles are then made and reduced by one
+  // thread, in its cache. The bits do not depend on the chunks: each tile is reduced whole.
+  const int64_t chunks = std::min<int64_t>(images, 4 * num_threads()), chunk = (images + chunks - 1) / chunks;
+  parallel_for((images + chunk - 1) / chunk, [&](int64_t c) {
+    for (int64_t b = c * chunk; b < std::min(images, (c + 1) * chunk); ++b) {
+      make(b);
+      for (int64_t t = b * per_image / tile; t <= ((b + 1) * per_image - 1) / tile; ++t)
+        if (waiting[size_t(t)].fetch_sub(1, std::memory_order_acq_rel) == 1) tiled.reduce(t);
     }
   });
-  for (size_t m = 0; m < partial.size(); ++m)
-    for_kind(reduces[m].kind, [&]<ReduceKind K>(double init) {
-      combine_column_tiles<K>(r, tiles, partial[m].get(), reduces[m].out, init);
-    });
+  tiled.finish();
 }
 
 bool summable_dot(const Graph& g, const Node& dot) {

@@ -335,17 +335,11 @@ void run_fusions_in_lockstep(std::span<const LockstepCall> calls) {
   });
 }
 
-void run_with_reductions(std::span<const LockstepCall> calls) {
-  const LockstepCall* made = calls.front().node->op == Op::fusion ? &calls.front() : nullptr;
-  const auto reductions = calls.subspan(made ? 1 : 0);
-  const Node& first = *reductions.front().node;
-  const Shape& shape = first.op == Op::reduce ? reductions.front().in[0]->shape() : reduced_shape(first);
-  const FusionProgram* program = made ? fusion_program(*made->node) : nullptr;
-  // A program makes any chunk-aligned range exactly; block evaluation only whole blocks. A
-  // reduction without a program makes its tile in whole blocks too: one that crossed the tile's
-  // end would read the fusion's result where another task is writing it.
-  bool blocks = made && !program;
-  thread_local std::vector<TiledReduce> members;  // reused: no allocation per step
+namespace {
+// Each reduction's TiledReduce: its operand read in place (reduce), or its tile made by its
+// body's program or in blocks (reduce_fusion). True when some tile is made in blocks.
+bool tiled_members(std::span<const LockstepCall> reductions, std::vector<TiledReduce>& members) {
+  bool blocks = false;
   members.clear();
   for (const LockstepCall& c : reductions) {
     const Node& n = *c.node;
@@ -355,17 +349,48 @@ void run_with_reductions(std::span<const LockstepCall> calls) {
       continue;
     }
     const FusionProgram* p = fusion_program(n);
-    blocks = blocks || (made && !p);
+    blocks = blocks || !p;
     m.produce = tile_producer(n, p, c.in);
   }
+  return blocks;
+}
+
+void one_after_another(std::span<const LockstepCall> calls) {
+  for (const LockstepCall& c : calls) kernel_for(c.node->op)(*c.node, c.in, *c.out);
+}
+}  // namespace
+
+void run_with_reductions(std::span<const LockstepCall> calls) {
+  const LockstepCall* made = calls.front().node->op == Op::fusion ? &calls.front() : nullptr;
+  const auto reductions = calls.subspan(made ? 1 : 0);
+  const Node& first = *reductions.front().node;
+  const Shape& shape = first.op == Op::reduce ? reductions.front().in[0]->shape() : reduced_shape(first);
+  const FusionProgram* program = made ? fusion_program(*made->node) : nullptr;
+  thread_local std::vector<TiledReduce> members;  // reused: no allocation per step
+  // A program makes any chunk-aligned range exactly; block evaluation only whole blocks. A
+  // reduction without a program makes its tile in whole blocks too: one that crossed the tile's
+  // end would read the fusion's result where another task is writing it.
+  const bool some_in_blocks = tiled_members(reductions, members);
+  const bool blocks = made && (!program || some_in_blocks);
   const int64_t tile = reduce_tile(shape, first.attrs.dims()), align = blocks ? kBlock : kFusionChunk;
-  if (tile == 0 || tile % align != 0) {
-    for (const LockstepCall& c : calls) kernel_for(c.node->op)(*c.node, c.in, *c.out);
-    return;
-  }
+  if (tile == 0 || tile % align != 0) return one_after_another(calls);
   std::function<void(int64_t, int64_t)> make;
   if (made) make = [made, program](int64_t begin, int64_t end) { make_range(*made, program, begin, end); };
   reduce_together(shape, first.attrs.dims(), members, kFusionChunk, make);
+}
+
+void run_after_scatter(std::span<const LockstepCall> calls) {
+  const LockstepCall& scatter = calls.front();
+  const Node& first = *calls[1].node;
+  thread_local std::vector<TiledReduce> members;  // reused: no allocation per step
+  // As in run_with_reductions: a tile that cut a chunk or block would read the scatter's
+  // result beyond the images made.
+  const int64_t align = tiled_members(calls.subspan(1), members) ? kBlock : kFusionChunk;
+  const Shape& shape = scatter.out->shape();
+  const int64_t tile = reduce_tile(shape, first.attrs.dims());
+  if (tile == 0 || tile % align != 0) return one_after_another(calls);
+  reduce_as_made(shape, first.attrs.dims(), members, kFusionChunk,
+                 [&](int64_t b) { select_and_scatter_image(*scatter.node, scatter.in, *scatter.out, b); });
 }
 
 void run_after_conv(std::span<const LockstepCall> calls) {
@@ -390,11 +415,12 @@ void run_after_conv(std::span<const LockstepCall> calls) {
     }
   };
   if (chunk % (blocks ? kBlock : kFusionChunk) == 0 && conv_in_chunks(*conv.node, conv.in, *conv.out, after_chunk)) return;
-  for (const LockstepCall& c : calls) kernel_for(c.node->op)(*c.node, c.in, *c.out);
+  one_after_another(calls);
 }
 
 void run_in_lockstep(std::span<const LockstepCall> calls) {
   if (calls.front().node->op == Op::conv) return run_after_conv(calls);
+  if (calls.front().node->op == Op::select_and_scatter) return run_after_scatter(calls);
   const bool reduces = std::any_of(calls.begin(), calls.end(), [](const LockstepCall& c) { return c.node->op != Op::fusion; });
   if (reduces) run_with_reductions(calls);
   else run_fusions_in_lockstep(calls);

@@ -31,7 +31,15 @@ void run_with_reductions(std::span<const LockstepCall> calls);
 // kernel does not make its result in chunks or a chunk would cut a fusion's block.
 void run_after_conv(std::span<const LockstepCall> calls);
 
-// The run a lock-step step holds: run_after_conv when it starts with a conv, run_with_reductions
+// A max pool's gradient (select_and_scatter, f32) then reductions of operands of its result's
+// shape over the same dims (a bias gradient): the scatter's images are made in chunks of
+// consecutive images, and each tile of the reductions is reduced by the task that made the last
+// image it overlaps, right after (ops/reduce.h reduce_as_made). Results are bitwise those of
+// running the members one after the other, which they do where a tile would cut a chunk.
+void run_after_scatter(std::span<const LockstepCall> calls);
+
+// The run a lock-step step holds: run_after_conv when it starts with a conv, run_after_scatter
+// when with a select_and_scatter, run_with_reductions
 // when it has a reduction, else run_fusions_in_lockstep.
 void run_in_lockstep(std::span<const LockstepCall> calls);
 

@@ -399,23 +399,28 @@ void scatter_overlapping(const PoolGeom& p, const float* a, const float* dy, flo
     }
 }
 
-// One task per image.
-void fast_select_and_scatter_f32(const Node& n, std::span<const Tensor* const> in, Tensor& out) {
+void scatter_image(const Node& n, std::span<const Tensor* const> in, Tensor& out, int64_t b) {
   const PoolGeom p = pool_geom(n.window(), in[0]->shape(), in[1]->shape()[1], in[1]->shape()[2]);
   const float* a = in[0]->data<float>();
   const float* dy = in[1]->data<float>();
-  const bool tiles = tiles_2x2(n.window(), in[0]->shape(), p.ho, p.wo);
-  parallel_for(in[0]->shape()[0], [&](int64_t b) {
-    if (tiles) max_pool_2x2_grad(a, dy, out.data<float>(), in[0]->shape(), p.ho, b);
-    else if (p.disjoint) scatter_disjoint(p, a, dy, out.data<float>(), b);
-    else scatter_overlapping(p, a, dy, out.data<float>(), b);
-  });
+  if (tiles_2x2(n.window(), in[0]->shape(), p.ho, p.wo)) max_pool_2x2_grad(a, dy, out.data<float>(), in[0]->shape(), p.ho, b);
+  else if (p.disjoint) scatter_disjoint(p, a, dy, out.data<float>(), b);
+  else scatter_overlapping(p, a, dy, out.data<float>(), b);
+}
+
+// One task per image.
+void fast_select_and_scatter_f32(const Node& n, std::span<const Tensor* const> in, Tensor& out) {
+  parallel_for(in[0]->shape()[0], [&](int64_t b) { scatter_image(n, in, out, b); });
 }
 
 }  // namespace
 
 void reduce_window_images(const Node& n, std::span<const Tensor* const> in, Tensor& out, int64_t b0, int64_t b1) {
   reduce_window_f32_images(n, in, out, b0, b1);
+}
+
+void select_and_scatter_image(const Node& n, std::span<const Tensor* const> in, Tensor& out, int64_t b) {
+  scatter_image(n, in, out, b);
 }
 
 // max_pool_2x2_grad loads each window's four vectors before it stores any.

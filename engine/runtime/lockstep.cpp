@@ -40,14 +40,22 @@ bool is_conv_producer(const Graph& g, const Node& n) {
   return conv_chunk_images(y[0], y[1] * y[2]) * y[1] * y[2] * y[3] % kFusionChunk == 0;
 }
 
+// A max pool's gradient whose result's sums may be taken image by image as it is made (ops/fusion.h
+// run_after_scatter): f32 operands and result, large enough to gain.
+bool is_scatter_producer(const Graph& g, const Node& n) {
+  return n.op == Op::select_and_scatter && n.dtype == DType::f32 && g.at(n.in[0]).dtype == DType::f32 &&
+         g.at(n.in[1]).dtype == DType::f32 && num_elements(n.shape) >= kLockStepMinElements;
+}
+
 // A pool of a conv run's member, image by image (ops/reduce_window.h): f32 operand and result.
 bool is_f32_pool(const Graph& g, const Node& n) {
   return n.op == Op::reduce_window && n.dtype == DType::f32 && g.at(n.in[0]).dtype == DType::f32;
 }
 
-// The shape a member's elements run over: a fusion's or conv's result, a reduction's operand.
+// The shape a member's elements run over: a fusion's, conv's or scatter's result, a reduction's
+// operand.
 const Shape& run_shape(const Graph& g, const Node& n) {
-  return n.op == Op::fusion || n.op == Op::conv ? n.shape : reduced_operand(g, n);
+  return n.op == Op::fusion || n.op == Op::conv || n.op == Op::select_and_scatter ? n.shape : reduced_operand(g, n);
 }
 
 // No broadcast in r's body reads the parameter operand x is passed as (a same-shape broadcast
@@ -107,13 +115,15 @@ std::vector<NodeId> sink_into_readers(const Graph& g, std::span<const NodeId> or
 
 // A run is fusions of one shape, or at most one fusion followed by tiled reductions over the
 // same dims of operands of its shape (ops/fusion.h run_with_reductions), or a conv followed by
-// fusions of its result's shape and pools of those (run_after_conv).
+// fusions of its result's shape and pools of those (run_after_conv), or a max pool's gradient
+// followed by such reductions (run_after_scatter).
 std::vector<int32_t> lockstep_runs(const Graph& g, std::span<const NodeId> order, std::span<const int32_t> slot) {
   std::vector<int32_t> runs(order.size(), 0);
   std::vector<bool> in_run(g.nodes.size(), false);
   size_t start = 0;
   int32_t fusions = 0;
   bool after_conv = false;                 // the run starts with a conv
+  bool after_scatter = false;              // the run starts with a select_and_scatter
   const Node* reduction_of_run = nullptr;  // the run's first reduction: the others reduce its dims
   auto close = [&](size_t end) {
     if (end - start > 1) runs[start] = int32_t(end - start);
@@ -121,16 +131,17 @@ std::vector<int32_t> lockstep_runs(const Graph& g, std::span<const NodeId> order
     start = end;
     fusions = 0;
     after_conv = false;
+    after_scatter = false;
     reduction_of_run = nullptr;
   };
   for (size_t k = 0; k < order.size(); ++k) {
     const Node& n = g.at(order[k]);
-    const bool conv = is_conv_producer(g, n);
+    const bool conv = is_conv_producer(g, n), scatter = is_scatter_producer(g, n);
     const bool fusion = is_candidate(n), reduction = !fusion && is_tiled_reduction(g, n);
     const bool pool = after_conv && is_f32_pool(g, n) && in_run[size_t(n.in[0])];
     bool joins = k > start && (fusion || reduction || pool) && slot[size_t(order[k])] == slot[size_t(order[start])] &&
                  (pool ? g.at(n.in[0]).shape : run_shape(g, n)) == run_shape(g, g.at(order[start]));
-    if (fusion) joins = joins && !reduction_of_run;
+    if (fusion) joins = joins && !reduction_of_run && !after_scatter;
     if (reduction) joins = joins && !after_conv && fusions <= 1 &&
                            (!reduction_of_run || reduction_of_run->attrs.dims() == n.attrs.dims());
     for (NodeId i : n.in)
@@ -140,9 +151,10 @@ std::vector<int32_t> lockstep_runs(const Graph& g, std::span<const NodeId> order
       in_run[size_t(order[k])] = true;
       continue;
     }
-    if (conv) {  // a conv only starts a run
+    if (conv || scatter) {  // these only start a run
       in_run[size_t(order[k])] = true;
-      after_conv = true;
+      after_conv = conv;
+      after_scatter = scatter;
       continue;
     }
     if (!fusion && !reduction) {
@@ -180,7 +192,10 @@ bool lockstep_safe(const Graph& g, std::span<const NodeId> members, const std::f
         // A conv run's pool reads a member's result whole images at a time, after the
         // members before it made them and before those after it write over them.
         const bool pooled = node.op == Op::reduce_window && std::find(members.begin(), members.end(), i) != members.end();
-        if (overlap(out, in) && !(same(out, in) && (pooled || reads_in_step(g, node, i)))) return false;
+        // A scatter run's scatter writes over its pooled input image by image, each after
+        // reading it (the memory plan gives it that storage only where its kernel does so).
+        const bool scattered = node.op == Op::select_and_scatter && i == node.in[0] && w == m;
+        if (overlap(out, in) && !(same(out, in) && (pooled || scattered || reads_in_step(g, node, i)))) return false;
       }
     }
   }

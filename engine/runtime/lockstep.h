@@ -16,6 +16,10 @@
 // same inside the primitive, but only for the few forms they know), and a max pool of that
 // reads the chunk's images there too.
 //
+// A max pool's gradient (select_and_scatter) and the reductions after it over operands of its
+// shape run as one too (ops/fusion.h run_after_scatter): each tile of a bias gradient's sum is
+// taken as soon as the images it spans are scattered, while they are in cache.
+//
 // The scheduler first moves a fusion whose readers are all such members to just before the
 // first of them (so m and v land next to the weight update), then cuts runs. Results are
 // bitwise those of running the members one after the other: every element is computed by the
@@ -44,8 +48,9 @@ bool reads_in_step(const Graph& g, const Node& r, NodeId x);
 std::vector<NodeId> sink_into_readers(const Graph& g, std::span<const NodeId> order, std::span<const int32_t> slot);
 
 // runs[k] > 0 where a run of that many lock-step members starts at order[k], else 0: fusions of
-// one shape, at most one fusion then reductions over the same dims of operands of its shape, or
-// a conv then fusions of its result's shape and pools of those.
+// one shape, at most one fusion then reductions over the same dims of operands of its shape, a
+// conv then fusions of its result's shape and pools of those, or a select_and_scatter then such
+// reductions.
 std::vector<int32_t> lockstep_runs(const Graph& g, std::span<const NodeId> order, std::span<const int32_t> slot);
 
 // Where a value lives: a space (an arena, an argument's buffer, a buffer of its own) and a
