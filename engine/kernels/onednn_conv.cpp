@@ -52,6 +52,7 @@ int64_t conv_chunk_images(int64_t n, int64_t positions) {
 #include <optional>
 #include <vector>
 
+#include "core/error.h"
 #include "kernels/onednn_util.h"
 #include "runtime/thread_pool.h"
 
@@ -389,26 +390,37 @@ bool image_to_image(Pass pass, dtype type, const ConvShape& s, const T* src, con
   return true;
 }
 
+// Chunk t's partial filter gradient into part, on the calling thread.
+template <class T>
+void filter_grad_part(const Chunks& c, const ConvShape& s, const T* x, const T* dy, int64_t t, float* part) {
+  const int64_t in = c.size * s.h * s.w * s.ci, out = c.size * s.ho * s.wo * s.co;
+  run_single_threaded();
+  filter_grad_chunk(c.at(t), x + t * in, dy + t * out, part);
+}
+
+int64_t filter_size(const ConvShape& s) { return s.kh * s.kw * s.ci / s.groups * s.co; }
+
+// The chunks' partials summed in chunk order, in slices across the pool.
+void sum_parts(const ConvShape& s, const float* partial, int64_t count, float* df) {
+  constexpr int64_t kSlice = 4096;
+  const int64_t size = filter_size(s);
+  parallel_for((size + kSlice - 1) / kSlice, [&](int64_t slice) {
+    const int64_t e0 = slice * kSlice, e1 = std::min(size, e0 + kSlice);
+    std::copy(partial + e0, partial + e1, df + e0);
+    for (int64_t t = 1; t < count; ++t)
+      for (int64_t e = e0; e < e1; ++e) df[e] += partial[t * size + e];
+  });
+}
+
 // The filter gradient over chunks of the batch, for operands of type T (float or bf16 bits).
 template <class T>
 bool filter_grad(dtype type, const ConvShape& s, const T* x, const T* dy, float* df) {
   const std::optional<Chunks> c = chunks_for(Pass::filter_grad, type, s);
   if (!c) return false;
-  const int64_t size = s.kh * s.kw * s.ci / s.groups * s.co, in = c->size * s.h * s.w * s.ci, out = c->size * s.ho * s.wo * s.co;
-  if (c->count == 1) return filter_grad_chunk(*c->full, x, dy, df), true;
-  float* partial = thread_buffer(0, size_t(c->count * size) * sizeof(float));
-  parallel_for(c->count, [&](int64_t t) {
-    run_single_threaded();
-    filter_grad_chunk(c->at(t), x + t * in, dy + t * out, partial + t * size);
-  });
-  // Summed in chunk order, in slices across the pool.
-  constexpr int64_t kSlice = 4096;
-  parallel_for((size + kSlice - 1) / kSlice, [&](int64_t slice) {
-    const int64_t e0 = slice * kSlice, e1 = std::min(size, e0 + kSlice);
-    std::copy(partial + e0, partial + e1, df + e0);
-    for (int64_t t = 1; t < c->count; ++t)
-      for (int64_t e = e0; e < e1; ++e) df[e] += partial[t * size + e];
-  });
+  if (c->count == 1) return filter_grad_part(*c, s, x, dy, 0, df), true;
+  float* partial = thread_buffer(0, size_t(c->count * filter_size(s)) * sizeof(float));
+  parallel_for(c->count, [&](int64_t t) { filter_grad_part(*c, s, x, dy, t, partial + t * filter_size(s)); });
+  sum_parts(s, partial, c->count, df);
   return true;
 }
 
@@ -433,6 +445,21 @@ bool onednn_conv_filter_grad_bf16(const ConvShape& s, const uint16_t* x, const u
   return !s.filter_oi && onednn_native_bf16() && filter_grad(dtype::bf16, s, x, dy, df);
 }
 
+FilterGradChunks onednn_filter_grad_chunks(const ConvShape& s) {
+  const std::optional<Chunks> c = s.filter_oi ? std::nullopt : chunks_for(Pass::filter_grad, dtype::f32, s);
+  return c ? FilterGradChunks{c->size, c->count} : FilterGradChunks{};
+}
+
+void onednn_filter_grad_chunk(const ConvShape& s, const float* x, const float* dy, int64_t t, float* part) {
+  const std::optional<Chunks> c = chunks_for(Pass::filter_grad, dtype::f32, s);
+  if (!c) throw Error("onednn_filter_grad_chunk: no primitive for this shape");
+  filter_grad_part(*c, s, x, dy, t, part);
+}
+
+void onednn_filter_grad_sum(const ConvShape& s, const float* parts, int64_t count, float* df) {
+  sum_parts(s, parts, count, df);
+}
+
 bool onednn_conv_data_grad(const ConvShape& s, const float* dy, const float* f, float* dx) {
   return !s.filter_oi && image_to_image(Pass::data_grad, dtype::f32, s, dy, f, dx);
 }
@@ -452,6 +479,9 @@ bool onednn_conv_filter_grad(const ConvShape&, const float*, const float*, float
 bool onednn_conv_filter_grad_bf16(const ConvShape&, const uint16_t*, const uint16_t*, float*) { return false; }
 bool onednn_conv_data_grad(const ConvShape&, const float*, const float*, float*) { return false; }
 bool onednn_conv_data_grad_bf16(const ConvShape&, const uint16_t*, const uint16_t*, float*) { return false; }
+FilterGradChunks onednn_filter_grad_chunks(const ConvShape&) { return {}; }
+void onednn_filter_grad_chunk(const ConvShape&, const float*, const float*, int64_t, float*) {}
+void onednn_filter_grad_sum(const ConvShape&, const float*, int64_t, float*) {}
 void set_onednn_conv_enabled(bool) {}
 }  // namespace tpu
 

@@ -50,6 +50,17 @@ bool onednn_conv_filter_grad(const ConvShape& s, const float* x, const float* dy
 // The same for bf16 operands, as onednn_conv_bf16.
 bool onednn_conv_filter_grad_bf16(const ConvShape& s, const uint16_t* x, const uint16_t* dy, float* df);
 
+// The f32 filter gradient in the pieces onednn_conv_filter_grad runs, for a caller that makes dy
+// chunk by chunk (ops/fusion.h run_after_scatter): its chunks (`images` each, `count` of them;
+// none where it would return false), chunk t's partial into part (the filter's size) on the
+// calling thread, then the partials summed in chunk order into df: that call's bits.
+struct FilterGradChunks {
+  int64_t images = 0, count = 0;
+};
+FilterGradChunks onednn_filter_grad_chunks(const ConvShape& s);
+void onednn_filter_grad_chunk(const ConvShape& s, const float* x, const float* dy, int64_t t, float* part);
+void onednn_filter_grad_sum(const ConvShape& s, const float* parts, int64_t count, float* df);
+
 // dx[N,H,W,Ci] = the gradient of the conv s's input for the output gradient dy[N,Ho,Wo,Co] and
 // the filter f[Kh,Kw,Ci/groups,Co] the conv read (the input gradient of a strided conv, which
 // as a conv of its own reads a dilated dy that oneDNN's forward conv has no form for). False

@@ -631,7 +631,7 @@ void reduce_together(const Shape& shape, std::span<const int64_t> dims, std::spa
 }
 
 void reduce_as_made(const Shape& shape, std::span<const int64_t> dims, std::span<const TiledReduce> reduces,
-                    int64_t align, const std::function<void(int64_t)>& make) {
+                    int64_t align, int64_t chunk, const std::function<void(int64_t, int64_t)>& make) {
   TiledReductions tiled(shape, dims, reduces, align);
   const int64_t images = shape.at(0), per_image = num_elements(shape) / images;
   const int64_t tile = tiled.tile_elements();
@@ -639,15 +639,15 @@ void reduce_as_made(const Shape& shape, std::span<const int64_t> dims, std::span
   std::vector<std::atomic<int32_t>> waiting(size_t(tiled.tiles()));
   for (int64_t t = 0; t < tiled.tiles(); ++t)
     waiting[size_t(t)].store(int32_t((tiled.end(t) - 1) / per_image - tiled.first(t) / per_image + 1));
-  // A few chunks of consecutive images per thread: most tiles are then made and reduced by one
-  // thread, in its cache. The bits do not depend on the chunks: each tile is reduced whole.
-  const int64_t chunks = std::min<int64_t>(images, 4 * num_threads()), chunk = (images + chunks - 1) / chunks;
+  // By default a few chunks per thread: most tiles are then made and reduced by one thread, in
+  // its cache. The bits do not depend on the chunks: each tile is reduced whole.
+  if (chunk <= 0) chunk = (images + 4 * num_threads() - 1) / (4 * num_threads());
   parallel_for((images + chunk - 1) / chunk, [&](int64_t c) {
-    for (int64_t b = c * chunk; b < std::min(images, (c + 1) * chunk); ++b) {
-      make(b);
+    const int64_t b0 = c * chunk, b1 = std::min(images, b0 + chunk);
+    make(b0, b1);
+    for (int64_t b = b0; b < b1; ++b)
       for (int64_t t = b * per_image / tile; t <= ((b + 1) * per_image - 1) / tile; ++t)
         if (waiting[size_t(t)].fetch_sub(1, std::memory_order_acq_rel) == 1) tiled.reduce(t);
-    }
   });
   tiled.finish();
 }

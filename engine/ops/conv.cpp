@@ -389,6 +389,140 @@ void few_taps_conv(const ConvGeom& c, const float* x, const float* w, float* y, 
   });
 }
 
+// The few-taps conv's filter gradient: partial sums over the conv's chunks of images, summed
+// in chunk order. oneDNN's primitive took the Fashion-MNIST CNN's first layer (one channel to
+// 32, 3x3) at under a third of the peak even with its output gradient in cache.
+// Sums held in registers per group of taps: as many as leave room for the gradient's vectors.
+constexpr int kFewTapsSums = rt::kLanes == 16 ? 24 : 12;
+
+// Per output column, whether every column its window reads is inside the image.
+std::vector<bool> whole_columns(const ConvGeom& c) {
+  std::vector<bool> whole(size_t(c.wo), true);
+  for (int64_t ow = 0; ow < c.wo; ++ow)
+    for (int64_t j = 0; j < c.kw; ++j) whole[size_t(ow)] = whole[size_t(ow)] && c.src_w[size_t(ow * c.kw + j)] >= 0;
+  return whole;
+}
+
+// Where the columns whose windows are whole lie: [begin, end), every column between whole, at
+// `step` input elements apart. Empty where they are not so (the taps are then checked).
+struct WholeColumns {
+  int64_t begin = 0, end = 0, step = 0;
+};
+WholeColumns whole_column_run(const ConvGeom& c) {
+  const std::vector<bool> whole = whole_columns(c);
+  WholeColumns r;
+  r.begin = std::find(whole.begin(), whole.end(), true) - whole.begin();
+  r.end = r.begin;
+  while (r.end < c.wo && whole[size_t(r.end)]) ++r.end;
+  if (std::find(whole.begin() + r.end, whole.end(), true) != whole.end()) return {};
+  r.step = r.end - r.begin > 1 ? (c.src_w[size_t((r.begin + 1) * c.kw)] - c.src_w[size_t(r.begin * c.kw)]) * c.ci : 0;
+  return r;
+}
+
+// part rows [t0, t0 + G) (filter taps) = the sum over output images [b0, b1), position after
+// position, of each tap's input times the position's gradient: G x V sums in registers. A tap
+// whose input lies in the padding is left out; rows and columns whose windows are whole take
+// every tap without a check.
+template <int V, int G>
+void few_taps_grad_taps(const ConvGeom& c, const WholeColumns& whole, const float* x, const float* dy, int64_t b0,
+                        int64_t b1, int64_t t0, float* part) {
+  int64_t tap_i[G], tap_j[G], tap_k[G], column[G];  // column: from the window's first input
+  for (int g = 0; g < G; ++g) {
+    const int64_t t = t0 + g;
+    tap_i[g] = t / (c.kw * c.ci), tap_j[g] = t / c.ci % c.kw, tap_k[g] = t % c.ci;
+    column[g] = whole.end > whole.begin ? (c.src_w[size_t(whole.begin * c.kw + tap_j[g])] - c.src_w[size_t(whole.begin * c.kw)]) * c.ci : 0;
+  }
+  rt::Vec acc[G][V] = {};
+  auto add = [&](int g, float v, const rt::Vec* gv) {
+    for (int m = 0; m < V; ++m) acc[g][m] += v * gv[m];
+  };
+  for (int64_t b = b0; b < b1; ++b)
+    for (int64_t oh = 0; oh < c.ho; ++oh) {
+      const float* image = x + b * c.h * c.w * c.ci;
+      const float* grad = dy + (b * c.ho + oh) * c.wo * c.co;
+      int64_t row[G];  // the tap's input row and channel from the image's start, or -1
+      bool whole_row = true;
+      for (int g = 0; g < G; ++g) {
+        const int64_t ih = c.src_h[size_t(oh * c.kh + tap_i[g])];
+        row[g] = ih < 0 ? -1 : ih * c.w * c.ci + tap_k[g];
+        whole_row = whole_row && ih >= 0;
+      }
+      const int64_t fast_begin = whole_row ? whole.begin : c.wo, fast_end = whole_row ? whole.end : c.wo;
+      auto checked = [&](int64_t ow) {
+        rt::Vec gv[V];
+        for (int m = 0; m < V; ++m) gv[m] = rt::load(grad + ow * c.co + m * rt::kLanes);
+        for (int g = 0; g < G; ++g) {
+          const int64_t iw = c.src_w[size_t(ow * c.kw + tap_j[g])];
+          if (row[g] >= 0 && iw >= 0) add(g, image[row[g] + iw * c.ci], gv);
+        }
+      };
+      for (int64_t ow = 0; ow < fast_begin; ++ow) checked(ow);
+      const float* at = image + (fast_begin < fast_end ? c.src_w[size_t(fast_begin * c.kw)] * c.ci : 0);
+      for (int64_t ow = fast_begin; ow < fast_end; ++ow, at += whole.step) {
+        rt::Vec gv[V];
+        for (int m = 0; m < V; ++m) gv[m] = rt::load(grad + ow * c.co + m * rt::kLanes);
+        for (int g = 0; g < G; ++g) add(g, at[row[g] + column[g]], gv);
+      }
+      for (int64_t ow = std::max(fast_begin, fast_end); ow < c.wo; ++ow) checked(ow);
+    }
+  for (int g = 0; g < G; ++g)
+    for (int m = 0; m < V; ++m) rt::store(part + (t0 + g) * c.co + m * rt::kLanes, acc[g][m]);
+}
+
+// Taps [t0, t0 + count) with G = count, count at most kMax.
+template <int V, int kMax>
+void few_taps_grad_count(int64_t count, const ConvGeom& c, const WholeColumns& whole, const float* x, const float* dy,
+                         int64_t b0, int64_t b1, int64_t t0, float* part) {
+  if constexpr (kMax > 1)
+    if (count < kMax) return few_taps_grad_count<V, kMax - 1>(count, c, whole, x, dy, b0, b1, t0, part);
+  few_taps_grad_taps<V, kMax>(c, whole, x, dy, b0, b1, t0, part);
+}
+
+// The taps in as few groups as the registers allow, of even size.
+template <int V>
+void few_taps_grad_images(const ConvGeom& c, const WholeColumns& whole, const float* x, const float* dy, int64_t b0,
+                          int64_t b1, float* part) {
+  constexpr int kMax = std::max(1, kFewTapsSums / V);
+  const int64_t groups = (c.depth() + kMax - 1) / kMax, size = (c.depth() + groups - 1) / groups;
+  for (int64_t t0 = 0; t0 < c.depth(); t0 += size)
+    few_taps_grad_count<V, kMax>(std::min(size, c.depth() - t0), c, whole, x, dy, b0, b1, t0, part);
+}
+
+// The partial filter gradient of output images [b0, b1) into part [depth, co].
+void few_taps_filter_grad_part(const ConvGeom& c, const WholeColumns& whole, const float* x, const float* dy,
+                               int64_t b0, int64_t b1, float* part) {
+  switch (c.co / rt::kLanes) {
+    case 1: return few_taps_grad_images<1>(c, whole, x, dy, b0, b1, part);
+    case 2: return few_taps_grad_images<2>(c, whole, x, dy, b0, b1, part);
+    case 3: return few_taps_grad_images<3>(c, whole, x, dy, b0, b1, part);
+    case 4: return few_taps_grad_images<4>(c, whole, x, dy, b0, b1, part);
+    case 6: return few_taps_grad_images<6>(c, whole, x, dy, b0, b1, part);
+    default: return few_taps_grad_images<8>(c, whole, x, dy, b0, b1, part);
+  }
+}
+
+// out = the sum of `count` partials of `size` elements, in their order, in slices across the pool.
+void sum_in_order(const float* parts, int64_t count, int64_t size, float* out) {
+  constexpr int64_t kSlice = 4096;
+  parallel_for((size + kSlice - 1) / kSlice, [&](int64_t slice) {
+    const int64_t e0 = slice * kSlice, e1 = std::min(size, e0 + kSlice);
+    std::copy(parts + e0, parts + e1, out + e0);
+    for (int64_t t = 1; t < count; ++t)
+      for (int64_t e = e0; e < e1; ++e) out[e] += parts[t * size + e];
+  });
+}
+
+void few_taps_filter_grad(const ConvGeom& c, const float* x, const float* dy, float* dw) {
+  const int64_t images = conv_chunk_images(c.n, c.ho * c.wo), count = (c.n + images - 1) / images;
+  const int64_t size = c.depth() * c.co;
+  const WholeColumns whole = whole_column_run(c);
+  auto parts = std::make_unique_for_overwrite<float[]>(size_t(count * size));
+  parallel_for(count, [&](int64_t t) {
+    few_taps_filter_grad_part(c, whole, x, dy, t * images, std::min(c.n, (t + 1) * images), parts.get() + t * size);
+  });
+  sum_in_order(parts.get(), count, size, dw);
+}
+
 // dw[filter row, :] = sum over rows [r0, r0 + rows) of x * dy[row, :], in row order.
 void direct_filter_grad(const ConvGeom& c, const float* x, const float* dy, float* dw, int64_t r0, int64_t rows) {
   const int64_t full = c.co / 16 * 16;
@@ -867,6 +1001,7 @@ void filter_grad_f32(const Window2D& win, const ConvGeom& c, const float* x, con
   // one input and one output channel (groups = ci = co = 1), which the same loop computes.
   const bool depthwise = c.cg() == 1 && c.og() == 1;
   if (depthwise && (c.ho * c.wo <= 4 || c.kh * c.kw > 9)) return depthwise_filter_grad(c, x, dy, dw);
+  if (few_taps_apply(win, c)) return few_taps_filter_grad(c, x, dy, dw);
   if (s && (bf16_exact_filter_grad(*s, x, dy, dw) || onednn_conv_filter_grad(*s, x, dy, dw))) return;
   if (depthwise) return depthwise_filter_grad(c, x, dy, dw);
   if (c.groups > 1) return filter_grad_per_group(win, c, x, dy, dw);
@@ -982,6 +1117,46 @@ bool conv_in_chunks(const Node& node, std::span<const Tensor* const> in, Tensor&
                         done);
 }
 
+namespace {
+// oneDNN's ConvShape of a filter gradient that filter_grad_f32 takes on oneDNN's f32 primitive
+// whatever the operands' values, where it has one: the ways it tries before, by shape or by
+// value, do not apply.
+std::optional<ConvShape> onednn_filter_grad_shape(const Window2D& win, const ConvGeom& c) {
+  if (c.groups != 1 || few_taps_apply(win, c) || bf16_patch_filter_grad_applies(win, c) ||
+      f32_patch_filter_grad_applies(win, c))
+    return std::nullopt;
+  if ((c.cg() == 1 && c.og() == 1) || (bf16_convs() && c.ci >= kMinBf16Channels)) return std::nullopt;
+  return onednn_shape(win, c);
+}
+}  // namespace
+
+bool filter_grad_in_image_chunks(const Node& node, const Shape& xs) {
+  const Window2D win = node.window();
+  const ConvGeom c = conv_geom(win, xs, node.shape[3], node.groups());
+  return few_taps_apply(win, c) || onednn_filter_grad_shape(win, c).has_value();
+}
+
+ImageChunkedFilterGrad image_chunked_filter_grad(const Node& node, std::span<const Tensor* const> in) {
+  const Window2D win = node.window();
+  auto c = std::make_shared<const ConvGeom>(conv_geom(win, in[0]->shape(), node.shape[3], node.groups()));
+  const float *x = in[0]->data<float>(), *dy = in[1]->data<float>();
+  const int64_t size = c->depth() * c->co;
+  if (few_taps_apply(win, *c)) {
+    const int64_t images = conv_chunk_images(c->n, c->ho * c->wo);
+    const WholeColumns whole = whole_column_run(*c);
+    return {images, (c->n + images - 1) / images,
+            [c, whole, x, dy, images, size](int64_t t, float* part) {
+              few_taps_filter_grad_part(*c, whole, x, dy, t * images, std::min(c->n, (t + 1) * images), part);
+            },
+            [size](const float* parts, int64_t count, float* dw) { sum_in_order(parts, count, size, dw); }};
+  }
+  const std::optional<ConvShape> s = onednn_filter_grad_shape(win, *c);
+  const FilterGradChunks chunks = s ? onednn_filter_grad_chunks(*s) : FilterGradChunks{};
+  if (chunks.count == 0) return {};
+  return {chunks.images, chunks.count,
+          [s = *s, x, dy](int64_t t, float* part) { onednn_filter_grad_chunk(s, x, dy, t, part); },
+          [s = *s](const float* parts, int64_t count, float* dw) { onednn_filter_grad_sum(s, parts, count, dw); }};
+}
 
 NodeId conv_input_grad(Graph& g, NodeId dy, NodeId w, const Window2D& win, const Shape& xs, int64_t groups) {
   const Shape ys = g.at(dy).shape;

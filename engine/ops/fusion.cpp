@@ -381,16 +381,32 @@ void run_with_reductions(std::span<const LockstepCall> calls) {
 
 void run_after_scatter(std::span<const LockstepCall> calls) {
   const LockstepCall& scatter = calls.front();
-  const Node& first = *calls[1].node;
+  const bool graded = calls.back().node->op == Op::conv_filter_grad;
+  const auto reductions = calls.subspan(1, calls.size() - (graded ? 2 : 1));
+  const Dims dims = reductions.front().node->attrs.dims();
   thread_local std::vector<TiledReduce> members;  // reused: no allocation per step
   // As in run_with_reductions: a tile that cut a chunk or block would read the scatter's
   // result beyond the images made.
-  const int64_t align = tiled_members(calls.subspan(1), members) ? kBlock : kFusionChunk;
+  const int64_t align = tiled_members(reductions, members) ? kBlock : kFusionChunk;
   const Shape& shape = scatter.out->shape();
-  const int64_t tile = reduce_tile(shape, first.attrs.dims());
-  if (tile == 0 || tile % align != 0) return one_after_another(calls);
-  reduce_as_made(shape, first.attrs.dims(), members, kFusionChunk,
-                 [&](int64_t b) { select_and_scatter_image(*scatter.node, scatter.in, *scatter.out, b); });
+  const int64_t tile = reduce_tile(shape, dims);
+  const LockstepCall& grad = calls.back();
+  const ImageChunkedFilterGrad parts = graded ? image_chunked_filter_grad(*grad.node, grad.in) : ImageChunkedFilterGrad{};
+  if (tile == 0 || tile % align != 0 || (graded && parts.count == 0)) return one_after_another(calls);
+  auto scatter_images = [&](int64_t b0, int64_t b1) {
+    for (int64_t b = b0; b < b1; ++b) select_and_scatter_image(*scatter.node, scatter.in, *scatter.out, b);
+  };
+  if (!graded) return reduce_as_made(shape, dims, members, kFusionChunk, 0, scatter_images);
+  // The filter gradient's chunks are the scatter's: each chunk's partial right after its images.
+  const int64_t size = grad.out->size();
+  thread_local std::vector<float> reused;  // no allocation per step
+  reused.resize(size_t(parts.count * size));
+  float* partials = reused.data();  // this thread's: the tasks run on others
+  reduce_as_made(shape, dims, members, kFusionChunk, parts.images, [&](int64_t b0, int64_t b1) {
+    scatter_images(b0, b1);
+    parts.part(b0 / parts.images, partials + b0 / parts.images * size);
+  });
+  parts.sum(partials, parts.count, grad.out->data<float>());
 }
 
 void run_after_conv(std::span<const LockstepCall> calls) {

@@ -48,11 +48,11 @@ void reduce_together(const Shape& shape, std::span<const int64_t> dims, std::spa
                      int64_t align, const std::function<void(int64_t, int64_t)>& before);
 
 // The same reductions of operands made image by image (slices of the first dim; a max pool's
-// gradient, ops/fusion.h run_after_scatter): make(b) makes image b on the calling thread, tasks
-// taking chunks of consecutive images, and the task that makes the last image a tile overlaps
-// reduces the tile right after, mostly in its cache. Each result has the bits reduce_together
-// gives it: each tile is reduced whole, as there.
+// gradient, ops/fusion.h run_after_scatter): make(b0, b1) makes images [b0, b1) on the calling
+// thread, tasks taking chunks of `chunk` consecutive images (0: a few chunks per thread), and
+// the task that makes the last image a tile overlaps reduces the tile right after, mostly in its
+// cache. Each result has the bits reduce_together gives it: each tile is reduced whole, as there.
 void reduce_as_made(const Shape& shape, std::span<const int64_t> dims, std::span<const TiledReduce> reduces,
-                    int64_t align, const std::function<void(int64_t)>& make);
+                    int64_t align, int64_t chunk, const std::function<void(int64_t, int64_t)>& make);
 
 }  // namespace tpu

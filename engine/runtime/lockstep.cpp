@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "kernels/onednn_conv.h"
+#include "ops/conv.h"
 #include "ops/op_table.h"
 #include "ops/reduce.h"
 
@@ -47,14 +48,22 @@ bool is_scatter_producer(const Graph& g, const Node& n) {
          g.at(n.in[1]).dtype == DType::f32 && num_elements(n.shape) >= kLockStepMinElements;
 }
 
+// A filter gradient a scatter run may take chunk by chunk (ops/fusion.h run_after_scatter): f32,
+// over fixed chunks of images whatever the operands' values.
+bool is_chunked_filter_grad(const Graph& g, const Node& n) {
+  return n.op == Op::conv_filter_grad && n.dtype == DType::f32 && g.at(n.in[0]).dtype == DType::f32 &&
+         g.at(n.in[1]).dtype == DType::f32 && filter_grad_in_image_chunks(n, g.at(n.in[0]).shape);
+}
+
 // A pool of a conv run's member, image by image (ops/reduce_window.h): f32 operand and result.
 bool is_f32_pool(const Graph& g, const Node& n) {
   return n.op == Op::reduce_window && n.dtype == DType::f32 && g.at(n.in[0]).dtype == DType::f32;
 }
 
 // The shape a member's elements run over: a fusion's, conv's or scatter's result, a reduction's
-// operand.
+// operand, a filter gradient's output gradient.
 const Shape& run_shape(const Graph& g, const Node& n) {
+  if (n.op == Op::conv_filter_grad) return g.at(n.in[1]).shape;
   return n.op == Op::fusion || n.op == Op::conv || n.op == Op::select_and_scatter ? n.shape : reduced_operand(g, n);
 }
 
@@ -116,7 +125,7 @@ std::vector<NodeId> sink_into_readers(const Graph& g, std::span<const NodeId> or
 // A run is fusions of one shape, or at most one fusion followed by tiled reductions over the
 // same dims of operands of its shape (ops/fusion.h run_with_reductions), or a conv followed by
 // fusions of its result's shape and pools of those (run_after_conv), or a max pool's gradient
-// followed by such reductions (run_after_scatter).
+// followed by such reductions and at most one filter gradient of its result (run_after_scatter).
 std::vector<int32_t> lockstep_runs(const Graph& g, std::span<const NodeId> order, std::span<const int32_t> slot) {
   std::vector<int32_t> runs(order.size(), 0);
   std::vector<bool> in_run(g.nodes.size(), false);
@@ -139,14 +148,20 @@ std::vector<int32_t> lockstep_runs(const Graph& g, std::span<const NodeId> order
     const bool conv = is_conv_producer(g, n), scatter = is_scatter_producer(g, n);
     const bool fusion = is_candidate(n), reduction = !fusion && is_tiled_reduction(g, n);
     const bool pool = after_conv && is_f32_pool(g, n) && in_run[size_t(n.in[0])];
-    bool joins = k > start && (fusion || reduction || pool) && slot[size_t(order[k])] == slot[size_t(order[start])] &&
+    const bool graded = after_scatter && reduction_of_run && n.op == Op::conv_filter_grad && n.in[1] == order[start] &&
+                        is_chunked_filter_grad(g, n);
+    bool joins = k > start && (fusion || reduction || pool || graded) && slot[size_t(order[k])] == slot[size_t(order[start])] &&
                  (pool ? g.at(n.in[0]).shape : run_shape(g, n)) == run_shape(g, g.at(order[start]));
     if (fusion) joins = joins && !reduction_of_run && !after_scatter;
     if (reduction) joins = joins && !after_conv && fusions <= 1 &&
                            (!reduction_of_run || reduction_of_run->attrs.dims() == n.attrs.dims());
     for (NodeId i : n.in)
-      if (joins && !pool && in_run[size_t(i)] && !reads_in_step(g, n, i)) joins = false;
+      if (joins && !pool && !graded && in_run[size_t(i)] && !reads_in_step(g, n, i)) joins = false;
     if (!joins) close(k);
+    if (joins && graded) {  // it ends the run
+      close(k + 1);
+      continue;
+    }
     if (joins && pool) {  // it reads its operand's chunk, image by image
       in_run[size_t(order[k])] = true;
       continue;
@@ -195,7 +210,10 @@ bool lockstep_safe(const Graph& g, std::span<const NodeId> members, const std::f
         // A scatter run's scatter writes over its pooled input image by image, each after
         // reading it (the memory plan gives it that storage only where its kernel does so).
         const bool scattered = node.op == Op::select_and_scatter && i == node.in[0] && w == m;
-        if (overlap(out, in) && !(same(out, in) && (pooled || scattered || reads_in_step(g, node, i)))) return false;
+        // Its filter gradient reads the scatter's images after they are made.
+        const bool graded = node.op == Op::conv_filter_grad && i == members.front();
+        if (overlap(out, in) && !(same(out, in) && (pooled || scattered || graded || reads_in_step(g, node, i))))
+          return false;
       }
     }
   }

@@ -316,7 +316,9 @@ namespace {
 // A max pool's gradient, summed for a bias gradient and, through a fusion, for a sum of squares:
 // select_and_scatter(relu(p), dy) over 2x2 windows of n images [28,28,32], then two reductions
 // over [0,1,2]. The relu is an intermediate read only by the scatter, which writes over it.
-Graph scatter_then_sums(int64_t n) {
+// With ci > 0, also the filter gradient of a 3x3 "same" conv of an input [n,28,28,ci] whose
+// output gradient is the scatter's result.
+Graph scatter_then_sums(int64_t n, int64_t ci = 0) {
   Graph g;
   const Shape s{n, 28, 28, 32};
   const NodeId p = g.parameter(DType::f32, s), dy = g.parameter(DType::f32, {n, 14, 14, 32});
@@ -325,6 +327,10 @@ Graph scatter_then_sums(int64_t n) {
   pool.size = {2, 2}, pool.stride = {2, 2};
   const NodeId dx = g.select_and_scatter(relu, dy, pool);
   g.outputs = {g.reduce(dx, {0, 1, 2}, ReduceKind::sum), g.reduce(g.binary(Op::mul, dx, dx), {0, 1, 2}, ReduceKind::sum)};
+  if (ci == 0) return g;
+  Window2D same;
+  same.size = {3, 3}, same.pad_lo = {1, 1}, same.pad_hi = {1, 1};
+  g.outputs.push_back(g.conv_filter_grad(g.parameter(DType::f32, {n, 28, 28, ci}), dx, same));
   return g;
 }
 
@@ -334,26 +340,31 @@ Graph scatter_then_sums(int64_t n) {
 // so a tile reduced before its last image is made reads the relu's values still there (the
 // scatter writes over them).
 TEST_CASE("a max pool's gradient and the sums of its result run image by image, bitwise as one after the other") {
-  for (int64_t n : {int64_t(3), int64_t(5), int64_t(12)}) {
-    INFO(n << " images");
-    Executable exe = Executable::compile(scatter_then_sums(n));
-    CHECK(exe.lockstep_members() == 3);
+  struct Case {
+    int64_t n, ci;
+  };
+  // Filter gradients of 1 input channel (the few-taps kernel) and of 6 (oneDNN's primitive).
+  for (const Case& c : {Case{3, 0}, Case{5, 0}, Case{12, 0}, Case{5, 1}, Case{12, 1}, Case{5, 6}}) {
+    INFO(c.n << " images, filter gradient of " << c.ci << " channels");
+    Executable exe = Executable::compile(scatter_then_sums(c.n, c.ci));
+    CHECK(exe.lockstep_members() == (c.ci > 0 ? 4 : 3));
     size_t relu = 1, scatter = 0;
     for (const Buffer& b : exe.memory_plan().buffers) {
-      if (exe.graph().at(b.node).op == Op::fusion && b.bytes >= size_t(n * 28 * 28 * 32 * 4)) relu = b.offset;
+      if (exe.graph().at(b.node).op == Op::fusion && b.bytes >= size_t(c.n * 28 * 28 * 32 * 4)) relu = b.offset;
       if (exe.graph().at(b.node).op == Op::select_and_scatter) scatter = b.offset;
     }
     CHECK(relu == scatter);
     CompileOptions apart;
     apart.lockstep = false;
-    Executable sequential = Executable::compile(scatter_then_sums(n), apart);
-    std::vector<Tensor> inputs{Tensor(DType::f32, {n, 28, 28, 32}), Tensor(DType::f32, {n, 14, 14, 32})};
+    Executable sequential = Executable::compile(scatter_then_sums(c.n, c.ci), apart);
+    std::vector<Tensor> inputs{Tensor(DType::f32, {c.n, 28, 28, 32}), Tensor(DType::f32, {c.n, 14, 14, 32})};
+    if (c.ci > 0) inputs.emplace_back(DType::f32, Shape{c.n, 28, 28, c.ci});
     for (size_t a = 0; a < inputs.size(); ++a)
       for (int64_t i = 0; i < inputs[a].size(); ++i) inputs[a].set(i, std::sin(double(i) * 0.37 + double(a)) * (1 + i % 7));
     for (int threads : {1, 2}) {
       set_num_threads(threads);
       const std::vector<Tensor> got = exe.run(inputs), want = sequential.run(inputs);
-      REQUIRE(got.size() == 2);
+      REQUIRE(got.size() == (c.ci > 0 ? 3 : 2));
       for (size_t i = 0; i < got.size(); ++i) CHECK_MESSAGE(std::memcmp(got[i].raw(), want[i].raw(), got[i].bytes()) == 0, i);
     }
   }
