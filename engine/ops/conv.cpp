@@ -1118,14 +1118,13 @@ bool conv_in_chunks(const Node& node, std::span<const Tensor* const> in, Tensor&
 }
 
 namespace {
-// oneDNN's ConvShape of a filter gradient that filter_grad_f32 takes on oneDNN's f32 primitive
-// whatever the operands' values, where it has one: the ways it tries before, by shape or by
-// value, do not apply.
+// oneDNN's ConvShape of a filter gradient that filter_grad_f32 takes on oneDNN's f32 primitive,
+// where it has one, unless its operands are exactly bf16 (bf16_exact_filter_grad): the ways it
+// tries before by shape do not apply.
 std::optional<ConvShape> onednn_filter_grad_shape(const Window2D& win, const ConvGeom& c) {
   if (c.groups != 1 || few_taps_apply(win, c) || bf16_patch_filter_grad_applies(win, c) ||
-      f32_patch_filter_grad_applies(win, c))
+      f32_patch_filter_grad_applies(win, c) || (c.cg() == 1 && c.og() == 1))
     return std::nullopt;
-  if ((c.cg() == 1 && c.og() == 1) || (bf16_convs() && c.ci >= kMinBf16Channels)) return std::nullopt;
   return onednn_shape(win, c);
 }
 }  // namespace
@@ -1151,6 +1150,9 @@ ImageChunkedFilterGrad image_chunked_filter_grad(const Node& node, std::span<con
             [size](const float* parts, int64_t count, float* dw) { sum_in_order(parts, count, size, dw); }};
   }
   const std::optional<ConvShape> s = onednn_filter_grad_shape(win, *c);
+  // bf16_exact_filter_grad takes bf16 primitives where both operands are exactly bf16: an input
+  // that is not rules them out before the output gradient is made (f32 data fail at once).
+  if (s && bf16_convs() && c->ci >= kMinBf16Channels && narrowed(x, c->n * c->h * c->w * c->ci, 0)) return {};
   const FilterGradChunks chunks = s ? onednn_filter_grad_chunks(*s) : FilterGradChunks{};
   if (chunks.count == 0) return {};
   return {chunks.images, chunks.count,

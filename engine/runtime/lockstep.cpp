@@ -122,6 +122,45 @@ std::vector<NodeId> sink_into_readers(const Graph& g, std::span<const NodeId> or
   return out;
 }
 
+std::vector<NodeId> pull_filter_grads(const Graph& g, std::span<const NodeId> order, std::span<const int32_t> slot) {
+  std::vector<int32_t> pos(g.nodes.size(), -1);
+  for (size_t k = 0; k < order.size(); ++k) pos[size_t(order[k])] = int32_t(k);
+  // Per scatter, the end of the reductions right after it (where its filter gradient would go).
+  std::vector<int32_t> end_of(g.nodes.size(), -1);
+  for (size_t k = 0; k < order.size(); ++k) {
+    const Node& n = g.at(order[k]);
+    if (!is_scatter_producer(g, n)) continue;
+    size_t e = k + 1;
+    while (e < order.size() && slot[size_t(order[e])] == slot[size_t(order[k])] && is_tiled_reduction(g, g.at(order[e])) &&
+           reduced_operand(g, g.at(order[e])) == n.shape)
+      ++e;
+    if (e > k + 1) end_of[size_t(order[k])] = int32_t(e);
+  }
+  std::vector<NodeId> pulled(g.nodes.size(), -1);  // per scatter, the filter gradient moved after it
+  std::vector<bool> moved(g.nodes.size(), false);
+  for (NodeId f : order) {
+    const Node& n = g.at(f);
+    if (n.op != Op::conv_filter_grad || !is_chunked_filter_grad(g, n)) continue;
+    const NodeId s = n.in[1];
+    const int32_t end = end_of[size_t(s)];
+    if (end < 0 || pulled[size_t(s)] >= 0 || slot[size_t(f)] != slot[size_t(s)] || pos[size_t(f)] < end ||
+        pos[size_t(n.in[0])] >= end)
+      continue;
+    pulled[size_t(s)] = f;
+    moved[size_t(f)] = true;
+  }
+  std::vector<NodeId> out;
+  out.reserve(order.size());
+  std::vector<NodeId> due(order.size() + 1, -1);  // due[k]: a filter gradient to emit before order[k]
+  for (NodeId s = 0; s < NodeId(g.nodes.size()); ++s)
+    if (pulled[size_t(s)] >= 0) due[size_t(end_of[size_t(s)])] = pulled[size_t(s)];
+  for (size_t k = 0; k <= order.size(); ++k) {
+    if (due[k] >= 0) out.push_back(due[k]);
+    if (k < order.size() && !moved[size_t(order[k])]) out.push_back(order[k]);
+  }
+  return out;
+}
+
 // A run is fusions of one shape, or at most one fusion followed by tiled reductions over the
 // same dims of operands of its shape (ops/fusion.h run_with_reductions), or a conv followed by
 // fusions of its result's shape and pools of those (run_after_conv), or a max pool's gradient

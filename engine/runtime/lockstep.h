@@ -47,6 +47,12 @@ bool reads_in_step(const Graph& g, const Node& r, NodeId x);
 // before its first reader.
 std::vector<NodeId> sink_into_readers(const Graph& g, std::span<const NodeId> order, std::span<const int32_t> slot);
 
+// `order` with a filter gradient of a max pool's gradient (a select_and_scatter followed by
+// tiled reductions of its result) moved to just after those reductions, where it joins their
+// run (an input gradient between them reads the scatter's result too, conv2's in the CNN),
+// when its other operand is made before there.
+std::vector<NodeId> pull_filter_grads(const Graph& g, std::span<const NodeId> order, std::span<const int32_t> slot);
+
 // runs[k] > 0 where a run of that many lock-step members starts at order[k], else 0: fusions of
 // one shape, at most one fusion then reductions over the same dims of operands of its shape, a
 // conv then fusions of its result's shape and pools of those, or a select_and_scatter then such

@@ -87,7 +87,7 @@ Schedule schedule(const Graph& g, const Liveness& lv, const std::vector<bool>& i
     if (s.slot[size_t(n)] >= 0) s.order[size_t(first[size_t(s.slot[size_t(n)])]++)] = n;
   s.runs.assign(s.order.size(), 0);
   if (lockstep) {
-    s.order = sink_into_readers(g, s.order, s.slot);
+    s.order = pull_filter_grads(g, sink_into_readers(g, s.order, s.slot), s.slot);
     s.runs = lockstep_runs(g, s.order, s.slot);
   }
   return s;

@@ -317,8 +317,9 @@ namespace {
 // select_and_scatter(relu(p), dy) over 2x2 windows of n images [28,28,32], then two reductions
 // over [0,1,2]. The relu is an intermediate read only by the scatter, which writes over it.
 // With ci > 0, also the filter gradient of a 3x3 "same" conv of an input [n,28,28,ci] whose
-// output gradient is the scatter's result.
-Graph scatter_then_sums(int64_t n, int64_t ci = 0) {
+// output gradient is the scatter's result; with `between`, an input gradient's conv of that
+// result to 8 channels comes first in graph order.
+Graph scatter_then_sums(int64_t n, int64_t ci = 0, bool between = false) {
   Graph g;
   const Shape s{n, 28, 28, 32};
   const NodeId p = g.parameter(DType::f32, s), dy = g.parameter(DType::f32, {n, 14, 14, 32});
@@ -330,8 +331,22 @@ Graph scatter_then_sums(int64_t n, int64_t ci = 0) {
   if (ci == 0) return g;
   Window2D same;
   same.size = {3, 3}, same.pad_lo = {1, 1}, same.pad_hi = {1, 1};
-  g.outputs.push_back(g.conv_filter_grad(g.parameter(DType::f32, {n, 28, 28, ci}), dx, same));
+  const NodeId x = g.parameter(DType::f32, {n, 28, 28, ci});
+  if (between) g.outputs.push_back(g.conv(dx, g.parameter(DType::f32, {3, 3, 32, 8}), same));
+  g.outputs.push_back(g.conv_filter_grad(x, dx, same));
   return g;
+}
+
+std::vector<Tensor> scatter_inputs(int64_t n, int64_t ci, bool between, bool bf16_exact) {
+  std::vector<Tensor> inputs{Tensor(DType::f32, {n, 28, 28, 32}), Tensor(DType::f32, {n, 14, 14, 32})};
+  if (ci > 0) inputs.emplace_back(DType::f32, Shape{n, 28, 28, ci});
+  if (between) inputs.emplace_back(DType::f32, Shape{3, 3, 32, 8});
+  for (size_t a = 0; a < inputs.size(); ++a)
+    for (int64_t i = 0; i < inputs[a].size(); ++i) {
+      const float v = float(std::sin(double(i) * 0.37 + double(a)) * (1 + i % 7));
+      inputs[a].set(i, bf16_exact ? bf16_to_f32(f32_to_bf16(v)) : v);
+    }
+  return inputs;
 }
 
 }  // namespace
@@ -342,12 +357,18 @@ Graph scatter_then_sums(int64_t n, int64_t ci = 0) {
 TEST_CASE("a max pool's gradient and the sums of its result run image by image, bitwise as one after the other") {
   struct Case {
     int64_t n, ci;
+    bool between = false, bf16_exact = false;
+    size_t members;
   };
-  // Filter gradients of 1 input channel (the few-taps kernel) and of 6 (oneDNN's primitive).
-  for (const Case& c : {Case{3, 0}, Case{5, 0}, Case{12, 0}, Case{5, 1}, Case{12, 1}, Case{5, 6}}) {
-    INFO(c.n << " images, filter gradient of " << c.ci << " channels");
-    Executable exe = Executable::compile(scatter_then_sums(c.n, c.ci));
-    CHECK(exe.lockstep_members() == (c.ci > 0 ? 4 : 3));
+  // Filter gradients of 1 input channel (the few-taps kernel) and of 6 and 8 (oneDNN's f32
+  // primitive), the latter pulled before an input gradient; of 8 exactly bf16 inputs (oneDNN's
+  // bf16 primitives, where the CPU has them), which the run leaves to the kernel.
+  for (const Case& c : {Case{3, 0, false, false, 3}, Case{5, 0, false, false, 3}, Case{12, 0, false, false, 3},
+                        Case{5, 1, false, false, 4}, Case{12, 1, false, false, 4}, Case{5, 6, false, false, 4},
+                        Case{5, 8, true, false, 4}, Case{5, 8, true, true, 4}}) {
+    INFO(c.n << " images, filter gradient of " << c.ci << " channels" << std::string(c.bf16_exact ? ", exactly bf16" : ""));
+    Executable exe = Executable::compile(scatter_then_sums(c.n, c.ci, c.between));
+    CHECK(exe.lockstep_members() == c.members);
     size_t relu = 1, scatter = 0;
     for (const Buffer& b : exe.memory_plan().buffers) {
       if (exe.graph().at(b.node).op == Op::fusion && b.bytes >= size_t(c.n * 28 * 28 * 32 * 4)) relu = b.offset;
@@ -356,15 +377,12 @@ TEST_CASE("a max pool's gradient and the sums of its result run image by image, 
     CHECK(relu == scatter);
     CompileOptions apart;
     apart.lockstep = false;
-    Executable sequential = Executable::compile(scatter_then_sums(c.n, c.ci), apart);
-    std::vector<Tensor> inputs{Tensor(DType::f32, {c.n, 28, 28, 32}), Tensor(DType::f32, {c.n, 14, 14, 32})};
-    if (c.ci > 0) inputs.emplace_back(DType::f32, Shape{c.n, 28, 28, c.ci});
-    for (size_t a = 0; a < inputs.size(); ++a)
-      for (int64_t i = 0; i < inputs[a].size(); ++i) inputs[a].set(i, std::sin(double(i) * 0.37 + double(a)) * (1 + i % 7));
+    Executable sequential = Executable::compile(scatter_then_sums(c.n, c.ci, c.between), apart);
+    const std::vector<Tensor> inputs = scatter_inputs(c.n, c.ci, c.between, c.bf16_exact);
     for (int threads : {1, 2}) {
       set_num_threads(threads);
       const std::vector<Tensor> got = exe.run(inputs), want = sequential.run(inputs);
-      REQUIRE(got.size() == (c.ci > 0 ? 3 : 2));
+      REQUIRE(got.size() == want.size());
       for (size_t i = 0; i < got.size(); ++i) CHECK_MESSAGE(std::memcmp(got[i].raw(), want[i].raw(), got[i].bytes()) == 0, i);
     }
   }
