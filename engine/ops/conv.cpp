@@ -515,6 +515,7 @@ void sum_in_order(const float* parts, int64_t count, int64_t size, float* out) {
 void few_taps_filter_grad(const ConvGeom& c, const float* x, const float* dy, float* dw) {
   const int64_t images = conv_chunk_images(c.n, c.ho * c.wo), count = (c.n + images - 1) / images;
   const int64_t size = c.depth() * c.co;
+  if (count == 0) return void(std::fill_n(dw, size, 0.0f));  // no images: nothing to sum
   const WholeColumns whole = whole_column_run(c);
   auto parts = std::make_unique_for_overwrite<float[]>(size_t(count * size));
   parallel_for(count, [&](int64_t t) {
@@ -1118,6 +1119,11 @@ bool conv_in_chunks(const Node& node, std::span<const Tensor* const> in, Tensor&
 }
 
 namespace {
+// filter_grad_f32 takes the few-taps kernel: no patch product comes first.
+bool few_taps_filter_grad_taken(const Window2D& win, const ConvGeom& c) {
+  return few_taps_apply(win, c) && !bf16_patch_filter_grad_applies(win, c) && !f32_patch_filter_grad_applies(win, c);
+}
+
 // oneDNN's ConvShape of a filter gradient that filter_grad_f32 takes on oneDNN's f32 primitive,
 // where it has one, unless its operands are exactly bf16 (bf16_exact_filter_grad): the ways it
 // tries before by shape do not apply.
@@ -1132,7 +1138,7 @@ std::optional<ConvShape> onednn_filter_grad_shape(const Window2D& win, const Con
 bool filter_grad_in_image_chunks(const Node& node, const Shape& xs) {
   const Window2D win = node.window();
   const ConvGeom c = conv_geom(win, xs, node.shape[3], node.groups());
-  return few_taps_apply(win, c) || onednn_filter_grad_shape(win, c).has_value();
+  return few_taps_filter_grad_taken(win, c) || onednn_filter_grad_shape(win, c).has_value();
 }
 
 ImageChunkedFilterGrad image_chunked_filter_grad(const Node& node, std::span<const Tensor* const> in) {
@@ -1140,7 +1146,7 @@ ImageChunkedFilterGrad image_chunked_filter_grad(const Node& node, std::span<con
   auto c = std::make_shared<const ConvGeom>(conv_geom(win, in[0]->shape(), node.shape[3], node.groups()));
   const float *x = in[0]->data<float>(), *dy = in[1]->data<float>();
   const int64_t size = c->depth() * c->co;
-  if (few_taps_apply(win, *c)) {
+  if (few_taps_filter_grad_taken(win, *c)) {
     const int64_t images = conv_chunk_images(c->n, c->ho * c->wo);
     const WholeColumns whole = whole_column_run(*c);
     return {images, (c->n + images - 1) / images,

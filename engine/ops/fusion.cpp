@@ -392,11 +392,15 @@ void run_after_scatter(std::span<const LockstepCall> calls) {
   const int64_t tile = reduce_tile(shape, dims);
   const LockstepCall& grad = calls.back();
   const ImageChunkedFilterGrad parts = graded ? image_chunked_filter_grad(*grad.node, grad.in) : ImageChunkedFilterGrad{};
-  if (tile == 0 || tile % align != 0 || (graded && parts.count == 0)) return one_after_another(calls);
+  if (tile == 0 || tile % align != 0) return one_after_another(calls);
   auto scatter_images = [&](int64_t b0, int64_t b1) {
     for (int64_t b = b0; b < b1; ++b) select_and_scatter_image(*scatter.node, scatter.in, *scatter.out, b);
   };
-  if (!graded) return reduce_as_made(shape, dims, members, kFusionChunk, 0, scatter_images);
+  if (!graded || parts.count == 0) {
+    reduce_as_made(shape, dims, members, kFusionChunk, 0, scatter_images);
+    if (graded) one_after_another(calls.last(1));
+    return;
+  }
   // The filter gradient's chunks are the scatter's: each chunk's partial right after its images.
   const int64_t size = grad.out->size();
   thread_local std::vector<float> reused;  // no allocation per step

@@ -32,13 +32,15 @@ void run_with_reductions(std::span<const LockstepCall> calls);
 void run_after_conv(std::span<const LockstepCall> calls);
 
 // A max pool's gradient (select_and_scatter, f32) then reductions of operands of its result's
-// shape over the same dims (a bias gradient), and possibly a filter gradient of that result on
-// oneDNN's chunks (ops/conv.h chunked_filter_grad_shape): the scatter's images are made in
-// chunks of consecutive images (the filter gradient's, when there is one), each chunk's partial
-// filter gradient taken right after, and each tile of the reductions reduced by the task that
-// made the last image it overlaps (ops/reduce.h reduce_as_made). Results are bitwise those of
-// running the members one after the other, which they do where a tile would cut a chunk or
-// oneDNN has no primitive.
+// shape over the same dims (a bias gradient), and possibly a filter gradient of that result that
+// its kernel computes over fixed chunks of images (ops/conv.h image_chunked_filter_grad): the
+// scatter's images are made in chunks of consecutive images (the filter gradient's, when there
+// is one), each chunk's partial filter gradient taken right after, and each tile of the
+// reductions reduced by the task that made the last image it overlaps (ops/reduce.h
+// reduce_as_made). Results are bitwise those of running the members one after the other, which
+// they do where a reduction tile would cut a fusion chunk or block; a filter gradient that its
+// kernel takes another way after all (no oneDNN primitive, an input exactly bf16) runs after
+// the others.
 void run_after_scatter(std::span<const LockstepCall> calls);
 
 // The run a lock-step step holds: run_after_conv when it starts with a conv, run_after_scatter

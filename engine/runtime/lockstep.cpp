@@ -49,10 +49,12 @@ bool is_scatter_producer(const Graph& g, const Node& n) {
 }
 
 // A filter gradient a scatter run may take chunk by chunk (ops/fusion.h run_after_scatter): f32,
-// over fixed chunks of images whatever the operands' values.
+// over fixed chunks of images by its shape (ops/conv.h filter_grad_in_image_chunks; the run
+// checks the rest), its input not the output gradient itself (the run checks the input before
+// the scatter makes that).
 bool is_chunked_filter_grad(const Graph& g, const Node& n) {
   return n.op == Op::conv_filter_grad && n.dtype == DType::f32 && g.at(n.in[0]).dtype == DType::f32 &&
-         g.at(n.in[1]).dtype == DType::f32 && filter_grad_in_image_chunks(n, g.at(n.in[0]).shape);
+         g.at(n.in[1]).dtype == DType::f32 && n.in[0] != n.in[1] && filter_grad_in_image_chunks(n, g.at(n.in[0]).shape);
 }
 
 // A pool of a conv run's member, image by image (ops/reduce_window.h): f32 operand and result.

@@ -16,9 +16,10 @@
 // same inside the primitive, but only for the few forms they know), and a max pool of that
 // reads the chunk's images there too.
 //
-// A max pool's gradient (select_and_scatter) and the reductions after it over operands of its
-// shape run as one too (ops/fusion.h run_after_scatter): each tile of a bias gradient's sum is
-// taken as soon as the images it spans are scattered, while they are in cache.
+// A max pool's gradient (select_and_scatter), the reductions after it over operands of its
+// shape and a filter gradient of its result run as one too (ops/fusion.h run_after_scatter):
+// each tile of a bias gradient's sum is taken as soon as the images it spans are scattered, and
+// each chunk's partial filter gradient right after the chunk, while they are in cache.
 //
 // The scheduler first moves a fusion whose readers are all such members to just before the
 // first of them (so m and v land next to the weight update), then cuts runs. Results are
@@ -56,7 +57,7 @@ std::vector<NodeId> pull_filter_grads(const Graph& g, std::span<const NodeId> or
 // runs[k] > 0 where a run of that many lock-step members starts at order[k], else 0: fusions of
 // one shape, at most one fusion then reductions over the same dims of operands of its shape, a
 // conv then fusions of its result's shape and pools of those, or a select_and_scatter then such
-// reductions.
+// reductions and at most one filter gradient of its result.
 std::vector<int32_t> lockstep_runs(const Graph& g, std::span<const NodeId> order, std::span<const int32_t> slot);
 
 // Where a value lives: a space (an arena, an argument's buffer, a buffer of its own) and a

@@ -934,6 +934,18 @@ TEST_CASE("few-taps convs and filter gradients match the reference and do not de
   }
 }
 
+// No images: the few-taps filter gradient is zeros, as the reference's.
+TEST_CASE("a few-taps filter gradient over an empty batch is zeros") {
+  Graph g;
+  Window2D same = window({1, 1}, {1, 1}, {1, 1}, {3, 3});
+  const NodeId x = g.parameter(DType::f32, {0, 9, 11, 1}), dy = g.parameter(DType::f32, {0, 9, 11, 32});
+  g.outputs = {g.conv_filter_grad(x, dy, same)};
+  const std::vector<Tensor> args{Tensor(DType::f32, {0, 9, 11, 1}), Tensor(DType::f32, {0, 9, 11, 32})};
+  const Tensor dw = Executable::compile(g).run(args)[0];
+  REQUIRE(dw.shape() == Shape{3, 3, 1, 32});
+  for (int64_t e = 0; e < dw.size(); ++e) CHECK(dw.get(e) == 0.0);
+}
+
 TEST_CASE("2x2 max pools that tile the image: the fast kernels give the reference's bits, NaNs and ties included") {
   // Each row's windows in one loop (ops/reduce_window.cpp's tiling path): 32 channels (two
   // AVX-512 vectors, four AVX2 ones), 8 and 24 (AVX2 vectors only); 3 channels and a 5x5
