@@ -320,6 +320,14 @@ void few_taps_points(const float* x, int64_t x_step, const float* w, const int64
     for (int m = 0; m < V; ++m) rt::store(y + p * y_step + m * rt::kLanes, acc[p][m]);
 }
 
+// Per output column, whether every column its window reads is inside the image.
+std::vector<bool> whole_columns(const ConvGeom& c) {
+  std::vector<bool> whole(size_t(c.wo), true);
+  for (int64_t ow = 0; ow < c.wo; ++ow)
+    for (int64_t j = 0; j < c.kw; ++j) whole[size_t(ow)] = whole[size_t(ow)] && c.src_w[size_t(ow * c.kw + j)] >= 0;
+  return whole;
+}
+
 // y for output images [b0, b1): each position's taps (the padding left out) in tap order. A
 // row's taps are listed once for the columns whose windows are whole, as offsets from the
 // window's first column; the others list their own.
@@ -340,11 +348,9 @@ void few_taps_conv_images(const ConvGeom& c, const float* x, const float* w, flo
     return n;
   };
   std::vector<int64_t> whole;  // columns whose every tap is inside
-  for (int64_t ow = 0; ow < c.wo; ++ow) {
-    bool in = true;
-    for (int64_t j = 0; j < c.kw; ++j) in = in && c.src_w[size_t(ow * c.kw + j)] >= 0;
-    if (in) whole.push_back(ow);
-  }
+  const std::vector<bool> inside = whole_columns(c);
+  for (int64_t ow = 0; ow < c.wo; ++ow)
+    if (inside[size_t(ow)]) whole.push_back(ow);
   auto column_step = [&](size_t ow) { return (c.src_w[(ow + 1) * size_t(c.kw)] - c.src_w[ow * size_t(c.kw)]) * c.ci; };
   auto evenly_spaced = [&](size_t ow) { return column_step(ow) == column_step(ow + 1) && column_step(ow) == column_step(ow + 2); };
   for (int64_t b = b0; b < b1; ++b)
@@ -394,14 +400,6 @@ void few_taps_conv(const ConvGeom& c, const float* x, const float* w, float* y, 
 // 32, 3x3) at under a third of the peak even with its output gradient in cache.
 // Sums held in registers per group of taps: as many as leave room for the gradient's vectors.
 constexpr int kFewTapsSums = rt::kLanes == 16 ? 24 : 12;
-
-// Per output column, whether every column its window reads is inside the image.
-std::vector<bool> whole_columns(const ConvGeom& c) {
-  std::vector<bool> whole(size_t(c.wo), true);
-  for (int64_t ow = 0; ow < c.wo; ++ow)
-    for (int64_t j = 0; j < c.kw; ++j) whole[size_t(ow)] = whole[size_t(ow)] && c.src_w[size_t(ow * c.kw + j)] >= 0;
-  return whole;
-}
 
 // Where the columns whose windows are whole lie: [begin, end), every column between whole, at
 // `step` input elements apart. Empty where they are not so (the taps are then checked).
@@ -488,9 +486,10 @@ void few_taps_grad_images(const ConvGeom& c, const WholeColumns& whole, const fl
     few_taps_grad_count<V, kMax>(std::min(size, c.depth() - t0), c, whole, x, dy, b0, b1, t0, part);
 }
 
-// The partial filter gradient of output images [b0, b1) into part [depth, co].
+// The partial filter gradient of chunk t of `images` output images into part [depth, co].
 void few_taps_filter_grad_part(const ConvGeom& c, const WholeColumns& whole, const float* x, const float* dy,
-                               int64_t b0, int64_t b1, float* part) {
+                               int64_t images, int64_t t, float* part) {
+  const int64_t b0 = t * images, b1 = std::min(c.n, b0 + images);
   switch (c.co / rt::kLanes) {
     case 1: return few_taps_grad_images<1>(c, whole, x, dy, b0, b1, part);
     case 2: return few_taps_grad_images<2>(c, whole, x, dy, b0, b1, part);
@@ -518,9 +517,7 @@ void few_taps_filter_grad(const ConvGeom& c, const float* x, const float* dy, fl
   if (count == 0) return void(std::fill_n(dw, size, 0.0f));  // no images: nothing to sum
   const WholeColumns whole = whole_column_run(c);
   auto parts = std::make_unique_for_overwrite<float[]>(size_t(count * size));
-  parallel_for(count, [&](int64_t t) {
-    few_taps_filter_grad_part(c, whole, x, dy, t * images, std::min(c.n, (t + 1) * images), parts.get() + t * size);
-  });
+  parallel_for(count, [&](int64_t t) { few_taps_filter_grad_part(c, whole, x, dy, images, t, parts.get() + t * size); });
   sum_in_order(parts.get(), count, size, dw);
 }
 
@@ -1150,9 +1147,7 @@ ImageChunkedFilterGrad image_chunked_filter_grad(const Node& node, std::span<con
     const int64_t images = conv_chunk_images(c->n, c->ho * c->wo);
     const WholeColumns whole = whole_column_run(*c);
     return {images, (c->n + images - 1) / images,
-            [c, whole, x, dy, images, size](int64_t t, float* part) {
-              few_taps_filter_grad_part(*c, whole, x, dy, t * images, std::min(c->n, (t + 1) * images), part);
-            },
+            [c, whole, x, dy, images](int64_t t, float* part) { few_taps_filter_grad_part(*c, whole, x, dy, images, t, part); },
             [size](const float* parts, int64_t count, float* dw) { sum_in_order(parts, count, size, dw); }};
   }
   const std::optional<ConvShape> s = onednn_filter_grad_shape(win, *c);
