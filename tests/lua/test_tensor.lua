@@ -358,6 +358,32 @@ io.stderr:write("slices end\n")
     check.eq(select(2, between:gsub("compile ", "")), 0, between:sub(1, 400))
   end,
 
+  -- The gradients are the closed forms, y * (g - sum(g * y)) and g - softmax * sum(g), and the
+  -- max taken out for the exponentials is a constant to them: no comparison with it (which
+  -- differentiating it takes) is left in the compiled gradient.
+  ["softmax and log_softmax gradients: the closed forms, not through the max"] = function()
+    local x = t{{1, 3, -2, 3}, {0.5, -1, 2, 0}}
+    local w = t{{0.3, -1, 2, 0.5}, {1, 1, -0.5, 2}}
+    for _, name in ipairs {"softmax", "log_softmax"} do
+      local grad = tpu.jit(function(v) return tpu.grad(function(u) return (u[name](u, -1) * w):sum() end)(v) end)
+      local got = grad(x):totable()
+      local y = x:softmax(-1):totable()
+      for i = 1, 2 do
+        local sum_gy, sum_g = 0, 0
+        for j = 1, 4 do
+          sum_gy = sum_gy + w:totable()[i][j] * y[i][j]
+          sum_g = sum_g + w:totable()[i][j]
+        end
+        for j = 1, 4 do
+          local g = w:totable()[i][j]
+          local expect = name == "softmax" and y[i][j] * (g - sum_gy) or g - y[i][j] * sum_g
+          check.near(got[i][j], expect, 1e-6, name .. " row " .. i .. " column " .. j)
+        end
+      end
+      check.is_true(not grad.last.exe:text():find("direction=eq", 1, true), name .. ": a comparison with the max is left")
+    end
+  end,
+
   ["elementwise math and composites"] = function()
     local x = t{-1, 0, 2}
     check.eq(x:relu():totable(), {0, 0, 2})
