@@ -121,12 +121,13 @@ function MultiHeadAttention:call(x, ctx)
   check_ranks(self, given, q.shape, v.shape, k.shape)
   -- model:generate: attention over a key/value cache (tpu/nn/generate.lua)
   if ctx and ctx.decode then return ctx.decode:attention(self, q, use_causal_mask, v ~= q) end
-  local qh = self:_project(q, "query", self.key_dim)
+  -- The query is scaled before the product, as Keras does: a pass over the [B, H, T, S] scores
+  -- (a tenth of a small transformer's step) becomes one over the query, key_dim / S as large.
+  local qh = self:_project(q, "query", self.key_dim) * (1 / math.sqrt(self.key_dim))
   local kh = self:_project(k, "key", self.key_dim)
   local vh = self:_project(v, "value", self.value_dim)
   local policy = self.dtype_policy
   local scores = util.cast_float(util.policy_matmul(qh, kh:transpose({1, 2, 4, 3}), policy), "f32")
-                 * (1 / math.sqrt(self.key_dim))
   local m = allowed(mask, use_causal_mask, scores.shape[3], scores.shape[4])
   if m then scores = scores + (1 - m) * -1e9 end
   local weights = scores:softmax(-1)

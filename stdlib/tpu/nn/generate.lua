@@ -93,9 +93,9 @@ function Decode:attention(layer, q, causal, cross)
   self.new[call] = {k, v}
   self.called[layer] = true
   local policy = layer.dtype_policy
-  local qh = layer:_project(q, "query", layer.key_dim)
+  local qh = layer:_project(q, "query", layer.key_dim) * (1 / math.sqrt(layer.key_dim))  -- as the layer's call
   local scores = util.cast_float(util.policy_matmul(qh, k:transpose({1, 3, 4, 2}), policy), "f32")
-                 * (1 / math.sqrt(layer.key_dim)) + self:later(q.shape[2])
+                 + self:later(q.shape[2])
   local out = util.policy_matmul(scores:softmax(-1), v:transpose({1, 3, 2, 4}), policy)
   return layer:_merge_heads(out, q.shape)
 end

@@ -498,13 +498,13 @@ local function attention_parts(x)
   return x[1], v, x[3] or v, x.mask, x.use_causal_mask
 end
 
--- softmax(q k^T / sqrt(key_dim) + masks) over the keys: [batch, heads, T, S].
+-- softmax((q / sqrt(key_dim)) k^T + masks) over the keys: [batch, heads, T, S].
 local function attention_weights(g, layer, qh, kh, mask, use_causal)
   local b, h, t, d = table.unpack(qh.shape)
   local s = kh.shape[3]
   local kt = apply(g, layer, "Transpose", {kh.name}, {perm = {0, 1, 3, 2}}, {b, h, d, s}, "last")
+  qh = same(g, layer, "Mul", qh, {g:scalar(1 / math.sqrt(layer.key_dim))})  -- the query scaled, as the layer does
   local scores = apply(g, layer, "MatMul", {qh.name, kt.name}, nil, {b, h, t, s}, "last")
-  scores = same(g, layer, "Mul", scores, {g:scalar(1 / math.sqrt(layer.key_dim))})
   if mask then scores = masked(g, layer, scores, mask) end
   if use_causal then scores = causal(g, layer, scores) end
   return same(g, layer, "Softmax", scores, nil, {axis = 3})
