@@ -1583,3 +1583,28 @@ TEST_CASE("depthwise and grouped convs take checked oneDNN primitives") {
   }
   CHECK(onednn_primitives_rejected() == rejected);
 }
+
+// A row's maximum or minimum (the last axis) is one of its values: the fast kernel takes it in
+// f32, and gives the reference's bits, the NaN it returns (the last one of the row), the sign of
+// a zero and the infinities included, for rows that fill the 8-row blocks and for the rest (the
+// fast kernel takes operands of 4096 elements and more).
+TEST_CASE("max and min over the last axis give the reference's bits: NaNs, signed zeros, infinities") {
+  const float inf = std::numeric_limits<float>::infinity(), nan = std::numeric_limits<float>::quiet_NaN();
+  const float values[] = {0.0f, -0.0f, 1.5f, -1.5f, inf, -inf, nan, -nan, 3.0f, 3.0f, -7.0f, 0.0f, -0.0f, 2.0f};
+  std::mt19937 rng(17);
+  for (int64_t len : {int64_t(1), int64_t(7), int64_t(8), int64_t(13), int64_t(128)})
+    for (ReduceKind kind : {ReduceKind::max, ReduceKind::min}) {
+      const int64_t rows = 4096 / len + 5;
+      Tensor x(DType::f32, {rows, len});
+      for (int64_t i = 0; i < x.size(); ++i) x.data<float>()[i] = values[rng() % std::size(values)];
+      Graph g;
+      g.outputs = {g.reduce(g.parameter(DType::f32, {rows, len}), {1}, kind)};
+      CompileOptions fast, reference;
+      fast.optimize = reference.optimize = false;
+      reference.reference_kernels = true;
+      const Tensor got = Executable::compile(g, fast).run(std::vector<Tensor>{x})[0];
+      const Tensor want = Executable::compile(g, reference).run(std::vector<Tensor>{x})[0];
+      INFO(rows << " rows of " << len << (kind == ReduceKind::max ? ", max" : ", min"));
+      CHECK(std::memcmp(got.raw(), want.raw(), size_t(rows) * 4) == 0);
+    }
+}
