@@ -6,6 +6,9 @@
 #include <memory>
 #include <numeric>
 #include <vector>
+#ifdef __SSE2__
+#include <immintrin.h>
+#endif
 
 #include "kernels/convert.h"
 #include "kernels/gemm.h"
@@ -219,7 +222,8 @@ void ref_reduce(const Node& n, std::span<const Tensor* const> in, Tensor& out) {
 
 // f32 reductions over one run of consecutive axes, viewed as [outer, len, inner]. Each result
 // element is accumulated in double over the reduced axis in ascending order, exactly as the
-// reference does (so the results are the same bits), by one thread; except over the leading
+// reference does (so the results are the same bits; a row's max or min compares in f32 and
+// stores its result as the double would be, the same bits too), by one thread; except over the leading
 // axes of the whole operand with rows of at most kTiledColumns (outer 1: a BatchNorm's sums
 // over [N*H*W, C], a bias gradient's over the batch), taken in tiles of rows whose column sums
 // in double are then added in tile order, as reduce_fusion's are (the same bits): every thread
@@ -264,7 +268,8 @@ void reduce_block(const float* x, float* out, const Runs& r, int64_t i0, int64_t
 }
 
 // Reductions over the last axis ([outer, len], inner 1): eight rows at a time, one double
-// accumulator each, so eight chains of dependent additions run side by side instead of one.
+// accumulator each (a max or min: one f32 lane each, extreme_rows), so eight chains of dependent
+// additions run side by side instead of one.
 #ifdef __AVX__
 template <ReduceKind K>
 __m256d combine4(__m256d r, __m256d v) {  // combine<K> on four lanes
@@ -298,8 +303,22 @@ int64_t reduce_8_rows_blocks(const float* x, int64_t len, double (&acc)[8]) {
 }
 #endif
 
-// A maximum or minimum is one of its values: exact in f32, the same bits as combine<K> in double
-// (a quiet NaN stays the same NaN), at half the work (8 rows in one register, no conversions).
+// A maximum or minimum is one of its values: compared in f32 it is the element combine<K>
+// picks in double, at half the work (8 rows in one register, no conversions). Compares flush
+// subnormal operands as the widening did (DAZ), but a blend keeps the element's own bits, so each
+// result goes through double and back (as_widened) to be stored as the double path stored it: a
+// subnormal as a zero of its sign, a signalling NaN quietened.
+inline float as_widened(float v) {
+#ifdef __SSE2__
+  // Intrinsics: float(double(v)) may be folded away, as the compiler models neither DAZ nor
+  // signalling NaNs.
+  const __m128d wide = _mm_cvtss_sd(_mm_setzero_pd(), _mm_set_ss(v));
+  return _mm_cvtss_f32(_mm_cvtsd_ss(_mm_setzero_ps(), wide));
+#else
+  return float(double(v));
+#endif
+}
+
 template <ReduceKind K>
 inline float combine_f32(float r, float v) {
   if constexpr (K == ReduceKind::max) return (v > r || v != v) ? v : r;
@@ -341,12 +360,12 @@ void extreme_rows(const float* x, float* out, int64_t rows, int64_t len, float i
 #endif
     for (; k < len; ++k)
       for (int64_t l = 0; l < 8; ++l) acc[l] = combine_f32<K>(acc[l], x[(o + l) * len + k]);
-    std::copy_n(acc, 8, out + o);
+    for (int64_t l = 0; l < 8; ++l) out[o + l] = as_widened(acc[l]);
   }
   for (; o < rows; ++o) {
     float acc = init;
     for (int64_t k = 0; k < len; ++k) acc = combine_f32<K>(acc, x[o * len + k]);
-    out[o] = acc;
+    out[o] = as_widened(acc);
   }
 }
 

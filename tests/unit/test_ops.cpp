@@ -1585,12 +1585,16 @@ TEST_CASE("depthwise and grouped convs take checked oneDNN primitives") {
 }
 
 // A row's maximum or minimum (the last axis) is one of its values: the fast kernel takes it in
-// f32, and gives the reference's bits, the NaN it returns (the last one of the row), the sign of
-// a zero and the infinities included, for rows that fill the 8-row blocks and for the rest (the
-// fast kernel takes operands of 4096 elements and more).
-TEST_CASE("max and min over the last axis give the reference's bits: NaNs, signed zeros, infinities") {
-  const float inf = std::numeric_limits<float>::infinity(), nan = std::numeric_limits<float>::quiet_NaN();
-  const float values[] = {0.0f, -0.0f, 1.5f, -1.5f, inf, -inf, nan, -nan, 3.0f, 3.0f, -7.0f, 0.0f, -0.0f, 2.0f};
+// f32, and gives the reference's bits, the NaN it returns (the last one of the row, a signalling
+// one quietened), the sign of a zero, subnormals (flushed, as every kernel flushes them) and the
+// infinities included, for rows that fill the 8-row blocks and for the rest (the fast kernel
+// takes operands of 4096 elements and more).
+TEST_CASE("max and min over the last axis give the reference's bits: NaNs, signed zeros, subnormals, infinities") {
+  using Limits = std::numeric_limits<float>;
+  const float inf = Limits::infinity(), nan = Limits::quiet_NaN(), snan = Limits::signaling_NaN();
+  const float values[] = {0.0f,   -0.0f, 1.5f,   -1.5f, inf,   -inf,   nan,    -nan,
+                          3.0f,   3.0f,  -7.0f,  0.0f,  -0.0f, 2.0f,   1e-40f, -1e-40f,
+                          -3e-41f, Limits::denorm_min(), snan, -snan};
   std::mt19937 rng(17);
   for (int64_t len : {int64_t(1), int64_t(7), int64_t(8), int64_t(13), int64_t(128)})
     for (ReduceKind kind : {ReduceKind::max, ReduceKind::min}) {
