@@ -348,46 +348,49 @@ int64_t extreme_8_rows_blocks(const float* x, int64_t len, float (&acc)[8]) {
 }
 #endif
 
-template <ReduceKind K>
-void extreme_rows(const float* x, float* out, int64_t rows, int64_t len, float init) {
+// Rows eight at a time (blocks(rows, len, acc) takes their vector part and returns the first
+// element it did not take), then the rest one by one: acc = step(acc, value) in ascending order
+// from init, each row's result stored as done(acc).
+template <class Acc, class Blocks, class Step, class Done>
+void rows_by_eight(const float* x, float* out, int64_t rows, int64_t len, Acc init, Blocks blocks, Step step, Done done) {
   int64_t o = 0;
   for (; o + 8 <= rows; o += 8) {
-    float acc[8];
-    for (float& a : acc) a = init;
-    int64_t k = 0;
-#ifdef __AVX__
-    k = extreme_8_rows_blocks<K>(x + o * len, len, acc);
-#endif
+    Acc acc[8];
+    std::fill_n(acc, 8, init);
+    int64_t k = blocks(x + o * len, len, acc);
     for (; k < len; ++k)
-      for (int64_t l = 0; l < 8; ++l) acc[l] = combine_f32<K>(acc[l], x[(o + l) * len + k]);
-    for (int64_t l = 0; l < 8; ++l) out[o + l] = as_widened(acc[l]);
+      for (int64_t l = 0; l < 8; ++l) acc[l] = step(acc[l], x[(o + l) * len + k]);
+    for (int64_t l = 0; l < 8; ++l) out[o + l] = done(acc[l]);
   }
   for (; o < rows; ++o) {
-    float acc = init;
-    for (int64_t k = 0; k < len; ++k) acc = combine_f32<K>(acc, x[o * len + k]);
-    out[o] = as_widened(acc);
+    Acc acc = init;
+    for (int64_t k = 0; k < len; ++k) acc = step(acc, x[o * len + k]);
+    out[o] = done(acc);
   }
 }
 
+// A sum in double; a max or min in f32 (combine_f32).
 template <ReduceKind K>
 void reduce_rows(const float* x, float* out, int64_t rows, int64_t len, double init) {
-  if constexpr (K != ReduceKind::sum) return extreme_rows<K>(x, out, rows, len, float(init));
-  int64_t o = 0;
-  for (; o + 8 <= rows; o += 8) {
-    double acc[8];
-    for (double& a : acc) a = init;
-    int64_t k = 0;
+  if constexpr (K == ReduceKind::sum) {
+    auto blocks = [](const float* at, int64_t n, double (&acc)[8]) -> int64_t {
 #ifdef __AVX__
-    k = reduce_8_rows_blocks<K>(x + o * len, len, acc);
+      return reduce_8_rows_blocks<K>(at, n, acc);
+#else
+      return (void)at, (void)n, (void)acc, 0;
 #endif
-    for (; k < len; ++k)
-      for (int64_t l = 0; l < 8; ++l) acc[l] = combine<K>(acc[l], double(x[(o + l) * len + k]));
-    for (int64_t l = 0; l < 8; ++l) out[o + l] = float(acc[l]);
-  }
-  for (; o < rows; ++o) {
-    double acc = init;
-    for (int64_t k = 0; k < len; ++k) acc = combine<K>(acc, double(x[o * len + k]));
-    out[o] = float(acc);
+    };
+    rows_by_eight(x, out, rows, len, init, blocks, [](double r, float v) { return combine<K>(r, double(v)); },
+                  [](double r) { return float(r); });
+  } else {
+    auto blocks = [](const float* at, int64_t n, float (&acc)[8]) -> int64_t {
+#ifdef __AVX__
+      return extreme_8_rows_blocks<K>(at, n, acc);
+#else
+      return (void)at, (void)n, (void)acc, 0;
+#endif
+    };
+    rows_by_eight(x, out, rows, len, float(init), blocks, combine_f32<K>, as_widened);
   }
 }
 
