@@ -222,8 +222,8 @@ void ref_reduce(const Node& n, std::span<const Tensor* const> in, Tensor& out) {
 
 // f32 reductions over one run of consecutive axes, viewed as [outer, len, inner]. Each result
 // element is accumulated in double over the reduced axis in ascending order, exactly as the
-// reference does (so the results are the same bits; a row's max or min compares in f32 and
-// stores its result as the double would be, the same bits too), by one thread; except over the leading
+// reference does (so the results are the same bits; a row's max or min compares in f32 and is
+// stored as the double would be, the same bits too), by one thread; except over the leading
 // axes of the whole operand with rows of at most kTiledColumns (outer 1: a BatchNorm's sums
 // over [N*H*W, C], a bias gradient's over the batch), taken in tiles of rows whose column sums
 // in double are then added in tile order, as reduce_fusion's are (the same bits): every thread
@@ -268,8 +268,8 @@ void reduce_block(const float* x, float* out, const Runs& r, int64_t i0, int64_t
 }
 
 // Reductions over the last axis ([outer, len], inner 1): eight rows at a time, one double
-// accumulator each (a max or min: one f32 lane each, extreme_rows), so eight chains of dependent
-// additions run side by side instead of one.
+// accumulator each (a max or min: an f32 lane each, extreme_8_rows_blocks), so eight chains of
+// dependent additions run side by side instead of one.
 #ifdef __AVX__
 template <ReduceKind K>
 __m256d combine4(__m256d r, __m256d v) {  // combine<K> on four lanes
@@ -348,8 +348,8 @@ int64_t extreme_8_rows_blocks(const float* x, int64_t len, float (&acc)[8]) {
 }
 #endif
 
-// Rows eight at a time (blocks(rows, len, acc) takes their vector part and returns the first
-// element it did not take), then the rest one by one: acc = step(acc, value) in ascending order
+// Rows eight at a time (blocks(first row, len, acc) takes their vector part and returns the
+// first element it did not take), then the rest one by one: acc = step(acc, value) in ascending order
 // from init, each row's result stored as done(acc).
 template <class Acc, class Blocks, class Step, class Done>
 void rows_by_eight(const float* x, float* out, int64_t rows, int64_t len, Acc init, Blocks blocks, Step step, Done done) {

@@ -122,7 +122,7 @@ function MultiHeadAttention:call(x, ctx)
   -- model:generate: attention over a key/value cache (tpu/nn/generate.lua)
   if ctx and ctx.decode then return ctx.decode:attention(self, q, use_causal_mask, v ~= q) end
   -- The query is scaled before the product, as Keras does: a pass over the [B, H, T, S] scores
-  -- (a tenth of a small transformer's step) becomes one over the query, key_dim / S as large.
+  -- (5% of a small transformer's step) becomes one over the query, key_dim / S as large.
   local qh = self:_project(q, "query", self.key_dim) * (1 / math.sqrt(self.key_dim))
   local kh = self:_project(k, "key", self.key_dim)
   local vh = self:_project(v, "value", self.value_dim)
