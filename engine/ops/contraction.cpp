@@ -268,24 +268,15 @@ void reduce_block(const float* x, float* out, const Runs& r, int64_t i0, int64_t
 }
 
 // Reductions over the last axis ([outer, len], inner 1): eight rows at a time, one double
-// accumulator each (a max or min: an f32 lane each, extreme_8_rows_blocks), so eight chains of
-// dependent additions run side by side instead of one.
+// accumulator each (a max or min: an f32 lane each), so eight chains of dependent additions run
+// side by side instead of one.
 #ifdef __AVX__
+// Eight rows' sums from element k0 on, in blocks of 8 elements: the block is transposed in
+// registers so that each step adds one element of all eight rows at once. Returns the first
+// element not taken. (A max or min takes the f32 overload below.)
 template <ReduceKind K>
-__m256d combine4(__m256d r, __m256d v) {  // combine<K> on four lanes
-  if constexpr (K == ReduceKind::sum) {
-    return _mm256_add_pd(r, v);
-  } else {
-    const __m256d better = _mm256_cmp_pd(v, r, K == ReduceKind::max ? _CMP_GT_OQ : _CMP_LT_OQ);
-    return _mm256_blendv_pd(r, v, _mm256_or_pd(better, _mm256_cmp_pd(v, v, _CMP_UNORD_Q)));
-  }
-}
-
-// Eight rows' accumulators from element k0 on, in blocks of 8 elements: the block is
-// transposed in registers so that each step adds one element of all eight rows at once.
-// Returns the first element not taken.
-template <ReduceKind K>
-int64_t reduce_8_rows_blocks(const float* x, int64_t len, double (&acc)[8]) {
+int64_t eight_rows_blocks(const float* x, int64_t len, double (&acc)[8]) {
+  static_assert(K == ReduceKind::sum);
   __m256d lo = _mm256_loadu_pd(acc), hi = _mm256_loadu_pd(acc + 4);
   int64_t k = 0;
   for (; k + 8 <= len; k += 8) {
@@ -293,8 +284,8 @@ int64_t reduce_8_rows_blocks(const float* x, int64_t len, double (&acc)[8]) {
     for (int l = 0; l < 8; ++l) r[l] = _mm256_loadu_ps(x + l * len + k);
     simd::transpose8x8(r);
     for (int j = 0; j < 8; ++j) {
-      lo = combine4<K>(lo, _mm256_cvtps_pd(_mm256_castps256_ps128(r[j])));
-      hi = combine4<K>(hi, _mm256_cvtps_pd(_mm256_extractf128_ps(r[j], 1)));
+      lo = _mm256_add_pd(lo, _mm256_cvtps_pd(_mm256_castps256_ps128(r[j])));
+      hi = _mm256_add_pd(hi, _mm256_cvtps_pd(_mm256_extractf128_ps(r[j], 1)));
     }
   }
   _mm256_storeu_pd(acc, lo);
@@ -332,9 +323,9 @@ __m256 combine8(__m256 r, __m256 v) {  // combine_f32<K> on eight lanes
   return _mm256_blendv_ps(r, v, _mm256_or_ps(better, _mm256_cmp_ps(v, v, _CMP_UNORD_Q)));
 }
 
-// reduce_8_rows_blocks for a maximum or minimum, in f32.
+// The same for a maximum or minimum, in f32.
 template <ReduceKind K>
-int64_t extreme_8_rows_blocks(const float* x, int64_t len, float (&acc)[8]) {
+int64_t eight_rows_blocks(const float* x, int64_t len, float (&acc)[8]) {
   __m256 a = _mm256_loadu_ps(acc);
   int64_t k = 0;
   for (; k + 8 <= len; k += 8) {
@@ -372,26 +363,18 @@ void rows_by_eight(const float* x, float* out, int64_t rows, int64_t len, Acc in
 // A sum in double; a max or min in f32 (combine_f32).
 template <ReduceKind K>
 void reduce_rows(const float* x, float* out, int64_t rows, int64_t len, double init) {
-  if constexpr (K == ReduceKind::sum) {
-    auto blocks = [](const float* at, int64_t n, double (&acc)[8]) -> int64_t {
+  auto blocks = [](const float* at, int64_t n, auto& acc) -> int64_t {  // acc: double[8] or float[8]
 #ifdef __AVX__
-      return reduce_8_rows_blocks<K>(at, n, acc);
+    return eight_rows_blocks<K>(at, n, acc);
 #else
-      return (void)at, (void)n, (void)acc, 0;
+    return (void)at, (void)n, (void)acc, 0;
 #endif
-    };
+  };
+  if constexpr (K == ReduceKind::sum)
     rows_by_eight(x, out, rows, len, init, blocks, [](double r, float v) { return combine<K>(r, double(v)); },
                   [](double r) { return float(r); });
-  } else {
-    auto blocks = [](const float* at, int64_t n, float (&acc)[8]) -> int64_t {
-#ifdef __AVX__
-      return extreme_8_rows_blocks<K>(at, n, acc);
-#else
-      return (void)at, (void)n, (void)acc, 0;
-#endif
-    };
+  else
     rows_by_eight(x, out, rows, len, float(init), blocks, combine_f32<K>, as_widened);
-  }
 }
 
 #ifdef __AVX__
