@@ -4,9 +4,9 @@
 # EfficientNetB0 against torchvision's), f32 and bf16 each, same models, data, batch and thread
 # count on both sides. tputrain runs each model two ways: on batches already in memory and fed
 # by the tpu.data pipeline a script writes (shuffle, batch, traced map, prefetch). For every
-# configuration it alternates the three (tputrain, pipeline, PyTorch, tputrain, ...) so machine
-# noise hits all, then prints one table of medians and ranges (bench/report.py; README explains
-# the columns). A configuration that fails shows "n/a" and the reason below the table.
+# configuration it alternates the three, each round starting one side later (tputrain, pipeline,
+# PyTorch; pipeline, PyTorch, tputrain; ...) so machine noise and order hit all, then prints
+# one table of medians and ranges (bench/report.py; README explains the columns). A configuration that fails shows "n/a" and the reason below the table.
 #
 #   bench/run.sh                      # every model: about 15 minutes on a quiet 2-core machine
 #   bench/run.sh --models mlp,cnn,transformer   # the short set: a few minutes
@@ -119,28 +119,41 @@ wait_for_tputrain() {
   return 1
 }
 
+# run_side MODEL PRECISION ROUND STEPS WARMUP PROFILED SIDE: one run of one side (memory or
+# pipeline: tputrain fed that way; pytorch).
+run_side() {
+  local model=$1 precision=$2 r=$3 steps=$4 warm=$5 prof=$6 feed=$7 bf16_flag=()
+  [[ $precision == bf16 ]] && bf16_flag=(--bf16)
+  if [[ $feed == pytorch ]]; then
+    if [[ -n $torch_missing ]]; then
+      echo "$model $precision pytorch $r fail $torch_missing" >>"$results"
+    else
+      run "$model" "$precision" pytorch "$r" "$python" bench/pytorch_models.py "$model" "$precision" "$steps" "$warm"
+    fi
+    return
+  fi
+  local side=tputrain
+  [[ $feed == pipeline ]] && side=pipeline
+  if wait_for_tputrain; then
+    run "$model" "$precision" "$side" "$r" "$tputrain" --threads "$threads" "${bf16_flag[@]}" \
+      bench/tputrain_models.lua "$model" "$precision" "$steps" "$warm" "$prof" "$feed"
+  else
+    echo "$model $precision $side $r fail $tputrain is missing: build it with ./setup.sh" >>"$results"
+  fi
+}
+
 peak >>"$results"
 for model in ${models//,/ }; do
   for precision in ${precisions//,/ }; do
     steps=$(scaled "${timed[$model]}") prof=$(scaled "${profiled[$model]}") warm=${warmup[$model]}
-    bf16_flag=()
-    [[ $precision == bf16 ]] && bf16_flag=(--bf16)
     for ((r = 1; r <= rounds; r++)); do
-      for feed in ${feeds//,/ }; do
-        side=tputrain
-        [[ $feed == pipeline ]] && side=pipeline
-        if wait_for_tputrain; then
-          run "$model" "$precision" "$side" "$r" "$tputrain" --threads "$threads" "${bf16_flag[@]}" \
-            bench/tputrain_models.lua "$model" "$precision" "$steps" "$warm" "$prof" "$feed"
-        else
-          echo "$model $precision $side $r fail $tputrain is missing: build it with ./setup.sh" >>"$results"
-        fi
+      # Each round starts one side later (round 1: memory, pipeline, PyTorch; round 2: pipeline,
+      # PyTorch, memory; ...): a side that always ran right after another one inherited its
+      # after-effects (caches, clocks), and the in-memory/pipeline ratio showed the order.
+      sides=(${feeds//,/ } pytorch)
+      for ((i = 0; i < ${#sides[@]}; i++)); do
+        run_side "$model" "$precision" "$r" "$steps" "$warm" "$prof" "${sides[(i + r - 1) % ${#sides[@]}]}"
       done
-      if [[ -n $torch_missing ]]; then
-        echo "$model $precision pytorch $r fail $torch_missing" >>"$results"
-      else
-        run "$model" "$precision" pytorch "$r" "$python" bench/pytorch_models.py "$model" "$precision" "$steps" "$warm"
-      fi
     done
   done
 done
