@@ -47,7 +47,9 @@ while (($#)); do
 done
 
 # Per model: timed steps, warm-up steps (the first compiles), profiled steps (host overhead).
-declare -A timed=([mlp]=100 [cnn]=20 [transformer]=20 [transformer256]=6 [resnet50]=4 [mobilenet_v2]=8 [efficientnet_b0]=6)
+# The timed steps take about a second or more: a few tenths of a second, as the short models
+# had, let one stall of the machine decide a round.
+declare -A timed=([mlp]=300 [cnn]=60 [transformer]=40 [transformer256]=6 [resnet50]=4 [mobilenet_v2]=8 [efficientnet_b0]=6)
 declare -A warmup=([mlp]=10 [cnn]=3 [transformer]=3 [transformer256]=2 [resnet50]=2 [mobilenet_v2]=2 [efficientnet_b0]=2)
 declare -A profiled=([mlp]=30 [cnn]=5 [transformer]=5 [transformer256]=2 [resnet50]=2 [mobilenet_v2]=2 [efficientnet_b0]=2)
 
