@@ -360,7 +360,35 @@ void rows_by_eight(const float* x, float* out, int64_t rows, int64_t len, Acc in
   }
 }
 
-// A sum in double; a max or min in f32 (combine_f32).
+#ifdef __AVX__
+// A row's max or min lane by lane: eight lanes each combine their elements, then the lanes
+// combine. Where the result is a nonzero number it has the bits of the element the ordered loop
+// picks, as only elements of its value have them: true then. A NaN (which one, the order
+// decides) or a result that compares equal to zero (either zero, or a subnormal under DAZ) may
+// differ from the ordered loop's: false, and the caller takes the row in order.
+template <ReduceKind K>
+bool row_in_lanes(const float* x, int64_t len, float init, float& result) {
+  __m256 a = _mm256_set1_ps(init), b = a;  // two chains of compares side by side
+  int64_t k = 0;
+  for (; k + 16 <= len; k += 16) {
+    a = combine8<K>(a, _mm256_loadu_ps(x + k));
+    b = combine8<K>(b, _mm256_loadu_ps(x + k + 8));
+  }
+  a = combine8<K>(a, b);
+  if (k + 8 <= len) a = combine8<K>(a, _mm256_loadu_ps(x + k)), k += 8;
+  a = combine8<K>(a, _mm256_permute2f128_ps(a, a, 1));  // a NaN in any lane stays a NaN
+  a = combine8<K>(a, _mm256_permute_ps(a, 0b01001110));
+  a = combine8<K>(a, _mm256_permute_ps(a, 0b10110001));
+  float r = _mm256_cvtss_f32(a);
+  for (; k < len; ++k) r = combine_f32<K>(r, x[k]);
+  result = r;
+  return r == r && r != 0.0f;
+}
+#endif
+
+// A sum in double; a max or min in f32 (combine_f32): rows of 16 elements or more lane by lane
+// (row_in_lanes: no transposes, and the attention scores' max is bound by memory then), and a
+// block of eight rows that has a row it cannot take so, in order.
 template <ReduceKind K>
 void reduce_rows(const float* x, float* out, int64_t rows, int64_t len, double init) {
   auto blocks = [](const float* at, int64_t n, auto& acc) -> int64_t {  // acc: double[8] or float[8]
@@ -370,11 +398,20 @@ void reduce_rows(const float* x, float* out, int64_t rows, int64_t len, double i
     return (void)at, (void)n, (void)acc, 0;
 #endif
   };
-  if constexpr (K == ReduceKind::sum)
+  if constexpr (K == ReduceKind::sum) {
     rows_by_eight(x, out, rows, len, init, blocks, [](double r, float v) { return combine<K>(r, double(v)); },
                   [](double r) { return float(r); });
-  else
-    rows_by_eight(x, out, rows, len, float(init), blocks, combine_f32<K>, as_widened);
+  } else {
+    for (int64_t o = 0; o < rows; o += 8) {
+      const int64_t n = std::min<int64_t>(8, rows - o);
+      bool taken = false;
+#ifdef __AVX__
+      taken = len >= 16;
+      for (int64_t l = 0; l < n && taken; ++l) taken = row_in_lanes<K>(x + (o + l) * len, len, float(init), out[o + l]);
+#endif
+      if (!taken) rows_by_eight(x + o * len, out + o, n, len, float(init), blocks, combine_f32<K>, as_widened);
+    }
+  }
 }
 
 #ifdef __AVX__

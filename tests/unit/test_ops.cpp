@@ -1612,3 +1612,40 @@ TEST_CASE("max and min over the last axis give the reference's bits: NaNs, signe
       CHECK(std::memcmp(got.raw(), want.raw(), size_t(rows) * 4) == 0);
     }
 }
+
+// Rows of 16 elements and more are taken lane by lane where the result is a nonzero number and
+// in order otherwise. Rows of ordinary values (ties, zeros among them), rows whose extreme is a
+// zero of either sign or a subnormal, rows with NaNs and rows with infinities, mixed within
+// blocks of eight rows, at lengths that leave 8-lane and single-element tails: the reference's
+// bits.
+TEST_CASE("max and min of long rows, lane by lane or in order, give the reference's bits") {
+  using Limits = std::numeric_limits<float>;
+  const float zeros[] = {0.0f, -0.0f, 1e-40f, -1e-40f, Limits::denorm_min()};
+  const float nans[] = {Limits::quiet_NaN(), -Limits::quiet_NaN(), Limits::signaling_NaN()};
+  std::mt19937 rng(23);
+  for (int64_t len : {int64_t(16), int64_t(24), int64_t(40), int64_t(100), int64_t(128)})
+    for (ReduceKind kind : {ReduceKind::max, ReduceKind::min}) {
+      const float away = kind == ReduceKind::max ? -1.0f : 1.0f;  // the side the extreme is not on
+      const int64_t rows = 4096 / len + 11;
+      Tensor x(DType::f32, {rows, len});
+      for (int64_t r = 0; r < rows; ++r) {
+        float* row = x.data<float>() + r * len;
+        const uint32_t mode = rng() % 4;
+        for (int64_t i = 0; i < len; ++i) row[i] = float(int(rng() % 9) - 4) * 0.75f;
+        if (mode == 1)  // the extreme is zero-valued: zeros and subnormals of both signs
+          for (int64_t i = 0; i < len; ++i) row[i] = rng() % 2 ? zeros[rng() % std::size(zeros)] : away * float(1 + rng() % 3);
+        if (mode == 2)
+          for (uint32_t n = 1 + rng() % 2; n > 0; --n) row[rng() % len] = nans[rng() % std::size(nans)];
+        if (mode == 3) row[rng() % len] = rng() % 2 ? Limits::infinity() : -Limits::infinity();
+      }
+      Graph g;
+      g.outputs = {g.reduce(g.parameter(DType::f32, {rows, len}), {1}, kind)};
+      CompileOptions fast, reference;
+      fast.optimize = reference.optimize = false;
+      reference.reference_kernels = true;
+      const Tensor got = Executable::compile(g, fast).run(std::vector<Tensor>{x})[0];
+      const Tensor want = Executable::compile(g, reference).run(std::vector<Tensor>{x})[0];
+      INFO(rows << " rows of " << len << (kind == ReduceKind::max ? ", max" : ", min"));
+      CHECK(std::memcmp(got.raw(), want.raw(), size_t(rows) * 4) == 0);
+    }
+}
