@@ -133,10 +133,20 @@ int l_random_bits(lua_State* L) {
                   [s](Graph& g, const std::vector<NodeId>& in) { return g.rng(in[0], RngKind::bits, s); });
 }
 
+// core.random_bernoulli(key, shape, p) -> bool: true where random_uniform(key, shape) is
+// below p (a number, rounded to f32 as the comparison rounds it), both made in one kernel.
+int l_random_bernoulli(lua_State* L) {
+  LuaTensor* key = check_key(L, 1);
+  Shape s = check_shape(L, 2, "random.bernoulli");
+  const double p = luaL_checknumber(L, 3);
+  return apply_op(L, {{key, 0}, {nullptr, p}}, DType::f32,
+                  [s](Graph& g, const std::vector<NodeId>& in) { return g.rng_bernoulli(in[0], in[1], s); });
+}
+
 const LuaFunction kFunctions[] = {
     fn<l_random_key>("random_key"), fn<l_random_fold>("random_fold"),
     fn<l_random_uniform>("random_uniform"), fn<l_random_normal>("random_normal"),
-    fn<l_random_bits>("random_bits")};
+    fn<l_random_bits>("random_bits"), fn<l_random_bernoulli>("random_bernoulli")};
 
 }  // namespace
 

@@ -225,6 +225,12 @@ NodeId Graph::rng_fold(NodeId key, NodeId data) {
   return add(Op::rng, {key, data}, std::move(a));
 }
 
+NodeId Graph::rng_bernoulli(NodeId key, NodeId p, Shape s) {
+  Attrs a;
+  a.axis = int64_t(RngKind::bernoulli);
+  return add(Op::rng, {key, p}, std::move(a), std::move(s));
+}
+
 NodeId Graph::all_reduce(NodeId x, bool mean) {
   Attrs a;
   a.axis = mean ? 1 : 0;

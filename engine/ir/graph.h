@@ -120,6 +120,7 @@ class Graph {
   // Counter-based random numbers: element i is a hash of (key, i), key an i32[2].
   NodeId rng(NodeId key, RngKind k, Shape s);
   NodeId rng_fold(NodeId key, NodeId data);                   // -> i32[data..., 2], new keys
+  NodeId rng_bernoulli(NodeId key, NodeId p, Shape s);        // -> bool[s]: uniform < p (f32[])
   // The sum (or with `mean` the mean) of x over the replicas of a replicated step.
   NodeId all_reduce(NodeId x, bool mean);
   // x itself, as a constant to autodiff (JAX's lax.stop_gradient).

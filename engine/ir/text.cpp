@@ -39,7 +39,7 @@ std::string list(std::span<const int64_t> v) {
 constexpr std::string_view kDirections[] = {"lt", "le", "gt", "ge", "eq", "ne"};
 constexpr std::string_view kReduceKinds[] = {"sum", "max", "min"};
 constexpr std::string_view kWindowKinds[] = {"sum", "max", "argmax"};
-constexpr std::string_view kRngKinds[] = {"uniform", "normal", "truncated_normal", "bits", "fold"};
+constexpr std::string_view kRngKinds[] = {"uniform", "normal", "truncated_normal", "bits", "fold", "bernoulli"};
 constexpr std::string_view kAllReduceKinds[] = {"sum", "mean"};
 
 // What Attrs::axis means for op: the key it is printed under and, for a kind, its names.

@@ -28,7 +28,9 @@ std::string window_text(const Window2D& w);
 
 enum class WindowKind : uint8_t { sum, max, argmax };  // reduce_window's kind
 // rng's kind: uniform f32 in [0,1); normal f32; normal truncated to |z| <= 2 by
-// resampling; bits: raw i32; fold: a derived key i32[...,2] per element of an i32 data operand.
-enum class RngKind : uint8_t { uniform, normal, truncated_normal, bits, fold };
+// resampling; bits: raw i32; fold: a derived key i32[...,2] per element of an i32 data operand;
+// bernoulli: bool, the uniform draw's element below an f32 scalar operand p (a dropout mask at a
+// byte an element, where the draw and its comparison stored four).
+enum class RngKind : uint8_t { uniform, normal, truncated_normal, bits, fold, bernoulli };
 
 }  // namespace tpu

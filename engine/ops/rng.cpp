@@ -1,7 +1,8 @@
 // The rng row: counter-based random numbers. The key operand i32[2] holds a 64-bit stream
 // key (high word first); element i of a draw is a hash of (key, i), so values depend only on
 // the key and the element, never on threads or on what else the graph computes.
-// The fold kind derives new keys instead: one per element of an i32 data operand.
+// The fold kind derives new keys instead: one per element of an i32 data operand. The
+// bernoulli kind compares each element of the uniform draw with p, where it is made.
 #include <algorithm>
 #include <cmath>
 // AVX-512DQ has the 64-bit multiply and conversion: there the plain loop vectorises.
@@ -21,13 +22,15 @@ RngKind kind_of(const Node& n) { return n.rng_kind(); }
 
 std::string shape_rng(const Graph& g, Node& n) {
   const Node& key = g.at(n.in.at(0));
-  if (key.dtype != DType::i32 || key.shape != Shape{2} || n.attrs.axis < 0 || n.attrs.axis > int64_t(RngKind::fold))
+  if (key.dtype != DType::i32 || key.shape != Shape{2} || n.attrs.axis < 0 || n.attrs.axis > int64_t(RngKind::bernoulli))
     return "rng needs a key i32[2] and a kind, got " + operands_str(g, n);
-  const bool fold = kind_of(n) == RngKind::fold;
-  if (n.in.size() != (fold ? 2u : 1u) || (fold && g.at(n.in[1]).dtype != DType::i32))
+  const bool fold = kind_of(n) == RngKind::fold, bernoulli = kind_of(n) == RngKind::bernoulli;
+  if (bernoulli && (n.in.size() != 2 || g.at(n.in[1]).dtype != DType::f32 || !g.at(n.in[1]).shape.empty()))
+    return "rng bernoulli needs a key i32[2] and a probability f32[], got " + operands_str(g, n);
+  if (!bernoulli && (n.in.size() != (fold ? 2u : 1u) || (fold && g.at(n.in[1]).dtype != DType::i32)))
     return fold ? "rng fold needs a key i32[2] and i32 data, got " + operands_str(g, n)
                 : "rng takes only a key, got " + operands_str(g, n);
-  n.dtype = kind_of(n) == RngKind::bits || fold ? DType::i32 : DType::f32;
+  n.dtype = kind_of(n) == RngKind::bits || fold ? DType::i32 : bernoulli ? DType::boolean : DType::f32;
   if (fold) {
     n.shape = g.at(n.in[1]).shape;
     n.shape.push_back(2);
@@ -82,7 +85,7 @@ __m256d exact_double(__m256i x) {
   return _mm256_sub_pd(_mm256_or_pd(_mm256_castsi256_pd(x), two52), two52);
 }
 
-// Elements [begin, end) of a uniform draw, as unit_f32 gives them.
+// Elements [begin, end) of a uniform draw, as unit_f32 gives them, into o[0 .. end - begin).
 void uniform_avx2(uint64_t key, int64_t begin, int64_t end, float* o) {
   const __m256i k = _mm256_set1_epi64x(int64_t(key)), step = _mm256_set1_epi64x(4);
   __m256i i = _mm256_setr_epi64x(begin, begin + 1, begin + 2, begin + 3);
@@ -92,20 +95,38 @@ void uniform_avx2(uint64_t key, int64_t begin, int64_t end, float* o) {
     const __m256d d = _mm256_add_pd(_mm256_mul_pd(exact_double(_mm256_srli_epi64(b, 32)), _mm256_set1_pd(0x1.0p32)),
                                     exact_double(_mm256_and_si256(b, _mm256_set1_epi64x(0xffffffff))));
     const __m128 u = _mm256_cvtpd_ps(_mm256_mul_pd(d, _mm256_set1_pd(0x1.0p-53)));
-    _mm_storeu_ps(o + e, _mm_min_ps(u, _mm_set1_ps(0x1.fffffep-1f)));  // rounding may reach 1
+    _mm_storeu_ps(o + (e - begin), _mm_min_ps(u, _mm_set1_ps(0x1.fffffep-1f)));  // rounding may reach 1
   }
-  for (; e < end; ++e) o[e] = unit_f32(key, uint64_t(e));
+  for (; e < end; ++e) o[e - begin] = unit_f32(key, uint64_t(e));
 }
 #endif
 
-// Elements [begin, end) of a uniform draw, as unit_f32 gives them, in the widest vectors the
-// build has: with AVX-512DQ's 64-bit multiplies, 512-bit ones do the same work in half the
-// instructions of the 256-bit ones the compiler otherwise prefers.
+// Elements [begin, end) of a uniform draw, as unit_f32 gives them, into o[0 .. end - begin), in
+// the widest vectors the build has: with AVX-512DQ's 64-bit multiplies, 512-bit ones do the same
+// work in half the instructions of the 256-bit ones the compiler otherwise prefers.
 #ifdef __AVX512DQ__
 __attribute__((noinline, target("prefer-vector-width=512")))  // inlined, it lost the width
 #endif
 void uniform_loop(uint64_t key, int64_t begin, int64_t end, float* o) {
-  for (int64_t e = begin; e < end; ++e) o[e] = unit_f32(key, uint64_t(e));
+  for (int64_t e = begin; e < end; ++e) o[e - begin] = unit_f32(key, uint64_t(e));
+}
+
+// Elements [begin, end) of a bernoulli draw: unit_f32 below p, as 0 or 1, in one vector loop.
+#ifdef __AVX512DQ__
+__attribute__((noinline, target("prefer-vector-width=512")))
+#endif
+void bernoulli_loop(uint64_t key, float p, int64_t begin, int64_t end, uint8_t* o) {
+  for (int64_t e = begin; e < end; ++e) o[e] = unit_f32(key, uint64_t(e)) < p;
+}
+
+// Elements [begin, end) of a uniform draw into o[0 .. end - begin): in vectors (AVX2 code
+// where the build has AVX2 but not AVX-512DQ), or (the reference) in the plain loop.
+void uniform_range(uint64_t key, int64_t begin, int64_t end, float* o, bool vectors) {
+#ifdef TPU_RNG_AVX2
+  if (vectors) return uniform_avx2(key, begin, end, o);
+#endif
+  if (vectors) return uniform_loop(key, begin, end, o);
+  for (int64_t e = begin; e < end; ++e) o[e - begin] = unit_f32(key, uint64_t(e));
 }
 
 // Box-Muller on counters 2c and 2c+1 (c = 64 i + attempt); truncated: resample |z| > 2.
@@ -126,13 +147,20 @@ float normal(uint64_t key, uint64_t i, bool truncated) {
 void fill(const Node& n, std::span<const Tensor* const> in, Tensor& out, int64_t begin, int64_t end, bool vectors) {
   const uint64_t key = key_of(*in[0]);
   switch (kind_of(n)) {
-    case RngKind::uniform: {
-      float* o = out.data<float>();
-#ifdef TPU_RNG_AVX2
-      if (vectors) return uniform_avx2(key, begin, end, o);
+    case RngKind::uniform: return uniform_range(key, begin, end, out.data<float>() + begin, vectors);
+    case RngKind::bernoulli: {  // the uniform draw compared to p (without AVX-512DQ in blocks held in cache)
+      const float p = in[1]->data<float>()[0];
+      uint8_t* o = out.data<uint8_t>();
+#ifndef TPU_RNG_AVX2
+      if (vectors) return bernoulli_loop(key, p, begin, end, o);
 #endif
-      if (vectors) return uniform_loop(key, begin, end, o);
-      for (int64_t e = begin; e < end; ++e) o[e] = unit_f32(key, uint64_t(e));
+      constexpr int64_t kBlock = 1024;
+      float u[kBlock];
+      for (int64_t b = begin; b < end; b += kBlock) {
+        const int64_t n = std::min(kBlock, end - b);
+        uniform_range(key, b, b + n, u, vectors);
+        for (int64_t j = 0; j < n; ++j) o[b + j] = u[j] < p;
+      }
       return;
     }
     case RngKind::normal:
@@ -172,7 +200,7 @@ void fast_rng(const Node& n, std::span<const Tensor* const> in, Tensor& out) {
 
 Cost cost_rng(const Graph& g, const Node& n) {
   Cost c = movement_cost(g, n);
-  c.flops = 12.0 * double(num_elements(n.shape));  // two hashes and a conversion per element
+  c.flops = 12.0 * double(num_elements(n.shape));  // two hashes and a conversion per element (and a compare)
   return c;
 }
 

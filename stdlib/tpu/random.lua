@@ -145,6 +145,8 @@ function random.bernoulli(key, p, shape, extra)
   end
   p = p or 0.5
   shape = shape_arg(3, "bernoulli", shape or (core.is_tensor(p) and p.shape or nil))
+  -- A number p: the draw and its comparison in one kernel, which stores the mask alone.
+  if type(p) == "number" then return core.random_bernoulli(data_of(key, "bernoulli"), shape, p) end
   return random.uniform(key, shape):lt(p)
 end
 

@@ -351,6 +351,8 @@ const std::vector<OpCase>& cases() {
       {"rng_truncated", {{i, {2}, Fill::small_int}},
        [](Graph& g, V x) { return g.rng(x[0], RngKind::truncated_normal, {40}); }, false},
       {"rng_bits", {{i, {2}, Fill::small_int}}, [](Graph& g, V x) { return g.rng(x[0], RngKind::bits, {20000}); }, false},
+      {"rng_bernoulli", {{i, {2}, Fill::small_int}, {f, {}, Fill::positive}},
+       [](Graph& g, V x) { return g.rng_bernoulli(x[0], x[1], {20000}); }, false},
       {"rng_fold", {{i, {2}, Fill::small_int}, {i, {3}, Fill::small_int}},
        [](Graph& g, V x) { return g.rng_fold(x[0], x[1]); }, false},
       {"fusion", {{f, {5, 3000}}, {f, {3000}}}, fused_chain, false},
@@ -1103,6 +1105,46 @@ TEST_CASE("rng draws depend only on the key and are well distributed") {
   auto mt = moments(draw(RngKind::truncated_normal, 5, 6, 50000));
   CHECK((mt[2] >= -2 && mt[3] <= 2));
   CHECK(std::fabs(mt[1] - 0.774) < 0.03);  // variance of a standard normal truncated to [-2, 2]
+}
+
+// A bernoulli draw is the uniform draw of the same key compared with p, element for element:
+// the fast kernel (in vectors, over the pool's chunks) and the reference, on 1 and 2 threads,
+// for counts that end inside a vector and past a chunk, keys with high bits set, p at 0, 1 and
+// between. Its operands are checked.
+TEST_CASE("rng bernoulli is the uniform draw below p, bit for bit") {
+  const int32_t keys[][2] = {{0, 1}, {-7, 123456789}};
+  for (const auto& k : keys)
+    for (int64_t count : {int64_t(5), int64_t(40003)})
+      for (float p : {0.0f, 1.0f, 0.1f, 0.9f, 1.0f / 3}) {
+        Graph g;
+        const NodeId key = g.parameter(DType::i32, {2}), prob = g.parameter(DType::f32, {});
+        g.outputs = {g.rng_bernoulli(key, prob, {count}),
+                     g.compare(Cmp::lt, g.rng(key, RngKind::uniform, {count}), g.broadcast(prob, {count}, {}))};
+        Tensor key_value(DType::i32, {2}), p_value(DType::f32, {});
+        key_value.data<int32_t>()[0] = k[0];
+        key_value.data<int32_t>()[1] = k[1];
+        p_value.data<float>()[0] = p;
+        CompileOptions fast, reference;
+        fast.optimize = reference.optimize = false;
+        reference.reference_kernels = true;
+        CAPTURE(count);
+        CAPTURE(p);
+        const std::vector<Tensor> want = Executable::compile(g, reference).run(std::vector<Tensor>{key_value, p_value});
+        CHECK(want[0].dtype() == DType::boolean);
+        CHECK(std::memcmp(want[0].raw(), want[1].raw(), size_t(count)) == 0);
+        for (int threads : {1, 2}) {
+          set_num_threads(threads);
+          const Tensor got = Executable::compile(g, fast).run(std::vector<Tensor>{key_value, p_value})[0];
+          CHECK(std::memcmp(got.raw(), want[0].raw(), size_t(count)) == 0);
+        }
+        set_num_threads(0);
+      }
+  Graph g;
+  const NodeId key = g.parameter(DType::i32, {2});
+  CHECK_THROWS_WITH_AS(g.rng_bernoulli(key, g.parameter(DType::f32, {3}), {4}),
+                       doctest::Contains("rng bernoulli needs a key i32[2] and a probability f32[]"), Error);
+  CHECK_THROWS_WITH_AS(g.rng_bernoulli(key, g.parameter(DType::i32, {}), {4}),
+                       doctest::Contains("rng bernoulli needs a key i32[2] and a probability f32[]"), Error);
 }
 
 TEST_CASE("rng fold derives distinct keys") {
