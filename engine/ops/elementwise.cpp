@@ -480,7 +480,10 @@ extern const OpInfo erf_row = {Op::erf, shape_unary_float, ref_unary<Erf>, fast_
 extern const OpInfo add_row = {Op::add, shape_binary, ref_binary<Add>, fast_binary<Add>, grad_add, cost_ew, kEwCheap, fused_binary<Add>()};
 extern const OpInfo sub_row = {Op::sub, shape_binary, ref_binary<Sub>, fast_binary<Sub>, grad_sub, cost_ew, kEwCheap, fused_binary<Sub>()};
 extern const OpInfo mul_row = {Op::mul, shape_binary, ref_binary<Mul>, fast_binary<Mul>, grad_mul, cost_ew, kEwCheap, fused_binary<Mul>()};
-extern const OpInfo div_row = {Op::div, shape_binary, ref_binary<Div>, fast_binary<Div>, grad_div, cost_ew, kEw, fused_binary<Div>()};
+// A division counts as cheap: a softmax's probabilities e / sum(e), read by the dropout after
+// them and by the gradient's sum, are recomputed in both from e (which the gradient keeps
+// anyway) instead of written once and read twice, a [batch, heads, T, S] tensor in attention.
+extern const OpInfo div_row = {Op::div, shape_binary, ref_binary<Div>, fast_binary<Div>, grad_div, cost_ew, kEwCheap, fused_binary<Div>()};
 extern const OpInfo max_row = {Op::max, shape_binary, ref_binary<Max>, fast_binary<Max>, grad_max, cost_ew, kEwCheap, fused_binary<Max>()};
 extern const OpInfo min_row = {Op::min, shape_binary, ref_binary<Min>, fast_binary<Min>, grad_min, cost_ew, kEwCheap, fused_binary<Min>()};
 extern const OpInfo pow_row = {Op::pow, shape_binary_float, ref_binary<Pow>, nullptr, grad_pow, cost_transcendental, kEw};

@@ -499,6 +499,37 @@ TEST_CASE("elementwise fusion recomputes a chain of cheap ops read by two groups
   expect_same_numbers(in, std::move(out), args);
 }
 
+// A softmax's probabilities y = e / s (e = exp(x - max), s its row sums), read by a dropout
+// (mask ? y * 1.25 : 0) and by its gradient's sum of g * y: the division is recomputed in both
+// groups from e, so no fusion writes y; the numbers are the unfused graph's.
+TEST_CASE("elementwise fusion recomputes a softmax's division read by the dropout and the gradient") {
+  const std::string in =
+      "graph g\n%0 = parameter f32[4,6] index=0\n%1 = parameter bool[4,6] index=1\n%2 = parameter f32[4,6] index=2\n"
+      "%3 = reduce f32[4] %0 dims=[1] kind=max\n%4 = broadcast f32[4,6] %3 dims=[0]\n%5 = sub f32[4,6] %0, %4\n"
+      "%6 = exp f32[4,6] %5\n%7 = reduce f32[4] %6 dims=[1] kind=sum\n%8 = broadcast f32[4,6] %7 dims=[0]\n"
+      "%9 = div f32[4,6] %6, %8\n%10 = constant f32[] literal=[1.25]\n%11 = broadcast f32[4,6] %10\n"
+      "%12 = mul f32[4,6] %9, %11\n%13 = constant f32[] literal=[0]\n%14 = broadcast f32[4,6] %13\n"
+      "%15 = select f32[4,6] %1, %12, %14\n%16 = mul f32[4,6] %2, %9\n%17 = reduce f32[4] %16 dims=[1] kind=sum\n"
+      "%18 = dot f32[4,4] %15, %6 tb\nreturn %18, %17\n";
+  PassResult r = elementwise_fusion(parse_graph(in));
+  CHECK(r.changed);
+  Graph out = dead_code_elimination(std::move(r.graph)).graph;
+  CHECK(verify_graph(out).empty());
+  int fusions = 0, reads_of_fusions = 0;  // e and the dropout; the dropout and the gradient's sum read e
+  for (const Node& n : out.nodes) {
+    CHECK(n.op != Op::div);  // only inside the bodies
+    if (n.op != Op::fusion && n.op != Op::reduce_fusion) continue;
+    fusions += n.op == Op::fusion;
+    for (NodeId i : n.in) reads_of_fusions += out.at(i).op == Op::fusion;
+  }
+  CHECK(fusions == 2);
+  CHECK(reads_of_fusions == 2);
+  std::vector<Tensor> args = {Tensor(DType::f32, {4, 6}), Tensor(DType::boolean, {4, 6}), Tensor(DType::f32, {4, 6})};
+  for (size_t a = 0; a < args.size(); ++a)
+    for (int64_t i = 0; i < args[a].size(); ++i) args[a].set(i, a == 1 ? double(i % 3 != 0) : std::sin(double(i * 3 + a)) * 2);
+  expect_same_numbers(in, std::move(out), args);
+}
+
 TEST_CASE("elementwise fusion decides each group before it rewrites the graph in place") {
   // %5 is a lone exp of %3, which fuses nothing. By the time the in-place rewrite reaches %5,
   // %3's slot holds the broadcast that moved down behind the fusion of %2 and %3: looking at
