@@ -1626,6 +1626,22 @@ TEST_CASE("depthwise and grouped convs take checked oneDNN primitives") {
   CHECK(onednn_primitives_rejected() == rejected);
 }
 
+namespace {
+// The fast kernel's max or min over the rows of x [rows, len] has the reference's bits.
+void check_row_reduce_bits(const Tensor& x, ReduceKind kind) {
+  const int64_t rows = x.shape()[0], len = x.shape()[1];
+  Graph g;
+  g.outputs = {g.reduce(g.parameter(DType::f32, {rows, len}), {1}, kind)};
+  CompileOptions fast, reference;
+  fast.optimize = reference.optimize = false;
+  reference.reference_kernels = true;
+  const Tensor got = Executable::compile(g, fast).run(std::vector<Tensor>{x})[0];
+  const Tensor want = Executable::compile(g, reference).run(std::vector<Tensor>{x})[0];
+  INFO(rows << " rows of " << len << (kind == ReduceKind::max ? ", max" : ", min"));
+  CHECK(std::memcmp(got.raw(), want.raw(), size_t(rows) * 4) == 0);
+}
+}  // namespace
+
 // A row's maximum or minimum (the last axis) is one of its values: the fast kernel takes it in
 // f32, and gives the reference's bits, the NaN it returns (the last one of the row, a signalling
 // one quietened), the sign of a zero, subnormals (flushed, as every kernel flushes them) and the
@@ -1643,15 +1659,7 @@ TEST_CASE("max and min over the last axis give the reference's bits: NaNs, signe
       const int64_t rows = 4096 / len + 5;
       Tensor x(DType::f32, {rows, len});
       for (int64_t i = 0; i < x.size(); ++i) x.data<float>()[i] = values[rng() % std::size(values)];
-      Graph g;
-      g.outputs = {g.reduce(g.parameter(DType::f32, {rows, len}), {1}, kind)};
-      CompileOptions fast, reference;
-      fast.optimize = reference.optimize = false;
-      reference.reference_kernels = true;
-      const Tensor got = Executable::compile(g, fast).run(std::vector<Tensor>{x})[0];
-      const Tensor want = Executable::compile(g, reference).run(std::vector<Tensor>{x})[0];
-      INFO(rows << " rows of " << len << (kind == ReduceKind::max ? ", max" : ", min"));
-      CHECK(std::memcmp(got.raw(), want.raw(), size_t(rows) * 4) == 0);
+      check_row_reduce_bits(x, kind);
     }
 }
 
@@ -1680,14 +1688,6 @@ TEST_CASE("max and min of long rows, lane by lane or in order, give the referenc
           for (uint32_t n = 1 + rng() % 2; n > 0; --n) row[rng() % len] = nans[rng() % std::size(nans)];
         if (mode == 3) row[rng() % len] = rng() % 2 ? Limits::infinity() : -Limits::infinity();
       }
-      Graph g;
-      g.outputs = {g.reduce(g.parameter(DType::f32, {rows, len}), {1}, kind)};
-      CompileOptions fast, reference;
-      fast.optimize = reference.optimize = false;
-      reference.reference_kernels = true;
-      const Tensor got = Executable::compile(g, fast).run(std::vector<Tensor>{x})[0];
-      const Tensor want = Executable::compile(g, reference).run(std::vector<Tensor>{x})[0];
-      INFO(rows << " rows of " << len << (kind == ReduceKind::max ? ", max" : ", min"));
-      CHECK(std::memcmp(got.raw(), want.raw(), size_t(rows) * 4) == 0);
+      check_row_reduce_bits(x, kind);
     }
 }
