@@ -5,8 +5,9 @@
 # count on both sides. tputrain runs each model two ways: on batches already in memory and fed
 # by the tpu.data pipeline a script writes (shuffle, batch, traced map, prefetch). For every
 # configuration it alternates the three, each round starting one side later (tputrain, pipeline,
-# PyTorch; pipeline, PyTorch, tputrain; ...) so machine noise and order hit all, then prints
-# one table of medians and ranges (bench/report.py; README explains the columns). A configuration that fails shows "n/a" and the reason below the table.
+# PyTorch; pipeline, PyTorch, tputrain; ...) so machine noise and the place in the round hit all,
+# then prints one table of medians and ranges (bench/report.py; README explains the columns). A
+# configuration that fails shows "n/a" and the reason below the table.
 #
 #   bench/run.sh                      # every model: about 15 minutes on a quiet 2-core machine
 #   bench/run.sh --models mlp,cnn,transformer   # the short set: a few minutes
@@ -28,7 +29,7 @@ rounds=3
 scale=1
 threads=2
 usage() {
-  sed -n '2,20p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//' >&2
+  sed -n '2,21p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//' >&2
   exit 2
 }
 while (($#)); do
@@ -150,8 +151,9 @@ for model in ${models//,/ }; do
     steps=$(scaled "${timed[$model]}") prof=$(scaled "${profiled[$model]}") warm=${warmup[$model]}
     for ((r = 1; r <= rounds; r++)); do
       # Each round starts one side later (round 1: memory, pipeline, PyTorch; round 2: pipeline,
-      # PyTorch, memory; ...): a side that always ran right after another one inherited its
-      # after-effects (caches, clocks), and the in-memory/pipeline ratio showed the order.
+      # PyTorch, memory; ...), so each side runs first, second and third in turn. (The cycle is
+      # the same in every round: the pipeline still follows the in-memory side in two rounds of
+      # three. It evens out the place in the round, not the side that ran just before.)
       sides=(${feeds//,/ } pytorch)
       for ((i = 0; i < ${#sides[@]}; i++)); do
         run_side "$model" "$precision" "$r" "$steps" "$warm" "$prof" "${sides[(i + r - 1) % ${#sides[@]}]}"

@@ -111,7 +111,8 @@ void uniform_loop(uint64_t key, int64_t begin, int64_t end, float* o) {
   for (int64_t e = begin; e < end; ++e) o[e - begin] = unit_f32(key, uint64_t(e));
 }
 
-// Elements [begin, end) of a bernoulli draw: unit_f32 below p, as 0 or 1, in one vector loop.
+// Elements [begin, end) of a bernoulli draw: unit_f32 below p, as 0 or 1, in one loop (vector
+// code with AVX-512DQ's 64-bit multiplies).
 #ifdef __AVX512DQ__
 __attribute__((noinline, target("prefer-vector-width=512")))
 #endif
@@ -148,7 +149,7 @@ void fill(const Node& n, std::span<const Tensor* const> in, Tensor& out, int64_t
   const uint64_t key = key_of(*in[0]);
   switch (kind_of(n)) {
     case RngKind::uniform: return uniform_range(key, begin, end, out.data<float>() + begin, vectors);
-    case RngKind::bernoulli: {  // the uniform draw compared to p (without AVX-512DQ in blocks held in cache)
+    case RngKind::bernoulli: {  // the uniform draw compared to p: in one loop, or (AVX2 code, the reference) in blocks held in cache
       const float p = in[1]->data<float>()[0];
       uint8_t* o = out.data<uint8_t>();
 #ifndef TPU_RNG_AVX2
