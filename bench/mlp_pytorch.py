@@ -4,7 +4,7 @@ one epoch of Fashion-MNIST (234 full batches, after a short warm-up; loading and
 data is not timed). Prints "samples/s: N" on its last line.
 
 Needs Debian's python3-torch and python3-numpy. Run through bench/mlp_vs_pytorch.sh, which sets
-OMP_WAIT_POLICY=passive; 2 threads is PyTorch's best configuration on the 2-core test machine
+OMP_WAIT_POLICY=passive and OPENBLAS_CORETYPE where needed (bench/pytorch_env.sh); 2 threads is PyTorch's best configuration on the 2-core test machine
 (override with BENCH_TORCH_THREADS)."""
 import gzip
 import os

@@ -15,7 +15,7 @@ if ! "$python" -c 'import torch, numpy' 2>/dev/null; then
 fi
 [[ -x build/tputrain ]] || { echo "bench: build/tputrain is missing; run ./setup.sh first" >&2; exit 1; }
 
-export OMP_WAIT_POLICY=passive
+source bench/pytorch_env.sh
 
 # Runs a benchmark command, showing its output on stderr; prints its samples/s or "failed".
 measure() {

@@ -10,8 +10,10 @@ mobilenet_v2, efficientnet_b0 (torchvision's, 10 classes, on 512 random 64x64 RG
 NCHW, batch 64; Debian's python3-torchvision); PRECISION: f32, or bf16 with
 torch.autocast("cpu", dtype=torch.bfloat16) around the forward pass and the loss (weights and
 optimizer stay f32, as in tputrain's mixed_bfloat16 policy). Threads: BENCH_THREADS (default 2);
-bench/run.sh also sets OMP_WAIT_POLICY=passive, PyTorch's best configuration on this machine.
+bench/run.sh also sets OMP_WAIT_POLICY=passive and, where OpenBLAS does not know the CPU,
+OPENBLAS_CORETYPE (bench/pytorch_env.sh): PyTorch's best configuration on this machine.
 Needs Debian's python3-torch and python3-numpy."""
+import ctypes
 import gc
 import gzip
 import os
@@ -109,6 +111,16 @@ def blas_library():
     return "unknown"
 
 
+def blas_kernels(path):
+    """The kernel set OpenBLAS took in this process (bench/openblas_core.py), or "n/a"."""
+    try:
+        get = ctypes.CDLL(path).openblas_get_corename
+    except (OSError, AttributeError):
+        return "n/a"
+    get.restype = ctypes.c_char_p
+    return get().decode()
+
+
 def peak_rss_kb():
     with open("/proc/self/status") as f:
         for line in f:
@@ -173,6 +185,7 @@ def main():
     result("first_step_ms", f"{first * 1000:.1f}")
     result("rss_kb", peak_rss_kb())
     result("blas", blas_library())
+    result("blas_kernels", blas_kernels(blas_library()))
 
 
 if __name__ == "__main__":

@@ -196,12 +196,13 @@ def main():
     shown = lambda v: f"{v:.0f}" if v else "n/a"
     print(f"peak (register multiply-add, {threads} cores): f32 {shown(peak_f32)} GFLOP/s, "
           f"bf16 {shown(peak_bf16)} GFLOP/s{bf16_note}")
-    blas = sorted({r.get("blas") for (m, p, side), rs in runs.items() if side == "pytorch"
+    blas = sorted({(r.get("blas"), r.get("blas_kernels", "n/a"))
+                   for (m, p, side), rs in runs.items() if side == "pytorch"
                    for r in rs.values() if r.get("blas")})
-    for path in blas:
-        warn = ""
+    for path, kernels in blas:
+        warn = f" (OpenBLAS kernels: {kernels})" if kernels != "n/a" else ""
         if "/blas/libblas" in path:
-            warn = (" -- Debian's reference BLAS (libblas3, unoptimised): PyTorch's f32 matmuls are far"
+            warn += (" -- Debian's reference BLAS (libblas3, unoptimised): PyTorch's f32 matmuls are far"
                     " from its best here; apt-get install libopenblas0-pthread")
         print(f"PyTorch's BLAS: {path}{warn}")
     print()

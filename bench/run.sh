@@ -74,7 +74,8 @@ time_limit=${BENCH_TIMEOUT:-600}  # seconds per run
 logs=$(mktemp -d "${TMPDIR:-/tmp}/tputrain-bench.XXXXXX")
 results=$logs/results
 : >"$results"
-export OMP_WAIT_POLICY=passive BENCH_THREADS=$threads OPENBLAS_NUM_THREADS=$threads
+export BENCH_THREADS=$threads OPENBLAS_NUM_THREADS=$threads
+source bench/pytorch_env.sh
 
 torch_missing=
 if ! "$python" -c 'import torch, numpy' 2>/dev/null; then

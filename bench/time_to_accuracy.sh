@@ -12,7 +12,8 @@ cd "$(dirname "${BASH_SOURCE[0]}")/.."
 target=${1:-0.88}
 rounds=${2:-5}
 tools/bootstrap.sh --bench >/dev/null || { echo "bench: installing or building failed" >&2; exit 1; }
-export OMP_WAIT_POLICY=passive BENCH_THREADS=${BENCH_THREADS:-2} OPENBLAS_NUM_THREADS=${BENCH_THREADS:-2}
+export BENCH_THREADS=${BENCH_THREADS:-2} OPENBLAS_NUM_THREADS=${BENCH_THREADS:-2}
+source bench/pytorch_env.sh
 
 # run NAME COMMAND...: prints "NAME seconds epochs accuracy"
 run() {
