@@ -214,7 +214,8 @@ struct InterruptShield {
 };
 
 void register_tensor_ops(lua_State* L, int methods, int core);
-void register_nn_ops(lua_State* L, int methods);  // conv2d and pools (lua_nn_ops.cpp)
+// conv2d and pools as tensor methods, attention in core (lua_nn_ops.cpp)
+void register_nn_ops(lua_State* L, int methods, int core);
 void register_trace_functions(lua_State* L, int core);
 void register_template_functions(lua_State* L, int core);  // lua_template.cpp
 // Drops trace `id` if it is the innermost one (trace_end's and trace_end_template's end).

@@ -6,6 +6,7 @@
 // Sizes, strides and dilations are a number or a pair {height, width}. padding is "valid",
 // "same" (output = ceil(input / stride), the extra row/column at the end) or
 // explicit {{top, bottom}, {left, right}}.
+//   core.attention(q, k, v, keep, scale, causal): nn.MultiHeadAttention's fused attention
 #include <algorithm>
 #include <array>
 #include <optional>
@@ -285,15 +286,38 @@ int l_avg_pool2d(lua_State* L) {
   });
 }
 
+// core.attention(q, k, v, keep, scale, causal) -> softmax(q k^T) v over the last two dims in one
+// op (Graph::attention), for nn.MultiHeadAttention: keep (a bool mask [..., T, S], or nil) and
+// scale make the dropout on the probabilities, causal (a boolean) the lower-triangular mask.
+int l_attention(lua_State* L) {
+  LuaTensor* q = check_tensor(L, 1);
+  LuaTensor* k = check_tensor(L, 2);
+  LuaTensor* v = check_tensor(L, 3);
+  LuaTensor* keep = lua_isnoneornil(L, 4) ? nullptr : check_tensor(L, 4);
+  const double scale = luaL_optnumber(L, 5, 1);
+  const bool causal = lua_toboolean(L, 6);
+  check_no_more(L, 6);
+  std::vector<Operand> operands = {{q, 0}, {k, 0}, {v, 0}};
+  if (keep) operands.push_back({keep, 0});
+  return apply_op(L, operands, DType::f32, [scale, causal](Graph& g, const std::vector<NodeId>& in) {
+    return g.attention(in[0], in[1], in[2], in.size() > 3 ? std::optional<NodeId>(in[3]) : std::nullopt, scale, causal);
+  });
+}
+
+const LuaFunction kFunctions[] = {fn<l_attention>("attention")};
+
 const LuaFunction kMethods[] = {
     fn<l_conv2d>("conv2d"), fn<l_conv2d_transpose>("conv2d_transpose"),
     fn<l_max_pool2d>("max_pool2d"), fn<l_avg_pool2d>("avg_pool2d")};
 
 }  // namespace
 
-void register_nn_ops(lua_State* L, int methods) {
+void register_nn_ops(lua_State* L, int methods, int core) {
   lua_pushvalue(L, methods);
   set_functions(L, -1, kMethods);
+  lua_pop(L, 1);
+  lua_pushvalue(L, core);
+  set_functions(L, -1, kFunctions);
   lua_pop(L, 1);
 }
 

@@ -599,7 +599,7 @@ void register_tensor_ops(lua_State* L, int methods, int core) {
   lua_pushvalue(L, methods);
   set_functions(L, -1, kMethods);
   lua_pop(L, 1);
-  register_nn_ops(L, methods);
+  register_nn_ops(L, methods, core);
   luaL_getmetatable(L, kTensorMeta);
   set_functions(L, -1, kMetaOps);
   lua_pop(L, 1);

@@ -231,6 +231,14 @@ NodeId Graph::rng_bernoulli(NodeId key, NodeId p, Shape s) {
   return add(Op::rng, {key, p}, std::move(a), std::move(s));
 }
 
+NodeId Graph::attention(NodeId q, NodeId k, NodeId v, std::optional<NodeId> keep, double keep_scale, bool causal) {
+  Attrs a;
+  a.axis = causal ? 1 : 0;
+  if (keep) a.set_value(keep_scale);
+  if (keep) return add(Op::attention, {q, k, v, *keep}, std::move(a));
+  return add(Op::attention, {q, k, v}, std::move(a));
+}
+
 NodeId Graph::all_reduce(NodeId x, bool mean) {
   Attrs a;
   a.axis = mean ? 1 : 0;

@@ -121,6 +121,12 @@ class Graph {
   NodeId rng(NodeId key, RngKind k, Shape s);
   NodeId rng_fold(NodeId key, NodeId data);                   // -> i32[data..., 2], new keys
   NodeId rng_bernoulli(NodeId key, NodeId p, Shape s);        // -> bool[s]: uniform < p (f32[])
+  // softmax(q k^T) v over the last two dims of q [..., T, D], k [..., S, D], v [..., S, E] ->
+  // [..., T, E], without the [..., T, S] probabilities in memory. With `causal` row t weighs
+  // only s <= t; with a `keep` mask (bool [..., T, S]) the probabilities are multiplied by
+  // keep ? keep_scale : 0 before the product with v (dropout). q, k, v: f32 or bf16, one type.
+  NodeId attention(NodeId q, NodeId k, NodeId v, std::optional<NodeId> keep = std::nullopt, double keep_scale = 1,
+                   bool causal = false);
   // The sum (or with `mean` the mean) of x over the replicas of a replicated step.
   NodeId all_reduce(NodeId x, bool mean);
   // x itself, as a constant to autodiff (JAX's lax.stop_gradient).

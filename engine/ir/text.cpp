@@ -58,6 +58,8 @@ AxisKey axis_key(Op op) {
     case Op::all_reduce: return {"kind", kAllReduceKinds};
     case Op::conv:
     case Op::conv_filter_grad: return {"groups", {}};
+    case Op::attention:
+    case Op::attention_grad: return {"causal", {}};
     default: return {"axis", {}};
   }
 }

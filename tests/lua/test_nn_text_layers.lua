@@ -152,6 +152,40 @@ function T.attention_mask_and_causal_mask_combine_once()
   check.near(mha {x2, mask = mask, use_causal_mask = true}:reshape {3}:totable(), {2.3333335, 1, 1.9820137}, 1e-5)
 end
 
+-- Without a mask the layer runs one attention op (core.attention), which never stores the
+-- probabilities; with one it takes the unfused scores, softmax and dropout. An all-true mask
+-- changes nothing, so both paths must agree: values, gradients, and in training the same
+-- dropped weights (the same key, shape and rate), causal or not.
+function T.fused_attention_agrees_with_the_masked_path()
+  local mha = nn.MultiHeadAttention {num_heads = 2, key_dim = 3, dropout = 0.3}
+  local x = rand({2, 5, 4}, 41)
+  local all = tpu.ones({2, 5})
+  for _, causal in ipairs({false, true}) do
+    for _, training in ipairs({false, true}) do
+      local function run(mask)
+        return mha({x, mask = mask, use_causal_mask = causal}, {training = training, key = tpu.random.key(7)})
+      end
+      local fused, masked = run(nil), run(all)
+      check.near(fused:totable(), masked:totable(), 1e-5)
+      check.is_true(fused:abs():max():item() > 0.01)
+    end
+  end
+  local text = tpu.jit(function(v) return mha(v) end, {name = "fused"}):lower(x)
+  check.is_true(text:find("= attention f32[2,2,5,3]", 1, true) ~= nil, text)
+  local p0 = mha:parameters()
+  local function grads(mask)
+    return tpu.grad(function(params)
+      mha:set_parameters(params)
+      local y = mha({x, mask = mask}, {training = true, key = tpu.random.key(3)})
+      mha:set_parameters(p0)
+      return (y * y):sum()
+    end)(p0)
+  end
+  local fused, masked = grads(nil), grads(all)
+  for i = 1, #fused do check.near(fused[i]:totable(), masked[i]:totable(), 1e-5) end
+  nn_check.gradients(mha, {rand({1, 4, 4}, 43)})
+end
+
 ---------------------------------------------------------------- TransformerDecoder
 
 -- Weights of keras_hub's TransformerDecoder for features d, feed-forward f: self-attention

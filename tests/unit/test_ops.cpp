@@ -355,6 +355,25 @@ const std::vector<OpCase>& cases() {
        [](Graph& g, V x) { return g.rng_bernoulli(x[0], x[1], {20000}); }, false},
       {"rng_fold", {{i, {2}, Fill::small_int}, {i, {3}, Fill::small_int}},
        [](Graph& g, V x) { return g.rng_fold(x[0], x[1]); }, false},
+      // Attention: heads over two batch dims; a causal one with a dropout keep mask; rows past
+      // one block of the kernel (64), large for the gradient check; its gradient op directly.
+      {"attention", {{f, {2, 3, 5, 4}}, {f, {2, 3, 6, 4}}, {f, {2, 3, 6, 3}}},
+       [](Graph& g, V x) { return g.attention(x[0], x[1], x[2]); }},
+      {"attention_causal_keep",
+       {{f, {2, 5, 4}}, {f, {2, 5, 4}}, {f, {2, 5, 3}}, {DType::boolean, {2, 5, 5}, Fill::small_int}},
+       [](Graph& g, V x) { return g.attention(x[0], x[1], x[2], x[3], 1.25, true); }},
+      {"attention_long_rows", {{f, {2, 130, 8}}, {f, {2, 70, 8}}, {f, {2, 70, 5}}},
+       [](Graph& g, V x) { return g.attention(x[0], x[1], x[2], std::nullopt, 1, true); }, false},
+      {"attention_grad",
+       {{f, {2, 70, 8}}, {f, {2, 33, 8}}, {f, {2, 33, 5}}, {f, {2, 70, 5}}, {DType::boolean, {2, 70, 33}, Fill::small_int}},
+       [](Graph& g, V x) {
+         Attrs a;
+         a.axis = 1;
+         a.set_value(1.5);
+         return g.add(Op::attention_grad, {x[0], x[1], x[2], x[3], x[4]}, a);
+       }, false},
+      {"attention_bf16", {{DType::bf16, {3, 70, 8}}, {DType::bf16, {3, 20, 8}}, {DType::bf16, {3, 20, 4}}},
+       [](Graph& g, V x) { return g.attention(x[0], x[1], x[2]); }, false},
       {"fusion", {{f, {5, 3000}}, {f, {3000}}}, fused_chain, false},
       // Small ones for the gradient check: a fusion's gradient differentiates its body.
       {"fusion_small", {{f, {3, 4}}, {f, {4}}}, fused_chain},
@@ -1690,4 +1709,49 @@ TEST_CASE("max and min of long rows, lane by lane or in order, give the referenc
       }
       check_row_reduce_bits(x, kind);
     }
+}
+
+// The unfused attention the op replaces: scores, the causal mask as -1e9 added, the softmax
+// (max, exp, sum, divide), the dropout's select, the product with v.
+static NodeId unfused_attention(Graph& g, NodeId q, NodeId k, NodeId v, NodeId keep, double scale) {
+  NodeId scores = g.dot(q, k, false, true);
+  const Shape s = g.at(scores).shape;
+  const int64_t rank = int64_t(s.size());
+  NodeId row = g.iota(DType::i32, s, rank - 2), col = g.iota(DType::i32, s, rank - 1);
+  NodeId masked = g.select(g.compare(Cmp::le, col, row), g.full(DType::f32, s, 0), g.full(DType::f32, s, -1e9));
+  scores = g.binary(Op::add, scores, masked);
+  Dims reduced = s;
+  reduced.back() = 1;
+  auto row_wise = [&](NodeId x, ReduceKind kind) { return g.broadcast_to(g.reshape(g.reduce(x, {rank - 1}, kind), reduced), s); };
+  NodeId e = g.unary(Op::exp, g.binary(Op::sub, scores, row_wise(scores, ReduceKind::max)));
+  NodeId p = g.binary(Op::div, e, row_wise(e, ReduceKind::sum));
+  p = g.select(keep, g.binary(Op::mul, p, g.full(DType::f32, s, scale)), g.full(DType::f32, s, 0));
+  return g.dot(p, v);
+}
+
+TEST_CASE("attention gives the unfused graph's values and gradients, the same bits at any thread count") {
+  std::mt19937 rng(3);
+  const std::vector<Input> inputs = {{DType::f32, {2, 3, 70, 8}}, {DType::f32, {2, 3, 70, 8}},
+                                     {DType::f32, {2, 3, 70, 6}}, {DType::boolean, {2, 3, 70, 70}, Fill::small_int}};
+  std::vector<Tensor> args;
+  for (const Input& in : inputs) args.push_back(random_tensor(in, rng));
+  auto build = [&](bool fused) {
+    Graph g;
+    std::vector<NodeId> p;
+    for (const Input& in : inputs) p.push_back(g.parameter(in.dtype, in.shape));
+    NodeId out = fused ? g.attention(p[0], p[1], p[2], p[3], 1.25, true) : unfused_attention(g, p[0], p[1], p[2], p[3], 1.25);
+    Tensor w = random_tensor({DType::f32, g.at(out).shape}, rng);
+    NodeId loss = g.reduce(g.binary(Op::mul, out, g.constant(w)), {0, 1, 2, 3}, ReduceKind::sum);
+    const std::vector<NodeId> wrt = {p[0], p[1], p[2]};
+    std::vector<NodeId> grads = gradients(g, loss, wrt);
+    g.outputs = {out, grads[0], grads[1], grads[2]};
+    return g;
+  };
+  std::mt19937 same_weights = rng;
+  Executable fused = Executable::compile(build(true));
+  rng = same_weights;
+  Executable unfused = Executable::compile(build(false));
+  const std::vector<Tensor> got = run_on_1_and_2_threads(fused, args), want = unfused.run(args);
+  const char* names[] = {"output", "dq", "dk", "dv"};
+  for (size_t i = 0; i < 4; ++i) check_close(got[i], want[i], 1e-5, names[i]);
 }

@@ -11,6 +11,7 @@
 local core = require "tpu.core"
 local Module = require "tpu.nn.Module"
 local Dropout = require "tpu.nn.Dropout"
+local random = require "tpu.random"
 local util = require "tpu.nn.util"
 
 local MultiHeadAttention = Module:extend("MultiHeadAttention")
@@ -115,6 +116,21 @@ function MultiHeadAttention:_merge_heads(out, q_shape)
   return out
 end
 
+-- Without a mask: one attention op (core.attention), which never holds the [batch, heads, T, S]
+-- probabilities in memory; the dropout's keep mask is the one Dropout would draw (the same
+-- key, shape and rate), so the same weights are dropped. The heads enter in the policy's compute
+-- dtype, as the matmuls take them (bf16 ones are computed on in f32 and the result rounded once).
+function MultiHeadAttention:_fused(qh, kh, vh, causal, ctx)
+  local keep, scale
+  if ctx and ctx.training and self.dropout > 0 then
+    local shape = {qh.shape[1], qh.shape[2], qh.shape[3], kh.shape[3]}
+    keep, scale = random.bernoulli(self:random_key(ctx), 1 - self.dropout, shape), 1 / (1 - self.dropout)
+  end
+  local c = self.dtype_policy.compute_dtype
+  local out = core.attention(util.cast_float(qh, c), util.cast_float(kh, c), util.cast_float(vh, c), keep, scale, causal)
+  return util.cast_float(out, util.output_dtype(self.dtype_policy))
+end
+
 function MultiHeadAttention:call(x, ctx)
   local q, v, k, mask, use_causal_mask = parts(x)
   local given = util.is_tensor(x) and {q.shape} or {q.shape, x[2] and v.shape, x[3] and k.shape}
@@ -126,6 +142,9 @@ function MultiHeadAttention:call(x, ctx)
   local qh = self:_project(q, "query", self.key_dim) * (1 / math.sqrt(self.key_dim))
   local kh = self:_project(k, "key", self.key_dim)
   local vh = self:_project(v, "value", self.value_dim)
+  if mask == nil then
+    return self:_merge_heads(self:_fused(qh, kh, vh, use_causal_mask, ctx), q.shape)
+  end
   local policy = self.dtype_policy
   local scores = util.cast_float(util.policy_matmul(qh, kh:transpose({1, 2, 4, 3}), policy), "f32")
   local m = allowed(mask, use_causal_mask, scores.shape[3], scores.shape[4])
