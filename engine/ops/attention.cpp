@@ -158,6 +158,20 @@ void transpose_into(const float* src, int64_t rows, int64_t cols, std::vector<fl
     for (int64_t j = 0; j < cols; ++j) dst[size_t(j * rows + i)] = src[i * cols + j];
 }
 
+// A vector's lanes combined by `f` as a tree of halves (a few steps, not kLanes in a chain: a
+// 128-score row has eight vectors), in one fixed order.
+template <class F>
+float combine_lanes(rt::Vec v, F f) {
+  float lanes[rt::kLanes];
+  rt::store(lanes, v);
+  for (int width = rt::kLanes / 2; width >= 1; width /= 2)
+    for (int l = 0; l < width; ++l) lanes[l] = f(lanes[l], lanes[l + width]);
+  return lanes[0];
+}
+
+float larger(float a, float b) { return a > b ? a : b; }
+float plus(float a, float b) { return a + b; }
+
 // Rows r0.. of p in place over their scores (`rows` rows of s): the softmax of each row t over
 // its allowed columns (s <= t when causal), the others 0. Max and sum run lane by lane, the
 // lanes combined in one fixed order; the division is a multiplication by the sum's inverse.
@@ -174,14 +188,13 @@ void softmax_rows(float* scores, int64_t rows, int64_t s, int64_t r0, bool causa
         const rt::Vec v = rt::load(x + j);
         top = top > v ? top : v;
       }
-      for (int64_t l = 0; l < L; ++l) m = m > top[l] ? m : top[l];
+      m = combine_lanes(top, larger);
     }
     for (int64_t j = whole; j < allowed; ++j) m = m > x[j] ? m : x[j];
     for (int64_t j = 0; j < allowed; ++j) x[j] = exp_f32(x[j] - m);
     rt::Vec sums{};
     for (int64_t j = 0; j < whole; j += L) sums += rt::load(x + j);
-    float total = 0;
-    for (int64_t l = 0; l < L; ++l) total += sums[l];
+    float total = combine_lanes(sums, plus);
     for (int64_t j = whole; j < allowed; ++j) total += x[j];
     const float inverse = 1.0f / total;
     for (int64_t j = 0; j < allowed; ++j) x[j] *= inverse;
@@ -196,8 +209,7 @@ void score_gradient(const float* p, float* g, int64_t s) {
   const int64_t whole = s / L * L;
   rt::Vec lanes{};
   for (int64_t j = 0; j < whole; j += L) lanes += rt::load(p + j) * rt::load(g + j);
-  float dot = 0;
-  for (int64_t l = 0; l < L; ++l) dot += lanes[l];
+  float dot = combine_lanes(lanes, plus);
   for (int64_t j = whole; j < s; ++j) dot += p[j] * g[j];
   for (int64_t j = 0; j < s; ++j) g[j] = p[j] * (g[j] - dot);
 }
