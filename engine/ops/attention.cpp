@@ -180,6 +180,7 @@ void softmax_rows(float* scores, int64_t rows, int64_t s, int64_t r0, bool causa
   for (int64_t i = 0; i < rows; ++i) {
     float* x = scores + i * s;
     const int64_t allowed = causal ? std::min(s, r0 + i + 1) : s;
+    if (allowed == 0) continue;  // no keys (s = 0): nothing to weigh
     const int64_t whole = allowed / L * L;
     float m = x[0];
     if (whole) {
@@ -350,6 +351,15 @@ void grad_attention(GradContext& c) {
   }
 }
 
+// The gradient's own gradient (a gradient of a gradient through attention) is not built: an
+// error says so, where a missing rule would make it zero without a word.
+void grad_attention_grad(GradContext&) {
+  throw Error(
+      "attention: a second-order gradient (the gradient of a gradient) through the fused attention of "
+      "nn.MultiHeadAttention is not supported; give the layer a mask (an all-true one changes nothing) to "
+      "take the unfused path, which differentiates twice");
+}
+
 // Per score: the forward's products q k^T and p v and its softmax (max, subtract, exp, sum,
 // divide); the gradient recomputes those and adds four products and about as many elementwise
 // steps.
@@ -367,6 +377,6 @@ Cost cost_attention(const Graph& g, const Node& n) {
 extern const OpInfo attention_row = {Op::attention, shape_attention, ref_attention, fast_attention, grad_attention,
                                      cost_attention};
 extern const OpInfo attention_grad_row = {Op::attention_grad, shape_attention_grad, ref_attention_grad,
-                                          fast_attention_grad, nullptr, cost_attention};
+                                          fast_attention_grad, grad_attention_grad, cost_attention};
 
 }  // namespace tpu

@@ -184,6 +184,15 @@ function T.fused_attention_agrees_with_the_masked_path()
   local fused, masked = grads(nil), grads(all)
   for i = 1, #fused do check.near(fused[i]:totable(), masked[i]:totable(), 1e-5) end
   nn_check.gradients(mha, {rand({1, 4, 4}, 43)})
+  -- A gradient of a gradient (a gradient penalty): an error at the caller's line on the fused
+  -- path (not zeros); the masked path differentiates twice.
+  local function penalty(mask)
+    local inner = tpu.grad(function(v) return (mha {v, mask = mask} ^ 2):sum() end)
+    return tpu.grad(function(v) return (inner(v) ^ 2):sum() end)(x)
+  end
+  local err = check.raises(function() penalty(nil) end, "second-order gradient")
+  check.is_true(err:find("test_nn_text_layers.lua:%d+:") ~= nil, err)
+  check.is_true(penalty(tpu.ones({2, 5})):abs():max():item() > 0)
 end
 
 ---------------------------------------------------------------- TransformerDecoder

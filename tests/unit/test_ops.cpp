@@ -374,6 +374,12 @@ const std::vector<OpCase>& cases() {
        }, false},
       {"attention_bf16", {{DType::bf16, {3, 70, 8}}, {DType::bf16, {3, 20, 8}}, {DType::bf16, {3, 20, 4}}},
        [](Graph& g, V x) { return g.attention(x[0], x[1], x[2]); }, false},
+      {"attention_grad_bf16",
+       {{DType::bf16, {2, 9, 8}}, {DType::bf16, {2, 20, 8}}, {DType::bf16, {2, 20, 4}}, {DType::bf16, {2, 9, 4}}},
+       [](Graph& g, V x) { return g.add(Op::attention_grad, {x[0], x[1], x[2], x[3]}); }, false},
+      // No keys: every query weighs nothing, the result is zeros.
+      {"attention_no_keys", {{f, {2, 3, 4}}, {f, {2, 0, 4}}, {f, {2, 0, 5}}},
+       [](Graph& g, V x) { return g.attention(x[0], x[1], x[2], std::nullopt, 1, true); }, false},
       {"fusion", {{f, {5, 3000}}, {f, {3000}}}, fused_chain, false},
       // Small ones for the gradient check: a fusion's gradient differentiates its body.
       {"fusion_small", {{f, {3, 4}}, {f, {4}}}, fused_chain},
@@ -1730,9 +1736,14 @@ static NodeId unfused_attention(Graph& g, NodeId q, NodeId k, NodeId v, NodeId k
 }
 
 TEST_CASE("attention gives the unfused graph's values and gradients, the same bits at any thread count") {
+  // More queries than keys and fewer (the causal triangle then ends inside the rows or past
+  // them), rows past one block of 64.
+  for (auto [t, s] : {std::pair<int64_t, int64_t>{70, 45}, {33, 70}}) {
+  CAPTURE(t);
+  CAPTURE(s);
   std::mt19937 rng(3);
-  const std::vector<Input> inputs = {{DType::f32, {2, 3, 70, 8}}, {DType::f32, {2, 3, 70, 8}},
-                                     {DType::f32, {2, 3, 70, 6}}, {DType::boolean, {2, 3, 70, 70}, Fill::small_int}};
+  const std::vector<Input> inputs = {{DType::f32, {2, 3, t, 8}}, {DType::f32, {2, 3, s, 8}},
+                                     {DType::f32, {2, 3, s, 6}}, {DType::boolean, {2, 3, t, s}, Fill::small_int}};
   std::vector<Tensor> args;
   for (const Input& in : inputs) args.push_back(random_tensor(in, rng));
   auto build = [&](bool fused) {
@@ -1754,4 +1765,24 @@ TEST_CASE("attention gives the unfused graph's values and gradients, the same bi
   const std::vector<Tensor> got = run_on_1_and_2_threads(fused, args), want = unfused.run(args);
   const char* names[] = {"output", "dq", "dk", "dv"};
   for (size_t i = 0; i < 4; ++i) check_close(got[i], want[i], 1e-5, names[i]);
+  }
+}
+
+TEST_CASE("attention: no keys give zeros; a gradient of its gradient is an error, not zeros") {
+  Graph g;
+  NodeId q = g.parameter(DType::f32, {2, 3, 4}), k = g.parameter(DType::f32, {2, 0, 4}), v = g.parameter(DType::f32, {2, 0, 5});
+  g.outputs = {g.attention(q, k, v)};
+  Tensor qt(DType::f32, {2, 3, 4}), kt(DType::f32, {2, 0, 4}), vt(DType::f32, {2, 0, 5});
+  for (int64_t i = 0; i < qt.size(); ++i) qt.set(i, 0.5);
+  const std::vector<Tensor> args = {qt, kt, vt};
+  const Tensor out = Executable::compile(g).run(args)[0];
+  for (int64_t i = 0; i < out.size(); ++i) CHECK(out.get(i) == 0);
+
+  Graph h;
+  NodeId x = h.parameter(DType::f32, {1, 4, 3});
+  NodeId y = h.reduce(h.attention(x, x, x), {0, 1, 2}, ReduceKind::sum);
+  const std::vector<NodeId> wrt = {x};
+  NodeId dx = gradients(h, y, wrt)[0];
+  NodeId penalty = h.reduce(h.binary(Op::mul, dx, dx), {0, 1, 2}, ReduceKind::sum);
+  CHECK_THROWS_WITH_AS(gradients(h, penalty, wrt), doctest::Contains("second-order gradient"), Error);
 }

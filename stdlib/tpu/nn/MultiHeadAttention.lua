@@ -119,7 +119,9 @@ end
 -- Without a mask: one attention op (core.attention), which never holds the [batch, heads, T, S]
 -- probabilities in memory; the dropout's keep mask is the one Dropout would draw (the same
 -- key, shape and rate), so the same weights are dropped. The heads enter in the policy's compute
--- dtype, as the matmuls take them (bf16 ones are computed on in f32 and the result rounded once).
+-- dtype, as the matmuls take them (bf16 ones are computed on in f32 and the result rounded once),
+-- and the result stays in it: the output projection reads it in that dtype. Its gradient is not
+-- differentiable again (a gradient of a gradient raises an error; a mask takes the unfused path).
 function MultiHeadAttention:_fused(qh, kh, vh, causal, ctx)
   local keep, scale
   if ctx and ctx.training and self.dropout > 0 then
@@ -127,8 +129,7 @@ function MultiHeadAttention:_fused(qh, kh, vh, causal, ctx)
     keep, scale = random.bernoulli(self:random_key(ctx), 1 - self.dropout, shape), 1 / (1 - self.dropout)
   end
   local c = self.dtype_policy.compute_dtype
-  local out = core.attention(util.cast_float(qh, c), util.cast_float(kh, c), util.cast_float(vh, c), keep, scale, causal)
-  return util.cast_float(out, util.output_dtype(self.dtype_policy))
+  return core.attention(util.cast_float(qh, c), util.cast_float(kh, c), util.cast_float(vh, c), keep, scale, causal)
 end
 
 function MultiHeadAttention:call(x, ctx)
