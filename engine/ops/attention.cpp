@@ -7,6 +7,8 @@
 // step), and the gradient recomputes them from q and k. The arithmetic is f32 for f32 and bf16
 // operands; a bf16 result is rounded once.
 #include <algorithm>
+#include <cmath>
+#include <limits>
 #include <vector>
 
 #include "kernels/exp_f32.h"
@@ -174,7 +176,21 @@ float plus(float a, float b) { return a + b; }
 
 // Rows r0.. of p in place over their scores (`rows` rows of s): the softmax of each row t over
 // its allowed columns (s <= t when causal), the others 0. Max and sum run lane by lane, the
-// lanes combined in one fixed order; the division is a multiplication by the sum's inverse.
+// lanes combined in one fixed order; the division is a multiplication by the sum's inverse;
+// e^x is the exp kernel's exp_f32.
+// The reference's softmax: in order, one element at a time, dividing by the sum.
+void plain_softmax_rows(float* scores, int64_t rows, int64_t s, int64_t r0, bool causal) {
+  for (int64_t i = 0; i < rows; ++i) {
+    float* x = scores + i * s;
+    const int64_t allowed = causal ? std::min(s, r0 + i + 1) : s;
+    float m = -std::numeric_limits<float>::infinity(), total = 0;
+    for (int64_t j = 0; j < allowed; ++j) m = std::max(m, x[j]);
+    for (int64_t j = 0; j < allowed; ++j) total += (x[j] = std::exp(x[j] - m));
+    for (int64_t j = 0; j < allowed; ++j) x[j] /= total;
+    std::fill(x + allowed, x + s, 0.0f);
+  }
+}
+
 void softmax_rows(float* scores, int64_t rows, int64_t s, int64_t r0, bool causal) {
   constexpr int64_t L = rt::kLanes;
   for (int64_t i = 0; i < rows; ++i) {
@@ -205,6 +221,12 @@ void softmax_rows(float* scores, int64_t rows, int64_t s, int64_t r0, bool causa
 
 // The scores' gradient from the probabilities' one, in place: g = p (g - sum_s p g), the sum
 // lane by lane (the lanes combined in one fixed order).
+void plain_score_gradient(const float* p, float* g, int64_t s) {
+  float dot = 0;
+  for (int64_t j = 0; j < s; ++j) dot += p[j] * g[j];
+  for (int64_t j = 0; j < s; ++j) g[j] = p[j] * (g[j] - dot);
+}
+
 void score_gradient(const float* p, float* g, int64_t s) {
   constexpr int64_t L = rt::kLanes;
   const int64_t whole = s / L * L;
@@ -249,6 +271,10 @@ struct Head {
   Product product;
 
   bool causal() const { return node.attrs.axis != 0; }
+  // The fast kernel's vector softmax, or the reference's plain one.
+  void softmax(float* scores, int64_t rows, int64_t s, int64_t r0) const {
+    (product.fast ? softmax_rows : plain_softmax_rows)(scores, rows, s, r0, causal());
+  }
   float scale() const { return float(node.attrs.value()); }
   const uint8_t* keep(size_t at, int64_t h) const {
     return in.size() > at ? in[at]->data<uint8_t>() + h * dm.t * dm.s : nullptr;
@@ -265,7 +291,7 @@ struct Head {
     for (int64_t r0 = 0; r0 < dm.t; r0 += kRows) {
       const int64_t rows = std::min(kRows, dm.t - r0);
       product(rows, dm.s, dm.d, {q + r0 * dm.d, dm.d, 1}, w.kt.data(), w.p.data(), false);  // q k^T
-      softmax_rows(w.p.data(), rows, dm.s, r0, causal());
+      softmax(w.p.data(), rows, dm.s, r0);
       apply_keep(w.p.data(), keep ? keep + r0 * dm.s : nullptr, rows * dm.s, scale());
       product(rows, dm.e, dm.s, {w.p.data(), dm.s, 1}, v, w.out.data() + r0 * dm.e, false);  // (p m) v
     }
@@ -291,13 +317,14 @@ struct Head {
       const uint8_t* kb = keep ? keep + r0 * dm.s : nullptr;
       float *p = w.p.data(), *pm = w.pm.data(), *dp = w.dp.data();
       product(rows, dm.s, dm.d, {qb, dm.d, 1}, w.kt.data(), p, false);  // q k^T
-      softmax_rows(p, rows, dm.s, r0, causal());
+      softmax(p, rows, dm.s, r0);
       std::copy(p, p + n, pm);
       apply_keep(pm, kb, n, scale());
       product(dm.s, dm.e, rows, {pm, 1, dm.s}, gb, dv, true);            // dv += (p m)^T dout
       product(rows, dm.s, dm.e, {gb, dm.e, 1}, w.vt.data(), dp, false);  // d(p m) = dout v^T
       apply_keep(dp, kb, n, scale());                                     // dp = d(p m) m
-      for (int64_t i = 0; i < rows; ++i) score_gradient(p + i * dm.s, dp + i * dm.s, dm.s);
+      for (int64_t i = 0; i < rows; ++i)
+        (product.fast ? score_gradient : plain_score_gradient)(p + i * dm.s, dp + i * dm.s, dm.s);
       product(rows, dm.d, dm.s, {dp, dm.s, 1}, k, dq + r0 * dm.d, false);  // dq = ds k
       product(dm.s, dm.d, rows, {dp, 1, dm.s}, qb, dk, true);               // dk += ds^T q
     }
