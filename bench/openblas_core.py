@@ -42,10 +42,10 @@ def cpu_flags():
     return set()
 
 
-def corename():
+def corename(library="libblas.so.3"):
     """The kernel set OpenBLAS took in this process, or None when the BLAS is not OpenBLAS."""
     try:
-        lib = ctypes.CDLL("libblas.so.3")
+        lib = ctypes.CDLL(library)
         get = lib.openblas_get_corename
     except (OSError, AttributeError):
         return None

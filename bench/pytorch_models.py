@@ -13,7 +13,6 @@ optimizer stay f32, as in tputrain's mixed_bfloat16 policy). Threads: BENCH_THRE
 bench/run.sh also sets OMP_WAIT_POLICY=passive and, where OpenBLAS does not know the CPU,
 OPENBLAS_CORETYPE (bench/pytorch_env.sh): PyTorch's best configuration on this machine.
 Needs Debian's python3-torch and python3-numpy."""
-import ctypes
 import gc
 import gzip
 import os
@@ -23,6 +22,8 @@ import time
 import numpy as np
 import torch
 from torch import nn
+
+import openblas_core  # bench/openblas_core.py: the kernel set OpenBLAS took
 
 DATA_DIR = os.environ.get("TPUTRAIN_DATA_DIR", "/usr/share/datasets/fashion-mnist")
 LENGTH, VOCAB, CLASSES = 128, 128, 5
@@ -111,16 +112,6 @@ def blas_library():
     return "unknown"
 
 
-def blas_kernels(path):
-    """The kernel set OpenBLAS took in this process (bench/openblas_core.py), or "n/a"."""
-    try:
-        get = ctypes.CDLL(path).openblas_get_corename
-    except (OSError, AttributeError):
-        return "n/a"
-    get.restype = ctypes.c_char_p
-    return get().decode()
-
-
 def peak_rss_kb():
     with open("/proc/self/status") as f:
         for line in f:
@@ -185,7 +176,7 @@ def main():
     result("first_step_ms", f"{first * 1000:.1f}")
     result("rss_kb", peak_rss_kb())
     result("blas", blas_library())
-    result("blas_kernels", blas_kernels(blas_library()))
+    result("blas_kernels", openblas_core.corename(blas_library()) or "n/a")
 
 
 if __name__ == "__main__":

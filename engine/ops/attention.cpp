@@ -11,6 +11,7 @@
 #include <limits>
 #include <vector>
 
+#include "kernels/convert.h"
 #include "kernels/exp_f32.h"
 #include "kernels/register_tile.h"
 #include "ops/kernel_util.h"
@@ -247,16 +248,14 @@ void apply_keep(float* x, const uint8_t* keep, int64_t count, float scale) {
 const float* as_f32(const Tensor& t, int64_t offset, int64_t count, std::vector<float>& buf) {
   if (t.dtype() == DType::f32) return t.data<float>() + offset;
   buf.resize(size_t(count));
-  const uint16_t* src = t.data<uint16_t>() + offset;
-  for (int64_t i = 0; i < count; ++i) buf[size_t(i)] = bf16_to_f32(src[i]);
+  widen_bf16(t.data<uint16_t>() + offset, buf.data(), count);
   return buf.data();
 }
 
 // f32 results into `out` from element offset on: copied, or rounded to bf16.
 void store(const float* src, Tensor& out, int64_t offset, int64_t count) {
   if (out.dtype() == DType::f32) return (void)std::copy(src, src + count, out.data<float>() + offset);
-  uint16_t* dst = out.data<uint16_t>() + offset;
-  for (int64_t i = 0; i < count; ++i) dst[i] = f32_to_bf16(src[i]);
+  round_to_bf16(src, out.data<uint16_t>() + offset, count);
 }
 
 // A head's working memory: its operands widened (bf16), the block's rows, its results.

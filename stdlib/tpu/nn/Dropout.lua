@@ -44,10 +44,16 @@ function Dropout:build(input_shape)
   end
 end
 
+-- The draw of dropout at `rate` over `shape` with `key`: the keep mask and the kept entries'
+-- scale (also MultiHeadAttention's fused attention, which applies them itself).
+function Dropout._keep(rate, key, shape)
+  return random.bernoulli(key, 1 - rate, shape), 1 / (1 - rate)
+end
+
 -- x with dropout of `rate` using `key` (also used by MultiHeadAttention on its weights).
 function Dropout._apply(x, rate, key)
-  local keep = random.bernoulli(key, 1 - rate, x.shape)
-  return core.where(keep, x * (1 / (1 - rate)), 0)
+  local keep, scale = Dropout._keep(rate, key, x.shape)
+  return core.where(keep, x * scale, 0)
 end
 
 function Dropout:call(x, ctx)
@@ -55,8 +61,8 @@ function Dropout:call(x, ctx)
   if self.noise_shape == nil then return Dropout._apply(x, self.rate, self:random_key(ctx)) end
   local shape = {}
   for i, n in ipairs(self.noise_shape) do shape[i] = n == -1 and x.shape[i] or n end
-  local keep = random.bernoulli(self:random_key(ctx), 1 - self.rate, shape)
-  return x * (keep:cast(x.dtype) * (1 / (1 - self.rate)))
+  local keep, scale = Dropout._keep(self.rate, self:random_key(ctx), shape)
+  return x * (keep:cast(x.dtype) * scale)
 end
 
 function Dropout:compute_output_shape(input_shape)

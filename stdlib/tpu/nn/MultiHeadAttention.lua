@@ -11,7 +11,6 @@
 local core = require "tpu.core"
 local Module = require "tpu.nn.Module"
 local Dropout = require "tpu.nn.Dropout"
-local random = require "tpu.random"
 local util = require "tpu.nn.util"
 
 local MultiHeadAttention = Module:extend("MultiHeadAttention")
@@ -117,8 +116,8 @@ function MultiHeadAttention:_merge_heads(out, q_shape)
 end
 
 -- Without a mask: one attention op (core.attention), which never holds the [batch, heads, T, S]
--- probabilities in memory; the dropout's keep mask is the one Dropout would draw (the same
--- key, shape and rate), so the same weights are dropped. The heads enter in the policy's compute
+-- probabilities in memory; the dropout's keep mask and scale are Dropout's draw (Dropout._keep:
+-- the same key, shape and rate), so the same weights are dropped. The heads enter in the policy's compute
 -- dtype, as the matmuls take them (bf16 ones are computed on in f32 and the result rounded once),
 -- and the result stays in it: the output projection reads it in that dtype. Its gradient is not
 -- differentiable again (a gradient of a gradient raises an error; a mask takes the unfused path).
@@ -126,7 +125,7 @@ function MultiHeadAttention:_fused(qh, kh, vh, causal, ctx)
   local keep, scale
   if ctx and ctx.training and self.dropout > 0 then
     local shape = {qh.shape[1], qh.shape[2], qh.shape[3], kh.shape[3]}
-    keep, scale = random.bernoulli(self:random_key(ctx), 1 - self.dropout, shape), 1 / (1 - self.dropout)
+    keep, scale = Dropout._keep(self.dropout, self:random_key(ctx), shape)
   end
   local c = self.dtype_policy.compute_dtype
   return core.attention(util.cast_float(qh, c), util.cast_float(kh, c), util.cast_float(vh, c), keep, scale, causal)
