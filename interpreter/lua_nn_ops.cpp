@@ -6,7 +6,7 @@
 // Sizes, strides and dilations are a number or a pair {height, width}. padding is "valid",
 // "same" (output = ceil(input / stride), the extra row/column at the end) or
 // explicit {{top, bottom}, {left, right}}.
-//   core.attention(q, k, v, keep, scale, causal): nn.MultiHeadAttention's fused attention
+//   core.attention(q, k, v, keep, scale, causal, bias): nn.MultiHeadAttention's fused attention
 #include <algorithm>
 #include <array>
 #include <optional>
@@ -286,9 +286,10 @@ int l_avg_pool2d(lua_State* L) {
   });
 }
 
-// core.attention(q, k, v, keep, scale, causal) -> softmax(q k^T) v over the last two dims in one
-// op (Graph::attention), for nn.MultiHeadAttention: keep (a bool mask [..., T, S], or nil) and
-// scale make the dropout on the probabilities, causal (a boolean) the lower-triangular mask.
+// core.attention(q, k, v, keep, scale, causal, bias) -> softmax(q k^T + bias) v over the last two
+// dims in one op (Graph::attention), for nn.MultiHeadAttention: keep (a bool mask [..., T, S], or
+// nil) and scale make the dropout on the probabilities, causal (a boolean) the lower-triangular
+// mask, bias (f32 [..., T or 1, S] broadcast, or nil) the padding mask as 0 / -1e9.
 int l_attention(lua_State* L) {
   LuaTensor* q = check_tensor(L, 1);
   LuaTensor* k = check_tensor(L, 2);
@@ -296,11 +297,15 @@ int l_attention(lua_State* L) {
   LuaTensor* keep = lua_isnoneornil(L, 4) ? nullptr : check_tensor(L, 4);
   const double scale = luaL_optnumber(L, 5, 1);
   const bool causal = lua_toboolean(L, 6);
-  check_no_more(L, 6);
+  LuaTensor* bias = lua_isnoneornil(L, 7) ? nullptr : check_tensor(L, 7);
+  check_no_more(L, 7);
   std::vector<Operand> operands = {{q, 0}, {k, 0}, {v, 0}};
   if (keep) operands.push_back({keep, 0});
-  return apply_op(L, operands, DType::f32, [scale, causal](Graph& g, const std::vector<NodeId>& in) {
-    return g.attention(in[0], in[1], in[2], in.size() > 3 ? std::optional<NodeId>(in[3]) : std::nullopt, scale, causal);
+  if (bias) operands.push_back({bias, 0});
+  const bool has_keep = keep != nullptr;
+  return apply_op(L, operands, DType::f32, [scale, causal, has_keep](Graph& g, const std::vector<NodeId>& in) {
+    auto at = [&](size_t i) { return i < in.size() ? std::optional<NodeId>(in[i]) : std::nullopt; };
+    return g.attention(in[0], in[1], in[2], has_keep ? at(3) : std::nullopt, scale, causal, at(has_keep ? 4 : 3));
   });
 }
 

@@ -231,12 +231,14 @@ NodeId Graph::rng_bernoulli(NodeId key, NodeId p, Shape s) {
   return add(Op::rng, {key, p}, std::move(a), std::move(s));
 }
 
-NodeId Graph::attention(NodeId q, NodeId k, NodeId v, std::optional<NodeId> keep, double keep_scale, bool causal) {
+NodeId Graph::attention(NodeId q, NodeId k, NodeId v, std::optional<NodeId> keep, double keep_scale, bool causal,
+                        std::optional<NodeId> bias) {
   Attrs a;
   a.axis = causal ? 1 : 0;
-  if (keep) a.set_value(keep_scale);
-  if (keep) return add(Op::attention, {q, k, v, *keep}, std::move(a));
-  return add(Op::attention, {q, k, v}, std::move(a));
+  Operands in = {q, k, v};
+  if (keep) a.set_value(keep_scale), in.push_back(*keep);
+  if (bias) in.push_back(*bias);
+  return add(Op::attention, std::move(in), std::move(a));
 }
 
 NodeId Graph::all_reduce(NodeId x, bool mean) {

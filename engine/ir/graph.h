@@ -124,9 +124,11 @@ class Graph {
   // softmax(q k^T) v over the last two dims of q [..., T, D], k [..., S, D], v [..., S, E] ->
   // [..., T, E], without the [..., T, S] probabilities in memory. With `causal` row t weighs
   // only s <= t; with a `keep` mask (bool [..., T, S]) the probabilities are multiplied by
-  // keep ? keep_scale : 0 before the product with v (dropout). q, k, v: f32 or bf16, one type.
+  // keep ? keep_scale : 0 before the product with v (dropout); a `bias` (f32 [..., T or 1, S],
+  // each batch dim q's or 1) is added to the scores before the softmax (a padding mask: 0 or
+  // -1e9). q, k, v: f32 or bf16, one type.
   NodeId attention(NodeId q, NodeId k, NodeId v, std::optional<NodeId> keep = std::nullopt, double keep_scale = 1,
-                   bool causal = false);
+                   bool causal = false, std::optional<NodeId> bias = std::nullopt);
   // The sum (or with `mean` the mean) of x over the replicas of a replicated step.
   NodeId all_reduce(NodeId x, bool mean);
   // x itself, as a constant to autodiff (JAX's lax.stop_gradient).

@@ -1,7 +1,10 @@
 // Scaled dot-product attention as one op, and its gradient. For each batch element (every dim
 // before the last two) with q [T, D], k [S, D], v [S, E]:
-//   p   = softmax over s of q k^T (with `causal`, over s <= t only: the rest weigh 0),
+//   p   = softmax over s of q k^T + bias (with `causal`, over s <= t only: the rest weigh 0),
 //   out = (p * m) v, m = keep ? scale : 0 from a dropout keep mask [T, S] (else m = 1).
+// After q, k, v (and the gradient's dout) come, each optional and in this order, the keep mask
+// (bool [..., T, S]) and the score bias (f32 [..., T or 1, S], each batch dim its own or 1:
+// a padding mask as 0 / -1e9, broadcast over heads and queries, is a row per sequence).
 // The kernels take a head's rows of p in blocks, use them and drop them: the [T, S]
 // probabilities never reach memory (in a small transformer they were several passes of 17 MB a
 // step), and the gradient recomputes them from q and k. The arithmetic is f32 for f32 and bf16
@@ -45,6 +48,28 @@ AttentionDims dims_of(const Graph& g, const Node& n) {
 
 Shape batch_dims(const Shape& s) { return Shape(s.begin(), s.end() - 2); }
 
+// Where the optional operands are, from `first` on (npos: absent): a bool one is the keep
+// mask, the one after it (or a first that is not bool) the bias.
+struct OptionalOperands {
+  static constexpr size_t npos = size_t(-1);
+  size_t keep = npos, bias = npos;
+};
+template <class IsBool>
+OptionalOperands optional_operands(size_t first, size_t count, IsBool is_bool) {
+  OptionalOperands r;
+  if (first < count && is_bool(first)) r.keep = first++;
+  if (first < count) r.bias = first;
+  return r;
+}
+size_t first_optional(Op op) { return op == Op::attention ? 3 : 4; }
+OptionalOperands optional_operands(const Graph& g, const Node& n) {
+  return optional_operands(first_optional(n.op), n.in.size(),
+                           [&](size_t i) { return g.at(n.in[i]).dtype == DType::boolean; });
+}
+OptionalOperands optional_operands(const Node& n, std::span<const Tensor* const> in) {
+  return optional_operands(first_optional(n.op), in.size(), [&](size_t i) { return in[i]->dtype() == DType::boolean; });
+}
+
 Shape with_tail(Shape s, std::initializer_list<int64_t> tail) {
   for (int64_t x : tail) s.push_back(x);
   return s;
@@ -58,8 +83,19 @@ std::string expect(const Graph& g, const Node& n, size_t i, const char* what, DT
          type_of(g, n.in[i]) + " (operands " + operands_str(g, n) + ")";
 }
 
-// Checks q, k, v and the keep mask (operand `keep_at`, when there is one); "" or the problem.
-std::string check_qkv(const Graph& g, const Node& n, size_t keep_at) {
+// "" when the bias (operand i) is f32 [..., T or 1, S] over q's batch dims (each its own or 1).
+std::string check_bias(const Graph& g, const Node& n, size_t i) {
+  const Shape &q = g.at(n.in[0]).shape, &k = g.at(n.in[1]).shape, &b = g.at(n.in[i]).shape;
+  const size_t rank = q.size();
+  bool fits = g.at(n.in[i]).dtype == DType::f32 && b.size() == rank && b[rank - 1] == k[rank - 2];
+  for (size_t d = 0; fits && d + 1 < rank; ++d) fits = b[d] == 1 || b[d] == q[d];
+  if (fits) return "";
+  return std::string(op_name(n.op)) + ": the score bias must be f32 [..., T or 1, S] with q's batch dims (each " +
+         "its own or 1), got " + type_of(g, n.in[i]) + " (operands " + operands_str(g, n) + ")";
+}
+
+// Checks q, k, v, the keep mask and the bias; "" or the problem.
+std::string check_qkv(const Graph& g, const Node& n) {
   const Node &q = g.at(n.in[0]), &k = g.at(n.in[1]), &v = g.at(n.in[2]);
   const std::string op(op_name(n.op));
   if (q.shape.size() < 2) return op + ": q must be [..., T, D], got " + type_of(g, n.in[0]);
@@ -71,13 +107,17 @@ std::string check_qkv(const Graph& g, const Node& n, size_t keep_at) {
   if (std::string p = expect(g, n, 1, "k", q.dtype, with_tail(batch, {s, d})); !p.empty()) return p;
   if (v.shape.size() != q.shape.size()) return op + ": v must be [..., S, E] as q is, got " + operands_str(g, n);
   if (std::string p = expect(g, n, 2, "v", q.dtype, with_tail(batch, {s, v.shape.back()})); !p.empty()) return p;
-  if (n.in.size() > keep_at)
-    return expect(g, n, keep_at, "the keep mask", DType::boolean, with_tail(batch, {q.shape[q.shape.size() - 2], s}));
-  return "";
+  const OptionalOperands opt = optional_operands(g, n);  // the op's arity allows no more
+  if (opt.keep != OptionalOperands::npos)
+    if (std::string p = expect(g, n, opt.keep, "the keep mask", DType::boolean,
+                               with_tail(batch, {q.shape[q.shape.size() - 2], s}));
+        !p.empty())
+      return p;
+  return opt.bias != OptionalOperands::npos ? check_bias(g, n, opt.bias) : "";
 }
 
 std::string shape_attention(const Graph& g, Node& n) {
-  if (std::string p = check_qkv(g, n, 3); !p.empty()) return p;
+  if (std::string p = check_qkv(g, n); !p.empty()) return p;
   const Node &q = g.at(n.in[0]), &v = g.at(n.in[2]);
   n.dtype = q.dtype;
   n.shape = with_tail(batch_dims(q.shape), {q.shape[q.shape.size() - 2], v.shape.back()});
@@ -85,7 +125,7 @@ std::string shape_attention(const Graph& g, Node& n) {
 }
 
 std::string shape_attention_grad(const Graph& g, Node& n) {
-  if (std::string p = check_qkv(g, n, 4); !p.empty()) return p;
+  if (std::string p = check_qkv(g, n); !p.empty()) return p;
   const Node& q = g.at(n.in[0]);
   const AttentionDims dm = dims_of(g, n);
   if (std::string p = expect(g, n, 3, "the output gradient", q.dtype, with_tail(batch_dims(q.shape), {dm.t, dm.e}));
@@ -238,6 +278,22 @@ void score_gradient(const float* p, float* g, int64_t s) {
   for (int64_t j = 0; j < s; ++j) g[j] = p[j] * (g[j] - dot);
 }
 
+// A head's rows of the score bias: row t at data + t * row_stride (0: one row for every query).
+struct BiasRows {
+  const float* data = nullptr;
+  int64_t row_stride = 0;
+};
+
+// Scores of rows r0.. (`rows` rows of s) plus the bias's rows (none: unchanged).
+void add_bias(float* scores, int64_t rows, int64_t s, BiasRows bias, int64_t r0) {
+  if (!bias.data) return;
+  for (int64_t i = 0; i < rows; ++i) {
+    const float* b = bias.data + (r0 + i) * bias.row_stride;
+    float* x = scores + i * s;
+    for (int64_t j = 0; j < s; ++j) x[j] += b[j];
+  }
+}
+
 // x *= m elementwise: m = keep ? scale : 0 (no mask: m = 1).
 void apply_keep(float* x, const uint8_t* keep, int64_t count, float scale) {
   if (!keep) return;
@@ -268,6 +324,7 @@ struct Head {
   std::span<const Tensor* const> in;
   AttentionDims dm;
   Product product;
+  OptionalOperands opt = optional_operands(node, in);
 
   bool causal() const { return node.attrs.axis != 0; }
   // The fast kernel's vector softmax, or the reference's plain one.
@@ -275,21 +332,37 @@ struct Head {
     (product.fast ? softmax_rows : plain_softmax_rows)(scores, rows, s, r0, causal());
   }
   float scale() const { return float(node.attrs.value()); }
-  const uint8_t* keep(size_t at, int64_t h) const {
-    return in.size() > at ? in[at]->data<uint8_t>() + h * dm.t * dm.s : nullptr;
+  const uint8_t* keep(int64_t h) const {
+    return opt.keep != OptionalOperands::npos ? in[opt.keep]->data<uint8_t>() + h * dm.t * dm.s : nullptr;
+  }
+  // Head h's bias rows: its index over q's batch dims, each dim of size 1 in the bias read at 0.
+  BiasRows bias(int64_t h) const {
+    if (opt.bias == OptionalOperands::npos) return {};
+    const Shape &q = in[0]->shape(), &b = in[opt.bias]->shape();
+    const size_t rank = q.size();
+    int64_t offset = 0, stride = b[rank - 1] * b[rank - 2];
+    for (size_t d = rank - 2; d-- > 0;) {
+      const int64_t index = h % q[d];
+      h /= q[d];
+      if (b[d] != 1) offset += index * stride;
+      stride *= b[d];
+    }
+    return {in[opt.bias]->data<float>() + offset, b[rank - 2] == 1 ? 0 : b[rank - 1]};
   }
 
   void forward(int64_t h, Tensor& out, Scratch& w) const {
     const float* q = as_f32(*in[0], h * dm.t * dm.d, dm.t * dm.d, w.q);
     const float* k = as_f32(*in[1], h * dm.s * dm.d, dm.s * dm.d, w.k);
     const float* v = as_f32(*in[2], h * dm.s * dm.e, dm.s * dm.e, w.v);
-    const uint8_t* keep = this->keep(3, h);
+    const uint8_t* keep = this->keep(h);
+    const BiasRows bias = this->bias(h);
     transpose_into(k, dm.s, dm.d, w.kt);
     w.p.resize(size_t(kRows * dm.s));
     w.out.resize(size_t(dm.t * dm.e));
     for (int64_t r0 = 0; r0 < dm.t; r0 += kRows) {
       const int64_t rows = std::min(kRows, dm.t - r0);
       product(rows, dm.s, dm.d, {q + r0 * dm.d, dm.d, 1}, w.kt.data(), w.p.data(), false);  // q k^T
+      add_bias(w.p.data(), rows, dm.s, bias, r0);
       softmax(w.p.data(), rows, dm.s, r0);
       apply_keep(w.p.data(), keep ? keep + r0 * dm.s : nullptr, rows * dm.s, scale());
       product(rows, dm.e, dm.s, {w.p.data(), dm.s, 1}, v, w.out.data() + r0 * dm.e, false);  // (p m) v
@@ -303,7 +376,8 @@ struct Head {
     const float* k = as_f32(*in[1], h * dm.s * dm.d, dm.s * dm.d, w.k);
     const float* v = as_f32(*in[2], h * dm.s * dm.e, dm.s * dm.e, w.v);
     const float* dout = as_f32(*in[3], h * dm.t * dm.e, dm.t * dm.e, w.dout);
-    const uint8_t* keep = this->keep(4, h);
+    const uint8_t* keep = this->keep(h);
+    const BiasRows bias = this->bias(h);
     transpose_into(k, dm.s, dm.d, w.kt);
     transpose_into(v, dm.s, dm.e, w.vt);
     for (auto* b : {&w.p, &w.pm, &w.dp}) b->resize(size_t(kRows * dm.s));
@@ -316,6 +390,7 @@ struct Head {
       const uint8_t* kb = keep ? keep + r0 * dm.s : nullptr;
       float *p = w.p.data(), *pm = w.pm.data(), *dp = w.dp.data();
       product(rows, dm.s, dm.d, {qb, dm.d, 1}, w.kt.data(), p, false);  // q k^T
+      add_bias(p, rows, dm.s, bias, r0);
       softmax(p, rows, dm.s, r0);
       std::copy(p, p + n, pm);
       apply_keep(pm, kb, n, scale());
@@ -364,8 +439,13 @@ void grad_attention(GradContext& c) {
   const DType t = g.at(in[0]).dtype;
   const Shape shapes[3] = {g.at(in[0]).shape, g.at(in[1]).shape, g.at(in[2]).shape};
   const NodeId dout = g.at(c.out_grad).dtype == t ? c.out_grad : g.convert(c.out_grad, t);
+  const OptionalOperands opt = optional_operands(g, c.n());
+  if (opt.bias != OptionalOperands::npos && c.needs(opt.bias))
+    throw Error(
+        "attention: the gradient of the score bias is not computed (a padding or causal mask has none); "
+        "make the bias a constant, or construct nn.MultiHeadAttention with flash_attention = false");
   Operands operands = {in[0], in[1], in[2], dout};
-  if (in.size() == 4) operands.push_back(in[3]);
+  for (size_t i = 3; i < in.size(); ++i) operands.push_back(in[i]);
   const NodeId packed = g.add(Op::attention_grad, operands, attrs);
   const Shape batch = batch_dims(shapes[0]);
   Dims start(batch.size() + 1, 0), limit = with_tail(batch, {0});
@@ -382,18 +462,19 @@ void grad_attention(GradContext& c) {
 void grad_attention_grad(GradContext&) {
   throw Error(
       "attention: a second-order gradient (the gradient of a gradient) through the fused attention of "
-      "nn.MultiHeadAttention is not supported; give the layer a mask (an all-true one changes nothing) to "
-      "take the unfused path, which differentiates twice");
+      "nn.MultiHeadAttention is not supported; construct the layer with flash_attention = false to take "
+      "the unfused path, which differentiates twice");
 }
 
 // Per score: the forward's products q k^T and p v and its softmax (max, subtract, exp, sum,
-// divide); the gradient recomputes those and adds four products and about as many elementwise
+// divide), and the bias's add; the gradient recomputes those and adds four products and about as many elementwise
 // steps.
 Cost cost_attention(const Graph& g, const Node& n) {
   const AttentionDims dm = dims_of(g, n);
   Cost c = movement_cost(g, n);
+  const bool biased = optional_operands(g, n).bias != OptionalOperands::npos;
   const double per_score =
-      n.op == Op::attention ? 2.0 * double(dm.d + dm.e) + 5 : 2.0 * double(3 * dm.d + 2 * dm.e) + 10;
+      (n.op == Op::attention ? 2.0 * double(dm.d + dm.e) + 5 : 2.0 * double(3 * dm.d + 2 * dm.e) + 10) + biased;
   c.flops = double(dm.heads * dm.t * dm.s) * per_score;
   return c;
 }

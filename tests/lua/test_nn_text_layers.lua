@@ -152,47 +152,81 @@ function T.attention_mask_and_causal_mask_combine_once()
   check.near(mha {x2, mask = mask, use_causal_mask = true}:reshape {3}:totable(), {2.3333335, 1, 1.9820137}, 1e-5)
 end
 
--- Without a mask the layer runs one attention op (core.attention), which never stores the
--- probabilities; with one it takes the unfused scores, softmax and dropout. An all-true mask
--- changes nothing, so both paths must agree: values, gradients, and in training the same
--- dropped weights (the same key, shape and rate), causal or not.
-function T.fused_attention_agrees_with_the_masked_path()
-  local mha = nn.MultiHeadAttention {num_heads = 2, key_dim = 3, dropout = 0.3}
+-- The layer runs one attention op (core.attention), which never stores the probabilities, a
+-- padding mask entering it as a score bias; flash_attention = false takes the separate scores,
+-- softmax and dropout. Both must agree: values, gradients, and in training the same dropped
+-- weights (the same key, shape and rate), with no mask, a padding mask [batch, S] and one
+-- [batch, T, S] that leaves a query no key at all (which then attends to every key evenly, as
+-- the -1e9 the unfused path adds makes it), causal or not.
+function T.fused_attention_agrees_with_the_unfused_path()
+  local fused_mha = nn.MultiHeadAttention {num_heads = 2, key_dim = 3, dropout = 0.3}
+  local unfused_mha = nn.MultiHeadAttention {num_heads = 2, key_dim = 3, dropout = 0.3, flash_attention = false}
   local x = rand({2, 5, 4}, 41)
-  local all = tpu.ones({2, 5})
-  for _, causal in ipairs({false, true}) do
-    for _, training in ipairs({false, true}) do
-      local function run(mask)
-        return mha({x, mask = mask, use_causal_mask = causal}, {training = training, key = tpu.random.key(7)})
+  fused_mha(x)
+  unfused_mha(x)
+  local p0 = fused_mha:parameters()
+  unfused_mha:set_parameters(p0)
+  local padding = tpu.tensor({{1, 1, 1, 0, 0}, {1, 1, 1, 1, 1}}):cast("bool")
+  local rows = rand({2, 5, 5}, 42):gt(0.4)
+  rows = rows * tpu.tensor({1, 1, 0, 1, 1}):reshape({1, 5, 1}):cast("bool")  -- query 3 attends to nothing
+  for _, mask in ipairs({false, padding, rows}) do
+    mask = mask or nil
+    for _, causal in ipairs({false, true}) do
+      for _, training in ipairs({false, true}) do
+        local function run(mha)
+          return mha({x, mask = mask, use_causal_mask = causal}, {training = training, key = tpu.random.key(7)})
+        end
+        local fused, unfused = run(fused_mha), run(unfused_mha)
+        check.near(fused:totable(), unfused:totable(), 1e-5)
+        check.is_true(fused:abs():max():item() > 0.01)
       end
-      local fused, masked = run(nil), run(all)
-      check.near(fused:totable(), masked:totable(), 1e-5)
-      check.is_true(fused:abs():max():item() > 0.01)
     end
+    local function grads(mha)
+      return tpu.grad(function(params)
+        mha:set_parameters(params)
+        local y = mha({x, mask = mask}, {training = true, key = tpu.random.key(3)})
+        mha:set_parameters(p0)
+        return (y * y):sum()
+      end)(p0)
+    end
+    local fused, unfused = grads(fused_mha), grads(unfused_mha)
+    for i = 1, #fused do check.near(fused[i]:totable(), unfused[i]:totable(), 1e-5) end
   end
-  local text = tpu.jit(function(v) return mha(v) end, {name = "fused"}):lower(x)
+  local text = tpu.jit(function(v) return fused_mha {v, mask = padding} end, {name = "fused"}):lower(x)
   check.is_true(text:find("= attention f32[2,2,5,3]", 1, true) ~= nil, text)
-  local p0 = mha:parameters()
-  local function grads(mask)
-    return tpu.grad(function(params)
-      mha:set_parameters(params)
-      local y = mha({x, mask = mask}, {training = true, key = tpu.random.key(3)})
-      mha:set_parameters(p0)
-      return (y * y):sum()
-    end)(p0)
-  end
-  local fused, masked = grads(nil), grads(all)
-  for i = 1, #fused do check.near(fused[i]:totable(), masked[i]:totable(), 1e-5) end
-  nn_check.gradients(mha, {rand({1, 4, 4}, 43)})
+  check.is_true(text:find("[2,2,5,5]", 1, true) == nil, text)  -- no [batch, heads, T, S] value
+  nn_check.gradients(fused_mha, {rand({1, 4, 4}, 43)})
   -- A gradient of a gradient (a gradient penalty): an error at the caller's line on the fused
-  -- path (not zeros); the masked path differentiates twice.
-  local function penalty(mask)
-    local inner = tpu.grad(function(v) return (mha {v, mask = mask} ^ 2):sum() end)
+  -- path (not zeros); the unfused one differentiates twice.
+  local function penalty(mha)
+    local inner = tpu.grad(function(v) return (mha {v, mask = padding} ^ 2):sum() end)
     return tpu.grad(function(v) return (inner(v) ^ 2):sum() end)(x)
   end
-  local err = check.raises(function() penalty(nil) end, "second-order gradient")
+  local err = check.raises(function() penalty(fused_mha) end, "second-order gradient")
   check.is_true(err:find("test_nn_text_layers.lua:%d+:") ~= nil, err)
-  check.is_true(penalty(tpu.ones({2, 5})):abs():max():item() > 0)
+  check.is_true(err:find("flash_attention = false", 1, true) ~= nil, err)
+  check.is_true(penalty(unfused_mha):abs():max():item() > 0)
+  -- By default bf16 heads of 64 features take the separate products (faster on the bf16 units),
+  -- smaller ones and f32 the fused op; flash_attention = true or false decides.
+  local initial = tpu.mixed_precision.policy().name
+  local function takes_fused(opts, policy)
+    tpu.mixed_precision.set_policy(policy)
+    local ok, text = pcall(function()
+      local mha = nn.MultiHeadAttention(opts)
+      return tpu.jit(function(v) return mha(v) end, {name = "choice"}):lower(x)
+    end)
+    tpu.mixed_precision.set_policy(initial)
+    assert(ok, text)
+    return text:find("= attention ", 1, true) ~= nil
+  end
+  check.is_true(takes_fused({num_heads = 2, key_dim = 64}, "float32"))
+  check.is_true(takes_fused({num_heads = 2, key_dim = 32}, "mixed_bfloat16"))
+  check.is_true(not takes_fused({num_heads = 2, key_dim = 64}, "mixed_bfloat16"))
+  check.is_true(takes_fused({num_heads = 2, key_dim = 64, flash_attention = true}, "mixed_bfloat16"))
+  check.is_true(not takes_fused({num_heads = 2, key_dim = 16, flash_attention = false}, "float32"))
+  -- A mask of the wrong shape: the layer says which shapes it takes.
+  check.raises(function() fused_mha {x, mask = tpu.ones({2, 4})} end, "the mask must be [batch, S] = [2, 5]")
+  check.raises(function() fused_mha {x, mask = 1} end, "the mask must be a tensor")
 end
 
 ---------------------------------------------------------------- TransformerDecoder

@@ -377,6 +377,31 @@ const std::vector<OpCase>& cases() {
       {"attention_grad_bf16",
        {{DType::bf16, {2, 9, 8}}, {DType::bf16, {2, 20, 8}}, {DType::bf16, {2, 20, 4}}, {DType::bf16, {2, 9, 4}}},
        [](Graph& g, V x) { return g.add(Op::attention_grad, {x[0], x[1], x[2], x[3]}); }, false},
+      // A score bias: a padding mask [2, 1, 1, S] as 0 / -1e9 (from a bool operand, so the
+      // gradient check differentiates q, k, v through it; a sequence whose keys are all masked
+      // weighs them evenly); a bias row per query [1, 3, T, S] over two blocks, with a keep
+      // mask and causal; the gradient op with both.
+      {"attention_bias", {{f, {2, 3, 5, 4}}, {f, {2, 3, 6, 4}}, {f, {2, 3, 6, 3}}, {DType::boolean, {2, 1, 1, 6}, Fill::small_int}},
+       [](Graph& g, V x) {
+         const Shape s = {2, 1, 1, 6};
+         NodeId bias = g.select(x[3], g.full(DType::f32, s, 0), g.full(DType::f32, s, -1e9));
+         return g.attention(x[0], x[1], x[2], std::nullopt, 1, false, bias);
+       }},
+      {"attention_bias_rows_keep_causal",
+       {{f, {2, 3, 70, 8}}, {f, {2, 3, 33, 8}}, {f, {2, 3, 33, 5}}, {DType::boolean, {2, 3, 70, 33}, Fill::small_int},
+        {f, {1, 3, 70, 33}}},
+       [](Graph& g, V x) { return g.attention(x[0], x[1], x[2], x[3], 1.5, true, x[4]); }, false},
+      {"attention_grad_bias",
+       {{f, {2, 70, 8}}, {f, {2, 33, 8}}, {f, {2, 33, 5}}, {f, {2, 70, 5}}, {DType::boolean, {2, 70, 33}, Fill::small_int},
+        {f, {2, 1, 33}}},
+       [](Graph& g, V x) {
+         Attrs a;
+         a.set_value(1.5);
+         return g.add(Op::attention_grad, {x[0], x[1], x[2], x[3], x[4], x[5]}, a);
+       }, false},
+      {"attention_grad_bias_bf16",
+       {{DType::bf16, {2, 9, 8}}, {DType::bf16, {2, 20, 8}}, {DType::bf16, {2, 20, 4}}, {DType::bf16, {2, 9, 4}}, {f, {1, 9, 20}}},
+       [](Graph& g, V x) { return g.add(Op::attention_grad, {x[0], x[1], x[2], x[3], x[4]}); }, false},
       // No keys: every query weighs nothing, the result is zeros.
       {"attention_no_keys", {{f, {2, 3, 4}}, {f, {2, 0, 4}}, {f, {2, 0, 5}}},
        [](Graph& g, V x) { return g.attention(x[0], x[1], x[2], std::nullopt, 1, true); }, false},
@@ -1717,15 +1742,17 @@ TEST_CASE("max and min of long rows, lane by lane or in order, give the referenc
     }
 }
 
-// The unfused attention the op replaces: scores, the causal mask as -1e9 added, the softmax
-// (max, exp, sum, divide), the dropout's select, the product with v.
-static NodeId unfused_attention(Graph& g, NodeId q, NodeId k, NodeId v, NodeId keep, double scale) {
+// The unfused attention the op replaces: scores, the causal mask as -1e9 added, the bias
+// added, the softmax (max, exp, sum, divide), the dropout's select, the product with v.
+static NodeId unfused_attention(Graph& g, NodeId q, NodeId k, NodeId v, NodeId keep, double scale,
+                                std::optional<NodeId> bias) {
   NodeId scores = g.dot(q, k, false, true);
   const Shape s = g.at(scores).shape;
   const int64_t rank = int64_t(s.size());
   NodeId row = g.iota(DType::i32, s, rank - 2), col = g.iota(DType::i32, s, rank - 1);
   NodeId masked = g.select(g.compare(Cmp::le, col, row), g.full(DType::f32, s, 0), g.full(DType::f32, s, -1e9));
   scores = g.binary(Op::add, scores, masked);
+  if (bias) scores = g.binary(Op::add, scores, g.broadcast_to(*bias, s));
   Dims reduced = s;
   reduced.back() = 1;
   auto row_wise = [&](NodeId x, ReduceKind kind) { return g.broadcast_to(g.reshape(g.reduce(x, {rank - 1}, kind), reduced), s); };
@@ -1737,20 +1764,26 @@ static NodeId unfused_attention(Graph& g, NodeId q, NodeId k, NodeId v, NodeId k
 
 TEST_CASE("attention gives the unfused graph's values and gradients, the same bits at any thread count") {
   // More queries than keys and fewer (the causal triangle then ends inside the rows or past
-  // them), rows past one block of 64.
-  for (auto [t, s] : {std::pair<int64_t, int64_t>{70, 45}, {33, 70}}) {
+  // them), rows past one block of 64; without a bias, with one row of it per sequence (a
+  // padding mask) and with one per query of each head.
+  for (auto [t, s] : {std::pair<int64_t, int64_t>{70, 45}, {33, 70}})
+  for (const Shape& bias_shape : {Shape{}, Shape{2, 1, 1, s}, Shape{1, 3, t, s}}) {
   CAPTURE(t);
   CAPTURE(s);
+  CAPTURE(bias_shape.size());
   std::mt19937 rng(3);
-  const std::vector<Input> inputs = {{DType::f32, {2, 3, t, 8}}, {DType::f32, {2, 3, s, 8}},
-                                     {DType::f32, {2, 3, s, 6}}, {DType::boolean, {2, 3, t, s}, Fill::small_int}};
+  std::vector<Input> inputs = {{DType::f32, {2, 3, t, 8}}, {DType::f32, {2, 3, s, 8}},
+                               {DType::f32, {2, 3, s, 6}}, {DType::boolean, {2, 3, t, s}, Fill::small_int}};
+  if (!bias_shape.empty()) inputs.push_back({DType::f32, bias_shape});
   std::vector<Tensor> args;
   for (const Input& in : inputs) args.push_back(random_tensor(in, rng));
   auto build = [&](bool fused) {
     Graph g;
     std::vector<NodeId> p;
     for (const Input& in : inputs) p.push_back(g.parameter(in.dtype, in.shape));
-    NodeId out = fused ? g.attention(p[0], p[1], p[2], p[3], 1.25, true) : unfused_attention(g, p[0], p[1], p[2], p[3], 1.25);
+    const std::optional<NodeId> bias = p.size() > 4 ? std::optional<NodeId>(p[4]) : std::nullopt;
+    NodeId out = fused ? g.attention(p[0], p[1], p[2], p[3], 1.25, true, bias)
+                       : unfused_attention(g, p[0], p[1], p[2], p[3], 1.25, bias);
     Tensor w = random_tensor({DType::f32, g.at(out).shape}, rng);
     NodeId loss = g.reduce(g.binary(Op::mul, out, g.constant(w)), {0, 1, 2, 3}, ReduceKind::sum);
     const std::vector<NodeId> wrt = {p[0], p[1], p[2]};
@@ -1766,6 +1799,27 @@ TEST_CASE("attention gives the unfused graph's values and gradients, the same bi
   const char* names[] = {"output", "dq", "dk", "dv"};
   for (size_t i = 0; i < 4; ++i) check_close(got[i], want[i], 1e-5, names[i]);
   }
+}
+
+TEST_CASE("attention's score bias: its shapes are checked, its gradient is an error, not zeros") {
+  Graph g;
+  NodeId q = g.parameter(DType::f32, {2, 3, 5, 4}), k = g.parameter(DType::f32, {2, 3, 6, 4}),
+         v = g.parameter(DType::f32, {2, 3, 6, 3});
+  for (const Shape& bad : {Shape{2, 3, 5, 5}, Shape{2, 2, 1, 6}, Shape{2, 6}, Shape{2, 3, 4, 6}}) {
+    CAPTURE(bad.size());
+    NodeId bias = g.parameter(DType::f32, bad);
+    CHECK_THROWS_WITH_AS(g.attention(q, k, v, std::nullopt, 1, false, bias),
+                         doctest::Contains("the score bias must be f32 [..., T or 1, S]"), Error);
+  }
+  NodeId i32_bias = g.parameter(DType::i32, {2, 1, 1, 6});
+  CHECK_THROWS_WITH_AS(g.attention(q, k, v, std::nullopt, 1, false, i32_bias), doctest::Contains("score bias"), Error);
+  NodeId keep = g.parameter(DType::boolean, {2, 3, 5, 6});
+  CHECK_THROWS_WITH_AS(g.add(Op::attention, {q, k, v, keep, keep}), doctest::Contains("score bias must be f32"), Error);
+  NodeId bias = g.parameter(DType::f32, {2, 1, 1, 6});
+  NodeId y = g.reduce(g.attention(q, k, v, std::nullopt, 1, false, bias), {0, 1, 2, 3}, ReduceKind::sum);
+  const std::vector<NodeId> wrt_q = {q}, wrt_bias = {bias};
+  CHECK_NOTHROW(gradients(g, y, wrt_q));
+  CHECK_THROWS_WITH_AS(gradients(g, y, wrt_bias), doctest::Contains("the gradient of the score bias is not computed"), Error);
 }
 
 TEST_CASE("attention: no keys give zeros; a gradient of its gradient is an error, not zeros") {

@@ -7,7 +7,10 @@
 --                                            -- 0/false = padding) or [batch, T, S]
 --   attn {x, use_causal_mask = true}         -- query t attends to keys 1..t only (decoders)
 -- Options: value_dim (default key_dim), dropout (on the attention weights, in training),
--- use_bias, output_dim (default: the query's features), kernel_initializer, bias_initializer.
+-- use_bias, output_dim (default: the query's features), kernel_initializer, bias_initializer,
+-- flash_attention (true: one fused op that never holds the [batch, heads, T, S] weights;
+-- false: the separate ops, which differentiate twice; nil, the default: fused, except for bf16
+-- heads of 64 features or more, whose separate products run faster on the bf16 units).
 local core = require "tpu.core"
 local Module = require "tpu.nn.Module"
 local Dropout = require "tpu.nn.Dropout"
@@ -17,7 +20,7 @@ local MultiHeadAttention = Module:extend("MultiHeadAttention")
 MultiHeadAttention.token_wise = true  -- model:generate runs it a token at a time through ctx.decode (causal attention)
 
 local options = util.options {"num_heads", "key_dim", "value_dim", "dropout", "use_bias",
-                              "output_dim", "kernel_initializer", "bias_initializer"}
+                              "output_dim", "kernel_initializer", "bias_initializer", "flash_attention"}
 local who = "MultiHeadAttention"
 
 function MultiHeadAttention:__init(opts)
@@ -30,6 +33,7 @@ function MultiHeadAttention:__init(opts)
   self.output_dim = opts.output_dim and util.check_integer(who, "output_dim", opts.output_dim)
   self.dropout = util.check_range(who, "dropout", opts.dropout or 0, 0, 1, true)
   self.use_bias = util.flag(who, opts, "use_bias", true)
+  if opts.flash_attention ~= nil then self.flash_attention = util.flag(who, opts, "flash_attention") end
   self.kernel_initializer = util.initializer(opts, who, "kernel_initializer", "glorot_uniform")
   self.bias_initializer = util.initializer(opts, who, "bias_initializer", "zeros")
 end
@@ -115,36 +119,33 @@ function MultiHeadAttention:_merge_heads(out, q_shape)
   return out
 end
 
--- Without a mask: one attention op (core.attention), which never holds the [batch, heads, T, S]
--- probabilities in memory; the dropout's keep mask and scale are Dropout's draw (Dropout._keep:
--- the same key, shape and rate), so the same weights are dropped. The heads enter in the policy's compute
--- dtype, as the matmuls take them (bf16 ones are computed on in f32 and the result rounded once),
--- and the result stays in it: the output projection reads it in that dtype. Its gradient is not
--- differentiable again (a gradient of a gradient raises an error; a mask takes the unfused path).
-function MultiHeadAttention:_fused(qh, kh, vh, causal, ctx)
-  local keep, scale
+-- One attention op (core.attention), which never holds the [batch, heads, T, S] probabilities
+-- in memory. A padding mask enters as a score bias (0 where allowed, -1e9 where not, the causal
+-- triangle folded in), [batch, 1, 1 or T, S]: the unfused path's numbers, the one row a
+-- sequence shared by its heads and queries; without one the causal mask is the op's own. The
+-- dropout's keep mask and scale are Dropout's draw (Dropout._keep: the same key, shape and
+-- rate), so the same weights are dropped. The heads enter in the policy's compute dtype, as the
+-- matmuls take them (bf16 ones are computed on in f32 and the result rounded once), and the
+-- result stays in it: the output projection reads it in that dtype. Its gradient is not
+-- differentiable again (a gradient of a gradient raises an error; flash_attention = false
+-- takes the unfused path).
+function MultiHeadAttention:_fused(qh, kh, vh, mask, causal, ctx)
+  local keep, scale, bias
   if ctx and ctx.training and self.dropout > 0 then
     local shape = {qh.shape[1], qh.shape[2], qh.shape[3], kh.shape[3]}
     keep, scale = Dropout._keep(self.dropout, self:random_key(ctx), shape)
   end
+  if mask then
+    bias = (1 - allowed(mask, causal, qh.shape[3], kh.shape[3])) * -1e9
+    causal = false
+  end
   local c = self.dtype_policy.compute_dtype
-  return core.attention(util.cast_float(qh, c), util.cast_float(kh, c), util.cast_float(vh, c), keep, scale, causal)
+  return core.attention(util.cast_float(qh, c), util.cast_float(kh, c), util.cast_float(vh, c), keep, scale, causal, bias)
 end
 
-function MultiHeadAttention:call(x, ctx)
-  local q, v, k, mask, use_causal_mask = parts(x)
-  local given = util.is_tensor(x) and {q.shape} or {q.shape, x[2] and v.shape, x[3] and k.shape}
-  check_ranks(self, given, q.shape, v.shape, k.shape)
-  -- model:generate: attention over a key/value cache (tpu/nn/generate.lua)
-  if ctx and ctx.decode then return ctx.decode:attention(self, q, use_causal_mask, v ~= q) end
-  -- The query is scaled before the product, as Keras does: a pass over the [B, H, T, S] scores
-  -- (5% of a small transformer's step) becomes one over the query, key_dim / S as large.
-  local qh = self:_project(q, "query", self.key_dim) * (1 / math.sqrt(self.key_dim))
-  local kh = self:_project(k, "key", self.key_dim)
-  local vh = self:_project(v, "value", self.value_dim)
-  if mask == nil then
-    return self:_merge_heads(self:_fused(qh, kh, vh, use_causal_mask, ctx), q.shape)
-  end
+-- The separate ops (flash_attention = false): the scores, the mask as -1e9 added, the softmax,
+-- the dropout, the product with the values.
+function MultiHeadAttention:_unfused(qh, kh, vh, mask, use_causal_mask, ctx)
   local policy = self.dtype_policy
   local scores = util.cast_float(util.policy_matmul(qh, kh:transpose({1, 2, 4, 3}), policy), "f32")
   local m = allowed(mask, use_causal_mask, scores.shape[3], scores.shape[4])
@@ -153,7 +154,45 @@ function MultiHeadAttention:call(x, ctx)
   if ctx and ctx.training and self.dropout > 0 then
     weights = Dropout._apply(weights, self.dropout, self:random_key(ctx))
   end
-  return self:_merge_heads(util.policy_matmul(weights, vh, policy), q.shape)
+  return util.policy_matmul(weights, vh, policy)
+end
+
+-- A mask is [batch, S] or [batch, T, S] for a query [batch, T, ...] and a key [batch, S, ...].
+local function check_mask(self, mask, q, k)
+  if not util.is_tensor(mask) then
+    util.fail("MultiHeadAttention '%s': the mask must be a tensor, got %s", self.name, util.show(mask))
+  end
+  local ms, b, t, s = mask.shape, q[1], q[2], k[2]
+  local fits = (#ms == 2 and ms[1] == b and ms[2] == s) or (#ms == 3 and ms[1] == b and ms[2] == t and ms[3] == s)
+  if not fits then
+    util.fail("MultiHeadAttention '%s': the mask must be [batch, S] = [%d, %d] or [batch, T, S] = [%d, %d, %d] "
+      .. "for a query of %d steps and a key of %d, got [%s]", self.name, b, s, b, t, s, t, s, table.concat(ms, ", "))
+  end
+end
+
+-- Whether the call takes the fused op: flash_attention, or when it is nil the faster path. The
+-- fused kernel computes its products in f32 vectors; a bf16 policy's separate matmuls run on
+-- the bf16 units, and from 64 features a head they outrun it (a BERT of 256 features, 4 heads
+-- of 64, trained about 10% slower fused in bf16, even in f32; heads of 32 even, of 16 15% faster fused).
+function MultiHeadAttention:_flash()
+  if self.flash_attention ~= nil then return self.flash_attention end
+  return not (self.dtype_policy.compute_dtype == "bf16" and self.key_dim >= 64)
+end
+
+function MultiHeadAttention:call(x, ctx)
+  local q, v, k, mask, use_causal_mask = parts(x)
+  local given = util.is_tensor(x) and {q.shape} or {q.shape, x[2] and v.shape, x[3] and k.shape}
+  check_ranks(self, given, q.shape, v.shape, k.shape)
+  if mask ~= nil then check_mask(self, mask, q.shape, k.shape) end
+  -- model:generate: attention over a key/value cache (tpu/nn/generate.lua)
+  if ctx and ctx.decode then return ctx.decode:attention(self, q, use_causal_mask, v ~= q) end
+  -- The query is scaled before the product, as Keras does: a pass over the [B, H, T, S] scores
+  -- (5% of a small transformer's step) becomes one over the query, key_dim / S as large.
+  local qh = self:_project(q, "query", self.key_dim) * (1 / math.sqrt(self.key_dim))
+  local kh = self:_project(k, "key", self.key_dim)
+  local vh = self:_project(v, "value", self.value_dim)
+  local attend = self:_flash() and self._fused or self._unfused
+  return self:_merge_heads(attend(self, qh, kh, vh, mask, use_causal_mask, ctx), q.shape)
 end
 
 function MultiHeadAttention:compute_output_shape(input_shape)
