@@ -4,6 +4,7 @@
 #include <cstring>
 
 #include "kernels/convert.h"
+#include "kernels/erf_f32.h"
 #include "kernels/exp_f32.h"
 #include "ops/elementwise.h"
 #include "runtime/thread_pool.h"
@@ -161,13 +162,17 @@ struct Mod {
   }
 };
 
-// e^x and the logistic function in float operations a lane computes as scalar code does
-// (kernels/exp_f32.h): the fast kernels' element functions, and the fusion program's.
+// e^x, the logistic function and erf in float operations a lane computes as scalar code does
+// (kernels/exp_f32.h, kernels/erf_f32.h): the fast kernels' element functions, and the fusion
+// program's.
 struct ExpF32 {
   float operator()(float v) const { return exp_f32(v); }
 };
 struct SigmoidF32 {
   float operator()(float v) const { return sigmoid_f32(v); }
+};
+struct ErfF32 {
+  float operator()(float v) const { return erf_f32(v); }
 };
 
 // ---- kernels ----
@@ -476,7 +481,7 @@ extern const OpInfo rsqrt_row = {Op::rsqrt, shape_unary_float, ref_unary<Rsqrt>,
 extern const OpInfo tanh_row = {Op::tanh, shape_unary_float, ref_unary<Tanh>, fast_tanh, grad_tanh, cost_transcendental, kEw};
 extern const OpInfo sigmoid_row = {Op::sigmoid, shape_unary_float, ref_unary<Sigmoid>, fast_unary_f32<SigmoidF32, Sigmoid>, grad_sigmoid, cost_transcendental, kEwCheap, FusedForm{FusedForm::Kind::unary, map_wide<SigmoidF32>, nullptr}};
 extern const OpInfo abs_row = {Op::abs, shape_unary_numeric, ref_unary<Abs>, fast_unary<Abs>, grad_abs, cost_ew, kEwCheap, fused_unary<Abs>()};
-extern const OpInfo erf_row = {Op::erf, shape_unary_float, ref_unary<Erf>, fast_unary<Erf>, grad_erf, cost_transcendental, kEw, fused_unary<Erf>()};
+extern const OpInfo erf_row = {Op::erf, shape_unary_float, ref_unary<Erf>, fast_unary_f32<ErfF32, Erf>, grad_erf, cost_transcendental, kEw, FusedForm{FusedForm::Kind::unary, map_wide<ErfF32>, nullptr}};
 extern const OpInfo add_row = {Op::add, shape_binary, ref_binary<Add>, fast_binary<Add>, grad_add, cost_ew, kEwCheap, fused_binary<Add>()};
 extern const OpInfo sub_row = {Op::sub, shape_binary, ref_binary<Sub>, fast_binary<Sub>, grad_sub, cost_ew, kEwCheap, fused_binary<Sub>()};
 extern const OpInfo mul_row = {Op::mul, shape_binary, ref_binary<Mul>, fast_binary<Mul>, grad_mul, cost_ew, kEwCheap, fused_binary<Mul>()};
