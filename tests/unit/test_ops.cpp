@@ -1505,6 +1505,18 @@ double ulps(float got, double want) {
   const double step = std::ldexp(1.0, std::max(std::ilogb(float(want)), -126) - 23);
   return std::fabs(double(got) - want) / step;
 }
+
+// The unary op's kernel (unoptimized: the op alone, no fusion) on the floats xs.
+std::vector<float> run_unary(Op op, const std::vector<float>& xs) {
+  Graph g;
+  g.outputs = {g.unary(op, g.parameter(DType::f32, {int64_t(xs.size())}))};
+  Tensor x(DType::f32, {int64_t(xs.size())});
+  std::copy(xs.begin(), xs.end(), x.data<float>());
+  CompileOptions plain;
+  plain.optimize = false;
+  const Tensor e = Executable::compile(g, plain).run(std::vector<Tensor>{x})[0];
+  return std::vector<float>(e.data<float>(), e.data<float>() + e.size());
+}
 }  // namespace
 
 // The exp and sigmoid kernels' element function (kernels/exp_f32.h): within 2 ulps of e^x over
@@ -1517,17 +1529,11 @@ TEST_CASE("exp_f32: within 2 ulps of e^x, the same bits vectorised as alone") {
   for (float x : {0.0f, -0.0f, 1e-30f, -1e-30f, 88.7228f, 88.73f, 89.0f, 1e4f, -87.3f, -103.9f, -104.5f, -1e4f,
                   std::numeric_limits<float>::infinity(), -std::numeric_limits<float>::infinity(), std::nanf("")})
     xs.push_back(x);
-  Graph g;
-  g.outputs = {g.unary(Op::exp, g.parameter(DType::f32, {int64_t(xs.size())}))};
-  Tensor x(DType::f32, {int64_t(xs.size())});
-  std::copy(xs.begin(), xs.end(), x.data<float>());
-  CompileOptions plain;
-  plain.optimize = false;
-  const Tensor e = Executable::compile(g, plain).run(std::vector<Tensor>{x})[0];
+  const std::vector<float> e = run_unary(Op::exp, xs);
   double worst = 0;
   float worst_x = 0;
   for (size_t i = 0; i < xs.size(); ++i) {
-    const float got = e.data<float>()[i];
+    const float got = e[i];
     INFO("x = " << xs[i] << ", got " << got);
     CHECK(std::memcmp(&got, &(const float&)exp_alone(xs[i]), sizeof got) == 0);
     const double want = std::exp(double(xs[i]));
@@ -1560,17 +1566,11 @@ TEST_CASE("erf_f32: within 1.5 ulps of erf, the same bits vectorised as alone an
   for (float x : {0.0f, -0.0f, 1e-30f, -1e-30f, 1e-4f, 0.99999994f, 1.0f, 1.00000012f, -1.0f, 3.99999976f, 4.0f, -4.0f,
                   1e30f, std::numeric_limits<float>::infinity(), -std::numeric_limits<float>::infinity(), std::nanf("")})
     xs.push_back(x);
-  Graph g;
-  g.outputs = {g.unary(Op::erf, g.parameter(DType::f32, {int64_t(xs.size())}))};
-  Tensor x(DType::f32, {int64_t(xs.size())});
-  std::copy(xs.begin(), xs.end(), x.data<float>());
-  CompileOptions plain;
-  plain.optimize = false;
-  const Tensor e = Executable::compile(g, plain).run(std::vector<Tensor>{x})[0];
+  const std::vector<float> e = run_unary(Op::erf, xs);
   double worst = 0;
   float worst_x = 0;
   for (size_t i = 0; i < xs.size(); ++i) {
-    const float got = e.data<float>()[i];
+    const float got = e[i];
     INFO("x = " << xs[i] << ", got " << got);
     CHECK(std::memcmp(&got, &(const float&)erf_alone(xs[i]), sizeof got) == 0);
     if (std::isnan(xs[i])) CHECK(std::isnan(got));
