@@ -462,8 +462,9 @@ void grad_attention(GradContext& c) {
 void grad_attention_grad(GradContext&) {
   throw Error(
       "attention: a second-order gradient (the gradient of a gradient) through the fused attention of "
-      "nn.MultiHeadAttention is not supported; construct the layer with flash_attention = false to take "
-      "the unfused path, which differentiates twice");
+      "nn.MultiHeadAttention is not supported; construct the layer with flash_attention = false (or call "
+      "tpu.nn.disable_flash_attention() before the model runs) to take the unfused path, which "
+      "differentiates twice");
 }
 
 // Per score: the forward's products q k^T and p v and its softmax (max, subtract, exp, sum,

@@ -103,6 +103,7 @@ local function make_specs(dir)
     ["initializers.ones"] = {key, {2}, "f32", any = {1}}, ["initializers.zeros"] = {key, {2}, "f32", any = {1}},
     ["initializers.seed"] = {},
     ["initializers.set_seed"] = {1, run = false},
+    enable_flash_attention = {run = false}, disable_flash_attention = {run = false}, is_flash_attention_enabled = {},
     ["regularizers.get"] = {"l2", "Dense: kernel_regularizer"},
     ["regularizers.is_regularizer"] = "a predicate: true for a regularizer, false for anything else",
     ["regularizers.l1"] = {0.1}, ["regularizers.l2"] = {0.1}, ["regularizers.l1_l2"] = {{l1 = 0.1}, opts = 1},

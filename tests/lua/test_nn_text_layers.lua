@@ -205,6 +205,7 @@ function T.fused_attention_agrees_with_the_unfused_path()
   local err = check.raises(function() penalty(fused_mha) end, "second-order gradient")
   check.is_true(err:find("test_nn_text_layers.lua:%d+:") ~= nil, err)
   check.is_true(err:find("flash_attention = false", 1, true) ~= nil, err)
+  check.is_true(err:find("tpu.nn.disable_flash_attention()", 1, true) ~= nil, err)
   check.is_true(penalty(unfused_mha):abs():max():item() > 0)
   -- By default bf16 heads of 64 features take the separate products (faster on the bf16 units),
   -- smaller ones and f32 the fused op; flash_attention = true or false decides.
@@ -224,6 +225,23 @@ function T.fused_attention_agrees_with_the_unfused_path()
   check.is_true(not takes_fused({num_heads = 2, key_dim = 64}, "mixed_bfloat16"))
   check.is_true(takes_fused({num_heads = 2, key_dim = 64, flash_attention = true}, "mixed_bfloat16"))
   check.is_true(not takes_fused({num_heads = 2, key_dim = 16, flash_attention = false}, "float32"))
+  -- The process-wide switch decides for layers without their own choice (BERT's and GPT-2's):
+  -- disabled, a second-order gradient through them works; enabled, bf16 heads of 64 fuse.
+  check.eq(nn.is_flash_attention_enabled(), nil)
+  local ok, problem = pcall(function()
+    nn.disable_flash_attention()
+    check.eq(nn.is_flash_attention_enabled(), false)
+    check.is_true(not takes_fused({num_heads = 2, key_dim = 8}, "float32"))
+    check.is_true(takes_fused({num_heads = 2, key_dim = 8, flash_attention = true}, "float32"))
+    local default_mha = nn.MultiHeadAttention {num_heads = 2, key_dim = 3}
+    local inner = tpu.grad(function(v) return (default_mha {v, mask = padding} ^ 2):sum() end)
+    check.is_true(tpu.grad(function(v) return (inner(v) ^ 2):sum() end)(x):abs():max():item() > 0)
+    nn.enable_flash_attention()
+    check.eq(nn.is_flash_attention_enabled(), true)
+    check.is_true(takes_fused({num_heads = 2, key_dim = 64}, "mixed_bfloat16"))
+  end)
+  require("tpu.nn.flash_attention")._reset()
+  assert(ok, problem)
   -- A mask of the wrong shape: the layer says which shapes it takes.
   check.raises(function() fused_mha {x, mask = tpu.ones({2, 4})} end, "the mask must be [batch, S] = [2, 5]")
   check.raises(function() fused_mha {x, mask = 1} end, "the mask must be a tensor")

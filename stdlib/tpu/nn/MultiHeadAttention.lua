@@ -15,6 +15,7 @@ local core = require "tpu.core"
 local Module = require "tpu.nn.Module"
 local Dropout = require "tpu.nn.Dropout"
 local util = require "tpu.nn.util"
+local flash_attention = require "tpu.nn.flash_attention"
 
 local MultiHeadAttention = Module:extend("MultiHeadAttention")
 MultiHeadAttention.token_wise = true  -- model:generate runs it a token at a time through ctx.decode (causal attention)
@@ -127,8 +128,8 @@ end
 -- rate), so the same weights are dropped. The heads enter in the policy's compute dtype, as the
 -- matmuls take them (bf16 ones are computed on in f32 and the result rounded once), and the
 -- result stays in it: the output projection reads it in that dtype. Its gradient is not
--- differentiable again (a gradient of a gradient raises an error; flash_attention = false
--- takes the unfused path).
+-- differentiable again (a gradient of a gradient raises an error; flash_attention = false, or
+-- nn.disable_flash_attention(), takes the unfused path).
 function MultiHeadAttention:_fused(qh, kh, vh, mask, causal, ctx)
   local keep, scale, bias
   if ctx and ctx.training and self.dropout > 0 then
@@ -170,12 +171,15 @@ local function check_mask(self, mask, q, k)
   end
 end
 
--- Whether the call takes the fused op: flash_attention, or when it is nil the faster path. The
+-- Whether the call takes the fused op: flash_attention, else the process-wide choice, else the
+-- faster path. The
 -- fused kernel computes its products in f32 vectors; a bf16 policy's separate matmuls run on
 -- the bf16 units, and from 64 features a head they outrun it (a BERT of 256 features, 4 heads
 -- of 64, trained about 10% slower fused in bf16, even in f32; heads of 32 even, of 16 15% faster fused).
 function MultiHeadAttention:_flash()
   if self.flash_attention ~= nil then return self.flash_attention end
+  local everywhere = flash_attention.is_flash_attention_enabled()
+  if everywhere ~= nil then return everywhere end
   return not (self.dtype_policy.compute_dtype == "bf16" and self.key_dim >= 64)
 end
 

@@ -33,6 +33,10 @@ nn.regularizers = require "tpu.nn.regularizers"
 
 -- Seeds weight initialization (default 0, or `tputrain --seed N`).
 nn.set_seed = nn.initializers.set_seed
+local flash_attention = require "tpu.nn.flash_attention"
+nn.enable_flash_attention = flash_attention.enable_flash_attention
+nn.disable_flash_attention = flash_attention.disable_flash_attention
+nn.is_flash_attention_enabled = flash_attention.is_flash_attention_enabled
 
 -- A name tpu.nn lacks is an error listing the classes it has (nn.Foo(...) would otherwise fail
 -- as "attempt to call a nil value").
