@@ -172,10 +172,10 @@ local function check_mask(self, mask, q, k)
 end
 
 -- Whether the call takes the fused op: flash_attention, else the process-wide choice, else the
--- faster path. The
--- fused kernel computes its products in f32 vectors; a bf16 policy's separate matmuls run on
--- the bf16 units, and from 64 features a head they outrun it (a BERT of 256 features, 4 heads
--- of 64, trained about 10% slower fused in bf16, even in f32; heads of 32 even, of 16 15% faster fused).
+-- faster path. The fused kernel computes its products in f32 vectors; a bf16 policy's separate
+-- matmuls run on the bf16 units, and from 64 features a head they outrun it (a BERT of 256
+-- features, 4 heads of 64, trained about 10% slower fused in bf16, even in f32; heads of 32
+-- even, of 16 15% faster fused).
 function MultiHeadAttention:_flash()
   if self.flash_attention ~= nil then return self.flash_attention end
   local everywhere = flash_attention.is_flash_attention_enabled()
@@ -187,9 +187,9 @@ function MultiHeadAttention:call(x, ctx)
   local q, v, k, mask, use_causal_mask = parts(x)
   local given = util.is_tensor(x) and {q.shape} or {q.shape, x[2] and v.shape, x[3] and k.shape}
   check_ranks(self, given, q.shape, v.shape, k.shape)
-  if mask ~= nil then check_mask(self, mask, q.shape, k.shape) end
   -- model:generate: attention over a key/value cache (tpu/nn/generate.lua)
   if ctx and ctx.decode then return ctx.decode:attention(self, q, use_causal_mask, v ~= q) end
+  if mask ~= nil then check_mask(self, mask, q.shape, k.shape) end
   -- The query is scaled before the product, as Keras does: a pass over the [B, H, T, S] scores
   -- (5% of a small transformer's step) becomes one over the query, key_dim / S as large.
   local qh = self:_project(q, "query", self.key_dim) * (1 / math.sqrt(self.key_dim))
