@@ -207,8 +207,8 @@ function T.fused_attention_agrees_with_the_unfused_path()
   check.is_true(err:find("flash_attention = false", 1, true) ~= nil, err)
   check.is_true(err:find("tpu.nn.disable_flash_attention()", 1, true) ~= nil, err)
   check.is_true(penalty(unfused_mha):abs():max():item() > 0)
-  -- By default bf16 heads of 64 features take the separate products (faster on the bf16 units),
-  -- smaller ones and f32 the fused op; flash_attention = true or false decides.
+  -- By default heads of 64 features or more take the separate products (the faster path there),
+  -- smaller ones the fused op, in f32 and bf16; flash_attention = true or false decides.
   local initial = tpu.mixed_precision.policy().name
   local function takes_fused(opts, policy)
     tpu.mixed_precision.set_policy(policy)
@@ -220,7 +220,8 @@ function T.fused_attention_agrees_with_the_unfused_path()
     assert(ok, text)
     return text:find("= attention ", 1, true) ~= nil
   end
-  check.is_true(takes_fused({num_heads = 2, key_dim = 64}, "float32"))
+  check.is_true(not takes_fused({num_heads = 2, key_dim = 64}, "float32"))
+  check.is_true(takes_fused({num_heads = 2, key_dim = 32}, "float32"))
   check.is_true(takes_fused({num_heads = 2, key_dim = 32}, "mixed_bfloat16"))
   check.is_true(not takes_fused({num_heads = 2, key_dim = 64}, "mixed_bfloat16"))
   check.is_true(takes_fused({num_heads = 2, key_dim = 64, flash_attention = true}, "mixed_bfloat16"))

@@ -9,8 +9,8 @@
 -- Options: value_dim (default key_dim), dropout (on the attention weights, in training),
 -- use_bias, output_dim (default: the query's features), kernel_initializer, bias_initializer,
 -- flash_attention (true: one fused op that never holds the [batch, heads, T, S] weights;
--- false: the separate ops, which differentiate twice; nil, the default: fused, except for bf16
--- heads of 64 features or more, whose separate products run faster on the bf16 units).
+-- false: the separate ops, which differentiate twice; nil, the default: fused for heads of
+-- fewer than 64 features, where it is the faster path).
 local core = require "tpu.core"
 local Module = require "tpu.nn.Module"
 local Dropout = require "tpu.nn.Dropout"
@@ -172,15 +172,15 @@ local function check_mask(self, mask, q, k)
 end
 
 -- Whether the call takes the fused op: flash_attention, else the process-wide choice, else the
--- faster path. The fused kernel computes its products in f32 vectors; a bf16 policy's separate
--- matmuls run on the bf16 units, and from 64 features a head they outrun it (a BERT of 256
--- features, 4 heads of 64, trained about 10% slower fused in bf16, even in f32; heads of 32
--- even, of 16 15% faster fused).
+-- faster path. The fused kernel computes its products in f32 register tiles; from 64 features a
+-- head the separate matmuls (oneDNN's, on the bf16 units under a bf16 policy) outrun it: a
+-- BERT of 256 features in 4 heads of 64 trained about 8% faster unfused in f32 and 7% in bf16;
+-- heads of 32 even, heads of 16 (the small bench transformer) 15% faster fused.
 function MultiHeadAttention:_flash()
   if self.flash_attention ~= nil then return self.flash_attention end
   local everywhere = flash_attention.is_flash_attention_enabled()
   if everywhere ~= nil then return everywhere end
-  return not (self.dtype_policy.compute_dtype == "bf16" and self.key_dim >= 64)
+  return self.key_dim < 64
 end
 
 function MultiHeadAttention:call(x, ctx)
