@@ -2,7 +2,8 @@
 // GELU, x/2 (1 + erf(x / sqrt 2)), of BERT and Keras's default). As exp_f32: every step is one
 // IEEE operation, the same in a vector lane as in scalar code, so the loops that call it
 // vectorise without changing a bit and a fused body gives the kernel's bits wherever its
-// chunks fall. (The C library's erff is scalar: it was 13% of a BERT's training step.)
+// chunks fall. (The C library's erff is scalar: it took 13% of the samples of a BERT's
+// training run.)
 #pragma once
 #include <array>
 #include <cmath>
@@ -13,7 +14,7 @@ namespace erf_detail {
 
 // erf's Maclaurin series, 2/sqrt(pi) sum_n (-1)^n x^(2n+1) / (n! (2n+1)): the coefficients of
 // x^(2n+1) for 0 < n <= kTerms (n = 0's, 2/sqrt(pi), apart as a float and its rounding error, so
-// that the leading term keeps its low bits). For |x| < 1 the terms left out add under 1.2e-9.
+// that the leading term keeps its low bits). For |x| < 1 the terms left out add under 1.3e-9.
 constexpr double kTwoOverSqrtPi = 1.1283791670955126;
 constexpr float kLeadHi = float(kTwoOverSqrtPi), kLeadLo = float(kTwoOverSqrtPi - double(kLeadHi));
 constexpr int kTerms = 10;
