@@ -1,6 +1,7 @@
 #include "ops/fusion_jit.h"
 
 #include <algorithm>
+#include <array>
 #include <atomic>
 #include <bit>
 #include <cstring>
@@ -8,6 +9,9 @@
 #include <string>
 #include <unordered_map>
 #include <vector>
+
+#include "kernels/erf_f32.h"
+#include "kernels/exp_f32.h"
 
 #if defined(__x86_64__) && defined(__linux__)
 #include <sys/mman.h>
@@ -17,8 +21,34 @@
 
 namespace tpu {
 
-const uint32_t FusionJit::kConstants[8] = {0x80000000u, 0x7fffffffu, 0x3f800000u, 0u,
-                                           1u,          0x7fffu,     0xffff0000u, 0x00400000u};
+namespace {
+
+// Where each constant the native code reads sits in kConstants (in floats): the eight that
+// AVX-512 code keeps in registers, then the transcendentals' (exp, the logistic function, erf;
+// read as broadcast memory operands), as kernels/exp_f32.h and kernels/erf_f32.h write them.
+enum ConstantIndex {
+  kExpLow = 8, kExpHigh, kLog2e, kRoundMagic, kLn2Hi, kLn2Lo, kExponentBias, kExpTaylor,
+  kErfLeadHi = kExpTaylor + int(exp_detail::kTaylor.size()), kErfLeadLo, kFour, kTwoAndHalf, kErfNear,
+  kErfFar = kErfNear + erf_detail::kTerms, kConstantCount = kErfFar + int(erf_detail::kFar.size())
+};
+
+constexpr std::array<uint32_t, kConstantCount> constant_table() {
+  std::array<uint32_t, kConstantCount> t{0x80000000u, 0x7fffffffu, 0x3f800000u, 0u, 1u, 0x7fffu, 0xffff0000u, 0x00400000u};
+  auto put = [&](int at, float v) { t[size_t(at)] = std::bit_cast<uint32_t>(v); };
+  put(kExpLow, exp_detail::kLow), put(kExpHigh, exp_detail::kHigh), put(kLog2e, exp_detail::kLog2e);
+  put(kRoundMagic, exp_detail::kRound), put(kLn2Hi, exp_detail::kLn2Hi), put(kLn2Lo, exp_detail::kLn2Lo);
+  t[kExponentBias] = uint32_t(exp_detail::kBias);
+  for (size_t i = 0; i < exp_detail::kTaylor.size(); ++i) put(kExpTaylor + int(i), exp_detail::kTaylor[i]);
+  put(kErfLeadHi, erf_detail::kLeadHi), put(kErfLeadLo, erf_detail::kLeadLo), put(kFour, 4.0f), put(kTwoAndHalf, 2.5f);
+  for (size_t i = 0; i < erf_detail::kNear.size(); ++i) put(kErfNear + int(i), erf_detail::kNear[i]);
+  for (size_t i = 0; i < erf_detail::kFar.size(); ++i) put(kErfFar + int(i), erf_detail::kFar[i]);
+  return t;
+}
+alignas(64) constexpr std::array<uint32_t, kConstantCount> kConstantTable = constant_table();
+
+}  // namespace
+
+const uint32_t* const FusionJit::kConstants = kConstantTable.data();
 #define TPU_LANES(v) {v, v, v, v, v, v, v, v}
 alignas(32) const uint32_t FusionJit::kConstantVectors[8][8] = {
     TPU_LANES(0x80000000u), TPU_LANES(0x7fffffffu), TPU_LANES(0x3f800000u), TPU_LANES(0u),
@@ -45,9 +75,10 @@ std::atomic<Isa> jit_isa{FusionJit::best_isa()};
 
 // Registers zmm0..kValueRegs-1 hold values; the rest are fixed (a scratch vector and the
 // constants, zmm31 down to zmm24 in kConstants' order), k1..kMaskRegs masks and k7 a scratch
-// mask.
+// mask. A body with a transcendental gives two value registers to its working values.
 constexpr int kValueRegs = 23, kScratch = 23, kQuietBit = 24, kHighHalf = 25, kRoundingBias = 26, kIntOne = 27,
               kZero = 28, kOne = 29, kAbsMask = 30, kSignMask = 31;
+constexpr int kTranscendentalValueRegs = 21, kTemp1 = 21, kTemp2 = 22;
 constexpr int kMaskRegs = 6, kScratchMask = 7;
 // AVX2: ymm0..13 hold values and masks (a mask's lanes all ones or all zeros), ymm14 and ymm15
 // are scratch; the constants stay in memory (kConstantVectors, at rcx all along).
@@ -76,9 +107,14 @@ uint8_t arithmetic_opcode(Op op) {
   }
 }
 
-bool takes(const Instr& x) {
+bool is_transcendental(const Instr& x) {
+  return x.code == Code::unary && (x.op == Op::exp || x.op == Op::sigmoid || x.op == Op::erf);
+}
+
+bool takes(const Instr& x, Isa isa) {
   switch (x.code) {
-    case Code::unary: return x.op == Op::neg || x.op == Op::abs || x.op == Op::sqrt;
+    case Code::unary:
+      return x.op == Op::neg || x.op == Op::abs || x.op == Op::sqrt || (isa == Isa::avx512 && is_transcendental(x));
     case Code::binary: return arithmetic_opcode(x.op) != 0 || x.op == Op::max || x.op == Op::min;
     default: return true;
   }
@@ -112,6 +148,13 @@ class Emitter {
   // op zmm reg, [base + disp] (base a general register, neither rsp, rbp, r12 nor r13).
   void evex_rm(int map, int pp, int reg, int base, int32_t disp, uint8_t opcode) {
     prefix(map, pp, reg, 0, (base & 8) != 0, false, 0);
+    byte(opcode);
+    byte(uint8_t(0x80 | (reg & 7) << 3 | (base & 7)));
+    u32(uint32_t(disp));
+  }
+  // op zmm/k reg, zmm vvvv, [base + disp]{1to16}: the float there in every lane.
+  void evex_rb(int map, int pp, int reg, int vvvv, int base, int32_t disp, uint8_t opcode) {
+    prefix(map, pp, reg, vvvv, (base & 8) != 0, false, 0, true);
     byte(opcode);
     byte(uint8_t(0x80 | (reg & 7) << 3 | (base & 7)));
     u32(uint32_t(disp));
@@ -161,12 +204,13 @@ class Emitter {
   void u32(uint32_t v) {
     for (int i = 0; i < 4; ++i) byte(uint8_t(v >> (8 * i)));
   }
-  // The four EVEX bytes: 512-bit length, W0, the high bits of reg / rm / vvvv inverted.
-  void prefix(int map, int pp, int reg, int vvvv, bool rm_bit3, bool rm_bit4, int mask) {
+  // The four EVEX bytes: 512-bit length, W0, the high bits of reg / rm / vvvv inverted; with
+  // `broadcast` a memory operand's one element goes to every lane.
+  void prefix(int map, int pp, int reg, int vvvv, bool rm_bit3, bool rm_bit4, int mask, bool broadcast = false) {
     byte(0x62);
     byte(uint8_t((reg & 8 ? 0 : 0x80) | (rm_bit4 ? 0 : 0x40) | (rm_bit3 ? 0 : 0x20) | (reg & 16 ? 0 : 0x10) | map));
     byte(uint8_t((~vvvv & 15) << 3 | 0x04 | pp));
-    byte(uint8_t(0x40 | (vvvv & 16 ? 0 : 0x08) | mask));
+    byte(uint8_t(0x40 | (broadcast ? 0x10 : 0) | (vvvv & 16 ? 0 : 0x08) | mask));
   }
 };
 
@@ -191,10 +235,10 @@ int32_t advance_bytes(const Instr& x) {
 }
 
 // General registers free for chunk pointers (caller-saved; rcx and rsi once the constants and
-// the splats are loaded; rsi last, as mask operands read through it). AVX2 code reads its
-// constants through rcx all along.
+// the splats are loaded; rsi last, as mask operands read through it). AVX2 code, and AVX-512
+// code with a transcendental, read constants through rcx all along.
 constexpr int kPointerRegs[] = {9, 10, 11, kConstReg, kMasksReg};
-constexpr int kAvx2PointerRegs[] = {9, 10, 11, kMasksReg};
+constexpr int kPointerRegsBesideConstants[] = {9, 10, 11, kMasksReg};
 
 // Per register id: where the result reads it last (-1: the result does not depend on it; the
 // root's: past the end) and whether it is a mask.
@@ -232,12 +276,14 @@ Allocation allocate(std::span<const Instr> code, int32_t root, Isa isa) {
   std::vector<int64_t>& last = lv.last;
   const std::vector<bool>& mask = lv.mask;
   const size_t ids = last.size();
-  const bool avx2 = isa == Isa::avx2;
-  const std::span<const int> pointer_set = avx2 ? std::span<const int>(kAvx2PointerRegs) : std::span<const int>(kPointerRegs);
+  const bool avx2 = isa == Isa::avx2, transcendental = std::ranges::any_of(code, is_transcendental);
+  const std::span<const int> pointer_set =
+      avx2 || transcendental ? std::span<const int>(kPointerRegsBesideConstants) : std::span<const int>(kPointerRegs);
   // rsi holds the masks while a chunk's mask operands are read from them.
   const size_t pointer_regs = pointer_set.size() - (lv.mask_loads ? 1 : 0);
   Allocation al{std::vector<int>(ids, -1), std::vector<int>(ids, -1)};
-  std::vector<bool> vector_free(avx2 ? kAvx2ValueRegs : kValueRegs, true), k_free(kMaskRegs + 1, true);
+  std::vector<bool> vector_free(avx2 ? kAvx2ValueRegs : transcendental ? kTranscendentalValueRegs : kValueRegs, true);
+  std::vector<bool> k_free(kMaskRegs + 1, true);
   k_free[0] = false;  // k0 cannot mask
   // AVX2 has no mask registers: a mask takes a vector register.
   auto pool = [&](int32_t id) -> std::vector<bool>& { return mask[size_t(id)] && !avx2 ? k_free : vector_free; };
@@ -304,6 +350,91 @@ void emit_round_to_bf16(Emitter& e, int d, int a) {
   e.evex_rr(2, 1, d, d, kScratch, kScratchMask, 0x65);
 }
 
+// ---- The transcendentals: kernels/exp_f32.h's and erf_f32.h's operations one for one, in the
+// same order (so the same bits), their constants broadcast from kConstants (at rcx).
+
+int32_t float_at(ConstantIndex i) { return int32_t(sizeof(uint32_t)) * i; }
+// d = op(a, the constant i in every lane).
+void with_float(Emitter& e, int map, int pp, int d, int a, ConstantIndex i, uint8_t opcode) {
+  e.evex_rb(map, pp, d, a, kConstReg, float_at(i), opcode);
+}
+void load_float(Emitter& e, int d, ConstantIndex i) { e.evex_rm(2, 1, d, kConstReg, float_at(i), 0x18); }  // vbroadcastss
+// d = d * m + the constants from i on, in turn (Horner's rule): fma(d, m, c) each.
+void horner(Emitter& e, int d, int m, ConstantIndex first, int count) {
+  for (int i = 0; i < count; ++i) with_float(e, 2, 1, d, m, ConstantIndex(first + i), 0xA8);  // vfmadd213ps
+}
+// d = a where a is a NaN.
+void keep_nan(Emitter& e, int d, int a) {
+  e.evex_rr(1, 0, kScratchMask, a, a, 0, 0xC2), e.byte(0x03);  // k7 = a unordered
+  e.evex_rr(2, 1, d, d, a, kScratchMask, 0x65);                 // vblendmps
+}
+
+// d = e^x but for NaNs, which give some number; t0 and t1 are clobbered, t0 may be x. A NaN is
+// clamped to kExpLow where the kernel takes 0: either way its lane is replaced.
+void emit_exp_body(Emitter& e, int d, int x, int t0, int t1) {
+  with_float(e, 1, 0, t0, x, kExpLow, 0x5F);      // vmaxps: c
+  with_float(e, 1, 0, t0, t0, kExpHigh, 0x5D);    // vminps
+  load_float(e, t1, kRoundMagic);
+  with_float(e, 2, 1, t1, t0, kLog2e, 0xB8);      // vfmadd231ps: c log2e + round
+  with_float(e, 1, 0, t1, t1, kRoundMagic, 0x5C); // vsubps: k
+  with_float(e, 2, 1, t0, t1, kLn2Hi, 0xBC);      // vfnmadd231ps: c - k ln2hi
+  with_float(e, 2, 1, t0, t1, kLn2Lo, 0xBC);      // r
+  load_float(e, d, kExpTaylor);
+  horner(e, d, t0, ConstantIndex(kExpTaylor + 1), int(exp_detail::kTaylor.size()) - 1);
+  e.evex_rr(1, 2, t1, 0, t1, 0, 0x5B);               // vcvttps2dq: k as an integer
+  e.evex_rr(1, 1, 4, t0, t1, 0, 0x72), e.byte(1);    // vpsrad t0, t1, 1: k1
+  e.evex_rr(1, 1, t1, t1, t0, 0, 0xFA);              // vpsubd: k2 = k - k1
+  for (int t : {t0, t1}) {                           // 2^k1, 2^k2
+    with_float(e, 1, 1, t, t, kExponentBias, 0xFE);  // vpaddd
+    e.evex_rr(1, 1, 6, t, t, 0, 0x72), e.byte(23);   // vpslld t, t, 23
+  }
+  e.evex_rr(1, 0, d, d, t0, 0, 0x59);  // vmulps: p s1
+  e.evex_rr(1, 0, d, d, t1, 0, 0x59);  // p s1 s2
+}
+
+void emit_exp(Emitter& e, int d, int a) {
+  emit_exp_body(e, d, a, kTemp1, kTemp2);
+  keep_nan(e, d, a);
+}
+
+// 1 / (1 + e^-x), a NaN as it is.
+void emit_sigmoid(Emitter& e, int d, int a) {
+  e.evex_rr(1, 1, kTemp1, a, kSignMask, 0, 0xEF);  // vpxord: -x
+  emit_exp_body(e, d, kTemp1, kTemp1, kTemp2);
+  e.evex_rr(1, 0, d, kOne, d, 0, 0x58);  // vaddps
+  e.evex_rr(1, 0, d, kOne, d, 0, 0x5E);  // vdivps: 1 / d
+  keep_nan(e, d, a);
+}
+
+// erf: the series below 1, the fit with x's sign from 1, +-1 from 4; NaN and +-0 as they are.
+void emit_erf(Emitter& e, int d, int a) {
+  constexpr int z = kTemp1, near = kTemp2, far = kScratch;
+  e.evex_rr(1, 0, z, a, a, 0, 0x59);  // vmulps: z = x x
+  load_float(e, d, ConstantIndex(kErfNear + erf_detail::kTerms - 1));
+  for (int n = erf_detail::kTerms - 2; n >= 0; --n) horner(e, d, z, ConstantIndex(kErfNear + n), 1);
+  e.evex_rr(1, 0, near, a, z, 0, 0x59);         // x z
+  e.evex_rr(1, 0, near, near, d, 0, 0x59);      // x z p
+  with_float(e, 2, 1, near, a, kErfLeadLo, 0xB8);  // vfmadd231ps
+  with_float(e, 2, 1, near, a, kErfLeadHi, 0xB8);
+  constexpr int mag = z;  // z is done with
+  e.evex_rr(1, 1, mag, a, kAbsMask, 0, 0xDB);         // vpandd: |x|
+  e.evex_rr(1, 0, d, mag, kOne, 0, 0x5F);             // vmaxps: a NaN gives 1, its lane is replaced
+  with_float(e, 1, 0, d, d, kFour, 0x5D);             // vminps
+  with_float(e, 1, 0, d, d, kTwoAndHalf, 0x5C);       // vsubps: u
+  const int last = int(erf_detail::kFar.size()) - 1;
+  load_float(e, far, ConstantIndex(kErfFar + last));
+  for (int n = last - 1; n >= 0; --n) horner(e, far, d, ConstantIndex(kErfFar + n), 1);
+  e.evex_rr(1, 0, far, far, kOne, 0, 0x5D);                 // vminps: q > 1 gives 1
+  with_float(e, 1, 0, kScratchMask, mag, kFour, 0xC2), e.byte(0x0D);  // k7 = |x| >= 4
+  e.evex_rr(2, 1, far, far, kOne, kScratchMask, 0x65);      // 1 there
+  e.evex_rr(1, 1, d, a, kSignMask, 0, 0xDB);                // vpandd: x's sign
+  e.evex_rr(1, 1, far, far, d, 0, 0xEB);                    // vpord: on the positive far value
+  e.evex_rr(1, 0, kScratchMask, mag, kOne, 0, 0xC2), e.byte(0x01);  // k7 = |x| < 1
+  e.evex_rr(2, 1, d, far, near, kScratchMask, 0x65);        // d = k7 ? near : far
+  e.evex_rr(1, 0, kScratchMask, a, kZero, 0, 0xC2), e.byte(0x08);   // k7 = x == 0 or a NaN
+  e.evex_rr(2, 1, d, d, a, kScratchMask, 0x65);
+}
+
 // The result's vector v into out: f32 as it is, bf16 as its upper halves, bool as bytes.
 void emit_store(Emitter& e, int root, DType type, int v) {
   if (type == DType::f32) return e.evex_rm(1, 0, root, kOut, v * 64, 0x11);  // vmovups
@@ -332,6 +463,9 @@ void emit_vector(Emitter& e, std::span<const Instr> code, const Allocation& al, 
       case Code::unary:
         if (x.op == Op::sqrt) e.evex_rr(1, 0, d, 0, a, 0, 0x51);
         else if (x.op == Op::neg) e.evex_rr(1, 1, d, a, kSignMask, 0, 0xEF);  // vpxord: the sign flipped
+        else if (x.op == Op::exp) emit_exp(e, d, a);
+        else if (x.op == Op::sigmoid) emit_sigmoid(e, d, a);
+        else if (x.op == Op::erf) emit_erf(e, d, a);
         else e.evex_rr(1, 1, d, a, kAbsMask, 0, 0xDB);                        // vpandd: the sign cleared
         break;
       case Code::binary:
@@ -551,7 +685,7 @@ std::optional<FusionJit> FusionJit::compile(std::span<const FusionProgram::Instr
   if (isa == Isa::none || code.empty()) return std::nullopt;
   if (result != DType::f32 && result != DType::bf16 && result != DType::boolean) return std::nullopt;
   for (const Instr& x : code)
-    if (!takes(x) || (x.dst == root && makes_mask(x.code) != (result == DType::boolean))) return std::nullopt;
+    if (!takes(x, isa) || (x.dst == root && makes_mask(x.code) != (result == DType::boolean))) return std::nullopt;
   const Allocation al = allocate(code, root, isa);
   if (!al.fits || al.reg[size_t(root)] < 0) return std::nullopt;
   const std::vector<uint8_t> bytes = entry_code(code, al, root, result, isa);

@@ -13,6 +13,7 @@
 #include <cstring>
 #include <limits>
 #include <random>
+#include <span>
 #include <string>
 
 #include "ops/fusion_jit.h"
@@ -47,8 +48,8 @@ enum class Leaves { plain, rows, all };
 // operand and a column broadcast; then `ops` random ops, the last f32 value its result
 // (rounded to bf16 for a bf16 result; the last mask for a bool one). Its parameters' tensors
 // go to `args`.
-Graph random_body(const Shape& s, int operands, Leaves leaves, int ops, DType result, std::mt19937& rng,
-                  std::vector<Tensor>& args) {
+Graph random_body(const Shape& s, int operands, Leaves leaves, int ops, DType result, std::span<const Op> unary,
+                  std::mt19937& rng, std::vector<Tensor>& args) {
   Graph g;
   std::vector<NodeId> f, masks;
   auto param = [&](DType t, const Shape& shape) {
@@ -68,12 +69,11 @@ Graph random_body(const Shape& s, int operands, Leaves leaves, int ops, DType re
   }
   auto any = [&](const std::vector<NodeId>& v) { return v[rng() % v.size()]; };
   const Op binary[] = {Op::add, Op::sub, Op::mul, Op::div, Op::max, Op::min};
-  const Op unary[] = {Op::neg, Op::abs, Op::sqrt};
   const Cmp cmps[] = {Cmp::lt, Cmp::le, Cmp::gt, Cmp::ge, Cmp::eq, Cmp::ne};
   for (int k = 0; k < ops; ++k) {
     switch (rng() % 9) {
       case 4: f.push_back(g.convert(g.convert(any(f), DType::bf16), DType::f32)); break;  // a rounding
-      case 0: f.push_back(g.unary(unary[rng() % 3], any(f))); break;
+      case 0: f.push_back(g.unary(unary[rng() % unary.size()], any(f))); break;
       case 1: masks.push_back(g.compare(cmps[rng() % 6], any(f), any(f))); break;
       case 2: f.push_back(g.select(any(masks), any(f), any(f))); break;
       case 3: f.push_back(g.convert(any(masks), DType::f32)); break;
@@ -109,9 +109,12 @@ struct NativeCounts {
   int native = 0, loops = 0, bodies = 0;
 };
 
-// Random bodies compiled for `isa` (none: the program alone) against the program alone.
+// Random bodies compiled for `isa` (none: the program alone) against the program alone; with
+// AVX-512 their unary ops include the transcendentals.
 NativeCounts compare_random_bodies(FusionJit::Isa isa) {
   std::mt19937 rng(7);
+  const Op exact[] = {Op::neg, Op::abs, Op::sqrt}, all[] = {Op::neg, Op::abs, Op::sqrt, Op::exp, Op::sigmoid, Op::erf};
+  const std::span<const Op> unary = isa == FusionJit::Isa::avx512 ? std::span<const Op>(all) : std::span<const Op>(exact);
   NativeCounts count;
   int &native = count.native, &loops = count.loops, &bodies = count.bodies;
   for (const Shape& s : {Shape{37, 96}, Shape{9, 1000}, Shape{3, 5}, Shape{12, 512}, Shape{40, 64}, Shape{30, 16},
@@ -121,7 +124,7 @@ NativeCounts compare_random_bodies(FusionJit::Isa isa) {
       const int operands = 1 + int(rng() % 8), ops = 1 + int(rng() % (trial < 40 ? 12 : 60));
       const DType result = trial % 3 == 0 ? DType::f32 : trial % 3 == 1 ? DType::bf16 : DType::boolean;
       const Leaves leaves = (trial / 3) % 3 == 0 ? Leaves::plain : (trial / 3) % 3 == 1 ? Leaves::rows : Leaves::all;
-      const Graph body = random_body(s, operands, leaves, ops, result, rng, args);
+      const Graph body = random_body(s, operands, leaves, ops, result, unary, rng, args);
       FusionJit::set_isa(FusionJit::Isa::none);
       const std::optional<FusionProgram> plain = FusionProgram::compile(body);
       FusionJit::set_isa(isa);
@@ -161,6 +164,53 @@ TEST_CASE("native fusion code gives the fusion program's bits") {
   }
   FusionJit::set_isa(best);
   if (best == FusionJit::Isa::none) CHECK(compare_random_bodies(best).native == 0);
+}
+
+// exp, the logistic function and erf in AVX-512 code: the kernels' operations one for one, so
+// their bits, here over every range's edges (exp's clamps, erf's series, fit and saturation),
+// the specials and a sweep; alone and in the exact GELU's body. Elsewhere they have no native form.
+TEST_CASE("native exp, sigmoid and erf give the kernels' bits") {
+  std::vector<float> xs = {0.0f, -0.0f, 1e-40f, -1e-40f, std::numeric_limits<float>::infinity(),
+                           -std::numeric_limits<float>::infinity(), std::numeric_limits<float>::quiet_NaN(),
+                           std::numeric_limits<float>::max(), -std::numeric_limits<float>::max()};
+  for (float edge : {1.0f, 4.0f, 2.5f, 104.0f, 89.0f, 88.7f, 87.3f, 103.9f}) {
+    for (float v = edge, k = 0; k < 4; ++k, v = std::nextafter(v, 0.0f)) xs.push_back(v), xs.push_back(-v);
+    for (float v = edge, k = 0; k < 4; ++k, v = std::nextafter(v, 1e30f)) xs.push_back(v), xs.push_back(-v);
+  }
+  for (float v = -120; v <= 120; v += 0.0371f) xs.push_back(v);
+  std::mt19937 rng(11);
+  std::uniform_real_distribution<float> small(-6, 6);
+  while (xs.size() % kFusionChunk != 0 || xs.size() < 4 * kFusionChunk) xs.push_back(small(rng));
+  const Shape s{int64_t(xs.size())};
+  Tensor in(DType::f32, s);
+  std::memcpy(in.data<float>(), xs.data(), xs.size() * sizeof(float));
+  const bool avx512 = FusionJit::best_isa() == FusionJit::Isa::avx512;
+  auto check = [&](const Graph& body, const std::string& what) {
+    FusionJit::set_isa(FusionJit::Isa::none);
+    const std::optional<FusionProgram> plain = FusionProgram::compile(body);
+    FusionJit::set_isa(FusionJit::best_isa());
+    const std::optional<FusionProgram> fast = FusionProgram::compile(body);
+    REQUIRE((plain && fast));
+    CHECK(fast->native() == avx512);
+    Tensor want(DType::f32, s), got(DType::f32, s);
+    const std::vector<const Tensor*> args = {&in};
+    plain->run(args, want, 0, want.size());
+    fast->run(args, got, 0, got.size());
+    check_same_bits(got, want, what);
+  };
+  for (Op op : {Op::exp, Op::sigmoid, Op::erf}) {
+    Graph g;
+    g.outputs = {g.unary(op, g.parameter(DType::f32, s))};
+    check(g, std::string(op_name(op)));
+  }
+  Graph gelu;  // x/2 (1 + erf(x / sqrt 2)) and its derivative's e^(-x^2 / 2)
+  const NodeId x = gelu.parameter(DType::f32, s);
+  auto c = [&](float v) { return gelu.full(DType::f32, s, v); };
+  const NodeId half_x = gelu.binary(Op::mul, x, c(0.5f));
+  const NodeId cdf = gelu.binary(Op::add, c(1), gelu.unary(Op::erf, gelu.binary(Op::mul, x, c(0.70710678f))));
+  const NodeId pdf = gelu.unary(Op::exp, gelu.binary(Op::mul, gelu.binary(Op::mul, x, x), c(-0.5f)));
+  gelu.outputs = {gelu.binary(Op::add, gelu.binary(Op::mul, half_x, cdf), gelu.unary(Op::sigmoid, pdf))};
+  check(gelu, "a GELU-like body");
 }
 
 TEST_CASE("a body with more live values than registers runs on the fusion program") {
