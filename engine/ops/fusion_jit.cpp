@@ -12,6 +12,7 @@
 
 #include "kernels/erf_f32.h"
 #include "kernels/exp_f32.h"
+#include "kernels/tanh_f32.h"
 
 #if defined(__x86_64__) && defined(__linux__)
 #include <sys/mman.h>
@@ -24,12 +25,14 @@ namespace tpu {
 namespace {
 
 // Where each constant the native code reads sits in kConstants (in floats): the eight that
-// AVX-512 code keeps in registers, then the transcendentals' (exp, the logistic function, erf;
-// read as broadcast memory operands), as kernels/exp_f32.h and kernels/erf_f32.h write them.
+// AVX-512 code keeps in registers, then the transcendentals' (exp, the logistic function, erf,
+// tanh; read as broadcast memory operands), as kernels/exp_f32.h, erf_f32.h and tanh_f32.h
+// write them.
 enum ConstantIndex {
   kExpLow = 8, kExpHigh, kLog2e, kRoundMagic, kLn2Hi, kLn2Lo, kExponentBias, kExpTaylor,
   kErfLeadHi = kExpTaylor + int(exp_detail::kTaylor.size()), kErfLeadLo, kFour, kTwoAndHalf, kErfNear,
-  kErfFar = kErfNear + erf_detail::kTerms, kConstantCount = kErfFar + int(erf_detail::kFar.size())
+  kErfFar = kErfNear + erf_detail::kTerms, kTanhNear = kErfFar + int(erf_detail::kFar.size()),
+  kConstantCount = kTanhNear + int(tanh_detail::kNear.size())
 };
 
 constexpr std::array<uint32_t, kConstantCount> constant_table() {
@@ -42,6 +45,7 @@ constexpr std::array<uint32_t, kConstantCount> constant_table() {
   put(kErfLeadHi, erf_detail::kLeadHi), put(kErfLeadLo, erf_detail::kLeadLo), put(kFour, 4.0f), put(kTwoAndHalf, 2.5f);
   for (size_t i = 0; i < erf_detail::kNear.size(); ++i) put(kErfNear + int(i), erf_detail::kNear[i]);
   for (size_t i = 0; i < erf_detail::kFar.size(); ++i) put(kErfFar + int(i), erf_detail::kFar[i]);
+  for (size_t i = 0; i < tanh_detail::kNear.size(); ++i) put(kTanhNear + int(i), tanh_detail::kNear[i]);
   return t;
 }
 alignas(64) constexpr std::array<uint32_t, kConstantCount> kConstantTable = constant_table();
@@ -108,7 +112,7 @@ uint8_t arithmetic_opcode(Op op) {
 }
 
 bool is_transcendental(const Instr& x) {
-  return x.code == Code::unary && (x.op == Op::exp || x.op == Op::sigmoid || x.op == Op::erf);
+  return x.code == Code::unary && (x.op == Op::exp || x.op == Op::sigmoid || x.op == Op::erf || x.op == Op::tanh);
 }
 
 bool takes(const Instr& x, Isa isa) {
@@ -350,8 +354,8 @@ void emit_round_to_bf16(Emitter& e, int d, int a) {
   e.evex_rr(2, 1, d, d, kScratch, kScratchMask, 0x65);
 }
 
-// ---- The transcendentals: kernels/exp_f32.h's and erf_f32.h's operations one for one, in the
-// same order (so the same bits), their constants broadcast from kConstants (at rcx).
+// ---- The transcendentals: kernels/exp_f32.h's, erf_f32.h's and tanh_f32.h's operations one for
+// one, in the same order (so the same bits), their constants broadcast from kConstants (at rcx).
 
 int32_t float_at(ConstantIndex i) { return int32_t(sizeof(uint32_t)) * i; }
 // d = op(a, the constant i in every lane).
@@ -435,6 +439,31 @@ void emit_erf(Emitter& e, int d, int a) {
   e.evex_rr(2, 1, d, d, a, kScratchMask, 0x65);
 }
 
+// tanh: the fit below 1, 1 - 2 / (e^2|x| + 1) with x's sign from 1; NaN and +-0 as they are.
+void emit_tanh(Emitter& e, int d, int a) {
+  constexpr int t0 = kTemp1, t1 = kTemp2, near = kScratch;  // exp's body leaves near alone
+  e.evex_rr(1, 0, t0, a, a, 0, 0x59);  // vmulps: z = x x
+  const int last = int(tanh_detail::kNear.size()) - 1;
+  load_float(e, near, ConstantIndex(kTanhNear + last));
+  for (int n = last - 1; n >= 0; --n) horner(e, near, t0, ConstantIndex(kTanhNear + n), 1);
+  e.evex_rr(1, 0, t1, a, t0, 0, 0x59);         // x z
+  e.evex_rr(2, 1, near, t1, a, 0, 0xA8);       // vfmadd213ps: (x z) p + x
+  e.evex_rr(1, 1, t0, a, kAbsMask, 0, 0xDB);   // vpandd: |x|
+  e.evex_rr(1, 0, t0, t0, t0, 0, 0x58);        // vaddps: 2 |x|
+  emit_exp_body(e, d, t0, t0, t1);
+  e.evex_rr(1, 0, d, d, kOne, 0, 0x58);        // e + 1
+  e.evex_rr(1, 0, t0, kOne, kOne, 0, 0x58);    // 2
+  e.evex_rr(1, 0, t0, t0, d, 0, 0x5E);         // vdivps: 2 / (e + 1)
+  e.evex_rr(1, 0, d, kOne, t0, 0, 0x5C);       // vsubps: 1 - that, at least 0
+  e.evex_rr(1, 1, t0, a, kSignMask, 0, 0xDB);  // x's sign
+  e.evex_rr(1, 1, d, d, t0, 0, 0xEB);          // vpord
+  e.evex_rr(1, 1, t0, a, kAbsMask, 0, 0xDB);
+  e.evex_rr(1, 0, kScratchMask, t0, kOne, 0, 0xC2), e.byte(0x01);  // k7 = |x| < 1
+  e.evex_rr(2, 1, d, d, near, kScratchMask, 0x65);                 // near there
+  e.evex_rr(1, 0, kScratchMask, a, kZero, 0, 0xC2), e.byte(0x08);  // k7 = x == 0 or a NaN
+  e.evex_rr(2, 1, d, d, a, kScratchMask, 0x65);
+}
+
 // The result's vector v into out: f32 as it is, bf16 as its upper halves, bool as bytes.
 void emit_store(Emitter& e, int root, DType type, int v) {
   if (type == DType::f32) return e.evex_rm(1, 0, root, kOut, v * 64, 0x11);  // vmovups
@@ -466,6 +495,7 @@ void emit_vector(Emitter& e, std::span<const Instr> code, const Allocation& al, 
         else if (x.op == Op::exp) emit_exp(e, d, a);
         else if (x.op == Op::sigmoid) emit_sigmoid(e, d, a);
         else if (x.op == Op::erf) emit_erf(e, d, a);
+        else if (x.op == Op::tanh) emit_tanh(e, d, a);
         else e.evex_rr(1, 1, d, a, kAbsMask, 0, 0xDB);                        // vpandd: the sign cleared
         break;
       case Code::binary:

@@ -11,11 +11,11 @@
 // It takes the f32 arithmetic whose results are exact IEEE operations (add, sub, mul, div,
 // sqrt, max, min, neg, abs), comparisons, selections and the conversions between f32 and bool
 // or bf16, so each element comes out bitwise as the program computes it; f32, bf16 and bool
-// results. AVX-512 code also takes exp, sigmoid and erf: the kernels' own sequences of IEEE
-// operations (kernels/exp_f32.h, erf_f32.h), instruction for instruction, so the same bits (a
-// GELU and its gradient over a BERT's [32, 128, 1024] ran 1.4x as fast as on the program). A
-// body with any other op (tanh, log), a transcendental on AVX2, or a CPU without AVX2, has no
-// native form and runs on the program.
+// results. AVX-512 code also takes exp, sigmoid, erf and tanh: the kernels' own sequences of
+// IEEE operations (kernels/exp_f32.h, erf_f32.h, tanh_f32.h), instruction for instruction, so
+// the same bits (a GELU and its gradient over a BERT's [32, 128, 1024] ran 1.4x as fast as on
+// the program). A body with any other op, a transcendental on AVX2, or a CPU without AVX2, has
+// no native form and runs on the program.
 #pragma once
 #include <cstddef>
 #include <cstdint>

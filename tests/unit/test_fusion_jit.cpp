@@ -113,7 +113,7 @@ struct NativeCounts {
 // AVX-512 their unary ops include the transcendentals.
 NativeCounts compare_random_bodies(FusionJit::Isa isa) {
   std::mt19937 rng(7);
-  const Op exact[] = {Op::neg, Op::abs, Op::sqrt}, all[] = {Op::neg, Op::abs, Op::sqrt, Op::exp, Op::sigmoid, Op::erf};
+  const Op exact[] = {Op::neg, Op::abs, Op::sqrt}, all[] = {Op::neg, Op::abs, Op::sqrt, Op::exp, Op::sigmoid, Op::erf, Op::tanh};
   const std::span<const Op> unary = isa == FusionJit::Isa::avx512 ? std::span<const Op>(all) : std::span<const Op>(exact);
   NativeCounts count;
   int &native = count.native, &loops = count.loops, &bodies = count.bodies;
@@ -166,10 +166,11 @@ TEST_CASE("native fusion code gives the fusion program's bits") {
   if (best == FusionJit::Isa::none) CHECK(compare_random_bodies(best).native == 0);
 }
 
-// exp, the logistic function and erf in AVX-512 code: the kernels' operations one for one, so
-// their bits, here over every range's edges (exp's clamps, erf's series, fit and saturation),
-// the specials and a sweep; alone and in the exact GELU's body. Elsewhere they have no native form.
-TEST_CASE("native exp, sigmoid and erf give the kernels' bits") {
+// exp, the logistic function, erf and tanh in AVX-512 code: the kernels' operations one for one,
+// so their bits, here over every range's edges (exp's clamps, erf's series, fit and saturation,
+// tanh's two parts), the specials and a sweep; alone and in a GELU-like body. Elsewhere they have
+// no native form.
+TEST_CASE("native exp, sigmoid, erf and tanh give the kernels' bits") {
   std::vector<float> xs = {0.0f, -0.0f, 1e-40f, -1e-40f, std::numeric_limits<float>::infinity(),
                            -std::numeric_limits<float>::infinity(), std::numeric_limits<float>::quiet_NaN(),
                            std::numeric_limits<float>::max(), -std::numeric_limits<float>::max()};
@@ -198,7 +199,7 @@ TEST_CASE("native exp, sigmoid and erf give the kernels' bits") {
     fast->run(args, got, 0, got.size());
     check_same_bits(got, want, what);
   };
-  for (Op op : {Op::exp, Op::sigmoid, Op::erf}) {
+  for (Op op : {Op::exp, Op::sigmoid, Op::erf, Op::tanh}) {
     Graph g;
     g.outputs = {g.unary(op, g.parameter(DType::f32, s))};
     check(g, std::string(op_name(op)));
@@ -209,7 +210,8 @@ TEST_CASE("native exp, sigmoid and erf give the kernels' bits") {
   const NodeId half_x = gelu.binary(Op::mul, x, c(0.5f));
   const NodeId cdf = gelu.binary(Op::add, c(1), gelu.unary(Op::erf, gelu.binary(Op::mul, x, c(0.70710678f))));
   const NodeId pdf = gelu.unary(Op::exp, gelu.binary(Op::mul, gelu.binary(Op::mul, x, x), c(-0.5f)));
-  gelu.outputs = {gelu.binary(Op::add, gelu.binary(Op::mul, half_x, cdf), gelu.unary(Op::sigmoid, pdf))};
+  const NodeId both = gelu.binary(Op::add, gelu.binary(Op::mul, half_x, cdf), gelu.unary(Op::sigmoid, pdf));
+  gelu.outputs = {gelu.binary(Op::mul, both, gelu.unary(Op::tanh, x))};
   check(gelu, "a GELU-like body");
 }
 
