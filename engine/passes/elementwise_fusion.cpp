@@ -44,15 +44,38 @@ struct Groups {
   std::vector<int32_t> size;    // members per group
 };
 
-// A cheap op of one tensor operand (others broadcasts or scalars) whose users are all in
-// groups of its shape, at least two of them, or recomputed themselves in such groups: each
-// group recomputes it from that operand. Through recomputed users a chain goes in whole (a
-// BatchNorm's x * inv + shift under a swish's sigmoid, read by the swish and its gradient).
+// Whether the tensors n reads come from one: each operand, a broadcast or scalar aside, is that
+// one or a cheap op of n's shape (at most 8 of them in all) on it. Recomputed, such a chain
+// reads that tensor alone: GPT-2's 0.044715 u^2, (0.044715 u) u, read by the tanh's group and by
+// the gradient's, as its factor 0.044715 u is (the factor is then recomputed too).
+bool reads_one_tensor(const Graph& g, NodeId n) {
+  std::vector<NodeId> seen, sources;
+  auto has = [](const std::vector<NodeId>& v, NodeId i) { return std::find(v.begin(), v.end(), i) != v.end(); };
+  auto walk = [&](auto& self, NodeId m) -> bool {
+    for (NodeId i : g.at(m).in) {
+      if (clonable(g, i) || has(sources, i) || has(seen, i)) continue;
+      const Node& o = g.at(i);
+      if (is_elementwise(o.op) && is_cheap(o.op) && o.shape == g.at(n).shape && seen.size() < 8) {
+        seen.push_back(i);
+        if (!self(self, i)) return false;
+      } else {
+        sources.push_back(i);
+      }
+      if (sources.size() > 1) return false;
+    }
+    return true;
+  };
+  return walk(walk, n);
+}
+
+// A cheap op of one tensor operand (others broadcasts or scalars; or cheap ops on it, as
+// reads_one_tensor says) whose users are all in groups of its shape, at least two of them, or
+// recomputed themselves in such groups: each group recomputes it from that operand. Through
+// recomputed users a chain goes in whole (a BatchNorm's x * inv + shift under a swish's
+// sigmoid, read by the swish and its gradient).
 bool recomputable(const Graph& g, const Groups& gr, const Users& users, NodeId n) {
   const Node& node = g.at(n);
-  int tensors = 0;
-  for (NodeId i : node.in) tensors += !clonable(g, i);
-  if (!is_cheap(node.op) || tensors > 1 || users.of(n).empty()) return false;
+  if (!is_cheap(node.op) || users.of(n).empty() || !reads_one_tensor(g, n)) return false;
   int32_t first = -1, visits = 0;
   bool several = false, ok = true;
   auto reach = [&](auto& self, NodeId u) -> void {

@@ -499,6 +499,50 @@ TEST_CASE("elementwise fusion recomputes a chain of cheap ops read by two groups
   expect_same_numbers(in, std::move(out), args);
 }
 
+// GPT-2's tanh GELU: u = x + b, its cube term s = (0.044715 u) u, read by the tanh's group and
+// by the gradient's, which reads the factor 0.044715 u too. s reads two tensors (the factor and
+// u), both cheap ops on u: the chain is recomputed in each group from x, so no fusion writes s
+// (a [batch, T, 4 d] tensor written once and read twice); the numbers are the unfused graph's.
+TEST_CASE("elementwise fusion recomputes a chain that reads one tensor along two paths") {
+  const std::string in =
+      "graph g\n%0 = parameter f32[4,3] index=0\n%1 = parameter f32[3] index=1\n%2 = parameter f32[4,3] index=2\n"
+      "%3 = broadcast f32[4,3] %1 dims=[1]\n%4 = add f32[4,3] %0, %3\n%5 = constant f32[] literal=[0.044715]\n"
+      "%6 = broadcast f32[4,3] %5\n%7 = mul f32[4,3] %6, %4\n%8 = mul f32[4,3] %7, %4\n%9 = mul f32[4,3] %8, %4\n"
+      "%10 = add f32[4,3] %4, %9\n%11 = tanh f32[4,3] %10\n%12 = mul f32[4,3] %2, %8\n%13 = mul f32[4,3] %12, %7\n"
+      "%14 = dot f32[4,4] %11, %13 tb\nreturn %14\n";
+  PassResult r = elementwise_fusion(parse_graph(in));
+  CHECK(r.changed);
+  Graph out = dead_code_elimination(std::move(r.graph)).graph;
+  CHECK(verify_graph(out).empty());
+  int fusions = 0;
+  for (const Node& n : out.nodes) {
+    if (n.op != Op::fusion) continue;
+    ++fusions;
+    for (NodeId i : n.in) CHECK(out.at(i).op == Op::parameter);  // x, b, g: no fusion reads another
+  }
+  CHECK(fusions == 2);
+  std::vector<Tensor> args = {Tensor(DType::f32, {4, 3}), Tensor(DType::f32, {3}), Tensor(DType::f32, {4, 3})};
+  for (size_t a = 0; a < args.size(); ++a)
+    for (int64_t i = 0; i < args[a].size(); ++i) args[a].set(i, std::sin(double(i * 3 + a)) * 2);
+  expect_same_numbers(in, std::move(out), args);
+}
+
+// A product of two different tensors stays one read each: recomputing it in two groups would
+// have both read two tensors where they read one.
+TEST_CASE("elementwise fusion stores a cheap op of two tensors read by two groups") {
+  PassResult r = elementwise_fusion(parse_graph(
+      "graph g\n%0 = parameter f32[4,3] index=0\n%1 = parameter f32[4,3] index=1\n%2 = mul f32[4,3] %0, %1\n"
+      "%3 = tanh f32[4,3] %2\n%4 = exp f32[4,3] %2\n%5 = dot f32[4,4] %3, %4 tb\nreturn %5\n"));
+  Graph out = dead_code_elimination(std::move(r.graph)).graph;
+  int products = 0;  // the product stays a node of its own, stored once and read by the tanh and the exp
+  for (const Node& n : out.nodes) {
+    products += n.op == Op::mul;
+    if (n.op == Op::fusion)
+      for (const Node& b : n.attrs.body()->nodes) CHECK(b.op != Op::mul);
+  }
+  CHECK(products == 1);
+}
+
 // A softmax's probabilities y = e / s (e = exp(x - max), s its row sums), read by a dropout
 // (mask ? y * 1.25 : 0) and by its gradient's sum of g * y: the division is recomputed in both
 // groups from e, so no fusion writes y; the numbers are the unfused graph's.
