@@ -109,18 +109,28 @@ std::vector<NodeId> sink_into_readers(const Graph& g, std::span<const NodeId> or
       if (first_reader[size_t(i)] < 0) first_reader[size_t(i)] = r;
     }
   // Deferred fusions wait on their first reader, in their own order; pulling one in pulls in
-  // those waiting on it first.
-  std::vector<std::vector<NodeId>> waiting(count);
-  for (NodeId n : order)
-    if (!stays[size_t(n)] && first_reader[size_t(n)] >= 0) waiting[size_t(first_reader[size_t(n)])].push_back(n);
+  // those waiting on it first. A reader deferred in turn may land past the fusion's other
+  // readers (a LayerNorm gradient's fusion read by a fusion deferred to a later run and by a
+  // sum in between, GPT-2's): then the fusion stays where it was, and the order is made again.
   std::vector<NodeId> out;
-  out.reserve(order.size());
-  auto emit = [&](auto& self, NodeId n) -> void {
-    for (NodeId w : waiting[size_t(n)]) self(self, w);
-    out.push_back(n);
-  };
-  for (NodeId n : order)
-    if (stays[size_t(n)] || first_reader[size_t(n)] < 0) emit(emit, n);
+  for (bool moved_past_a_reader = true; moved_past_a_reader;) {
+    std::vector<std::vector<NodeId>> waiting(count);
+    for (NodeId n : order)
+      if (!stays[size_t(n)] && first_reader[size_t(n)] >= 0) waiting[size_t(first_reader[size_t(n)])].push_back(n);
+    out.clear();
+    out.reserve(order.size());
+    auto emit = [&](auto& self, NodeId n) -> void {
+      for (NodeId w : waiting[size_t(n)]) self(self, w);
+      out.push_back(n);
+    };
+    for (NodeId n : order)
+      if (stays[size_t(n)] || first_reader[size_t(n)] < 0) emit(emit, n);
+    for (size_t k = 0; k < out.size(); ++k) pos[size_t(out[k])] = int32_t(k);
+    moved_past_a_reader = false;
+    for (NodeId r : out)
+      for (NodeId i : g.at(r).in)
+        if (pos[size_t(i)] > pos[size_t(r)]) stays[size_t(i)] = moved_past_a_reader = true;  // only a deferred i moves
+  }
   return out;
 }
 

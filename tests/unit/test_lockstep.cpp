@@ -121,6 +121,42 @@ TEST_CASE("the scheduler moves m' and v' next to the weight update and makes the
   CHECK(kept == f.order);
 }
 
+// A fusion a waits on its first reader b, a fusion that waits in turn on its own reader c; a
+// sum of a sits between b and c. Pulled in before c, a would land past the sum that reads it
+// (a LayerNorm gradient's in GPT-2 read a value never made): a stays before its readers.
+TEST_CASE("a fusion whose first reader is deferred in turn stays before its other readers") {
+  const std::string text =
+      "graph g\n%0 = parameter f32[256,512] index=0\n"
+      "%1 = fusion f32[256,512] %0 {\n  %0 = parameter f32[256,512] index=0\n  %1 = abs f32[256,512] %0\n"
+      "  return %1\n}\n"
+      "%2 = fusion f32[256,512] %1 {\n  %0 = parameter f32[256,512] index=0\n  %1 = neg f32[256,512] %0\n"
+      "  return %1\n}\n"
+      "%3 = reduce f32[512] %1 dims=[0] kind=sum\n"
+      "%4 = fusion f32[256,512] %2, %0 {\n  %0 = parameter f32[256,512] index=0\n"
+      "  %1 = parameter f32[256,512] index=1\n  %2 = mul f32[256,512] %0, %1\n  return %2\n}\n"
+      "return %4, %3\n";
+  const Graph g = parse_graph(text);
+  const std::vector<NodeId> order = {1, 2, 3, 4};
+  const std::vector<int32_t> slot(g.nodes.size(), 0);
+  const std::vector<NodeId> sunk = sink_into_readers(g, order, slot);
+  REQUIRE(sunk.size() == order.size());
+  for (size_t k = 0; k < sunk.size(); ++k)
+    for (NodeId i : g.at(sunk[k]).in) {
+      const auto at = std::find(sunk.begin(), sunk.end(), i);
+      CHECK_MESSAGE((at == sunk.end() || at < sunk.begin() + std::ptrdiff_t(k)), "%" << i << " after its reader %" << sunk[k]);
+    }
+  CHECK(sunk.back() == 4);
+  CompileOptions plain;
+  plain.optimize = false;
+  CompileOptions reference = plain;
+  reference.reference_kernels = true;
+  Tensor x(DType::f32, {256, 512});
+  for (int64_t i = 0; i < x.size(); ++i) x.set(i, std::sin(double(i)));
+  const std::vector<Tensor> got = Executable::compile(g, plain).run(std::vector<Tensor>{x});
+  const std::vector<Tensor> want = Executable::compile(g, reference).run(std::vector<Tensor>{x});
+  for (size_t i = 0; i < got.size(); ++i) CHECK(std::memcmp(got[i].raw(), want[i].raw(), got[i].bytes()) == 0);
+}
+
 TEST_CASE("a run is safe only where overlapping buffers are the same one, read in step") {
   Fused f = fused_adam();
   REQUIRE(f.fusions.size() == 3);
