@@ -151,6 +151,26 @@ function T.gpt2_residual_projections_have_scaled_std()
   check.eq(names[8], "transformer_layer_1/Dense/kernel")
 end
 
+-- A GPT-2 language model at a size where the step's fusions run in lock-step (a LayerNorm
+-- gradient's fusion, read by a sum and by a fusion deferred to a later run, was scheduled after
+-- the sum, which read a value never made: the first step crashed) trains on a tpu.data pipeline.
+function T.gpt2_trains_next_token_prediction_through_a_pipeline()
+  local N, LENGTH = 32, 128
+  local tokens = (tpu.random.uniform(tpu.random.key(3), {N, LENGTH + 1}) * 100):cast("i32")
+  local ids, next_ids = tokens:slice {{1, N}, {1, LENGTH}}, tokens:slice {{1, N}, {2, LENGTH + 1}}
+  local gpt = apps.GPT2Small {vocab_size = 100, max_length = LENGTH, num_layers = 1, hidden_dim = 128,
+                              num_heads = 2, intermediate_dim = 512, logits = true}
+  gpt:compile {optimizer = optim.Adam {lr = 1e-3},
+               loss = tpu.losses.SparseCategoricalCrossentropy {from_logits = true}}
+  local batches = tpu.data.from_tensors {{ids, tpu.ones({N, LENGTH}, {dtype = "i32"})}, next_ids}
+    :batch(16, {drop_remainder = true})
+  local history = gpt:fit(batches, {epochs = 2, verbose = 0})
+  local loss = history.history.loss
+  check.eq(#loss, 2)
+  check.is_true(loss[1] > 4 and loss[1] < 5.5, "the first epoch's loss is about log(100): " .. loss[1])
+  check.is_true(loss[2] < loss[1], "the loss falls")
+end
+
 -- Keras's NASNet gives its 1x1 convolutions (the cells' squeeze, the adjust block's projections)
 -- he_normal kernels: std sqrt(2 / fan_in). glorot_uniform's is sqrt(fan_in / (fan_in + fan_out))
 -- of that: 0.93 for a normal cell's squeeze (6x as many inputs as outputs), less for the others.
