@@ -1,6 +1,8 @@
 // Constant folding: a node whose operands are all constants becomes a constant, computed by
 // the kernel the executor would have run (so results stay bitwise the same). Large results
-// stay unfolded: a broadcast of a scalar is cheaper to compute than to store.
+// stay unfolded: a broadcast of a scalar is cheaper to compute than to store. So a constant of
+// equal elements becomes one: a tensor a trace closes over (Keras's PositionEmbedding adds its
+// rows to zeros of the input's shape, which GPT-2's graph held as a 4 MB literal, read each step).
 #include <cstring>
 
 #include "passes/pass.h"
@@ -29,6 +31,11 @@ NodeId emit_constant(Graph& g, Tensor value) {
   return g.broadcast(g.constant(std::move(one)), value.shape(), {});
 }
 
+// A constant of more than one element, all equal: a broadcast scalar.
+bool is_splat_constant(const Node& node) {
+  return node.op == Op::constant && node.attrs.literal()->size() > 1 && is_splat(*node.attrs.literal());
+}
+
 // Whether `node` can be computed now; `out` holds its operands (through `map`).
 template <class Map>
 bool foldable(const Node& node, const Graph& out, Map map) {
@@ -54,6 +61,7 @@ NodeId fold_in_place(Graph& g, NodeId n, bool& changed) {
   auto same = [](NodeId i) { return i; };
   for (; n < NodeId(g.nodes.size()); ++n) {
     Node& node = g.nodes[size_t(n)];
+    if (is_splat_constant(node)) return n;
     if (!foldable(node, g, same)) continue;
     Tensor value = fold(node, g, same);
     if (is_splat(value)) return n;
@@ -77,11 +85,12 @@ PassResult constant_folding(Graph g) {
   auto mapped = [&](NodeId i) { return rw.map(i); };
   for (NodeId n = first; n < NodeId(g.nodes.size()); ++n) {
     const Node& node = g.at(n);
-    if (!foldable(node, rw.out(), mapped)) {
+    const bool splat_constant = is_splat_constant(node);
+    if (!splat_constant && !foldable(node, rw.out(), mapped)) {
       rw.take(n);
       continue;
     }
-    Tensor value = fold(node, rw.out(), mapped);
+    Tensor value = splat_constant ? *node.attrs.literal() : fold(node, rw.out(), mapped);
     rw.at_location_of(n);
     rw.set(n, emit_constant(rw.out(), std::move(value)));
     changed = true;

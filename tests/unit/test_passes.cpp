@@ -132,6 +132,20 @@ TEST_CASE("constant folding evaluates nodes of constants") {
          "%2 = constant f32[2] literal=[2.71828175,7.38905621]\n%3 = add f32[2] %0, %2\nreturn %3\n");
 }
 
+// A closed-over tensor of equal elements (Keras's PositionEmbedding adds its rows to zeros of the
+// input's shape) becomes a broadcast scalar, as a folded result of equal elements does; its bits
+// as they were (a -0 stays -0); a constant of differing elements or of one element stays.
+TEST_CASE("constant folding makes a constant of equal elements a broadcast scalar") {
+  expect(constant_folding,
+         "graph g\n%0 = parameter f32[2,3] index=0\n%1 = constant f32[2,3] literal=[-0,-0,-0,-0,-0,-0]\n"
+         "%2 = add f32[2,3] %0, %1\n%3 = constant f32[2] literal=[1,2]\n%4 = constant f32[1] literal=[5]\n"
+         "return %2, %3, %4\n",
+         true,
+         "graph g\n%0 = parameter f32[2,3] index=0\n%1 = constant f32[] literal=[-0]\n%2 = broadcast f32[2,3] %1\n"
+         "%3 = add f32[2,3] %0, %2\n%4 = constant f32[2] literal=[1,2]\n%5 = constant f32[1] literal=[5]\n"
+         "return %3, %4, %5\n");
+}
+
 TEST_CASE("algebraic simplification applies exact identities only") {
   const std::string head = "graph g\n%0 = parameter f32[2] index=0\n%1 = constant f32[] literal=[1]\n"
                            "%2 = broadcast f32[2] %1\n";
