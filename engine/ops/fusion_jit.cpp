@@ -50,14 +50,18 @@ constexpr std::array<uint32_t, kConstantCount> constant_table() {
 }
 alignas(64) constexpr std::array<uint32_t, kConstantCount> kConstantTable = constant_table();
 
+// The same, each constant repeated in 8 lanes: AVX2 code's memory operands.
+constexpr std::array<uint32_t, 8 * kConstantCount> constant_rows() {
+  std::array<uint32_t, 8 * kConstantCount> rows{};
+  for (size_t i = 0; i < rows.size(); ++i) rows[i] = kConstantTable[i / 8];
+  return rows;
+}
+alignas(64) constexpr std::array<uint32_t, 8 * kConstantCount> kConstantRows = constant_rows();
+
 }  // namespace
 
 const uint32_t* const FusionJit::kConstants = kConstantTable.data();
-#define TPU_LANES(v) {v, v, v, v, v, v, v, v}
-alignas(32) const uint32_t FusionJit::kConstantVectors[8][8] = {
-    TPU_LANES(0x80000000u), TPU_LANES(0x7fffffffu), TPU_LANES(0x3f800000u), TPU_LANES(0u),
-    TPU_LANES(1u),          TPU_LANES(0x7fffu),     TPU_LANES(0xffff0000u), TPU_LANES(0x00400000u)};
-#undef TPU_LANES
+const uint32_t* const FusionJit::kConstantVectors = kConstantRows.data();
 
 namespace {
 
@@ -85,8 +89,10 @@ constexpr int kValueRegs = 23, kScratch = 23, kQuietBit = 24, kHighHalf = 25, kR
 constexpr int kTranscendentalValueRegs = 21, kTemp1 = 21, kTemp2 = 22;
 constexpr int kMaskRegs = 6, kScratchMask = 7;
 // AVX2: ymm0..13 hold values and masks (a mask's lanes all ones or all zeros), ymm14 and ymm15
-// are scratch; the constants stay in memory (kConstantVectors, at rcx all along).
+// are scratch (a body with a transcendental gives it ymm12 and 13 too); the constants stay in
+// memory (kConstantVectors, at rcx all along).
 constexpr int kAvx2ValueRegs = 14, kAvx2Scratch = 14, kAvx2Scratch2 = 15, kAvx2VectorFloats = 8;
+constexpr int kAvx2TranscendentalValueRegs = 12, kAvx2Temp1 = 12, kAvx2Temp2 = 13;
 enum Constant { kSignBit, kAllButSign, kOneF, kZeroF, kOneI, kBf16Bias, kUpperHalf, kBf16Quiet };
 int32_t constant_at(Constant c) { return int32_t(8 * sizeof(uint32_t)) * c; }  // a row of kConstantVectors
 // General registers of the entry's arguments (System V): at, masks, out, constants, chunks;
@@ -111,6 +117,15 @@ uint8_t arithmetic_opcode(Op op) {
   }
 }
 
+// AVX2 code's transcendentals take fused multiply-adds (FMA3: every AVX-512 CPU has them).
+bool has_fma() {
+  static const bool fma = [] {
+    __builtin_cpu_init();
+    return __builtin_cpu_supports("fma") != 0;
+  }();
+  return fma;
+}
+
 bool is_transcendental(const Instr& x) {
   return x.code == Code::unary && (x.op == Op::exp || x.op == Op::sigmoid || x.op == Op::erf || x.op == Op::tanh);
 }
@@ -118,7 +133,8 @@ bool is_transcendental(const Instr& x) {
 bool takes(const Instr& x, Isa isa) {
   switch (x.code) {
     case Code::unary:
-      return x.op == Op::neg || x.op == Op::abs || x.op == Op::sqrt || (isa == Isa::avx512 && is_transcendental(x));
+      return x.op == Op::neg || x.op == Op::abs || x.op == Op::sqrt ||
+             (is_transcendental(x) && (isa == Isa::avx512 || has_fma()));
     case Code::binary: return arithmetic_opcode(x.op) != 0 || x.op == Op::max || x.op == Op::min;
     default: return true;
   }
@@ -286,7 +302,9 @@ Allocation allocate(std::span<const Instr> code, int32_t root, Isa isa) {
   // rsi holds the masks while a chunk's mask operands are read from them.
   const size_t pointer_regs = pointer_set.size() - (lv.mask_loads ? 1 : 0);
   Allocation al{std::vector<int>(ids, -1), std::vector<int>(ids, -1)};
-  std::vector<bool> vector_free(avx2 ? kAvx2ValueRegs : transcendental ? kTranscendentalValueRegs : kValueRegs, true);
+  const int value_regs = avx2 ? (transcendental ? kAvx2TranscendentalValueRegs : kAvx2ValueRegs)
+                              : (transcendental ? kTranscendentalValueRegs : kValueRegs);
+  std::vector<bool> vector_free(size_t(value_regs), true);
   std::vector<bool> k_free(kMaskRegs + 1, true);
   k_free[0] = false;  // k0 cannot mask
   // AVX2 has no mask registers: a mask takes a vector register.
@@ -355,113 +373,186 @@ void emit_round_to_bf16(Emitter& e, int d, int a) {
 }
 
 // ---- The transcendentals: kernels/exp_f32.h's, erf_f32.h's and tanh_f32.h's operations one for
-// one, in the same order (so the same bits), their constants broadcast from kConstants (at rcx).
+// one, in the same order (so the same bits), in either instruction set: the same opcodes,
+// EVEX-encoded (constants broadcast from kConstants, the first eight in registers, masks in k7)
+// or VEX-encoded (constants as 8-lane rows of kConstantVectors, masks in a vector register).
 
-int32_t float_at(ConstantIndex i) { return int32_t(sizeof(uint32_t)) * i; }
-// d = op(a, the constant i in every lane).
-void with_float(Emitter& e, int map, int pp, int d, int a, ConstantIndex i, uint8_t opcode) {
-  e.evex_rb(map, pp, d, a, kConstReg, float_at(i), opcode);
-}
-void load_float(Emitter& e, int d, ConstantIndex i) { e.evex_rm(2, 1, d, kConstReg, float_at(i), 0x18); }  // vbroadcastss
-// d = d * m + the constants from i on, in turn (Horner's rule): fma(d, m, c) each.
-void horner(Emitter& e, int d, int m, ConstantIndex first, int count) {
-  for (int i = 0; i < count; ++i) with_float(e, 2, 1, d, m, ConstantIndex(first + i), 0xA8);  // vfmadd213ps
-}
-// d = a where a is a NaN.
-void keep_nan(Emitter& e, int d, int a) {
-  e.evex_rr(1, 0, kScratchMask, a, a, 0, 0xC2), e.byte(0x03);  // k7 = a unordered
-  e.evex_rr(2, 1, d, d, a, kScratchMask, 0x65);                 // vblendmps
-}
+// A source operand: a register, or one of the constants in every lane.
+struct Operand {
+  int reg = -1;
+  ConstantIndex constant = ConstantIndex(0);
+};
+Operand reg(int r) { return {r}; }
+Operand constant(int c) { return {-1, ConstantIndex(c)}; }
+
+class VectorOps {
+ public:
+  VectorOps(Emitter& e, Isa isa) : e_(e), avx2_(isa == Isa::avx2) {}
+  // Registers free for the bodies' working values (the allocator leaves them out), and the mask.
+  int temp1() const { return avx2_ ? kAvx2Temp1 : kTemp1; }
+  int temp2() const { return avx2_ ? kAvx2Temp2 : kTemp2; }
+  int temp3() const { return avx2_ ? kAvx2Scratch : kScratch; }
+
+  // d = a op b (map 1 = 0F, 2 = 0F38; pp 0 none, 1 66, 2 F3), an immediate after it if imm >= 0.
+  void op(int map, int pp, uint8_t opcode, int d, int a, Operand b, int imm = -1) {
+    if (b.reg < 0 && !avx2_ && b.constant < 8) b.reg = kSignMask - b.constant;  // kept in a register
+    if (b.reg >= 0 && avx2_) e_.vex_rr(map, pp, true, d, a, b.reg, opcode);
+    else if (b.reg >= 0) e_.evex_rr(map, pp, d, a, b.reg, 0, opcode);
+    else if (avx2_) e_.vex_rm(map, pp, true, d, a, kConstReg, int32_t(8 * sizeof(uint32_t)) * b.constant, opcode);
+    else e_.evex_rb(map, pp, d, a, kConstReg, int32_t(sizeof(uint32_t)) * b.constant, opcode);
+    if (imm >= 0) e_.byte(uint8_t(imm));
+  }
+  void mul(int d, int a, Operand b) { op(1, 0, 0x59, d, a, b); }
+  void add(int d, int a, Operand b) { op(1, 0, 0x58, d, a, b); }
+  void sub(int d, int a, Operand b) { op(1, 0, 0x5C, d, a, b); }
+  void div(int d, int a, Operand b) { op(1, 0, 0x5E, d, a, b); }
+  // vmaxps / vminps: a NaN in a gives b (the bodies replace such lanes).
+  void max(int d, int a, Operand b) { op(1, 0, 0x5F, d, a, b); }
+  void min(int d, int a, Operand b) { op(1, 0, 0x5D, d, a, b); }
+  void bit_and(int d, int a, Operand b) { op(1, 1, 0xDB, d, a, b); }
+  void bit_or(int d, int a, Operand b) { op(1, 1, 0xEB, d, a, b); }
+  void bit_xor(int d, int a, Operand b) { op(1, 1, 0xEF, d, a, b); }
+  void int_add(int d, int a, Operand b) { op(1, 1, 0xFE, d, a, b); }
+  void int_sub(int d, int a, Operand b) { op(1, 1, 0xFA, d, a, b); }
+  void fma213(int d, int m, Operand c) { op(2, 1, 0xA8, d, m, c); }   // d = d m + c
+  void fma231(int d, int m, Operand c) { op(2, 1, 0xB8, d, m, c); }   // d = m c + d
+  void fnma231(int d, int m, Operand c) { op(2, 1, 0xBC, d, m, c); }  // d = -(m c) + d
+  void truncate_to_int(int d, int a) { op(1, 2, 0x5B, d, 0, reg(a)); }  // vcvttps2dq
+  // vpsrad (ext 4) / vpslld (ext 6) d, a, imm: the opcode's extension in the reg field.
+  void shift(int ext, int d, int a, int imm) {
+    if (avx2_) e_.vex_rr(1, 1, true, ext, d, a, 0x72);
+    else e_.evex_rr(1, 1, ext, d, a, 0, 0x72);
+    e_.byte(uint8_t(imm));
+  }
+  void load(int d, int c) {
+    if (avx2_) e_.vex_rm(1, 0, true, d, 0, kConstReg, int32_t(8 * sizeof(uint32_t)) * c, 0x10);  // vmovups
+    else e_.evex_rm(2, 1, d, kConstReg, int32_t(sizeof(uint32_t)) * c, 0x18);                     // vbroadcastss
+  }
+  // The mask = a `predicate` b (vcmpps), then selections by it.
+  void compare(int a, Operand b, int predicate) { op(1, 0, 0xC2, mask(), a, b, predicate); }
+  void select(int d, int if_clear, int if_set) {  // d = mask ? if_set : if_clear
+    if (avx2_) e_.blend(d, if_clear, if_set, mask());
+    else e_.evex_rr(2, 1, d, if_clear, if_set, kScratchMask, 0x65);  // vblendmps
+  }
+  // d = a where a is a NaN.
+  void keep_nan(int d, int a) {
+    compare(a, reg(a), 0x03);  // unordered
+    select(d, d, a);
+  }
+  // d = d * m + the constants from `first` to `last` (either way), in turn (Horner's rule).
+  void horner(int d, int m, int first, int last) {
+    const int step = first <= last ? 1 : -1;
+    for (int c = first; c != last + step; c += step) fma213(d, m, constant(c));
+  }
+
+ private:
+  int mask() const { return avx2_ ? kAvx2Scratch2 : kScratchMask; }
+  Emitter& e_;
+  bool avx2_;
+};
 
 // d = e^x but for NaNs, which give some number; t0 and t1 are clobbered, t0 may be x. A NaN is
 // clamped to kExpLow where the kernel takes 0: either way its lane is replaced.
-void emit_exp_body(Emitter& e, int d, int x, int t0, int t1) {
-  with_float(e, 1, 0, t0, x, kExpLow, 0x5F);      // vmaxps: c
-  with_float(e, 1, 0, t0, t0, kExpHigh, 0x5D);    // vminps
-  load_float(e, t1, kRoundMagic);
-  with_float(e, 2, 1, t1, t0, kLog2e, 0xB8);      // vfmadd231ps: c log2e + round
-  with_float(e, 1, 0, t1, t1, kRoundMagic, 0x5C); // vsubps: k
-  with_float(e, 2, 1, t0, t1, kLn2Hi, 0xBC);      // vfnmadd231ps: c - k ln2hi
-  with_float(e, 2, 1, t0, t1, kLn2Lo, 0xBC);      // r
-  load_float(e, d, kExpTaylor);
-  horner(e, d, t0, ConstantIndex(kExpTaylor + 1), int(exp_detail::kTaylor.size()) - 1);
-  e.evex_rr(1, 2, t1, 0, t1, 0, 0x5B);               // vcvttps2dq: k as an integer
-  e.evex_rr(1, 1, 4, t0, t1, 0, 0x72), e.byte(1);    // vpsrad t0, t1, 1: k1
-  e.evex_rr(1, 1, t1, t1, t0, 0, 0xFA);              // vpsubd: k2 = k - k1
-  for (int t : {t0, t1}) {                           // 2^k1, 2^k2
-    with_float(e, 1, 1, t, t, kExponentBias, 0xFE);  // vpaddd
-    e.evex_rr(1, 1, 6, t, t, 0, 0x72), e.byte(23);   // vpslld t, t, 23
+void emit_exp_body(VectorOps& v, int d, int x, int t0, int t1) {
+  v.max(t0, x, constant(kExpLow));  // c
+  v.min(t0, t0, constant(kExpHigh));
+  v.load(t1, kRoundMagic);
+  v.fma231(t1, t0, constant(kLog2e));  // c log2e + round
+  v.sub(t1, t1, constant(kRoundMagic));  // k
+  v.fnma231(t0, t1, constant(kLn2Hi));  // c - k ln2hi
+  v.fnma231(t0, t1, constant(kLn2Lo));  // r
+  v.load(d, kExpTaylor);
+  v.horner(d, t0, kExpTaylor + 1, kExpTaylor + int(exp_detail::kTaylor.size()) - 1);
+  v.truncate_to_int(t1, t1);  // k as an integer
+  v.shift(4, t0, t1, 1);      // vpsrad: k1 = k >> 1
+  v.int_sub(t1, t1, reg(t0));  // k2 = k - k1
+  for (int t : {t0, t1}) {     // 2^k1, 2^k2
+    v.int_add(t, t, constant(kExponentBias));
+    v.shift(6, t, t, 23);  // vpslld
   }
-  e.evex_rr(1, 0, d, d, t0, 0, 0x59);  // vmulps: p s1
-  e.evex_rr(1, 0, d, d, t1, 0, 0x59);  // p s1 s2
+  v.mul(d, d, reg(t0));  // p s1
+  v.mul(d, d, reg(t1));  // p s1 s2
 }
 
-void emit_exp(Emitter& e, int d, int a) {
-  emit_exp_body(e, d, a, kTemp1, kTemp2);
-  keep_nan(e, d, a);
+void emit_exp(VectorOps& v, int d, int a) {
+  emit_exp_body(v, d, a, v.temp1(), v.temp2());
+  v.keep_nan(d, a);
 }
 
 // 1 / (1 + e^-x), a NaN as it is.
-void emit_sigmoid(Emitter& e, int d, int a) {
-  e.evex_rr(1, 1, kTemp1, a, kSignMask, 0, 0xEF);  // vpxord: -x
-  emit_exp_body(e, d, kTemp1, kTemp1, kTemp2);
-  e.evex_rr(1, 0, d, kOne, d, 0, 0x58);  // vaddps
-  e.evex_rr(1, 0, d, kOne, d, 0, 0x5E);  // vdivps: 1 / d
-  keep_nan(e, d, a);
+void emit_sigmoid(VectorOps& v, int d, int a) {
+  v.bit_xor(v.temp1(), a, constant(kSignBit));  // -x
+  emit_exp_body(v, d, v.temp1(), v.temp1(), v.temp2());
+  v.add(d, d, constant(kOneF));
+  v.load(v.temp1(), kOneF);
+  v.div(d, v.temp1(), reg(d));  // 1 / d
+  v.keep_nan(d, a);
 }
 
 // erf: the series below 1, the fit with x's sign from 1, +-1 from 4; NaN and +-0 as they are.
-void emit_erf(Emitter& e, int d, int a) {
-  constexpr int z = kTemp1, near = kTemp2, far = kScratch;
-  e.evex_rr(1, 0, z, a, a, 0, 0x59);  // vmulps: z = x x
-  load_float(e, d, ConstantIndex(kErfNear + erf_detail::kTerms - 1));
-  for (int n = erf_detail::kTerms - 2; n >= 0; --n) horner(e, d, z, ConstantIndex(kErfNear + n), 1);
-  e.evex_rr(1, 0, near, a, z, 0, 0x59);         // x z
-  e.evex_rr(1, 0, near, near, d, 0, 0x59);      // x z p
-  with_float(e, 2, 1, near, a, kErfLeadLo, 0xB8);  // vfmadd231ps
-  with_float(e, 2, 1, near, a, kErfLeadHi, 0xB8);
-  constexpr int mag = z;  // z is done with
-  e.evex_rr(1, 1, mag, a, kAbsMask, 0, 0xDB);         // vpandd: |x|
-  e.evex_rr(1, 0, d, mag, kOne, 0, 0x5F);             // vmaxps: a NaN gives 1, its lane is replaced
-  with_float(e, 1, 0, d, d, kFour, 0x5D);             // vminps
-  with_float(e, 1, 0, d, d, kTwoAndHalf, 0x5C);       // vsubps: u
-  const int last = int(erf_detail::kFar.size()) - 1;
-  load_float(e, far, ConstantIndex(kErfFar + last));
-  for (int n = last - 1; n >= 0; --n) horner(e, far, d, ConstantIndex(kErfFar + n), 1);
-  e.evex_rr(1, 0, far, far, kOne, 0, 0x5D);                 // vminps: q > 1 gives 1
-  with_float(e, 1, 0, kScratchMask, mag, kFour, 0xC2), e.byte(0x0D);  // k7 = |x| >= 4
-  e.evex_rr(2, 1, far, far, kOne, kScratchMask, 0x65);      // 1 there
-  e.evex_rr(1, 1, d, a, kSignMask, 0, 0xDB);                // vpandd: x's sign
-  e.evex_rr(1, 1, far, far, d, 0, 0xEB);                    // vpord: on the positive far value
-  e.evex_rr(1, 0, kScratchMask, mag, kOne, 0, 0xC2), e.byte(0x01);  // k7 = |x| < 1
-  e.evex_rr(2, 1, d, far, near, kScratchMask, 0x65);        // d = k7 ? near : far
-  e.evex_rr(1, 0, kScratchMask, a, kZero, 0, 0xC2), e.byte(0x08);   // k7 = x == 0 or a NaN
-  e.evex_rr(2, 1, d, d, a, kScratchMask, 0x65);
+void emit_erf(VectorOps& v, int d, int a) {
+  const int z = v.temp1(), near = v.temp2(), far = v.temp3();
+  v.mul(z, a, reg(a));  // z = x x
+  v.load(d, kErfNear + erf_detail::kTerms - 1);
+  v.horner(d, z, kErfNear + erf_detail::kTerms - 2, kErfNear);
+  v.mul(near, a, reg(z));     // x z
+  v.mul(near, near, reg(d));  // x z p
+  v.fma231(near, a, constant(kErfLeadLo));
+  v.fma231(near, a, constant(kErfLeadHi));
+  const int mag = z;  // z is done with
+  v.bit_and(mag, a, constant(kAllButSign));  // |x|
+  v.max(d, mag, constant(kOneF));            // a NaN gives 1: its lane is replaced
+  v.min(d, d, constant(kFour));
+  v.sub(d, d, constant(kTwoAndHalf));  // u
+  const int last = kErfFar + int(erf_detail::kFar.size()) - 1;
+  v.load(far, last);
+  v.horner(far, d, last - 1, kErfFar);
+  v.min(far, far, constant(kOneF));  // q > 1 gives 1
+  v.compare(mag, constant(kFour), 0x0D);  // |x| >= 4
+  v.load(d, kOneF);
+  v.select(far, far, d);  // 1 there
+  v.bit_and(d, a, constant(kSignBit));  // x's sign
+  v.bit_or(far, far, reg(d));           // on the positive far value
+  v.compare(mag, constant(kOneF), 0x01);  // |x| < 1
+  v.select(d, far, near);
+  v.compare(a, constant(kZeroF), 0x08);  // x == 0 or a NaN
+  v.select(d, d, a);
 }
 
 // tanh: the fit below 1, 1 - 2 / (e^2|x| + 1) with x's sign from 1; NaN and +-0 as they are.
-void emit_tanh(Emitter& e, int d, int a) {
-  constexpr int t0 = kTemp1, t1 = kTemp2, near = kScratch;  // exp's body leaves near alone
-  e.evex_rr(1, 0, t0, a, a, 0, 0x59);  // vmulps: z = x x
-  const int last = int(tanh_detail::kNear.size()) - 1;
-  load_float(e, near, ConstantIndex(kTanhNear + last));
-  for (int n = last - 1; n >= 0; --n) horner(e, near, t0, ConstantIndex(kTanhNear + n), 1);
-  e.evex_rr(1, 0, t1, a, t0, 0, 0x59);         // x z
-  e.evex_rr(2, 1, near, t1, a, 0, 0xA8);       // vfmadd213ps: (x z) p + x
-  e.evex_rr(1, 1, t0, a, kAbsMask, 0, 0xDB);   // vpandd: |x|
-  e.evex_rr(1, 0, t0, t0, t0, 0, 0x58);        // vaddps: 2 |x|
-  emit_exp_body(e, d, t0, t0, t1);
-  e.evex_rr(1, 0, d, d, kOne, 0, 0x58);        // e + 1
-  e.evex_rr(1, 0, t0, kOne, kOne, 0, 0x58);    // 2
-  e.evex_rr(1, 0, t0, t0, d, 0, 0x5E);         // vdivps: 2 / (e + 1)
-  e.evex_rr(1, 0, d, kOne, t0, 0, 0x5C);       // vsubps: 1 - that, at least 0
-  e.evex_rr(1, 1, t0, a, kSignMask, 0, 0xDB);  // x's sign
-  e.evex_rr(1, 1, d, d, t0, 0, 0xEB);          // vpord
-  e.evex_rr(1, 1, t0, a, kAbsMask, 0, 0xDB);
-  e.evex_rr(1, 0, kScratchMask, t0, kOne, 0, 0xC2), e.byte(0x01);  // k7 = |x| < 1
-  e.evex_rr(2, 1, d, d, near, kScratchMask, 0x65);                 // near there
-  e.evex_rr(1, 0, kScratchMask, a, kZero, 0, 0xC2), e.byte(0x08);  // k7 = x == 0 or a NaN
-  e.evex_rr(2, 1, d, d, a, kScratchMask, 0x65);
+void emit_tanh(VectorOps& v, int d, int a) {
+  const int t0 = v.temp1(), t1 = v.temp2(), near = v.temp3();  // exp's body leaves near alone
+  v.mul(t0, a, reg(a));  // z = x x
+  const int last = kTanhNear + int(tanh_detail::kNear.size()) - 1;
+  v.load(near, last);
+  v.horner(near, t0, last - 1, kTanhNear);
+  v.mul(t1, a, reg(t0));      // x z
+  v.fma213(near, t1, reg(a));  // (x z) p + x
+  v.bit_and(t0, a, constant(kAllButSign));  // |x|
+  v.add(t0, t0, reg(t0));                   // 2 |x|
+  emit_exp_body(v, d, t0, t0, t1);
+  v.add(d, d, constant(kOneF));  // e + 1
+  v.load(t0, kOneF);
+  v.add(t0, t0, reg(t0));  // 2
+  v.div(t0, t0, reg(d));   // 2 / (e + 1)
+  v.load(t1, kOneF);
+  v.sub(d, t1, reg(t0));  // 1 - that, at least 0
+  v.bit_and(t0, a, constant(kSignBit));  // x's sign
+  v.bit_or(d, d, reg(t0));
+  v.bit_and(t0, a, constant(kAllButSign));
+  v.compare(t0, constant(kOneF), 0x01);  // |x| < 1
+  v.select(d, d, near);
+  v.compare(a, constant(kZeroF), 0x08);  // x == 0 or a NaN
+  v.select(d, d, a);
+}
+
+// The transcendental x.op of a into d.
+void emit_transcendental(Emitter& e, Isa isa, Op op, int d, int a) {
+  VectorOps v(e, isa);
+  if (op == Op::exp) emit_exp(v, d, a);
+  else if (op == Op::sigmoid) emit_sigmoid(v, d, a);
+  else if (op == Op::erf) emit_erf(v, d, a);
+  else emit_tanh(v, d, a);
 }
 
 // The result's vector v into out: f32 as it is, bf16 as its upper halves, bool as bytes.
@@ -492,10 +583,7 @@ void emit_vector(Emitter& e, std::span<const Instr> code, const Allocation& al, 
       case Code::unary:
         if (x.op == Op::sqrt) e.evex_rr(1, 0, d, 0, a, 0, 0x51);
         else if (x.op == Op::neg) e.evex_rr(1, 1, d, a, kSignMask, 0, 0xEF);  // vpxord: the sign flipped
-        else if (x.op == Op::exp) emit_exp(e, d, a);
-        else if (x.op == Op::sigmoid) emit_sigmoid(e, d, a);
-        else if (x.op == Op::erf) emit_erf(e, d, a);
-        else if (x.op == Op::tanh) emit_tanh(e, d, a);
+        else if (is_transcendental(x)) emit_transcendental(e, Isa::avx512, x.op, d, a);
         else e.evex_rr(1, 1, d, a, kAbsMask, 0, 0xDB);                        // vpandd: the sign cleared
         break;
       case Code::binary:
@@ -592,7 +680,8 @@ void emit_max_min_avx2(Emitter& e, Op op, int d, int a, int b) {
 void emit_op_avx2(Emitter& e, const Instr& x, int d, int a, int b, int c) {
   switch (x.code) {
     case Code::unary:
-      if (x.op == Op::sqrt) e.vex_rr(1, 0, true, d, 0, a, 0x51);
+      if (is_transcendental(x)) emit_transcendental(e, Isa::avx2, x.op, d, a);
+      else if (x.op == Op::sqrt) e.vex_rr(1, 0, true, d, 0, a, 0x51);
       else if (x.op == Op::neg) with_constant(e, 0, d, a, kSignBit, 0x57);  // vxorps: the sign flipped
       else with_constant(e, 0, d, a, kAllButSign, 0x54);                    // vandps: the sign cleared
       break;
@@ -729,7 +818,7 @@ std::optional<FusionJit> FusionJit::compile(std::span<const FusionProgram::Instr
   std::memcpy(p, bytes.data(), bytes.size());
   if (mprotect(p, size, PROT_READ | PROT_EXEC) != 0) return std::nullopt;
   jit.entry_ = reinterpret_cast<Entry>(p);
-  jit.constants_ = isa == Isa::avx2 ? kConstantVectors[0] : kConstants;
+  jit.constants_ = isa == Isa::avx2 ? kConstantVectors : kConstants;
   jit.loops_ = takes_many_chunks(code, al);
   return jit;
 #else

@@ -11,11 +11,11 @@
 // It takes the f32 arithmetic whose results are exact IEEE operations (add, sub, mul, div,
 // sqrt, max, min, neg, abs), comparisons, selections and the conversions between f32 and bool
 // or bf16, so each element comes out bitwise as the program computes it; f32, bf16 and bool
-// results. AVX-512 code also takes exp, sigmoid, erf and tanh: the kernels' own sequences of
-// IEEE operations (kernels/exp_f32.h, erf_f32.h, tanh_f32.h), instruction for instruction, so
-// the same bits (a GELU and its gradient over a BERT's [32, 128, 1024] ran 1.4x as fast as on
-// the program). A body with any other op, a transcendental on AVX2, or a CPU without AVX2, has
-// no native form and runs on the program.
+// results. It also takes exp, sigmoid, erf and tanh (AVX2 code where the CPU has FMA): the
+// kernels' own sequences of IEEE operations (kernels/exp_f32.h, erf_f32.h, tanh_f32.h),
+// instruction for instruction, so the same bits (a GELU and its gradient over a BERT's
+// [32, 128, 1024] ran 1.4x as fast as on the program, AVX-512). A body with any other op, or a
+// CPU without AVX2, has no native form and runs on the program.
 #pragma once
 #include <cstddef>
 #include <cstdint>
@@ -72,9 +72,9 @@ class FusionJit {
   // The sign bit, all but the sign bit, 1.0f, 0.0f, 1, a bf16 rounding's bias, the upper half,
   // a bf16 NaN's quiet bit: AVX-512 code broadcasts each into a register of its own; AVX2
   // code, short of registers, reads them as memory operands, a vector of 8 lanes each. After
-  // the eight, AVX-512 code's: the transcendentals' coefficients, broadcast from memory.
+  // the eight, the transcendentals' coefficients (AVX-512 code broadcasts them from memory).
   static const uint32_t* const kConstants;
-  alignas(32) static const uint32_t kConstantVectors[8][8];
+  static const uint32_t* const kConstantVectors;
   struct Unmap {
     size_t size;
     void operator()(void* p) const;

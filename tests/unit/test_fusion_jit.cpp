@@ -109,12 +109,11 @@ struct NativeCounts {
   int native = 0, loops = 0, bodies = 0;
 };
 
-// Random bodies compiled for `isa` (none: the program alone) against the program alone; with
-// AVX-512 their unary ops include the transcendentals.
+// Random bodies compiled for `isa` (none: the program alone) against the program alone, their
+// unary ops the transcendentals too.
 NativeCounts compare_random_bodies(FusionJit::Isa isa) {
   std::mt19937 rng(7);
-  const Op exact[] = {Op::neg, Op::abs, Op::sqrt}, all[] = {Op::neg, Op::abs, Op::sqrt, Op::exp, Op::sigmoid, Op::erf, Op::tanh};
-  const std::span<const Op> unary = isa == FusionJit::Isa::avx512 ? std::span<const Op>(all) : std::span<const Op>(exact);
+  const Op unary[] = {Op::neg, Op::abs, Op::sqrt, Op::exp, Op::sigmoid, Op::erf, Op::tanh};
   NativeCounts count;
   int &native = count.native, &loops = count.loops, &bodies = count.bodies;
   for (const Shape& s : {Shape{37, 96}, Shape{9, 1000}, Shape{3, 5}, Shape{12, 512}, Shape{40, 64}, Shape{30, 16},
@@ -166,10 +165,10 @@ TEST_CASE("native fusion code gives the fusion program's bits") {
   if (best == FusionJit::Isa::none) CHECK(compare_random_bodies(best).native == 0);
 }
 
-// exp, the logistic function, erf and tanh in AVX-512 code: the kernels' operations one for one,
-// so their bits, here over every range's edges (exp's clamps, erf's series, fit and saturation,
-// tanh's two parts), the specials and a sweep; alone and in a GELU-like body. Elsewhere they have
-// no native form.
+// exp, the logistic function, erf and tanh in native code (AVX-512, and AVX2 with FMA): the
+// kernels' operations one for one, so their bits, here over every range's edges (exp's clamps,
+// erf's series, fit and saturation, tanh's two parts), the specials and a sweep; alone and in a
+// GELU-like body, for each instruction set the CPU runs.
 TEST_CASE("native exp, sigmoid, erf and tanh give the kernels' bits") {
   std::vector<float> xs = {0.0f, -0.0f, 1e-40f, -1e-40f, std::numeric_limits<float>::infinity(),
                            -std::numeric_limits<float>::infinity(), std::numeric_limits<float>::quiet_NaN(),
@@ -185,19 +184,24 @@ TEST_CASE("native exp, sigmoid, erf and tanh give the kernels' bits") {
   const Shape s{int64_t(xs.size())};
   Tensor in(DType::f32, s);
   std::memcpy(in.data<float>(), xs.data(), xs.size() * sizeof(float));
-  const bool avx512 = FusionJit::best_isa() == FusionJit::Isa::avx512;
+  const FusionJit::Isa best = FusionJit::best_isa();
   auto check = [&](const Graph& body, const std::string& what) {
-    FusionJit::set_isa(FusionJit::Isa::none);
-    const std::optional<FusionProgram> plain = FusionProgram::compile(body);
-    FusionJit::set_isa(FusionJit::best_isa());
-    const std::optional<FusionProgram> fast = FusionProgram::compile(body);
-    REQUIRE((plain && fast));
-    CHECK(fast->native() == avx512);
-    Tensor want(DType::f32, s), got(DType::f32, s);
-    const std::vector<const Tensor*> args = {&in};
-    plain->run(args, want, 0, want.size());
-    fast->run(args, got, 0, got.size());
-    check_same_bits(got, want, what);
+    for (FusionJit::Isa isa : {FusionJit::Isa::avx2, FusionJit::Isa::avx512}) {
+      if (isa > best) continue;
+      CAPTURE(int(isa));
+      FusionJit::set_isa(FusionJit::Isa::none);
+      const std::optional<FusionProgram> plain = FusionProgram::compile(body);
+      FusionJit::set_isa(isa);
+      const std::optional<FusionProgram> fast = FusionProgram::compile(body);
+      REQUIRE((plain && fast));
+      CHECK(fast->native());  // an AVX2 CPU without FMA would not have it: none is known
+      Tensor want(DType::f32, s), got(DType::f32, s);
+      const std::vector<const Tensor*> args = {&in};
+      plain->run(args, want, 0, want.size());
+      fast->run(args, got, 0, got.size());
+      check_same_bits(got, want, what);
+    }
+    FusionJit::set_isa(best);
   };
   for (Op op : {Op::exp, Op::sigmoid, Op::erf, Op::tanh}) {
     Graph g;
