@@ -15,4 +15,4 @@ grid = np.linspace(LO, HI, 30001)
 worst = max(abs(np.polyval(in_u[::-1], v - 2.5) - math.erf(v)) for v in grid)
 print(f"// max |error| in double: {worst:.2e}")
 for n, c in enumerate(in_u):
-    print(f"    {np.float32(c)!r:>}, // u^{n}".replace("np.float32(", "").replace(")", "f"))
+    print(f"    {str(np.float32(c))}f, // u^{n}")  # the shortest digits that give the float

@@ -28,4 +28,4 @@ grid = np.linspace(1e-3, 1.0, 20001)
 worst = max(abs(v + v**3 * np.polyval(coef[::-1], v * v) - math.tanh(v)) / math.tanh(v) for v in grid)
 print(f"// max relative error in double: {worst:.2e}")
 for n, c in enumerate(coef):
-    print(f"    {np.float32(c)!r:>}, // z^{n}".replace("np.float32(", "").replace(")", "f"))
+    print(f"    {str(np.float32(c))}f, // z^{n}")  # the shortest digits that give the float

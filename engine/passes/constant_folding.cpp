@@ -1,8 +1,10 @@
 // Constant folding: a node whose operands are all constants becomes a constant, computed by
 // the kernel the executor would have run (so results stay bitwise the same). Large results
 // stay unfolded: a broadcast of a scalar is cheaper to compute than to store. So a constant of
-// equal elements becomes one: a tensor a trace closes over (Keras's PositionEmbedding adds its
-// rows to zeros of the input's shape, which GPT-2's graph held as a 4 MB literal, read each step).
+// equal elements that only elementwise ops read becomes one (they fuse it): a tensor a trace
+// closes over (Keras's PositionEmbedding adds its rows to zeros of the input's shape, which
+// GPT-2's graph held as a 4 MB literal, read each step). Read by a dot or returned, it would be
+// written out each step where the literal is simply there.
 #include <cstring>
 
 #include "passes/pass.h"
@@ -31,9 +33,20 @@ NodeId emit_constant(Graph& g, Tensor value) {
   return g.broadcast(g.constant(std::move(one)), value.shape(), {});
 }
 
-// A constant of more than one element, all equal: a broadcast scalar.
-bool is_splat_constant(const Node& node) {
-  return node.op == Op::constant && node.attrs.literal()->size() > 1 && is_splat(*node.attrs.literal());
+// Per node: whether only elementwise ops and broadcasts read it (the graph does not return it).
+std::vector<bool> read_elementwise(const Graph& g) {
+  std::vector<bool> only(g.nodes.size(), true);
+  for (NodeId o : g.outputs) only[size_t(o)] = false;
+  for (const Node& n : g.nodes)
+    if (!op_info(n.op).elementwise() && n.op != Op::broadcast)
+      for (NodeId i : n.in) only[size_t(i)] = false;
+  return only;
+}
+
+// A constant of more than one element, all equal, read elementwise: a broadcast scalar.
+bool is_splat_constant(const Node& node, bool read_elementwise) {
+  return node.op == Op::constant && read_elementwise && node.attrs.literal()->size() > 1 &&
+         is_splat(*node.attrs.literal());
 }
 
 // Whether `node` can be computed now; `out` holds its operands (through `map`).
@@ -57,11 +70,11 @@ Tensor fold(const Node& node, const Graph& out, Map map) {
 // Folds in place, node by node, while each result is one constant node (what emit_constant
 // makes of a value that is no splat): node ids do not move, so nothing is copied. Returns the
 // first node that would fold into two (a broadcast scalar), or the end.
-NodeId fold_in_place(Graph& g, NodeId n, bool& changed) {
+NodeId fold_in_place(Graph& g, NodeId n, const std::vector<bool>& elementwise_readers, bool& changed) {
   auto same = [](NodeId i) { return i; };
   for (; n < NodeId(g.nodes.size()); ++n) {
     Node& node = g.nodes[size_t(n)];
-    if (is_splat_constant(node)) return n;
+    if (is_splat_constant(node, elementwise_readers[size_t(n)])) return n;
     if (!foldable(node, g, same)) continue;
     Tensor value = fold(node, g, same);
     if (is_splat(value)) return n;
@@ -77,7 +90,8 @@ NodeId fold_in_place(Graph& g, NodeId n, bool& changed) {
 
 PassResult constant_folding(Graph g) {
   bool changed = false;
-  const NodeId first = fold_in_place(g, 0, changed);
+  const std::vector<bool> elementwise_readers = read_elementwise(g);
+  const NodeId first = fold_in_place(g, 0, elementwise_readers, changed);
   if (first == NodeId(g.nodes.size())) return {std::move(g), changed};
   // From here a fold may add a node: rewrite into a new graph.
   Rewriter rw(g);
@@ -85,7 +99,7 @@ PassResult constant_folding(Graph g) {
   auto mapped = [&](NodeId i) { return rw.map(i); };
   for (NodeId n = first; n < NodeId(g.nodes.size()); ++n) {
     const Node& node = g.at(n);
-    const bool splat_constant = is_splat_constant(node);
+    const bool splat_constant = is_splat_constant(node, elementwise_readers[size_t(n)]);
     if (!splat_constant && !foldable(node, rw.out(), mapped)) {
       rw.take(n);
       continue;

@@ -45,9 +45,10 @@ struct Groups {
 };
 
 // Whether the tensors n reads come from one: each operand, a broadcast or scalar aside, is that
-// one or a cheap op of n's shape (at most 8 of them in all) on it. Recomputed, such a chain
-// reads that tensor alone: GPT-2's 0.044715 u^2, (0.044715 u) u, read by the tanh's group and by
-// the gradient's, as its factor 0.044715 u is (the factor is then recomputed too).
+// one or a cheap op of n's shape (at most 8 of them in all) on it. GPT-2's 0.044715 u^2,
+// (0.044715 u) u, read by the tanh's group and by the gradient's, as its factor 0.044715 u is:
+// the factor is recomputed in turn, and each group reads u alone. (Were the factor stored, read
+// by a dot say, each group would read it and u: two reads where the stored square took one.)
 bool reads_one_tensor(const Graph& g, NodeId n) {
   std::vector<NodeId> seen, sources;
   auto has = [](const std::vector<NodeId>& v, NodeId i) { return std::find(v.begin(), v.end(), i) != v.end(); };

@@ -133,17 +133,20 @@ TEST_CASE("constant folding evaluates nodes of constants") {
 }
 
 // A closed-over tensor of equal elements (Keras's PositionEmbedding adds its rows to zeros of the
-// input's shape) becomes a broadcast scalar, as a folded result of equal elements does; its bits
-// as they were (a -0 stays -0); a constant of differing elements or of one element stays.
+// input's shape) that elementwise ops read becomes a broadcast scalar, as a folded result of
+// equal elements does; its bits as they were (a -0 stays -0). A constant of differing elements,
+// of one element, read by a dot or returned stays (a broadcast would be written out each step).
 TEST_CASE("constant folding makes a constant of equal elements a broadcast scalar") {
   expect(constant_folding,
          "graph g\n%0 = parameter f32[2,3] index=0\n%1 = constant f32[2,3] literal=[-0,-0,-0,-0,-0,-0]\n"
          "%2 = add f32[2,3] %0, %1\n%3 = constant f32[2] literal=[1,2]\n%4 = constant f32[1] literal=[5]\n"
-         "return %2, %3, %4\n",
+         "%5 = constant f32[3,2] literal=[1,1,1,1,1,1]\n%6 = dot f32[2,2] %0, %5\n"
+         "%7 = constant f32[2] literal=[7,7]\nreturn %2, %3, %4, %6, %7\n",
          true,
          "graph g\n%0 = parameter f32[2,3] index=0\n%1 = constant f32[] literal=[-0]\n%2 = broadcast f32[2,3] %1\n"
          "%3 = add f32[2,3] %0, %2\n%4 = constant f32[2] literal=[1,2]\n%5 = constant f32[1] literal=[5]\n"
-         "return %3, %4, %5\n");
+         "%6 = constant f32[3,2] literal=[1,1,1,1,1,1]\n%7 = dot f32[2,2] %0, %6\n"
+         "%8 = constant f32[2] literal=[7,7]\nreturn %3, %4, %5, %7, %8\n");
 }
 
 TEST_CASE("algebraic simplification applies exact identities only") {
