@@ -44,29 +44,38 @@ struct Groups {
   std::vector<int32_t> size;    // members per group
 };
 
-// Whether the tensors n reads come from one: each operand, a broadcast or scalar aside, is that
-// one or a cheap op of n's shape (at most 8 of them in all) on it. GPT-2's 0.044715 u^2,
-// (0.044715 u) u, read by the tanh's group and by the gradient's, as its factor 0.044715 u is:
-// the factor is recomputed in turn, and each group reads u alone. (Were the factor stored, read
-// by a dot say, each group would read it and u: two reads where the stored square took one.)
+// Whether the tensors n reads come from one: some tensor s such that each operand, a broadcast
+// or scalar aside, is s or a cheap op of n's shape whose own operands are so, in turn (at most
+// 8 deep). Recomputed, n then reads s alone: x - mean reads x; GPT-2's 0.044715 u^2,
+// (0.044715 u) u, read by the tanh's group and by the gradient's, reads u (the factor
+// 0.044715 u is recomputed with it). The candidates for s are n's operands first, then what
+// lies behind them, nearest first.
 bool reads_one_tensor(const Graph& g, NodeId n) {
-  std::vector<NodeId> seen, sources;
-  auto has = [](const std::vector<NodeId>& v, NodeId i) { return std::find(v.begin(), v.end(), i) != v.end(); };
-  auto walk = [&](auto& self, NodeId m) -> bool {
-    for (NodeId i : g.at(m).in) {
-      if (clonable(g, i) || has(sources, i) || has(seen, i)) continue;
-      const Node& o = g.at(i);
-      if (is_elementwise(o.op) && is_cheap(o.op) && o.shape == g.at(n).shape && seen.size() < 8) {
-        seen.push_back(i);
-        if (!self(self, i)) return false;
-      } else {
-        sources.push_back(i);
-      }
-      if (sources.size() > 1) return false;
-    }
-    return true;
+  const Shape& shape = g.at(n).shape;
+  auto walkable = [&](NodeId i) {
+    const Node& o = g.at(i);
+    return is_elementwise(o.op) && is_cheap(o.op) && o.shape == shape;
   };
-  return walk(walk, n);
+  std::vector<NodeId> candidates, frontier = {n};
+  for (size_t k = 0; k < frontier.size() && candidates.size() < 16; ++k)
+    for (NodeId i : g.at(frontier[k]).in) {
+      if (clonable(g, i) || std::find(candidates.begin(), candidates.end(), i) != candidates.end()) continue;
+      candidates.push_back(i);
+      if (walkable(i)) frontier.push_back(i);
+    }
+  if (candidates.empty()) return true;  // broadcasts and scalars only
+  for (NodeId source : candidates) {
+    int budget = 64;  // nodes visited: a bound on the walk through a DAG
+    auto from = [&](auto& self, NodeId m, int depth) -> bool {
+      for (NodeId i : g.at(m).in) {
+        if (clonable(g, i) || i == source) continue;
+        if (!walkable(i) || depth == 8 || --budget < 0 || !self(self, i, depth + 1)) return false;
+      }
+      return true;
+    };
+    if (from(from, n, 0)) return true;
+  }
+  return false;
 }
 
 // A cheap op of one tensor operand (others broadcasts or scalars; or cheap ops on it, as

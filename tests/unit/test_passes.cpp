@@ -544,6 +544,24 @@ TEST_CASE("elementwise fusion recomputes a chain that reads one tensor along two
   expect_same_numbers(in, std::move(out), args);
 }
 
+// A LayerNorm's x - mean, x a residual sum a + b that is stored (its mean reads it): recomputed
+// in both groups that read it, from x, not through x from a and b (two reads), and not stored.
+TEST_CASE("elementwise fusion recomputes from the nearest one tensor, not past it") {
+  PassResult r = elementwise_fusion(parse_graph(
+      "graph g\n%0 = parameter f32[4,3] index=0\n%1 = parameter f32[4,3] index=1\n%2 = add f32[4,3] %0, %1\n"
+      "%3 = reduce f32[4] %2 dims=[1] kind=sum\n%4 = broadcast f32[4,3] %3 dims=[0]\n%5 = sub f32[4,3] %2, %4\n"
+      "%6 = tanh f32[4,3] %5\n%7 = exp f32[4,3] %5\n%8 = dot f32[4,4] %6, %7 tb\nreturn %8\n"));
+  Graph out = dead_code_elimination(std::move(r.graph)).graph;
+  CHECK(verify_graph(out).empty());
+  int bodies_with_sub = 0;
+  for (const Node& n : out.nodes) {
+    CHECK(n.op != Op::sub);
+    if (n.op != Op::fusion) continue;
+    for (const Node& b : n.attrs.body()->nodes) bodies_with_sub += b.op == Op::sub;
+  }
+  CHECK(bodies_with_sub == 2);
+}
+
 // A product of two different tensors stays one read each: recomputing it in two groups would
 // have both read two tensors where they read one.
 TEST_CASE("elementwise fusion stores a cheap op of two tensors read by two groups") {
