@@ -488,6 +488,18 @@ TEST_CASE("elementwise fusion recomputes a cheap op read by two groups instead o
   CHECK(fusions == 2);
 }
 
+namespace {
+// f32 arguments of these shapes, argument a's element i 2 sin(3 i + a).
+std::vector<Tensor> sine_args(const std::vector<Shape>& shapes) {
+  std::vector<Tensor> args;
+  for (size_t a = 0; a < shapes.size(); ++a) {
+    args.emplace_back(DType::f32, shapes[a]);
+    for (int64_t i = 0; i < args[a].size(); ++i) args[a].set(i, std::sin(double(i * 3 + a)) * 2);
+  }
+  return args;
+}
+}  // namespace
+
 // A swish under a folded BatchNorm: y = x * inv + shift, s = sigmoid(y); the swish y * s and
 // its gradient's factor s * (1 - s) are two groups. The whole chain y, s is recomputed in each
 // (a chain through recomputed users), so no fusion writes y or s: each reads x itself.
@@ -510,10 +522,7 @@ TEST_CASE("elementwise fusion recomputes a chain of cheap ops read by two groups
     CHECK(n.in[0] == 0);  // each reads x itself
   }
   CHECK(fusions == 2);
-  std::vector<Tensor> args = {Tensor(DType::f32, {4, 3}), Tensor(DType::f32, {3}), Tensor(DType::f32, {3})};
-  for (size_t a = 0; a < args.size(); ++a)
-    for (int64_t i = 0; i < args[a].size(); ++i) args[a].set(i, std::sin(double(i * 3 + a)) * 2);
-  expect_same_numbers(in, std::move(out), args);
+  expect_same_numbers(in, std::move(out), sine_args({{4, 3}, {3}, {3}}));
 }
 
 // GPT-2's tanh GELU: u = x + b, its cube term s = (0.044715 u) u, read by the tanh's group and
@@ -538,10 +547,7 @@ TEST_CASE("elementwise fusion recomputes a chain that reads one tensor along two
     for (NodeId i : n.in) CHECK(out.at(i).op == Op::parameter);  // x, b, g: no fusion reads another
   }
   CHECK(fusions == 2);
-  std::vector<Tensor> args = {Tensor(DType::f32, {4, 3}), Tensor(DType::f32, {3}), Tensor(DType::f32, {4, 3})};
-  for (size_t a = 0; a < args.size(); ++a)
-    for (int64_t i = 0; i < args[a].size(); ++i) args[a].set(i, std::sin(double(i * 3 + a)) * 2);
-  expect_same_numbers(in, std::move(out), args);
+  expect_same_numbers(in, std::move(out), sine_args({{4, 3}, {3}, {4, 3}}));
 }
 
 // A LayerNorm's x - mean, x a residual sum a + b that is stored (its mean reads it): recomputed
