@@ -94,7 +94,8 @@ constexpr int kMaskRegs = 6, kScratchMask = 7;
 constexpr int kAvx2ValueRegs = 14, kAvx2Scratch = 14, kAvx2Scratch2 = 15, kAvx2VectorFloats = 8;
 constexpr int kAvx2TranscendentalValueRegs = 12, kAvx2Temp1 = 12, kAvx2Temp2 = 13;
 enum Constant { kSignBit, kAllButSign, kOneF, kZeroF, kOneI, kBf16Bias, kUpperHalf, kBf16Quiet };
-int32_t constant_at(Constant c) { return int32_t(8 * sizeof(uint32_t)) * c; }  // a row of kConstantVectors
+int32_t constant_at(int c) { return int32_t(8 * sizeof(uint32_t)) * c; }  // a row of kConstantVectors
+int32_t float_at(int c) { return int32_t(sizeof(uint32_t)) * c; }       // an element of kConstants
 // General registers of the entry's arguments (System V): at, masks, out, constants, chunks;
 // rax scratch.
 constexpr int kRax = 0, kConstReg = 1, kOut = 2, kMasksReg = 6, kAt = 7, kChunks = 8;
@@ -343,7 +344,7 @@ Allocation allocate(std::span<const Instr> code, int32_t root, Isa isa) {
 
 // Once a chunk: the constants, the splats, the chunk pointers.
 void emit_prologue(Emitter& e, std::span<const Instr> code, const Allocation& al) {
-  for (int k = 0; k < 8; ++k) e.evex_rm(2, 1, kSignMask - k, kConstReg, 4 * k, 0x18);  // vbroadcastss
+  for (int k = 0; k < 8; ++k) e.evex_rm(2, 1, kSignMask - k, kConstReg, float_at(k), 0x18);  // vbroadcastss
   for (const Instr& x : code) {
     const int d = al.reg[size_t(x.dst)];
     if (x.code == Code::splat && d >= 0) {
@@ -398,8 +399,8 @@ class VectorOps {
     if (b.reg < 0 && !avx2_ && b.constant < 8) b.reg = kSignMask - b.constant;  // kept in a register
     if (b.reg >= 0 && avx2_) e_.vex_rr(map, pp, true, d, a, b.reg, opcode);
     else if (b.reg >= 0) e_.evex_rr(map, pp, d, a, b.reg, 0, opcode);
-    else if (avx2_) e_.vex_rm(map, pp, true, d, a, kConstReg, int32_t(8 * sizeof(uint32_t)) * b.constant, opcode);
-    else e_.evex_rb(map, pp, d, a, kConstReg, int32_t(sizeof(uint32_t)) * b.constant, opcode);
+    else if (avx2_) e_.vex_rm(map, pp, true, d, a, kConstReg, constant_at(b.constant), opcode);
+    else e_.evex_rb(map, pp, d, a, kConstReg, float_at(b.constant), opcode);
     if (imm >= 0) e_.byte(uint8_t(imm));
   }
   void mul(int d, int a, Operand b) { op(1, 0, 0x59, d, a, b); }
@@ -425,8 +426,8 @@ class VectorOps {
     e_.byte(uint8_t(imm));
   }
   void load(int d, int c) {
-    if (avx2_) e_.vex_rm(1, 0, true, d, 0, kConstReg, int32_t(8 * sizeof(uint32_t)) * c, 0x10);  // vmovups
-    else e_.evex_rm(2, 1, d, kConstReg, int32_t(sizeof(uint32_t)) * c, 0x18);                     // vbroadcastss
+    if (avx2_) e_.vex_rm(1, 0, true, d, 0, kConstReg, constant_at(c), 0x10);  // vmovups
+    else e_.evex_rm(2, 1, d, kConstReg, float_at(c), 0x18);                     // vbroadcastss
   }
   // The mask = a `predicate` b (vcmpps), then selections by it.
   void compare(int a, Operand b, int predicate) { op(1, 0, 0xC2, mask(), a, b, predicate); }

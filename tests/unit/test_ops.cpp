@@ -1555,6 +1555,27 @@ TEST_CASE("exp_f32: within 2 ulps of e^x, the same bits vectorised as alone") {
 
 namespace {
 [[gnu::noinline]] float erf_alone(float x) { return erf_f32(x); }
+[[gnu::noinline]] float tanh_alone(float x) { return tanh_f32(x); }
+
+struct Worst {
+  double ulps = 0;
+  float at = 0;
+};
+// The kernel of `op`, an odd function, on xs: each element has the bits of its element function
+// called alone, a NaN gives a NaN and +-0 itself; elsewhere its worst distance from `exact`.
+Worst check_odd_kernel(Op op, const std::vector<float>& xs, float (*alone)(float), double (*exact)(double)) {
+  const std::vector<float> got = run_unary(op, xs);
+  Worst w;
+  for (size_t i = 0; i < xs.size(); ++i) {
+    const float y = got[i], x = xs[i];
+    INFO("x = " << x << ", got " << y);
+    CHECK(std::memcmp(&y, &(const float&)alone(x), sizeof y) == 0);
+    if (std::isnan(x)) CHECK(std::isnan(y));
+    else if (x == 0) CHECK((y == 0 && std::signbit(y) == std::signbit(x)));
+    else if (ulps(y, exact(double(x))) > w.ulps) w = {ulps(y, exact(double(x))), x};
+  }
+  return w;
+}
 void expect_one_fusion_with_same_bits(const Graph& g, const std::vector<Tensor>& args);  // below
 }  // namespace
 
@@ -1568,19 +1589,9 @@ TEST_CASE("erf_f32: within 1.5 ulps of erf, the same bits vectorised as alone an
   for (float x : {0.0f, -0.0f, 1e-30f, -1e-30f, 1e-4f, 0.99999994f, 1.0f, 1.00000012f, -1.0f, 3.99999976f, 4.0f, -4.0f,
                   1e30f, std::numeric_limits<float>::infinity(), -std::numeric_limits<float>::infinity(), std::nanf("")})
     xs.push_back(x);
-  const std::vector<float> e = run_unary(Op::erf, xs);
-  double worst = 0;
-  float worst_x = 0;
-  for (size_t i = 0; i < xs.size(); ++i) {
-    const float got = e[i];
-    INFO("x = " << xs[i] << ", got " << got);
-    CHECK(std::memcmp(&got, &(const float&)erf_alone(xs[i]), sizeof got) == 0);
-    if (std::isnan(xs[i])) CHECK(std::isnan(got));
-    else if (xs[i] == 0) CHECK((got == 0 && std::signbit(got) == std::signbit(xs[i])));
-    else if (ulps(got, std::erf(double(xs[i]))) > worst) worst = ulps(got, std::erf(double(xs[i]))), worst_x = xs[i];
-  }
-  INFO("worst at x = " << worst_x);
-  CHECK(worst <= 1.5);
+  const Worst w = check_odd_kernel(Op::erf, xs, erf_alone, [](double x) { return std::erf(x); });
+  INFO("worst at x = " << w.at);
+  CHECK(w.ulps <= 1.5);
   CHECK(erf_f32(std::numeric_limits<float>::infinity()) == 1);
   CHECK(erf_f32(-std::numeric_limits<float>::infinity()) == -1);
 
@@ -1594,10 +1605,6 @@ TEST_CASE("erf_f32: within 1.5 ulps of erf, the same bits vectorised as alone an
   expect_one_fusion_with_same_bits(gelu, {in});
 }
 
-namespace {
-[[gnu::noinline]] float tanh_alone(float x) { return tanh_f32(x); }
-}  // namespace
-
 // The tanh kernel's element function (kernels/tanh_f32.h): within 1.5 ulps of tanh over [-10, 10]
 // (both of its parts and where they meet at 1), +-0, NaN, the infinities and the saturation as
 // tanh has them; each lane of the vectorised kernel has the bits of the function called on its
@@ -1609,19 +1616,9 @@ TEST_CASE("tanh_f32: within 1.5 ulps of tanh, the same bits vectorised as alone 
                   -50.0f, 1e30f, std::numeric_limits<float>::infinity(), -std::numeric_limits<float>::infinity(),
                   std::nanf("")})
     xs.push_back(x);
-  const std::vector<float> t = run_unary(Op::tanh, xs);
-  double worst = 0;
-  float worst_x = 0;
-  for (size_t i = 0; i < xs.size(); ++i) {
-    const float got = t[i];
-    INFO("x = " << xs[i] << ", got " << got);
-    CHECK(std::memcmp(&got, &(const float&)tanh_alone(xs[i]), sizeof got) == 0);
-    if (std::isnan(xs[i])) CHECK(std::isnan(got));
-    else if (xs[i] == 0) CHECK((got == 0 && std::signbit(got) == std::signbit(xs[i])));
-    else if (ulps(got, std::tanh(double(xs[i]))) > worst) worst = ulps(got, std::tanh(double(xs[i]))), worst_x = xs[i];
-  }
-  INFO("worst at x = " << worst_x);
-  CHECK(worst <= 1.5);
+  const Worst w = check_odd_kernel(Op::tanh, xs, tanh_alone, [](double x) { return std::tanh(x); });
+  INFO("worst at x = " << w.at);
+  CHECK(w.ulps <= 1.5);
   CHECK(tanh_f32(std::numeric_limits<float>::infinity()) == 1);
   CHECK(tanh_f32(-std::numeric_limits<float>::infinity()) == -1);
 

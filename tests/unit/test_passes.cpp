@@ -463,18 +463,37 @@ TEST_CASE("elementwise fusion makes one kernel of a chain with its broadcasts") 
   CHECK(print_graph(parse_graph(print_graph(r.graph))) == print_graph(r.graph));
 }
 
+namespace {
+// Elementwise fusion of the graph `text`, which it changes, then dead code elimination; the
+// result verified.
+Graph fused_and_pruned(const std::string& text) {
+  PassResult r = elementwise_fusion(parse_graph(text));
+  CHECK(r.changed);
+  Graph out = dead_code_elimination(std::move(r.graph)).graph;
+  CHECK(verify_graph(out).empty());
+  return out;
+}
+
+// f32 arguments of these shapes, argument a's element i 2 sin(3 i + a).
+std::vector<Tensor> sine_args(const std::vector<Shape>& shapes) {
+  std::vector<Tensor> args;
+  for (size_t a = 0; a < shapes.size(); ++a) {
+    args.emplace_back(DType::f32, shapes[a]);
+    for (int64_t i = 0; i < args[a].size(); ++i) args[a].set(i, std::sin(double(i * 3 + a)) * 2);
+  }
+  return args;
+}
+}  // namespace
+
 TEST_CASE("elementwise fusion recomputes a cheap op read by two groups instead of storing it") {
   // %4 = x + bias feeds relu (%7) and, through compare/select, its gradient (%9): each fusion
   // recomputes %4 from x, so no fusion writes it.
-  PassResult r = elementwise_fusion(parse_graph(
+  Graph out = fused_and_pruned(
       "graph g\n%0 = parameter f32[4,3] index=0\n%1 = parameter f32[3] index=0\n%2 = parameter f32[4,3] index=0\n"
       "%3 = broadcast f32[4,3] %1 dims=[1]\n%4 = add f32[4,3] %0, %3\n%5 = constant f32[] literal=[0]\n"
       "%6 = broadcast f32[4,3] %5\n%7 = max f32[4,3] %4, %6\n"
       "%8 = compare bool[4,3] %4, %6 direction=ge\n%9 = select f32[4,3] %8, %2, %6\n"
-      "%10 = dot f32[4,4] %7, %9 tb\nreturn %10\n"));
-  CHECK(r.changed);
-  Graph out = dead_code_elimination(std::move(r.graph)).graph;
-  CHECK(verify_graph(out).empty());
+      "%10 = dot f32[4,4] %7, %9 tb\nreturn %10\n");
   int fusions = 0;
   for (const Node& n : out.nodes) {
     CHECK(n.op != Op::add);  // only inside the bodies
@@ -488,18 +507,6 @@ TEST_CASE("elementwise fusion recomputes a cheap op read by two groups instead o
   CHECK(fusions == 2);
 }
 
-namespace {
-// f32 arguments of these shapes, argument a's element i 2 sin(3 i + a).
-std::vector<Tensor> sine_args(const std::vector<Shape>& shapes) {
-  std::vector<Tensor> args;
-  for (size_t a = 0; a < shapes.size(); ++a) {
-    args.emplace_back(DType::f32, shapes[a]);
-    for (int64_t i = 0; i < args[a].size(); ++i) args[a].set(i, std::sin(double(i * 3 + a)) * 2);
-  }
-  return args;
-}
-}  // namespace
-
 // A swish under a folded BatchNorm: y = x * inv + shift, s = sigmoid(y); the swish y * s and
 // its gradient's factor s * (1 - s) are two groups. The whole chain y, s is recomputed in each
 // (a chain through recomputed users), so no fusion writes y or s: each reads x itself.
@@ -510,10 +517,7 @@ TEST_CASE("elementwise fusion recomputes a chain of cheap ops read by two groups
       "%6 = add f32[4,3] %4, %5\n%7 = sigmoid f32[4,3] %6\n%8 = mul f32[4,3] %6, %7\n"
       "%9 = constant f32[] literal=[1]\n%10 = broadcast f32[4,3] %9\n%11 = sub f32[4,3] %10, %7\n"
       "%12 = mul f32[4,3] %7, %11\n%13 = dot f32[4,4] %8, %12 tb\nreturn %13\n";
-  PassResult r = elementwise_fusion(parse_graph(in));
-  CHECK(r.changed);
-  Graph out = dead_code_elimination(std::move(r.graph)).graph;
-  CHECK(verify_graph(out).empty());
+  Graph out = fused_and_pruned(in);
   int fusions = 0;
   for (const Node& n : out.nodes) {
     CHECK(n.op != Op::sigmoid);  // only inside the bodies
@@ -536,10 +540,7 @@ TEST_CASE("elementwise fusion recomputes a chain that reads one tensor along two
       "%6 = broadcast f32[4,3] %5\n%7 = mul f32[4,3] %6, %4\n%8 = mul f32[4,3] %7, %4\n%9 = mul f32[4,3] %8, %4\n"
       "%10 = add f32[4,3] %4, %9\n%11 = tanh f32[4,3] %10\n%12 = mul f32[4,3] %2, %8\n%13 = mul f32[4,3] %12, %7\n"
       "%14 = dot f32[4,4] %11, %13 tb\nreturn %14\n";
-  PassResult r = elementwise_fusion(parse_graph(in));
-  CHECK(r.changed);
-  Graph out = dead_code_elimination(std::move(r.graph)).graph;
-  CHECK(verify_graph(out).empty());
+  Graph out = fused_and_pruned(in);
   int fusions = 0;
   for (const Node& n : out.nodes) {
     if (n.op != Op::fusion) continue;
@@ -553,12 +554,10 @@ TEST_CASE("elementwise fusion recomputes a chain that reads one tensor along two
 // A LayerNorm's x - mean, x a residual sum a + b that is stored (its mean reads it): recomputed
 // in both groups that read it, from x, not through x from a and b (two reads), and not stored.
 TEST_CASE("elementwise fusion recomputes from the nearest one tensor, not past it") {
-  PassResult r = elementwise_fusion(parse_graph(
+  Graph out = fused_and_pruned(
       "graph g\n%0 = parameter f32[4,3] index=0\n%1 = parameter f32[4,3] index=1\n%2 = add f32[4,3] %0, %1\n"
       "%3 = reduce f32[4] %2 dims=[1] kind=sum\n%4 = broadcast f32[4,3] %3 dims=[0]\n%5 = sub f32[4,3] %2, %4\n"
-      "%6 = tanh f32[4,3] %5\n%7 = exp f32[4,3] %5\n%8 = dot f32[4,4] %6, %7 tb\nreturn %8\n"));
-  Graph out = dead_code_elimination(std::move(r.graph)).graph;
-  CHECK(verify_graph(out).empty());
+      "%6 = tanh f32[4,3] %5\n%7 = exp f32[4,3] %5\n%8 = dot f32[4,4] %6, %7 tb\nreturn %8\n");
   int bodies_with_sub = 0;
   for (const Node& n : out.nodes) {
     CHECK(n.op != Op::sub);
@@ -596,10 +595,7 @@ TEST_CASE("elementwise fusion recomputes a softmax's division read by the dropou
       "%12 = mul f32[4,6] %9, %11\n%13 = constant f32[] literal=[0]\n%14 = broadcast f32[4,6] %13\n"
       "%15 = select f32[4,6] %1, %12, %14\n%16 = mul f32[4,6] %2, %9\n%17 = reduce f32[4] %16 dims=[1] kind=sum\n"
       "%18 = dot f32[4,4] %15, %6 tb\nreturn %18, %17\n";
-  PassResult r = elementwise_fusion(parse_graph(in));
-  CHECK(r.changed);
-  Graph out = dead_code_elimination(std::move(r.graph)).graph;
-  CHECK(verify_graph(out).empty());
+  Graph out = fused_and_pruned(in);
   int fusions = 0, reads_of_fusions = 0;  // e and the dropout; the dropout and the gradient's sum read e
   for (const Node& n : out.nodes) {
     CHECK(n.op != Op::div);  // only inside the bodies
