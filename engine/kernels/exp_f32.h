@@ -27,16 +27,24 @@ inline constexpr std::array<float, 8> kTaylor = {1.0f / 5040, 1.0f / 720, 1.0f /
 
 }  // namespace exp_detail
 
+// e^r for c's k and r (exp_detail above): the steps every e^c shares; k is set to round(c / ln 2).
+inline float exp_reduced(float c, float& k) {
+  using namespace exp_detail;
+  k = std::fma(c, kLog2e, kRound) - kRound;
+  const float r = std::fma(-k, kLn2Lo, std::fma(-k, kLn2Hi, c));
+  float p = kTaylor[0];
+#pragma GCC unroll 8  // unrolled, the caller's loop over elements vectorises
+  for (size_t n = 1; n < kTaylor.size(); ++n) p = std::fma(p, r, kTaylor[n]);
+  return p;
+}
+
 // Within 2 ulps of std::exp (tests/unit/test_ops.cpp).
 inline float exp_f32(float x) {
   using namespace exp_detail;
   const bool nan = x != x;
   const float c = nan ? 0.0f : x < kLow ? kLow : x > kHigh ? kHigh : x;
-  const float k = std::fma(c, kLog2e, kRound) - kRound;
-  const float r = std::fma(-k, kLn2Lo, std::fma(-k, kLn2Hi, c));
-  float p = kTaylor[0];
-#pragma GCC unroll 8  // unrolled, the caller's loop over elements vectorises
-  for (size_t n = 1; n < kTaylor.size(); ++n) p = std::fma(p, r, kTaylor[n]);
+  float k;
+  const float p = exp_reduced(c, k);
   const int32_t ki = int32_t(k), k1 = ki >> 1, k2 = ki - k1;  // each within [-75, 64]
   const float s1 = std::bit_cast<float>((k1 + kBias) << 23), s2 = std::bit_cast<float>((k2 + kBias) << 23);
   const float e = p * s1 * s2;

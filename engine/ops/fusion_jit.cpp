@@ -31,7 +31,7 @@ namespace {
 enum ConstantIndex {
   kExpLow = 8, kExpHigh, kLog2e, kRoundMagic, kLn2Hi, kLn2Lo, kExponentBias, kExpTaylor,
   kErfLeadHi = kExpTaylor + int(exp_detail::kTaylor.size()), kErfLeadLo, kFour, kTwoAndHalf, kErfNear,
-  kErfFar = kErfNear + erf_detail::kTerms, kTanhNear = kErfFar + int(erf_detail::kFar.size()),
+  kErfFar = kErfNear + erf_detail::kTerms, kTanhFarHigh = kErfFar + int(erf_detail::kFar.size()), kTanhTwo, kTanhNear,
   kConstantCount = kTanhNear + int(tanh_detail::kNear.size())
 };
 
@@ -45,6 +45,7 @@ constexpr std::array<uint32_t, kConstantCount> constant_table() {
   put(kErfLeadHi, erf_detail::kLeadHi), put(kErfLeadLo, erf_detail::kLeadLo), put(kFour, 4.0f), put(kTwoAndHalf, 2.5f);
   for (size_t i = 0; i < erf_detail::kNear.size(); ++i) put(kErfNear + int(i), erf_detail::kNear[i]);
   for (size_t i = 0; i < erf_detail::kFar.size(); ++i) put(kErfFar + int(i), erf_detail::kFar[i]);
+  put(kTanhFarHigh, tanh_detail::kFarHigh), put(kTanhTwo, 2.0f);
   for (size_t i = 0; i < tanh_detail::kNear.size(); ++i) put(kTanhNear + int(i), tanh_detail::kNear[i]);
   return t;
 }
@@ -452,11 +453,8 @@ class VectorOps {
   bool avx2_;
 };
 
-// d = e^x but for NaNs, which give some number; t0 and t1 are clobbered, t0 may be x. A NaN is
-// clamped to kExpLow where the kernel takes 0: either way its lane is replaced.
-void emit_exp_body(VectorOps& v, int d, int x, int t0, int t1) {
-  v.max(t0, x, constant(kExpLow));  // c
-  v.min(t0, t0, constant(kExpHigh));
+// exp_reduced: d = e^r and t1 = k for c in t0 (which ends as r).
+void emit_exp_reduced(VectorOps& v, int d, int t0, int t1) {
   v.load(t1, kRoundMagic);
   v.fma231(t1, t0, constant(kLog2e));  // c log2e + round
   v.sub(t1, t1, constant(kRoundMagic));  // k
@@ -464,13 +462,24 @@ void emit_exp_body(VectorOps& v, int d, int x, int t0, int t1) {
   v.fnma231(t0, t1, constant(kLn2Lo));  // r
   v.load(d, kExpTaylor);
   v.horner(d, t0, kExpTaylor + 1, kExpTaylor + int(exp_detail::kTaylor.size()) - 1);
+}
+
+// t = 2^k for the float k in t (an integer within a float's exponent range).
+void emit_power_of_two(VectorOps& v, int t) {
+  v.int_add(t, t, constant(kExponentBias));
+  v.shift(6, t, t, 23);  // vpslld
+}
+
+// d = e^x but for NaNs, which give some number; t0 and t1 are clobbered, t0 may be x. A NaN is
+// clamped to kExpLow where the kernel takes 0: either way its lane is replaced.
+void emit_exp_body(VectorOps& v, int d, int x, int t0, int t1) {
+  v.max(t0, x, constant(kExpLow));  // c
+  v.min(t0, t0, constant(kExpHigh));
+  emit_exp_reduced(v, d, t0, t1);
   v.truncate_to_int(t1, t1);  // k as an integer
   v.shift(4, t0, t1, 1);      // vpsrad: k1 = k >> 1
   v.int_sub(t1, t1, reg(t0));  // k2 = k - k1
-  for (int t : {t0, t1}) {     // 2^k1, 2^k2
-    v.int_add(t, t, constant(kExponentBias));
-    v.shift(6, t, t, 23);  // vpslld
-  }
+  for (int t : {t0, t1}) emit_power_of_two(v, t);  // 2^k1, 2^k2
   v.mul(d, d, reg(t0));  // p s1
   v.mul(d, d, reg(t1));  // p s1 s2
 }
@@ -530,19 +539,21 @@ void emit_tanh(VectorOps& v, int d, int a) {
   v.mul(t1, a, reg(t0));      // x z
   v.fma213(near, t1, reg(a));  // (x z) p + x
   v.bit_and(t0, a, constant(kAllButSign));  // |x|
+  v.compare(t0, constant(kOneF), 0x01);     // |x| < 1: the mask stays until the selection
   v.add(t0, t0, reg(t0));                   // 2 |x|
-  emit_exp_body(v, d, t0, t0, t1);
+  v.min(t0, t0, constant(kTanhFarHigh));    // tanh_detail::exp_far
+  emit_exp_reduced(v, d, t0, t1);
+  v.truncate_to_int(t1, t1);
+  emit_power_of_two(v, t1);
+  v.mul(d, d, reg(t1));  // e^2|x|
   v.add(d, d, constant(kOneF));  // e + 1
-  v.load(t0, kOneF);
-  v.add(t0, t0, reg(t0));  // 2
-  v.div(t0, t0, reg(d));   // 2 / (e + 1)
+  v.load(t0, kTanhTwo);
+  v.div(t0, t0, reg(d));  // 2 / (e + 1)
   v.load(t1, kOneF);
   v.sub(d, t1, reg(t0));  // 1 - that, at least 0
   v.bit_and(t0, a, constant(kSignBit));  // x's sign
   v.bit_or(d, d, reg(t0));
-  v.bit_and(t0, a, constant(kAllButSign));
-  v.compare(t0, constant(kOneF), 0x01);  // |x| < 1
-  v.select(d, d, near);
+  v.select(d, d, near);  // near where |x| < 1
   v.compare(a, constant(kZeroF), 0x08);  // x == 0 or a NaN
   v.select(d, d, a);
 }
