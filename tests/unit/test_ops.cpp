@@ -1607,8 +1607,8 @@ TEST_CASE("erf_f32: within 1.5 ulps of erf, the same bits vectorised as alone an
 
 // The tanh kernel's element function (kernels/tanh_f32.h): within 1.5 ulps of tanh over [-10, 10]
 // (both of its parts and where they meet at 1), +-0, NaN, the infinities and the saturation as
-// tanh has them (1 from 9.011, where e^2|x| stops at e^19); each lane of the vectorised kernel has the bits of the function called on its
-// own; a fused tanh GELU (GPT-2's) has the unfused kernels' bits.
+// tanh has them (1 from 9.011; e^2|x| stops at e^19); each lane of the vectorised kernel has the
+// bits of the function called on its own; a fused tanh GELU (GPT-2's) has the unfused kernels' bits.
 TEST_CASE("tanh_f32: within 1.5 ulps of tanh, the same bits vectorised as alone and fused") {
   std::vector<float> xs;
   for (double x = -10; x <= 10; x += 0.000731) xs.push_back(float(x));
