@@ -129,11 +129,14 @@ std::vector<NodeId> sink_into_readers(const Graph& g, std::span<const NodeId> or
       if (stays[size_t(n)] || first_reader[size_t(n)] < 0) emit(emit, n);
     for (size_t k = 0; k < out.size(); ++k) pos[size_t(out[k])] = int32_t(k);
     moved_past_a_reader = false;
+    // What stayed in this order: a fusion may land past several readers (or one reading it
+    // twice), and is marked at the first.
+    const std::vector<bool> stayed = stays;
     for (NodeId r : out)
       for (NodeId i : g.at(r).in) {
         if (pos[size_t(i)] <= pos[size_t(r)]) continue;
         // Only a deferred fusion moves later; anything else out of order came in so.
-        if (stays[size_t(i)] || first_reader[size_t(i)] < 0)
+        if (stayed[size_t(i)] || first_reader[size_t(i)] < 0)
           throw std::logic_error("lock-step schedule: %" + std::to_string(r) + " was ordered before its operand %" +
                                  std::to_string(i));
         stays[size_t(i)] = moved_past_a_reader = true;
