@@ -49,19 +49,39 @@ bool is_splat_constant(const Node& node, bool read_elementwise) {
          is_splat(*node.attrs.literal());
 }
 
-// Whether `node` can be computed now; `out` holds its operands (through `map`).
+// A broadcast scalar constant (what a constant of equal elements becomes) small enough to fold.
+bool is_small_splat(const Graph& g, const Node& n) {
+  return n.op == Op::broadcast && g.at(n.in[0]).op == Op::constant && g.at(n.in[0]).shape.empty() &&
+         num_elements(n.shape) <= kFoldUpTo;
+}
+
+// Whether `node` can be computed now; `out` holds its operands (through `map`): constants, or
+// broadcast scalar ones (so (2 + 2) + [1, 2] folds as [1, 2] + 2 + 2 does).
 template <class Map>
 bool foldable(const Node& node, const Graph& out, Map map) {
   bool ok = op_info(node.op).foldable() && !node.in.empty() && num_elements(node.shape) <= kFoldUpTo;
-  for (NodeId i : node.in) ok = ok && out.at(map(i)).op == Op::constant;
+  for (NodeId i : node.in) ok = ok && (out.at(map(i)).op == Op::constant || is_small_splat(out, out.at(map(i))));
   return ok;
 }
 
 // The value of foldable `node`, computed by its kernel from its operands' literals in `out`.
 template <class Map>
 Tensor fold(const Node& node, const Graph& out, Map map) {
+  std::vector<Tensor> splats;  // broadcast scalars written out
+  splats.reserve(node.in.size());
   std::vector<const Tensor*> inputs;
-  for (NodeId i : node.in) inputs.push_back(out.at(map(i)).attrs.literal().get());
+  for (NodeId i : node.in) {
+    const Node& operand = out.at(map(i));
+    if (operand.op == Op::constant) {
+      inputs.push_back(operand.attrs.literal().get());
+      continue;
+    }
+    const Tensor& scalar = *out.at(operand.in[0]).attrs.literal();
+    Tensor& full = splats.emplace_back(operand.dtype, operand.shape);
+    for (int64_t e = 0; e < full.size(); ++e)
+      std::memcpy(full.raw() + e * int64_t(size_of(full.dtype())), scalar.raw(), size_of(full.dtype()));
+    inputs.push_back(&full);
+  }
   Tensor value(node.dtype, node.shape);
   kernel_for(node.op)(node, inputs, value);
   return value;

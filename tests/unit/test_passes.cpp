@@ -149,6 +149,18 @@ TEST_CASE("constant folding makes a constant of equal elements a broadcast scala
          "%8 = constant f32[2] literal=[7,7]\nreturn %3, %4, %5, %7, %8\n");
 }
 
+// A broadcast scalar constant folds with what reads it, as the constant it came from did: a sum
+// of it and another constant, read by a dot, is one constant (not a fusion run every step).
+TEST_CASE("constant folding folds through a broadcast scalar constant") {
+  expect(constant_folding,
+         "graph g\n%0 = parameter f32[3,2] index=0\n%1 = constant f32[2,2] literal=[2,2,2,2]\n"
+         "%2 = constant f32[2,2] literal=[1,2,3,4]\n%3 = add f32[2,2] %1, %2\n%4 = dot f32[3,2] %0, %3\nreturn %4\n",
+         true,
+         "graph g\n%0 = parameter f32[3,2] index=0\n%1 = constant f32[] literal=[2]\n%2 = broadcast f32[2,2] %1\n"
+         "%3 = constant f32[2,2] literal=[1,2,3,4]\n%4 = constant f32[2,2] literal=[3,4,5,6]\n"
+         "%5 = dot f32[3,2] %0, %4\nreturn %5\n");
+}
+
 TEST_CASE("algebraic simplification applies exact identities only") {
   const std::string head = "graph g\n%0 = parameter f32[2] index=0\n%1 = constant f32[] literal=[1]\n"
                            "%2 = broadcast f32[2] %1\n";
