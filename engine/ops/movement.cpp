@@ -46,6 +46,30 @@ void ref_iota(const Node& n, std::span<const Tensor* const>, Tensor& out) {
   const int64_t axis = n.attrs.axis, len = n.shape[size_t(axis)], stride = st[size_t(axis)];
   for (int64_t i = 0, m = out.size(); i < m; ++i) out.set(i, double((i / stride) % len));
 }
+// The reference's values, written as copies: along the axis value a fills its `inner` elements
+// (one set, then doubling copies), and that first slice is copied to the others in parallel.
+// The reference converts and divides per element (a sparse cross-entropy's one-hot iota over a
+// GPT-2's [32, 128, 1000] logits took 35 ms a step).
+void fast_iota(const Node& n, std::span<const Tensor* const>, Tensor& out) {
+  const size_t axis = size_t(n.attrs.axis);
+  int64_t outer = 1, inner = 1;
+  for (size_t d = 0; d < axis; ++d) outer *= n.shape[d];
+  for (size_t d = axis + 1; d < n.shape.size(); ++d) inner *= n.shape[d];
+  const int64_t len = n.shape[axis], es = int64_t(size_of(out.dtype())), slice = len * inner * es;
+  if (slice == 0 || outer == 0) return;
+  std::byte* base = out.raw();
+  for (int64_t a = 0; a < len; ++a) {
+    out.set(a * inner, double(a));
+    std::byte* row = base + a * inner * es;
+    for (int64_t done = 1; done < inner; done *= 2) std::memcpy(row + done * es, row, size_t(std::min(done, inner - done) * es));
+  }
+  constexpr int64_t kTaskBytes = int64_t(1) << 18;
+  const int64_t per_task = std::max<int64_t>(1, kTaskBytes / slice), tasks = (outer - 1 + per_task - 1) / per_task;
+  parallel_for(tasks, [&](int64_t t) {
+    for (int64_t o = 1 + t * per_task; o < std::min(outer, 1 + (t + 1) * per_task); ++o)
+      std::memcpy(base + o * slice, base, size_t(slice));
+  });
+}
 Cost cost_free(const Graph&, const Node&) { return {}; }
 
 // ---- broadcast: operand dim i becomes output dim dims[i]; other output dims repeat ----
@@ -442,7 +466,7 @@ void grad_scatter_add(GradContext& c) {
 
 extern const OpInfo parameter_row = {Op::parameter, shape_parameter, no_kernel, nullptr, nullptr, cost_free};
 extern const OpInfo constant_row = {Op::constant, shape_constant, ref_constant, nullptr, nullptr, cost_free};
-extern const OpInfo iota_row = {Op::iota, shape_iota, ref_iota, nullptr, nullptr, movement_cost};
+extern const OpInfo iota_row = {Op::iota, shape_iota, ref_iota, fast_iota, nullptr, movement_cost};
 extern const OpInfo broadcast_row = {Op::broadcast, shape_broadcast, ref_broadcast, nullptr, grad_broadcast, movement_cost, kFoldedForm};
 extern const OpInfo reshape_row = {Op::reshape, shape_reshape, ref_copy, nullptr, grad_reshape, cost_free};
 extern const OpInfo stop_gradient_row = {Op::stop_gradient, shape_stop_gradient, ref_copy, nullptr, nullptr, cost_free};

@@ -1028,6 +1028,25 @@ TEST_CASE("2x2 max pools that tile the image: the fast kernels give the referenc
   }
 }
 
+// Along every axis, of every dtype, with empty and one-element dims: the reference's bits (a
+// sparse cross-entropy's one-hot iota is [batch, length, vocabulary] along the last).
+TEST_CASE("iota's kernel gives the reference's values") {
+  const std::vector<Shape> shapes = {{7}, {3, 5}, {4, 1, 6}, {2, 0, 3}, {64, 33, 129}};
+  for (DType dtype : {DType::i32, DType::f32, DType::bf16, DType::u8})
+    for (const Shape& s : shapes)
+      for (int64_t axis = 0; axis < int64_t(s.size()); ++axis) {
+        Graph g;
+        const Node& n = g.at(g.iota(dtype, s, axis));
+        Tensor fast(dtype, s), ref(dtype, s);
+        std::memset(fast.raw(), 0xA5, fast.bytes());
+        kernel_for(Op::iota)(n, {}, fast);
+        op_info(Op::iota).reference(n, {}, ref);
+        CAPTURE(s.size());
+        CAPTURE(axis);
+        CHECK(std::memcmp(fast.raw(), ref.raw(), fast.bytes()) == 0);
+      }
+}
+
 TEST_CASE("a uniform draw in vector code gives the reference's bits") {
   // Counts past one of the pool's chunks (16384 elements) and not a multiple of the four
   // elements a vector takes; keys with the high bits of either word set.
