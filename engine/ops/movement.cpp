@@ -46,9 +46,26 @@ void ref_iota(const Node& n, std::span<const Tensor* const>, Tensor& out) {
   const int64_t axis = n.attrs.axis, len = n.shape[size_t(axis)], stride = st[size_t(axis)];
   for (int64_t i = 0, m = out.size(); i < m; ++i) out.set(i, double((i / stride) % len));
 }
+// Fills bytes [period, total) of base with copies of its first `period` bytes: doubled to a block
+// of at least 256 KiB (whole periods), then that block copied across the pool.
+void repeat_prefix(std::byte* base, int64_t period, int64_t total) {
+  constexpr int64_t kBlock = int64_t(1) << 18;
+  int64_t block = std::min(period, total);
+  while (block < total && block < kBlock) {
+    const int64_t add = std::min(block, total - block);
+    std::memcpy(base + block, base, size_t(add));
+    block += add;
+  }
+  if (block >= total) return;
+  parallel_for((total - 1) / block, [&](int64_t t) {
+    const int64_t at = (t + 1) * block;
+    std::memcpy(base + at, base, size_t(std::min(block, total - at)));
+  });
+}
+
 // The reference's values, written as copies: along the axis value a fills its `inner` elements
-// (one set, then doubling copies), and that first slice is copied to the others in parallel.
-// The reference converts and divides per element (a sparse cross-entropy's one-hot iota over a
+// (one set, then doubling copies), and that first slice is repeated over the others. The
+// reference converts and divides per element (a sparse cross-entropy's one-hot iota over a
 // GPT-2's [32, 128, 1000] logits took 35 ms a step).
 void fast_iota(const Node& n, std::span<const Tensor* const>, Tensor& out) {
   const size_t axis = size_t(n.attrs.axis);
@@ -63,12 +80,7 @@ void fast_iota(const Node& n, std::span<const Tensor* const>, Tensor& out) {
     std::byte* row = base + a * inner * es;
     for (int64_t done = 1; done < inner; done *= 2) std::memcpy(row + done * es, row, size_t(std::min(done, inner - done) * es));
   }
-  constexpr int64_t kTaskBytes = int64_t(1) << 18;
-  const int64_t per_task = std::max<int64_t>(1, kTaskBytes / slice), tasks = (outer - 1 + per_task - 1) / per_task;
-  parallel_for(tasks, [&](int64_t t) {
-    for (int64_t o = 1 + t * per_task; o < std::min(outer, 1 + (t + 1) * per_task); ++o)
-      std::memcpy(base + o * slice, base, size_t(slice));
-  });
+  repeat_prefix(base, slice, outer * slice);
 }
 Cost cost_free(const Graph&, const Node&) { return {}; }
 
@@ -90,6 +102,13 @@ void ref_broadcast(const Node& n, std::span<const Tensor* const> in, Tensor& out
   for (size_t i = 0; i < dims.size(); ++i) src[size_t(dims[i])] = xs[i];
   auto dst = strides_of(n.shape);
   dispatch(out.dtype(), [&]<class T>() { copy_strided(out.data<T>(), dst, in[0]->data<T>(), src, n.shape); });
+}
+// A scalar's broadcast (the zeros a gather's gradient scatters into) as repeated copies of its
+// bytes; any other through the reference's strided copy.
+void fast_broadcast(const Node& n, std::span<const Tensor* const> in, Tensor& out) {
+  if (in[0]->size() != 1 || out.size() == 0) return ref_broadcast(n, in, out);
+  std::memcpy(out.raw(), in[0]->raw(), size_of(out.dtype()));
+  repeat_prefix(out.raw(), int64_t(size_of(out.dtype())), int64_t(out.bytes()));
 }
 void grad_broadcast(GradContext& c) {
   const Node& n = c.n();
@@ -467,7 +486,7 @@ void grad_scatter_add(GradContext& c) {
 extern const OpInfo parameter_row = {Op::parameter, shape_parameter, no_kernel, nullptr, nullptr, cost_free};
 extern const OpInfo constant_row = {Op::constant, shape_constant, ref_constant, nullptr, nullptr, cost_free};
 extern const OpInfo iota_row = {Op::iota, shape_iota, ref_iota, fast_iota, nullptr, movement_cost};
-extern const OpInfo broadcast_row = {Op::broadcast, shape_broadcast, ref_broadcast, nullptr, grad_broadcast, movement_cost, kFoldedForm};
+extern const OpInfo broadcast_row = {Op::broadcast, shape_broadcast, ref_broadcast, fast_broadcast, grad_broadcast, movement_cost, kFoldedForm};
 extern const OpInfo reshape_row = {Op::reshape, shape_reshape, ref_copy, nullptr, grad_reshape, cost_free};
 extern const OpInfo stop_gradient_row = {Op::stop_gradient, shape_stop_gradient, ref_copy, nullptr, nullptr, cost_free};
 extern const OpInfo transpose_row = {Op::transpose, shape_transpose, ref_transpose, fast_transpose, grad_transpose, movement_cost};

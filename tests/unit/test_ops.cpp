@@ -1047,6 +1047,37 @@ TEST_CASE("iota's kernel gives the reference's values") {
       }
 }
 
+// A scalar's broadcast, small and across several of the kernel's blocks, of each dtype; a -0
+// and a NaN's bits kept; a broadcast of a vector as the reference makes it.
+TEST_CASE("broadcast's kernel gives the reference's bits") {
+  for (DType dtype : {DType::f32, DType::bf16, DType::i32, DType::u8})
+    for (const Shape& to : {Shape{5}, Shape{3, 4}, Shape{300, 1001}}) {
+      for (double v : {-0.0, 2.5, double(std::nanf(""))}) {
+        if (v != v && !is_float(dtype)) continue;  // no NaN in an integer
+        Graph g;
+        const Node& n = g.at(g.broadcast(g.scalar(dtype, v), to, {}));
+        Tensor x(dtype, {});
+        x.set(0, v);
+        const std::vector<const Tensor*> args = {&x};
+        Tensor fast(dtype, to), ref(dtype, to);
+        std::memset(fast.raw(), 0xA5, fast.bytes());
+        kernel_for(Op::broadcast)(n, args, fast);
+        op_info(Op::broadcast).reference(n, args, ref);
+        CHECK(std::memcmp(fast.raw(), ref.raw(), fast.bytes()) == 0);
+      }
+      Graph g;
+      const NodeId row = g.parameter(dtype, {to.back()});
+      const Node& n = g.at(g.broadcast(row, to, {int64_t(to.size()) - 1}));
+      Tensor x(dtype, {to.back()});
+      for (int64_t i = 0; i < x.size(); ++i) x.set(i, double(i % 7));
+      const std::vector<const Tensor*> args = {&x};
+      Tensor fast(dtype, to), ref(dtype, to);
+      kernel_for(Op::broadcast)(n, args, fast);
+      op_info(Op::broadcast).reference(n, args, ref);
+      CHECK(std::memcmp(fast.raw(), ref.raw(), fast.bytes()) == 0);
+    }
+}
+
 TEST_CASE("a uniform draw in vector code gives the reference's bits") {
   // Counts past one of the pool's chunks (16384 elements) and not a multiple of the four
   // elements a vector takes; keys with the high bits of either word set.
