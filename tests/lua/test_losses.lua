@@ -46,6 +46,30 @@ function T.sparse_cce_gradient_is_softmax_minus_onehot()
   check.near(gt[2][2], (1 / 3) / 2, 1e-4)
 end
 
+-- The label's log-probability is gathered: each position's loss and the gradient are bitwise
+-- those of the one-hot selection summed over the classes, traced or not, and the compiled step
+-- compares no one-hot of the logits' shape ([2, 3, 7] here) with the labels.
+function T.sparse_cce_gathers_the_label_with_the_one_hot_selection_bits()
+  local z = tpu.random.normal(tpu.random.key(4), {2, 3, 7}) * 4
+  local y = tpu.tensor({{0, 6, 3}, {2, 2, 5}}, {dtype = "i32"})
+  local function gathered(logits)  -- each position's cross-entropy
+    return (losses._token_crossentropy("sparse_categorical_crossentropy", y, logits, true))
+  end
+  local function selected(logits) return -tpu.core.where(y:one_hot(7):gt(0), logits:log_softmax(-1), 0):sum(-1) end
+  check.eq(gathered(z):eq(selected(z)):cast("i32"):sum():item(), 6)
+  for _, wrap in ipairs {function(f) return f end, tpu.jit} do
+    local v1, g1 = wrap(tpu.value_and_grad(function(l) return gathered(l):sum() end))(z)
+    local v2, g2 = wrap(tpu.value_and_grad(function(l) return selected(l):sum() end))(z)
+    check.eq(v1:item(), v2:item())
+    check.eq(g1:eq(g2):cast("i32"):sum():item(), 42)
+  end
+  local step = tpu.jit(function(logits, labels)
+    return tpu.grad(function(l) return losses.sparse_categorical_crossentropy(labels, l, {from_logits = true}) end)(logits)
+  end)
+  step(z, y)
+  check.is_true(not step.last.exe:text():find("compare bool[2,3,7]", 1, true), step.last.exe:text())
+end
+
 function T.categorical_and_binary_and_mse()
   local onehot = tpu.tensor {{0, 0, 1}, {1, 0, 0}}
   check.near(losses.categorical_crossentropy(onehot, tpu.tensor(logits), {from_logits = true}):item(), expected, 1e-5)
