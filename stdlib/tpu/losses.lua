@@ -185,8 +185,10 @@ end
 -- one-hot selection summed over the classes (the same values) read every class of every
 -- position and compared each with an iota of logp's size (a GPT-2's [32, 128, 1000] logits:
 -- 1.35x the loss's time, and 16 MB of HBM). Selected, not multiplied by a one-hot: another
--- class's -inf (a masked logit) times 0 would make the loss NaN. A label outside the classes
--- reads the nearest one; the caller makes its loss NaN. Past i32's flat indices, the selection.
+-- class's -inf (a masked logit) times 0 would make the loss NaN. A label outside the classes (an
+-- ignore_class of -1, or one the caller makes NaN) selects nothing, as the one-hot's row of zeros
+-- did: the class it reads to stay in bounds may have a -inf logit. Past i32's flat indices, the
+-- selection itself.
 local function label_log_probs(logp, labels, classes)
   local positions = 1
   for _, d in ipairs(labels.shape) do positions = positions * d end
@@ -195,7 +197,8 @@ local function label_log_probs(logp, labels, classes)
   end
   local at = labels:reshape {positions}:maximum(0):minimum(classes - 1)
   at = core.arange(positions, {dtype = "i32"}) * classes + at
-  return logp:reshape {positions * classes}:take(at):reshape(labels.shape)
+  local selected = logp:reshape {positions * classes}:take(at):reshape(labels.shape)
+  return core.where(labels:ge(0), core.where(labels:lt(classes), selected, 0), 0)
 end
 
 -- The cross-entropy of each position (labels' shape) and the labels as i32. Concrete labels

@@ -48,7 +48,9 @@ end
 
 -- The label's log-probability is gathered: each position's loss and the gradient are bitwise
 -- those of the one-hot selection summed over the classes, traced or not, and the compiled step
--- compares no one-hot of the logits' shape ([2, 3, 7] here) with the labels.
+-- compares no one-hot of the logits' shape ([2, 3, 7] here) with the labels. An ignore_class
+-- outside the classes selects nothing, as the one-hot did: class 0's -inf logit read in its
+-- place made the loss NaN (the gradient's zeros of ignored positions may differ in sign).
 function T.sparse_cce_gathers_the_label_with_the_one_hot_selection_bits()
   local z = tpu.random.normal(tpu.random.key(4), {2, 3, 7}) * 4
   local y = tpu.tensor({{0, 6, 3}, {2, 2, 5}}, {dtype = "i32"})
@@ -62,6 +64,16 @@ function T.sparse_cce_gathers_the_label_with_the_one_hot_selection_bits()
     local v2, g2 = wrap(tpu.value_and_grad(function(l) return selected(l):sum() end))(z)
     check.eq(v1:item(), v2:item())
     check.eq(g1:eq(g2):cast("i32"):sum():item(), 42)
+  end
+  local masked = z * tpu.tensor({0, 1, 1, 1, 1, 1, 1}) + tpu.tensor({-math.huge, 0, 0, 0, 0, 0, 0})
+  local padded = tpu.tensor({{-1, 6, 3}, {2, -1, 5}}, {dtype = "i32"})
+  local keep = padded:ne(-1)
+  local want = -tpu.core.where(keep, tpu.core.where(padded:one_hot(7):gt(0), masked:log_softmax(-1), 0):sum(-1), 0)
+  want = want:sum() / keep:cast("f32"):sum()
+  local opts = {from_logits = true, ignore_class = -1}
+  for _, wrap in ipairs {function(f) return f end, tpu.jit} do
+    local got = wrap(function(l) return losses.sparse_categorical_crossentropy(padded, l, opts) end)(masked)
+    check.near(got:item(), want:item(), 1e-6)
   end
   local step = tpu.jit(function(logits, labels)
     return tpu.grad(function(l) return losses.sparse_categorical_crossentropy(labels, l, {from_logits = true}) end)(logits)
