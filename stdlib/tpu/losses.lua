@@ -207,6 +207,7 @@ end
 local function token_crossentropy(name, y_true, y_pred, from_logits, ignore_class)
   local labels = sparse_labels(name, y_true, y_pred)
   local classes = y_pred.shape[y_pred.ndim]
+  if classes == 0 then util.fail("%s: predictions %s have no classes", name, util.describe(y_pred)) end
   local ce = -label_log_probs(log_probs(y_pred, from_logits), labels, classes)
   if not core.is_traced(labels) then
     check_label_range(name, labels, classes, ignore_class)

@@ -35,6 +35,8 @@ function T.sparse_cce_shape_mismatch()
   local y = tpu.tensor({1, 2, 0}, {dtype = "i32"})
   check.raises(function() losses.sparse_categorical_crossentropy(y, tpu.tensor(logits)) end,
     "labels i32%[3%] do not match predictions f32%[2,3%] %(expected labels of shape %[2%]%)")
+  check.raises(function() losses.sparse_categorical_crossentropy(tpu.tensor({1}, {dtype = "i32"}), tpu.zeros {1, 0}) end,
+    "predictions f32%[1,0%] have no classes")
 end
 
 function T.sparse_cce_gradient_is_softmax_minus_onehot()
