@@ -78,7 +78,8 @@ void fast_iota(const Node& n, std::span<const Tensor* const>, Tensor& out) {
   for (int64_t a = 0; a < len; ++a) {
     out.set(a * inner, double(a));
     std::byte* row = base + a * inner * es;
-    for (int64_t done = 1; done < inner; done *= 2) std::memcpy(row + done * es, row, size_t(std::min(done, inner - done) * es));
+    for (int64_t done = 1; done < inner; done *= 2)
+      std::memcpy(row + done * es, row, size_t(std::min(done, inner - done) * es));
   }
   repeat_prefix(base, slice, outer * slice);
 }

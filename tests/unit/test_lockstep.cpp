@@ -199,7 +199,8 @@ TEST_CASE("random graphs: deferred fusions never land past a reader") {
     for (int id = 1; id <= count; ++id) {
       const int kind = int(next(10)), a = full[next(full.size())], b = full[next(full.size())];
       if (kind < 7) text += fusion_line(id, a, b), full.push_back(id);
-      else if (kind < 9) text += "%" + std::to_string(id) + " = reduce f32[512] %" + std::to_string(a) + " dims=[0] kind=sum\n";
+      else if (kind < 9)
+        text += "%" + std::to_string(id) + " = reduce f32[512] %" + std::to_string(a) + " dims=[0] kind=sum\n";
       else text += "%" + std::to_string(id) + " = neg f32[256,512] %" + std::to_string(a) + "\n", full.push_back(id);
     }
     text += "return %1";

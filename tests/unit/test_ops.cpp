@@ -1662,9 +1662,9 @@ TEST_CASE("erf_f32: within 1.5 ulps of erf, the same bits vectorised as alone an
 TEST_CASE("tanh_f32: within 1.5 ulps of tanh, the same bits vectorised as alone and fused") {
   std::vector<float> xs;
   for (double x = -10; x <= 10; x += 0.000731) xs.push_back(float(x));
-  for (float x : {0.0f, -0.0f, 1e-30f, -1e-30f, 1e-40f, 1e-4f, 0.99999994f, 1.0f, 1.00000012f, -1.0f, 9.01f, 9.02f, 9.5f, 9.6f, 44.3f, 44.5f,
-                  -50.0f, 1e30f, std::numeric_limits<float>::infinity(), -std::numeric_limits<float>::infinity(),
-                  std::nanf("")})
+  for (float x : {0.0f, -0.0f, 1e-30f, -1e-30f, 1e-40f, 1e-4f, 0.99999994f, 1.0f, 1.00000012f, -1.0f, 9.01f, 9.02f,
+                  9.5f, 9.6f, 44.3f, 44.5f, -50.0f, 1e30f, std::numeric_limits<float>::infinity(),
+                  -std::numeric_limits<float>::infinity(), std::nanf("")})
     xs.push_back(x);
   const Worst w = check_odd_kernel(Op::tanh, xs, tanh_alone, [](double x) { return std::tanh(x); });
   INFO("worst at x = " << w.at);
