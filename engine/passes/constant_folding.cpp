@@ -76,10 +76,9 @@ Tensor fold(const Node& node, const Graph& out, Map map) {
       inputs.push_back(operand.attrs.literal().get());
       continue;
     }
-    const Tensor& scalar = *out.at(operand.in[0]).attrs.literal();
+    const std::vector<const Tensor*> scalar = {out.at(operand.in[0]).attrs.literal().get()};
     Tensor& full = splats.emplace_back(operand.dtype, operand.shape);
-    for (int64_t e = 0; e < full.size(); ++e)
-      std::memcpy(full.raw() + e * int64_t(size_of(full.dtype())), scalar.raw(), size_of(full.dtype()));
+    kernel_for(Op::broadcast)(operand, scalar, full);
     inputs.push_back(&full);
   }
   Tensor value(node.dtype, node.shape);

@@ -190,8 +190,7 @@ end
 -- did: the class it reads to stay in bounds may have a -inf logit. Past i32's flat indices, the
 -- selection itself.
 local function label_log_probs(logp, labels, classes)
-  local positions = 1
-  for _, d in ipairs(labels.shape) do positions = positions * d end
+  local positions = labels:numel()
   if positions * classes > math.maxinteger >> 32 then
     return core.where(labels:one_hot(classes):gt(0), logp, 0):sum(-1)
   end
