@@ -54,6 +54,7 @@ int64_t conv_chunk_images(int64_t n, int64_t positions) {
 
 #include "core/error.h"
 #include "kernels/onednn_util.h"
+#include "kernels/product_check.h"
 #include "runtime/thread_pool.h"
 
 namespace tpu {
@@ -212,13 +213,8 @@ std::vector<uint16_t> upper_halves(const std::vector<float>& v) {
   return r;
 }
 
-// Up to 64 indices spread over [0, n), first and last included.
-std::vector<int64_t> samples(int64_t n) {
-  const int64_t k = std::min<int64_t>(n, 64);
-  std::vector<int64_t> at;
-  for (int64_t r = 0; r < k; ++r) at.push_back(k == 1 ? 0 : r * (n - 1) / (k - 1));
-  return at;
-}
+// Up to 64 output elements spread over the result, first and last included.
+std::vector<int64_t> samples(int64_t n) { return spread_indices(n, 64); }
 
 // An image-to-image primitive's run on probe data: its image operand, its filter, its result.
 struct ProbeRun {

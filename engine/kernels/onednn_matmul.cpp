@@ -2,8 +2,6 @@
 
 #ifdef TPU_HAVE_ONEDNN
 
-#include <algorithm>
-#include <cmath>
 #include <cstring>
 #include <map>
 #include <memory>
@@ -12,6 +10,7 @@
 #include <vector>
 
 #include "kernels/onednn_util.h"
+#include "kernels/product_check.h"
 
 namespace tpu {
 
@@ -37,9 +36,9 @@ struct Entry {
 
 void execute(const Entry& e, const void* a, const void* b, float* c) { run(e.call, {a, b, c}); }
 
-// Runs a new primitive once on probe data and checks sampled rows against sums in double.
-// Library implementations for some layouts and CPUs compute wrong results without any
-// error; a primitive that fails here is not used (the caller falls back to f32 paths).
+// Runs a new primitive once on probe data and checks sampled entries of each end element
+// against sums in double (kernels/product_check.h); a primitive that fails is not used (the
+// caller falls back to f32 paths).
 bool self_check(const Key& key, const Entry& e) {
   const int64_t lda = key.ta ? key.lda : key.k, ldb = key.tb ? key.k : key.n;
   const int64_t a_len = key.k == 0 ? 0 : key.ta ? (key.k - 1) * lda + key.m : key.m * key.k;
@@ -62,23 +61,11 @@ bool self_check(const Key& key, const Entry& e) {
   store(b, b_in);
   std::vector<float> c(size_t(key.count * c_len), 0.0f);
   execute(e, a_in.data(), b_in.data(), c.data());
-  const int64_t rows = std::min<int64_t>(key.m, 16);
   for (int64_t element : {int64_t(0), key.count - 1}) {
-    const float* ae = a.data() + element * a_len;
-    const float* be = b.data() + element * b_len;
-    for (int64_t r = 0; r < rows; ++r) {
-      const int64_t i = rows == 1 ? 0 : r * (key.m - 1) / (rows - 1);
-      for (int64_t j = 0; j < key.w; ++j) {
-        double sum = 0, mag = 0;
-        for (int64_t p = 0; p < key.k; ++p) {
-          const double x = ae[key.ta ? p * lda + i : i * lda + p];
-          const double y = be[key.tb ? j * ldb + p : p * ldb + j];
-          sum += x * y;
-          mag += std::abs(x * y);
-        }
-        if (!close_to_sum(c[size_t(element * c_len + i * key.n + j)], sum, mag, key.k)) return false;
-      }
-    }
+    const MatrixView ae{a.data() + element * a_len, key.ta ? 1 : lda, key.ta ? lda : 1};
+    const MatrixView be{b.data() + element * b_len, key.tb ? 1 : ldb, key.tb ? ldb : 1};
+    const MatrixView ce{c.data() + element * c_len, key.n, 1};
+    if (!product_matches_at_samples(ae, be, ce, key.m, key.k, key.w)) return false;
   }
   return true;
 }

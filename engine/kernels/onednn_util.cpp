@@ -5,7 +5,6 @@
 #ifdef TPU_HAVE_ONEDNN
 
 #include <atomic>
-#include <cmath>
 #include <cstddef>
 #include <map>
 #include <memory>
@@ -92,10 +91,6 @@ float probe_value(uint32_t i) {
   uint32_t x = i * 2654435761u + 12345u;
   x ^= x >> 15;
   return float(int(x % 255u) - 127) / 128.0f;
-}
-
-bool close_to_sum(double got, double sum, double magnitude, int64_t k) {
-  return std::abs(got - sum) <= double(k + 2) * 0x1p-23 * magnitude + 1e-30;
 }
 
 void count_primitive(bool was_rejected) {

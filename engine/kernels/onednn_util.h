@@ -35,9 +35,6 @@ void run(const Call& c, std::initializer_list<const void*> data);
 
 // Deterministic probe values in [-1, 1), exact in bf16.
 float probe_value(uint32_t i);
-// f32 sums of k exact products are off by at most about k * 2^-24 of their magnitudes; a wrong
-// layout is off by the size of the values themselves.
-bool close_to_sum(double got, double sum, double magnitude, int64_t k);
 
 // For onednn_primitives_created / onednn_primitives_rejected (kernels/onednn.h).
 void count_primitive(bool rejected);

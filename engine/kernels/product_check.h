@@ -1,0 +1,33 @@
+// Checks of a product a library computed against sums in double, at sampled entries: every new
+// oneDNN primitive runs once on probe data and is used only if it passes (kernels/onednn_matmul.cpp,
+// kernels/onednn_conv.cpp), since library implementations for some shapes and CPUs compute
+// wrong results without any error.
+//
+//   MatrixView a{pa, k, 1}, b{pb, n, 1}, c{pc, n, 1};   // row-major A [m,k], B [k,n], C [m,n]
+//   bool ok = product_matches_at_samples(a, b, c, m, k, n);
+#pragma once
+#include <cstdint>
+#include <vector>
+
+namespace tpu {
+
+// f32 sums of k exact products are off by at most about k * 2^-24 of their magnitudes; a wrong
+// layout is off by the size of the values themselves.
+bool close_to_sum(double got, double sum, double magnitude, int64_t k);
+
+// Up to `most` indices spread over [0, n), first and last included.
+std::vector<int64_t> spread_indices(int64_t n, int64_t most);
+
+// Element (i, j) of a matrix is data[i * row_stride + j * col_stride].
+struct MatrixView {
+  const float* data;
+  int64_t row_stride, col_stride;
+  float at(int64_t i, int64_t j) const { return data[i * row_stride + j * col_stride]; }
+};
+
+// Whether C = A B for A [m, k] and B [k, w] at up to 16 rows spread over m (the first and last
+// among them) times up to 32 columns spread over w: a wrong layout, block or tail shows there.
+// Each checked entry is a whole sum over k, in double.
+bool product_matches_at_samples(MatrixView a, MatrixView b, MatrixView c, int64_t m, int64_t k, int64_t w);
+
+}  // namespace tpu

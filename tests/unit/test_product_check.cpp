@@ -1,0 +1,68 @@
+// The check every new oneDNN primitive passes before it is used (kernels/product_check.h):
+// right products pass in every layout, wrong ones fail, the kinds of wrong a library can be.
+#include <doctest.h>
+
+#include <cmath>
+#include <random>
+#include <vector>
+
+#include "kernels/product_check.h"
+
+using namespace tpu;
+
+namespace {
+
+struct Product {
+  int64_t m, k, w;
+  bool ta, tb;
+  std::vector<float> a, b, c;
+  MatrixView av() const { return ta ? MatrixView{a.data(), 1, m} : MatrixView{a.data(), k, 1}; }
+  MatrixView bv() const { return tb ? MatrixView{b.data(), 1, k} : MatrixView{b.data(), w, 1}; }
+  MatrixView cv() const { return {c.data(), w, 1}; }
+  bool passes() const { return product_matches_at_samples(av(), bv(), cv(), m, k, w); }
+};
+
+// C = A B summed in f32, k in order (as a library does), over A and B stored per ta and tb.
+Product product(int64_t m, int64_t k, int64_t w, bool ta, bool tb, uint32_t seed) {
+  Product p{m, k, w, ta, tb, std::vector<float>(size_t(m * k)), std::vector<float>(size_t(k * w)),
+            std::vector<float>(size_t(m * w))};
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<float> u(-1, 1);
+  for (float& x : p.a) x = u(rng);
+  for (float& x : p.b) x = u(rng);
+  for (int64_t i = 0; i < m; ++i)
+    for (int64_t j = 0; j < w; ++j) {
+      float sum = 0;
+      for (int64_t q = 0; q < k; ++q) sum += p.av().at(i, q) * p.bv().at(q, j);
+      p.c[size_t(i * w + j)] = sum;
+    }
+  return p;
+}
+
+}  // namespace
+
+TEST_CASE("the product check passes f32 products in every layout and fails wrong ones") {
+  for (bool ta : {false, true})
+    for (bool tb : {false, true}) {
+      CAPTURE(ta);
+      CAPTURE(tb);
+      Product p = product(37, 300, 70, ta, tb, 7);
+      CHECK(p.passes());
+      Product last_column = p;  // a tail block of columns left out
+      for (int64_t i = 0; i < p.m; ++i) last_column.c[size_t(i * p.w + p.w - 1)] = 0;
+      CHECK_FALSE(last_column.passes());
+      Product last_row = p;  // a tail block of rows
+      for (int64_t j = 0; j < p.w; ++j) last_row.c[size_t((p.m - 1) * p.w + j)] += 0.5f;
+      CHECK_FALSE(last_row.passes());
+      Product short_k = p;  // the last term of every sum missing (a tail of the inner dimension)
+      for (int64_t i = 0; i < p.m; ++i)
+        for (int64_t j = 0; j < p.w; ++j) short_k.c[size_t(i * p.w + j)] -= p.av().at(i, p.k - 1) * p.bv().at(p.k - 1, j);
+      CHECK_FALSE(short_k.passes());
+      Product misread = p;  // A read in the other layout
+      misread.ta = !ta;
+      if (p.m != p.k) CHECK_FALSE(misread.passes());
+    }
+  // A single row, a single column, an inner dimension of one.
+  CHECK(product(1, 5, 1, false, false, 3).passes());
+  CHECK(product(9, 1, 40, true, false, 4).passes());
+}
