@@ -46,9 +46,7 @@ int64_t conv_chunk_images(int64_t n, int64_t positions) {
 #include <atomic>
 #include <bit>
 #include <cmath>
-#include <map>
 #include <memory>
-#include <mutex>
 #include <optional>
 #include <vector>
 
@@ -333,16 +331,11 @@ std::shared_ptr<const Entry> make_entry(const Key& key) {
   return e;
 }
 
-std::mutex cache_mutex;
-std::map<Key, std::shared_ptr<const Entry>> cache;  // guarded by cache_mutex
+OnceCache<Key, Entry> cache;  // primitives, each made and checked once
 
 std::shared_ptr<const Entry> lookup(Pass pass, dtype in, ConvShape s, int64_t images) {
   s.n = images;
-  const Key key{pass, in, s};
-  std::lock_guard lock(cache_mutex);
-  auto it = cache.find(key);
-  if (it == cache.end()) it = cache.emplace(key, make_entry(key)).first;
-  return it->second;
+  return cache.get(Key{pass, in, s}, make_entry);
 }
 
 struct Chunks {

@@ -3,9 +3,7 @@
 #ifdef TPU_HAVE_ONEDNN
 
 #include <cstring>
-#include <map>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <vector>
 
@@ -99,15 +97,9 @@ std::shared_ptr<const Entry> make_entry(const Key& key) {
   return e;
 }
 
-std::mutex cache_mutex;
-std::map<Key, std::shared_ptr<const Entry>> cache;  // guarded by cache_mutex
+OnceCache<Key, Entry> cache;  // primitives, each made and checked once
 
-std::shared_ptr<const Entry> lookup(const Key& key) {
-  std::lock_guard lock(cache_mutex);
-  auto it = cache.find(key);
-  if (it == cache.end()) it = cache.emplace(key, make_entry(key)).first;
-  return it->second;
-}
+std::shared_ptr<const Entry> lookup(const Key& key) { return cache.get(key, make_entry); }
 
 // The keys of tiles of h rows and w columns of s, and of groups of `count` whole elements.
 Key tile_key(MatmulInput in, const GemmShape& s, int64_t h, int64_t w) { return {in, h, s.k, w, s.n, s.m, 1, s.ta, s.tb}; }

@@ -10,6 +10,8 @@
 #include <utility>
 #include <vector>
 
+#include "core/once_cache.h"
+
 namespace tpu::onednn {
 
 using dnnl::memory;

@@ -1,9 +1,15 @@
 // The node containers: SmallVec (inline up to N, heap beyond) and StableVector (elements
-// never move).
+// never move); OnceCache (values made once per key, across threads).
 #include <doctest.h>
 
+#include <atomic>
+#include <chrono>
+#include <future>
+#include <stdexcept>
 #include <string>
+#include <thread>
 
+#include "core/once_cache.h"
 #include "core/small_vec.h"
 #include "core/stable_vector.h"
 
@@ -61,4 +67,40 @@ TEST_CASE("StableVector keeps references valid while it grows") {
   moved.release_unused();
   moved.push_back("again");
   CHECK(moved[0] == "again");
+}
+
+// Two keys are made at the same time: the first key's make waits until the second key's has
+// started (under one lock for the whole cache it would wait forever; the test gives up after
+// 10 s). One key is made once however many threads ask, and a make that throws is made again.
+TEST_CASE("OnceCache makes each key once, and other keys meanwhile") {
+  OnceCache<int, std::string> cache;
+  std::atomic<int> makes{0};
+  std::promise<void> second_started;
+  std::shared_future<void> started = second_started.get_future().share();
+  auto make = [&](const int& key) {
+    ++makes;
+    if (key == 1) {
+      if (started.wait_for(std::chrono::seconds(10)) != std::future_status::ready) throw std::runtime_error("serialized");
+    } else {
+      second_started.set_value();
+    }
+    return std::make_shared<const std::string>(std::to_string(key));
+  };
+  auto first = std::async(std::launch::async, [&] { return *cache.get(1, make); });
+  while (makes.load() == 0) std::this_thread::yield();  // key 1's make has begun
+  CHECK(*cache.get(2, make) == "2");
+  CHECK(first.get() == "1");
+
+  std::vector<std::future<std::string>> askers;
+  for (int t = 0; t < 4; ++t) askers.push_back(std::async(std::launch::async, [&] { return *cache.get(1, make); }));
+  for (auto& a : askers) CHECK(a.get() == "1");
+  CHECK(makes.load() == 2);
+
+  int failures = 0;
+  auto flaky = [&](const int&) {
+    if (failures++ == 0) throw std::runtime_error("first make fails");
+    return std::make_shared<const std::string>("made");
+  };
+  CHECK_THROWS_AS(cache.get(3, flaky), std::runtime_error);
+  CHECK(*cache.get(3, flaky) == "made");
 }
