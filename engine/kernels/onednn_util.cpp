@@ -87,12 +87,6 @@ void run(const Call& c, std::initializer_list<const void*> data) {
   stream.wait();
 }
 
-float probe_value(uint32_t i) {
-  uint32_t x = i * 2654435761u + 12345u;
-  x ^= x >> 15;
-  return float(int(x % 255u) - 127) / 128.0f;
-}
-
 void count_primitive(bool was_rejected) {
   ++created;
   if (was_rejected) ++rejected;

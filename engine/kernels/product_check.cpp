@@ -39,7 +39,10 @@ std::pair<double, double> dot_and_magnitude(const std::vector<double>& x, const 
 }  // namespace
 
 bool product_matches_at_samples(MatrixView a, MatrixView b, MatrixView c, int64_t m, int64_t k, int64_t w) {
-  const std::vector<int64_t> rows = spread_indices(m, 16), cols = spread_indices(w, 32);
+  // Over long sums (a pointwise filter gradient's, over every position of the batch) half the
+  // rows and columns: a check stays within about 8M products.
+  const bool long_sums = k > 16384;
+  const std::vector<int64_t> rows = spread_indices(m, long_sums ? 8 : 16), cols = spread_indices(w, long_sums ? 16 : 32);
   // The sampled columns of B and each sampled row of A, contiguous in double: strided reads
   // (a transposed operand) once per element instead of once per checked entry.
   std::vector<double> b_cols(cols.size() * size_t(k)), a_row(static_cast<size_t>(k));

@@ -26,8 +26,8 @@ struct MatrixView {
 };
 
 // Whether C = A B for A [m, k] and B [k, w] at up to 16 rows spread over m (the first and last
-// among them) times up to 32 columns spread over w: a wrong layout, block or tail shows there.
-// Each checked entry is a whole sum over k, in double.
+// among them) times up to 32 columns spread over w, 8 x 16 where k > 16384: a wrong layout,
+// block or tail shows there. Each checked entry is a whole sum over k, in double.
 bool product_matches_at_samples(MatrixView a, MatrixView b, MatrixView c, int64_t m, int64_t k, int64_t w);
 
 }  // namespace tpu

@@ -39,6 +39,21 @@ Product product(int64_t m, int64_t k, int64_t w, bool ta, bool tb, uint32_t seed
   return p;
 }
 
+// The right product passes; each kind of wrong one fails: a tail block of columns or rows left
+// out, A read in the other layout.
+void expect_right_passes_and_wrong_fail(const Product& p) {
+  CHECK(p.passes());
+  Product last_column = p;
+  for (int64_t i = 0; i < p.m; ++i) last_column.c[size_t(i * p.w + p.w - 1)] = 0;
+  CHECK_FALSE(last_column.passes());
+  Product last_row = p;
+  for (int64_t j = 0; j < p.w; ++j) last_row.c[size_t((p.m - 1) * p.w + j)] = 0;
+  CHECK_FALSE(last_row.passes());
+  Product misread = p;
+  misread.ta = !p.ta;
+  if (p.m != p.k) CHECK_FALSE(misread.passes());
+}
+
 }  // namespace
 
 TEST_CASE("the product check passes f32 products in every layout and fails wrong ones") {
@@ -46,22 +61,17 @@ TEST_CASE("the product check passes f32 products in every layout and fails wrong
     for (bool tb : {false, true}) {
       CAPTURE(ta);
       CAPTURE(tb);
-      Product p = product(37, 300, 70, ta, tb, 7);
-      CHECK(p.passes());
-      Product last_column = p;  // a tail block of columns left out
-      for (int64_t i = 0; i < p.m; ++i) last_column.c[size_t(i * p.w + p.w - 1)] = 0;
-      CHECK_FALSE(last_column.passes());
-      Product last_row = p;  // a tail block of rows
-      for (int64_t j = 0; j < p.w; ++j) last_row.c[size_t((p.m - 1) * p.w + j)] += 0.5f;
-      CHECK_FALSE(last_row.passes());
-      Product short_k = p;  // the last term of every sum missing (a tail of the inner dimension)
+      const Product p = product(37, 300, 70, ta, tb, 7);
+      expect_right_passes_and_wrong_fail(p);
+      // The last term of every sum missing (a tail of the inner dimension): off by more than
+      // the rounding of 300 terms allows (over 20000 it would not be).
+      Product short_k = p;
       for (int64_t i = 0; i < p.m; ++i)
         for (int64_t j = 0; j < p.w; ++j) short_k.c[size_t(i * p.w + j)] -= p.av().at(i, p.k - 1) * p.bv().at(p.k - 1, j);
       CHECK_FALSE(short_k.passes());
-      Product misread = p;  // A read in the other layout
-      misread.ta = !ta;
-      if (p.m != p.k) CHECK_FALSE(misread.passes());
     }
+  // Long sums, checked at fewer rows and columns (a filter gradient's A^T B).
+  expect_right_passes_and_wrong_fail(product(20, 20000, 40, true, false, 9));
   // A single row, a single column, an inner dimension of one.
   CHECK(product(1, 5, 1, false, false, 3).passes());
   CHECK(product(9, 1, 40, true, false, 4).passes());
