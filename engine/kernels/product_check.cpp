@@ -19,8 +19,8 @@ std::vector<int64_t> spread_indices(int64_t n, int64_t most) {
 
 namespace {
 
-// The sum of x[p] y[p] and of its terms' magnitudes, over four running sums each: the checks
-// of a product of K = 4096 took over half of a transformer's first step on one running sum.
+// The sum of x[p] y[p] and of its terms' magnitudes, over four running sums each, so that the
+// adds do not each wait for the one before.
 std::pair<double, double> dot_and_magnitude(const std::vector<double>& x, const double* y) {
   double sum[4] = {}, mag[4] = {};
   const size_t k = x.size(), whole = k / 4 * 4;
@@ -40,7 +40,7 @@ std::pair<double, double> dot_and_magnitude(const std::vector<double>& x, const 
 
 bool product_matches_at_samples(MatrixView a, MatrixView b, MatrixView c, int64_t m, int64_t k, int64_t w) {
   // Over long sums (a pointwise filter gradient's, over every position of the batch) half the
-  // rows and columns: a check stays within about 8M products.
+  // rows and columns: a quarter of the products.
   const bool long_sums = k > 16384;
   const std::vector<int64_t> rows = spread_indices(m, long_sums ? 8 : 16), cols = spread_indices(w, long_sums ? 16 : 32);
   // The sampled columns of B and each sampled row of A, contiguous in double: strided reads
