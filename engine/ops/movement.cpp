@@ -457,8 +457,10 @@ std::string shape_scatter_add(const Graph& g, Node& n) {
   n.shape = base.shape;
   return "";
 }
+// The result may be the base's own storage (the memory plan's writes_over): then the rows are
+// added in place.
 void ref_scatter_add(const Node&, std::span<const Tensor* const> in, Tensor& out) {
-  std::memcpy(out.raw(), in[0]->raw(), out.bytes());
+  if (out.raw() != in[0]->raw()) std::memcpy(out.raw(), in[0]->raw(), out.bytes());
   const int64_t row = row_size(out.shape());
   dispatch(out.dtype(), [&]<class T>() {
     T* o = out.data<T>();

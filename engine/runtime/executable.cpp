@@ -183,11 +183,15 @@ void Executable::assign_offsets(Planning& p) {
     (shared(n) ? p.planned_shared : p.planned)[size_t(n)] = p.lt.owner[size_t(n)] == n && !p.lv.is_output[size_t(n)];
   // A fusion that reads an operand of its type element by element, and is its last reader,
   // writes over it (in a lock-step run too, where the operand lives on to the run's end); so
-  // does a max pool's gradient over the pool's input, window by window.
+  // does a max pool's gradient over the pool's input, window by window, and a scatter_add over
+  // its base when it reads that storage nowhere else (not as its indices or updates): it adds
+  // its rows there instead of copying the base first (a gather's gradient into zeros).
   auto writes_over = [&](NodeId n, NodeId x) {
     const Node& w = g.at(n);
     if (w.dtype != g.at(x).dtype || p.last_reader[size_t(x)] != p.lt.pos[size_t(n)]) return false;
     if (w.op == Op::select_and_scatter) return x == w.in[0] && scatter_may_write_over_input(g, w);
+    if (w.op == Op::scatter_add)
+      return x == w.in[0] && p.lt.owner[size_t(w.in[1])] != x && p.lt.owner[size_t(w.in[2])] != x;
     return w.op == Op::fusion && reads_in_step(g, w, x);
   };
   plan_ = plan_memory(g, p.sched.order, p.planned, p.lt.last_use, writes_over);

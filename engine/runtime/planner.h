@@ -8,8 +8,9 @@
 //   3. lifetimes        storage owners (a reshape shares its operand's) and each one's last read
 //   4. donation         results that take a donated parameter's buffer
 //   5. lock-step reads  a lock-step run reads its operands until its last member has run
-//   6. offsets          arena offsets from the lifetimes (runtime/memory_plan.h); a fusion
-//                       or a pool's gradient that reads an operand last writes over it
+//   6. offsets          arena offsets from the lifetimes (runtime/memory_plan.h); a fusion,
+//                       a pool's gradient or a scatter_add that reads an operand last writes
+//                       over it
 //   7. steps            the phases' step lists (Executable)
 //   8. HBM              what a core holds at the peak (Executable)
 //

@@ -188,6 +188,53 @@ TEST_CASE("a 2x2 max pool's gradient writes over the pool's input when it reads 
   }
 }
 
+namespace {
+// exp(p) [64, 8] with rows of u [12, 8] added at idx [12] (repeats among them), then exp; with
+// `reread`, exp(p) read again after the scatter; with `base_as_updates`, the updates are exp(p)
+// itself (p [12, 8]), which the scatter must not write over while it reads them.
+Graph scatter_into_exp(bool reread, bool base_as_updates) {
+  Graph g;
+  const NodeId p = g.parameter(DType::f32, {base_as_updates ? 12 : 64, 8}), idx = g.parameter(DType::i32, {12});
+  const NodeId u = g.parameter(DType::f32, {12, 8});
+  const NodeId base = g.unary(Op::exp, p);
+  const NodeId s = g.scatter_add(base, idx, base_as_updates ? base : u);
+  g.outputs = {g.unary(Op::exp, s)};
+  if (reread) g.outputs.push_back(g.binary(Op::mul, base, g.full(DType::f32, g.at(base).shape, 2)));
+  return g;
+}
+}  // namespace
+
+TEST_CASE("a scatter_add adds into its base's storage when it reads the base last and only as its base") {
+  for (bool base_as_updates : {false, true})
+    for (bool reread : {false, true}) {
+      INFO("reread " << reread << ", base as updates " << base_as_updates);
+      const Graph graph = scatter_into_exp(reread, base_as_updates);
+      std::vector<Tensor> args{Tensor(DType::f32, graph.at(0).shape), Tensor(DType::i32, {12}), Tensor(DType::f32, {12, 8})};
+      for (int64_t i = 0; i < args[0].size(); ++i) args[0].set(i, std::sin(double(i) * 0.3));
+      for (int64_t i = 0; i < 12; ++i) args[1].set(i, double(i * 5 % 7));  // rows 0..6, some twice
+      for (int64_t i = 0; i < args[2].size(); ++i) args[2].set(i, std::cos(double(i) * 0.7));
+      Executable exe = Executable::compile(graph);
+      size_t base = 0, scatter = 1;
+      for (const Buffer& b : exe.memory_plan().buffers) {
+        const Node& n = exe.graph().at(b.node);
+        if (n.op == Op::scatter_add) scatter = b.offset;
+        else if (n.shape == graph.at(0).shape && n.in.size() == 1 && exe.graph().at(n.in[0]).op == Op::parameter) base = b.offset;
+      }
+      CHECK((base == scatter) == (!reread && !base_as_updates));
+      // exp(exp(p) + the rows added), computed here.
+      const Tensor& upd = base_as_updates ? args[0] : args[2];
+      std::vector<float> sum(size_t(args[0].size()));
+      for (size_t i = 0; i < sum.size(); ++i) sum[i] = std::exp(float(args[0].get(int64_t(i))));
+      for (int64_t r = 0; r < 12; ++r)
+        for (int64_t j = 0; j < 8; ++j) {
+          const float add = base_as_updates ? std::exp(float(upd.get(r * 8 + j))) : float(upd.get(r * 8 + j));
+          sum[size_t(int64_t(args[1].get(r)) * 8 + j)] += add;
+        }
+      const Tensor got = exe.run(args)[0];
+      for (int64_t i = 0; i < got.size(); ++i) CHECK(got.get(i) == doctest::Approx(std::exp(sum[size_t(i)])).epsilon(1e-5));
+    }
+}
+
 // ---- The planner's stages (runtime/planner.h), one at a time ----
 
 namespace {
