@@ -322,21 +322,30 @@ namespace {
 // A chunk that wraps around a repeating operand's period (a per-channel scale over 96 or 144
 // channels, not a divisor of the chunk) would be copied element by element: each operand with
 // a period of at most kMaxUnrolled gets its values laid out once per run, period plus a chunk,
-// and every chunk reads them in order from there.
+// and every chunk reads them in order from there. A period that is a multiple of the chunk
+// (a bias over 1024 features) never wraps inside a chunk: chunks read it in place.
 constexpr int64_t kMaxUnrolled = 1024;
 
+bool unrolled(const FusionProgram::Instr& x) {
+  return x.code == FusionProgram::Code::repeat && x.n <= kMaxUnrolled && x.n % kChunk != 0;
+}
+
+// dst[l] = src[l % period] for l < len, without a division per element: a run pays this for
+// each operand it lays out, and runs are as short as a lock-step run's tile.
+void repeat_period(const float* src, int64_t period, float* dst, int64_t len) {
+  for (int64_t l = 0; l < len; l += period) std::copy_n(src, std::min(period, len - l), dst + l);
+}
+
 void unroll_repeats(std::span<const FusionProgram::Instr> code, std::span<const Tensor* const> in, Registers& r) {
-  using Code = FusionProgram::Code;
   size_t total = 0;
   for (const auto& x : code)
-    if (x.code == Code::repeat && x.n <= kMaxUnrolled) total += size_t(x.n + kChunk);
+    if (unrolled(x)) total += size_t(x.n + kChunk);
   if (total == 0) return;
   r.unrolled_values.resize(total);
   float* at = r.unrolled_values.data();
   for (const auto& x : code) {
-    if (x.code != Code::repeat || x.n > kMaxUnrolled) continue;
-    const float* s = in[size_t(x.param)]->data<float>();
-    for (int64_t l = 0; l < x.n + kChunk; ++l) at[l] = s[l % x.n];
+    if (!unrolled(x)) continue;
+    repeat_period(in[size_t(x.param)]->data<float>(), x.n, at, x.n + kChunk);
     r.unrolled[size_t(x.dst)] = at;
     at += x.n + kChunk;
   }
@@ -370,8 +379,7 @@ void FusionProgram::run_range(std::span<const Tensor* const> in, std::byte* dst,
     } else if (x.code == Code::splat_bool) {
       std::fill_n(r.m_of(x.dst), kChunk, in[size_t(x.param)]->data<uint8_t>()[0] ? -1 : 0);
     } else if (x.code == Code::tiled) {  // every chunk starts at a multiple of kChunk
-      const float* src = in[size_t(x.param)]->data<float>();
-      for (int64_t l = 0; l < kChunk; ++l) r.f_of(x.dst)[l] = src[l % x.n];
+      repeat_period(in[size_t(x.param)]->data<float>(), x.n, r.f_of(x.dst), kChunk);
       r.at[size_t(x.dst)] = r.f_of(x.dst);
     }
   }

@@ -187,10 +187,12 @@ TEST_CASE("fusion programs read broadcasts along any dims, chunks crossing rows 
   }
 }
 
-// A per-channel operand repeats every C elements; chunks of 64 that wrap around its period
-// read its values laid out once per run (C up to 1024), or element by element (longer ones).
+// A per-channel operand repeats every C elements; chunks that wrap around its period read its
+// values laid out once per run (C up to 1024), or element by element (longer ones). A period
+// that divides the chunk is laid out once per run as a whole chunk; one that is a multiple of
+// the chunk is read in place.
 TEST_CASE("fusion programs read per-channel operands whose period wraps around chunks") {
-  for (int64_t c : {96, 144, 1000, 1500}) {
+  for (int64_t c : {64, 96, 144, 512, 1000, 1024, 1500}) {
     const Shape s{7, 9, c};
     Graph g;
     NodeId x = g.parameter(DType::f32, s);
