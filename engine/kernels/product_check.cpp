@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <cmath>
-#include <utility>
 
 namespace tpu {
 
@@ -19,42 +18,57 @@ std::vector<int64_t> spread_indices(int64_t n, int64_t most) {
 
 namespace {
 
-// The sum of x[p] y[p] and of its terms' magnitudes, over four running sums each, so that the
-// adds do not each wait for the one before.
-std::pair<double, double> dot_and_magnitude(const std::vector<double>& x, const double* y) {
+// Sums of products and of their magnitudes, four running sums each, so that the adds do not
+// each wait for the one before.
+struct RunningSums {
   double sum[4] = {}, mag[4] = {};
-  const size_t k = x.size(), whole = k / 4 * 4;
-  for (size_t p = 0; p < whole; p += 4)
-    for (size_t l = 0; l < 4; ++l) {
-      const double t = x[p + l] * y[p + l];
-      sum[l] += t, mag[l] += std::abs(t);
+  void add(const double* x, const double* y, int64_t n) {
+    const int64_t whole = n / 4 * 4;
+    for (int64_t p = 0; p < whole; p += 4)
+      for (int64_t l = 0; l < 4; ++l) {
+        const double t = x[p + l] * y[p + l];
+        sum[l] += t, mag[l] += std::abs(t);
+      }
+    for (int64_t p = whole; p < n; ++p) {
+      const double t = x[p] * y[p];
+      sum[0] += t, mag[0] += std::abs(t);
     }
-  for (size_t p = whole; p < k; ++p) {
-    const double t = x[p] * y[p];
-    sum[0] += t, mag[0] += std::abs(t);
   }
-  return {(sum[0] + sum[1]) + (sum[2] + sum[3]), (mag[0] + mag[1]) + (mag[2] + mag[3])};
-}
+  double total() const { return (sum[0] + sum[1]) + (sum[2] + sum[3]); }
+  double magnitude() const { return (mag[0] + mag[1]) + (mag[2] + mag[3]); }
+};
+
+// The inner dimension is read in pieces: the sampled rows' and columns' pieces stay in cache,
+// and the check's memory stays a few MB however long the sums.
+constexpr int64_t kPiece = 2048;
 
 }  // namespace
 
 bool product_matches_at_samples(MatrixView a, MatrixView b, MatrixView c, int64_t m, int64_t k, int64_t w) {
-  // Over long sums (a pointwise filter gradient's, over every position of the batch) half the
-  // rows and columns: a quarter of the products.
-  const bool long_sums = k > 16384;
-  const std::vector<int64_t> rows = spread_indices(m, long_sums ? 8 : 16), cols = spread_indices(w, long_sums ? 16 : 32);
-  // The sampled columns of B and each sampled row of A, contiguous in double: strided reads
+  // Columns at most 16 apart, so that every block of 16 columns a library computes together
+  // has one checked, in a tile's middle as well as at its ends. 16 rows, or 8 over long sums (a
+  // pointwise filter gradient's, over every position of the batch).
+  const std::vector<int64_t> rows = spread_indices(m, k > 16384 ? 8 : 16);
+  const std::vector<int64_t> cols = spread_indices(w, std::max<int64_t>(32, (w + 14) / 16 + 1));
+  std::vector<RunningSums> sums(rows.size() * cols.size());
+  // Each piece of the sampled rows of A and columns of B, contiguous in double: strided reads
   // (a transposed operand) once per element instead of once per checked entry.
-  std::vector<double> b_cols(cols.size() * size_t(k)), a_row(static_cast<size_t>(k));
-  for (size_t q = 0; q < cols.size(); ++q)
-    for (int64_t p = 0; p < k; ++p) b_cols[q * size_t(k) + size_t(p)] = b.at(p, cols[q]);
-  for (int64_t i : rows) {
-    for (int64_t p = 0; p < k; ++p) a_row[size_t(p)] = a.at(i, p);
-    for (size_t q = 0; q < cols.size(); ++q) {
-      const auto [sum, mag] = dot_and_magnitude(a_row, b_cols.data() + q * size_t(k));
-      if (!close_to_sum(c.at(i, cols[q]), sum, mag, k)) return false;
-    }
+  std::vector<double> a_piece(rows.size() * size_t(kPiece)), b_piece(cols.size() * size_t(kPiece));
+  for (int64_t p0 = 0; p0 < k; p0 += kPiece) {
+    const int64_t len = std::min(kPiece, k - p0);
+    for (size_t r = 0; r < rows.size(); ++r)
+      for (int64_t p = 0; p < len; ++p) a_piece[r * size_t(kPiece) + size_t(p)] = a.at(rows[r], p0 + p);
+    for (size_t q = 0; q < cols.size(); ++q)
+      for (int64_t p = 0; p < len; ++p) b_piece[q * size_t(kPiece) + size_t(p)] = b.at(p0 + p, cols[q]);
+    for (size_t r = 0; r < rows.size(); ++r)
+      for (size_t q = 0; q < cols.size(); ++q)
+        sums[r * cols.size() + q].add(&a_piece[r * size_t(kPiece)], &b_piece[q * size_t(kPiece)], len);
   }
+  for (size_t r = 0; r < rows.size(); ++r)
+    for (size_t q = 0; q < cols.size(); ++q) {
+      const RunningSums& s = sums[r * cols.size() + q];
+      if (!close_to_sum(c.at(rows[r], cols[q]), s.total(), s.magnitude(), k)) return false;
+    }
   return true;
 }
 

@@ -25,9 +25,10 @@ struct MatrixView {
   float at(int64_t i, int64_t j) const { return data[i * row_stride + j * col_stride]; }
 };
 
-// Whether C = A B for A [m, k] and B [k, w] at up to 16 rows spread over m (the first and last
-// among them) times up to 32 columns spread over w, 8 x 16 where k > 16384: a wrong layout,
-// block or tail shows there. Each checked entry is a whole sum over k, in double.
+// Whether C = A B for A [m, k] and B [k, w] at up to 16 rows spread over m (8 where k > 16384),
+// the first and last among them, times columns spread over w at most 16 apart (at least 32 of
+// them), the first and last among them: a wrong layout, tail, or block of 16 columns shows
+// there. Each checked entry is a whole sum over k, in double.
 bool product_matches_at_samples(MatrixView a, MatrixView b, MatrixView c, int64_t m, int64_t k, int64_t w);
 
 }  // namespace tpu

@@ -33,8 +33,10 @@ struct MemoryPlan {
   size_t peak_tpu_bytes = 0;    // largest sum of live tile-padded intermediates
 };
 
-// Whether node n may write its result over operand x's storage: it reads x element by element,
-// and last (no node after it reads x; lock-step runs keep x's storage to their end all the same).
+// Whether node n may write its result over operand x's storage: it reads each element of x
+// before it writes that element of its result, or adds into x (a scatter_add's base), and it
+// reads x last (no node after it reads x; lock-step runs keep x's storage to their end all the
+// same).
 using WritesOver = std::function<bool(NodeId n, NodeId x)>;
 
 // `schedule` lists the nodes in execution order; `planned[n]` says whether node n needs arena

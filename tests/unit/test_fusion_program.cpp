@@ -11,6 +11,7 @@
 #include <random>
 #include <string>
 
+#include "ops/fusion_jit.h"
 #include "ops/fusion_program.h"
 #include "runtime/executable.h"
 #include "runtime/thread_pool.h"
@@ -190,18 +191,22 @@ TEST_CASE("fusion programs read broadcasts along any dims, chunks crossing rows 
 // A per-channel operand repeats every C elements; chunks that wrap around its period read its
 // values laid out once per run (C up to 1024), or element by element (longer ones). A period
 // that divides the chunk is laid out once per run as a whole chunk; one that is a multiple of
-// the chunk is read in place.
+// the chunk is read in place. With native code and without (the chunk loops read them too).
 TEST_CASE("fusion programs read per-channel operands whose period wraps around chunks") {
-  for (int64_t c : {64, 96, 144, 512, 1000, 1024, 1500}) {
-    const Shape s{7, 9, c};
-    Graph g;
-    NodeId x = g.parameter(DType::f32, s);
-    NodeId scale = g.parameter(DType::f32, {c}), shift = g.parameter(DType::f32, {c});
-    NodeId t = g.binary(Op::mul, x, g.broadcast(scale, s, {2}));
-    g.outputs = {g.binary(Op::add, t, g.broadcast(shift, s, {2}))};
-    Compiled both = compile_both(g);
-    CHECK(both.programs == 1);
-    const std::vector<Tensor> args = {operand(s, 21), operand({c}, 22), operand({c}, 23)};
-    check_same_bits(both.fused.run(args)[0], both.plain.run(args)[0], shape_str(s));
-  }
+  const FusionJit::Isa isa = FusionJit::isa();
+  for (FusionJit::Isa with : {isa, FusionJit::Isa::none})
+    for (int64_t c : {64, 96, 144, 512, 768, 1000, 1024, 1500, 2048}) {
+      FusionJit::set_isa(with);
+      const Shape s{7, 9, c};
+      Graph g;
+      NodeId x = g.parameter(DType::f32, s);
+      NodeId scale = g.parameter(DType::f32, {c}), shift = g.parameter(DType::f32, {c});
+      NodeId t = g.binary(Op::mul, x, g.broadcast(scale, s, {2}));
+      g.outputs = {g.binary(Op::add, t, g.broadcast(shift, s, {2}))};
+      Compiled both = compile_both(g);
+      FusionJit::set_isa(isa);
+      CHECK(both.programs == 1);
+      const std::vector<Tensor> args = {operand(s, 21), operand({c}, 22), operand({c}, 23)};
+      check_same_bits(both.fused.run(args)[0], both.plain.run(args)[0], shape_str(s));
+    }
 }

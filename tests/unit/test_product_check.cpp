@@ -2,6 +2,7 @@
 // right products pass in every layout, wrong ones fail, the kinds of wrong a library can be.
 #include <doctest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <random>
 #include <vector>
@@ -40,12 +41,18 @@ Product product(int64_t m, int64_t k, int64_t w, bool ta, bool tb, uint32_t seed
 }
 
 // The right product passes; each kind of wrong one fails: a tail block of columns or rows left
-// out, A read in the other layout.
+// out, a block of 16 columns in the middle, A read in the other layout.
 void expect_right_passes_and_wrong_fail(const Product& p) {
   CHECK(p.passes());
   Product last_column = p;
   for (int64_t i = 0; i < p.m; ++i) last_column.c[size_t(i * p.w + p.w - 1)] = 0;
   CHECK_FALSE(last_column.passes());
+  for (int64_t first : {int64_t(16), p.w / 2 / 16 * 16}) {
+    Product block = p;
+    for (int64_t i = 0; i < p.m; ++i)
+      for (int64_t j = first; j < std::min(p.w, first + 16); ++j) block.c[size_t(i * p.w + j)] = 0;
+    CHECK_FALSE(block.passes());
+  }
   Product last_row = p;
   for (int64_t j = 0; j < p.w; ++j) last_row.c[size_t((p.m - 1) * p.w + j)] = 0;
   CHECK_FALSE(last_row.passes());
@@ -70,7 +77,9 @@ TEST_CASE("the product check passes f32 products in every layout and fails wrong
         for (int64_t j = 0; j < p.w; ++j) short_k.c[size_t(i * p.w + j)] -= p.av().at(i, p.k - 1) * p.bv().at(p.k - 1, j);
       CHECK_FALSE(short_k.passes());
     }
-  // Long sums, checked at fewer rows and columns (a filter gradient's A^T B).
+  // Wide tiles (a batch element's whole product, a bf16 block of every column).
+  expect_right_passes_and_wrong_fail(product(24, 100, 4096, false, true, 5));
+  // Long sums, checked at fewer rows (a filter gradient's A^T B).
   expect_right_passes_and_wrong_fail(product(20, 20000, 40, true, false, 9));
   // A single row, a single column, an inner dimension of one.
   CHECK(product(1, 5, 1, false, false, 3).passes());
