@@ -80,7 +80,8 @@ TEST_CASE("OnceCache makes each key once, and other keys meanwhile") {
   auto make = [&](const int& key) {
     ++makes;
     if (key == 1) {
-      if (started.wait_for(std::chrono::seconds(10)) != std::future_status::ready) throw std::runtime_error("serialized");
+      if (started.wait_for(std::chrono::seconds(10)) != std::future_status::ready)
+        throw std::runtime_error("serialized");
     } else {
       second_started.set_value();
     }

@@ -209,7 +209,8 @@ TEST_CASE("a scatter_add adds into its base's storage when it reads the base las
     for (bool reread : {false, true}) {
       INFO("reread " << reread << ", base as updates " << base_as_updates);
       const Graph graph = scatter_into_exp(reread, base_as_updates);
-      std::vector<Tensor> args{Tensor(DType::f32, graph.at(0).shape), Tensor(DType::i32, {12}), Tensor(DType::f32, {12, 8})};
+      std::vector<Tensor> args{Tensor(DType::f32, graph.at(0).shape), Tensor(DType::i32, {12}),
+                               Tensor(DType::f32, {12, 8})};
       for (int64_t i = 0; i < args[0].size(); ++i) args[0].set(i, std::sin(double(i) * 0.3));
       for (int64_t i = 0; i < 12; ++i) args[1].set(i, double(i * 5 % 7));  // rows 0..6, some twice
       for (int64_t i = 0; i < args[2].size(); ++i) args[2].set(i, std::cos(double(i) * 0.7));
@@ -218,7 +219,8 @@ TEST_CASE("a scatter_add adds into its base's storage when it reads the base las
       for (const Buffer& b : exe.memory_plan().buffers) {
         const Node& n = exe.graph().at(b.node);
         if (n.op == Op::scatter_add) scatter = b.offset;
-        else if (n.shape == graph.at(0).shape && n.in.size() == 1 && exe.graph().at(n.in[0]).op == Op::parameter) base = b.offset;
+        else if (n.shape == graph.at(0).shape && n.in.size() == 1 && exe.graph().at(n.in[0]).op == Op::parameter)
+          base = b.offset;
       }
       CHECK((base == scatter) == (!reread && !base_as_updates));
       // exp(exp(p) + the rows added), computed here.
@@ -231,7 +233,8 @@ TEST_CASE("a scatter_add adds into its base's storage when it reads the base las
           sum[size_t(int64_t(args[1].get(r)) * 8 + j)] += add;
         }
       const Tensor got = exe.run(args)[0];
-      for (int64_t i = 0; i < got.size(); ++i) CHECK(got.get(i) == doctest::Approx(std::exp(sum[size_t(i)])).epsilon(1e-5));
+      for (int64_t i = 0; i < got.size(); ++i)
+        CHECK(got.get(i) == doctest::Approx(std::exp(sum[size_t(i)])).epsilon(1e-5));
     }
 }
 

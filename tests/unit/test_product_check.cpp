@@ -74,7 +74,8 @@ TEST_CASE("the product check passes f32 products in every layout and fails wrong
       // the rounding of 300 terms allows (over 20000 it would not be).
       Product short_k = p;
       for (int64_t i = 0; i < p.m; ++i)
-        for (int64_t j = 0; j < p.w; ++j) short_k.c[size_t(i * p.w + j)] -= p.av().at(i, p.k - 1) * p.bv().at(p.k - 1, j);
+        for (int64_t j = 0; j < p.w; ++j)
+          short_k.c[size_t(i * p.w + j)] -= p.av().at(i, p.k - 1) * p.bv().at(p.k - 1, j);
       CHECK_FALSE(short_k.passes());
     }
   // Wide tiles (a batch element's whole product, a bf16 block of every column).
