@@ -2,7 +2,7 @@
 -- measurements as "result KEY VALUE" lines (bench/pytorch_models.py is the same models with
 -- PyTorch).
 --
---   tputrain --threads 2 bench/tputrain_models.lua MODEL PRECISION [STEPS [WARMUP [PROFILE [FEED]]]]
+--   tputrain --threads 2 bench/tputrain_models.lua MODEL PRECISION [STEPS [WARMUP [PROFILE [FEED [PAIRS]]]]]
 --
 -- MODEL: mlp (784-512-512-10 ReLU, batch 256), cnn (conv32-pool-conv64-pool-128-10, 3x3 "same"
 -- convolutions, 2x2 pools, batch 128; Fashion-MNIST for both), transformer (the text model:
@@ -12,12 +12,20 @@
 -- network and 2 blocks, batch 32), resnet50, mobilenet_v2, efficientnet_b0 (tpu.applications
 -- at 64x64x3, 10 classes, batch 64, on 512 random images). Adam lr 1e-3 for all. PRECISION: f32
 -- or bf16 (the mixed_bfloat16 policy). FEED: memory (default: batches sliced from tensors
--- prepared in memory, in order) or pipeline (as a script feeds fit: the raw data (u8 images,
--- i32 ids) shuffled, batched, converted by a traced map, prefetched).
+-- prepared in memory, in order), pipeline (as a script feeds fit: the raw data (u8 images,
+-- i32 ids) shuffled, batched, converted by a traced map, prefetched) or alternate (both, one
+-- compiled step: the timed steps alternate between them in blocks, below).
 --
 -- Phases, all in one process: WARMUP steps (the first one compiles the step), STEPS timed steps
 -- (samples/s), then PROFILE steps with per-op timing on: the step's wall time minus the time
 -- spent inside kernels is the host overhead (input slicing, Lua, dispatch, allocation).
+--
+-- alternate: STEPS steps on each feed in PAIRS (default 10) pairs of blocks, ABBA (memory then
+-- pipeline, then pipeline then memory, ...), so a drift of the machine's speed over the run
+-- hits both alike: separate processes, as bench/run.sh runs the feeds, differ by 10-25% on a
+-- shared machine, more than the feeds do. Prints each feed's samples/s, the median and range
+-- of the pairs' pipeline/memory ratios and the ratio of their fastest blocks; the other
+-- figures are the pipeline's (bench/pipeline_vs_memory.sh runs it for every model).
 local tpu = require "tpu"
 local nn, optim, data, core = tpu.nn, tpu.optim, tpu.data, tpu.core
 
@@ -26,7 +34,10 @@ local steps = math.tointeger(tonumber(arg[3] or "100"))
 local warmup = math.tointeger(tonumber(arg[4] or "5"))
 local profile_steps = math.tointeger(tonumber(arg[5] or "20"))
 local feed = arg[6] or "memory"
-assert(feed == "memory" or feed == "pipeline", "FEED must be memory or pipeline, got " .. tostring(feed))
+local pair_count = math.tointeger(tonumber(arg[7] or "10"))
+assert(pair_count and pair_count > 0, "PAIRS must be a positive integer, got " .. tostring(arg[7]))
+assert(feed == "memory" or feed == "pipeline" or feed == "alternate",
+  "FEED must be memory, pipeline or alternate, got " .. tostring(feed))
 local LENGTH, VOCAB, CLASSES = 128, 128, 5
 
 local function result(key, value) print(string.format("result %s %s", key, value)) end
@@ -127,15 +138,22 @@ local function nbytes(t)
 end
 -- memory: the inputs converted once, batches sliced in order; pipeline: the raw data shuffled,
 -- batched, converted per batch by a traced map and prefetched, as a script writes it.
-if feed == "memory" then
-  if to_input then x = to_input(x) end
-  train = data.from_tensors {x, y}:batch(batch, {drop_remainder = true}):cycle()
-else
-  train = data.from_tensors {x, y}:shuffle(x.shape[1], {seed = 1}):batch(batch, {drop_remainder = true})
-  if to_input then train = train:map(function(xb, yb) return to_input(xb), yb end) end
-  train = train:prefetch(2):cycle()
+local feeds, data_bytes, prefetched = {}, 0, nil
+if feed ~= "memory" then
+  local pipeline = data.from_tensors {x, y}:shuffle(x.shape[1], {seed = 1}):batch(batch, {drop_remainder = true})
+  if to_input then pipeline = pipeline:map(function(xb, yb) return to_input(xb), yb end) end
+  prefetched = pipeline:prefetch(2)
+  feeds.pipeline = prefetched:cycle()
+  data_bytes = data_bytes + nbytes(x) + nbytes(y)
 end
-result("data_bytes", nbytes(x) + nbytes(y))
+if feed ~= "pipeline" then
+  local converted = to_input and to_input(x) or x
+  feeds.memory = data.from_tensors {converted, y}:batch(batch, {drop_remainder = true}):cycle()
+  data_bytes = data_bytes + nbytes(converted) + (feed == "memory" and nbytes(y) or 0)
+end
+x = nil
+train = feeds.pipeline or feeds.memory
+result("data_bytes", data_bytes)
 
 -- Peak resident memory in KiB (VmHWM). Training's peak is measured from here on: preparing the
 -- data set (decoding, converting) is done, its temporaries are collected and the peak is reset.
@@ -153,10 +171,10 @@ if clear_refs then clear_refs:write("5") clear_refs:close() end
 model:compile {optimizer = optim.Adam {lr = 1e-3}, loss = "sparse_categorical_crossentropy"}
 
 
--- Seconds for n steps; fails when the loss is not finite.
-local function fit(n)
+-- Seconds for n steps on `dataset` (default: train); fails when the loss is not finite.
+local function fit(n, dataset)
   local t0 = core.now()
-  local history = model:fit(train, {epochs = 1, steps_per_epoch = n, verbose = 0})
+  local history = model:fit(dataset or train, {epochs = 1, steps_per_epoch = n, verbose = 0})
   local seconds = core.now() - t0
   local loss = history.history.loss[1]
   if loss ~= loss or loss == math.huge or loss == -math.huge then
@@ -165,9 +183,44 @@ local function fit(n)
   return seconds
 end
 
+-- alternate: the timed steps in ABBA pairs of blocks on the two feeds (see the header).
+local function alternate_feeds()
+  local pairs_count = math.min(pair_count, steps)
+  local block = steps // pairs_count
+  local seconds, ratios, best = {memory = 0, pipeline = 0}, {}, {memory = math.huge, pipeline = math.huge}
+  for p = 1, pairs_count do
+    local t = {}
+    for _, side in ipairs(p % 2 == 1 and {"memory", "pipeline"} or {"pipeline", "memory"}) do
+      t[side] = fit(block, feeds[side])
+      seconds[side] = seconds[side] + t[side]
+      best[side] = math.min(best[side], t[side])
+    end
+    ratios[#ratios + 1] = t.memory / t.pipeline  -- the pipeline's samples/s over memory's
+  end
+  table.sort(ratios)
+  local n = #ratios
+  local median = n % 2 == 1 and ratios[(n + 1) // 2] or (ratios[n // 2] + ratios[n // 2 + 1]) / 2
+  for _, side in ipairs {"memory", "pipeline"} do
+    result("samples_per_s_" .. side, string.format("%.1f", block * pairs_count * batch / seconds[side]))
+  end
+  result("pipe_mem_median", string.format("%.4f", median))
+  result("pipe_mem_range", string.format("%.4f-%.4f", ratios[1], ratios[n]))
+  result("pipe_mem_best", string.format("%.4f", best.memory / best.pipeline))
+  steps = block * pairs_count
+  return seconds.pipeline
+end
+
+-- How long a step waited for the pipeline's prefetch thread, per batch of its latest pass.
+local function prefetch_results()
+  local stats = prefetched and prefetched:prefetch_stats()
+  if stats and stats.batches > 0 then result("prefetch_wait_ms", string.format("%.4f", stats.wait_ms / stats.batches)) end
+end
+
 local first = fit(1)
 if warmup > 1 then fit(warmup - 1) end
-local seconds = fit(steps)
+if feed == "alternate" then fit(warmup, feeds.memory) end
+local seconds = feed == "alternate" and alternate_feeds() or fit(steps)
+prefetch_results()
 
 -- Seconds spent in kernels so far (op timing accumulates; --profile turns it on from the start).
 local function kernel_seconds()
