@@ -253,7 +253,7 @@ bool check_forward(const ConvShape& s, dtype in, const Entry& e) {
           sum += p, mag += std::abs(p);
         }
       }
-    if (!close_to_sum(y[size_t(at)], sum, mag, s.kh * s.kw * cg)) return false;
+    if (!close_to_probe_sum(y[size_t(at)], sum, mag, s.kh * s.kw * cg)) return false;
   }
   return true;
 }
@@ -277,7 +277,7 @@ bool check_filter_grad(const ConvShape& s, dtype in, const Entry& e) {
           const double p = double(x[size_t(in + c)]) * dy[size_t(((b * s.ho + oh) * s.wo + ow) * s.co + m)];
           sum += p, mag += std::abs(p);
         }
-    if (!close_to_sum(df[size_t(at)], sum, mag, s.n * s.ho * s.wo)) return false;
+    if (!close_to_probe_sum(df[size_t(at)], sum, mag, s.n * s.ho * s.wo)) return false;
   }
   return true;
 }
@@ -304,7 +304,7 @@ bool check_data_grad(const ConvShape& s, dtype in, const Entry& e) {
           sum += q, mag += std::abs(q);
         }
       }
-    if (!close_to_sum(dx[size_t(at)], sum, mag, s.kh * s.kw * og)) return false;
+    if (!close_to_probe_sum(dx[size_t(at)], sum, mag, s.kh * s.kw * og)) return false;
   }
   return true;
 }

@@ -63,7 +63,7 @@ bool self_check(const Key& key, const Entry& e) {
     const MatrixView ae{a.data() + element * a_len, key.ta ? 1 : lda, key.ta ? lda : 1};
     const MatrixView be{b.data() + element * b_len, key.tb ? 1 : ldb, key.tb ? ldb : 1};
     const MatrixView ce{c.data() + element * c_len, key.n, 1};
-    if (!product_matches_at_samples(ae, be, ce, key.m, key.k, key.w)) return false;
+    if (!product_matches_at_samples(ae, be, ce, key.m, key.k, key.w, Operands::probe)) return false;
   }
   return true;
 }

@@ -9,6 +9,11 @@ bool close_to_sum(double got, double sum, double magnitude, int64_t k) {
   return std::abs(got - sum) <= double(k + 2) * 0x1p-23 * magnitude + 1e-30;
 }
 
+bool close_to_probe_sum(double got, double sum, double magnitude, int64_t k) {
+  constexpr double kExactBelow = 0x1p10;  // 2^24 multiples of 2^-14
+  return magnitude < kExactBelow ? got == sum : close_to_sum(got, sum, magnitude, k);
+}
+
 std::vector<int64_t> spread_indices(int64_t n, int64_t most) {
   const int64_t count = std::min(n, most);
   std::vector<int64_t> at;
@@ -44,7 +49,8 @@ constexpr int64_t kPiece = 2048;
 
 }  // namespace
 
-bool product_matches_at_samples(MatrixView a, MatrixView b, MatrixView c, int64_t m, int64_t k, int64_t w) {
+bool product_matches_at_samples(MatrixView a, MatrixView b, MatrixView c, int64_t m, int64_t k, int64_t w,
+                                Operands operands) {
   // Columns at most 16 apart, so that every block of 16 columns a library computes together
   // has one checked, in a tile's middle as well as at its ends. 16 rows, or 8 over long sums (a
   // pointwise filter gradient's, over every position of the batch).
@@ -67,7 +73,10 @@ bool product_matches_at_samples(MatrixView a, MatrixView b, MatrixView c, int64_
   for (size_t r = 0; r < rows.size(); ++r)
     for (size_t q = 0; q < cols.size(); ++q) {
       const RunningSums& s = sums[r * cols.size() + q];
-      if (!close_to_sum(c.at(rows[r], cols[q]), s.total(), s.magnitude(), k)) return false;
+      const double got = c.at(rows[r], cols[q]);
+      if (operands == Operands::probe ? !close_to_probe_sum(got, s.total(), s.magnitude(), k)
+                                      : !close_to_sum(got, s.total(), s.magnitude(), k))
+        return false;
     }
   return true;
 }

@@ -17,20 +17,31 @@ struct Product {
   int64_t m, k, w;
   bool ta, tb;
   std::vector<float> a, b, c;
+  Operands operands = Operands::any;
   MatrixView av() const { return ta ? MatrixView{a.data(), 1, m} : MatrixView{a.data(), k, 1}; }
   MatrixView bv() const { return tb ? MatrixView{b.data(), 1, k} : MatrixView{b.data(), w, 1}; }
   MatrixView cv() const { return {c.data(), w, 1}; }
-  bool passes() const { return product_matches_at_samples(av(), bv(), cv(), m, k, w); }
+  bool passes() const { return product_matches_at_samples(av(), bv(), cv(), m, k, w, operands); }
+  // Every entry's sum without its last term (a tail of the inner dimension left out).
+  Product without_last_term() const {
+    Product p = *this;
+    for (int64_t i = 0; i < m; ++i)
+      for (int64_t j = 0; j < w; ++j) p.c[size_t(i * w + j)] -= av().at(i, k - 1) * bv().at(k - 1, j);
+    return p;
+  }
 };
 
-// C = A B summed in f32, k in order (as a library does), over A and B stored per ta and tb.
-Product product(int64_t m, int64_t k, int64_t w, bool ta, bool tb, uint32_t seed) {
+// C = A B summed in f32, k in order (as a library does), over A and B stored per ta and tb;
+// with Operands::probe, values as the probes have them (multiples of 1/128 below 1).
+Product product(int64_t m, int64_t k, int64_t w, bool ta, bool tb, uint32_t seed, Operands operands = Operands::any) {
   Product p{m, k, w, ta, tb, std::vector<float>(size_t(m * k)), std::vector<float>(size_t(k * w)),
-            std::vector<float>(size_t(m * w))};
+            std::vector<float>(size_t(m * w)), operands};
   std::mt19937 rng(seed);
   std::uniform_real_distribution<float> u(-1, 1);
-  for (float& x : p.a) x = u(rng);
-  for (float& x : p.b) x = u(rng);
+  std::uniform_int_distribution<int> grid(-127, 127);
+  auto value = [&] { return operands == Operands::probe ? float(grid(rng)) / 128.0f : u(rng); };
+  for (float& x : p.a) x = value();
+  for (float& x : p.b) x = value();
   for (int64_t i = 0; i < m; ++i)
     for (int64_t j = 0; j < w; ++j) {
       float sum = 0;
@@ -72,11 +83,7 @@ TEST_CASE("the product check passes f32 products in every layout and fails wrong
       expect_right_passes_and_wrong_fail(p);
       // The last term of every sum missing (a tail of the inner dimension): off by more than
       // the rounding of 300 terms allows (over 20000 it would not be).
-      Product short_k = p;
-      for (int64_t i = 0; i < p.m; ++i)
-        for (int64_t j = 0; j < p.w; ++j)
-          short_k.c[size_t(i * p.w + j)] -= p.av().at(i, p.k - 1) * p.bv().at(p.k - 1, j);
-      CHECK_FALSE(short_k.passes());
+      CHECK_FALSE(p.without_last_term().passes());
     }
   // Wide tiles (a batch element's whole product, a bf16 block of every column).
   expect_right_passes_and_wrong_fail(product(24, 100, 4096, false, true, 5));
@@ -85,4 +92,30 @@ TEST_CASE("the product check passes f32 products in every layout and fails wrong
   // A single row, a single column, an inner dimension of one.
   CHECK(product(1, 5, 1, false, false, 3).passes());
   CHECK(product(9, 1, 40, true, false, 4).passes());
+}
+
+TEST_CASE("with probe operands, the product check wants the sum to the bit where f32 holds it exactly") {
+  for (bool ta : {false, true}) {
+    CAPTURE(ta);
+    // 3000 terms: every partial sum is below 1024 and exact in f32.
+    Product p = product(20, 3000, 40, ta, !ta, 11, Operands::probe);
+    expect_right_passes_and_wrong_fail(p);
+    // Off by one probe product's step (2^-14) everywhere: within the rounding bound of 3000
+    // terms, so it passes as any operands, and fails as probe ones; as does a missing last term.
+    Product off = p;
+    for (float& x : off.c) x -= 0x1p-14f;
+    CHECK_FALSE(off.passes());
+    off.operands = Operands::any;
+    CHECK(off.passes());
+    CHECK_FALSE(p.without_last_term().passes());
+  }
+  // 40000 terms: sums past 1024 round in f32; the right product still passes, by the bound.
+  Product long_sums = product(8, 40000, 32, true, false, 12, Operands::probe);
+  CHECK(long_sums.passes());
+  // An inner dimension of one and of none: exact either way.
+  CHECK(product(9, 1, 40, true, false, 4, Operands::probe).passes());
+  Product empty = product(3, 0, 5, false, false, 5, Operands::probe);
+  CHECK(empty.passes());
+  empty.c[0] = 0x1p-14f;
+  CHECK_FALSE(empty.passes());
 }
