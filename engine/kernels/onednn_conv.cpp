@@ -100,7 +100,7 @@ dnnl::convolution_forward::primitive_desc forward_pd(const ConvShape& s, dtype i
   dnnl::convolution_forward::desc d(dnnl::prop_kind::forward_training, dnnl::algorithm::convolution_direct,
                                     image(s.n, s.h, s.w, s.ci, in), filter(s, false, in),
                                     image(s.n, s.ho, s.wo, s.co), strides, dilates, lo, hi);
-  return {d, user_scratchpad(), cpu_engine()};
+  return {d, primitive_attributes(), cpu_engine()};
 }
 
 // The filter gradient is f32 for bf16 operands too.
@@ -110,7 +110,7 @@ dnnl::convolution_backward_weights::primitive_desc filter_grad_pd(const ConvShap
   dnnl::convolution_backward_weights::desc d(dnnl::algorithm::convolution_direct, image(s.n, s.h, s.w, s.ci, in),
                                              filter(s, false), image(s.n, s.ho, s.wo, s.co, in), strides,
                                              dilates, lo, hi);
-  return {d, user_scratchpad(), cpu_engine(), forward_pd(s, in)};
+  return {d, primitive_attributes(), cpu_engine(), forward_pd(s, in)};
 }
 
 // The input gradient is f32 for bf16 operands too.
@@ -120,12 +120,12 @@ dnnl::convolution_backward_data::primitive_desc data_grad_pd(const ConvShape& s,
   dnnl::convolution_backward_data::desc d(dnnl::algorithm::convolution_direct, image(s.n, s.h, s.w, s.ci),
                                           filter(s, false, in), image(s.n, s.ho, s.wo, s.co, in), strides, dilates,
                                           lo, hi);
-  return {d, user_scratchpad(), cpu_engine(), forward_pd(s, in)};
+  return {d, primitive_attributes(), cpu_engine(), forward_pd(s, in)};
 }
 
 std::optional<Call> reorder(const memory::desc& from, const memory::desc& to) {
   if (from == to) return std::nullopt;
-  dnnl::reorder::primitive_desc pd(cpu_engine(), from, cpu_engine(), to, user_scratchpad());
+  dnnl::reorder::primitive_desc pd(cpu_engine(), from, cpu_engine(), to, primitive_attributes());
   return Call{dnnl::reorder(pd), {{DNNL_ARG_FROM, from}, {DNNL_ARG_TO, to}}, pd.scratchpad_desc()};
 }
 

@@ -85,7 +85,7 @@ std::shared_ptr<const Entry> make_entry(const Key& key) {
   const memory::desc a(a_dims, dt, a_strides), b(b_dims, dt, b_strides);
   const memory::desc c(c_dims, memory::data_type::f32, c_strides);
   try {
-    dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(a, b, c), user_scratchpad(), cpu_engine());
+    dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(a, b, c), primitive_attributes(), cpu_engine());
     e->call = {dnnl::matmul(pd), {{DNNL_ARG_SRC, a}, {DNNL_ARG_WEIGHTS, b}, {DNNL_ARG_DST, c}}, pd.scratchpad_desc()};
     e->impl = pd.impl_info_str();
   } catch (const dnnl::error&) {

@@ -71,9 +71,10 @@ void run_single_threaded() {
 #endif
 }
 
-dnnl::primitive_attr user_scratchpad() {
+dnnl::primitive_attr primitive_attributes() {
   dnnl::primitive_attr attr;
   attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
+  attr.set_fpmath_mode(dnnl::fpmath_mode::strict);
   return attr;
 }
 

@@ -22,8 +22,11 @@ dnnl::engine& cpu_engine();
 // calls this first (primitives keep the thread count they see when made).
 void run_single_threaded();
 // Attributes of every primitive: the scratchpad is passed in (the running thread's own), so no
-// two threads ever share one whatever the library's build options.
-dnnl::primitive_attr user_scratchpad();
+// two threads ever share one whatever the library's build options; and f32 arithmetic is f32,
+// whatever default the process set (ONEDNN_DEFAULT_FPMATH_MODE=BF16 in the environment lets
+// newer oneDNN releases compute f32 products from bf16-rounded operands, which the self-check's
+// probe values, exact in bf16, would not see).
+dnnl::primitive_attr primitive_attributes();
 
 // A primitive and the descriptors of its arguments.
 struct Call {

@@ -1,5 +1,6 @@
 // The check every new oneDNN primitive passes before it is used (kernels/product_check.h):
-// right products pass in every layout, wrong ones fail, the kinds of wrong a library can be.
+// right products pass in every layout, wrong ones fail, the kinds of wrong a library can be; and
+// the math mode every primitive is made with.
 #include <doctest.h>
 
 #include <algorithm>
@@ -8,6 +9,9 @@
 #include <vector>
 
 #include "kernels/product_check.h"
+#ifdef TPU_HAVE_ONEDNN
+#include "kernels/onednn_util.h"
+#endif
 
 using namespace tpu;
 
@@ -119,3 +123,16 @@ TEST_CASE("with probe operands, the product check wants the sum to the bit where
   empty.c[0] = 0x1p-14f;
   CHECK_FALSE(empty.passes());
 }
+
+#ifdef TPU_HAVE_ONEDNN
+// The probe values are exact in bf16, so the check would not see an f32 primitive that rounds
+// its operands to bf16, as the process's default math mode (ONEDNN_DEFAULT_FPMATH_MODE) lets
+// oneDNN do: every primitive is made in strict f32 instead.
+TEST_CASE("oneDNN primitives compute f32 in f32 whatever the process's default math mode") {
+  const dnnl::fpmath_mode before = dnnl::get_default_fpmath_mode();
+  dnnl::set_default_fpmath_mode(dnnl::fpmath_mode::bf16);
+  const dnnl::fpmath_mode made = onednn::primitive_attributes().get_fpmath_mode();
+  dnnl::set_default_fpmath_mode(before);
+  CHECK(made == dnnl::fpmath_mode::strict);
+}
+#endif
