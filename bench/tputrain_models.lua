@@ -13,8 +13,8 @@
 -- at 64x64x3, 10 classes, batch 64, on 512 random images). Adam lr 1e-3 for all. PRECISION: f32
 -- or bf16 (the mixed_bfloat16 policy). FEED: memory (default: batches sliced from tensors
 -- prepared in memory, in order), pipeline (as a script feeds fit: the raw data (u8 images,
--- i32 ids) shuffled, batched, converted by a traced map, prefetched) or alternate (both, one
--- compiled step: the timed steps alternate between them in blocks, below).
+-- i32 ids) shuffled, batched, converted by a traced map, prefetched) or alternate (both, on one
+-- model: the timed steps alternate between them in blocks, below).
 --
 -- Phases, all in one process: WARMUP steps (the first one compiles the step), STEPS timed steps
 -- (samples/s), then PROFILE steps with per-op timing on: the step's wall time minus the time
@@ -23,9 +23,13 @@
 -- alternate: STEPS steps on each feed in PAIRS (default 10) pairs of blocks, ABBA (memory then
 -- pipeline, then pipeline then memory, ...), so a drift of the machine's speed over the run
 -- hits both alike: separate processes, as bench/run.sh runs the feeds, differ by 10-25% on a
--- shared machine, more than the feeds do. Prints each feed's samples/s, the median and range
--- of the pairs' pipeline/memory ratios and the ratio of their fastest blocks; the other
--- figures are the pipeline's (bench/pipeline_vs_memory.sh runs it for every model).
+-- shared machine, more than the feeds do. Where the pipeline has a traced map, fit runs it
+-- inside a step of its own (the map fused in), so each feed has its compiled step, and both
+-- must compile once. Every block starts a pass of the data set (each fit does), so a pipeline
+-- block also waits for its first batch. Prints each feed's samples/s, the median and range of
+-- the pairs' pipeline/memory ratios, the ratio of their fastest blocks and the step's wait for
+-- the prefetch thread per batch over all pipeline blocks; the other figures are the
+-- pipeline's (bench/pipeline_vs_memory.sh runs it for every model).
 local tpu = require "tpu"
 local nn, optim, data, core = tpu.nn, tpu.optim, tpu.data, tpu.core
 
@@ -183,6 +187,13 @@ local function fit(n, dataset)
   return seconds
 end
 
+-- The step's wait for the prefetch thread, over the pipeline's passes added so far.
+local waited = {batches = 0, ms = 0}
+local function add_prefetch_wait()
+  local stats = prefetched and prefetched:prefetch_stats()
+  if stats then waited.batches, waited.ms = waited.batches + stats.batches, waited.ms + stats.wait_ms end
+end
+
 -- alternate: the timed steps in ABBA pairs of blocks on the two feeds (see the header).
 local function alternate_feeds()
   local pairs_count = math.min(pair_count, steps)
@@ -194,6 +205,7 @@ local function alternate_feeds()
       t[side] = fit(block, feeds[side])
       seconds[side] = seconds[side] + t[side]
       best[side] = math.min(best[side], t[side])
+      if side == "pipeline" then add_prefetch_wait() end
     end
     ratios[#ratios + 1] = t.memory / t.pipeline  -- the pipeline's samples/s over memory's
   end
@@ -210,17 +222,18 @@ local function alternate_feeds()
   return seconds.pipeline
 end
 
--- How long a step waited for the pipeline's prefetch thread, per batch of its latest pass.
-local function prefetch_results()
-  local stats = prefetched and prefetched:prefetch_stats()
-  if stats and stats.batches > 0 then result("prefetch_wait_ms", string.format("%.4f", stats.wait_ms / stats.batches)) end
-end
-
 local first = fit(1)
 if warmup > 1 then fit(warmup - 1) end
-if feed == "alternate" then fit(warmup, feeds.memory) end
+local memory_step  -- alternate: the memory feed's compiled step, checked below with the pipeline's
+if feed == "alternate" then
+  fit(math.max(warmup, 1), feeds.memory)
+  memory_step = model.compiled.steps.train
+end
 local seconds = feed == "alternate" and alternate_feeds() or fit(steps)
-prefetch_results()
+-- How long a step waited for the pipeline's prefetch thread, per batch: over the timed steps'
+-- last pass (pipeline) or all the pipeline's blocks (alternate).
+if feed == "pipeline" then add_prefetch_wait() end
+if waited.batches > 0 then result("prefetch_wait_ms", string.format("%.4f", waited.ms / waited.batches)) end
 
 -- Seconds spent in kernels so far (op timing accumulates; --profile turns it on from the start).
 local function kernel_seconds()
@@ -242,8 +255,9 @@ if step_fn then
   if precision == "bf16" and not exe:text():find("bf16", 1, true) then
     error("the bf16 policy is on but the compiled train step has no bf16 value", 0)
   end
-  if stats.compiles ~= 1 then
-    error(string.format("the train step compiled %d times (expected once)", stats.compiles), 0)
+  for _, step in ipairs {step_fn, memory_step} do
+    local compiles = step:stats().compiles
+    if compiles ~= 1 then error(string.format("the train step compiled %d times (expected once)", compiles), 0) end
   end
   local info = exe:info()
   result("compile_ms", string.format("%.1f", stats.compile_ms))

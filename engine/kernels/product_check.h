@@ -4,7 +4,7 @@
 // wrong results without any error.
 //
 //   MatrixView a{pa, k, 1}, b{pb, n, 1}, c{pc, n, 1};   // row-major A [m,k], B [k,n], C [m,n]
-//   bool ok = product_matches_at_samples(a, b, c, m, k, n);
+//   bool ok = product_matches_at_samples(a, b, c, m, k, n, Operands::any);
 #pragma once
 #include <cstdint>
 #include <vector>

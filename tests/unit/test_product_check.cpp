@@ -36,13 +36,15 @@ struct Product {
 };
 
 // C = A B summed in f32, k in order (as a library does), over A and B stored per ta and tb;
-// with Operands::probe, values as the probes have them (multiples of 1/128 below 1).
-Product product(int64_t m, int64_t k, int64_t w, bool ta, bool tb, uint32_t seed, Operands operands = Operands::any) {
+// with Operands::probe, values as the probes have them (multiples of 1/128 below 1), at least
+// `lowest` / 128.
+Product product(int64_t m, int64_t k, int64_t w, bool ta, bool tb, uint32_t seed, Operands operands = Operands::any,
+                int lowest = -127) {
   Product p{m, k, w, ta, tb, std::vector<float>(size_t(m * k)), std::vector<float>(size_t(k * w)),
             std::vector<float>(size_t(m * w)), operands};
   std::mt19937 rng(seed);
   std::uniform_real_distribution<float> u(-1, 1);
-  std::uniform_int_distribution<int> grid(-127, 127);
+  std::uniform_int_distribution<int> grid(lowest, 127);
   auto value = [&] { return operands == Operands::probe ? float(grid(rng)) / 128.0f : u(rng); };
   for (float& x : p.a) x = value();
   for (float& x : p.b) x = value();
@@ -113,9 +115,16 @@ TEST_CASE("with probe operands, the product check wants the sum to the bit where
     CHECK(off.passes());
     CHECK_FALSE(p.without_last_term().passes());
   }
-  // 40000 terms: sums past 1024 round in f32; the right product still passes, by the bound.
-  Product long_sums = product(8, 40000, 32, true, false, 12, Operands::probe);
+  // Positive terms, 40000 of them: the running sums pass 1024 and round in f32; the right
+  // product still passes, by the bound.
+  Product long_sums = product(8, 40000, 32, true, false, 12, Operands::probe, 1);
   CHECK(long_sums.passes());
+  CHECK(std::any_of(long_sums.c.begin(), long_sums.c.end(), [](float x) { return x > 1024; }));
+  // Either side of 1024: exact below, the bound above.
+  CHECK_FALSE(close_to_probe_sum(1000 + 0x1p-14, 1000, 1000, 4000));
+  CHECK(close_to_probe_sum(1000, 1000, 1000, 4000));
+  CHECK(close_to_probe_sum(2000 + 0x1p-12, 2000, 2000, 4000));
+  CHECK_FALSE(close_to_probe_sum(2000 + 1, 2000, 2000, 4000));
   // An inner dimension of one and of none: exact either way.
   CHECK(product(9, 1, 40, true, false, 4, Operands::probe).passes());
   Product empty = product(3, 0, 5, false, false, 5, Operands::probe);
